@@ -1,0 +1,75 @@
+"""Copy the real HF config.json files from ../shared/data/model-configs into the package registry.
+
+Run from the repo root: python scripts/build_model_registry.py [SHARED_DIR]
+Writes src/gpuplan/models/configs/<org>__<name>.json and src/gpuplan/models/registry.csv.
+Extra rows (base models whose config is byte-for-byte the same architecture as a shipped
+instruct config, or configs written from params.csv fields) are listed in EXTRA below.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+SHARED = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/model-configs")
+OUT = Path("src/gpuplan/models")
+
+# base model -> (config it shares, source note)
+SAME_ARCH = {
+    "meta-llama/Llama-3.2-1B": ("meta-llama/Llama-3.2-1B-Instruct", "same architecture as the Instruct config (params.csv row Llama-3.2-1B)"),
+    "google/gemma-2-9b": ("google/gemma-2-9b-it", "same architecture as the -it config (params.csv row gemma-2-9b)"),
+    "google/gemma-2-2b": ("google/gemma-2-2b-it", "same architecture as the -it config (params.csv row gemma-2-2b)"),
+    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B", "same architecture as the base config"),
+    "meta-llama/Llama-3.1-70B-Instruct": ("meta-llama/Llama-3.1-70B", "same architecture as the base config"),
+    "Qwen/Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B", "same architecture as the base config"),
+    "mistralai/Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-v0.3", "same architecture as the base config"),
+}
+# Written from the HF config fields recorded in ../shared/validation/params.csv
+WRITTEN = {
+    "Qwen/Qwen2.5-0.5B": ({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+        "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+        "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "hidden_act": "silu", "torch_dtype": "bfloat16", "use_sliding_window": False,
+        "sliding_window": 32768, "max_window_layers": 24},
+        "fields from ../shared/validation/params.csv (HF config of Qwen/Qwen2.5-0.5B)"),
+}
+
+
+def short_name(hf_id: str) -> str:
+    name = hf_id.split("/", 1)[1].lower()
+    return name.removeprefix("meta-")
+
+
+def main() -> None:
+    sources = {r["hf_repo"]: r for r in csv.DictReader(open(SHARED / "SOURCES.csv", encoding="utf-8"))}
+    (OUT / "configs").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for d in sorted(p for p in SHARED.iterdir() if p.is_dir()):
+        hf_id = d.name.replace("__", "/", 1)
+        shutil.copy(d / "config.json", OUT / "configs" / f"{d.name}.json")
+        src = sources.get(hf_id, {})
+        rows.append(dict(name=short_name(hf_id), hf_id=hf_id, config=f"{d.name}.json",
+                         source=src.get("source", ""), completeness=src.get("completeness", ""),
+                         notes=src.get("notes", "")[:300]))
+    by_id = {r["hf_id"]: r for r in rows}
+    for hf_id, (same, note) in SAME_ARCH.items():
+        rows.append(dict(by_id[same], name=short_name(hf_id), hf_id=hf_id, notes=note))
+    for hf_id, (cfg, note) in WRITTEN.items():
+        fname = hf_id.replace("/", "__") + ".json"
+        (OUT / "configs" / fname).write_text(json.dumps(cfg, indent=2) + "\n")
+        rows.append(dict(name=short_name(hf_id), hf_id=hf_id, config=fname, source=note,
+                         completeness="structural", notes=""))
+    rows.sort(key=lambda r: r["name"])
+    with open(OUT / "registry.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} registry rows")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,522 @@
+"""ModelSpec: the architecture facts gpuplan needs, read from a HF `config.json`.
+
+This module is the only code that reads HF config keys. Each family's defaults are the defaults of
+its transformers config class (a key missing from a config.json takes that value when
+transformers loads it), so counts agree with `AutoModelForCausalLM.from_config` on the meta device.
+
+Parameters are described as a list of `Block`s (a named group of identical tensors, repeated
+`count` times). Totals, active-per-token counts, LoRA adapter sizes and quantized weight bytes all
+derive from that one list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import InputError, UnsupportedError, close_matches
+
+
+@dataclass(frozen=True)
+class Block:
+    """`count` copies of a parameter group of `numel` elements each.
+
+    kind: embedding | lm_head | attn | mlp | expert | shared_expert | router | norm | bias | other
+    linear: (in_features, out_features) for a matrix multiplied by activations (None otherwise);
+    `active_fraction`: share of this block a token's forward pass touches (top-k/E for routed experts).
+    """
+    name: str
+    kind: str
+    numel: int
+    count: int = 1
+    linear: tuple[int, int] | None = None
+    active_fraction: float = 1.0
+    layer_scope: str = "layer"      # layer (inside decoder layers) | model (outside) | vision
+
+    @property
+    def total(self) -> int:
+        return self.numel * self.count
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    name: str
+    model_type: str
+    family: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int                     # attention head dim for Q·K (MLA: nope + rope)
+    v_head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_embeddings: bool
+    max_position: int
+    gated_mlp: bool
+    norm: str                         # rms | layernorm
+    layer_windows: tuple[int | None, ...]    # per layer: sliding window length, None = full attention
+    num_experts: int = 0
+    experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    num_moe_layers: int = 0
+    shared_expert_intermediate: int = 0
+    kv_lora_rank: int = 0             # MLA latent; 0 = not MLA
+    qk_rope_head_dim: int = 0
+    blocks: tuple[Block, ...] = ()
+    hf_id: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # ---- derived counts -------------------------------------------------------------------
+    @property
+    def params_total(self) -> int:
+        return sum(b.total for b in self.blocks)
+
+    @property
+    def params_active(self) -> int:
+        return round(sum(b.total * b.active_fraction for b in self.blocks))
+
+    @property
+    def params_embedding(self) -> int:
+        return sum(b.total for b in self.blocks if b.kind == "embedding")
+
+    @property
+    def params_lm_head(self) -> int:
+        return sum(b.total for b in self.blocks if b.kind == "lm_head")
+
+    @property
+    def params_vision(self) -> int:
+        return sum(b.total for b in self.blocks if b.layer_scope == "vision")
+
+    @property
+    def params_per_layer(self) -> float:
+        """Average decoder-layer parameters (what pipeline stages and FSDP units hold)."""
+        return sum(b.total for b in self.blocks if b.layer_scope == "layer") / self.num_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def linear_blocks(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.linear is not None and b.layer_scope == "layer")
+
+    def kv_elements_per_token_layer(self) -> int:
+        """Elements stored per token per attention layer (K and V, or the MLA latent)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return self.num_kv_heads * (self.head_dim + self.v_head_dim)
+
+    def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0) -> float:
+        """Per token of one sequence, all layers sized as full attention (vLLM's pool sizing)."""
+        return self.num_layers * self.kv_elements_per_token_layer() * bytes_per_element
+
+    def kv_cache_bytes(self, tokens: int, bytes_per_element: float = 2.0, windowed: bool = True) -> float:
+        """Logical KV bytes for one sequence of `tokens`; sliding-window layers keep min(W, T)."""
+        per_layer = self.kv_elements_per_token_layer() * bytes_per_element
+        if not windowed:
+            return per_layer * tokens * self.num_layers
+        return per_layer * sum(min(w, tokens) if w else tokens for w in self.layer_windows)
+
+    def attention_context(self, seq_len: int, causal: bool = True) -> float:
+        """Average keys each query attends to, summed over layers (window-capped)."""
+        total = 0.0
+        for w in self.layer_windows:
+            if not causal:
+                total += min(w, seq_len) if w else seq_len
+            elif w and w < seq_len:
+                # first w queries see 1..w keys, the rest see w
+                total += (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len
+            else:
+                total += (seq_len + 1) / 2
+        return total
+
+    def flops_per_token_forward(self, seq_len: int = 2048) -> float:
+        """Forward FLOPs per token: 2 x active matmul parameters (lm_head included, embedding
+        lookup excluded) + causal attention scores and weighted sum (Kaplan et al. 2020 §2.1)."""
+        matmul = sum(b.total * b.active_fraction for b in self.blocks
+                     if b.linear is not None and b.layer_scope != "vision")
+        attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
+        return 2 * matmul + attn
+
+    def to_dict(self, seq_len: int = 2048) -> dict[str, Any]:
+        return {
+            "name": self.name, "hf_id": self.hf_id, "model_type": self.model_type, "family": self.family,
+            "params_total": self.params_total, "params_active": self.params_active,
+            "params_embedding": self.params_embedding, "params_lm_head": self.params_lm_head,
+            "params_vision": self.params_vision,
+            "num_layers": self.num_layers, "hidden_size": self.hidden_size,
+            "num_attention_heads": self.num_heads, "num_key_value_heads": self.num_kv_heads,
+            "head_dim": self.head_dim, "intermediate_size": self.intermediate_size,
+            "vocab_size": self.vocab_size, "tie_word_embeddings": self.tie_embeddings,
+            "max_position_embeddings": self.max_position,
+            "num_experts": self.num_experts, "experts_per_token": self.experts_per_tok,
+            "mla": self.is_mla, "sliding_window_layers": sum(1 for w in self.layer_windows if w),
+            "kv_cache_bytes_per_token": int(self.kv_cache_bytes_per_token(2.0)),
+            "flops_per_token_forward": self.flops_per_token_forward(seq_len),
+            "flops_seq_len": seq_len,
+        }
+
+
+# ---- HF config reading -------------------------------------------------------------------
+
+# Defaults of the transformers config classes for keys that change the parameter count.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
+                  tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
+    "mistral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096 * 32,
+                    tie_word_embeddings=False, sliding_window=4096),
+    "mixtral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096 * 32,
+                    tie_word_embeddings=False, num_local_experts=8, num_experts_per_tok=2, sliding_window=None),
+    "qwen2": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=32768,
+                  tie_word_embeddings=False, use_sliding_window=False, sliding_window=4096, max_window_layers=28),
+    "qwen3": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=32768,
+                  tie_word_embeddings=False, attention_bias=False, use_sliding_window=False, sliding_window=4096,
+                  max_window_layers=28),
+    "qwen3_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                      num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=32768,
+                      tie_word_embeddings=False, attention_bias=False, num_experts=128, num_experts_per_tok=8,
+                      moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
+                      use_sliding_window=False, sliding_window=4096, max_window_layers=28),
+    "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=4096,
+                 tie_word_embeddings=False, sliding_window=None),
+    "olmo2": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
+                  tie_word_embeddings=False, attention_bias=False),
+    "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                   num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=8192,
+                   tie_word_embeddings=True, attention_bias=False, sliding_window=4096),
+    "gemma3_text": dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                        num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=131072,
+                        tie_word_embeddings=True, attention_bias=False, sliding_window=4096,
+                        sliding_window_pattern=6),
+    "gpt2": dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
+                 tie_word_embeddings=True),
+    "gpt_neox": dict(vocab_size=50432, hidden_size=6144, num_hidden_layers=44, num_attention_heads=64,
+                     intermediate_size=24576, max_position_embeddings=2048, tie_word_embeddings=False,
+                     use_parallel_residual=True, attention_bias=True),
+    "falcon": dict(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
+                   num_kv_heads=None, multi_query=True, new_decoder_architecture=False, parallel_attn=True,
+                   bias=False, alibi=False, ffn_hidden_size=None, max_position_embeddings=2048,
+                   tie_word_embeddings=True, num_ln_in_parallel_attn=None),
+    "deepseek_v2": dict(vocab_size=102400, hidden_size=4096, intermediate_size=11008, moe_intermediate_size=1407,
+                        num_hidden_layers=30, num_attention_heads=32, num_key_value_heads=32, n_shared_experts=None,
+                        n_routed_experts=None, num_experts_per_tok=None, first_k_dense_replace=0,
+                        moe_layer_freq=1, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64,
+                        qk_nope_head_dim=128, v_head_dim=128, max_position_embeddings=2048,
+                        tie_word_embeddings=False, attention_bias=False, topk_method="greedy"),
+    "deepseek_v3": dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                        num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128,
+                        n_shared_experts=1, n_routed_experts=256, num_experts_per_tok=8, first_k_dense_replace=3,
+                        q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
+                        v_head_dim=128, max_position_embeddings=4096, tie_word_embeddings=False,
+                        attention_bias=False),
+    "gpt_oss": dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
+                    num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=128,
+                    num_experts_per_tok=4, sliding_window=128, max_position_embeddings=131072,
+                    tie_word_embeddings=False, attention_bias=True),
+    "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
+}
+_ALIAS_TYPES = {"qwen2_moe": None, "gemma3": "gemma3_text", "olmo": None, "RefinedWeb": "falcon",
+                "RefinedWebModel": "falcon", "phi": None, "mistral3": None}
+SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
+
+
+def _cfg(config: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    merged = dict(_DEFAULTS[model_type])
+    merged.update({k: v for k, v in config.items()})
+    return merged
+
+
+def _positive(c: dict, key: str, where: str) -> int:
+    v = c.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        raise InputError(f"model config {where}", f"field '{key}' must be a positive integer, got {v!r}.",
+                         f"fix '{key}' in the config.json.")
+    return v
+
+
+def _attention_blocks(h, a, kv, d, *, qkv_bias, o_bias, n) -> list[Block]:
+    out = [Block("q_proj", "attn", h * a * d, n, (h, a * d)),
+           Block("k_proj", "attn", h * kv * d, n, (h, kv * d)),
+           Block("v_proj", "attn", h * kv * d, n, (h, kv * d)),
+           Block("o_proj", "attn", a * d * h, n, (a * d, h))]
+    if qkv_bias:
+        out.append(Block("qkv_bias", "bias", (a + 2 * kv) * d, n))
+    if o_bias:
+        out.append(Block("o_bias", "bias", h, n))
+    return out
+
+
+def _gated_mlp(h, i, n, kind="mlp", active=1.0, name="mlp", bias=False) -> list[Block]:
+    out = [Block(f"{name}.gate_proj", kind, h * i, n, (h, i), active),
+           Block(f"{name}.up_proj", kind, h * i, n, (h, i), active),
+           Block(f"{name}.down_proj", kind, i * h, n, (i, h), active)]
+    if bias:
+        out.append(Block(f"{name}.bias", "bias", 2 * i + h, n, None, active))
+    return out
+
+
+def _head_blocks(h, v, tie, extra_embed: int = 0) -> list[Block]:
+    out = [Block("embed_tokens", "embedding", v * h, 1, None, 1.0, "model")]
+    if extra_embed:
+        out.append(Block("embed_positions", "embedding", extra_embed, 1, None, 1.0, "model"))
+    if not tie:
+        out.append(Block("lm_head", "lm_head", v * h, 1, (h, v), 1.0, "model"))
+    return out
+
+
+def _tied_head_flops_block(h, v) -> Block:
+    # A tied lm_head adds no parameters but still costs a matmul; numel 0 keeps counts exact.
+    return Block("lm_head(tied)", "lm_head", 0, 1, (h, v), 1.0, "model")
+
+
+def _windows(c: dict, model_type: str, n: int) -> tuple[int | None, ...]:
+    lt = c.get("layer_types")
+    w = c.get("sliding_window")
+    if isinstance(lt, list) and len(lt) == n:
+        return tuple(w if t == "sliding_attention" else None for t in lt)
+    if model_type in ("mistral", "mixtral", "phi3") and w:
+        return (w,) * n
+    if model_type == "gemma2":
+        return tuple(w if i % 2 == 0 else None for i in range(n))
+    if model_type == "gemma3_text":
+        pattern = c.get("sliding_window_pattern") or 6
+        return tuple(None if (i + 1) % pattern == 0 else w for i in range(n))
+    if model_type in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and w:
+        mwl = c.get("max_window_layers", n)
+        return tuple(w if i >= mwl else None for i in range(n))
+    if model_type == "gpt_oss":
+        return tuple(w if i % 2 == 0 else None for i in range(n))
+    return (None,) * n
+
+
+def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
+    """Llama-like decoders: llama, mistral, mixtral, qwen2/3(+moe), phi3, olmo2, gemma2/3, gpt_oss, deepseek."""
+    h = _positive(c, "hidden_size", where)
+    n = _positive(c, "num_hidden_layers", where)
+    a = _positive(c, "num_attention_heads", where)
+    kv = c.get("num_key_value_heads") or a
+    v = _positive(c, "vocab_size", where)
+    i = c.get("intermediate_size") or 0
+    d = c.get("head_dim") or h // a
+    tie = bool(c.get("tie_word_embeddings", False))
+    blocks: list[Block] = []
+    info: dict[str, Any] = {}
+    mla = mt in ("deepseek_v2", "deepseek_v3")
+
+    # attention
+    if mla:
+        rope, nope, vd = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+        qd, kvr, qr = rope + nope, c["kv_lora_rank"], c.get("q_lora_rank")
+        if qr:
+            blocks += [Block("q_a_proj", "attn", h * qr, n, (h, qr)), Block("q_a_layernorm", "norm", qr, n),
+                       Block("q_b_proj", "attn", qr * a * qd, n, (qr, a * qd))]
+        else:
+            blocks.append(Block("q_proj", "attn", h * a * qd, n, (h, a * qd)))
+        blocks += [Block("kv_a_proj_with_mqa", "attn", h * (kvr + rope), n, (h, kvr + rope)),
+                   Block("kv_a_layernorm", "norm", kvr, n),
+                   Block("kv_b_proj", "attn", kvr * a * (nope + vd), n, (kvr, a * (nope + vd))),
+                   Block("o_proj", "attn", a * vd * h, n, (a * vd, h))]
+        d, info["v_head_dim"], kv = qd, vd, a
+        info.update(kv_lora_rank=kvr, qk_rope_head_dim=rope)
+    else:
+        bias = bool(c.get("attention_bias", False)) or mt == "qwen2"
+        blocks += _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
+        info["v_head_dim"] = d
+    if mt == "gpt_oss":
+        blocks.append(Block("sinks", "other", a, n))
+    if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
+        blocks += [Block("q_norm", "norm", d, n), Block("k_norm", "norm", d, n)]
+    if mt == "olmo2":
+        blocks += [Block("q_norm", "norm", a * d, n), Block("k_norm", "norm", kv * d, n)]
+
+    # norms inside layers
+    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)
+    blocks.append(Block("layer_norms", "norm", norms * h, n))
+
+    # MLP / MoE
+    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma2", "gemma3_text"):
+        blocks += _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False)))
+    elif mt == "mixtral":
+        k = c["num_experts_per_tok"]
+        blocks.append(Block("router", "router", h * experts, n, (h, experts)))
+        blocks += _gated_mlp(h, i, n * experts, "expert", k / experts, "experts")
+        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
+    elif mt == "qwen3_moe":
+        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
+        step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
+        moe_layers = sum(1 for li in range(n) if li not in only and experts > 0 and (li + 1) % step == 0)
+        dense = n - moe_layers
+        if dense:
+            blocks += _gated_mlp(h, i, dense)
+        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
+        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
+        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers)
+    elif mt == "gpt_oss":
+        k = c["num_experts_per_tok"]
+        blocks += [Block("router", "router", h * experts, n, (h, experts)), Block("router_bias", "bias", experts, n)]
+        blocks += [Block("experts.gate_up_proj", "expert", h * 2 * i, n * experts, (h, 2 * i), k / experts),
+                   Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
+                   Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
+        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
+    elif mla:
+        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
+        first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
+        moe_layers = sum(1 for li in range(n) if experts and li >= first_dense and li % freq == 0)
+        dense = n - moe_layers
+        if dense:
+            blocks += _gated_mlp(h, i, dense)
+        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
+        if mt == "deepseek_v3" or c.get("topk_method") == "noaux_tc":
+            blocks.append(Block("e_score_correction_bias", "bias", experts, moe_layers))
+        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
+        shared = (c.get("n_shared_experts") or 0) * mi
+        if shared:
+            blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_experts")
+        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
+                    shared_expert_intermediate=shared)
+    else:  # pragma: no cover - guarded by caller
+        raise UnsupportedError(f"model_type '{mt}'", "has no MLP layout.", "")
+
+    blocks.append(Block("final_norm", "norm", h, 1, None, 1.0, "model"))
+    blocks += _head_blocks(h, v, tie)
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+    windows = _windows(c, mt, n)
+    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=kv, head_dim=d, vocab_size=v,
+                intermediate_size=i, tie_embeddings=tie, gated_mlp=True, norm="rms",
+                max_position=c.get("max_position_embeddings") or 0, layer_windows=windows,
+                blocks=tuple(blocks), **info)
+
+
+def _gpt2(c: dict, where: str) -> dict[str, Any]:
+    h, n, a = _positive(c, "n_embd", where), _positive(c, "n_layer", where), _positive(c, "n_head", where)
+    v, pos = _positive(c, "vocab_size", where), _positive(c, "n_positions", where)
+    i = c.get("n_inner") or 4 * h
+    blocks = [Block("c_attn", "attn", h * 3 * h, n, (h, 3 * h)), Block("c_attn.bias", "bias", 3 * h, n),
+              Block("attn.c_proj", "attn", h * h, n, (h, h)), Block("attn.c_proj.bias", "bias", h, n),
+              Block("c_fc", "mlp", h * i, n, (h, i)), Block("c_fc.bias", "bias", i, n),
+              Block("mlp.c_proj", "mlp", i * h, n, (i, h)), Block("mlp.c_proj.bias", "bias", h, n),
+              Block("layer_norms", "norm", 4 * h, n), Block("ln_f", "norm", 2 * h, 1, None, 1.0, "model")]
+    tie = bool(c.get("tie_word_embeddings", True))
+    blocks += _head_blocks(h, v, tie, extra_embed=pos * h)
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
+                vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
+                max_position=pos, layer_windows=(None,) * n, blocks=tuple(blocks))
+
+
+def _gpt_neox(c: dict, where: str) -> dict[str, Any]:
+    h, n = _positive(c, "hidden_size", where), _positive(c, "num_hidden_layers", where)
+    a, v, i = _positive(c, "num_attention_heads", where), _positive(c, "vocab_size", where), c["intermediate_size"]
+    bias = bool(c.get("attention_bias", True))
+    blocks = [Block("query_key_value", "attn", h * 3 * h, n, (h, 3 * h)), Block("dense", "attn", h * h, n, (h, h)),
+              Block("dense_h_to_4h", "mlp", h * i, n, (h, i)), Block("dense_4h_to_h", "mlp", i * h, n, (i, h)),
+              Block("mlp.bias", "bias", i + h, n), Block("layer_norms", "norm", 4 * h, n),
+              Block("final_layer_norm", "norm", 2 * h, 1, None, 1.0, "model")]
+    if bias:
+        blocks.append(Block("attn.bias", "bias", 4 * h, n))
+    tie = bool(c.get("tie_word_embeddings", False))
+    blocks += _head_blocks(h, v, tie)
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
+                vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
+                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks))
+
+
+def _falcon(c: dict, where: str) -> dict[str, Any]:
+    h, n = _positive(c, "hidden_size", where), _positive(c, "num_hidden_layers", where)
+    a, v = _positive(c, "num_attention_heads", where), _positive(c, "vocab_size", where)
+    d = h // a
+    new_arch = bool(c.get("new_decoder_architecture"))
+    if new_arch:
+        kv = c.get("num_kv_heads") or a
+    else:
+        kv = 1 if c.get("multi_query", True) else a
+    qkv_out = (a + 2 * kv) * d
+    i = c.get("ffn_hidden_size") or 4 * h
+    bias = bool(c.get("bias", False))
+    if new_arch:
+        ln = 2 if (c.get("num_ln_in_parallel_attn") or 2) == 2 else 1
+    else:
+        ln = 1 if c.get("parallel_attn", True) else 2
+    blocks = [Block("query_key_value", "attn", h * qkv_out, n, (h, qkv_out)), Block("dense", "attn", h * h, n, (h, h)),
+              Block("dense_h_to_4h", "mlp", h * i, n, (h, i)), Block("dense_4h_to_h", "mlp", i * h, n, (i, h)),
+              Block("layer_norms", "norm", ln * 2 * h, n), Block("ln_f", "norm", 2 * h, 1, None, 1.0, "model")]
+    if bias:
+        blocks.append(Block("linear.bias", "bias", qkv_out + h + i + h, n))
+    tie = bool(c.get("tie_word_embeddings", True))
+    blocks += _head_blocks(h, v, tie)
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=kv, head_dim=d, v_head_dim=d,
+                vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
+                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks))
+
+
+def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
+    c = _cfg(vc, "siglip_vision_model")
+    hv, iv, n = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    p, img, ch = c["patch_size"], c["image_size"], c["num_channels"]
+    s = "vision"
+    return [Block("vision.patch_embedding", "other", ch * p * p * hv + hv, 1, None, 1.0, s),
+            Block("vision.position_embedding", "other", (img // p) ** 2 * hv, 1, None, 1.0, s),
+            Block("vision.attn", "other", 4 * (hv * hv + hv), n, (hv, hv), 1.0, s),
+            Block("vision.mlp", "other", hv * iv + iv + iv * hv + hv, n, (hv, iv), 1.0, s),
+            Block("vision.layer_norms", "other", 4 * hv, n, None, 1.0, s),
+            Block("vision.post_layernorm", "other", 2 * hv, 1, None, 1.0, s),
+            Block("mm_projector", "other", hv * text_hidden + hv, 1, None, 1.0, s)]
+
+
+def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
+                     where: str = "") -> ModelSpec:
+    """Build a ModelSpec from a HF config.json mapping."""
+    where = where or (f"'{name}'" if name else "(dict)")
+    if not isinstance(config, Mapping):
+        raise InputError(f"model config {where}", "must be a JSON object.", "pass the contents of config.json.")
+    mt = config.get("model_type")
+    if not mt:
+        raise InputError(f"model config {where}", "has no 'model_type' field, so its architecture is unknown.",
+                         "use a real HF config.json (it always names model_type).")
+    mt = _ALIAS_TYPES.get(mt, mt) if mt in _ALIAS_TYPES and _ALIAS_TYPES[mt] else mt
+    vision: list[Block] = []
+    raw = config
+    if mt == "gemma3_text" and "text_config" in config:  # Gemma3ForConditionalGeneration
+        text = config["text_config"] or {}
+        config = {**text, "model_type": "gemma3_text"}
+        if config.get("vocab_size") is None:
+            config["vocab_size"] = 262208
+    if mt not in _DEFAULTS or mt == "siglip_vision_model":
+        raise UnsupportedError(
+            f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
+            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With `pip install 'gpuplan[trace]'` "
+            "an exact count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
+            close_matches(str(mt), SUPPORTED_MODEL_TYPES))
+    c = _cfg(config, mt)
+    if mt == "gpt2":
+        fields = _gpt2(c, where)
+    elif mt == "gpt_neox":
+        fields = _gpt_neox(c, where)
+    elif mt == "falcon":
+        fields = _falcon(c, where)
+    else:
+        fields = _decoder(c, mt, where)
+    if raw is not config and raw.get("vision_config") is not None:
+        vision = _siglip_blocks(raw["vision_config"], fields["hidden_size"])
+        fields["blocks"] = fields["blocks"] + tuple(vision)
+    family = {"gemma3_text": "gemma3", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek"}.get(mt, mt)
+    return ModelSpec(name=name or hf_id or mt, hf_id=hf_id, model_type=mt, family=family, config=dict(raw), **fields)
