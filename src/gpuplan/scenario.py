@@ -164,7 +164,7 @@ def _explain(err: ValidationError, source: str) -> InputError:
         shown = "" if e["type"] in ("missing",) or isinstance(given, dict) else f" (got {given!r})"
         lines.append(f"'{loc}' {msg}{shown}")
     return InputError(f"scenario {source}", "; ".join(lines) + ".",
-                      "correct the field(s) named above; `gpuplan scenario --help-fields` lists every field.")
+                      "correct the field(s) named above; `gpuplan schema` lists every field.")
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:

@@ -1,0 +1,91 @@
+"""The library's front door: resolve a scenario and estimate memory, speed and cost.
+
+CLI and web are thin shells over these functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .estimate.results import CostEstimate, MemoryEstimate, PerformanceEstimate
+from .models import ModelSpec, get_model
+from .scenario import Scenario, load_scenario, scenario_from_dict
+
+
+@dataclass(frozen=True)
+class Resolved:
+    scenario: Scenario
+    model: ModelSpec
+    gpu: Any      # gpuplan.hardware.GpuSpec
+
+
+@dataclass(frozen=True)
+class Estimate:
+    scenario: Scenario
+    model: ModelSpec
+    gpu: Any
+    memory: MemoryEstimate
+    performance: PerformanceEstimate
+    cost: CostEstimate
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory": self.memory.to_json(),
+            "performance": self.performance.to_json(),
+            "cost": self.cost.to_json(),
+            "scenario": self.scenario.model_dump(mode="json"),
+            "model": self.model.to_dict(self.scenario.train.seq_len if self.scenario.train else 2048),
+            "gpu": {"id": self.gpu.id, "name": self.gpu.name,
+                    "usable_memory_bytes": int(self.gpu.usable_memory_bytes)},
+            "warnings": list(self.warnings),
+        }
+
+
+def as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, Mapping):
+        return scenario_from_dict(dict(scenario))
+    return load_scenario(scenario)
+
+
+def resolve(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: bool = True) -> Resolved:
+    from .hardware import get_gpu
+    scn = as_scenario(scenario)
+    return Resolved(scn, get_model(scn.model, allow_hub=allow_hub), get_gpu(scn.hardware.gpu))
+
+
+def estimate_memory_for(r: Resolved) -> MemoryEstimate:
+    from .estimate.memory import estimate_memory
+    return estimate_memory(r.scenario, r.model, r.gpu.usable_memory_bytes)
+
+
+def software_warnings(r: Resolved) -> tuple[str, ...]:
+    """Problems of the software stack for this GPU (errors raise, warnings are returned)."""
+    from .errors import UnsupportedError
+    from .hardware import software
+    scn = r.scenario
+    dtype = scn.train.precision if scn.train else None
+    engine = scn.infer.engine if scn.infer else {"megatron": "megatron", "deepspeed": "deepspeed"}.get(scn.framework, "pytorch")
+    attention = scn.train.attention if scn.train else None
+    weights = scn.infer.weights if scn.infer else None
+    problems = software.check(r.gpu, engine=engine, dtype=dtype, attention=attention, weights=weights)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise UnsupportedError(f"{r.gpu.id} with this scenario", " ".join(p.message for p in errors),
+                               " ".join(p.alternative for p in errors if p.alternative))
+    return tuple(p.message + (f" ({p.alternative})" if p.alternative else "") for p in problems)
+
+
+def estimate(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: bool = True) -> Estimate:
+    """Memory, performance and cost of one scenario (DESIGN §3.2)."""
+    from .estimate.cost import estimate_cost
+    from .estimate.speed import estimate_performance
+    r = resolve(scenario, allow_hub=allow_hub)
+    warnings = software_warnings(r)
+    mem = estimate_memory_for(r)
+    perf = estimate_performance(r.scenario, r.model, r.gpu)
+    cost = estimate_cost(r.scenario, r.gpu, perf)
+    return Estimate(r.scenario, r.model, r.gpu, mem, perf, cost, warnings)

@@ -1,0 +1,121 @@
+"""Activation bytes saved for backward, per token, derived tensor by tensor.
+
+The decomposition follows Korthikanti et al. 2022 (arXiv:2205.05198 §4: every tensor a layer saves
+for its backward) adapted to modern blocks (RMSNorm, gated MLP, GQA, flash attention) and to what
+HF transformers actually saves, checked against fake-tensor traces (docs/model.md):
+
+* RMSNorm (HF Llama style) upcasts to fp32 and saves that copy (4h) and the normalized 16-bit value
+  before the weight multiply (2h); Gemma's norm stays in fp32 (4h + 4h).
+* A linear saves its input (for the weight gradient) unless its weight is frozen. Under autocast
+  (fp32 master weights) each consumer casts the fp32 residual stream separately, so q, k and v save
+  three 16-bit copies of the same input.
+* Flash/SDPA attention saves q, k, v, the output and an fp32 log-sum-exp per head; eager attention
+  also keeps the fp32 softmax and its 16-bit copy (~6 bytes per score).
+* A gated MLP saves gate, act(gate) and up (3 x i) plus the product feeding down_proj.
+* LoRA (peft) casts each adapted linear's input to the adapter dtype (fp32 by default) and keeps it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ActivationSetup:
+    compute_bytes: int = 2         # dtype of matmul outputs (2 for bf16/fp16 incl. autocast, 4 for fp32)
+    residual_bytes: int = 2        # dtype of the residual stream (4 under fp32-master autocast)
+    autocast: bool = False         # fp32 params + 16-bit autocast
+    frozen_base: bool = False      # LoRA/QLoRA: base linears do not keep their inputs
+    adapter_bytes: int = 4         # LoRA adapter dtype
+    lora_targets: frozenset[str] = frozenset()   # which linears carry adapters (q,k,v,o,gate,up,down)
+    lora_rank: int = 0
+    attention: str = "flash"       # flash | sdpa | eager
+    framework: str = "hf"
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes per token per layer, split into what TP shards and what it replicates (no SP)."""
+    replicated: float              # h-sized tensors (norms, residual-stream copies)
+    sharded: float                 # heads- and intermediate-sized tensors
+    score_bytes: float             # bytes per attention score (eager), multiply by heads*context
+
+    @property
+    def total(self) -> float:
+        return self.replicated + self.sharded
+
+
+LINEAR_INPUTS = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "o": "o_in", "gate": "mlp_in", "up": "mlp_in",
+                 "down": "down_in"}
+
+
+def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Saved bytes of one RMSNorm/LayerNorm per hidden element."""
+    if s.residual_bytes == 4:
+        return 8.0                  # fp32 input saved + normalized fp32
+    if model.family in ("gemma2", "gemma3"):
+        return 8.0                  # Gemma computes the whole norm in fp32
+    if model.norm == "layernorm":
+        return 2.0 + 4.0            # input + fp32 mean/rstd path (approx.)
+    return 6.0                      # fp32 upcast + normalized 16-bit
+
+
+def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
+    b = s.compute_bytes
+    i = model.intermediate_size
+    if model.is_moe:
+        i_eff = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
+        i_dense = 0
+    else:
+        i_eff, i_dense = i, i
+    if model.is_mla:
+        kv = a  # MLA materialises per-head K/V for attention
+    rep = 0.0
+    shard = 0.0
+    # norms feeding attention and MLP (two per layer); Gemma adds two post-norms on the residual path
+    rep += 2 * _norm_bytes(model, s) * h
+    if model.family in ("gemma2", "gemma3"):
+        rep += 2 * _norm_bytes(model, s) * h
+    # per-head q/k norms (Qwen3, Gemma3; OLMo2 over the whole projection)
+    if model.family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"):
+        shard += 6 * (a + kv) * d
+    # attention core: q, k, v, output, fp32 log-sum-exp
+    shard += b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
+    # MLP internals (gated: gate, act, up; plain: fc1 output feeding the activation)
+    if model.gated_mlp:
+        shard += 3 * b * i_eff
+    else:
+        shard += b * i_eff
+    if model.is_moe:
+        # each routed copy of a token gathers its input; router logits and probabilities in fp32
+        rep += model.experts_per_tok * b * h + 8 * model.num_experts
+    # inputs saved by linears
+    widths = {"attn_in": h, "o_in": a * vd, "mlp_in": h, "down_in": i_eff}
+    consumers = {"attn_in": ("q", "k", "v"), "o_in": ("o",), "mlp_in": ("gate", "up") if model.gated_mlp else ("up",),
+                 "down_in": ("down",)}
+    for tensor, names in consumers.items():
+        width = widths[tensor]
+        target = rep if tensor in ("attn_in", "mlp_in") else None
+        saved = 0.0
+        if not s.frozen_base:
+            if tensor == "o_in" or (tensor == "down_in" and model.gated_mlp):
+                saved += 0.0 if tensor == "o_in" else b * width     # o_in is the attention output, already kept
+            elif s.autocast:
+                saved += len(names) * b * width                     # one 16-bit cast per consumer
+            else:
+                saved += b * width
+            if tensor == "down_in" and not model.gated_mlp:
+                saved = b * width                                   # fc2 input = activation output
+        for n in names:
+            if n in s.lora_targets:
+                saved += s.adapter_bytes * width + s.adapter_bytes * s.lora_rank
+        if target is not None:
+            rep += saved
+        else:
+            shard += saved
+    if s.frozen_base and model.gated_mlp is False:
+        pass
+    score = 6.0 if s.attention == "eager" else 0.0
+    return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)

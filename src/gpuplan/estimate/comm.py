@@ -1,0 +1,128 @@
+"""Collective communication times with an α–β model (docs/speed.md §3).
+
+Per-GPU wire volume of an n-rank collective on a payload of S bytes (NCCL "bus bandwidth"
+factors, NVIDIA/nccl-tests doc/PERFORMANCE.md; ZeRO paper §7):
+    all-reduce (ring)          2(n−1)/n · S
+    reduce-scatter, all-gather (n−1)/n · S      (S = the full, unsharded array)
+    all-to-all                 (n−1)/n · S
+    send/recv (pipeline p2p)   S
+Time = volume / (B · η) + steps · α, with B the per-GPU unidirectional bandwidth of the slowest
+link the group crosses, η a calibrated bus efficiency and α the per-step latency (ring: 2(n−1)
+steps for all-reduce, n−1 for the others; GenZ, arXiv:2406.01698, uses the same latency form).
+
+Which link a group uses (DESIGN §5): NVLink/NVSwitch when the whole group sits inside one node
+and inside the GPU's scale-up domain, PCIe when there is no such link (with P2P) or through host
+memory when the driver disables P2P (GeForce), and the node's network (InfiniBand/RoCE/Ethernet)
+as soon as the group spans nodes; a hierarchical NCCL ring is then limited by the per-GPU NIC rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Defaults used when the catalog leaves a field empty (documented in docs/speed.md §3).
+_DEFAULT_LINK_LATENCY_S = {"scale_up": 3e-6, "pcie": 5e-6, "host": 10e-6, "network": 5e-6}
+_DEFAULT_NET_BW = 25e9          # 200 Gb/s per GPU when no network is known
+_HOST_STAGING_FACTOR = 0.5      # no P2P: GPU -> host -> GPU, each byte crosses PCIe twice
+
+
+@dataclass(frozen=True)
+class Link:
+    kind: str                   # scale_up | pcie | host | network | none
+    bandwidth_bytes_per_s: float  # per GPU, unidirectional
+    latency_s: float
+    efficiency: float = 1.0
+
+    @property
+    def effective_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+
+LOCAL = Link("none", float("inf"), 0.0, 1.0)
+
+
+def network_bandwidth_bytes_per_s(network: Any) -> float:
+    for name in ("bandwidth_bytes_per_s", "bandwidth_per_gpu_bytes_per_s", "bytes_per_s_per_gpu",
+                 "bandwidth_per_gpu"):
+        v = getattr(network, name, None)
+        if v:
+            return float(v)
+    gbps = getattr(network, "gbps_per_gpu", None)
+    return float(gbps) * 1e9 / 8 if gbps else _DEFAULT_NET_BW
+
+
+def network_latency_s(network: Any) -> float:
+    v = getattr(network, "latency_s", None)
+    if v:
+        return float(v)
+    us = getattr(network, "latency_us", None)
+    return float(us) * 1e-6 if us else _DEFAULT_LINK_LATENCY_S["network"]
+
+
+def _pcie_bw(gpu: Any) -> float:
+    return float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 32e9)
+
+
+def group_link(gpu: Any, group_size: int, span: int, gpus_per_node: int, network: Any = None,
+               eff: dict[str, float] | None = None) -> Link:
+    """The bottleneck link of a group of `group_size` ranks whose members lie `span` GPUs apart
+    in total (span = group_size × product of the parallel dimensions placed inside it)."""
+    eff = eff or {}
+    if group_size <= 1:
+        return LOCAL
+    if span > gpus_per_node:
+        bw = network_bandwidth_bytes_per_s(network) if network is not None else _DEFAULT_NET_BW
+        intra = _intra_link(gpu, min(span, gpus_per_node), eff)
+        bw = min(bw, intra.bandwidth_bytes_per_s)
+        lat = network_latency_s(network) if network is not None else _DEFAULT_LINK_LATENCY_S["network"]
+        return Link("network", bw, lat, eff.get("network", 0.8))
+    return _intra_link(gpu, span, eff)
+
+
+def _intra_link(gpu: Any, span: int, eff: dict[str, float]) -> Link:
+    scale_up = (getattr(gpu, "scale_up", None) or "none").lower()
+    max_gpus = int(getattr(gpu, "scale_up_max_gpus", 1) or 1)
+    su_bw = float(getattr(gpu, "scale_up_bandwidth_bytes_per_s", 0.0) or 0.0)
+    p2p = bool(getattr(gpu, "p2p", True))
+    if scale_up not in ("none", "", "apple-unified") and su_bw > 0 and span <= max_gpus and p2p:
+        return Link("scale_up", su_bw, _DEFAULT_LINK_LATENCY_S["scale_up"], eff.get("scale_up", 0.8))
+    if p2p:
+        return Link("pcie", _pcie_bw(gpu), _DEFAULT_LINK_LATENCY_S["pcie"], eff.get("pcie", 0.8))
+    return Link("host", _pcie_bw(gpu) * _HOST_STAGING_FACTOR, _DEFAULT_LINK_LATENCY_S["host"],
+                eff.get("pcie", 0.8))
+
+
+# ---- collectives: payload S bytes (full array), n ranks --------------------------------------
+
+def all_reduce_volume(size_bytes: float, n: int) -> float:
+    return 0.0 if n <= 1 else 2.0 * (n - 1) / n * size_bytes
+
+
+def all_gather_volume(size_bytes: float, n: int) -> float:
+    return 0.0 if n <= 1 else (n - 1) / n * size_bytes
+
+
+reduce_scatter_volume = all_gather_volume
+all_to_all_volume = all_gather_volume
+
+
+def all_reduce_time(size_bytes: float, n: int, link: Link) -> float:
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return all_reduce_volume(size_bytes, n) / link.effective_bytes_per_s + 2 * (n - 1) * link.latency_s
+
+
+def all_gather_time(size_bytes: float, n: int, link: Link) -> float:
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return all_gather_volume(size_bytes, n) / link.effective_bytes_per_s + (n - 1) * link.latency_s
+
+
+reduce_scatter_time = all_gather_time
+all_to_all_time = all_gather_time
+
+
+def p2p_time(size_bytes: float, link: Link) -> float:
+    if size_bytes <= 0 or link.kind == "none":
+        return 0.0
+    return size_bytes / link.effective_bytes_per_s + link.latency_s

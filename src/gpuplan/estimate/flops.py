@@ -1,0 +1,80 @@
+"""FLOPs accounting for training and inference (DESIGN §5; docs/speed.md §1).
+
+Conventions
+- A matmul of an [M, K] activation by a [K, N] weight costs 2·M·K·N FLOPs (multiply + add).
+- Forward FLOPs per token = 2 × active matmul parameters (lm_head included, embedding lookup
+  excluded) + causal attention core 2·a·(d_qk + d_v)·ctx per layer, where ctx is the average
+  number of keys a query sees (half the sequence for causal full attention, window-capped for
+  sliding-window layers) — Kaplan et al. 2020 §2.1, Korthikanti et al. 2022 §5.
+- Backward = 2 × forward (data gradient + weight gradient, Narayanan et al. 2021 §3.5).
+  A frozen base (LoRA/QLoRA) has no weight gradient: base matmuls cost 2·fwd instead of 3·fwd
+  in total (≈ 4N instead of 6N per token); attention keeps its full backward.
+- Model FLOPs (for MFU) exclude recomputation; hardware FLOPs (for HFU) include it:
+  full recompute adds one forward, selective recompute adds the attention core forward
+  (Korthikanti et al. 2022 §5, Chowdhery et al. 2022 App. B).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..models import ModelSpec
+
+
+class TrainingFlops(NamedTuple):
+    """FLOPs per trained token. Unpacks as (model, hardware)."""
+    model: float             # what MFU divides by (no recompute)
+    hardware: float          # what the GPU actually executes (HFU)
+    matmul_forward: float    # 2 × active matmul params
+    attention_forward: float  # causal attention core, forward
+
+
+def matmul_params_active(model: ModelSpec) -> float:
+    """Active matmul parameters per token (routed experts weighted by top-k/E), vision excluded."""
+    return float(sum(b.total * b.active_fraction for b in model.blocks
+                     if b.linear is not None and b.layer_scope != "vision"))
+
+
+def lora_adapter_params(model: ModelSpec, rank: int) -> float:
+    """Adapter parameters touched per token with all-linear targets: r·(in+out) per decoder linear."""
+    return float(sum(rank * (b.linear[0] + b.linear[1]) * b.count * b.active_fraction
+                     for b in model.linear_blocks))
+
+
+def attention_flops_per_token_forward(model: ModelSpec, seq_len: int, causal: bool = True) -> float:
+    """QK^T and PV: 2·(d_qk + d_v) FLOPs per head per (query, key) pair, summed over layers."""
+    return 2.0 * model.num_heads * (model.head_dim + model.v_head_dim) * model.attention_context(seq_len, causal)
+
+
+def training_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "none",
+                             method: str = "full", lora_rank: int = 16) -> TrainingFlops:
+    """Model and hardware FLOPs per trained token (forward + backward [+ recompute]).
+
+    full:        model = 3·(2N + A)             (6N + 3A)
+    lora/qlora:  model = 2·2N + 3A + 6·N_adapter (frozen base: no weight-gradient matmuls)
+    recompute:   full adds 2N + A, selective adds A (attention core only).
+    """
+    if recompute not in ("none", "selective", "full"):
+        raise ValueError(f"recompute must be none|selective|full, got {recompute!r}")
+    mm = 2.0 * matmul_params_active(model)
+    attn = attention_flops_per_token_forward(model, seq_len)
+    if method == "full":
+        model_flops = 3.0 * (mm + attn)
+    else:
+        model_flops = 2.0 * mm + 3.0 * attn + 6.0 * lora_adapter_params(model, lora_rank)
+    extra = {"none": 0.0, "selective": attn, "full": mm + attn}[recompute]
+    return TrainingFlops(model_flops, model_flops + extra, mm, attn)
+
+
+def inference_flops_per_token(model: ModelSpec, context: int) -> float:
+    """Forward FLOPs of one new token that attends to `context` cached tokens (decode)."""
+    mm = 2.0 * matmul_params_active(model)
+    ctx = 0.0
+    for w in model.layer_windows:
+        ctx += min(w, context) if w else context
+    return mm + 2.0 * model.num_heads * (model.head_dim + model.v_head_dim) * ctx
+
+
+def prefill_flops(model: ModelSpec, prompt_len: int) -> float:
+    """Forward FLOPs of a whole prompt (causal)."""
+    return prompt_len * (2.0 * matmul_params_active(model)
+                         + attention_flops_per_token_forward(model, prompt_len))

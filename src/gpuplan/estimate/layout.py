@@ -1,0 +1,76 @@
+"""How a model's parameters land on one GPU under TP/PP/EP (the most loaded rank of a stage).
+
+Tensor parallel splits attention and MLP matrices and the (vocab-parallel) embedding and lm_head;
+norms and routers stay replicated (Megatron-LM; Shoeybi et al. 2019). Expert parallel splits the
+routed experts over `ep` ranks; experts are tensor-split only when ep == 1. Pipeline stages take
+ceil(L/pp) layers; the first stage also holds the embedding, the last the final norm and lm_head
+(a tied embedding is held by both, as Megatron does).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Parameter counts on one rank, split by role (elements, not bytes)."""
+    layers: float          # decoder-layer params on this stage and rank
+    embedding: float
+    lm_head: float
+    model_norm: float
+    vision: float
+    linear: float          # of `layers`+lm_head: elements inside matmul weights (quantizable)
+    layer_max: float       # largest single decoder layer on this rank (FSDP unit)
+    stage_layers: int      # decoder layers on this stage
+
+    @property
+    def total(self) -> float:
+        return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision
+
+
+def _tp_divisor(kind: str, tp: int, ep: int) -> int:
+    if kind in ("attn", "mlp", "shared_expert", "embedding", "lm_head"):
+        return tp
+    if kind == "expert":
+        return ep if ep > 1 else tp
+    if kind == "bias":
+        return tp
+    return 1  # norms, routers, other
+
+
+def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stage: str = "first") -> RankParams:
+    """Parameters held by one rank of pipeline `stage` ('first', 'last' or 'only')."""
+    L = model.num_layers
+    stage_layers = math.ceil(L / pp)
+    layer_frac = stage_layers / L
+    layers = linear = 0.0
+    emb = head = norm = vision = 0.0
+    for b in model.blocks:
+        share = b.total / _tp_divisor(b.kind, tp, ep)
+        if b.layer_scope == "vision":
+            vision += b.total if stage in ("first", "only") else 0
+        elif b.layer_scope == "layer":
+            layers += share * layer_frac
+            if b.linear is not None:
+                linear += share * layer_frac
+        elif b.kind == "embedding":
+            emb += share if stage in ("first", "only") or pp == 1 else 0
+        elif b.kind == "lm_head":
+            if stage in ("last", "only") or pp == 1:
+                head += share
+                linear += share
+        elif b.kind == "norm":
+            norm += share if stage in ("last", "only") or pp == 1 else 0
+    if model.tie_embeddings and pp > 1 and stage == "last":
+        # the tied matrix is replicated on the last stage (Megatron keeps a copy there)
+        head += sum(b.total for b in model.blocks if b.kind == "embedding" and "positions" not in b.name) / tp
+        linear += head
+    return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision,
+                      linear=linear, layer_max=layers / max(stage_layers, 1), stage_layers=stage_layers)
+
+
+def stages(pp: int) -> tuple[str, ...]:
+    return ("only",) if pp == 1 else ("first", "last")

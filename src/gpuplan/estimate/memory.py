@@ -1,0 +1,352 @@
+"""Per-GPU peak memory for training, fine-tuning and inference.
+
+The peak is the largest of the phases a step goes through (DESIGN §4): forward end / backward start
+(all activations and the loss block alive, no gradients yet), the optimizer step (weights,
+gradients, states and the foreach optimizer's temporary) and, for inference, load, prefill and
+decode. Every component is computed once; a phase picks which ones it holds. Equations and sources
+are listed in docs/model.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtypes import kv_bytes, weight_format
+from ..models.spec import ModelSpec
+from ..scenario import Scenario
+from ..units import GiB, MiB
+from .activations import ActivationSetup, layer_activations
+from .layout import RankParams, rank_params, stages
+from .results import MEMORY_COMPONENTS, MemoryEstimate
+
+LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
+                 "down_proj": "down", "query_key_value": "q", "dense": "o", "c_attn": "q", "c_proj": "o",
+                 "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down"}
+ALL_LINEAR = frozenset(LINEAR_SET := ("q", "k", "v", "o", "gate", "up", "down"))
+
+
+# ---- runtime overhead ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Overhead:
+    """Memory outside PyTorch's allocated bytes (DESIGN §4): the CUDA context, library workspaces,
+    NCCL buffers and the caching allocator's unused reserve."""
+    cuda_context: int = 512 * MiB        # 300-600 MiB on Ampere/Hopper with lazy module loading (CUDA 11.7+)
+    workspaces: int = 64 * MiB           # cuBLAS(Lt) workspace(s) and attention scratch
+    nccl_per_peer_group: int = 256 * MiB # NCCL channel buffers when the GPU talks to peers
+    fragmentation: float = 0.05          # caching-allocator reserve beyond allocated, share of the peak
+
+    def bytes(self, allocated: float, world: int) -> int:
+        nccl = self.nccl_per_peer_group if world > 1 else 0
+        return int(self.cuda_context + self.workspaces + nccl + self.fragmentation * allocated)
+
+
+def _overhead(scn: Scenario, allocated: float) -> int:
+    if scn.overhead_bytes is not None:
+        return scn.overhead_bytes
+    return Overhead().bytes(allocated, scn.hardware.count)
+
+
+# ---- training -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per trainable parameter held for weights, gradients and optimizer states."""
+    weight: float
+    grad: float
+    optim: float
+    optim_temp: float      # foreach step temporary per parameter
+
+
+def _optimizer_state_bytes(optimizer: str, state_elem: float) -> float:
+    # AdamW: exp_avg + exp_avg_sq; 8-bit Adam: 1 byte each + block statistics (bitsandbytes, 2048-blocks)
+    return {"adamw": 2 * state_elem, "adamw-8bit": 2.0 + 8 / 2048, "sgd": state_elem, "lion": state_elem,
+            "adafactor": 0.0}[optimizer]
+
+
+def state_bytes(scn: Scenario) -> StateBytes:
+    t = scn.train
+    assert t is not None
+    low = 4 if t.precision == "fp32" else 2
+    fw = scn.framework
+    if t.precision == "fp32":
+        w, g, master = 4, 4, 0
+    elif not t.master_weights:
+        w, g, master = low, low, 0
+    elif fw == "megatron":
+        w, g, master = low, 4, 4          # bf16 params, fp32 main grads, fp32 master copy in the optimizer
+    elif fw == "deepspeed":
+        w, g, master = low, low, 4        # ZeRO paper accounting: 2 + 2 + (4 + 4 + 4)
+    else:
+        w, g, master = 4, 4, 0            # torch AMP / FSDP2 mixed precision: fp32 params and grads
+    state_elem = 4 if (t.master_weights or t.precision == "fp32") else low
+    optim = master + _optimizer_state_bytes(t.optimizer, state_elem)
+    temp = 0.0 if (t.optimizer_impl == "fused" or t.optimizer in ("adamw-8bit", "adafactor")) else state_elem
+    return StateBytes(weight=w, grad=g, optim=optim, optim_temp=temp)
+
+
+def _lora_targets(targets) -> frozenset[str]:
+    if targets == "all-linear":
+        return ALL_LINEAR
+    return frozenset(LORA_NAME_MAP.get(t, t) for t in targets)
+
+
+def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:
+    """Adapter parameters: (in + out) x r for every targeted linear of every layer (Hu et al. 2021)."""
+    total = 0
+    for blk in model.linear_blocks:
+        short = blk.name.split(".")[-1].removesuffix("_proj")
+        if blk.kind == "router":
+            continue
+        key = {"c_attn": "q", "query_key_value": "q", "dense": "o", "c_fc": "up", "dense_h_to_4h": "up",
+               "dense_4h_to_h": "down", "c_proj": "o", "gate_up_proj": "gate", "kv_a_proj_with_mqa": "k",
+               "kv_b_proj": "v", "q_a": "q", "q_b": "q", "kv_a_proj_with_mqa_": "k"}.get(short, short)
+        if key in targets:
+            fin, fout = blk.linear
+            total += (fin + fout) * rank * blk.count
+    return total
+
+
+def _weight_bytes_frozen(rp: RankParams, model: ModelSpec, method: str, double_quant: bool, low: int) -> float:
+    if method == "qlora":
+        fmt = weight_format("nf4-dq" if double_quant else "nf4")
+        quantized = rp.linear - rp.lm_head     # bitsandbytes keeps lm_head in 16-bit
+        return quantized * fmt.bits / 8 + (rp.total - quantized) * low
+    return rp.total * low
+
+
+def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+    t, p = scn.train, scn.parallel
+    assert t is not None
+    notes: list[str] = []
+    tp, pp, cp, ep, dp = p.tp, p.pp, p.cp, p.ep, scn.dp
+    rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage)
+    shard = dp * cp                              # ZeRO/FSDP shard group (Megatron shards over dp x cp)
+    sb = state_bytes(scn)
+    low = 4 if t.precision == "fp32" else 2
+    peft = t.method in ("lora", "qlora")
+    targets = _lora_targets(t.lora_targets) if peft else frozenset()
+
+    # --- model states
+    if peft:
+        n_train = lora_params(model, t.lora_rank, targets) / tp * (rp.stage_layers / model.num_layers)
+        w_frozen = _weight_bytes_frozen(rp, model, t.method, t.qlora_double_quant, low)
+        weights = w_frozen + n_train * 4                     # peft adapters in fp32 by default
+        grads = n_train * 4
+        optim = n_train * (_optimizer_state_bytes(t.optimizer, 4) + 0)
+        optim_temp = n_train * (0 if t.optimizer_impl == "fused" else 4)
+        if p.zero >= 3:
+            weights = w_frozen / shard + n_train * 4 / shard
+        if p.zero >= 2:
+            grads /= shard
+        if p.zero >= 1:
+            optim /= shard
+            optim_temp /= shard
+    else:
+        n = rp.total
+        weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
+        if p.zero >= 1:
+            optim /= shard
+            optim_temp /= shard
+        if p.zero >= 2:
+            grads /= shard
+        if p.zero >= 3:
+            weights /= shard
+
+    cpu = 0.0
+    if p.offload in ("optimizer", "optimizer+params"):
+        cpu += optim + (0 if peft else rp.total * 4 / (shard if p.zero >= 1 else 1))
+        optim, optim_temp = 0.0, 0.0
+        notes.append("optimizer states (and fp32 master copy) offloaded to CPU memory")
+    if p.offload == "optimizer+params":
+        if p.zero < 3:
+            notes.append("parameter offload needs ZeRO-3/FSDP full-shard; treated as optimizer offload only")
+        else:
+            cpu += weights
+            weights = 0.0
+
+    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): all-gathered layers in 16-bit,
+    #     current + prefetched, and the unsharded root module (embedding/lm_head) for FSDP2
+    gather = 0.0
+    if p.zero >= 3 and shard > 1:
+        per_layer = rp.layer_max * low
+        gather = 2 * per_layer
+        if scn.framework in ("hf", "torchtitan") and not peft:
+            gather += (rp.embedding + rp.lm_head) * low * (1 - 1 / shard)
+    # --- autocast keeps 16-bit copies of the matmul weights from forward to backward
+    autocast_copies = 0.0
+    autocast = (t.master_weights and t.precision in ("bf16", "fp16") and scn.framework in ("hf", "torchtitan")
+                and not peft)
+    if autocast and p.zero < 3:
+        autocast_copies = rp.linear * low
+
+    # --- activations
+    setup = ActivationSetup(
+        compute_bytes=4 if t.precision == "fp32" else 2,
+        residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
+        autocast=autocast, frozen_base=peft, adapter_bytes=4, lora_targets=targets,
+        lora_rank=t.lora_rank if peft else 0, attention=t.attention, framework=scn.framework)
+    la = layer_activations(model, setup)
+    tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
+    sp_div = tp if (p.sp and tp > 1) or scn.framework == "megatron" and p.sp else 1
+    per_layer_token = la.replicated / (sp_div if tp > 1 else 1) + la.sharded / tp
+    ctx = model.attention_context(t.seq_len) / model.num_layers
+    per_layer_token += la.score_bytes * model.num_heads / tp * ctx
+    layers = rp.stage_layers
+    # micro-batches in flight on this stage (1F1B: pp on the first stage, fewer later; Korthikanti §4.2.3)
+    grad_accum = _grad_accum(scn)
+    if pp > 1:
+        in_flight = min(grad_accum, pp if stage == "first" else 1)
+        if p.vpp > 1 and stage == "first":
+            in_flight *= 1 + (pp - 1) / (pp * p.vpp)
+    else:
+        in_flight = 1
+    if t.recompute == "full":
+        keep = setup.residual_bytes * model.hidden_size / (sp_div if tp > 1 else 1)
+        acts = tokens * (layers * keep * in_flight + per_layer_token)
+    elif t.recompute == "selective" and t.attention == "eager":
+        acts = tokens * layers * in_flight * (per_layer_token - la.score_bytes * model.num_heads / tp * ctx)
+    else:
+        acts = tokens * layers * in_flight * per_layer_token
+    if stage in ("first", "only"):
+        acts += tokens * setup.residual_bytes * model.hidden_size * (1 if peft else 0)
+
+    # --- loss block on the last stage: 16-bit logits, fp32 log-softmax output and its gradient
+    logits = 0.0
+    if stage in ("last", "only"):
+        per_vocab = 6.0 if scn.framework == "megatron" else 14.0
+        logits = per_vocab * model.vocab_size / tp * tokens
+
+    # --- backward working set: gradients of one layer's activations in flight
+    bwd_temp = tokens * 2 * (la.total / tp) / max(1, 1) * 0.25
+    if peft and t.method == "qlora":
+        # bitsandbytes dequantizes one weight at a time to 16-bit
+        bwd_temp += max((b.numel for b in model.linear_blocks), default=0) / tp * low
+
+    states = dict(weights=weights, gradients=grads, optimizer_states=optim)
+    phases = {
+        "backward": dict(weights=weights, optimizer_states=optim, activations=acts, logits=logits,
+                         temporary=gather + autocast_copies + bwd_temp,
+                         gradients=grads if grad_accum > 1 else 0.0),
+        "optimizer_step": dict(states, temporary=optim_temp),
+    }
+    phases["optimizer_step"]["activations"] = 0.0
+    if grad_accum > 1:
+        notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
+    return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def _grad_accum(scn: Scenario) -> int:
+    t = scn.train
+    assert t is not None
+    if not t.global_batch:
+        return 1
+    per_step = t.micro_batch * scn.dp
+    return max(1, math.ceil(t.global_batch / per_step))
+
+
+# ---- inference ----------------------------------------------------------------------------------------
+CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
+
+
+def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: int = 1, ep: int = 1,
+                           stage: str = "only") -> float:
+    fmt = weight_format(weights)
+    rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage)
+    if fmt.scope == "linear":
+        quantized = rp.linear - rp.lm_head
+        return quantized * fmt.bits / 8 + (rp.total - quantized) * 2
+    return rp.total * fmt.bits / 8
+
+
+def _kv_per_token_rank(model: ModelSpec, kv_fmt: str, tp: int, pp: int) -> float:
+    el = model.kv_elements_per_token_layer()
+    if not model.is_mla:
+        heads = max(1, model.num_kv_heads // tp)     # replicated when tp > kv heads (vLLM)
+        el = heads * (model.head_dim + model.v_head_dim)
+    return el * kv_bytes(kv_fmt) * math.ceil(model.num_layers / pp)
+
+
+def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[dict[str, dict[str, float]], list[str], dict]:
+    inf, p = scn.infer, scn.parallel
+    assert inf is not None
+    notes: list[str] = []
+    tp, pp = p.tp, p.pp
+    weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
+    ctx = inf.prompt_len + inf.output_len
+    max_len = inf.max_model_len or ctx
+    per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
+    block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
+    tokens_per_seq = math.ceil(ctx / block) * block
+    kv_need = per_token * tokens_per_seq * inf.concurrency
+    h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
+    extra = {}
+    if inf.engine in ("vllm", "sglang", "trtllm"):
+        # profile run over max_num_batched_tokens (chunked prefill budget) and sampler logits
+        batched = max(2048, min(8192, inf.concurrency * inf.prompt_len))
+        act = batched * (4 * h + 3 * i / tp) * 2 + min(inf.concurrency, 256) * model.vocab_size * 4
+        graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
+        budget = capacity * inf.gpu_memory_utilization
+        pool = budget - weights - act - graphs - _overhead(scn, 0)
+        extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
+                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))))
+        if model.is_mla and tp > 1:
+            notes.append("MLA latent cache is replicated on every TP rank (vLLM)")
+        if not model.is_mla and tp > model.num_kv_heads:
+            notes.append(f"tp={tp} exceeds {model.num_kv_heads} KV heads: KV heads are replicated")
+        notes.append(f"{inf.engine} reserves gpu_memory_utilization={inf.gpu_memory_utilization} of the GPU up "
+                     "front; the peak shown is what this workload needs inside that reservation")
+        temp = graphs
+    elif inf.engine == "llama.cpp":
+        # compute buffers scale with the micro-batch (512) x context; llama.cpp logs ~0.3-1.5 GiB for 8B at 8k
+        act = 512 * (h * 4 + i * 2) * 2 + 512 * model.vocab_size * 4 + ctx * model.num_heads * 512 * 4 / 64
+        temp = 0.0
+        if inf.gpu_layers is not None and inf.gpu_layers < model.num_layers:
+            frac = inf.gpu_layers / model.num_layers
+            cpu_w = weights * (1 - frac)
+            weights *= frac
+            kv_need *= frac
+            extra["cpu_bytes"] = int(cpu_w)
+            notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
+    else:  # hf generate: prefill of the whole batch, logits of the last position only
+        act = inf.concurrency * inf.prompt_len * (4 * h + 3 * i / tp) * 2 + inf.concurrency * model.vocab_size * 4
+        temp = 0.0
+    phases = {
+        "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
+        "decode": dict(weights=weights, kv_cache=kv_need, activations=inf.concurrency * (4 * h + 3 * i / tp) * 2,
+                       logits=inf.concurrency * model.vocab_size * 4, temporary=temp),
+    }
+    return phases, notes, extra
+
+
+# ---- public entry --------------------------------------------------------------------------------------
+def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, notes, cpu=0.0, limits=None,
+            world=1) -> MemoryEstimate:
+    totals = {name: sum(c.values()) for name, c in phases.items()}
+    peak_phase = max(totals, key=totals.get)
+    comps = {k: int(round(phases[peak_phase].get(k, 0.0))) for k in MEMORY_COMPONENTS if k != "runtime_overhead"}
+    allocated = sum(comps.values())
+    comps["runtime_overhead"] = _overhead(scn, allocated)
+    peak = sum(comps.values())
+    phase_peaks = {k: int(v) + comps["runtime_overhead"] for k, v in totals.items()}
+    return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
+                          phase=peak_phase, phases=phase_peaks, cpu_bytes=int(cpu), limits=limits or {},
+                          notes=tuple(notes))
+
+
+def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
+    """Per-GPU peak for the scenario on a GPU with `capacity_bytes` of usable memory."""
+    if scn.is_training:
+        best: MemoryEstimate | None = None
+        for stage in stages(scn.parallel.pp):
+            comps, notes = _train_components(scn, model, stage)
+            cpu = comps.pop("_cpu")["cpu"]
+            est = _finish(comps, scn, capacity_bytes, notes, cpu)
+            if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
+                best = est
+        assert best is not None
+        return best
+    phases, notes, extra = _infer_components(scn, model, capacity_bytes)
+    cpu = extra.pop("cpu_bytes", 0)
+    cap = capacity_bytes
+    if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):
+        cap = int(capacity_bytes * scn.infer.gpu_memory_utilization)
+    return _finish(phases, scn, cap, notes, cpu, limits=extra)

@@ -1,0 +1,558 @@
+"""Speed engine: training step time / MFU and serving TTFT / TPOT / throughput (DESIGN §5).
+
+Every equation, its source and its limits are in docs/speed.md; the calibrated efficiency factors
+are data (estimate/data/efficiency.json, written by scripts/calibrate_speed.py). Pure functions:
+no I/O except reading that packaged data file once.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+from ..dtypes import dtype_bytes, kv_bytes, weight_format
+from ..models import ModelSpec
+from .comm import (LOCAL, Link, all_gather_time, all_reduce_time, all_to_all_time, group_link,
+                   p2p_time, reduce_scatter_time)
+from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
+                    training_flops_per_token)
+from .results import PerformanceEstimate
+
+__all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
+           "load_efficiency", "training_flops_per_token", "pipeline_bubble_fraction",
+           "expected_experts_touched", "weight_bytes"]
+
+# ---------------------------------------------------------------------------------------------
+# calibrated factors
+
+
+@lru_cache(maxsize=1)
+def _packaged_efficiency() -> dict[str, Any]:
+    text = resources.files("gpuplan.estimate").joinpath("data/efficiency.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def load_efficiency(override: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The packaged efficiency factors, optionally with a (deep-merged) override."""
+    base = json.loads(json.dumps(_packaged_efficiency()))
+    if override:
+        _deep_merge(base, override)
+    return base
+
+
+def _deep_merge(dst: dict, src: Mapping) -> None:
+    for k, v in src.items():
+        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
+            _deep_merge(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def _fam(table: Mapping[str, Any], family: str, default: Any) -> Any:
+    return table.get(family, table.get("default", default))
+
+
+def _dtype_class(dtype: str) -> str:
+    d = dtype.lower()
+    if d in ("bf16", "fp16", "fp16_fp32acc"):
+        return "bf16"
+    if d.startswith("fp8"):
+        return "fp8"
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# hardware helpers (tolerant of catalog records that leave a field empty)
+
+
+def _family(gpu: Any) -> str:
+    return str(getattr(gpu, "family", "default") or "default").lower()
+
+
+def peak_flops(gpu: Any, dtype: str) -> float:
+    """Dense tensor peak for `dtype` (GeForce: the fp32-accumulate rate for 16-bit training).
+    Falls back to the 16-bit rate when the GPU has no unit for `dtype` (e.g. FP8 on Ampere)."""
+    fn = getattr(gpu, "matmul_flops_per_s", None)
+    for dt in (dtype, "bf16", "fp16", "fp32"):
+        v = None
+        if fn is not None:
+            try:
+                v = fn(dt)
+            except Exception:
+                v = None
+        if not v:
+            v = (getattr(gpu, "peak_flops_per_s", {}) or {}).get(dt)
+        if v:
+            return float(v)
+    raise ValueError(f"GPU '{getattr(gpu, 'id', gpu)}' lists no tensor peak; cannot estimate speed.")
+
+
+def _compute_dtype(gpu: Any, dtype: str) -> str:
+    """The dtype the matmuls actually run in on this GPU (FP8/FP4 fall back to 16-bit)."""
+    peaks = getattr(gpu, "peak_flops_per_s", {}) or {}
+    if dtype in ("fp8", "fp4", "int8") and not peaks.get(dtype):
+        return "fp16" if dtype != "fp4" or not peaks.get("fp8") else "fp8"
+    return dtype
+
+
+def _bw(gpu: Any) -> float:
+    return float(gpu.mem_bandwidth_bytes_per_s)
+
+
+def _gpus_per_node(scn: Any, gpu: Any) -> int:
+    if scn.hardware.gpus_per_node:
+        return int(scn.hardware.gpus_per_node)
+    try:
+        from ..hardware import default_node_for
+        node = default_node_for(gpu)
+        n = getattr(node, "gpus_per_node", None)
+        if n:
+            return int(n)
+    except Exception:
+        pass
+    return int(min(scn.hardware.count, max(1, int(getattr(gpu, "scale_up_max_gpus", 1) or 1)), 8))
+
+
+def _network(scn: Any, gpu: Any) -> Any:
+    try:
+        from ..hardware import default_network_for, get_network
+        if scn.hardware.network:
+            return get_network(scn.hardware.network)
+        return default_network_for(gpu)
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul efficiency and per-operation roofline
+
+
+def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float) -> float:
+    """η = η_max(family, dtype) · Π_{x∈(M,K,N)} x / (x + d0): a tile/wave-quantisation penalty
+    that vanishes for large dimensions (docs/speed.md §2.1)."""
+    table = _fam(params["matmul"], family, {})
+    default = _fam(params["matmul"], "default", {"bf16": 0.7})
+    eta = table.get(_dtype_class(dtype), default.get(_dtype_class(dtype), default.get("bf16", 0.7)))
+    d0 = float(params.get("matmul_dim_half", 0.0))
+    g = 1.0
+    for x in (m, k, n):
+        g *= x / (x + d0) if d0 > 0 else 1.0
+    return max(1e-3, eta * g)
+
+
+def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
+              count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0) -> float:
+    """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem))."""
+    if m <= 0 or count <= 0:
+        return 0.0
+    fam = _family(gpu)
+    flops = 2.0 * m * k * n * count
+    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n))
+    wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
+    bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
+    t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam, 0.8))
+    return max(t_c, t_m)
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def pipeline_bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
+    """Share of the step spent idle in the pipeline: (pp−1)/(m+pp−1) for 1F1B/GPipe, the bubble
+    time divided by vpp for the interleaved schedule (Narayanan et al. 2021 §2.2)."""
+    if pp <= 1:
+        return 0.0
+    bubble = (pp - 1) / vpp
+    return bubble / (microbatches + bubble)
+
+
+_OPT_BYTES_PER_PARAM = {  # optimizer-step HBM traffic per local parameter (reads + writes)
+    "adamw": 30.0,       # read p32, g, m, v (16) + write p32, m, v (12) + 16-bit copy (2)
+    "adamw-8bit": 18.0,  # 8-bit m, v
+    "lion": 22.0,
+    "adafactor": 22.0,
+    "sgd": 14.0,
+}
+
+
+def _mlp_width_active(model: ModelSpec) -> float:
+    per_layer = sum(b.total * b.active_fraction for b in model.blocks
+                    if b.kind in ("mlp", "expert", "shared_expert") and b.layer_scope == "layer") / model.num_layers
+    return per_layer / ((3 if model.gated_mlp else 2) * model.hidden_size)
+
+
+def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
+                      params: Mapping[str, Any] | None = None) -> PerformanceEstimate:
+    """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario."""
+    P = params if params is not None else load_efficiency()
+    tr, par = scn.train, scn.parallel
+    n_gpu = scn.hardware.count
+    tp, pp, cp, ep, vpp, dp = par.tp, par.pp, par.cp, par.ep, par.vpp, scn.dp
+    gpn = _gpus_per_node(scn, gpu)
+    net = network if network is not None else _network(scn, gpu)
+    fam = _family(gpu)
+    notes: list[str] = []
+
+    s, mb = tr.seq_len, tr.micro_batch
+    gb = tr.global_batch or mb * dp
+    m = max(1, math.ceil(gb / (mb * dp)))
+    if m * mb * dp != gb:
+        notes.append(f"global_batch {gb} is not a multiple of micro_batch×dp = {mb * dp}; using {m} micro-batches.")
+    gb_eff = m * mb * dp
+    tokens = mb * s / cp                      # tokens each GPU processes per micro-batch
+    prec = tr.precision
+    mm_dtype = {"fp32": "fp32", "fp8": "fp8"}.get(prec, "bf16" if prec == "bf16" else "fp16")
+    mm_dtype = _compute_dtype(gpu, mm_dtype)
+    if prec == "fp8" and mm_dtype != "fp8":
+        notes.append(f"{getattr(gpu, 'id', 'this GPU')} has no FP8 tensor cores; FP8 training timed at 16-bit.")
+    attn_dtype = "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16")
+    act_b = 4.0 if prec == "fp32" else 2.0
+    frozen = tr.method in ("lora", "qlora")
+    bwd_factor = 1.0 if frozen else 2.0       # frozen base: data gradient only
+    eff_comm = P.get("comm", {})
+    bw = _bw(gpu)
+    eta_mem = _fam(P["memory"], fam, 0.8)
+    L = model.num_layers
+    L_stage = L / pp
+    h = model.hidden_size
+
+    # ---- compute of one micro-batch on the bottleneck stage ----------------------------------
+    t_lin = 0.0
+    for b in model.blocks:
+        if b.linear is None or b.layer_scope == "vision":
+            continue
+        k_in, n_out = b.linear
+        if k_in >= n_out:
+            k_in = k_in / tp
+        else:
+            n_out = n_out / tp
+        if b.kind == "expert":
+            m_rows = tokens * b.active_fraction * ep       # tokens routed to one local expert
+            count = b.count / ep / (pp if b.layer_scope == "layer" else 1)
+        else:
+            m_rows = tokens
+            count = b.count / (pp if b.layer_scope == "layer" else 1)
+        t_f = gemm_time(P, gpu, mm_dtype, m_rows, k_in, n_out, count, act_bytes=act_b)
+        t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not frozen) else 1.0))
+        if tr.recompute == "full" and b.layer_scope == "layer":
+            t_lin += t_f
+    attn_f = attention_flops_per_token_forward(model, s) * tokens / tp / pp
+    eta_attn = _fam(P["attention"], fam, 0.5)
+    if tr.attention == "eager":
+        eta_attn *= P.get("eager_attention_scale", 0.35)
+    t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn)
+    t_attn = t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
+    width = (h + _mlp_width_active(model)) / tp
+    elt_fwd_share = 1.0 / 3.0
+    elt_bytes = P["elementwise_passes"] * act_b * width * tokens * L_stage
+    if tr.recompute == "full":
+        elt_bytes *= 1.0 + elt_fwd_share
+    elt_bytes += P.get("loss_bytes_per_logit", 12.0) * model.vocab_size / tp * tokens
+    t_elt = elt_bytes / (bw * eta_mem)
+    t_dequant = 0.0
+    if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
+        passes = 2 + (1 if tr.recompute == "full" else 0)
+        base_local = matmul_params_active(model) / tp / pp
+        t_dequant = passes * base_local * (0.5 + 2.0 + 2.0) / (bw * eta_mem)
+    t_compute_mb = t_lin + t_attn + t_elt + t_dequant
+
+    # ---- exposed communication per micro-batch ------------------------------------------------
+    t_comm_mb = 0.0
+    detail: dict[str, float] = {}
+    if tp > 1:
+        link = group_link(gpu, tp, tp, gpn, net, eff_comm)
+        n_ar = 4 + (2 if tr.recompute == "full" else 0)
+        t = L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
+        t_comm_mb += t * (1.0 - P.get("overlap", {}).get("tp", 0.0))
+        detail["tp"] = t
+    if cp > 1:
+        link = group_link(gpu, cp, tp * cp, gpn, net, eff_comm)
+        kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
+        t = L_stage * 3 * (cp - 1) * p2p_time(kv_bytes_step, link)
+        exposed = max(0.0, t - t_attn)
+        t_comm_mb += exposed
+        detail["cp"] = exposed
+    if model.is_moe and ep > 1:
+        link = group_link(gpu, ep, tp * ep, gpn, net, eff_comm)
+        moe_layers = model.num_moe_layers or L
+        t = (moe_layers / pp) * 4 * all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
+        t_comm_mb += t
+        detail["ep"] = t
+    if pp > 1:
+        link = group_link(gpu, pp, n_gpu, gpn, net, eff_comm)
+        t = 2 * vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
+        t_comm_mb += t
+        detail["pp"] = t
+
+    # data parallel / ZeRO / FSDP: gradients (and parameters under ZeRO-3) over dp·cp ranks
+    n_dp = dp * cp
+    link_dp = group_link(gpu, n_dp, tp * cp * dp, gpn, net, eff_comm) if n_dp > 1 else LOCAL
+    params_local = model.params_total / (tp * pp)
+    trainable_local = (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / (tp * pp)
+    grad_b = 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0
+    ov = P.get("overlap", {})
+    t_dp_step = 0.0
+    if n_dp > 1:
+        if par.zero >= 3:
+            unit = params_local / max(1.0, L_stage)
+            w_b = 2.0 if prec != "fp32" else 4.0
+            t = L_stage * 2 * all_gather_time(unit * w_b, n_dp, link_dp)
+            t += L_stage * reduce_scatter_time(unit * (trainable_local / params_local) * grad_b, n_dp, link_dp)
+            exposed = max(0.0, t - ov.get("fsdp", 0.9) * t_compute_mb)
+            t_comm_mb += exposed
+            detail["fsdp"] = t
+        else:
+            t = all_reduce_time(trainable_local * grad_b, n_dp, link_dp)
+            t_dp_step = max(0.0, t - ov.get("dp", 0.9) * t_compute_mb * 2.0 / 3.0)
+            detail["dp"] = t
+
+    t_mb = t_compute_mb + t_comm_mb
+    bubble = (pp - 1) / vpp * t_mb if pp > 1 else 0.0
+
+    # ---- optimizer step and offload -----------------------------------------------------------
+    shard = n_dp if par.zero >= 1 else 1
+    opt_local = trainable_local / shard
+    t_opt = 0.0
+    t_off = 0.0
+    opt_bytes = _OPT_BYTES_PER_PARAM.get(tr.optimizer, 30.0)
+    pcie = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 25e9) * eff_comm.get("pcie", 0.8)
+    host_bw = P.get("host_memory_bytes_per_s", 100e9)
+    if par.offload == "none":
+        t_opt = opt_local * opt_bytes / (bw * eta_mem)
+    else:
+        t_off += opt_local * (grad_b + 2.0) / pcie + opt_local * opt_bytes / host_bw
+        if par.offload == "optimizer+params":
+            streamed = m * 2 * (params_local / shard) * 2.0 / pcie
+            t_off += max(0.0, streamed - ov.get("offload", 0.5) * m * t_compute_mb)
+
+    step = m * t_mb + bubble + t_dp_step + t_opt + t_off
+    tok_step = gb_eff * s
+    tps_gpu = tok_step / step / n_gpu
+    fl = training_flops_per_token(model, s, tr.recompute, tr.method, tr.lora_rank)
+    peak = peak_flops(gpu, "fp8" if mm_dtype == "fp8" else ("fp32" if prec == "fp32" else attn_dtype))
+    mfu = fl.model * tps_gpu / peak
+    hfu = fl.hardware * tps_gpu / peak
+    ttt = tr.tokens / (tps_gpu * n_gpu) if tr.tokens else None
+    breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
+                 "bubble": bubble, "offload": t_off, "optimizer": t_opt}
+    breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
+    breakdown.update({"microbatches": float(m), "compute_matmul": m * t_lin,
+                      "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
+    if mfu > 1.0:
+        notes.append("MFU above 1: check the GPU peak and model FLOPs.")
+    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu, hfu=hfu,
+                               time_to_train_s=ttt, breakdown=breakdown, notes=tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------------
+# inference
+
+
+def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts a batch of `tokens` routes to, uniform routing:
+    E·(1 − (1 − k/E)^B)."""
+    if num_experts <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** max(0, tokens))
+
+
+def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
+    """Weight bytes by part at the checkpoint's real format (dtypes.weight_format):
+    {'dense': non-expert bytes, 'expert': all routed-expert bytes, 'per_expert_layer': one expert in one layer}."""
+    fmt = weight_format(weights)
+    q = fmt.bits / 8.0
+    dense = expert = 0.0
+    for b in model.blocks:
+        if b.layer_scope == "vision":
+            continue
+        if fmt.scope == "linear":
+            bpe = q if (b.linear is not None and b.layer_scope == "layer") else 2.0
+        else:
+            bpe = q
+        if b.kind == "expert":
+            expert += b.total * bpe
+        else:
+            dense += b.total * bpe
+    per = expert / max(1, model.num_experts) / max(1, model.num_moe_layers or model.num_layers) if model.is_moe else 0.0
+    return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert}
+
+
+def _engine(P: Mapping[str, Any], engine: str) -> dict[str, Any]:
+    eng = dict(P["engines"].get("default", {}))
+    eng.update(P["engines"].get(engine, {}))
+    return eng
+
+
+class _Serving:
+    """Decode/prefill timing of one serving layout (shared by infer_performance and serving_curve)."""
+
+    def __init__(self, scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], kv_capacity_tokens: float | None):
+        self.scn, self.model, self.gpu, self.P = scn, model, gpu, P
+        inf, par = scn.infer, scn.parallel
+        self.inf = inf
+        self.tp, self.pp = par.tp, par.pp
+        self.n_gpu_group = self.tp * self.pp
+        self.fam = _family(gpu)
+        self.eng = _engine(P, inf.engine)
+        self.fmt = weight_format(inf.weights)
+        self.wb = weight_bytes(model, inf.weights)
+        self.kvb = kv_bytes(inf.kv_cache)
+        cd = self.fmt.compute_dtype
+        self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
+        self.bw = _bw(gpu) * _fam(P["memory"], self.fam, 0.8) * self.eng.get("decode_bw_scale", 1.0)
+        gpn = _gpus_per_node(scn, gpu)
+        self.link = group_link(gpu, self.tp, self.tp, gpn, _network(scn, gpu), P.get("comm", {})) if self.tp > 1 else LOCAL
+        self.notes: list[str] = []
+        # KV capacity (tokens, whole group)
+        kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
+        self.kv_per_token_gpu = kv_tok_gpu
+        if kv_capacity_tokens is None:
+            usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
+            free = usable * inf.gpu_memory_utilization - self.wb["total"] / self.n_gpu_group \
+                - self.eng.get("reserve_bytes", 2.0e9)
+            kv_capacity_tokens = max(0.0, free / kv_tok_gpu) if kv_tok_gpu > 0 else float("inf")
+        self.kv_capacity_tokens = kv_capacity_tokens
+
+    # ---- pieces --------------------------------------------------------------------------
+    def _weights_read(self, batch_tokens: float) -> float:
+        m = self.model
+        if not m.is_moe:
+            return self.wb["total"]
+        touched = expected_experts_touched(m.num_experts, m.experts_per_tok, int(round(batch_tokens)))
+        layers = m.num_moe_layers or m.num_layers
+        return self.wb["dense"] + touched * self.wb["per_expert_layer"] * layers
+
+    def _linear_time(self, tokens: float, prefill: bool) -> float:
+        """Matmul time of `tokens` rows through the local weight shard (roofline per block)."""
+        m, P, g = self.model, self.P, self.gpu
+        t = 0.0
+        scale = self.eng.get("prefill_eta_scale", 1.0) if prefill else 1.0
+        if prefill and self.fmt.family in ("gptq", "awq", "gguf", "nf4") and self.fmt.bits < 16:
+            scale *= self.eng.get("quant_prefill_scale", 1.0)
+        for b in m.blocks:
+            if b.linear is None or b.layer_scope == "vision":
+                continue
+            k_in, n_out = b.linear
+            if k_in >= n_out:
+                k_in /= self.tp
+            else:
+                n_out /= self.tp
+            if b.kind == "expert":
+                rows = tokens * b.active_fraction
+                count = b.count / self.pp
+                if rows < 1.0:  # tiny batch: only the touched experts run
+                    count *= max(rows, 1e-9)
+                    rows = 1.0
+            else:
+                rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
+            flops = 2.0 * rows * k_in * n_out * count
+            t += flops / (peak_flops(g, self.compute_dtype)
+                          * gemm_efficiency(P, self.fam, self.compute_dtype, rows, k_in, n_out) * scale)
+        return t
+
+    def _overhead(self) -> float:
+        return self.eng.get("step_overhead_s", 0.0) + self.eng.get("layer_overhead_s", 0.0) * self.model.num_layers / self.pp
+
+    def _tp_comm(self, tokens: float) -> float:
+        if self.tp <= 1:
+            return 0.0
+        return 2 * self.model.num_layers / self.pp * all_reduce_time(tokens * self.model.hidden_size * 2.0, self.tp, self.link)
+
+    def decode_step(self, batch: float, context: float) -> dict[str, float]:
+        m = self.model
+        w = self._weights_read(batch) / self.n_gpu_group
+        kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
+        t_mem = (w + kv) / self.bw
+        t_lin = self._linear_time(batch, prefill=False)
+        ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
+        attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
+        t_attn = attn_flops / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5))
+        t = max(t_mem, t_lin + t_attn) + self._tp_comm(batch) + self._overhead()
+        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": self._tp_comm(batch),
+                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
+
+    def prefill(self, prompt: float, compute_only: bool = False) -> float:
+        m = self.model
+        t_lin = self._linear_time(prompt, prefill=True)
+        attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
+        t_attn = attn / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5)
+                         * self.eng.get("prefill_eta_scale", 1.0))
+        t_c = t_lin + t_attn
+        if compute_only:
+            return t_c
+        t_w = self._weights_read(prompt) / self.n_gpu_group / self.bw
+        return max(t_c, t_w) + self._tp_comm(prompt) + self._overhead()
+
+    def point(self, concurrency: int) -> dict[str, Any]:
+        inf = self.inf
+        P_len, O_len = inf.prompt_len, inf.output_len
+        ctx_avg = P_len + O_len / 2.0
+        per_seq = P_len + self.eng.get("kv_reserve_output_fraction", 1.0) * O_len  # tokens held per sequence
+        kv_limit = int(self.kv_capacity_tokens // per_seq) if per_seq > 0 else concurrency
+        max_b = int(self.eng.get("max_batch", 256))
+        batch = max(0, min(concurrency, kv_limit, max_b))
+        limit = "concurrency" if batch == concurrency else ("kv_cache" if batch == kv_limit else "max_batch")
+        if batch == 0:
+            return {"concurrency": concurrency, "batch": 0, "limited_by": "memory", "fits": False,
+                    "ttft_s": None, "tpot_s": None, "output_tokens_per_s": 0.0}
+        step = self.decode_step(batch, ctx_avg)
+        t_pf = self.prefill(P_len)
+        t_pf_c = self.prefill(P_len, compute_only=True)
+        if batch > 1:
+            tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
+            ttft = t_pf + step["time"]
+            thr = batch * O_len / (O_len * step["time"] + batch * t_pf_c)
+        else:
+            tpot = step["time"]
+            ttft = t_pf
+            thr = O_len / (t_pf + O_len * step["time"])
+        if concurrency > batch:  # the rest wait in the queue for a free slot
+            ttft += (concurrency - batch) / batch * (ttft + O_len * tpot)
+        return {"concurrency": concurrency, "batch": batch, "limited_by": limit, "fits": True,
+                "ttft_s": ttft, "tpot_s": tpot, "output_tokens_per_s": thr,
+                "output_tokens_per_s_per_gpu": thr / self.n_gpu_group,
+                "decode_bound": "memory" if step["memory"] >= step["compute"] else "compute",
+                "decode_step_s": step["time"], "prefill_s": t_pf}
+
+
+def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
+                      kv_capacity_tokens: float | None = None) -> PerformanceEstimate:
+    """TTFT, TPOT and output throughput of one serving replica (tp×pp GPUs) at scn.infer.concurrency."""
+    P = params if params is not None else load_efficiency()
+    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
+    pt = sv.point(scn.infer.concurrency)
+    notes = list(sv.notes)
+    if not pt["fits"]:
+        notes.append("no KV-cache room left after the weights: the model does not fit for serving.")
+        return PerformanceEstimate(breakdown={"kv_capacity_tokens": float(sv.kv_capacity_tokens)}, notes=tuple(notes))
+    if pt["limited_by"] != "concurrency":
+        notes.append(f"only {pt['batch']} of {scn.infer.concurrency} requests run at once "
+                     f"(limited by {pt['limited_by']}); the rest queue, which raises TTFT.")
+    step = sv.decode_step(pt["batch"], scn.infer.prompt_len + scn.infer.output_len / 2.0)
+    replicas = max(1, scn.hardware.count // (sv.tp * sv.pp))
+    bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
+          "decode_compute": step["compute"], "tp_comm": step["comm"], "overhead": step["overhead"],
+          "batch": float(pt["batch"]), "kv_capacity_tokens": float(sv.kv_capacity_tokens),
+          "replicas": float(replicas)}
+    return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
+                               output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
+                               breakdown=bd, notes=tuple(notes))
+
+
+def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[int], *,
+                  params: Mapping[str, Any] | None = None, kv_capacity_tokens: float | None = None) -> list[dict]:
+    """Throughput, TTFT and TPOT of one replica versus concurrency (stops growing at the KV or
+    engine batch limit; the extra requests queue)."""
+    P = params if params is not None else load_efficiency()
+    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
+    return [sv.point(int(c)) for c in concurrencies]
+
+
+def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, **kw: Any) -> PerformanceEstimate:
+    """Dispatch on the task: train/finetune -> train_performance, infer -> infer_performance."""
+    if scn.task in ("train", "finetune"):
+        return train_performance(scn, model, gpu, **kw)
+    return infer_performance(scn, model, gpu, **kw)

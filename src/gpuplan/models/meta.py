@@ -1,0 +1,43 @@
+"""Exact parameter count by instantiating the HF model on the meta device (optional extra: trace).
+
+No weights are downloaded and no memory is allocated. Keys that do not change parameter shapes
+but trip some transformers versions (quantization_config, rope_scaling) are dropped first.
+Persistent buffers that checkpoints store (DeepSeek-V3's e_score_correction_bias) are reported
+separately, because HF registers them as buffers while DeepSeek's reference code has parameters.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import GpuplanError, MissingExtraError, UnsupportedError
+
+_DROP = ("quantization_config", "rope_scaling", "auto_map")
+
+
+def build_meta_model(config: Mapping[str, Any]):
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise MissingExtraError("counting on the meta device", "trace", "torch and transformers") from None
+    fields = {k: v for k, v in config.items() if k not in _DROP}
+    model_type = fields.pop("model_type", None)
+    try:
+        cfg = transformers.AutoConfig.for_model(model_type, **fields)
+        with torch.device("meta"):
+            if model_type == "gemma3":
+                return transformers.Gemma3ForConditionalGeneration(cfg)
+            return transformers.AutoModelForCausalLM.from_config(cfg)
+    except GpuplanError:
+        raise
+    except Exception as err:
+        raise UnsupportedError(f"model_type '{model_type}'", f"transformers {transformers.__version__} cannot build it "
+                               f"({type(err).__name__}: {str(err)[:200]}).",
+                               "upgrade transformers, or count with gpuplan's own formula (drop --meta).") from None
+
+
+def meta_param_count(config: Mapping[str, Any]) -> dict[str, int]:
+    model = build_meta_model(config)
+    params = sum(p.numel() for p in model.parameters())
+    stored = sum(b.numel() for name, b in model.named_buffers() if name.endswith("e_score_correction_bias"))
+    return {"parameters": params, "stored_buffers": stored, "parameters_plus_stored_buffers": params + stored}

@@ -1,0 +1,84 @@
+"""Build the scenario's HF model from its config on fake tensors (no weights, no real memory)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from typing import Any
+
+from ..errors import InputError, UnsupportedError
+
+# Keys that change how a checkpoint is *loaded*, never the shapes of the model we trace.
+_DROP_KEYS = ("quantization_config", "rope_scaling", "auto_map", "_name_or_path", "architectures",
+              "transformers_version", "torch_dtype", "dtype")
+
+
+def hf_config(spec, attn_impl: str):
+    """A transformers config object for `spec.config` (ModelSpec keeps the raw config.json dict)."""
+    from transformers import AutoConfig
+
+    raw = dict(spec.config or {})
+    model_type = raw.pop("model_type", None) or spec.model_type
+    for k in _DROP_KEYS:
+        raw.pop(k, None)
+    try:
+        with _quiet():
+            cfg = AutoConfig.for_model(model_type, **raw)
+    except (ValueError, KeyError) as err:
+        raise UnsupportedError(
+            f"tracing model '{spec.name}'",
+            f"transformers {_tf_version()} cannot build model_type '{model_type}' ({_first_line(err)}).",
+            "upgrade transformers (pip install -U transformers) or trace a model of a supported family "
+            "(llama, qwen2, qwen3, mistral, gemma, phi3, qwen3_moe, mixtral, deepseek_v2, ...).") from None
+    cfg.use_cache = False
+    if getattr(cfg, "tie_word_embeddings", None) is None:
+        cfg.tie_word_embeddings = bool(spec.tie_embeddings)
+    return cfg
+
+
+def build_causal_lm(spec, cfg, dtype, attn_impl: str):
+    """AutoModelForCausalLM.from_config(cfg) with parameters of `dtype`; call under FakeTensorMode."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with _quiet():
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
+    except ValueError as err:
+        raise UnsupportedError(
+            f"tracing model '{spec.name}'",
+            f"transformers {_tf_version()} cannot build a causal LM for model_type '{cfg.model_type}' "
+            f"({_first_line(err)}).",
+            "trace a decoder-only model of a family transformers supports.") from None
+    return model
+
+
+def _tf_version() -> str:
+    import transformers
+    return transformers.__version__
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers logs and warns a lot while building models from bare configs."""
+    tf_logger = logging.getLogger("transformers")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        tf_logger.setLevel(level)
+
+
+def check_model_input(spec: Any) -> None:
+    if not getattr(spec, "config", None):
+        raise InputError(f"model '{getattr(spec, 'name', spec)}'",
+                         "has no HF config to build from (trace needs the config.json keys).",
+                         "pass a registry name, an HF repo id, or a path to config.json.")

@@ -1,0 +1,5 @@
+"""Placeholder; replaced below."""
+import contextlib
+@contextlib.contextmanager
+def fake_world(scenario, rank, notes):
+    yield None

@@ -1,0 +1,391 @@
+"""The traced runs: training iterations and inference (prefill + decode) on fake tensors."""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ..errors import GpuplanError, UnsupportedError
+from ..estimate.results import MEMORY_COMPONENTS
+from ._build import _quiet, build_causal_lm, hf_config
+from ._tracker import AllocTracker
+from .result import TraceResult
+
+CUDA_BLOCK = 512        # the caching allocator rounds every block up to 512 bytes
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+_WEIGHT_TAGS = {"weights", "fsdp_unsharded", "weight_copy", "quantized"}
+
+
+def _component(tag: str, phase: str) -> tuple[str, str]:
+    if tag in _WEIGHT_TAGS:
+        return "weights", tag
+    if tag in ("gradients", "optimizer_states", "kv_cache", "logits"):
+        return tag, tag
+    if tag == "inputs":
+        return "activations", "inputs"
+    if tag:
+        return "temporary", tag
+    if phase in ("forward", "prefill", "decode"):
+        return "activations", phase
+    return "temporary", phase
+
+
+def breakdown(tracker: AllocTracker) -> tuple[dict[str, int], dict[str, int]]:
+    comps = dict.fromkeys(MEMORY_COMPONENTS, 0)
+    details: Counter = Counter()
+    for nbytes, tag, phase in tracker.peak_blocks():
+        comp, what = _component(tag, phase)
+        comps[comp] += nbytes
+        details[f"{comp}:{what}"] += nbytes
+    return comps, dict(details)
+
+
+def make_tagger(vocab: int) -> Callable:
+    to_copy = torch.ops.aten._to_copy.default
+
+    def tagger(func, args, t):
+        if t.dim() >= 2 and t.shape[-1] == vocab:
+            return "logits"
+        if func is to_copy and args and isinstance(args[0], nn.Parameter):
+            return "weight_copy"
+        return None
+    return tagger
+
+
+class Progress:
+    """Calls `progress(message)` (or writes to stderr) once a trace has run for more than 1 s."""
+
+    def __init__(self, progress):
+        self.cb, self.t0, self.shown = progress, time.monotonic(), False
+
+    def __call__(self, msg: str) -> None:
+        if self.cb is None:
+            return
+        if time.monotonic() - self.t0 > 1.0 or self.shown:
+            self.shown = True
+            self.cb(msg)
+
+
+# --------------------------------------------------------------------------------------------------
+def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=None,
+              fake: bool = True, rank: int = 0) -> TraceResult:
+    """One rank's trace. `fake=False` runs the same code on real CPU tensors (tests only)."""
+    t0 = time.monotonic()
+    say = Progress(progress)
+    notes: list[str] = []
+    world = _world(scenario)
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
+    with dist_ctx as mesh, mode:
+        if scenario.is_training:
+            res = _train(scenario, spec, mesh, iterations, notes, say)
+        else:
+            res = _infer(scenario, spec, mesh, decode_steps, notes, say)
+    res.seconds = time.monotonic() - t0
+    res.model, res.task = spec.name, scenario.task
+    res.world_size = world
+    res.per_rank = [{"rank": rank, "peak_bytes": res.peak_bytes}]
+    notes.append("Bytes follow the CUDA caching allocator's accounting (each block rounded up to 512 B) and "
+                 "equal torch.cuda.max_memory_allocated(); the CUDA context, the allocator's reserve and "
+                 "fragmentation, cuBLAS/attention workspaces and NCCL buffers are not included.")
+    res.method_notes = notes
+    return res
+
+
+def _world(scenario) -> int:
+    p = scenario.parallel
+    return (p.dp or 1) * p.tp
+
+
+# --------------------------------------------------------------------------------------------------
+def _attn_impl(requested: str, notes: list[str]) -> str:
+    if requested == "flash":
+        notes.append("attention 'flash' traced as SDPA (its CPU fused kernel saves the same tensors as "
+                     "flash-attention: output + logsumexp).")
+        return "sdpa"
+    return requested
+
+
+def _dtype_setup(train, notes):
+    """(parameter dtype, autocast dtype or None)."""
+    prec = train.precision
+    if prec == "fp8":
+        notes.append("precision fp8 traced as bf16: FP8 matmuls (TransformerEngine/torchao) cannot run on "
+                     "CPU; FP8 saves some activations in 8 bits, so this is an upper bound for them.")
+        prec = "bf16"
+    if prec == "fp32":
+        notes.append("fp32 parameters, no autocast.")
+        return torch.float32, None
+    low = _DTYPES[prec]
+    if train.method in ("lora", "qlora"):
+        notes.append(f"frozen base in {prec}; LoRA adapters in fp32 (peft's default autocast_adapter_dtype)"
+                     + (f" under {prec} autocast." if train.master_weights else "."))
+        return low, (low if train.master_weights else None)
+    if train.master_weights:
+        notes.append(f"fp32 parameters + {prec} autocast (HF Trainer {prec}=True); autocast keeps a "
+                     f"{prec} copy of each weight for the whole forward (details: weights:weight_copy).")
+        return torch.float32, low
+    notes.append(f"pure {prec} parameters and optimizer states (no master weights, no autocast).")
+    return low, None
+
+
+def _label_model(tracker: AllocTracker, model: nn.Module) -> None:
+    for p in model.parameters():
+        tracker.label(p, "weights")
+    for b in model.buffers():
+        tracker.label(b, "weights")
+
+
+def _register_existing(tracker: AllocTracker, model: nn.Module) -> None:
+    for p in model.parameters():
+        tracker.register(p, "weights")
+    for b in model.buffers():
+        tracker.register(b, "weights")
+
+
+def _apply_lora(model, train, base_dtype, notes):
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        from ..errors import MissingExtraError
+        raise MissingExtraError("gpuplan trace (LoRA)", "trace", "peft") from None
+    targets = train.lora_targets if isinstance(train.lora_targets, list) else "all-linear"
+    cfg = LoraConfig(r=train.lora_rank, lora_alpha=train.lora_alpha or 2 * train.lora_rank,
+                     target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
+    adapter_dtype = torch.float32 if train.master_weights else base_dtype
+    with _quiet(), _peft_on_fake_tensors():
+        model = get_peft_model(model, cfg, autocast_adapter_dtype=False)
+    for p in model.parameters():
+        if p.requires_grad and p.dtype != adapter_dtype:
+            p.data = p.data.to(adapter_dtype)
+    notes.append(f"LoRA via peft: rank {train.lora_rank}, targets {targets}, dropout 0 (a dropout > 0 saves "
+                 "one more input copy per adapted linear).")
+    return model
+
+
+@contextlib.contextmanager
+def _peft_on_fake_tensors():
+    """peft moves each new adapter with Module.to(); on fake parameters Module._apply must swap
+    tensors and fails ("Couldn't swap Linear.weight"). There is one (fake) cpu device, so a move is
+    a no-op; a dtype cast is done in place through `.data` while adapters are injected."""
+    orig = nn.Module.to
+
+    def to(self, *args, **kwargs):
+        _device, dtype, _nb, _fmt = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None:
+            for p in self.parameters():
+                if p.is_floating_point() and p.dtype != dtype:
+                    p.data = p.data.to(dtype)
+        return self
+
+    nn.Module.to = to
+    try:
+        yield
+    finally:
+        nn.Module.to = orig
+
+
+def _apply_qlora(model, train, compute_dtype, notes):
+    from ._nf4 import NF4Linear
+    n = 0
+    for mod in list(model.modules()):
+        base = getattr(mod, "base_layer", None)
+        if isinstance(base, nn.Linear) and hasattr(mod, "lora_A"):
+            mod.base_layer = NF4Linear(base, train.qlora_double_quant, compute_dtype)
+            n += 1
+    bits = "4.127" if train.qlora_double_quant else "4.5"
+    notes.append(f"QLoRA NF4 MODELLED (bitsandbytes cannot run on CPU): {n} adapted linears store packed "
+                 f"uint8 4-bit codes + block absmax ({bits} bits/weight, bitsandbytes Params4bit layout); each "
+                 "matmul dequantizes into a 16-bit temporary in forward and again in backward. Non-quantized "
+                 "parameters (embeddings, norms, lm_head) stay 16-bit (prepare_model_for_kbit_training's "
+                 "fp32 upcast is not applied).")
+
+
+def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
+    train = scenario.train
+    attn = _attn_impl(train.attention, notes)
+    cfg = hf_config(spec, attn)
+    vocab = cfg.vocab_size
+    param_dtype, autocast_dtype = _dtype_setup(train, notes)
+    tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(vocab))
+    B, S = train.micro_batch, train.seq_len
+    say(f"building {spec.name} on fake tensors")
+    with tracker:
+        model = build_causal_lm(spec, cfg, param_dtype, attn)
+        if train.method in ("lora", "qlora"):
+            model = _apply_lora(model, train, param_dtype, notes)
+            if train.method == "qlora":
+                _apply_qlora(model, train, autocast_dtype or param_dtype, notes)
+        model.train()
+        if train.recompute != "none":
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if train.recompute == "selective":
+                notes.append("recompute 'selective' traced as full per-layer checkpointing: HF transformers "
+                             "has no selective (attention-only) recompute.")
+            else:
+                notes.append("recompute 'full': HF gradient checkpointing, one checkpoint per decoder layer "
+                             "(non-reentrant).")
+        if mesh is not None:
+            from ._dist import parallelize
+            model = parallelize(model, scenario, mesh, param_dtype, autocast_dtype, notes)
+            autocast_dtype = None if getattr(model, "_gpuplan_fsdp_mp", False) else autocast_dtype
+        _label_model(tracker, model)
+        from ._optim import make_optimizer
+        opt = make_optimizer(train.optimizer, train.optimizer_impl, model.parameters(), notes)
+        notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
+                     "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
+        if attn == "sdpa":
+            notes.append("no attention mask is passed, so SDPA takes the unmasked is_causal path a real "
+                         "unpadded batch takes (transformers cannot see that a fake mask is all ones).")
+        for it in range(iterations):
+            say(f"iteration {it + 1}/{iterations}")
+            if it == iterations - 1:
+                tracker.reset_peak()
+            tracker.set_phase("forward")
+            ids = torch.randint(0, vocab, (B, S))
+            labels = ids.clone()
+            tracker.label(ids, "inputs")
+            tracker.label(labels, "inputs")
+            ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+            with ctx:
+                out = model(input_ids=ids, labels=labels, use_cache=False)
+            loss = out.loss
+            del out, ids, labels
+            tracker.set_phase("backward")
+            loss.backward()
+            del loss
+            for p in model.parameters():
+                if p.grad is not None:
+                    tracker.label(p.grad, "gradients")
+            if mesh is not None:
+                from ._dist import label_fsdp_buffers
+                label_fsdp_buffers(tracker, model)
+            tracker.set_phase("optimizer_step")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            for st in opt.state.values():
+                for v in st.values():
+                    if isinstance(v, torch.Tensor):
+                        tracker.label(v, "optimizer_states")
+    comps, details = breakdown(tracker)
+    return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
+                       phases=dict(tracker.phase_peaks), details=details)
+
+
+# --------------------------------------------------------------------------------------------------
+def _quantize_for_inference(model, fmt_name: str, compute_dtype, notes) -> None:
+    from ..dtypes import weight_format
+    from ._nf4 import PackedLinear, decoder_linears
+    fmt = weight_format(fmt_name)
+    if fmt.family == "float":
+        return
+    for parent, name, lin in decoder_linears(model):
+        setattr(parent, name, PackedLinear(lin, fmt.bits, compute_dtype))
+    notes.append(f"weights '{fmt.name}' MODELLED: decoder linears stored in {fmt.bits:.3f} bits/weight "
+                 f"(scales included) as uint8 buffers; embeddings, norms and lm_head stay 16-bit; each matmul "
+                 "dequantizes into a 16-bit temporary (reference path; fused kernels avoid it).")
+
+
+def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
+    inf = scenario.infer
+    cfg = hf_config(spec, "sdpa")
+    vocab = cfg.vocab_size
+    from ..dtypes import kv_bytes, weight_format
+    wfmt = weight_format(inf.weights)
+    compute = _DTYPES.get(wfmt.compute_dtype, torch.bfloat16)
+    if wfmt.family == "float":
+        compute = _DTYPES.get(wfmt.name, torch.bfloat16)
+    kv_b = kv_bytes(inf.kv_cache)
+    if kv_b != compute.itemsize:
+        notes.append(f"KV cache '{inf.kv_cache}' traced in {compute} (HF caches store the compute dtype); "
+                     f"scale kv_cache by {kv_b / compute.itemsize:g} for the real format.")
+    tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(vocab))
+    B, P = inf.concurrency, inf.prompt_len
+    say(f"building {spec.name} on fake tensors")
+    with tracker:
+        model = build_causal_lm(spec, cfg, compute, "sdpa")
+        _quantize_for_inference(model, inf.weights, compute, notes)
+        model.eval()
+        if mesh is not None:
+            from ._dist import parallelize
+            model = parallelize(model, scenario, mesh, compute, None, notes)
+        _label_model(tracker, model)
+        cache = _make_cache(cfg, model, B, P + decode_steps, notes)
+        notes.append(f"prefill of {B} x {P} tokens with logits_to_keep=1 (as serving engines), then "
+                     f"{decode_steps} decode steps; no attention mask (unpadded prompts).")
+        tracker.reset_peak()
+        with torch.no_grad():
+            tracker.set_phase("prefill")
+            ids = torch.randint(0, vocab, (B, P))
+            tracker.label(ids, "inputs")
+            out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            cache = out.past_key_values
+            _label_cache(tracker, cache)
+            del out, ids
+            for step in range(decode_steps):
+                tracker.set_phase("decode")
+                tok = torch.randint(0, vocab, (B, 1))
+                out = model(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+                _label_cache(tracker, cache)
+                del out, tok
+    comps, details = breakdown(tracker)
+    kv = _cache_bytes(cache)
+    return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
+                       phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
+
+
+def _make_cache(cfg, model, batch, max_len, notes):
+    try:
+        from transformers import StaticCache
+        cache = StaticCache(config=cfg, max_cache_len=max_len)
+        notes.append(f"KV cache: transformers StaticCache preallocated for {max_len} tokens per sequence "
+                     "(serving engines preallocate their KV pool the same way).")
+        return cache
+    except Exception:   # noqa: BLE001 - older transformers: fall back to the growing cache
+        from transformers import DynamicCache
+        notes.append("KV cache: DynamicCache (grows by concatenation each step).")
+        return DynamicCache()
+
+
+def _cache_tensors(cache):
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        for layer in layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if isinstance(t, torch.Tensor):
+                    yield t
+        return
+    for name in ("key_cache", "value_cache"):
+        for t in getattr(cache, name, []) or []:
+            if isinstance(t, torch.Tensor):
+                yield t
+
+
+def _label_cache(tracker, cache) -> None:
+    for t in _cache_tensors(cache):
+        tracker.label(t, "kv_cache")
+
+
+def _cache_bytes(cache) -> int:
+    seen, total = set(), 0
+    for t in _cache_tensors(cache):
+        local = getattr(t, "_local_tensor", t)
+        key = id(local.untyped_storage())
+        if key not in seen:
+            seen.add(key)
+            total += local.untyped_storage().nbytes()
+    return total
+
+
+def _dist_context(scenario, rank, notes):
+    from ._dist import fake_world
+    return fake_world(scenario, rank, notes)
