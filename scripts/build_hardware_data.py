@@ -270,6 +270,9 @@ def _fix(by_id: dict[str, dict]) -> None:
         r = by_id[gid]
         r["pcie_gen"], r["pcie_lanes"] = "4.0", 16
         r["notes"] = "pcie_gen is an assumption (host interface not documented by Google). " + r["notes"]
+    # A10G: Ampere has TF32; no published figure. Derive as half the FP16 rate (the A10 ratio).
+    by_id["a10g"]["tf32_tflops"] = f"{float(by_id['a10g']['fp16_tflops']) / 2:g}"
+    by_id["a10g"]["notes"] += " tf32 derived as fp16/2 (Ampere ratio; A10 62.5/125)."
     # fp16_fp32acc: leave blank only where fp16 itself is blank.
     for r in by_id.values():
         if r["fp16_tflops"] and not r["fp16_fp32acc_tflops"]:

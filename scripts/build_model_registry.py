@@ -39,6 +39,14 @@ WRITTEN = {
 }
 
 
+# Field corrections where the shared copy is older than the repo's current config.json
+PATCHES = {
+    "mistralai/Mixtral-8x22B-v0.1": ({"vocab_size": 32768},
+        "vocab_size 32000 -> 32768: the repo's config was updated to the 32768-token tokenizer; 32768 "
+        "reproduces the published safetensors total 140,630,071,296 exactly (params.csv)"),
+}
+
+
 def short_name(hf_id: str) -> str:
     name = hf_id.split("/", 1)[1].lower()
     return name.removeprefix("meta-")
@@ -50,11 +58,18 @@ def main() -> None:
     rows = []
     for d in sorted(p for p in SHARED.iterdir() if p.is_dir()):
         hf_id = d.name.replace("__", "/", 1)
-        shutil.copy(d / "config.json", OUT / "configs" / f"{d.name}.json")
         src = sources.get(hf_id, {})
+        note = src.get("notes", "")
+        if hf_id in PATCHES:
+            fields, why = PATCHES[hf_id]
+            cfg = {**json.load(open(d / "config.json", encoding="utf-8")), **fields}
+            (OUT / "configs" / f"{d.name}.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            note = "PATCHED: " + why
+        else:
+            shutil.copy(d / "config.json", OUT / "configs" / f"{d.name}.json")
         rows.append(dict(name=short_name(hf_id), hf_id=hf_id, config=f"{d.name}.json",
                          source=src.get("source", ""), completeness=src.get("completeness", ""),
-                         notes=src.get("notes", "")[:300]))
+                         notes=note[:300]))
     by_id = {r["hf_id"]: r for r in rows}
     for hf_id, (same, note) in SAME_ARCH.items():
         rows.append(dict(by_id[same], name=short_name(hf_id), hf_id=hf_id, notes=note))

@@ -29,8 +29,9 @@ class TrainingFlops(NamedTuple):
 
 
 def matmul_params_active(model: ModelSpec) -> float:
-    """Active matmul parameters per token (routed experts weighted by top-k/E), vision excluded."""
-    return float(sum(b.total * b.active_fraction for b in model.blocks
+    """Active matmul parameters per token (routed experts weighted by top-k/E), vision excluded.
+    Counted from the matrix shapes, so a tied lm_head (0 own parameters) still costs its matmul."""
+    return float(sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in model.blocks
                      if b.linear is not None and b.layer_scope != "vision"))
 
 

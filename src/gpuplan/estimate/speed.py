@@ -376,8 +376,12 @@ def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
             expert += b.total * bpe
         else:
             dense += b.total * bpe
+    emb = sum(b.total for b in model.blocks if b.kind == "embedding") * (q if fmt.scope != "linear" else 2.0)
+    # decode reads every weight once per step except the embedding table (one row per token),
+    # unless the table doubles as the tied lm_head
+    read = dense + expert - (0.0 if model.tie_embeddings else emb)
     per = expert / max(1, model.num_experts) / max(1, model.num_moe_layers or model.num_layers) if model.is_moe else 0.0
-    return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert}
+    return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert, "read": read}
 
 
 def _engine(P: Mapping[str, Any], engine: str) -> dict[str, Any]:
@@ -420,10 +424,10 @@ class _Serving:
     def _weights_read(self, batch_tokens: float) -> float:
         m = self.model
         if not m.is_moe:
-            return self.wb["total"]
+            return self.wb["read"]
         touched = expected_experts_touched(m.num_experts, m.experts_per_tok, int(round(batch_tokens)))
         layers = m.num_moe_layers or m.num_layers
-        return self.wb["dense"] + touched * self.wb["per_expert_layer"] * layers
+        return self.wb["read"] - self.wb["expert"] + touched * self.wb["per_expert_layer"] * layers
 
     def _linear_time(self, tokens: float, prefill: bool) -> float:
         """Matmul time of `tokens` rows through the local weight shard (roofline per block)."""
