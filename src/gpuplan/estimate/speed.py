@@ -130,14 +130,16 @@ def _network(scn: Any, gpu: Any) -> Any:
 
 
 def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float) -> float:
-    """η = η_max(family, dtype) · Π_{x∈(M,K,N)} x / (x + d0): a tile/wave-quantisation penalty
-    that vanishes for large dimensions (docs/speed.md §2.1)."""
+    """η = η_max(family, dtype) · Π_{x∈(K,N)} x / (x + d0): a penalty for narrow weight matrices
+    (tile and wave quantisation, short inner loops) that vanishes for large dimensions
+    (docs/speed.md §2.1). The row count M is left to the roofline: a short-M GEMM is bounded by
+    reading its weights, which gemm_time's memory term captures."""
     table = _fam(params["matmul"], family, {})
     default = _fam(params["matmul"], "default", {"bf16": 0.7})
     eta = table.get(_dtype_class(dtype), default.get(_dtype_class(dtype), default.get("bf16", 0.7)))
     d0 = float(params.get("matmul_dim_half", 0.0))
     g = 1.0
-    for x in (m, k, n):
+    for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
     return max(1e-3, eta * g)
 
@@ -415,8 +417,8 @@ class _Serving:
         self.kv_per_token_gpu = kv_tok_gpu
         if kv_capacity_tokens is None:
             usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
-            free = usable * inf.gpu_memory_utilization - self.wb["total"] / self.n_gpu_group \
-                - self.eng.get("reserve_bytes", 2.0e9)
+            util = inf.gpu_memory_utilization if self.eng.get("memory_utilization_applies", True) else 1.0
+            free = usable * util - self.wb["total"] / self.n_gpu_group - self.eng.get("reserve_bytes", 2.0e9)
             kv_capacity_tokens = max(0.0, free / kv_tok_gpu) if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
 

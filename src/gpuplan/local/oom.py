@@ -19,7 +19,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from ..errors import GpuplanError, InputError, UnsupportedError
-from ..units import GiB, MiB, fmt_bytes
+from ..units import GiB, MiB
+
+
+def fmt_bytes(n: float | None) -> str:
+    """GiB from 1 GiB up, MiB below (an OOM of 22 MiB should not read '0.02 GiB')."""
+    if n is None:
+        return "-"
+    if abs(n) < GiB:
+        return f"{n / MiB:,.2f} MiB"
+    return f"{n / GiB:,.2f} GiB"
 
 # fragmentation: the cached-but-unallocated bytes could hold the request, and they are a large share
 # of what PyTorch reserved (allocator slack on a healthy run is a few per cent)
@@ -32,6 +41,8 @@ CONTEXT_ALLOWANCE_BYTES = 2 * GiB
 # memory held outside this process is worth a warning above max(1 GiB, 5 % of capacity)
 OTHER_MIN_BYTES = 1 * GiB
 OTHER_MIN_SHARE = 0.05
+# the caching allocator asks the driver for at least a 2 MiB (requests < 1 MiB) or 20 MiB segment
+SMALL_SEGMENT_BYTES = 20 * MiB
 # the GPU counts as full when less than this share of it was free
 FULL_SHARE = 0.02
 
@@ -265,14 +276,14 @@ def explain_oom(text_or_report: str | OomReport, scenario=None, *,
                    "If it is the model weights: shard them (tensor parallel, FSDP/ZeRO-3, device_map='auto') or load "
                    "them quantized (8/4-bit)."]
         deficit = req - (limit if limit is not None else total)
-    elif limit is not None and r.allocated_bytes + unalloc + req > limit:
+    elif limit is not None and (reserved + max(req, SMALL_SEGMENT_BYTES) > limit or free >= req):
         kind = "process-limit"
         headline = (f"The per-process limit ({fmt_bytes(limit)} allowed) was reached, not the GPU: "
                     f"{fmt_bytes(free)} of {fmt_bytes(total)} were still free on the device.")
         reasons.append("Something set torch.cuda.set_per_process_memory_fraction (or a test harness / framework did), "
                        "so the allocator refuses to grow past that share of the GPU.")
         advice.append("Raise or remove the memory fraction limit, or run fewer processes per GPU.")
-        deficit = r.allocated_bytes + unalloc + req - limit
+        deficit = max(0, reserved + req - limit)
     elif free >= req:
         kind = "unexplained"
         headline = (f"The driver reported {fmt_bytes(free)} free, more than the {fmt_bytes(req)} requested, yet the "

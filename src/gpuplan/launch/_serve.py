@@ -1,0 +1,51 @@
+"""Serving-side translation: our weight/KV format names -> each engine's spelling (once, here)."""
+from __future__ import annotations
+
+from ..dtypes import weight_format
+from ._common import Plan, unsupported
+
+# our weight format family/name -> vLLM --quantization (None: no flag)
+VLLM_QUANT = {"fp8": "fp8", "fp8-block": "fp8", "awq-int4": "awq", "gptq-int4": "gptq", "gptq-int8": "gptq",
+              "int8": "bitsandbytes", "nf4": "bitsandbytes", "nf4-dq": "bitsandbytes", "mxfp4": "mxfp4",
+              "nvfp4": "modelopt_fp4"}
+SGLANG_QUANT = {"fp8": "fp8", "fp8-block": "fp8", "awq-int4": "awq", "gptq-int4": "gptq", "gptq-int8": "gptq",
+                "nf4": "bitsandbytes", "nf4-dq": "bitsandbytes", "int8": "bitsandbytes", "mxfp4": "mxfp4",
+                "nvfp4": "modelopt_fp4"}
+VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "fp8_e4m3": "fp8"}
+LLAMACPP_KV = {"bf16": "f16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+def canonical_weights(plan: Plan) -> str:
+    return weight_format(plan.s.infer.weights).name
+
+
+def model_dtype(plan: Plan) -> str:
+    w = canonical_weights(plan)
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(w, "auto")
+
+
+def kv_name(plan: Plan, table: dict[str, str], engines_with: tuple[str, ...]) -> str:
+    kv = plan.s.infer.kv_cache.strip().lower()
+    if kv not in table:
+        raise unsupported(plan, f"infer.kv_cache '{kv}'", f"{plan.engine} has no such KV-cache format "
+                          f"(it takes {', '.join(sorted(table))}).", engines_with)
+    return table[kv]
+
+
+def quant_name(plan: Plan, table: dict[str, str], engines_with: tuple[str, ...]) -> str | None:
+    w = canonical_weights(plan)
+    if w in ("bf16", "fp16", "fp32"):
+        return None
+    if w not in table:
+        raise unsupported(plan, f"infer.weights '{w}'", f"{plan.engine} does not load this weight format.",
+                          engines_with)
+    return table[w]
+
+
+def prequantized_note(plan: Plan) -> list[str]:
+    w = canonical_weights(plan)
+    if w in ("awq-int4", "gptq-int4", "gptq-int8", "mxfp4", "nvfp4"):
+        return [f"weights '{w}' need a pre-quantized checkpoint: set MODEL to one (the base id is only a default)"]
+    return []

@@ -1,0 +1,47 @@
+"""vLLM: a `vllm serve` script (and Ray steps for plans that span nodes)."""
+from __future__ import annotations
+
+from ._common import (Plan, check_serve_precision, hash_header, max_model_len, require_serving, shell_command)
+from ._serve import VLLM_KV, VLLM_QUANT, kv_name, model_dtype, prequantized_note, quant_name
+
+ALTERNATIVES = ("sglang", "trtllm", "llama.cpp")
+
+
+def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
+    i, p, s = plan.s.infer, plan.s.parallel, plan.s
+    notes = prequantized_note(plan)
+    argv = ["vllm", "serve", '"$MODEL"', "--host", "0.0.0.0", "--port", '"${PORT:-8000}"',
+            "--tensor-parallel-size", str(p.tp), "--pipeline-parallel-size", str(p.pp)]
+    if s.dp > 1:
+        argv += ["--data-parallel-size", str(s.dp)]
+    if p.ep > 1:
+        argv.append("--enable-expert-parallel")
+        notes.append(f"vLLM sets the expert-parallel size to tp x dp = {p.tp * s.dp} (plan ep={p.ep})")
+    argv += ["--max-model-len", str(max_model_len(plan)), "--gpu-memory-utilization", f"{i.gpu_memory_utilization:g}",
+             "--max-num-seqs", str(i.concurrency), "--dtype", model_dtype(plan),
+             "--kv-cache-dtype", kv_name(plan, VLLM_KV, ("llama.cpp",))]
+    q = quant_name(plan, VLLM_QUANT, ("llama.cpp",) if plan.s.infer.weights.startswith("gguf") else ALTERNATIVES)
+    if q:
+        argv += ["--quantization", q]
+    if not i.cuda_graphs:
+        argv.append("--enforce-eager")
+    if plan.multi_node:
+        argv += ["--distributed-executor-backend", "ray"]
+    return argv, notes
+
+
+def files(plan: Plan) -> dict[str, str]:
+    require_serving(plan)
+    check_serve_precision(plan)
+    if plan.s.infer.weights.startswith("gguf"):
+        from ._common import unsupported
+        raise unsupported(plan, f"infer.weights '{plan.s.infer.weights}'",
+                          "GGUF files are served by llama.cpp; vLLM's GGUF loader is experimental.", ("llama.cpp",))
+    argv, notes = serve_argv(plan)
+    body = ["set -euo pipefail", f'MODEL="${{MODEL:-{plan.model_ref}}}"']
+    if plan.multi_node:
+        body += ["# multi-node (Ray): on the head node   ray start --head --port 6379",
+                 f"#                  on the other {plan.nodes - 1} node(s)  ray start --address HEAD_IP:6379",
+                 "# then run this script on the head node only (all nodes need the model at the same path)"]
+    body.append(shell_command(argv))
+    return {"serve.sh": hash_header(plan, notes, shebang="#!/usr/bin/env bash") + "\n".join(body) + "\n"}

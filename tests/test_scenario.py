@@ -1,0 +1,70 @@
+"""Scenario files: validation messages name the field and the fix; defaults fill the layout."""
+import json
+
+import pytest
+
+from gpuplan.errors import InputError
+from gpuplan.scenario import load_scenario, scenario_from_dict
+
+BASE = {"model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm", "count": 8}}
+
+
+def test_defaults_fill_dp_and_sections():
+    s = scenario_from_dict(BASE)
+    assert s.dp == 8 and s.parallel.tp == 1 and s.train is not None and s.infer is None
+    s = scenario_from_dict({**BASE, "parallel": {"tp": 2, "pp": 2}})
+    assert s.dp == 2
+    s = scenario_from_dict({**BASE, "task": "infer"})
+    assert s.infer is not None and s.infer.engine == "vllm"
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({**BASE, "hardware": {"gpu": "h100-sxm", "count": 0}}, "hardware.count"),
+    ({**BASE, "hardware": {"gpu": "h100-sxm", "count": -4}}, "hardware.count"),
+    ({**BASE, "train": {"seq_len": 0}}, "train.seq_len"),
+    ({**BASE, "train": {"micro_batch": -1}}, "train.micro_batch"),
+    ({**BASE, "task": "pretrain"}, "task"),
+    ({**BASE, "trian": {}}, "trian"),
+    ({**BASE, "parallel": {"tp": 3}}, "tp"),
+    ({**BASE, "parallel": {"dp": 3}}, "dp"),
+    ({"hardware": {"gpu": "h100-sxm"}}, "model"),
+    ({**BASE, "train": {"optimizer": "adam"}}, "train.optimizer"),
+])
+def test_bad_fields_named(bad, field):
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(bad)
+    assert field in str(err.value) and "Fix:" in str(err.value)
+
+
+def test_yaml_and_json_files(tmp_path):
+    y = tmp_path / "s.yaml"
+    y.write_text("model: llama-3.1-8b\nhardware:\n  gpu: h100-sxm\n  count: 2\n")
+    j = tmp_path / "s.json"
+    j.write_text(json.dumps(BASE))
+    assert load_scenario(y).dp == 2 and load_scenario(j).dp == 8
+
+
+@pytest.mark.parametrize("text, why", [("model: [unclosed\n", "not valid YAML"), ("", "is empty"),
+                                       ("- a\n- b\n", "must be a mapping")])
+def test_bad_yaml(tmp_path, text, why):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError, match=why):
+        load_scenario(p)
+
+
+def test_bad_json_and_missing(tmp_path):
+    p = tmp_path / "s.json"
+    p.write_text('{"model": ')
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_scenario(p)
+    with pytest.raises(InputError, match="does not exist"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_replace_revalidates():
+    s = scenario_from_dict({**BASE, "parallel": {"tp": 2}})
+    t = s.replace(hardware={"count": 16})
+    assert t.dp == 8 and t.parallel.tp == 2
+    with pytest.raises(InputError):
+        s.replace(train={"seq_len": -5})
