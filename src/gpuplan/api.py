@@ -67,16 +67,26 @@ def software_warnings(r: Resolved) -> tuple[str, ...]:
     from .errors import UnsupportedError
     from .hardware import software
     scn = r.scenario
-    dtype = scn.train.precision if scn.train else None
-    engine = scn.infer.engine if scn.infer else {"megatron": "megatron", "deepspeed": "deepspeed"}.get(scn.framework, "pytorch")
-    attention = scn.train.attention if scn.train else None
-    weights = scn.infer.weights if scn.infer else None
-    problems = software.check(r.gpu, engine=engine, dtype=dtype, attention=attention, weights=weights)
+    if scn.train:
+        dtype, attention = scn.train.precision, scn.train.attention
+        engine = {"megatron": "megatron", "deepspeed": "deepspeed"}.get(scn.framework, "pytorch")
+    else:
+        assert scn.infer is not None
+        dtype = _weights_math_dtype(scn.infer.weights)
+        engine, attention = scn.infer.engine.replace(".", ""), None
+    problems = software.check(r.gpu, engine=engine, dtype=dtype, attention=attention)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise UnsupportedError(f"{r.gpu.id} with this scenario", " ".join(p.message for p in errors),
                                " ".join(p.alternative for p in errors if p.alternative))
     return tuple(p.message + (f" ({p.alternative})" if p.alternative else "") for p in problems)
+
+
+def _weights_math_dtype(weights: str) -> str:
+    """The tensor-core format a weight format asks of the GPU (fp8 weights want fp8 math)."""
+    from .dtypes import weight_format
+    fmt = weight_format(weights)
+    return {"fp8": "fp8", "fp4": "fp4"}.get(fmt.family, fmt.compute_dtype if fmt.compute_dtype in ("bf16", "fp32") else "fp16")
 
 
 def estimate(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: bool = True) -> Estimate:

@@ -88,6 +88,22 @@ class Cost(_Strict):
     residual_fraction: float = Field(0.3, ge=0, le=1)
     capex_usd_per_gpu: float | None = Field(None, gt=0)
     server_overhead_fraction: float = Field(0.25, ge=0, description="chassis/CPU/network as a share of GPU capex")
+    basis: Literal["auto", "rent", "own"] = Field("auto", description="headline cost: rent, own, or rent when a price is known")
+
+
+class Constraints(_Strict):
+    """Limits for `gpuplan recommend` (ignored by estimate)."""
+    budget_usd: float | None = Field(None, gt=0, description="total budget for the run")
+    budget_usd_per_hour: float | None = Field(None, gt=0)
+    deadline_days: float | None = Field(None, gt=0)
+    max_gpus: int | None = Field(None, gt=0)
+    owned: dict[str, int] | None = Field(None, description="GPUs you own: {gpu id: count}")
+    providers: list[str] | None = None
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    requests_per_s: float | None = Field(None, gt=0)
+    tokens_per_s: float | None = Field(None, gt=0, description="serving: output tokens/s to sustain")
+    min_headroom: float | None = Field(None, ge=0, lt=1, description="share of GPU memory to leave free")
 
 
 class Scenario(_Strict):
@@ -99,6 +115,9 @@ class Scenario(_Strict):
     infer: Infer | None = None
     framework: Framework = "hf"
     cost: Cost = Cost()
+    constraints: Constraints | None = None
+    objective: Union[str, dict[str, float], None] = None
+    preset: str | None = None
     overhead_bytes: int | None = Field(None, ge=0, description="override the runtime overhead per GPU")
 
     @field_validator("model")

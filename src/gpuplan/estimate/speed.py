@@ -409,6 +409,11 @@ class _Serving:
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
         self.bw = _bw(gpu) * _fam(P["memory"], self.fam, 0.8) * self.eng.get("decode_bw_scale", 1.0)
+        # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
+        # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
+        self.peak_mm = peak_flops(gpu, self.compute_dtype)
+        if self.eng.get("fp16_accumulate") and self.compute_dtype in ("fp16", "bf16"):
+            self.peak_mm = float((getattr(gpu, "peak_flops_per_s", {}) or {}).get("fp16") or self.peak_mm)
         gpn = _gpus_per_node(scn, gpu)
         self.link = group_link(gpu, self.tp, self.tp, gpn, _network(scn, gpu), P.get("comm", {})) if self.tp > 1 else LOCAL
         self.notes: list[str] = []
@@ -455,9 +460,15 @@ class _Serving:
             else:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
             flops = 2.0 * rows * k_in * n_out * count
-            t += flops / (peak_flops(g, self.compute_dtype)
-                          * gemm_efficiency(P, self.fam, self.compute_dtype, rows, k_in, n_out) * scale)
+            t += flops / (self.peak_mm * gemm_efficiency(P, self.fam, self.compute_dtype, rows, k_in, n_out) * scale)
         return t
+
+    def _elementwise(self, tokens: float) -> float:
+        """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
+        m = self.model
+        width = (m.hidden_size + _mlp_width_active(m)) / self.tp
+        passes = self.P["elementwise_passes"] / 3.0
+        return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam, 0.8))
 
     def _overhead(self) -> float:
         return self.eng.get("step_overhead_s", 0.0) + self.eng.get("layer_overhead_s", 0.0) * self.model.num_layers / self.pp
@@ -476,7 +487,7 @@ class _Serving:
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5))
-        t = max(t_mem, t_lin + t_attn) + self._tp_comm(batch) + self._overhead()
+        t = max(t_mem, t_lin + t_attn) + self._elementwise(batch) + self._tp_comm(batch) + self._overhead()
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": self._tp_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
@@ -486,7 +497,7 @@ class _Serving:
         attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
         t_attn = attn / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5)
                          * self.eng.get("prefill_eta_scale", 1.0))
-        t_c = t_lin + t_attn
+        t_c = t_lin + t_attn + self._elementwise(prompt)
         if compute_only:
             return t_c
         t_w = self._weights_read(prompt) / self.n_gpu_group / self.bw

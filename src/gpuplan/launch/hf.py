@@ -105,7 +105,8 @@ def main():
         cfg = load(run["model_config"])
         if a.smoke:
             cfg.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=64)
+                       num_key_value_heads=2, head_dim=16, vocab_size=256, bos_token_id=0, eos_token_id=0,
+                           pad_token_id=None)
         config = AutoConfig.for_model(**cfg)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn)
     vocab = model.config.vocab_size

@@ -124,7 +124,8 @@ def main():
         init, attn, seq_len, micro, steps = "random", "sdpa", 32, 1, 2
         param_dtype = torch.bfloat16 if param_dtype != torch.float32 else param_dtype
         config_dict.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                           num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=64)
+                           num_key_value_heads=2, head_dim=16, vocab_size=256, bos_token_id=0, eos_token_id=0,
+                           pad_token_id=None)
     config = AutoConfig.for_model(**config_dict)
 
     if init == "pretrained":

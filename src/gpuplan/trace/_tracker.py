@@ -63,12 +63,13 @@ class AllocTracker(TorchDispatchMode):
         """Count a tensor's storage if it is not counted yet (idempotent)."""
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             return
+        local = getattr(t, "_local_tensor", None)
+        if local is not None:        # DTensor: a wrapper whose own "storage" has the global size
+            self.register(local, tag)
+            return
         try:
             st = self._key(t)
-        except (RuntimeError, NotImplementedError):   # tensor subclasses without storage (DTensor)
-            local = getattr(t, "_local_tensor", None)
-            if local is not None:
-                self.register(local, tag)
+        except (RuntimeError, NotImplementedError):   # other storage-less tensor subclasses
             return
         blk = self._by_storage.get(st)
         if blk is not None:
@@ -135,6 +136,7 @@ class AllocTracker(TorchDispatchMode):
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 st_known = False
+                t = getattr(t, "_local_tensor", t)
                 try:
                     st_known = self._key(t) in self._by_storage
                 except (RuntimeError, NotImplementedError):

@@ -1,0 +1,85 @@
+"""Plan -> runnable launch configuration, one module per engine.
+
+    files = launch_files(scenario, "vllm", estimate=est_json)   # {file name: text}
+    paths = write_launch(scenario, "hf", "out/")
+
+Every file starts with a header holding the plan's predicted memory, speed and cost and the
+gpuplan version (`#` comments; JSON files carry a top-level "_gpuplan" key instead, see _common).
+Combinations an engine cannot run raise UnsupportedError naming the engines that can.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError, close_matches
+from ..scenario import Scenario
+from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
+
+ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "vllm", "sglang", "trtllm", "llama.cpp", "slurm")
+_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
+            "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
+            "megatron-core": "megatron", "sbatch": "slurm"}
+
+__all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_launch"]
+
+
+def _engine_name(engine: str) -> str:
+    key = str(engine).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise InputError(f"launch engine '{engine}'", "is not a launch engine.", f"use one of {', '.join(ENGINES)}.",
+                         close_matches(engine, ENGINES))
+    return key
+
+
+def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str | None = None) -> dict[str, str]:
+    plan = make_plan(scenario, engine, estimate)
+    if engine == "torchrun":
+        from . import torchrun as mod
+    elif engine == "hf":
+        from . import hf as mod
+    elif engine == "deepspeed":
+        from . import deepspeed as mod
+    elif engine == "megatron":
+        from . import megatron as mod
+    elif engine == "vllm":
+        from . import vllm as mod
+    elif engine == "sglang":
+        from . import sglang as mod
+    elif engine == "trtllm":
+        from . import trtllm as mod
+    elif engine == "llama.cpp":
+        from . import llamacpp as mod
+    else:
+        from . import slurm
+        return slurm.files(plan, inner)
+    return mod.files(plan)
+
+
+def launch_files(scenario: Scenario, engine: str, *, estimate: dict | None = None,
+                 inner: str | None = None) -> dict[str, str]:
+    """File name -> text of the launch configuration for `engine`.
+
+    estimate: the DESIGN §3.2 JSON dict of `gpuplan estimate` for this scenario (None: headers say
+    "not estimated"). inner: for engine 'slurm', the training engine it wraps (default from
+    scenario.framework: hf->hf, deepspeed->deepspeed, megatron->megatron, torchtitan->torchrun)."""
+    name = _engine_name(engine)
+    if inner is not None and name != "slurm":
+        raise InputError("inner engine", f"only applies to engine 'slurm', not '{name}'.", "drop it.")
+    return _generate(scenario, name, estimate, _engine_name(inner) if inner else None)
+
+
+def write_launch(scenario: Scenario, engine: str, out_dir: str | Path, estimate: dict | None = None,
+                 inner: str | None = None) -> list[Path]:
+    """Write the files of `launch_files` into out_dir (created); scripts are made executable."""
+    files = launch_files(scenario, engine, estimate=estimate, inner=inner)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in sorted(files.items()):
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        if name.endswith((".sh", ".py", ".sbatch")):
+            path.chmod(0o755)
+        paths.append(path)
+    return paths
