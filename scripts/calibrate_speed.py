@@ -329,6 +329,7 @@ PRIORS: dict[str, Any] = {
     "overlap": {"tp": 0.0, "fsdp": 0.9, "dp": 0.9, "offload": 0.5},
     "host_memory_bytes_per_s": 1e11,
     "eager_attention_scale": 0.35,
+    "roofline_sharpness": 8.0,
     "engines": {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
@@ -412,7 +413,13 @@ def summarize(rows: list[Row], P: dict) -> tuple[list[dict], dict]:
         errs = [abs(t["rel_err"]) for t in table if (t["category"], t["source"], t["split"]) == key and math.isfinite(t["rel_err"])]
         if errs:
             by_source[key] = {"n": len(errs), "mape": sum(errs) / len(errs), "median": statistics.median(errs)}
-    return table, {"overall": stats, "by_source": by_source}
+    by_model = {}
+    for key in sorted({(t["category"], t["source"], t["label"].split()[0], t["split"]) for t in table}):
+        errs = [abs(t["rel_err"]) for t in table
+                if (t["category"], t["source"], t["label"].split()[0], t["split"]) == key and math.isfinite(t["rel_err"])]
+        if errs:
+            by_model[key] = {"n": len(errs), "mape": sum(errs) / len(errs), "median": statistics.median(errs)}
+    return table, {"overall": stats, "by_source": by_source, "by_model": by_model}
 
 
 def write_doc(table, stats, P) -> None:
@@ -433,6 +440,10 @@ def write_doc(table, stats, P) -> None:
     lines += ["", "### Per source", "", "| category | source | split | n | MAPE | median |", "|---|---|---|---:|---:|---:|"]
     for (cat, src, split), s in stats["by_source"].items():
         lines.append(f"| {cat} | {src} | {split} | {s['n']} | {s['mape']:.1%} | {s['median']:.1%} |")
+    lines += ["", "### Per source and model", "", "| category | source | model | split | n | MAPE | median |",
+              "|---|---|---|---|---:|---:|---:|"]
+    for (cat, src, mod, split), s in stats["by_model"].items():
+        lines.append(f"| {cat} | {src} | {mod} | {split} | {s['n']} | {s['mape']:.1%} | {s['median']:.1%} |")
     lines += ["", "### Per row", "", "| id | category | split | row | measured | predicted | error |",
               "|---|---|---|---|---:|---:|---:|"]
     for t in table:

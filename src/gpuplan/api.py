@@ -68,7 +68,9 @@ def software_warnings(r: Resolved) -> tuple[str, ...]:
     from .hardware import software
     scn = r.scenario
     if scn.train:
-        dtype, attention = scn.train.precision, scn.train.attention
+        dtype = scn.train.precision
+        # the default attention ("flash") falls back to SDPA silently where FlashAttention does not run
+        attention = scn.train.attention if "attention" in scn.train.model_fields_set else None
         engine = {"megatron": "megatron", "deepspeed": "deepspeed"}.get(scn.framework, "pytorch")
     else:
         assert scn.infer is not None

@@ -12,7 +12,9 @@ HF transformers actually saves, checked against fake-tensor traces (docs/model.m
 * Flash/SDPA attention saves q, k, v, the output and an fp32 log-sum-exp per head; eager attention
   also keeps the fp32 softmax and its 16-bit copy (~6 bytes per score).
 * A gated MLP saves gate, act(gate) and up (3 x i) plus the product feeding down_proj.
-* LoRA (peft) casts each adapted linear's input to the adapter dtype (fp32 by default) and keeps it.
+* LoRA: the frozen base linear keeps nothing for its weight gradient, but the adapter's first matrix
+  keeps its input. With 16-bit adapters that is the tensor the layer already holds; with peft's
+  default fp32 adapters under autocast, each adapter keeps its own 16-bit cast of the input.
 """
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ class ActivationSetup:
     residual_bytes: int = 2        # dtype of the residual stream (4 under fp32-master autocast)
     autocast: bool = False         # fp32 params + 16-bit autocast
     frozen_base: bool = False      # LoRA/QLoRA: base linears do not keep their inputs
-    adapter_bytes: int = 4         # LoRA adapter dtype
     lora_targets: frozenset[str] = frozenset()   # which linears carry adapters (q,k,v,o,gate,up,down)
     lora_rank: int = 0
+    lora_copy_per_target: bool = False   # autocast: each adapter casts its input separately (traced)
     attention: str = "flash"       # flash | sdpa | eager
     framework: str = "hf"
 
@@ -108,14 +110,18 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
                 saved += b * width
             if tensor == "down_in" and not model.gated_mlp:
                 saved = b * width                                   # fc2 input = activation output
-        for n in names:
-            if n in s.lora_targets:
-                saved += s.adapter_bytes * width + s.adapter_bytes * s.lora_rank
+        if s.frozen_base and any(n in s.lora_targets for n in names):
+            hits = sum(1 for n in names if n in s.lora_targets)
+            if s.lora_copy_per_target:
+                # peft casts the input to the fp32 adapter dtype and autocast casts it back to 16-bit:
+                # every adapted linear keeps its own 16-bit copy
+                saved += hits * b * width
+            elif tensor != "o_in":
+                saved += b * width            # 16-bit adapters share the input the layer already holds
+            saved += hits * b * s.lora_rank
         if target is not None:
             rep += saved
         else:
             shard += saved
-    if s.frozen_base and model.gated_mlp is False:
-        pass
     score = 6.0 if s.attention == "eager" else 0.0
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)

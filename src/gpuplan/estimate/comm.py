@@ -13,7 +13,9 @@ steps for all-reduce, n−1 for the others; GenZ, arXiv:2406.01698, uses the sam
 Which link a group uses (DESIGN §5): NVLink/NVSwitch when the whole group sits inside one node
 and inside the GPU's scale-up domain, PCIe when there is no such link (with P2P) or through host
 memory when the driver disables P2P (GeForce), and the node's network (InfiniBand/RoCE/Ethernet)
-as soon as the group spans nodes; a hierarchical NCCL ring is then limited by the per-GPU NIC rate.
+as soon as the group spans nodes. Across nodes NCCL runs one channel per NIC, so a group with g
+members per node gets g × (per-GPU NIC rate), capped by the intra-node link (nccl-tests busbw on
+8×HDR DGX A100 nodes is ~8 × 25 GB/s, not 25 GB/s).
 """
 from __future__ import annotations
 
@@ -41,7 +43,12 @@ class Link:
 LOCAL = Link("none", float("inf"), 0.0, 1.0)
 
 
-def network_bandwidth_bytes_per_s(network: Any) -> float:
+def network_bandwidth_bytes_per_s(network: Any, gpus_per_node: int = 8) -> float:
+    fn = getattr(network, "bandwidth_bytes_per_s_per_gpu", None)
+    if callable(fn):
+        v = fn(gpus_per_node)
+        if v:
+            return float(v)
     for name in ("bandwidth_bytes_per_s", "bandwidth_per_gpu_bytes_per_s", "bytes_per_s_per_gpu",
                  "bandwidth_per_gpu"):
         v = getattr(network, name, None)
@@ -71,9 +78,14 @@ def group_link(gpu: Any, group_size: int, span: int, gpus_per_node: int, network
     if group_size <= 1:
         return LOCAL
     if span > gpus_per_node:
-        bw = network_bandwidth_bytes_per_s(network) if network is not None else _DEFAULT_NET_BW
-        intra = _intra_link(gpu, min(span, gpus_per_node), eff)
-        bw = min(bw, intra.bandwidth_bytes_per_s)
+        nic = network_bandwidth_bytes_per_s(network, gpus_per_node) if network is not None else _DEFAULT_NET_BW
+        # NCCL runs one ring/tree channel per NIC: the members of the group that share a node
+        # split the inter-node traffic over their NICs and exchange the rest over the
+        # intra-node link, so the group sees (members per node) x NIC rate, capped by that link.
+        stride = max(1, span // group_size)
+        local = max(1, gpus_per_node // stride)
+        intra = _intra_link(gpu, min(span, gpus_per_node), eff) if local > 1 else None
+        bw = local * nic if intra is None else min(local * nic, intra.bandwidth_bytes_per_s)
         lat = network_latency_s(network) if network is not None else _DEFAULT_LINK_LATENCY_S["network"]
         return Link("network", bw, lat, eff.get("network", 0.8))
     return _intra_link(gpu, span, eff)

@@ -21,7 +21,7 @@ from ..models import ModelSpec
 
 
 class TrainingFlops(NamedTuple):
-    """FLOPs per trained token. Unpacks as (model, hardware)."""
+    """FLOPs per trained token; the first two items are (model, hardware)."""
     model: float             # what MFU divides by (no recompute)
     hardware: float          # what the GPU actually executes (HFU)
     matmul_forward: float    # 2 × active matmul params

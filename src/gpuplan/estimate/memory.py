@@ -163,72 +163,73 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
             cpu += weights
             weights = 0.0
 
-    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): all-gathered layers in 16-bit,
-    #     current + prefetched, and the unsharded root module (embedding/lm_head) for FSDP2
-    gather = 0.0
-    if p.zero >= 3 and shard > 1:
-        per_layer = rp.layer_max * low
-        gather = 2 * per_layer
-        if scn.framework in ("hf", "torchtitan") and not peft:
-            gather += (rp.embedding + rp.lm_head) * low * (1 - 1 / shard)
-    # --- autocast keeps 16-bit copies of the matmul weights from forward to backward
-    autocast_copies = 0.0
+    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): the current and the prefetched
+    #     layer all-gathered in 16-bit (FSDP2 default prefetch of one layer)
+    gather = 2 * rp.layer_max * low if (p.zero >= 3 and shard > 1) else 0.0
+    # --- autocast keeps a 16-bit copy of each matmul weight from forward to backward (traced)
     autocast = (t.master_weights and t.precision in ("bf16", "fp16") and scn.framework in ("hf", "torchtitan")
                 and not peft)
-    if autocast and p.zero < 3:
-        autocast_copies = rp.linear * low
+    tied_head = (rp.embedding if model.tie_embeddings and stage in ("last", "only") else 0.0)
+    # (checkpointed layers drop theirs after forward and recast during recompute)
+    cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
+    autocast_copies = cast_params * low if (autocast and p.zero < 3) else 0.0
+    if autocast_copies:
+        notes.append("torch.autocast keeps 16-bit copies of the fp32 matmul weights until backward")
 
-    # --- activations
+    # --- activations saved for backward
     setup = ActivationSetup(
         compute_bytes=4 if t.precision == "fp32" else 2,
         residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
-        autocast=autocast, frozen_base=peft, adapter_bytes=4, lora_targets=targets,
-        lora_rank=t.lora_rank if peft else 0, attention=t.attention, framework=scn.framework)
+        autocast=autocast, frozen_base=peft, lora_targets=targets,
+        lora_rank=t.lora_rank if peft else 0, lora_copy_per_target=peft and t.master_weights,
+        attention=t.attention, framework=scn.framework)
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
-    sp_div = tp if (p.sp and tp > 1) or scn.framework == "megatron" and p.sp else 1
-    per_layer_token = la.replicated / (sp_div if tp > 1 else 1) + la.sharded / tp
-    ctx = model.attention_context(t.seq_len) / model.num_layers
-    per_layer_token += la.score_bytes * model.num_heads / tp * ctx
+    seq_split = tp if (p.sp and tp > 1) else 1               # sequence parallel shards the h-sized tensors
+    per_layer_token = la.replicated / seq_split + la.sharded / tp
+    # eager attention materialises the full S x S scores (causal masking does not skip them)
+    per_layer_token += la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
     layers = rp.stage_layers
-    # micro-batches in flight on this stage (1F1B: pp on the first stage, fewer later; Korthikanti §4.2.3)
+    # micro-batches in flight on this stage (1F1B: pp on the first stage; Korthikanti §4.2.3)
     grad_accum = _grad_accum(scn)
+    in_flight = 1.0
     if pp > 1:
         in_flight = min(grad_accum, pp if stage == "first" else 1)
         if p.vpp > 1 and stage == "first":
             in_flight *= 1 + (pp - 1) / (pp * p.vpp)
-    else:
-        in_flight = 1
+    h = model.hidden_size
+    checkpoint = setup.residual_bytes * h / seq_split        # full recompute keeps each layer's input
     if t.recompute == "full":
-        keep = setup.residual_bytes * model.hidden_size / (sp_div if tp > 1 else 1)
-        acts = tokens * (layers * keep * in_flight + per_layer_token)
-    elif t.recompute == "selective" and t.attention == "eager":
-        acts = tokens * layers * in_flight * (per_layer_token - la.score_bytes * model.num_heads / tp * ctx)
+        saved = tokens * layers * checkpoint * in_flight
+        working = tokens * per_layer_token                   # one layer recomputed during its backward
     else:
-        acts = tokens * layers * in_flight * per_layer_token
-    if stage in ("first", "only"):
-        acts += tokens * setup.residual_bytes * model.hidden_size * (1 if peft else 0)
-
-    # --- loss block on the last stage: 16-bit logits, fp32 log-softmax output and its gradient
+        if t.recompute == "selective" and t.attention == "eager":
+            per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
+        saved = tokens * layers * per_layer_token * in_flight
+        working = 0.0
+    head_acts = 0.0
     logits = 0.0
     if stage in ("last", "only"):
-        per_vocab = 6.0 if scn.framework == "megatron" else 14.0
+        # final norm + lm_head input; the loss block: fp32 log-softmax output, its gradient and the
+        # gradient flowing into the 16-bit logits (12 bytes x vocab x token, traced for HF)
+        head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
+        per_vocab = 6.0 if scn.framework == "megatron" else 12.0
         logits = per_vocab * model.vocab_size / tp * tokens
-
-    # --- backward working set: gradients of one layer's activations in flight
-    bwd_temp = tokens * 2 * (la.total / tp) / max(1, 1) * 0.25
-    if peft and t.method == "qlora":
+    dequant = 0.0
+    if t.method == "qlora":
         # bitsandbytes dequantizes one weight at a time to 16-bit
-        bwd_temp += max((b.numel for b in model.linear_blocks), default=0) / tp * low
+        dequant = max((b.numel for b in model.linear_blocks), default=0) / tp * low
 
-    states = dict(weights=weights, gradients=grads, optimizer_states=optim)
+    g_accum = grads if grad_accum > 1 else 0.0
     phases = {
-        "backward": dict(weights=weights, optimizer_states=optim, activations=acts, logits=logits,
-                         temporary=gather + autocast_copies + bwd_temp,
-                         gradients=grads if grad_accum > 1 else 0.0),
-        "optimizer_step": dict(states, temporary=optim_temp),
+        # backward starts: every saved activation and the loss block alive, no new gradients yet
+        "backward": dict(weights=weights + autocast_copies, gradients=g_accum, optimizer_states=optim,
+                         activations=saved + head_acts, logits=logits, temporary=gather + dequant),
+        # backward ends: gradients complete, checkpoints still held, the first layer recomputed
+        "backward_end": dict(weights=weights, gradients=grads, optimizer_states=optim,
+                             activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
+        "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
-    phases["optimizer_step"]["activations"] = 0.0
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
     return {"_cpu": {"cpu": cpu}, **phases}, notes

@@ -189,7 +189,7 @@ def _mlp_width_active(model: ModelSpec) -> float:
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
                       params: Mapping[str, Any] | None = None) -> PerformanceEstimate:
     """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario."""
-    P = params if params is not None else load_efficiency()
+    P = params if params is not None else _packaged_efficiency()
     tr, par = scn.train, scn.parallel
     n_gpu = scn.hardware.count
     tp, pp, cp, ep, vpp, dp = par.tp, par.pp, par.cp, par.ep, par.vpp, scn.dp
@@ -353,6 +353,15 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
 # inference
 
 
+def _soft_max(a: float, b: float, p: float) -> float:
+    """(a^p + b^p)^(1/p): a roofline whose corner is rounded (p → ∞ gives max(a, b)); near the
+    ridge point a kernel reaches neither the bandwidth nor the compute bound (docs/speed.md §2.4)."""
+    if a <= 0 or b <= 0:
+        return max(a, b)
+    m = max(a, b)
+    return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
+
+
 def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
     """Expected distinct experts a batch of `tokens` routes to, uniform routing:
     E·(1 − (1 − k/E)^B)."""
@@ -487,7 +496,8 @@ class _Serving:
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5))
-        t = max(t_mem, t_lin + t_attn) + self._elementwise(batch) + self._tp_comm(batch) + self._overhead()
+        t = _soft_max(t_mem, t_lin + t_attn, self.P.get("roofline_sharpness", 8.0)) \
+            + self._elementwise(batch) + self._tp_comm(batch) + self._overhead()
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": self._tp_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
@@ -498,8 +508,8 @@ class _Serving:
         t_attn = attn / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5)
                          * self.eng.get("prefill_eta_scale", 1.0))
         t_c = t_lin + t_attn + self._elementwise(prompt)
-        if compute_only:
-            return t_c
+        if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
+            return t_c + self._tp_comm(prompt)
         t_w = self._weights_read(prompt) / self.n_gpu_group / self.bw
         return max(t_c, t_w) + self._tp_comm(prompt) + self._overhead()
 
@@ -538,7 +548,7 @@ class _Serving:
 def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                       kv_capacity_tokens: float | None = None) -> PerformanceEstimate:
     """TTFT, TPOT and output throughput of one serving replica (tp×pp GPUs) at scn.infer.concurrency."""
-    P = params if params is not None else load_efficiency()
+    P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
     pt = sv.point(scn.infer.concurrency)
     notes = list(sv.notes)
@@ -563,7 +573,7 @@ def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[
                   params: Mapping[str, Any] | None = None, kv_capacity_tokens: float | None = None) -> list[dict]:
     """Throughput, TTFT and TPOT of one replica versus concurrency (stops growing at the KV or
     engine batch limit; the extra requests queue)."""
-    P = params if params is not None else load_efficiency()
+    P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
     return [sv.point(int(c)) for c in concurrencies]
 

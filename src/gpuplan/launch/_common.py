@@ -15,6 +15,7 @@ import csv
 import json
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,12 +59,10 @@ def gpu_info(name: str) -> GpuInfo | None:
             g = get_gpu(name)
             fam = str(getattr(g, "family", "")).lower()
             vendor = str(getattr(g, "vendor", "") or "").strip()
-            fp8 = getattr(g, "fp8_tflops", None)
-            if fp8 is None:
-                fp8 = (getattr(g, "peak_flops_per_s", {}) or {}).get("fp8") if isinstance(
-                    getattr(g, "peak_flops_per_s", None), dict) else None
-            return GpuInfo(g.id, vendor or ("NVIDIA" if fam in _NVIDIA_FAMILIES else ""), fam,
-                           bool(fp8), fam not in _NO_BF16_FAMILIES)
+            peaks = getattr(g, "peak_flops_per_s", None)
+            peaks = dict(peaks) if isinstance(peaks, Mapping) else {}
+            has_bf16 = bool(peaks.get("bf16")) if peaks else fam not in _NO_BF16_FAMILIES
+            return GpuInfo(g.id, vendor, fam, bool(peaks.get("fp8")), has_bf16)
         except Exception:
             pass
     return _gpu_from_csv(name)
@@ -322,6 +321,10 @@ def shell_command(argv: list[str], indent: str = "  ") -> str:
     """One command, one flag (with its value) per line, joined with backslashes."""
     parts: list[str] = []
     i = 0
+    while i < len(argv) and not argv[i].startswith("-"):    # program and subcommand on the first line
+        i += 1
+    if i:
+        parts.append(" ".join(a if a.startswith(("$", '"$')) else shlex.quote(a) for a in argv[:i]))
     while i < len(argv):
         tok = argv[i]
         q = tok if tok.startswith("$") or tok.startswith('"$') else shlex.quote(tok)

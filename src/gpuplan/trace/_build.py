@@ -37,13 +37,14 @@ def hf_config(spec, attn_impl: str):
     return cfg
 
 
-def build_causal_lm(spec, cfg, dtype, attn_impl: str):
+def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None):
     """AutoModelForCausalLM.from_config(cfg) with parameters of `dtype`; call under FakeTensorMode."""
     from transformers import AutoModelForCausalLM
 
     try:
         with _quiet():
-            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
+            kw = {"experts_implementation": experts} if experts else {}
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl, **kw)
     except ValueError as err:
         raise UnsupportedError(
             f"tracing model '{spec.name}'",

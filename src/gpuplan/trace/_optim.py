@@ -90,3 +90,38 @@ def make_optimizer(name: str, impl: str, params, notes: list[str]):
                      "256-element block, fp32 states for tensors under 4096 elements, in-place update.")
         return Adam8bitModel(params)
     raise ValueError(name)
+
+
+class OptimizerGroup:
+    """Several optimizers stepped together (foreach kernels cannot mix DTensor and plain tensors,
+    so with tensor parallel the sharded and the replicated parameters get one optimizer each)."""
+
+    def __init__(self, optimizers):
+        self.optimizers = optimizers
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True):
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    @property
+    def state(self):
+        merged = {}
+        for o in self.optimizers:
+            merged.update(o.state)
+        return merged
+
+
+def make_optimizers(name: str, impl: str, params, notes: list[str]):
+    params = [p for p in params if p.requires_grad]
+    dtensor = [p for p in params if hasattr(p, "_local_tensor") or type(p).__name__ == "DTensor"]
+    plain = [p for p in params if not (hasattr(p, "_local_tensor") or type(p).__name__ == "DTensor")]
+    if dtensor and plain:
+        notes.append("DTensor and plain parameters get separate optimizers (foreach kernels cannot mix them); "
+                     "the foreach temporary is then per group, not for all parameters at once.")
+        scratch: list[str] = []
+        return OptimizerGroup([make_optimizer(name, impl, dtensor, notes), make_optimizer(name, impl, plain, scratch)])
+    return make_optimizer(name, impl, params, notes)

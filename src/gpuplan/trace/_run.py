@@ -20,7 +20,7 @@ CUDA_BLOCK = 512        # the caching allocator rounds every block up to 512 byt
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
-_WEIGHT_TAGS = {"weights", "fsdp_unsharded", "weight_copy", "quantized"}
+_WEIGHT_TAGS = {"weights", "buffers", "fsdp_unsharded", "weight_copy", "quantized"}
 
 
 def _component(tag: str, phase: str) -> tuple[str, str]:
@@ -28,6 +28,8 @@ def _component(tag: str, phase: str) -> tuple[str, str]:
         return "weights", tag
     if tag in ("gradients", "optimizer_states", "kv_cache", "logits"):
         return tag, tag
+    if tag == "optimizer_step_counters":
+        return "optimizer_states", tag
     if tag == "inputs":
         return "activations", "inputs"
     if tag:
@@ -83,7 +85,7 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
     world = _world(scenario)
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
-    with dist_ctx as mesh, mode:
+    with dist_ctx as mesh, mode, _unpacked_inputs():
         if scenario.is_training:
             res = _train(scenario, spec, mesh, iterations, notes, say)
         else:
@@ -97,6 +99,38 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
                  "fragmentation, cuBLAS/attention workspaces and NCCL buffers are not included.")
     res.method_notes = notes
     return res
+
+
+@contextlib.contextmanager
+def _unpacked_inputs():
+    """DESIGN §6 mask pitfall. With no attention mask, transformers checks position_ids for packed
+    sequences by reading their values; a fake tensor has none, so it assumes packing and builds a
+    full [B,1,S,S] mask, which sends SDPA down its masked path. Our inputs are one unpadded sequence
+    per row, so answer that check the way a real run answers it (no packing), after doing the same
+    tensor ops a real run does (their temporaries are counted alike)."""
+    try:
+        from transformers import masking_utils as mu
+    except ImportError:
+        yield
+        return
+    orig = getattr(mu, "find_packed_sequence_indices", None)
+    if orig is None:
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def find_packed_sequence_indices(position_ids):
+        out = orig(position_ids)
+        if isinstance(out, FakeTensor):
+            (out[:, -1] == 0).all()        # the real run's check, minus reading its value
+            return None
+        return out
+
+    mu.find_packed_sequence_indices = find_packed_sequence_indices
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = orig
 
 
 def _world(scenario) -> int:
@@ -137,10 +171,10 @@ def _dtype_setup(train, notes):
 
 
 def _label_model(tracker: AllocTracker, model: nn.Module) -> None:
+    for b in model.buffers():
+        tracker.label(b, "buffers")
     for p in model.parameters():
         tracker.label(p, "weights")
-    for b in model.buffers():
-        tracker.label(b, "weights")
 
 
 def _register_existing(tracker: AllocTracker, model: nn.Module) -> None:
@@ -218,7 +252,13 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     B, S = train.micro_batch, train.seq_len
     say(f"building {spec.name} on fake tensors")
     with tracker:
-        model = build_causal_lm(spec, cfg, param_dtype, attn)
+        experts = None
+        if spec.is_moe and autocast_dtype is not None:
+            experts = "eager"
+            notes.append("MoE experts run with transformers' eager experts loop: its grouped_mm path rejects "
+                         "autocast inputs on CPU (expert weights and saved inputs are the same; the routing "
+                         "temporaries may differ from grouped_mm).")
+        model = build_causal_lm(spec, cfg, param_dtype, attn, experts=experts)
         if train.method in ("lora", "qlora"):
             model = _apply_lora(model, train, param_dtype, notes)
             if train.method == "qlora":
@@ -237,8 +277,8 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
             model = parallelize(model, scenario, mesh, param_dtype, autocast_dtype, notes)
             autocast_dtype = None if getattr(model, "_gpuplan_fsdp_mp", False) else autocast_dtype
         _label_model(tracker, model)
-        from ._optim import make_optimizer
-        opt = make_optimizer(train.optimizer, train.optimizer_impl, model.parameters(), notes)
+        from ._optim import make_optimizers
+        opt = make_optimizers(train.optimizer, train.optimizer_impl, model.parameters(), notes)
         notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
                      "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
         if attn == "sdpa":
@@ -271,9 +311,9 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
             opt.step()
             opt.zero_grad(set_to_none=True)
             for st in opt.state.values():
-                for v in st.values():
+                for k, v in st.items():
                     if isinstance(v, torch.Tensor):
-                        tracker.label(v, "optimizer_states")
+                        tracker.label(v, "optimizer_step_counters" if k == "step" else "optimizer_states")
     comps, details = breakdown(tracker)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details)

@@ -1,0 +1,194 @@
+"""CLI glue for `gpuplan doctor`, `gpuplan calibrate` and `gpuplan measure` (wired in by gpuplan.cli).
+
+Exit codes: 0 done; 1 no usable GPU here (a one-paragraph message, no traceback); 2 bad input
+(GpuplanError, printed by gpuplan.cli).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import GpuplanError, InputError, MissingExtraError
+
+
+def add_parsers(subparsers) -> None:
+    s = subparsers.add_parser("doctor", help="your GPUs: what is here, what runs, and why it ran out of memory",
+                              description="Detect local GPUs and say which models and tasks fit; or explain a "
+                                          "PyTorch out-of-memory message (--oom).")
+    s.add_argument("--oom", metavar="FILE", help="explain a PyTorch OOM message from FILE ('-' reads stdin)")
+    s.add_argument("--scenario", metavar="FILE", help="with --oom: which knobs free how much for this scenario; "
+                                                      "alone: does it fit on the local GPU")
+    s.add_argument("--gpu", metavar="ID", help="answer for this catalog GPU instead of the detected one")
+    s.add_argument("--count", type=int, default=None, help="number of GPUs (with --gpu; default 1)")
+    s.add_argument("--models", metavar="A,B", help="only these models (default: every bundled model)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_doctor)
+
+    s = subparsers.add_parser("calibrate", help="benchmark the local GPU(s) and write a hardware profile",
+                              description="GEMM TFLOP/s per dtype and size, HBM bandwidth, NCCL bus bandwidth "
+                                          "(all local GPUs, or all ranks under torchrun).")
+    s.add_argument("--out", metavar="FILE", help="profile path (default: gpuplan-profile-<gpu>-<date>.json)")
+    s.add_argument("--quick", action="store_true", help="fewer sizes and iterations (about a minute)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_calibrate)
+
+    s = subparsers.add_parser("measure", help="run a scenario for a few steps on the local GPU, beside the prediction")
+    s.add_argument("scenario", metavar="SCENARIO", help="scenario file (YAML or JSON)")
+    s.add_argument("--steps", type=int, default=3, help="measured steps after one warm-up step (default 3)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_measure)
+
+
+def _no_gpu(msg: str) -> int:
+    print(msg, file=sys.stderr)
+    return 1
+
+
+def _unusable(err: GpuplanError, command: str) -> str:
+    """One paragraph: why PyTorch cannot run here, and what the driver says."""
+    from .detect import detect, no_gpu_message
+    system = detect()
+    if system.has_gpu:
+        names = ", ".join(sorted({g.name for g in system.gpus}))
+        return (f"{err.message} The driver does report {len(system.gpus)} GPU(s) ({names}; driver "
+                f"{system.driver_version or '?'}, CUDA {system.cuda_version or '?'}): install a PyTorch build for that "
+                "CUDA version, or check CUDA_VISIBLE_DEVICES.")
+    return f"{err.message} {no_gpu_message(system, command)}"
+
+
+def _read_oom(arg: str) -> str:
+    if arg == "-":
+        return sys.stdin.read()
+    p = Path(arg)
+    if not p.exists():
+        raise InputError(f"--oom '{arg}'", "file does not exist.", "pass the log file, or '-' and paste the message on stdin.")
+    return p.read_text(encoding="utf-8", errors="replace")
+
+
+def _print(obj, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj.to_json(), indent=2, default=str))
+    else:
+        print(obj.render())
+
+
+def run_doctor(args) -> int:
+    from ..scenario import load_scenario
+    from .detect import detect, no_gpu_message
+    from .doctor import local_gpu_choice, render_system, what_runs
+    from .oom import explain_oom
+
+    scn = load_scenario(args.scenario) if args.scenario else None
+    if args.oom:
+        _print(explain_oom(_read_oom(args.oom), scn), args.json)
+        return 0
+    models = [m.strip() for m in args.models.split(",")] if args.models else None
+    if args.gpu:
+        if scn is not None:
+            return _scenario_check(scn.replace(hardware={"gpu": args.gpu, "count": args.count or scn.hardware.count}),
+                                   None, args.json)
+        _print(what_runs(args.gpu, args.count or 1, models=models), args.json)
+        return 0
+    if args.count is not None:
+        raise InputError("--count", "only applies together with --gpu.", "add --gpu ID, e.g. --gpu h100-sxm --count 8.")
+    system = detect()
+    if not system.has_gpu:
+        if args.json:
+            print(json.dumps({"system": system.to_json(), "error": no_gpu_message(system)}, indent=2))
+        return _no_gpu(no_gpu_message(system))
+    gid, n = local_gpu_choice(system)
+    if gid is None:
+        msg = (f"{render_system(system)}\n\nThe detected GPU ('{system.gpus[0].name}') is not in gpuplan's hardware "
+               "catalog, so what fits cannot be estimated. Pass the closest catalog GPU with --gpu ID "
+               "(`gpuplan gpus` lists them), or add yours with a user catalog CSV.")
+        if args.json:
+            print(json.dumps({"system": system.to_json(), "error": msg}, indent=2))
+        else:
+            print(msg)
+        return 1
+    if scn is not None:
+        return _scenario_check(scn.replace(hardware={"gpu": gid, "count": n}), system, args.json)
+    _print(what_runs(gid, n, models=models, system=system), args.json)
+    return 0
+
+
+def _scenario_check(scn, system, as_json: bool) -> int:
+    from .doctor import render_system
+    from .oom import evaluate_knobs, fmt_bytes
+    peak, cap, knobs = evaluate_knobs(scn)
+    if as_json:
+        print(json.dumps({"system": system.to_json() if system else None, "gpu": scn.hardware.gpu,
+                          "count": scn.hardware.count, "peak_bytes_per_gpu": peak, "capacity_bytes_per_gpu": cap,
+                          "fits": peak <= cap, "knobs": [k.to_json() for k in knobs]}, indent=2))
+        return 0
+    if system is not None:
+        print(render_system(system) + "\n")
+    verdict = "fits" if peak <= cap else f"does not fit (short by {fmt_bytes(peak - cap)})"
+    print(f"Scenario on {scn.hardware.count} x {scn.hardware.gpu}: predicted peak {fmt_bytes(peak)} per GPU of "
+          f"{fmt_bytes(cap)}: {verdict}.")
+    if knobs:
+        print("Knobs, most memory freed first:")
+        for k in knobs:
+            if k.error:
+                print(f"  {k.name:<34} not evaluated: {k.error}")
+            else:
+                print(f"  {k.name:<34} frees {fmt_bytes(k.bytes_freed):>11} -> {fmt_bytes(k.peak_bytes):>11} "
+                      f"{'fits' if k.fits else 'still short':<11} ({k.tradeoff})")
+    return 0
+
+
+def run_calibrate(args) -> int:
+    from .calibrate import NoLocalGpuError, calibrate, is_rank0, save_profile
+    try:
+        profile = calibrate(quick=args.quick)
+    except (NoLocalGpuError, MissingExtraError) as err:
+        return _no_gpu(_unusable(err, "calibrate"))
+    if not is_rank0():
+        return 0
+    import datetime as dt
+    out = args.out or f"gpuplan-profile-{profile.gpu_id or 'gpu'}-{dt.date.today().isoformat()}.json"
+    path = save_profile(profile, out)
+    if args.json:
+        print(json.dumps(profile.to_json(), indent=2))
+        return 0
+    print(f"{profile.gpu_count} x {profile.gpu_name} [{profile.gpu_id or 'not in catalog'}], world {profile.world_size}, "
+          f"torch {profile.torch_version}, CUDA {profile.cuda_version}")
+    for dtype, rate in profile.matmul_flops_per_s.items():
+        print(f"  GEMM {dtype:<5} best {rate / 1e12:8.1f} TFLOP/s")
+    if profile.memory_bandwidth_bytes_per_s:
+        print(f"  HBM copy        {profile.memory_bandwidth_bytes_per_s / 1e9:8.0f} GB/s")
+    for op, bw in profile.comm_bus_bandwidth_bytes_per_s.items():
+        print(f"  {op:<14}  {bw / 1e9:8.0f} GB/s bus bandwidth (best size)")
+    print(f"Profile written to {path}")
+    return 0
+
+
+def run_measure(args) -> int:
+    from ..scenario import load_scenario
+    from .calibrate import NoLocalGpuError
+    from .measure import measure
+    scn = load_scenario(args.scenario)
+    try:
+        res = measure(scn, steps=args.steps)
+    except (NoLocalGpuError, MissingExtraError) as err:
+        return _no_gpu(_unusable(err, "measure"))
+    _print(res, args.json)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (`python -m gpuplan.local.cli doctor ...`) with gpuplan.cli's error handling."""
+    import argparse
+    p = argparse.ArgumentParser(prog="gpuplan")
+    add_parsers(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GpuplanError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

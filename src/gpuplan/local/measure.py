@@ -1,0 +1,265 @@
+"""Run a scenario for a few real steps on the local GPU with random weights (HF transformers) and put the
+measured peak memory and time beside gpuplan's prediction.
+
+What runs: training/fine-tuning = forward + backward + optimizer step on random tokens (micro_batch x
+seq_len), `steps` times after `warmup`; inference = one prefill of concurrency x prompt_len, then a decode
+loop of up to 64 tokens with the KV cache (HF `generate`-style, not vLLM). One GPU: layouts that change
+per-GPU memory (TP, PP, CP, ZeRO/FSDP, offload) are refused rather than measured wrongly; plain data
+parallelism has the per-GPU memory of one replica (plus DDP's gradient buckets, not measured here).
+
+Measured memory is torch.cuda.max_memory_allocated / max_memory_reserved; the device's used memory
+(mem_get_info) adds the CUDA context and library workspaces. The prediction's `runtime_overhead`
+component is compared with that difference.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from ..errors import MissingExtraError, UnsupportedError
+from .calibrate import require_cuda
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    scenario: dict[str, Any]
+    device_name: str
+    torch_version: str
+    measured: dict[str, Any]
+    predicted: dict[str, Any] | None
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        d["relative_error"] = self.relative_errors()
+        return d
+
+    def relative_errors(self) -> dict[str, float]:
+        """(predicted - measured) / measured for the quantities both sides have."""
+        if not self.predicted:
+            return {}
+        pairs = {"peak_allocated": ("peak_allocated_bytes", "peak_bytes_without_overhead"),
+                 "peak_device": ("peak_device_used_bytes", "peak_bytes_per_gpu"),
+                 "step_time": ("step_time_s", "step_time_s"), "ttft": ("ttft_s", "ttft_s"),
+                 "tpot": ("tpot_s", "tpot_s")}
+        out = {}
+        for k, (m, p) in pairs.items():
+            mv, pv = self.measured.get(m), self.predicted.get(p)
+            if mv and pv is not None:
+                out[k] = (pv - mv) / mv
+        return out
+
+    def render(self) -> str:
+        from .oom import fmt_bytes
+        rows = [("peak allocated (tensors)", "peak_allocated_bytes", "peak_bytes_without_overhead", "b"),
+                ("peak reserved (allocator)", "peak_reserved_bytes", None, "b"),
+                ("device used (incl. context)", "peak_device_used_bytes", "peak_bytes_per_gpu", "b"),
+                ("step time", "step_time_s", "step_time_s", "s"),
+                ("tokens/s per GPU", "tokens_per_s_per_gpu", "tokens_per_s_per_gpu", "n"),
+                ("time to first token", "ttft_s", "ttft_s", "s"),
+                ("time per output token", "tpot_s", "tpot_s", "s")]
+
+        def f(v, kind):
+            if v is None:
+                return "-"
+            return fmt_bytes(v) if kind == "b" else (f"{v * 1e3:,.1f} ms" if kind == "s" else f"{v:,.0f}")
+
+        out = [f"{self.device_name}  (torch {self.torch_version})", "",
+               f"  {'':<30}{'measured':>14}{'predicted':>14}{'error':>9}"]
+        for label, mk, pk, kind in rows:
+            mv = self.measured.get(mk)
+            pv = (self.predicted or {}).get(pk) if pk else None
+            if mv is None and pv is None:
+                continue
+            err = f"{(pv - mv) / mv:+.0%}" if mv and pv is not None else ""
+            out.append(f"  {label:<30}{f(mv, kind):>14}{f(pv, kind):>14}{err:>9}")
+        if self.notes:
+            out += [""] + [f"Note: {n}" for n in self.notes]
+        return "\n".join(out)
+
+
+def _check_supported(scn) -> list[str]:
+    notes = []
+    p = scn.parallel
+    if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1:
+        raise UnsupportedError("gpuplan measure", f"the scenario uses tp={p.tp}, pp={p.pp}, cp={p.cp}, ep={p.ep}; measure runs "
+                               "one GPU and cannot reproduce model-parallel memory.",
+                               "measure a tp=pp=cp=ep=1 variant, or run your engine and compare with `gpuplan estimate`.")
+    if scn.is_training and (p.zero > 0 and (p.dp or 1) > 1 or p.offload != "none"):
+        raise UnsupportedError("gpuplan measure", f"ZeRO/FSDP sharding (zero={p.zero}) or offload ({p.offload}) changes "
+                               "per-GPU memory in ways one GPU cannot show.",
+                               "measure with zero: 0 and offload: none, or trace the sharded run with `gpuplan trace`.")
+    if (p.dp or 1) > 1:
+        notes.append(f"data parallel dp={p.dp}: one replica measured; DDP adds gradient buckets (~ one gradient copy) not shown here.")
+    if scn.is_training:
+        t = scn.train
+        if t.optimizer not in ("adamw", "adamw-8bit", "sgd"):
+            raise UnsupportedError("gpuplan measure", f"optimizer '{t.optimizer}' is not wired into measure.",
+                                   "use adamw, adamw-8bit or sgd for the measurement.")
+        if t.recompute == "selective":
+            notes.append("HF transformers has no selective recompute: measured with none (a selective prediction lies between).")
+        if t.precision == "fp8":
+            raise UnsupportedError("gpuplan measure", "FP8 training needs Transformer Engine / torchao recipes.",
+                                   "measure the bf16 variant.")
+    else:
+        if scn.infer.weights not in ("bf16", "fp16", "fp32"):
+            raise UnsupportedError("gpuplan measure", f"quantized weights ('{scn.infer.weights}') need their engine's kernels.",
+                                   "measure the bf16 variant, or serve with your engine and compare its logs.")
+        notes.append(f"inference measured with HF transformers' own decode loop, not {scn.infer.engine}: engines "
+                     "preallocate KV pools (vLLM: gpu_memory_utilization of the card), so compare the weights + "
+                     "KV part, not the device total.")
+    return notes
+
+
+def _build_model(torch, scn, dtype):
+    try:
+        import transformers
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError:
+        raise MissingExtraError("gpuplan measure", "trace", "transformers") from None
+    from ..models import get_model
+    spec = get_model(scn.model)
+    cfg = dict(spec.config)
+    mt = cfg.pop("model_type", spec.model_type)
+    config = AutoConfig.for_model(mt, **cfg)
+    attn = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
+    kind = scn.train.attention if scn.is_training else "flash"
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype, attn_implementation=attn[kind])
+    return model, spec, transformers.__version__
+
+
+def _peaks(torch) -> dict[str, int]:
+    free, total = torch.cuda.mem_get_info()
+    return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+            # context etc. = device used now - reserved now; the device peak = reserved peak + that
+            "peak_device_used_bytes": int(torch.cuda.max_memory_reserved() + (total - free) - torch.cuda.memory_reserved()),
+            "device_total_bytes": int(total)}
+
+
+def _run_train(torch, scn, steps: int, warmup: int, notes: list[str]) -> dict[str, Any]:
+    t = scn.train
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[t.precision]
+    # HF Trainer-style mixed precision: fp32 weights and states, autocast compute
+    param_dtype = torch.float32 if t.master_weights else dt
+    model, spec, _ = _build_model(torch, scn, param_dtype)
+    if t.method in ("lora", "qlora"):
+        try:
+            import peft
+        except ImportError:
+            raise MissingExtraError("gpuplan measure (LoRA)", "trace", "peft") from None
+        if t.method == "qlora":
+            raise UnsupportedError("gpuplan measure", "QLoRA needs bitsandbytes 4-bit loading of a checkpoint; random-weight "
+                                   "4-bit quantisation is not wired in.", "measure the LoRA variant (same activations) "
+                                   "and subtract the 16-bit vs 4-bit weight difference.")
+        targets = "all-linear" if t.lora_targets == "all-linear" else list(t.lora_targets)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=t.lora_rank, lora_alpha=t.lora_alpha or 2 * t.lora_rank,
+                                                           target_modules=targets))
+    if t.recompute == "full":
+        model.gradient_checkpointing_enable()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    if t.optimizer == "adamw":
+        opt = torch.optim.AdamW(params, lr=1e-5, foreach=t.optimizer_impl == "foreach", fused=t.optimizer_impl == "fused")
+    elif t.optimizer == "adamw-8bit":
+        try:
+            import bitsandbytes as bnb
+        except ImportError:
+            raise MissingExtraError("gpuplan measure (8-bit AdamW)", "trace", "bitsandbytes") from None
+        opt = bnb.optim.AdamW8bit(params, lr=1e-5)
+    else:
+        opt = torch.optim.SGD(params, lr=1e-5)
+    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device="cuda")
+    use_autocast = param_dtype != dt
+
+    def step():
+        with torch.autocast("cuda", dtype=dt, enabled=use_autocast):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    out = _peaks(torch)
+    st = statistics.median(times)
+    out.update(step_time_s=st, tokens_per_s_per_gpu=t.micro_batch * t.seq_len / st, steps=steps, warmup=warmup)
+    return out
+
+
+def _run_infer(torch, scn, notes: list[str]) -> dict[str, Any]:
+    i = scn.infer
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
+    model, spec, _ = _build_model(torch, scn, dt)
+    model.eval()
+    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device="cuda")
+    n_out = min(i.output_len, 64)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        torch.cuda.synchronize()
+        ttft = time.perf_counter() - t0
+        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        times = []
+        for _ in range(n_out):
+            t0 = time.perf_counter()
+            out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    res = _peaks(torch)
+    tpot = statistics.median(times)
+    res.update(ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=i.concurrency / tpot, decode_steps=n_out)
+    if n_out < i.output_len:
+        notes.append(f"decoded {n_out} of {i.output_len} tokens: the KV cache at the end of a full run is larger.")
+    return res
+
+
+def predict(scn, estimate_fn: Callable[[Any], Any] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        if estimate_fn is None:
+            from ..api import estimate as estimate_fn  # type: ignore[attr-defined,no-redef]
+        e = estimate_fn(scn)
+    except ImportError:
+        return None, "no prediction: gpuplan.api.estimate is not available in this installation."
+    m, p = e.memory, e.performance
+    overhead = int(m.components.get("runtime_overhead", 0))
+    return {"peak_bytes_per_gpu": int(m.peak_bytes_per_gpu), "peak_bytes_without_overhead": int(m.peak_bytes_per_gpu) - overhead,
+            "runtime_overhead_bytes": overhead, "components": dict(m.components), "phase": m.phase,
+            "step_time_s": p.step_time_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+            "ttft_s": p.ttft_s, "tpot_s": p.tpot_s}, None
+
+
+def measure(scn, *, steps: int = 3, warmup: int = 1,
+            estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
+    """Run the scenario on local GPU 0 and return measured vs predicted numbers."""
+    torch = require_cuda("gpuplan measure")
+    notes = _check_supported(scn)
+    from .detect import match_catalog
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    local_id, _ = match_catalog(props.name, int(props.total_memory))
+    pred_scn = scn
+    if local_id and local_id != scn.hardware.gpu:
+        pred_scn = scn.replace(hardware={"gpu": local_id})
+        notes.append(f"scenario names {scn.hardware.gpu}; predicted for the local {local_id} instead.")
+    elif not local_id:
+        notes.append(f"'{props.name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
+    measured = _run_train(torch, scn, steps, warmup, notes) if scn.is_training else _run_infer(torch, scn, notes)
+    predicted, why = predict(pred_scn, estimate_fn)
+    if why:
+        notes.append(why)
+    return MeasureResult(scenario=scn.model_dump(mode="json"), device_name=props.name, torch_version=torch.__version__,
+                         measured=measured, predicted=predicted, notes=tuple(notes))

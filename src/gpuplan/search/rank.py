@@ -1,0 +1,88 @@
+"""Objectives, ranking and the cost/time Pareto front.
+
+Each feasible candidate has a cost value (total $ of the run when the token count is known, else
+$ per million tokens; serving with a throughput target: $ per hour) and a time value (time to
+train, else seconds per billion trained tokens; serving: the latency of one request,
+TTFT + output_len x TPOT). Lower is better for both.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..errors import InputError
+
+OBJECTIVES = ("cheapest", "fastest", "cost_per_token", "weighted")
+
+
+def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, dict[str, float]]:
+    """'cheapest' | 'fastest' | 'cost_per_token' | {'cost': w, 'time': w} | 'weighted:cost=0.7,time=0.3'."""
+    if objective is None:
+        return "cheapest", {}
+    if isinstance(objective, Mapping):
+        weights = {str(k): float(v) for k, v in objective.items()}
+    elif isinstance(objective, str) and objective.startswith("weighted"):
+        weights = {}
+        spec = objective.partition(":")[2]
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            k, _, v = part.partition("=")
+            try:
+                weights[k.strip()] = float(v)
+            except ValueError:
+                raise InputError(f"objective '{objective}'", f"weight '{part}' is not key=number.",
+                                 "write e.g. weighted:cost=0.7,time=0.3") from None
+        weights = weights or {"cost": 0.5, "time": 0.5}
+    else:
+        name = str(objective).strip().lower().replace("-", "_")
+        aliases = {"cheap": "cheapest", "cost": "cheapest", "fast": "fastest", "time": "fastest",
+                   "per_token": "cost_per_token", "usd_per_token": "cost_per_token", "tokens": "cost_per_token"}
+        name = aliases.get(name, name)
+        if name not in OBJECTIVES or name == "weighted":
+            raise InputError(f"objective '{objective}'", "is not known.",
+                             "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.")
+        return name, {}
+    bad = [k for k in weights if k not in ("cost", "time", "cost_per_token")]
+    if bad or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise InputError(f"objective weights {weights}", "must be non-negative numbers for cost, time and/or "
+                         "cost_per_token, not all zero.", "write e.g. {'cost': 0.7, 'time': 0.3}.")
+    return "weighted", weights
+
+
+def score_fn(name: str, weights: Mapping[str, float], pool: Sequence[Any]) -> Callable[[Any], tuple]:
+    """A sort key over candidates (each with .cost_value, .time_value, .usd_per_m)."""
+    def _v(x):
+        return float("inf") if x is None else x
+
+    if name == "cheapest":
+        return lambda c: (_v(c.cost_value), _v(c.time_value))
+    if name == "fastest":
+        return lambda c: (_v(c.time_value), _v(c.cost_value))
+    if name == "cost_per_token":
+        return lambda c: (_v(c.usd_per_m), _v(c.time_value))
+    best = {
+        "cost": min((c.cost_value for c in pool if c.cost_value), default=1.0) or 1.0,
+        "time": min((c.time_value for c in pool if c.time_value), default=1.0) or 1.0,
+        "cost_per_token": min((c.usd_per_m for c in pool if c.usd_per_m), default=1.0) or 1.0,
+    }
+    total = sum(weights.values())
+
+    def key(c):
+        vals = {"cost": c.cost_value, "time": c.time_value, "cost_per_token": c.usd_per_m}
+        s = sum(w / total * (_v(vals[k]) / best[k]) for k, w in weights.items())
+        return (s, _v(c.cost_value), _v(c.time_value))
+    return key
+
+
+def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+
+def pareto_front(items: Iterable[Any], point: Callable[[Any], tuple[float, float] | None]) -> list[Any]:
+    """Items whose (cost, time) no other item dominates, sorted by cost. O(n log n)."""
+    pts = [(p, it) for it in items if (p := point(it)) is not None]
+    pts.sort(key=lambda x: (x[0][0], x[0][1]))
+    front, best_time = [], float("inf")
+    for p, it in pts:
+        if p[1] < best_time:
+            front.append(it)
+            best_time = p[1]
+    return front

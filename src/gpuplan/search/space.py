@@ -1,0 +1,201 @@
+"""The candidate space: which fields of a partial scenario are fixed, which are open, and the
+values an open field may take (docs/recommend.md §1).
+
+A field is *fixed* when the user gave one value, *open* when it is absent (hardware and layout),
+null or "auto", and *restricted* when the user gave a list ("method: [lora, qlora]"). Every
+function that rules a value out returns the reason as a sentence, never a bare False.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+
+OPEN_WORDS = (None, "auto", "any", "open")
+
+TRAIN_OPTIONS: dict[str, tuple] = {
+    "method": ("full", "lora", "qlora"),
+    "recompute": ("none", "selective", "full"),
+    "micro_batch": (1, 2, 4, 8),
+    "optimizer": ("adamw", "adamw-8bit"),
+    "precision": ("bf16", "fp16"),
+    "attention": ("flash", "sdpa"),
+}
+# fields that stay at the scenario default when absent (choosing them changes the result's quality
+# or the user's code, so the search only opens them when asked)
+TRAIN_DEFAULT_FIXED = {"method": "full", "optimizer": "adamw", "precision": "bf16", "attention": "flash"}
+INFER_OPTIONS: dict[str, tuple] = {
+    "engine": ("vllm", "sglang", "trtllm"),
+    "weights": ("bf16", "fp8", "awq-int4"),
+    "kv_cache": ("bf16", "fp8"),
+}
+INFER_DEFAULT_FIXED = {"weights": "bf16", "kv_cache": "bf16"}
+PARALLEL_FIELDS = ("tp", "pp", "cp", "ep", "zero", "offload")
+ZERO_STAGES = (0, 1, 2, 3)
+OFFLOADS = ("none", "optimizer", "optimizer+params")
+RECOMPUTE_RANK = {"none": 0, "selective": 1, "full": 2}
+OFFLOAD_RANK = {o: i for i, o in enumerate(OFFLOADS)}
+DEFAULT_MAX_GPUS = 4096
+
+
+@dataclass
+class Space:
+    """What the search may vary. None = open (the search picks), a tuple = allowed values."""
+    base: dict[str, Any]                        # fixed part of the scenario (model, task, train, infer, cost, ...)
+    task: str
+    gpus: tuple[str, ...] | None = None
+    counts: tuple[int, ...] | None = None
+    gpus_per_node: int | None = None
+    parallel: dict[str, tuple | None] = field(default_factory=dict)
+    train: dict[str, tuple | None] = field(default_factory=dict)
+    infer: dict[str, tuple | None] = field(default_factory=dict)
+    named: dict[str, tuple] = field(default_factory=dict)     # what the user spelled out (for rejections)
+    global_batch_default: bool = False
+
+    def options(self, section: str, name: str, default: tuple) -> tuple:
+        opts = getattr(self, section).get(name)
+        return default if opts is None else opts
+
+
+def _as_options(value: Any) -> tuple | None:
+    if isinstance(value, str) and value.strip().lower() in OPEN_WORDS:
+        return None
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(value) if value else None
+    return (value,)
+
+
+def space_from(data: dict[str, Any]) -> Space:
+    """Split a partial scenario dict into its fixed part and the open/restricted fields."""
+    if not isinstance(data, dict):
+        raise InputError("recommend input", f"must be a scenario or a mapping, got {type(data).__name__}.",
+                         "pass a Scenario, a dict with at least `model:`, or a scenario file.")
+    if not data.get("model"):
+        raise InputError("recommend input", "names no model.", "add `model: <registry name or HF id>`.")
+    data = {k: v for k, v in data.items() if k not in ("constraints", "objective", "preset")}
+    task = data.get("task", "train")
+    base: dict[str, Any] = {k: v for k, v in data.items() if k not in ("hardware", "parallel", "train", "infer")}
+    base["task"] = task
+    hw = dict(data.get("hardware") or {})
+    sp = Space(base=base, task=task)
+    gpus = _as_options(hw.get("gpu"))
+    sp.gpus = tuple(str(g) for g in gpus) if gpus else None
+    counts = _as_options(hw.get("count"))
+    sp.counts = tuple(int(c) for c in counts) if counts else None
+    sp.gpus_per_node = hw.get("gpus_per_node")
+    if hw.get("network"):
+        base["_network"] = hw["network"]
+    if sp.gpus:
+        sp.named["gpu"] = sp.gpus
+    if sp.counts:
+        sp.named["count"] = sp.counts
+
+    par = dict(data.get("parallel") or {})
+    par.pop("dp", None)
+    for name in PARALLEL_FIELDS:
+        opts = _as_options(par.pop(name, None))
+        sp.parallel[name] = opts
+        if opts:
+            sp.named[name] = opts
+    base["_parallel_rest"] = {k: v for k, v in par.items() if v is not None}   # vpp, sp
+
+    if task in ("train", "finetune"):
+        tr = dict(data.get("train") or {})
+        for name, default in TRAIN_OPTIONS.items():
+            if name in tr:
+                opts = _as_options(tr.pop(name))
+                sp.train[name] = opts
+                if opts:
+                    sp.named[name] = opts
+            elif name in TRAIN_DEFAULT_FIXED:
+                sp.train[name] = (TRAIN_DEFAULT_FIXED[name],)
+                sp.train[f"_{name}_defaulted"] = True   # type: ignore[assignment]
+            else:
+                sp.train[name] = None
+        if task == "train" and sp.train.get("method") and set(sp.train["method"]) - {"full"}:
+            pass  # pre-training with adapters is odd but allowed
+        if not tr.get("global_batch"):
+            sp.global_batch_default = True
+        base["train"] = tr
+    else:
+        inf = dict(data.get("infer") or {})
+        for name in INFER_OPTIONS:
+            if name in inf:
+                opts = _as_options(inf.pop(name))
+                sp.infer[name] = opts
+                if opts:
+                    sp.named[name] = opts
+            elif name in INFER_DEFAULT_FIXED:
+                sp.infer[name] = (INFER_DEFAULT_FIXED[name],)
+            else:
+                sp.infer[name] = None
+        base["infer"] = inf
+    return sp
+
+
+def default_global_batch(task: str, seq_len: int) -> int:
+    """Sequences per optimizer step when the user gives none: ~4M tokens for pre-training (Llama 3
+    started at 4M, arXiv:2407.21783 §3.4), 64 sequences for fine-tuning."""
+    if task == "train":
+        return max(1, 2 ** 22 // seq_len)
+    return 64
+
+
+# ---- validity of layout values for a model ---------------------------------------------------------
+
+def tp_reason(model: Any, tp: int, task: str) -> str | None:
+    if model.num_heads % tp:
+        return f"tp={tp} does not divide {model.num_heads} attention heads"
+    kv = model.num_kv_heads
+    if task in ("train", "finetune"):
+        if not model.is_mla and kv % tp:
+            return f"tp={tp} does not divide {kv} KV heads"
+    elif not model.is_mla and kv % tp and tp % kv:
+        return f"tp={tp} neither divides nor is a multiple of {kv} KV heads"
+    return None
+
+
+def pp_reason(model: Any, pp: int) -> str | None:
+    if pp > model.num_layers:
+        return f"pp={pp} exceeds the model's {model.num_layers} layers"
+    return None
+
+
+def ep_reason(model: Any, ep: int) -> str | None:
+    if ep == 1:
+        return None
+    if not model.num_experts:
+        return f"ep={ep} needs a mixture-of-experts model ({model.name} is dense)"
+    if model.num_experts % ep:
+        return f"ep={ep} does not divide {model.num_experts} experts"
+    return None
+
+
+def cp_reason(seq_len: int, cp: int, task: str) -> str | None:
+    if cp == 1:
+        return None
+    if task == "infer":
+        return "context parallel is for training only"
+    if seq_len % (2 * cp):
+        return f"cp={cp} does not split seq_len={seq_len} into 2*cp equal chunks"
+    return None
+
+
+def powers_of_two(limit: int, start: int = 1) -> list[int]:
+    out, v = [], start
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def node_aligned_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
+    """1, 2, 4, ... up to a node, then whole nodes doubling: 8, 16, 32, ... (never 3 nodes and a bit)."""
+    small = [c for c in powers_of_two(gpus_per_node) if c <= max_gpus]
+    if gpus_per_node not in small and gpus_per_node <= max_gpus:
+        small.append(gpus_per_node)
+    big = [gpus_per_node * k for k in powers_of_two(max(1, max_gpus // gpus_per_node), 2)]
+    return sorted(set(small + [c for c in big if c <= max_gpus]))
