@@ -437,7 +437,17 @@ def write_doc(table, stats, P) -> None:
     target = {"train_tps": "≤ 10 %", "serve_throughput": "≤ 15 %", "tpot": "≤ 20 %", "ttft": "≤ 20 %"}
     for (cat, split), s in stats["overall"].items():
         lines.append(f"| {cat} | {split} | {s['n']} | {s['mape']:.1%} | {s['median']:.1%} | {s['p90']:.1%} | {target.get(cat, '')} |")
-    lines += ["", "### Per source", "", "| category | source | split | n | MAPE | median |", "|---|---|---|---:|---:|---:|"]
+    lines += ["", "### Fitted factors", "",
+              f"- Ampere bf16 large-GEMM efficiency η_max = {P['matmul']['ampere']['bf16']}, GEMM width constant "
+              f"d0 = {P['matmul_dim_half']} elements, FlashAttention efficiency (A100) = {P['attention']['ampere']}, "
+              f"element-wise passes per layer = {P['elementwise_passes']}.",
+              f"- Hopper FP8 GEMM efficiency = {P['matmul']['hopper']['fp8']}, Blackwell FP4 = {P['matmul']['blackwell']['fp4']}; "
+              f"TensorRT-LLM per-layer step cost = {P['engines']['trtllm']['layer_overhead_s']} s, batch cap = {P['engines']['trtllm']['max_batch']}.",
+              f"- llama.cpp per-layer launch cost = {P['engines']['llama.cpp']['layer_overhead_s']} s, decode bandwidth scale = "
+              f"{P['engines']['llama.cpp']['decode_bw_scale']} (× η_mem {P['memory']['default']}), prompt-processing factor = "
+              f"{P['engines']['llama.cpp']['prefill_eta_scale']}, extra factor for quantised weights = {P['engines']['llama.cpp']['quant_prefill_scale']}.",
+              "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
+              "", "### Per source", "", "| category | source | split | n | MAPE | median |", "|---|---|---|---:|---:|---:|"]
     for (cat, src, split), s in stats["by_source"].items():
         lines.append(f"| {cat} | {src} | {split} | {s['n']} | {s['mape']:.1%} | {s['median']:.1%} |")
     lines += ["", "### Per source and model", "", "| category | source | model | split | n | MAPE | median |",

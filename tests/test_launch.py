@@ -332,7 +332,7 @@ MEGATRON_FLAGS = {
     "--expert-model-parallel-size": int, "--use-distributed-optimizer": None, "--num-layers": int,
     "--hidden-size": int, "--ffn-hidden-size": int, "--num-attention-heads": int, "--kv-channels": int,
     "--group-query-attention": None, "--num-query-groups": int, "--max-position-embeddings": int,
-    "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"], "--rotary-base": int,
+    "--position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"], "--rotary-base": int, "--use-rope-scaling": None,
     "--normalization": ["LayerNorm", "RMSNorm"], "--swiglu": None, "--untie-embeddings-and-output-weights": None,
     "--disable-bias-linear": None, "--num-experts": int, "--moe-router-topk": int, "--moe-ffn-hidden-size": int,
     "--moe-grouped-gemm": None, "--moe-token-dispatcher-type": ["allgather", "alltoall", "flex"],
@@ -440,7 +440,7 @@ def test_megatron_schema():
     assert ns.sequence_parallel and ns.use_distributed_optimizer and ns.bf16
     assert (ns.recompute_granularity, ns.recompute_method, ns.recompute_num_layers) == ("full", "uniform", 1)
     assert (ns.micro_batch_size, ns.global_batch_size, ns.seq_length) == (1, 1024, 4096)
-    assert ns.group_query_attention and ns.num_query_groups == 8 and ns.swiglu
+    assert ns.group_query_attention and ns.num_query_groups == 8 and ns.swiglu and ns.use_rope_scaling
     ns = _parse(MEGATRON_FLAGS, _command(files_for("train8b", "megatron")["train_megatron.sh"], "torchrun"),
                 positional=5)
     assert ns.recompute_granularity == "selective" and ns.tensor_model_parallel_size == 1

@@ -15,7 +15,7 @@ from gpuplan.errors import InputError, MissingExtraError, UnsupportedError
 from gpuplan.local import cli as local_cli
 from gpuplan.local.calibrate import (SCHEMA, CommPoint, GemmPoint, HardwareProfile, NoLocalGpuError, load_profile,
                                      profile_from_dict, require_cuda, save_profile)
-from gpuplan.local.oom import Knob, candidate_knobs, evaluate_knobs, explain_oom, parse_oom
+from gpuplan.local.oom import candidate_knobs, evaluate_knobs, explain_oom, parse_oom
 from gpuplan.scenario import scenario_from_dict
 from gpuplan.units import GiB, MiB
 

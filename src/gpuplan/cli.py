@@ -185,7 +185,8 @@ def cmd_memory(args) -> int:
         return 0
     print(memory_report(mem, f"{r.model.name} on {r.scenario.hardware.count}x {r.gpu.id} ({r.scenario.task})"))
     if limits:
-        print("\nWhat fits: " + ", ".join(f"{k} = {v}" for k, v in limits.items()))
+        shown = [f"{k} = {v:,}" if v is not None else f"{k}: nothing fits" for k, v in limits.items()]
+        print("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
     for w in warnings:
         print(f"warning: {w}")
     return 0

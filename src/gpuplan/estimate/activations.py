@@ -63,7 +63,27 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     return 6.0                      # fp32 upcast + normalized 16-bit
 
 
+def megatron_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    """Megatron-core with fused norms and flash attention (Korthikanti et al. 2022 Table 2, no
+    dropout masks, gated MLP as in training-notes §2.2.4): norm inputs and linear inputs in 16-bit,
+    q/k/v/output, the fp32 log-sum-exp, fc1's 2f-wide output (gate|up) and the activation output."""
+    h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
+    b = s.compute_bytes
+    if model.is_moe:
+        f = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
+    else:
+        f = model.intermediate_size
+    rep = 4 * b * h                                   # two norm inputs, QKV input, fc1 input (2h each)
+    if model.is_moe:
+        rep += model.experts_per_tok * b * h + 8 * model.num_experts
+    shard = b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
+    shard += (3 if model.gated_mlp else 2) * b * f    # fc1 output (2f gated) + activation output
+    return LayerActivations(replicated=rep, sharded=shard, score_bytes=6.0 if s.attention == "eager" else 0.0)
+
+
 def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    if s.framework == "megatron":
+        return megatron_layer_activations(model, s)
     h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
     b = s.compute_bytes
     i = model.intermediate_size

@@ -323,6 +323,8 @@ def shell_command(argv: list[str], indent: str = "  ") -> str:
     i = 0
     while i < len(argv) and not argv[i].startswith("-"):    # program and subcommand on the first line
         i += 1
+    if argv[:2] == ["python", "-m"]:
+        i = 3
     if i:
         parts.append(" ".join(a if a.startswith(("$", '"$')) else shlex.quote(a) for a in argv[:i]))
     while i < len(argv):

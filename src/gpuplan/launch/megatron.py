@@ -19,6 +19,9 @@ def model_args(plan: Plan) -> list[str]:
         args += ["--group-query-attention", "--num-query-groups", str(m.num_kv_heads)]
     args += ["--max-position-embeddings", str(m.max_position), "--position-embedding-type", "rope",
              "--rotary-base", str(int(float(m.config.get("rope_theta", 10000))))]
+    rs = m.config.get("rope_scaling") or m.config.get("rope_parameters") or {}
+    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type")) == "llama3":
+        args.append("--use-rope-scaling")        # Llama-3.1 frequency scaling (factor 8)
     args += ["--normalization", "RMSNorm" if m.norm == "rms" else "LayerNorm"]
     if m.gated_mlp:
         args.append("--swiglu")

@@ -8,7 +8,7 @@ allows) skips hopeless cells without estimating, so the whole grid takes well un
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import GpuplanError

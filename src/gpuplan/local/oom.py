@@ -15,7 +15,7 @@ The thresholds are module constants and are documented in docs/local.md.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from ..errors import GpuplanError, InputError, UnsupportedError

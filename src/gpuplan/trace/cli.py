@@ -100,7 +100,17 @@ def _estimate(scenario):
         return None, ("--compare: the memory engine (gpuplan.estimate.memory.estimate_memory) is not available "
                       "in this version yet; showing the trace only.")
     try:
-        est = estimate_memory(scenario)
+        from ..models import get_model
+        model = get_model(scenario.model)
+        try:
+            from ..hardware.gpus import get_gpu
+            capacity = int(get_gpu(scenario.hardware.gpu).usable_memory_bytes)
+        except ImportError:
+            capacity = 0
+        try:
+            est = estimate_memory(scenario, model, capacity)
+        except TypeError:          # older/newer signature: estimate_memory(scenario)
+            est = estimate_memory(scenario)
     except GpuplanError as err:
         return None, f"--compare: the estimate failed: {err}"
     data = est.to_json() if hasattr(est, "to_json") else dict(est)

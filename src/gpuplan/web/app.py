@@ -25,7 +25,7 @@ import math
 import re
 import threading
 from importlib import resources
-from typing import Annotated, Any, Callable, Literal, Optional, get_args
+from typing import Annotated, Any, Callable, Optional, Union, get_args
 
 from fastapi import Body, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -145,14 +145,18 @@ def safe_model(model: Any, *, allow_hub: bool) -> str | dict[str, Any]:
     if key.lower() in _index():
         return key
     names = [e.name for e in registry()]
-    if allow_hub and _HF_ID.match(key) and ".." not in key:
-        return key          # resolved to a config dict by hub_config() in a worker thread
+    if _HF_ID.match(key) and ".." not in key:
+        if allow_hub:
+            return key      # resolved to a config dict by hub_config() in a worker thread
+        raise WebError(400, f"model '{key}'", "is not in the bundled registry, and this server does not look up "
+                       "Hugging Face repo ids (the operator can allow it with `gpuplan web --allow-hub`).",
+                       "use a bundled model (GET /api/models), or paste the model's config.json object as 'model'.",
+                       close_matches(key.rsplit("/", 1)[-1], names))
     looks_like = ("a URL" if "://" in key or key.lower().startswith(("http:", "https:", "file:", "www.")) else
                   "a file path" if "/" in key or "\\" in key or key.startswith(("~", ".")) or key.endswith((".json", ".yaml", ".yml"))
                   else None)
-    if looks_like and not (allow_hub and _HF_ID.match(key)):
-        why = (f"looks like {looks_like}; the web server never reads files or fetches URLs for a client"
-               + ("" if looks_like == "a URL" or allow_hub else ", and Hugging Face Hub look-ups are off") + ".")
+    if looks_like:
+        why = f"looks like {looks_like}; the web server never reads files or fetches URLs for a client."
         raise WebError(400, f"model '{key[:200]}'", why,
                        "use a bundled model name (GET /api/models) or paste the config.json object as 'model'.",
                        close_matches(key.rsplit("/", 1)[-1], names))
@@ -343,48 +347,52 @@ class LaunchRequest(_Body):
     include_estimate: bool = Field(True, description="put the plan's predicted memory/speed/cost in the file headers")
 
 
+class ConstraintsBody(_Body):
+    budget_usd: Optional[float] = Field(None, ge=0, description="most the whole run may cost")
+    budget_usd_per_hour: Optional[float] = Field(None, ge=0)
+    deadline_days: Optional[float] = Field(None, gt=0, description="training must finish within this")
+    max_gpus: Optional[int] = Field(None, gt=0, le=4096)
+    owned: Optional[dict[Annotated[str, Field(max_length=64)], Annotated[int, Field(gt=0, le=100_000)]]] = Field(
+        None, max_length=16, description="GPUs you own: {gpu id: count}; the search uses only these")
+    providers: Optional[list[Annotated[str, Field(max_length=64)]]] = Field(None, max_length=32)
+    spot: Optional[bool] = None
+    ttft_s: Optional[float] = Field(None, gt=0, description="serving: time-to-first-token target")
+    tpot_s: Optional[float] = Field(None, gt=0, description="serving: time-per-output-token target")
+    requests_per_s: Optional[float] = Field(None, gt=0)
+    tokens_per_s: Optional[float] = Field(None, gt=0)
+    min_headroom: Optional[float] = Field(None, ge=0, lt=1, description="share of GPU memory to leave free")
+
+
+Objective = Union[Annotated[str, Field(max_length=64)], dict[Annotated[str, Field(max_length=32)], float]]
+
+
 class RecommendRequest(_Body):
-    scenario: dict[str, Any] = Field(description="partial scenario: model and task, plus any settings you fix; "
-                                                 "hardware is optional (the search chooses it)")
-    objective: Optional[str] = Field(None, max_length=64, description="what to rank by, e.g. cost or time")
+    scenario: dict[str, Any] = Field(description="partial scenario: model and task, plus any settings you fix; hardware "
+                                                 "and layout may be left out, or given as lists of allowed values")
+    objective: Optional[Objective] = Field(None, description="cheapest, fastest, cost_per_token, or weights like {\"cost\": 0.5, \"time\": 0.5}")
     top: int = Field(10, ge=1, le=100, description="how many plans to return")
-    preset: Optional[str] = Field(None, max_length=64, description="a named set of constraints")
-    options: dict[str, Any] = Field(default_factory=dict, description="other keyword arguments of gpuplan.search.recommend "
-                                                                       "(budget, deadline, GPUs, ...)")
+    preset: Optional[str] = Field(None, max_length=64, description="use case: research-budget, startup, enterprise-serving, large-pretraining")
+    gpus: Optional[list[Annotated[str, Field(max_length=64)]]] = Field(None, min_length=1, max_length=64, description="GPU ids to search (default: the catalog)")
+    constraints: ConstraintsBody = Field(default_factory=ConstraintsBody)
 
 
 class CompareRequest(_Body):
-    scenario: dict[str, Any] = Field(description="the base scenario (model, task and settings)")
-    gpus: Optional[list[Annotated[str, Field(max_length=64)]]] = Field(None, max_length=32, description="GPU ids to compare; default: a representative set")
-    options: dict[str, Any] = Field(default_factory=dict, description="other keyword arguments of gpuplan.search.compare")
+    scenario: dict[str, Any] = Field(description="the workload: model, task and settings (hardware count optional)")
+    gpus: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=16, description="GPU ids to compare")
+    objective: Optional[Objective] = None
+    preset: Optional[str] = Field(None, max_length=64)
+    constraints: ConstraintsBody = Field(default_factory=ConstraintsBody)
 
 
-# keyword arguments a client may never pass to a library function (file system, network, code)
-_FORBIDDEN_OPTION = re.compile(r"(path|file|dir|catalog|csv|url|hub|cache|out|write|callback|hook|env)", re.I)
-
-
-def call_with_options(fn: Callable[..., Any], args: tuple, fixed: dict[str, Any], options: dict[str, Any], what: str) -> Any:
-    """Call a library function with client options, allowing only its own JSON-typed keyword arguments."""
+def call_known(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Call fn with the keyword arguments it accepts (None values dropped), so a library signature
+    that gains or loses an option does not turn into a server error."""
     params = inspect.signature(fn).parameters
-    accepts = {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    kwargs = {k: v for k, v in fixed.items() if k in accepts and v is not None}
-    for key, value in options.items():
-        if key not in accepts or _FORBIDDEN_OPTION.search(key) or key in fixed or key in ("allow_hub",):
-            allowed = sorted(n for n in accepts if not _FORBIDDEN_OPTION.search(n) and n not in fixed
-                             and n not in ("allow_hub",) and n not in list(params)[:len(args)])
-            raise WebError(400, f"{what} option '{key[:64]}'", "is not an option of this endpoint.",
-                           f"use one of: {', '.join(allowed) or '(none)'}.", close_matches(key, allowed))
-        kwargs[key] = value
-    if "allow_hub" in accepts:
-        kwargs["allow_hub"] = False
-    try:
-        return fn(*args, **kwargs)
-    except TypeError as err:
-        # a wrongly typed option (e.g. a list where a number goes) surfaces as TypeError in the library
-        if options and any(k in str(err) for k in options):
-            raise WebError(400, f"{what} options", f"have a wrong type ({str(err)[:200]}).",
-                           "check the option values.") from None
-        raise
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        accepted = kwargs
+    else:
+        accepted = {k: v for k, v in kwargs.items() if k in params}
+    return fn(*args, **{k: v for k, v in accepted.items() if v is not None})
 
 
 # ---- the app --------------------------------------------------------------------------------------------
@@ -408,11 +416,14 @@ def _vocab() -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from .. import search
-        for attr, key in (("OBJECTIVES", "objectives"), ("PRESETS", "presets")):
-            val = getattr(search, attr, None)
-            if val:
-                out[key] = list(val)
+        from ..search.rank import OBJECTIVES
+        out["objectives"] = [o for o in OBJECTIVES if o != "weighted"]
+    except ImportError:
+        pass
+    try:
+        from ..search.presets import PRESETS
+        out["presets"] = list(PRESETS)
+        out["preset_summaries"] = {k: getattr(v, "summary", "") for k, v in PRESETS.items()}
     except ImportError:
         pass
     return out
@@ -633,29 +644,34 @@ def create_app(*, allow_hub: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
             return {"engine": req.engine, "files": files, "notes": notes}
         return json_response(await run(work))
 
-    @app.post("/api/recommend", tags=["plan"], summary="search GPUs x counts x layouts; ranked plans, Pareto front, rejections")
+    def _partial(scenario: dict[str, Any]) -> dict[str, Any]:
+        part = dict(scenario)
+        if "model" not in part:
+            raise InputError("scenario", "names no model.", "add \"model\": a name from GET /api/models.")
+        part["model"] = resolve_model(part["model"], allow_hub=allow_hub)
+        return part
+
+    @app.post("/api/recommend", tags=["plan"], summary="search GPUs x counts x layouts: ranked plans, Pareto front, rejections")
     async def recommend(req: RecommendRequest):
         def work():
             from ..search import recommend as lib_recommend
-            part = dict(req.scenario)
-            if "model" not in part:
-                raise InputError("scenario", "names no model.", "add \"model\": a name from GET /api/models.")
-            part["model"] = resolve_model(part["model"], allow_hub=allow_hub)
-            result = call_with_options(lib_recommend, (part,), {"objective": req.objective, "top": req.top,
-                                                                 "preset": req.preset}, req.options, "recommend")
+            fixed = {"objective": req.objective, "top": req.top, "preset": req.preset, "gpus": req.gpus,
+                     "progress": False, **req.constraints.model_dump(exclude_none=True)}
+            result = call_known(lib_recommend, (_partial(req.scenario),), fixed)
             return result.to_json() if hasattr(result, "to_json") else result
         return json_response(await run(work))
 
-    @app.post("/api/compare", tags=["plan"], summary="one scenario on several GPUs, side by side")
+    @app.post("/api/compare", tags=["plan"], summary="one workload on several GPUs, side by side")
     async def compare(req: CompareRequest):
         def work():
             from ..search import compare as lib_compare
-            part = dict(req.scenario)
-            if "model" not in part:
-                raise InputError("scenario", "names no model.", "add \"model\": a name from GET /api/models.")
-            part["model"] = resolve_model(part["model"], allow_hub=allow_hub)
-            result = call_with_options(lib_compare, (part,), {"gpus": req.gpus}, req.options, "compare")
-            return result.to_json() if hasattr(result, "to_json") else result
+            fixed = {"objective": req.objective, "preset": req.preset, "progress": False,
+                     **req.constraints.model_dump(exclude_none=True)}
+            from ..search import recommend as lib_recommend
+            params = inspect.signature(lib_recommend).parameters
+            fixed = {k: v for k, v in fixed.items() if k in params and v is not None}
+            rows = lib_compare(_partial(req.scenario), list(req.gpus), **fixed)
+            return {"rows": rows}
         return json_response(await run(work))
 
     return _wrap(app, max_body_bytes, allowed_hosts)

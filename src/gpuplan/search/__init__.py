@@ -1,0 +1,51 @@
+"""Search: which GPUs, how many, configured how (issue 6), honouring software fit and use-case
+presets (issue 10). `recommend` ranks plans, `compare` sets GPUs side by side, `whatif` prices
+each memory-saving technique.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..scenario import Scenario
+from .constraints import Constraints
+from .presets import PRESETS, Preset, get_preset
+from .recommend import Plan, Recommendation, Rejection, load_partial, recommend
+from .whatif import whatif
+
+__all__ = ["Constraints", "PRESETS", "Plan", "Preset", "Recommendation", "Rejection", "compare", "get_preset",
+           "load_partial", "recommend", "whatif"]
+
+
+def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], **kw: Any) -> list[dict[str, Any]]:
+    """One row per GPU for the same workload: does it fit (with the best layout the search finds at the
+    scenario's GPU count, or at any count when none is given), tokens/s, $/M tokens, tokens/s per watt.
+
+    Rows: gpu, fits, count, plan, peak_bytes_per_gpu, capacity_bytes_per_gpu, tokens_per_s,
+    usd_per_hour, usd_per_million_tokens, tokens_per_s_per_watt, reason.
+    """
+    from ..hardware import get_gpu
+    from .recommend import _partial
+    data = _partial(scenario)
+    rows = []
+    for name in gpus:
+        gpu = get_gpu(name)
+        rec = recommend(data, gpus=[gpu.id], top=1, **kw)
+        row: dict[str, Any] = {"gpu": gpu.id, "fits": bool(rec.plans), "count": None, "plan": None,
+                               "peak_bytes_per_gpu": None, "capacity_bytes_per_gpu": int(gpu.usable_memory_bytes),
+                               "tokens_per_s": None, "usd_per_hour": None, "usd_per_million_tokens": None,
+                               "tokens_per_s_per_watt": None, "reason": None}
+        if rec.plans:
+            p = rec.plans[0]
+            perf, cost, mem = p.estimate["performance"], p.estimate["cost"], p.estimate["memory"]
+            tps = perf.get("output_tokens_per_s") if rec.task == "infer" else \
+                (perf.get("tokens_per_s_per_gpu") or 0.0) * p.count
+            watts = (gpu.tdp_w or 0.0) * p.count
+            row.update(count=p.count, plan=p.summary, peak_bytes_per_gpu=mem["peak_bytes_per_gpu"],
+                       tokens_per_s=tps, usd_per_hour=cost["usd_per_hour"],
+                       usd_per_million_tokens=cost["usd_per_million_tokens"],
+                       tokens_per_s_per_watt=(tps / watts) if (tps and watts) else None)
+        else:
+            reasons = [r for r in rec.rejected if r.gpu == gpu.id] or list(rec.rejected)
+            row["reason"] = reasons[0].reason if reasons else "no feasible plan"
+        rows.append(row)
+    return rows

@@ -1,0 +1,112 @@
+"""What-if: for one concrete plan, what each memory-saving technique would save and what it would
+cost in time (issue 6). Each row changes one thing relative to the scenario as given.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import GpuplanError
+from ..scenario import Scenario
+from ..units import GiB
+
+
+def _variants(scn: Scenario) -> list[tuple[str, dict[str, Any], str]]:
+    """(technique, nested update, note) pairs that differ from the scenario."""
+    out: list[tuple[str, dict[str, Any], str]] = []
+    p = scn.parallel
+    if scn.is_training:
+        t = scn.train
+        assert t is not None
+        for rec in ("selective", "full"):
+            if t.recompute != rec:
+                out.append((f"recompute={rec}", {"train": {"recompute": rec}},
+                            "recompute activations in backward instead of keeping them"))
+        if t.optimizer == "adamw":
+            out.append(("8-bit AdamW", {"train": {"optimizer": "adamw-8bit"}}, "bitsandbytes 8-bit optimizer states"))
+        if t.method == "full":
+            out.append(("LoRA r=16", {"train": {"method": "lora", "lora_rank": 16}}, "train adapters on a frozen 16-bit base"))
+        if t.method != "qlora":
+            out.append(("QLoRA r=16", {"train": {"method": "qlora", "lora_rank": 16}}, "adapters on a frozen NF4 base"))
+        if scn.dp * p.cp > 1:
+            for z in (1, 2, 3):
+                if p.zero != z:
+                    out.append((f"ZeRO-{z}", {"parallel": {"zero": z, "dp": scn.dp}},
+                                {1: "shard optimizer states", 2: "shard gradients too",
+                                 3: "shard parameters too (FSDP full-shard)"}[z]))
+        if p.offload != "optimizer":
+            out.append(("offload optimizer", {"parallel": {"offload": "optimizer", "dp": scn.dp}},
+                        "optimizer states and master weights in CPU memory, step on the CPU"))
+        if p.offload != "optimizer+params" and p.zero == 3:
+            out.append(("offload optimizer+params", {"parallel": {"offload": "optimizer+params", "dp": scn.dp}},
+                        "ZeRO-Infinity style parameter offload"))
+        if t.micro_batch > 1:
+            gb = t.global_batch or t.micro_batch * scn.dp
+            for mb in sorted({t.micro_batch // 2, 1}, reverse=True):
+                if mb >= 1 and mb != t.micro_batch:
+                    out.append((f"micro_batch={mb} (+grad accumulation)",
+                                {"train": {"micro_batch": mb, "global_batch": gb}},
+                                "same global batch in more, smaller micro-batches"))
+        if t.precision in ("bf16", "fp16") and t.master_weights:
+            out.append(("fp8 matmuls", {"train": {"precision": "fp8"}}, "FP8 compute (Transformer Engine)"))
+    else:
+        inf = scn.infer
+        assert inf is not None
+        if inf.kv_cache not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+            out.append(("fp8 KV cache", {"infer": {"kv_cache": "fp8"}}, "halves the KV cache"))
+        for w, note in (("fp8", "8-bit weights"), ("awq-int4", "4-bit AWQ weights (g128)"),
+                        ("gptq-int4", "4-bit GPTQ weights (g128)")):
+            if inf.weights != w:
+                out.append((f"{w} weights", {"infer": {"weights": w}}, note))
+        if inf.concurrency > 1:
+            out.append((f"concurrency={max(1, inf.concurrency // 2)}", {"infer": {"concurrency": max(1, inf.concurrency // 2)}},
+                        "fewer requests in flight: less KV cache, lower throughput"))
+    return out
+
+
+def _time(perf: Any, training: bool) -> float | None:
+    return perf.step_time_s if training else perf.tpot_s
+
+
+def whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, Any]]:
+    """Rows: technique, what it changes, peak memory, memory saved, fits, time per step (training) or
+    per output token (serving), and the time change relative to the scenario (+0.25 = 25 % slower)."""
+    from ..api import as_scenario, estimate
+    scn = as_scenario(scenario)
+    base = estimate(scn)
+    training = scn.is_training
+    t0 = _time(base.performance, training)
+    rows = [{"technique": "as given", "change": {}, "peak_bytes_per_gpu": base.memory.peak_bytes_per_gpu,
+             "saved_bytes": 0, "fits": base.memory.fits, "time_s": t0, "time_change": 0.0,
+             "usd_per_million_tokens": base.cost.usd_per_million_tokens, "note": "baseline", "error": None}]
+    for name, update, note in _variants(scn):
+        try:
+            est = estimate(scn.replace(**update))
+        except GpuplanError as err:
+            rows.append({"technique": name, "change": update, "peak_bytes_per_gpu": None, "saved_bytes": None,
+                         "fits": None, "time_s": None, "time_change": None, "usd_per_million_tokens": None,
+                         "note": note, "error": err.message})
+            continue
+        t = _time(est.performance, training)
+        rows.append({"technique": name, "change": update, "peak_bytes_per_gpu": est.memory.peak_bytes_per_gpu,
+                     "saved_bytes": base.memory.peak_bytes_per_gpu - est.memory.peak_bytes_per_gpu,
+                     "fits": est.memory.fits, "time_s": t,
+                     "time_change": (t / t0 - 1.0) if (t and t0) else None,
+                     "usd_per_million_tokens": est.cost.usd_per_million_tokens, "note": note, "error": None})
+    return rows
+
+
+def whatif_table(rows: list[dict[str, Any]], training: bool = True) -> str:
+    head = f"{'technique':<36} {'peak GiB':>9} {'saved GiB':>9} {'fits':>5} {'time':>10} {'change':>8}  note"
+    lines = [head, "-" * len(head)]
+    unit = "step" if training else "token"
+    for r in rows:
+        if r["error"]:
+            lines.append(f"{r['technique']:<36} {'-':>9} {'-':>9} {'-':>5} {'-':>10} {'-':>8}  {r['error']}")
+            continue
+        t = r["time_s"]
+        tt = "-" if t is None else (f"{t:.3g} s" if t >= 0.1 else f"{t * 1e3:.3g} ms")
+        ch = "-" if r["time_change"] is None else f"{r['time_change']:+.0%}"
+        lines.append(f"{r['technique']:<36} {r['peak_bytes_per_gpu'] / GiB:>9.1f} {r['saved_bytes'] / GiB:>9.1f} "
+                     f"{'yes' if r['fits'] else 'NO':>5} {tt:>10} {ch:>8}  {r['note']}")
+    lines.append(f"time = per optimizer {unit}" if training else "time = per output token (TPOT)")
+    return "\n".join(lines)
