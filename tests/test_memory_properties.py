@@ -45,8 +45,10 @@ def test_more_recompute_never_raises_activations(model, seq, mb, method, attenti
 def test_fewer_weight_bits_never_raise_weight_bytes(model, f1, f2, tp):
     m = get_model(model)
     b1, b2 = WEIGHT_FORMATS[f1].bits, WEIGHT_FORMATS[f2].bits
-    if WEIGHT_FORMATS[f1].scope != WEIGHT_FORMATS[f2].scope and {"file"} & {WEIGHT_FORMATS[f1].scope, WEIGHT_FORMATS[f2].scope}:
-        return  # whole-file averages and per-linear bits are not on one scale
+    if WEIGHT_FORMATS[f1].scope != WEIGHT_FORMATS[f2].scope:
+        # formats that quantize only the linears keep embeddings in 16-bit, so fp8 (linears only) can
+        # weigh more than gguf-q8_0 (every tensor at 8.5 bits): bits compare only within one scope
+        return
     if b1 <= b2:
         assert inference_weight_bytes(m, f1, tp=tp) <= inference_weight_bytes(m, f2, tp=tp) + 1
 

@@ -475,14 +475,7 @@ def _support(gpu: Any):
 
 
 def _has_price(ctx: _Ctx, gpu: Any) -> bool:
-    from ..estimate.cost import rent_quotes
-    cost = ctx.space.base.get("cost") or {}
-    if cost.get("usd_per_gpu_hour") or cost.get("capex_usd_per_gpu"):
-        return True
-    if ctx.cons.owned and gpu.id in ctx.cons.owned:
-        return bool(gpu.launch_price_usd) or True
-    providers = tuple(ctx.cons.providers or cost.get("providers") or ()) or None
-    return bool(rent_quotes(gpu.id, 1, providers, bool(ctx.cons.spot))) or bool(gpu.launch_price_usd)
+    return _hourly(ctx, gpu, 1) is not None or _hourly(ctx, gpu, _node_size(ctx.space, gpu)) is not None
 
 
 def _counts(ctx: _Ctx, gpu: Any, gpn: int) -> list[int]:
@@ -562,25 +555,13 @@ def _fitting_techniques(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, par
     mbs = sorted(mbs)
     found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb)
     best_miss = None
-    for rr, z, orank, oprank, rec, off, opt in combos:
-        if any(f[0] <= rr and f[1] <= z and f[2] <= orank and f[3] <= oprank and f[4] >= mbs[-1] for f in found):
-            continue
-        best_mb = None
-        for mb in mbs:
-            if any(f[0] <= rr and f[1] <= z and f[2] <= orank and f[3] <= oprank and f[4] >= mb for f in found):
-                best_mb = mb          # an at-least-as-good fitting set already covers this mb
-                continue
-            section = dict(fixed, recompute=rec, micro_batch=mb, optimizer=opt)
-            p = {**par, "zero": z, "offload": off}
-            peak = _mem_peak(ctx, gpu, count, gpn, p, section)
-            if peak <= cap:
-                best_mb = mb
-            else:
-                if best_miss is None or peak < best_miss[0]:
-                    best_miss = (peak, p, section)
-                break
-        if best_mb is not None:
-            found.append((rr, z, orank, oprank, best_mb, rec, off, opt))
+    # offload and 8-bit optimizer states are last resorts: tried only when nothing lighter fits
+    phases = sorted({(c[2], c[3]) for c in combos})
+    for phase in phases:
+        if found:
+            break
+        for combo in (c for c in combos if (c[2], c[3]) == phase):
+            best_miss = _try_combo(ctx, gpu, count, gpn, cap, par, fixed, mbs, combo, found, best_miss)
     if not found and best_miss is not None:
         peak, p, section = best_miss
         text = memory_reason(peak, gpu.usable_memory_bytes, ctx.cons.min_headroom)
@@ -597,6 +578,32 @@ def _fitting_techniques(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, par
     return out
 
 
+def _try_combo(ctx, gpu, count, gpn, cap, par, fixed, mbs, combo, found, best_miss):
+    rr, z, orank, oprank, rec, off, opt = combo
+
+    def covered(mb):
+        return any(f[0] <= rr and f[1] <= z and f[2] <= orank and f[3] <= oprank and f[4] >= mb for f in found)
+    if covered(mbs[-1]):
+        return best_miss
+    best_mb = None
+    for mb in mbs:
+        if covered(mb):
+            best_mb = mb          # an at-least-as-good fitting set already covers this mb
+            continue
+        section = dict(fixed, recompute=rec, micro_batch=mb, optimizer=opt)
+        p = {**par, "zero": z, "offload": off}
+        peak = _mem_peak(ctx, gpu, count, gpn, p, section)
+        if peak <= cap:
+            best_mb = mb
+        else:
+            if best_miss is None or peak < best_miss[0]:
+                best_miss = (peak, p, section)
+            break
+    if best_mb is not None:
+        found.append((rr, z, orank, oprank, best_mb, rec, off, opt))
+    return best_miss
+
+
 def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict, precision: str,
                 attention: str, method: str, has_price: bool) -> None:
     from ..estimate.cost import estimate_cost
@@ -609,7 +616,7 @@ def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict
     scn = _build(ctx, gpu, count, gpn, p, section)
     perf = _speed(scn, ctx.model, gpu, ctx.params, network=_net(ctx, gpu))
     ctx.n_speed += 1
-    cost = estimate_cost(scn, gpu, perf)
+    cost = _quick_cost(ctx, gpu, count, perf, "train")
     cv, tv, upm = _values(perf, cost, count, "train", 0, False)
     layout = _layout_text(p, {k: v for k, v in (("recompute", tech["recompute"]), ("mb", tech["micro_batch"]))
                               if not (k == "recompute" and v == "none")})
@@ -618,6 +625,20 @@ def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict
     summary = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "") + (f" ({layout})" if layout else "")
     _accept(ctx, _Cand(gpu, count, scn, 0, perf, cost, cv, tv, upm, (gpu.id, count, method), summary,
                        _pref(ctx, method=method)), has_price)
+
+
+def _quick_cost(ctx: _Ctx, gpu: Any, count: int, perf: Any, task: str):
+    """The headline numbers of estimate_cost from the cached hourly price (the full CostEstimate with
+    its basis and details is built for the plans that are shown)."""
+    from ..estimate.results import CostEstimate
+    price = _hourly(ctx, gpu, count)
+    if task == "infer":
+        tps = perf.output_tokens_per_s
+    else:
+        tps = (perf.tokens_per_s_per_gpu or 0.0) * count
+    total = price * perf.time_to_train_s / 3600.0 if (price is not None and perf.time_to_train_s) else None
+    upm = price / (tps * 3600.0) * 1e6 if (price is not None and tps) else None
+    return CostEstimate(usd_per_hour=price, usd_total=total, usd_per_million_tokens=upm, basis="(quick)")
 
 
 def _accept(ctx: _Ctx, cand: _Cand, has_price: bool) -> None:
@@ -1038,7 +1059,9 @@ def _assumptions(ctx: _Ctx) -> tuple[str, ...]:
 
 def _plan(ctx: _Ctx, c: _Cand, rank: int, n_feasible: int) -> Plan:
     from ..estimate.memory import estimate_memory
+    from ..estimate.cost import estimate_cost
     mem = estimate_memory(c.scn, ctx.model, c.gpu.usable_memory_bytes)
+    c.cost = estimate_cost(c.scn, c.gpu, c.perf)
     est = {"memory": mem.to_json(), "performance": c.perf.to_json(), "cost": c.cost.to_json()}
     why = [f"fits: {mem.peak_bytes_per_gpu / GiB:.1f} of {mem.capacity_bytes_per_gpu / GiB:.1f} GiB per GPU "
            f"(peak in {mem.phase})"]
