@@ -60,7 +60,7 @@ SCENARIOS = [
     _infer("qwen2.5-0.5b infer bf16 c8 p2048", "qwen2.5-0.5b", prompt_len=2048, concurrency=8),
     _infer("llama-3.1-8b infer bf16 c16 p2048", "llama-3.1-8b", prompt_len=2048, concurrency=16),
     _infer("llama-3.1-8b infer awq-int4 c16 p2048", "llama-3.1-8b", weights="awq-int4", prompt_len=2048, concurrency=16),
-    _train("qwen3-moe cut 4 layers full mw s2048", {**json.loads((ROOT / "src/gpuplan/models/configs/Qwen__Qwen3-30B-A3B.json").read_text()), "num_hidden_layers": 4}, seq_len=2048),
+    _train("qwen3-moe cut 4 layers full bf16 s2048", {**json.loads((ROOT / "src/gpuplan/models/configs/Qwen__Qwen3-30B-A3B.json").read_text()), "num_hidden_layers": 4}, seq_len=2048, master_weights=False),
 ]
 
 

@@ -62,6 +62,15 @@ class Train(_Strict):
     lora_targets: Union[Literal["all-linear"], list[str]] = "all-linear"
     qlora_double_quant: bool = True
     tokens: float | None = Field(None, gt=0, description="total training tokens")
+    # memory techniques of specific trainers (torchtune, litgpt, Liger, torch.compile)
+    loss: Literal["full", "chunked", "fused-linear"] = Field(
+        "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
+    loss_chunks: int = Field(8, gt=0, description="chunks of the chunked loss (torchtune default 8)")
+    compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
+    paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
+    activation_offload: bool = Field(False, description="saved activations moved to host memory")
+    full_state_dict: bool = Field(False, description="FSDP loads/saves a full 16-bit state dict on each GPU")
 
 
 class Infer(_Strict):

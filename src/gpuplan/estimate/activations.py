@@ -32,6 +32,8 @@ class ActivationSetup:
     lora_targets: frozenset[str] = frozenset()   # which linears carry adapters (q,k,v,o,gate,up,down)
     lora_rank: int = 0
     lora_copy_per_target: bool = False   # autocast: each adapter casts its input separately (traced)
+    base_saves_input: bool = False       # bitsandbytes 4-bit matmul saves its input even when frozen
+    compile: bool = False                # torch.compile: fused norm and activation kernels
     attention: str = "flash"       # flash | sdpa | eager
     framework: str = "hf"
 
@@ -54,6 +56,8 @@ LINEAR_INPUTS = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "o": "o_in", "g
 
 def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     """Saved bytes of one RMSNorm/LayerNorm per hidden element."""
+    if s.compile:
+        return float(s.residual_bytes)  # a fused norm keeps its input (and a per-token rstd)
     if s.residual_bytes == 4:
         return 8.0                  # fp32 input saved + normalized fp32
     if model.family in ("gemma2", "gemma3"):
@@ -107,7 +111,7 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     shard += b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
     # MLP internals (gated: gate, act, up; plain: fc1 output feeding the activation)
     if model.gated_mlp:
-        shard += 3 * b * i_eff
+        shard += (2 if s.compile else 3) * b * i_eff   # compiled SwiGLU recomputes act(gate) in backward
     else:
         shard += b * i_eff
     if model.is_moe:
@@ -121,7 +125,7 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         width = widths[tensor]
         target = rep if tensor in ("attn_in", "mlp_in") else None
         saved = 0.0
-        if not s.frozen_base:
+        if not s.frozen_base or s.base_saves_input:
             if tensor == "o_in" or (tensor == "down_in" and model.gated_mlp):
                 saved += 0.0 if tensor == "o_in" else b * width     # o_in is the attention output, already kept
             elif s.autocast:
@@ -130,7 +134,8 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
                 saved += b * width
             if tensor == "down_in" and not model.gated_mlp:
                 saved = b * width                                   # fc2 input = activation output
-        if s.frozen_base and any(n in s.lora_targets for n in names):
+        if s.frozen_base and any(n in s.lora_targets for n in names) and not (
+                s.base_saves_input and not s.lora_copy_per_target):
             hits = sum(1 for n in names if n in s.lora_targets)
             if s.lora_copy_per_target:
                 # peft casts the input to the fp32 adapter dtype and autocast casts it back to 16-bit:

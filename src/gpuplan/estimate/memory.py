@@ -128,13 +128,16 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     # --- model states
     if peft:
         n_train = lora_params(model, t.lora_rank, targets) / tp * (rp.stage_layers / model.num_layers)
+        # peft creates fp32 adapters (trained under autocast); pure 16-bit trainers (torchtune,
+        # litgpt bf16-true) build them in the training dtype with 16-bit optimizer states
+        a_bytes = 4 if (t.master_weights or t.precision == "fp32") else low
         w_frozen = _weight_bytes_frozen(rp, model, t.method, t.qlora_double_quant, low)
-        weights = w_frozen + n_train * 4                     # peft adapters in fp32 by default
-        grads = n_train * 4
-        optim = n_train * (_optimizer_state_bytes(t.optimizer, 4) + 0)
-        optim_temp = n_train * (0 if t.optimizer_impl == "fused" else 4)
+        weights = w_frozen + n_train * a_bytes
+        grads = n_train * a_bytes
+        optim = n_train * _optimizer_state_bytes(t.optimizer, a_bytes)
+        optim_temp = n_train * (0 if t.optimizer_impl == "fused" else a_bytes)
         if p.zero >= 3:
-            weights = w_frozen / shard + n_train * 4 / shard
+            weights = weights / shard
         if p.zero >= 2:
             grads /= shard
         if p.zero >= 1:
@@ -160,8 +163,16 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         if p.zero < 3:
             notes.append("parameter offload needs ZeRO-3/FSDP full-shard; treated as optimizer offload only")
         else:
-            cpu += weights
-            weights = 0.0
+            # FSDP CPUOffload / ZeRO-Infinity keep sharded params and gradients in host memory;
+            # the GPU holds only the all-gathered layers
+            cpu += weights + grads
+            weights, grads = 0.0, 0.0
+    if t.paged_optimizer and optim:
+        # bitsandbytes paged states live in CUDA managed memory: outside PyTorch's allocator, and
+        # evicted to host memory under pressure
+        cpu += optim
+        optim, optim_temp = 0.0, 0.0
+        notes.append("paged optimizer states live in managed memory and page to the host under pressure")
 
     # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): the current and the prefetched
     #     layer all-gathered in 16-bit (FSDP2 default prefetch of one layer)
@@ -182,6 +193,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
         autocast=autocast, frozen_base=peft, lora_targets=targets,
         lora_rank=t.lora_rank if peft else 0, lora_copy_per_target=peft and t.master_weights,
+        base_saves_input=t.method == "qlora", compile=t.compile,
         attention=t.attention, framework=scn.framework)
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
@@ -207,19 +219,29 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0
+    if t.activation_offload:
+        # saved activations stream to host memory; about two layers stay on the GPU (in flight)
+        cpu += saved
+        saved = min(saved, tokens * 2 * per_layer_token * in_flight)
+        notes.append("activation offloading keeps about two layers' activations on the GPU")
     head_acts = 0.0
     logits = 0.0
     if stage in ("last", "only"):
-        # final norm + lm_head input; the loss block: fp32 log-softmax output, its gradient and the
-        # gradient flowing into the 16-bit logits (12 bytes x vocab x token, traced for HF)
+        # final norm + lm_head input; the loss block
         head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
-        per_vocab = 6.0 if scn.framework == "megatron" else 12.0
-        logits = per_vocab * model.vocab_size / tp * tokens
+        logits = loss_block_bytes(scn, model.vocab_size / tp) * tokens
     dequant = 0.0
     if t.method == "qlora":
         # bitsandbytes dequantizes one weight at a time to 16-bit
         dequant = max((b.numel for b in model.linear_blocks), default=0) / tp * low
 
+    if t.optimizer_in_backward:
+        if grad_accum > 1:
+            notes.append("optimizer-in-backward cannot accumulate gradients; accumulation ignored")
+        # each parameter steps as soon as its gradient is ready: one layer's gradients at a time
+        grads = grads / max(rp.stage_layers, 1)
+        optim_temp = 0.0
+        grad_accum = 1
     g_accum = grads if grad_accum > 1 else 0.0
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
@@ -230,9 +252,30 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if t.full_state_dict and p.zero >= 3 and shard > 1:
+        # loading/saving a full state dict materialises the whole 16-bit model next to the shard
+        phases["checkpoint"] = dict(weights=weights + rp.total * low, optimizer_states=optim)
+        notes.append("full state-dict load/save holds an unsharded 16-bit copy of the model on each GPU")
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
     return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
+    """Bytes per token of the loss at the start of backward.
+
+    HF full cross-entropy: the fp32 log-softmax output, its gradient and the gradient into the
+    16-bit logits, 12 bytes x vocab (traced). Chunked loss (torchtune CEWithChunkedOutputLoss,
+    litgpt chunked_cross_entropy) keeps all 16-bit logit chunks plus one chunk's fp32 block.
+    Fused linear+cross-entropy (Liger) never materialises full logits: about one chunk.
+    Megatron's fused vocab-parallel cross-entropy keeps fp32 logits + 16-bit logits: 6 bytes."""
+    t = scn.train
+    assert t is not None
+    if t.loss == "fused-linear":
+        return 12.0 * vocab_per_rank / t.loss_chunks
+    if t.loss == "chunked":
+        return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / t.loss_chunks
+    return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
 
 
 def _grad_accum(scn: Scenario) -> int:

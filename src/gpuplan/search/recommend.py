@@ -148,6 +148,7 @@ class _Ctx:
     group_best: dict = field(default_factory=dict)      # plan group -> best first ranking component
     top: int = 10
     eta_max: float = 1.0
+    eta_attn_max: float = 1.0
     network: dict = field(default_factory=dict)
 
     def miss(self, gpu_id: str, priority: int, closeness: float, rej: Rejection) -> None:
@@ -345,34 +346,70 @@ def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
                 continue
             if _pruned(ctx, gpu, count, method, precision, seq_len):
                 continue
-            for tp, cp, ep in _model_par(ctx, gpu, count, gpn, seq_len):
-                pps = sp.parallel["pp"] or S.powers_of_two(min(model.num_layers, count // (tp * cp)))
-                for pp in pps:
-                    if count % (tp * cp * pp):
-                        continue
-                    dp = count // (tp * cp * pp)
-                    if pp_r := S.pp_reason(model, pp):
-                        if sp.parallel["pp"]:
-                            ctx.named_reject(Rejection(f"pp={pp}", pp_r, "layout"))
-                        continue
-                    if ep > 1 and (dp * cp) % ep:
-                        continue
-                    mbs = [m for m in (user_mbs or S.TRAIN_OPTIONS["micro_batch"]) if gb % (dp * m) == 0]
-                    if not mbs:
-                        ctx.miss(gpu.id, 0, 0, Rejection(f"{gpu.id} x{count} dp={dp}",
-                                 f"dp={dp} x micro_batch does not divide the global batch of {gb} sequences",
-                                 "layout", gpu.id, count))
-                        continue
-                    ctx.n_layouts += 1
-                    par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
-                    fitting = _fitting_techniques(ctx, gpu, count, gpn, cap, par, dict(
-                        method=method, precision=precision, attention=attention), mbs, opts, recs)
-                    if not fitting:
-                        continue
-                    for tech in fitting:
-                        _time_train(ctx, gpu, count, gpn, par, tech, precision, attention, method, has_price)
-                    if any(t["recompute"] == "none" and t["offload"] == "none" for t in fitting):
-                        break       # deeper pipelines only add bubble and p2p time
+            splits = sorted(_model_par(ctx, gpu, count, gpn, seq_len), key=lambda x: -x[0])
+            # screen with the widest tensor-parallel split (least memory); try the others only when
+            # the screened plan, improved by SCREEN_GAIN, could still reach the front or the top N
+            n_before = len(ctx.feasible)
+            for i, (tp, cp, ep) in enumerate(splits):
+                if i == 1 and not sp.parallel["tp"]:
+                    new = ctx.feasible[n_before:]
+                    if not new and not ctx.misses.get(gpu.id):
+                        break
+                    if new and _screened_out(ctx, new, method):
+                        break
+                _train_layouts(ctx, gpu, count, gpn, cap, tp, cp, ep, gb, method, precision, attention, opts, recs,
+                               user_mbs, has_price)
+
+
+SCREEN_GAIN = 1.5
+
+
+def _screened_out(ctx: _Ctx, cands: list, method: str) -> bool:
+    best_c = min((c.cost_value for c in cands if c.cost_value is not None), default=None)
+    best_t = min((c.time_value for c in cands if c.time_value is not None), default=None)
+    if best_c is None or best_t is None:
+        return False
+    cost_lb, t_lb = best_c / SCREEN_GAIN, best_t / SCREEN_GAIN
+    upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
+    if not any(fc <= cost_lb and ft <= t_lb for fc, ft in ctx.front):
+        return False
+    if ctx.objective == "weighted":
+        return True
+    first = {"cheapest": cost_lb, "fastest": t_lb, "cost_per_token": upm_lb}[ctx.objective]
+    best = sorted(ctx.group_best.values())
+    return len(best) >= ctx.top and first * _pref(ctx, method=method) >= best[ctx.top - 1]
+
+
+def _train_layouts(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, tp: int, cp: int, ep: int, gb: int,
+                   method: str, precision: str, attention: str, opts, recs, user_mbs, has_price: bool) -> None:
+    sp, model = ctx.space, ctx.model
+    pps = sp.parallel["pp"] or S.powers_of_two(min(model.num_layers, count // (tp * cp)))
+    for pp in pps:
+        if count % (tp * cp * pp):
+            continue
+        dp = count // (tp * cp * pp)
+        if pp_r := S.pp_reason(model, pp):
+            if sp.parallel["pp"]:
+                ctx.named_reject(Rejection(f"pp={pp}", pp_r, "layout"))
+            continue
+        if ep > 1 and (dp * cp) % ep:
+            continue
+        mbs = [m for m in (user_mbs or S.TRAIN_OPTIONS["micro_batch"]) if gb % (dp * m) == 0]
+        if not mbs:
+            ctx.miss(gpu.id, 0, 0, Rejection(f"{gpu.id} x{count} dp={dp}",
+                     f"dp={dp} x micro_batch does not divide the global batch of {gb} sequences",
+                     "layout", gpu.id, count))
+            continue
+        ctx.n_layouts += 1
+        par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
+        fitting = _fitting_techniques(ctx, gpu, count, gpn, cap, par, dict(
+            method=method, precision=precision, attention=attention), mbs, opts, recs)
+        if not fitting:
+            continue
+        for tech in fitting:
+            _time_train(ctx, gpu, count, gpn, par, tech, precision, attention, method, has_price)
+        if any(t["recompute"] == "none" and t["offload"] == "none" for t in fitting):
+            break       # deeper pipelines only add bubble and p2p time
 
 
 def _no_price_reason(ctx: _Ctx, gpu: Any) -> str:
@@ -417,7 +454,8 @@ def _bounds(ctx: _Ctx, gpu: Any, count: int, method: str, precision: str, seq_le
     f = ctx.flops_cache.get(fkey)
     if f is None:
         fl = training_flops_per_token(ctx.model, seq_len, "none", method)
-        f = fl.matmul_forward * (3.0 if method == "full" else 2.0)
+        f = fl.matmul_forward * (3.0 if method == "full" else 2.0) + 3.0 * fl.attention_forward * \
+            ctx.eta_max / ctx.eta_attn_max
         ctx.flops_cache[fkey] = f
     dtype = {"fp32": "fp32", "fp8": "fp8"}.get(precision, precision)
     try:
@@ -571,10 +609,15 @@ def _fitting_techniques(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, par
         g is not f and g[0] <= f[0] and g[1] <= f[1] and g[2] <= f[2] and g[3] <= f[3] and g[4] >= f[4]
         and g[:5] != f[:5] for g in found)]
     out = []
+    seen = set()
     for f in minimal:
-        out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": f[4]})
-        if par["pp"] > 1 and f[4] > 1:      # more, smaller micro-batches shrink the pipeline bubble
-            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": 1})
+        # pipelines run micro-batch 1 (more micro-batches, smaller bubble: Megatron practice);
+        # without a pipeline the largest micro-batch that fits (bigger GEMMs, fewer steps)
+        mb = mbs[0] if par["pp"] > 1 else f[4]
+        key = (f[5], f[1], f[6], f[7], mb)
+        if key not in seen:
+            seen.add(key)
+            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb})
     return out
 
 
@@ -623,7 +666,7 @@ def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict
     if tech["optimizer"] != "adamw":
         layout += f", {tech['optimizer']}"
     summary = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "") + (f" ({layout})" if layout else "")
-    _accept(ctx, _Cand(gpu, count, scn, 0, perf, cost, cv, tv, upm, (gpu.id, count, method), summary,
+    _accept(ctx, _Cand(gpu, count, scn, 0, perf, cost, cv, tv, upm, (gpu.id, method), summary,
                        _pref(ctx, method=method)), has_price)
 
 
@@ -788,7 +831,7 @@ def _infer_gpu(ctx: _Ctx, gpu: Any) -> None:
                     if replicas > 1:
                         label = label.replace(f"{group} x", f"{count} x", 1) + f" x{replicas} replicas"
                     cand = _Cand(gpu, count, scn, mem.peak_bytes_per_gpu, perf, cost, cv, tv, upm,
-                                 (gpu.id, count, engine, weights, kv), label, _pref(ctx, weights=weights, engine=engine),
+                                 (gpu.id, engine, weights, kv), label, _pref(ctx, weights=weights, engine=engine),
                                  tuple(p.message for p in problems))
                     _accept(ctx, cand, has_price)
     if not any_engine:
@@ -925,6 +968,7 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     ctx = _Ctx(model=model, space=sp, cons=cons, preset=preset_obj, objective=obj_name, weights=obj_weights,
                max_gpus=cons.max_gpus or S.DEFAULT_MAX_GPUS, params=_efficiency_params(), t0=t0, top=max(1, top))
     ctx.eta_max = _eta_max(ctx.params)
+    ctx.eta_attn_max = _eta_max(ctx.params, "attention")
     candidates = _promising_first(ctx, candidates)
     show = sys.stderr.isatty() if progress is None else progress
     ctx.gpus_total = len(candidates)
@@ -948,11 +992,13 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     return _finish(ctx, top, named_ids, time.perf_counter() - t0)
 
 
-def _eta_max(params: Any) -> float:
-    """The largest matmul efficiency the speed model can assign (bounds must not exceed it)."""
+def _eta_max(params: Any, table: str = "matmul") -> float:
+    """The largest efficiency the speed model can assign (bounds must not exceed it)."""
     try:
-        vals = [float(v) for fam in params["matmul"].values() for v in fam.values()]
-        return max(1.0, max(vals)) if vals else 1.0
+        vals = []
+        for fam in params[table].values():
+            vals.extend(float(v) for v in (fam.values() if isinstance(fam, Mapping) else [fam]))
+        return min(1.0, max(vals)) if vals else 1.0
     except Exception:
         return 1.0
 

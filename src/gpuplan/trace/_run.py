@@ -254,10 +254,12 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     with tracker:
         experts = None
         if spec.is_moe and autocast_dtype is not None:
-            experts = "eager"
-            notes.append("MoE experts run with transformers' eager experts loop: its grouped_mm path rejects "
-                         "autocast inputs on CPU (expert weights and saved inputs are the same; the routing "
-                         "temporaries may differ from grouped_mm).")
+            raise UnsupportedError(
+                f"tracing MoE model '{spec.name}' with master weights (fp32 params + autocast)",
+                "transformers' grouped_mm experts reject autocast inputs on CPU, and its eager expert loop "
+                "has data-dependent shapes (nonzero) that fake tensors cannot run.",
+                "trace with train.master_weights: false (pure 16-bit) and add the fp32 master copy "
+                "(4 bytes/param) and 16-bit weight copies by hand, or use `gpuplan estimate`.")
         model = build_causal_lm(spec, cfg, param_dtype, attn, experts=experts)
         if train.method in ("lora", "qlora"):
             model = _apply_lora(model, train, param_dtype, notes)
