@@ -31,6 +31,9 @@ def compare(traces: list[dict]) -> list[dict]:
             inf = data.setdefault("infer", {})
             inf.setdefault("engine", "hf")
             inf["output_len"] = t.get("decode_steps", 4)
+        if (data.get("train") or {}).get("method") == "qlora":
+            # the trace dequantizes NF4 and runs a frozen linear (torchao-style): no saved input
+            data["train"]["qlora_backend"] = "torchao"
         scn = scenario_from_dict(data)
         est = estimate_memory(scn, get_model(scn.model), CAPACITY)
         allocated = est.peak_bytes_per_gpu - est.components["runtime_overhead"]

@@ -61,6 +61,8 @@ class Train(_Strict):
     lora_alpha: int | None = Field(None, gt=0)
     lora_targets: Union[Literal["all-linear"], list[str]] = "all-linear"
     qlora_double_quant: bool = True
+    qlora_backend: Literal["bitsandbytes", "torchao"] = Field(
+        "bitsandbytes", description="bitsandbytes' 4-bit matmul saves its input for backward; torchao's NF4 linear does not")
     tokens: float | None = Field(None, gt=0, description="total training tokens")
     # memory techniques of specific trainers (torchtune, litgpt, Liger, torch.compile)
     loss: Literal["full", "chunked", "fused-linear"] = Field(

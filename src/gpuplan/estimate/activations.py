@@ -58,6 +58,8 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     """Saved bytes of one RMSNorm/LayerNorm per hidden element."""
     if s.compile:
         return float(s.residual_bytes)  # a fused norm keeps its input (and a per-token rstd)
+    if s.frozen_base and s.residual_bytes == 2 and model.norm == "rms":
+        return 4.0                      # frozen norm weight: only the fp32 upcast is kept
     if s.residual_bytes == 4:
         return 8.0                  # fp32 input saved + normalized fp32
     if model.family in ("gemma2", "gemma3"):

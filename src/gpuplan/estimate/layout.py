@@ -31,8 +31,10 @@ class RankParams:
         return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision
 
 
-def _tp_divisor(kind: str, tp: int, ep: int) -> int:
-    if kind in ("attn", "mlp", "shared_expert", "embedding", "lm_head"):
+def _tp_divisor(kind: str, tp: int, ep: int, vocab_parallel: bool = True) -> int:
+    if kind in ("embedding", "lm_head"):
+        return tp if vocab_parallel else 1
+    if kind in ("attn", "mlp", "shared_expert"):
         return tp
     if kind == "expert":
         return ep if ep > 1 else tp
@@ -41,15 +43,19 @@ def _tp_divisor(kind: str, tp: int, ep: int) -> int:
     return 1  # norms, routers, other
 
 
-def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stage: str = "first") -> RankParams:
-    """Parameters held by one rank of pipeline `stage` ('first', 'last' or 'only')."""
+def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stage: str = "first",
+                vocab_parallel: bool = True) -> RankParams:
+    """Parameters held by one rank of pipeline `stage` ('first', 'last' or 'only').
+
+    `vocab_parallel`: Megatron/torchtitan split the embedding and lm_head over TP ranks; HF's
+    tensor-parallel plan replicates them (traced)."""
     L = model.num_layers
     stage_layers = math.ceil(L / pp)
     layer_frac = stage_layers / L
     layers = linear = 0.0
     emb = head = norm = vision = 0.0
     for b in model.blocks:
-        share = b.total / _tp_divisor(b.kind, tp, ep)
+        share = b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel)
         if b.layer_scope == "vision":
             vision += b.total if stage in ("first", "only") else 0
         elif b.layer_scope == "layer":
@@ -66,7 +72,8 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
             norm += share if stage in ("last", "only") or pp == 1 else 0
     if model.tie_embeddings and pp > 1 and stage == "last":
         # the tied matrix is replicated on the last stage (Megatron keeps a copy there)
-        head += sum(b.total for b in model.blocks if b.kind == "embedding" and "positions" not in b.name) / tp
+        head += sum(b.total for b in model.blocks if b.kind == "embedding" and "positions" not in b.name) / (
+            tp if vocab_parallel else 1)
         linear += head
     return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision,
                       linear=linear, layer_max=layers / max(stage_layers, 1), stage_layers=stage_layers)

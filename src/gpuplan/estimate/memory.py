@@ -118,7 +118,10 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     assert t is not None
     notes: list[str] = []
     tp, pp, cp, ep, dp = p.tp, p.pp, p.cp, p.ep, scn.dp
-    rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage)
+    # Megatron and torchtitan split the vocabulary and the sequence (SP) over TP ranks; HF's
+    # tensor-parallel plan (and DeepSpeed AutoTP) replicate embeddings, lm_head and norms' inputs
+    native_tp = scn.framework in ("megatron", "torchtitan")
+    rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage, vocab_parallel=native_tp)
     shard = dp * cp                              # ZeRO/FSDP shard group (Megatron shards over dp x cp)
     sb = state_bytes(scn)
     low = 4 if t.precision == "fp32" else 2
@@ -174,12 +177,18 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         optim, optim_temp = 0.0, 0.0
         notes.append("paged optimizer states live in managed memory and page to the host under pressure")
 
-    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): the current and the prefetched
-    #     layer all-gathered in 16-bit (FSDP2 default prefetch of one layer)
-    gather = 2 * rp.layer_max * low if (p.zero >= 3 and shard > 1) else 0.0
-    # --- autocast keeps a 16-bit copy of each matmul weight from forward to backward (traced)
+    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): the layer being processed,
+    #     all-gathered in 16-bit, and FSDP2's root module (embedding, final norm, lm_head), which stays
+    #     unsharded from forward to backward (traced)
+    fsdp = p.zero >= 3 and shard > 1
+    gather = rp.layer_max * low if fsdp else 0.0
+    root_unsharded = 0.0
+    if fsdp and scn.framework in ("hf", "torchtitan"):
+        root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * low
+    # --- autocast keeps a 16-bit copy of each matmul weight from forward to backward (traced);
+    #     FSDP2's mixed-precision policy instead gathers 16-bit parameters, so no autocast there
     autocast = (t.master_weights and t.precision in ("bf16", "fp16") and scn.framework in ("hf", "torchtitan")
-                and not peft)
+                and not peft and not fsdp)
     tied_head = (rp.embedding if model.tie_embeddings and stage in ("last", "only") else 0.0)
     # (checkpointed layers drop theirs after forward and recast during recompute)
     cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
@@ -193,11 +202,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
         autocast=autocast, frozen_base=peft, lora_targets=targets,
         lora_rank=t.lora_rank if peft else 0, lora_copy_per_target=peft and t.master_weights,
-        base_saves_input=t.method == "qlora", compile=t.compile,
+        base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
         attention=t.attention, framework=scn.framework)
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
-    seq_split = tp if (p.sp and tp > 1) else 1               # sequence parallel shards the h-sized tensors
+    seq_split = tp if (p.sp and tp > 1 and native_tp) else 1  # sequence parallel shards the h-sized tensors
     per_layer_token = la.replicated / seq_split + la.sharded / tp
     # eager attention materialises the full S x S scores (causal masking does not skip them)
     per_layer_token += la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
@@ -229,7 +238,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     if stage in ("last", "only"):
         # final norm + lm_head input; the loss block
         head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
-        logits = loss_block_bytes(scn, model.vocab_size / tp) * tokens
+        logits = loss_block_bytes(scn, model.vocab_size / (tp if native_tp else 1)) * tokens
     dequant = 0.0
     if t.method == "qlora":
         # bitsandbytes dequantizes one weight at a time to 16-bit
@@ -245,10 +254,10 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     g_accum = grads if grad_accum > 1 else 0.0
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
-        "backward": dict(weights=weights + autocast_copies, gradients=g_accum, optimizer_states=optim,
+        "backward": dict(weights=weights + autocast_copies + root_unsharded, gradients=g_accum, optimizer_states=optim,
                          activations=saved + head_acts, logits=logits, temporary=gather + dequant),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        "backward_end": dict(weights=weights, gradients=grads, optimizer_states=optim,
+        "backward_end": dict(weights=weights + root_unsharded, gradients=grads, optimizer_states=optim,
                              activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }

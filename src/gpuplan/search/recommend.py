@@ -150,6 +150,7 @@ class _Ctx:
     eta_max: float = 1.0
     eta_attn_max: float = 1.0
     network: dict = field(default_factory=dict)
+    templates: dict = field(default_factory=dict)
 
     def miss(self, gpu_id: str, priority: int, closeness: float, rej: Rejection) -> None:
         self.misses.setdefault(gpu_id, []).append((priority, closeness, rej))
@@ -246,6 +247,19 @@ def _cost_block(ctx: _Ctx, gpu_id: str) -> dict[str, Any]:
         # compare different things (buying shows up as the break-even instead)
         cost["basis"] = ctx.preset.cost_basis if ctx.preset and ctx.preset.cost_basis else "rent"
     return cost
+
+
+def _fast(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, section: dict) -> Scenario:
+    """Like _build but without re-validation: copies a validated template (the search has already
+    checked every value it sets). Plans that are shown are re-validated in _plan."""
+    tmpl = ctx.templates.get(gpu.id)
+    if tmpl is None:
+        tmpl = ctx.templates[gpu.id] = _build(ctx, gpu, 1, gpn, {}, {})
+    sec_name = "infer" if ctx.space.task == "infer" else "train"
+    return tmpl.model_copy(update={
+        "hardware": tmpl.hardware.model_copy(update={"count": count, "gpus_per_node": gpn}),
+        "parallel": tmpl.parallel.model_copy(update=par),
+        sec_name: getattr(tmpl, sec_name).model_copy(update=section)})
 
 
 def _build(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, section: dict) -> Scenario:
@@ -570,7 +584,7 @@ def _mem_peak(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, section: dic
            section["optimizer"], count > 1)
     peak = ctx.mem_cache.get(key)
     if peak is None:
-        scn = _build(ctx, gpu, count, gpn, par, section)
+        scn = _fast(ctx, gpu, count, gpn, par, section)
         peak = estimate_memory(scn, ctx.model, gpu.usable_memory_bytes).peak_bytes_per_gpu
         ctx.mem_cache[key] = peak
         ctx.n_mem += 1
@@ -591,6 +605,16 @@ def _fitting_techniques(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, par
         combos.append((S.RECOMPUTE_RANK[rec], z, S.OFFLOAD_RANK[off], OPT_RANK.get(opt, 0), rec, off, opt))
     combos.sort(key=lambda c: (c[2], sum(c[:4]), c))
     mbs = sorted(mbs)
+    # lower bound first: the lightest combination; if even that does not fit, nothing will
+    lightest = max(combos, key=lambda c: (c[2], c[1], c[0], c[3]))
+    p_l = {**par, "zero": lightest[1], "offload": lightest[5]}
+    s_l = dict(fixed, recompute=lightest[4], micro_batch=mbs[0], optimizer=lightest[6])
+    peak_l = _mem_peak(ctx, gpu, count, gpn, p_l, s_l)
+    if peak_l > cap:
+        text = memory_reason(peak_l, gpu.usable_memory_bytes, ctx.cons.min_headroom)
+        layout = _layout_text(p_l, {"recompute": lightest[4], "mb": mbs[0]})
+        ctx.miss(gpu.id, 2, cap / peak_l, Rejection(f"{gpu.id} x{count} ({layout})", text, "memory", gpu.id, count))
+        return []
     found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb)
     best_miss = None
     # offload and 8-bit optimizer states are last resorts: tried only when nothing lighter fits
@@ -656,7 +680,7 @@ def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict
     tr_base = ctx.space.base.get("train", {})
     if not tr_base.get("global_batch"):
         section["global_batch"] = S.default_global_batch(ctx.space.task, int(tr_base.get("seq_len", 2048)))
-    scn = _build(ctx, gpu, count, gpn, p, section)
+    scn = _fast(ctx, gpu, count, gpn, p, section)
     perf = _speed(scn, ctx.model, gpu, ctx.params, network=_net(ctx, gpu))
     ctx.n_speed += 1
     cost = _quick_cost(ctx, gpu, count, perf, "train")
@@ -1064,6 +1088,12 @@ def _finish(ctx: _Ctx, top: int, named_ids: set, elapsed: float) -> Recommendati
         rejected.append(misses[0][2])
     for gid in named_ids - feasible_gpus - set(ctx.misses) - {r.gpu for r in rejected}:
         rejected.append(Rejection(gid, "no GPU count within the limits gives a valid layout", "layout", gid))
+    seen, unique = set(), []
+    for r in rejected:
+        if (r.option, r.reason) not in seen:
+            seen.add((r.option, r.reason))
+            unique.append(r)
+    rejected = unique
     assumptions = _assumptions(ctx)
     stats = {"seconds": round(elapsed, 4), "gpus_searched": ctx.gpus_done, "layouts": ctx.n_layouts,
              "memory_evaluations": ctx.n_mem, "speed_evaluations": ctx.n_speed, "feasible": len(feas),
@@ -1106,6 +1136,7 @@ def _assumptions(ctx: _Ctx) -> tuple[str, ...]:
 def _plan(ctx: _Ctx, c: _Cand, rank: int, n_feasible: int) -> Plan:
     from ..estimate.memory import estimate_memory
     from ..estimate.cost import estimate_cost
+    c.scn = scenario_from_dict(c.scn.model_dump(), "(recommended plan)")     # re-validate what is shown
     mem = estimate_memory(c.scn, ctx.model, c.gpu.usable_memory_bytes)
     c.cost = estimate_cost(c.scn, c.gpu, c.perf)
     est = {"memory": mem.to_json(), "performance": c.perf.to_json(), "cost": c.cost.to_json()}

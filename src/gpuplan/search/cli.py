@@ -1,0 +1,255 @@
+"""CLI glue for `gpuplan recommend`, `gpuplan compare` and `gpuplan whatif` (wired in by gpuplan.cli)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..units import DAY_S, GiB
+
+
+def add_parsers(sub: Any) -> None:
+    from .presets import PRESETS
+    s = sub.add_parser("recommend", help="which GPUs, how many, configured how: ranked plans with reasons")
+    s.add_argument("scenario", help="scenario file (YAML/JSON); hardware and layout may be left out")
+    s.add_argument("--objective", default=None,
+                   help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
+    s.add_argument("--budget", type=float, default=None, metavar="USD", help="total budget for the run")
+    s.add_argument("--budget-per-hour", type=float, default=None, metavar="USD")
+    s.add_argument("--deadline", type=float, default=None, metavar="DAYS")
+    s.add_argument("--max-gpus", type=int, default=None, metavar="N")
+    s.add_argument("--gpus", default=None, help="comma-separated GPU ids to consider")
+    s.add_argument("--owned", default=None, help="GPUs you own, e.g. rtx-4090=4,a100-sxm-80gb=8")
+    s.add_argument("--providers", default=None, help="comma-separated cloud providers")
+    s.add_argument("--spot", action="store_true", default=None, help="allow spot prices")
+    s.add_argument("--ttft", type=float, default=None, metavar="S", help="serving: time-to-first-token target")
+    s.add_argument("--tpot", type=float, default=None, metavar="S", help="serving: time-per-output-token target")
+    s.add_argument("--requests-per-s", type=float, default=None)
+    s.add_argument("--tokens-per-s", type=float, default=None, help="serving: output tokens/s to sustain")
+    s.add_argument("--headroom", type=float, default=None, help="share of GPU memory to keep free (0.1 = 10%%)")
+    s.add_argument("--preset", default=None, choices=sorted(PRESETS), help="use-case preset (overridable)")
+    s.add_argument("--top", type=int, default=10)
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--plot", metavar="FILE", help="write the cost/time Pareto chart (.svg, or .png with matplotlib)")
+    s.set_defaults(func=run_recommend)
+
+    s = sub.add_parser("compare", help="several GPUs side by side for one workload")
+    s.add_argument("scenario")
+    s.add_argument("--gpus", required=True, help="comma-separated GPU ids")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_compare)
+
+    s = sub.add_parser("whatif", help="memory saved and time cost of each memory-saving technique")
+    s.add_argument("scenario")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_whatif)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def _owned(text: str | None) -> dict[str, int] | None:
+    if not text:
+        return None
+    from ..errors import InputError
+    out = {}
+    for part in _split(text) or []:
+        name, _, n = part.partition("=")
+        try:
+            out[name.strip()] = int(n)
+        except ValueError:
+            raise InputError(f"--owned '{part}'", "is not gpu=count.", "write e.g. --owned rtx-4090=4") from None
+    return out
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    from . import recommend
+    from .recommend import load_partial
+    rec = recommend(load_partial(args.scenario), objective=args.objective, top=args.top, gpus=_split(args.gpus),
+                    preset=args.preset, budget_usd=args.budget, budget_usd_per_hour=args.budget_per_hour,
+                    deadline_days=args.deadline, max_gpus=args.max_gpus, owned=_owned(args.owned),
+                    providers=_split(args.providers), spot=args.spot, ttft_s=args.ttft, tpot_s=args.tpot,
+                    requests_per_s=args.requests_per_s, tokens_per_s=args.tokens_per_s,
+                    min_headroom=args.headroom, progress=None)
+    if args.plot:
+        write_plot(rec, args.plot)
+    if args.json:
+        json.dump(rec.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(recommendation_text(rec))
+        if args.plot:
+            print(f"\nPareto chart written to {args.plot}")
+    return 0 if rec.plans else 1
+
+
+def _fmt_time(s: float | None, metric: str) -> str:
+    if s is None:
+        return "-"
+    if metric == "request_latency_s":
+        return f"{s:.2f} s"
+    if metric == "s_per_billion_tokens":
+        return f"{s / 3600:.1f} h/Btok"
+    if s >= 2 * DAY_S:
+        return f"{s / DAY_S:.1f} d"
+    return f"{s / 3600:.1f} h"
+
+
+def _fmt_usd(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"${x:,.0f}" if x >= 1000 else f"${x:,.2f}"
+
+
+def recommendation_text(rec: Any) -> str:
+    lines = []
+    if rec.preset:
+        lines.append(f"Preset {rec.preset.name}: {rec.preset.summary}")
+        lines += [f"  - {w}" for w in rec.preset.why]
+        lines.append("")
+    lines.append(f"Objective: {rec.objective}" + (f" {dict(rec.objective_weights)}" if rec.objective_weights else "")
+                 + f"   (cost = {rec.cost_metric}, time = {rec.time_metric})")
+    if rec.constraints.to_json():
+        lines.append("Constraints: " + ", ".join(f"{k}={v}" for k, v in rec.constraints.to_json().items()))
+    lines.append("")
+    if not rec.plans:
+        lines.append("No feasible plan.")
+    else:
+        head = f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/h':>9} {'cost':>11} {'time':>11} {'$/M tok':>8}"
+        lines += [head, "-" * len(head)]
+        for p in rec.plans:
+            m, c = p.estimate["memory"], p.estimate["cost"]
+            mem = f"{m['peak_bytes_per_gpu'] / GiB:.0f}/{m['capacity_bytes_per_gpu'] / GiB:.0f}"
+            upm = c.get("usd_per_million_tokens")
+            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(c.get('usd_per_hour')):>9} "
+                         f"{_fmt_usd(p.cost_value) if rec.cost_metric != 'usd_per_million_tokens' else _fmt_usd(upm):>11} "
+                         f"{_fmt_time(p.time_value, rec.time_metric):>11} {'-' if upm is None else f'{upm:.3f}':>8}")
+        best = rec.plans[0]
+        lines.append("")
+        lines.append(f"Why #1 ({best.summary}):")
+        lines += [f"  - {w}" for w in best.why]
+        if best.warnings:
+            lines += [f"  ! {w}" for w in best.warnings[:4]]
+    if rec.pareto:
+        lines.append("")
+        lines.append(f"Cost/time Pareto front ({len(rec.pareto)} plans): " + "; ".join(
+            f"{p.summary.split(' (')[0]} {_fmt_usd(p.cost_value)} / {_fmt_time(p.time_value, rec.time_metric)}"
+            for p in rec.pareto[:8]) + (" ..." if len(rec.pareto) > 8 else ""))
+    if rec.rejected:
+        lines.append("")
+        lines.append(f"Rejected ({len(rec.rejected)}):")
+        for r in rec.rejected[:25]:
+            lines.append(f"  - {r.option}: {r.reason}" + (f" ({r.alternative})" if r.alternative else ""))
+        if len(rec.rejected) > 25:
+            lines.append(f"  ... {len(rec.rejected) - 25} more (--json lists all)")
+    if rec.assumptions:
+        lines.append("")
+        lines.append("Assumptions: " + "; ".join(rec.assumptions))
+    st = rec.stats
+    lines.append(f"Searched {st['gpus_searched']} GPU types, {st['layouts']:,} layouts, "
+                 f"{st['memory_evaluations'] + st['speed_evaluations']:,} evaluations in {st['seconds']:.2f} s.")
+    return "\n".join(lines)
+
+
+def write_plot(rec: Any, path: str) -> None:
+    """Pareto chart: every plan shown (top N and front), log cost vs log time. SVG written by hand;
+    PNG through matplotlib when it is installed."""
+    pts = [(p.cost_value, p.time_value, p.summary.split(" (")[0], p in rec.pareto) for p in
+           list(rec.pareto) + [p for p in rec.plans if p not in rec.pareto] if p.cost_value and p.time_value]
+    if path.lower().endswith(".png"):
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            from ..errors import MissingExtraError
+            raise MissingExtraError("PNG charts", "plot", "matplotlib") from None
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for c, t, label, front in pts:
+            ax.scatter(c, t, color="tab:red" if front else "tab:gray")
+            ax.annotate(label, (c, t), fontsize=7)
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_xlabel(rec.cost_metric), ax.set_ylabel(rec.time_metric)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        return
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(pareto_svg(pts, rec.cost_metric, rec.time_metric))
+
+
+def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
+    import math
+    from html import escape
+    W, H, L, B = 720, 460, 80, 50
+    if not pts:
+        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}"><text x="20" y="40">no plans</text></svg>'
+    xs = [math.log10(p[0]) for p in pts]
+    ys = [math.log10(p[1]) for p in pts]
+    x0, x1 = min(xs) - 0.05, max(xs) + 0.05
+    y0, y1 = min(ys) - 0.05, max(ys) + 0.05
+
+    def X(v):
+        return L + (math.log10(v) - x0) / (x1 - x0) * (W - L - 20)
+
+    def Y(v):
+        return H - B - (math.log10(v) - y0) / (y1 - y0) * (H - B - 20)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<line x1="{L}" y1="{H - B}" x2="{W - 20}" y2="{H - B}" stroke="black"/>',
+           f'<line x1="{L}" y1="20" x2="{L}" y2="{H - B}" stroke="black"/>',
+           f'<text x="{(W + L) / 2}" y="{H - 12}" text-anchor="middle">{escape(xlabel)} (log)</text>',
+           f'<text x="16" y="{(H - B) / 2}" transform="rotate(-90 16 {(H - B) / 2})" text-anchor="middle">'
+           f'{escape(ylabel)} (log)</text>']
+    for v, lo, hi, horiz in ((10 ** x0, x0, x1, True), (10 ** y0, y0, y1, False)):
+        for k in range(math.floor(lo), math.ceil(hi) + 1):
+            if lo <= k <= hi:
+                if horiz:
+                    out.append(f'<text x="{X(10 ** k):.1f}" y="{H - B + 15}" text-anchor="middle">1e{k}</text>')
+                else:
+                    out.append(f'<text x="{L - 6}" y="{Y(10 ** k):.1f}" text-anchor="end">1e{k}</text>')
+    front = sorted([p for p in pts if p[3]], key=lambda p: p[0])
+    if len(front) > 1:
+        out.append('<polyline fill="none" stroke="#c0392b" stroke-width="1.5" points="'
+                   + " ".join(f"{X(c):.1f},{Y(t):.1f}" for c, t, _, _ in front) + '"/>')
+    for c, t, label, is_front in pts:
+        color = "#c0392b" if is_front else "#7f8c8d"
+        out.append(f'<circle cx="{X(c):.1f}" cy="{Y(t):.1f}" r="4" fill="{color}"><title>{escape(label)}</title></circle>')
+        out.append(f'<text x="{X(c) + 6:.1f}" y="{Y(t) - 5:.1f}" fill="{color}">{escape(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from . import compare
+    from .recommend import load_partial
+    rows = compare(load_partial(args.scenario), _split(args.gpus) or [])
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {'tokens/s':>10} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if not r["fits"]:
+            print(f"{r['gpu']:<16} {'no':>4} {r['reason']}")
+            continue
+        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>10,.0f} "
+              f"{_fmt_usd(r['usd_per_hour']):>9} "
+              f"{'-' if r['usd_per_million_tokens'] is None else format(r['usd_per_million_tokens'], '.3f'):>9} "
+              f"{'-' if r['tokens_per_s_per_watt'] is None else format(r['tokens_per_s_per_watt'], '.2f'):>8}")
+    return 0
+
+
+def run_whatif(args: argparse.Namespace) -> int:
+    from ..api import as_scenario
+    from .whatif import whatif, whatif_table
+    scn = as_scenario(args.scenario)
+    rows = whatif(scn)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(whatif_table(rows, scn.is_training))
+    return 0
