@@ -104,7 +104,7 @@ def test_bubble_formula_1f1b_and_interleaved():
 def test_bubble_appears_in_breakdown():
     s = train_scn(count=8, parallel={"pp": 4, "dp": 2}, train={"global_batch": 16})
     e = train_performance(s, LLAMA8, gpu("h100-sxm"))
-    m = e.breakdown["microbatches"]
+    m = speed.performance_details(e)["microbatches"]
     assert m == 8
     per_mb = (e.breakdown["compute"] + e.breakdown["exposed_comm"]) / m
     assert e.breakdown["bubble"] == pytest.approx(3 * per_mb, rel=1e-6)
@@ -207,7 +207,7 @@ def test_tp_adds_allreduce_time():
 def test_global_batch_default_and_time_to_train():
     s = train_scn(count=8, parallel={"zero": 3})
     e = train_performance(s, LLAMA8, gpu("h100-sxm"))
-    assert e.breakdown["microbatches"] == 1          # global_batch None -> micro_batch*dp, no accumulation
+    assert speed.performance_details(e)["microbatches"] == 1   # global_batch None -> micro_batch*dp, no accumulation
     assert e.time_to_train_s is None
     s2 = train_scn(count=8, train={"tokens": 1e9})
     e2 = train_performance(s2, LLAMA8, gpu("h100-sxm"))
@@ -278,6 +278,67 @@ def test_efficiency_data_is_physical():
     for v in P["attention"].values():
         assert 0 < v <= 1.0
     assert "provenance" in P and P["provenance"]["fit_rows"]
+
+
+def test_breakdown_holds_seconds_only():
+    """Every breakdown value is a duration (the CLI prints them as such); counts go to details."""
+    g = gpu("h100-sxm")
+    tr = train_performance(train_scn(count=8, parallel={"pp": 2, "dp": 4}, train={"global_batch": 16}), LLAMA8, g)
+    inf = infer_performance(infer_scn(infer={"concurrency": 64}), LLAMA8, g)
+    for e in (tr, inf):
+        for k, v in e.breakdown.items():
+            assert k not in ("batch", "microbatches", "replicas", "kv_capacity_tokens"), k
+            assert isinstance(v, float) and 0.0 <= v < 1e5, (k, v)
+    d = speed.performance_details(inf)
+    assert d["batch"] == 64 and d["replicas"] == 1 and d["kv_capacity_tokens"] > 0
+    assert speed.performance_details(tr)["microbatches"] == 4     # 16 sequences / (micro-batch 1 x dp 4)
+
+
+def test_kv_capacity_comes_from_memory_engine():
+    from gpuplan.estimate.memory import estimate_memory
+    g = gpu("h100-sxm")
+    scn = infer_scn(infer={"concurrency": 4096, "prompt_len": 8192, "output_len": 1024})
+    kv = estimate_memory(scn, LLAMA8, int(g.usable_memory_bytes)).limits["kv_tokens"]
+    d = speed.performance_details(infer_performance(scn, LLAMA8, g))
+    assert d["kv_capacity_source"] == "memory engine" and d["kv_capacity_tokens"] == kv
+    # the batch that fits is the pool divided by the tokens a sequence holds (prompt + half the output)
+    assert d["batch"] == min(256, int(kv // (8192 + 0.5 * 1024)))
+    # a caller's pool still wins
+    small = speed.performance_details(infer_performance(scn, LLAMA8, g, kv_capacity_tokens=10 * 8704))
+    assert small["batch"] == 10 and small["kv_capacity_source"] == "caller"
+    curve = serving_curve(scn, LLAMA8, g, [1, 4096])
+    assert curve[-1]["batch"] == d["batch"]
+
+
+def test_power_limited_clock():
+    P = speed.load_efficiency()
+    h100_pcie = SimpleNamespace(**{**vars(_STANDIN["h100-sxm"]), "id": "h100-pcie", "tdp_w": 350,
+                                   "peak_flops_per_s": {"fp16": 756e12, "bf16": 756e12, "fp8": 1513e12}})
+    sxm = speed.clock_factor(P, _STANDIN["h100-sxm"])
+    pcie = speed.clock_factor(P, h100_pcie)
+    assert 0.0 < pcie < sxm <= 1.0                   # same silicon, half the watts per FLOP/s
+    assert speed.clock_factor(P, SimpleNamespace(family="apple", tdp_w=None, peak_flops_per_s={})) == 1.0
+    assert speed.clock_factor({"power_flops_per_watt": {}}, h100_pcie) == 1.0
+
+
+def test_chunked_prefill_ttft_under_load():
+    """vLLM's token budget per step is shared by the running decodes: a long prompt needs several
+    mixed steps, so TTFT at high concurrency exceeds the standalone prefill."""
+    g = gpu("h100-sxm")
+    P = speed.load_efficiency({"engines": {"vllm": {"prefill_chunk_tokens": 512}}})
+    scn = infer_scn(infer={"prompt_len": 8192, "output_len": 256, "concurrency": 128})
+    chunked = infer_performance(scn, LLAMA8, g, params=P)
+    whole = infer_performance(scn, LLAMA8, g, params=speed.load_efficiency({"engines": {"vllm": {"prefill_chunk_tokens": None}}}))
+    assert chunked.ttft_s > whole.ttft_s
+    assert chunked.tpot_s == pytest.approx(whole.tpot_s)
+
+
+def test_apple_prefill_uses_metal_factors():
+    P = speed.load_efficiency()
+    eng = speed._engine(P, "llama.cpp", "apple")
+    assert eng["prefill_eta_scale"] == P["engines"]["llama.cpp"]["family"]["apple"]["prefill_eta_scale"]
+    assert speed._engine(P, "llama.cpp", "ada")["prefill_eta_scale"] == P["engines"]["llama.cpp"]["prefill_eta_scale"]
+    assert "family" not in eng
 
 
 # ---- golden rows (../shared/validation; tolerances = what the calibration achieved, with margin) ----

@@ -497,3 +497,46 @@ def _report_fuzz_counts():
         print("\nweb fuzz requests per (method, path, status):")
         for key, n in sorted(STATUS_SEEN.items()):
             print(f"  {key[0]} {key[1]} -> {key[2]}: {n}")
+
+
+# ---- CLI ------------------------------------------------------------------------------------------------
+def test_cli_parser_defaults_to_loopback():
+    import argparse
+
+    from gpuplan.web import cli
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    cli.add_parser(sub)
+    args = parser.parse_args(["web"])
+    assert (args.host, args.port, args.allow_hub) == ("127.0.0.1", 8000, False)
+    assert args.func is cli.run
+    args = parser.parse_args(["web", "--host", "0.0.0.0", "--port", "9000", "--allow-hub"])
+    assert (args.host, args.port, args.allow_hub) == ("0.0.0.0", 9000, True)
+    assert cli.is_loopback("127.0.0.1") and cli.is_loopback("localhost") and cli.is_loopback("::1")
+    assert not cli.is_loopback("0.0.0.0") and not cli.is_loopback("192.168.1.2")
+
+
+def test_cli_without_web_extra_prints_pip_command(monkeypatch, capsys):
+    import argparse
+    import sys
+
+    from gpuplan.web import cli
+    monkeypatch.setitem(sys.modules, "uvicorn", None)       # import uvicorn -> ImportError
+    rc = cli.run(argparse.Namespace(host="127.0.0.1", port=8000, allow_hub=False, time_limit=30.0, workers=4))
+    assert rc == 2
+    assert "pip install 'gpuplan[web]'" in capsys.readouterr().err
+
+
+def test_cli_serves_on_loopback_only(monkeypatch):
+    import argparse
+
+    import uvicorn
+
+    from gpuplan.web import cli
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    assert cli.run(argparse.Namespace(host="127.0.0.1", port=8123, allow_hub=False, time_limit=5.0, workers=2)) == 0
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123
+    with TestClient(seen["app"], base_url="http://127.0.0.1:8123") as c:
+        assert c.get("/healthz").status_code == 200
+        error_of(c.get("/healthz", headers={"host": "rebind.attacker.example"}), 400)

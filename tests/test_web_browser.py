@@ -93,6 +93,7 @@ def _ready(pg) -> None:
 
 def _shot(pg, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.evaluate("window.scrollTo(0, 0)")
     pg.screenshot(path=str(SHOTS / f"web-{name}.png"), full_page=True)
 
 

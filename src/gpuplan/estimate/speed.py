@@ -21,6 +21,7 @@ from .flops import (attention_flops_per_token_forward, lora_adapter_params, matm
 from .results import PerformanceEstimate
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
+           "performance_details", "format_details", "clock_factor",
            "load_efficiency", "training_flops_per_token", "pipeline_bubble_fraction",
            "expected_experts_touched", "weight_bytes"]
 
@@ -89,6 +90,21 @@ def peak_flops(gpu: Any, dtype: str) -> float:
     raise ValueError(f"GPU '{getattr(gpu, 'id', gpu)}' lists no tensor peak; cannot estimate speed.")
 
 
+def clock_factor(params: Mapping[str, Any], gpu: Any) -> float:
+    """Sustained fraction of the datasheet (boost-clock) tensor rate under the board power limit:
+    min(1, k_family · TDP / peak16), k = sustainable dense 16-bit tensor FLOP/s per watt of the
+    family's process (calibrated; docs/speed.md §2.1). Cards whose 16-bit peak per watt is above
+    what the silicon sustains (H100 PCIe at 350 W, RTX 6000 Ada at 300 W) run their GEMMs at a
+    lower clock; a family without an entry is never capped. Applies to compute, never to memory."""
+    k = (params.get("power_flops_per_watt") or {}).get(_family(gpu))
+    tdp = getattr(gpu, "tdp_w", None)
+    peaks = getattr(gpu, "peak_flops_per_s", {}) or {}
+    p16 = peaks.get("fp16") or peaks.get("bf16")
+    if not k or not tdp or not p16:
+        return 1.0
+    return min(1.0, float(k) * float(tdp) / float(p16))
+
+
 def _compute_dtype(gpu: Any, dtype: str) -> str:
     """The dtype the matmuls actually run in on this GPU (FP8/FP4 fall back to 16-bit)."""
     peaks = getattr(gpu, "peak_flops_per_s", {}) or {}
@@ -151,7 +167,7 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n))
+    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n) * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
     t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam, 0.8))
@@ -245,7 +261,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     eta_attn = _fam(P["attention"], fam, 0.5)
     if tr.attention == "eager":
         eta_attn *= P.get("eager_attention_scale", 0.35)
-    t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn)
+    t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn * clock_factor(P, gpu))
     t_attn = t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
     width = (h + _mlp_width_active(model)) / tp
     elt_fwd_share = 1.0 / 3.0
@@ -341,12 +357,46 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
     breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
-    breakdown.update({"microbatches": float(m), "compute_matmul": m * t_lin,
+    breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
+    notes.append(format_details({"microbatches": m, "tokens_per_step": tok_step,
+                                 "clock_factor": round(clock_factor(P, gpu), 4)}))
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu, hfu=hfu,
                                time_to_train_s=ttt, breakdown=breakdown, notes=tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------------
+# non-time details: PerformanceEstimate.breakdown holds seconds only (the CLI prints every value
+# as a duration); counts and labels travel as one "details: k=v; ..." note
+
+
+_DETAILS_PREFIX = "details: "
+
+
+def format_details(d: Mapping[str, Any]) -> str:
+    """One note line carrying non-time values (batch, micro-batches, KV pool, replicas...)."""
+    return _DETAILS_PREFIX + "; ".join(f"{k}={v}" for k, v in d.items())
+
+
+def performance_details(perf: Any) -> dict[str, Any]:
+    """The non-time values of a PerformanceEstimate, parsed back from its details note
+    (numbers as int/float, the rest as strings); {} when there is none."""
+    out: dict[str, Any] = {}
+    for n in getattr(perf, "notes", ()) or ():
+        if not n.startswith(_DETAILS_PREFIX):
+            continue
+        for part in n[len(_DETAILS_PREFIX):].split("; "):
+            k, _, v = part.partition("=")
+            try:
+                out[k] = int(v)
+            except ValueError:
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    out[k] = v
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,10 +445,35 @@ def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
     return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert, "read": read}
 
 
-def _engine(P: Mapping[str, Any], engine: str) -> dict[str, Any]:
+def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> dict[str, Any]:
+    """Engine profile: defaults, then the engine's entries, then its per-GPU-family entries
+    (`family: {apple: {...}}`: llama.cpp's Metal backend runs other kernels than its CUDA one)."""
     eng = dict(P["engines"].get("default", {}))
-    eng.update(P["engines"].get(engine, {}))
+    spec = dict(P["engines"].get(engine, {}))
+    fam_over = spec.pop("family", {}) or {}
+    eng.update(spec)
+    if family and family in fam_over:
+        eng.update(fam_over[family])
     return eng
+
+
+def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any) -> float | None:
+    """The KV pool (tokens, whole serving group) the memory engine computes for paged-KV engines
+    (vLLM, SGLang, TensorRT-LLM): gpu_memory_utilization × usable − weights − profile-run
+    activations − CUDA graphs − runtime. None when the engine has no paged pool or the memory
+    engine cannot answer (imported here: memory does not depend on speed, but keep it lazy)."""
+    if getattr(scn.infer, "engine", None) not in ("vllm", "sglang", "trtllm"):
+        return None
+    usable = getattr(gpu, "usable_memory_bytes", None)
+    if not usable:
+        return None
+    try:
+        from .memory import estimate_memory
+        lim = estimate_memory(scn, model, int(usable)).limits
+    except Exception:  # a layout the memory engine rejects: fall back to the speed engine's own estimate
+        return None
+    v = lim.get("kv_tokens")
+    return float(v) if v is not None else None
 
 
 class _Serving:
@@ -411,7 +486,8 @@ class _Serving:
         self.tp, self.pp = par.tp, par.pp
         self.n_gpu_group = self.tp * self.pp
         self.fam = _family(gpu)
-        self.eng = _engine(P, inf.engine)
+        self.eng = _engine(P, inf.engine, self.fam)
+        self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
         self.kvb = kv_bytes(inf.kv_cache)
@@ -423,13 +499,20 @@ class _Serving:
         self.peak_mm = peak_flops(gpu, self.compute_dtype)
         if self.eng.get("fp16_accumulate") and self.compute_dtype in ("fp16", "bf16"):
             self.peak_mm = float((getattr(gpu, "peak_flops_per_s", {}) or {}).get("fp16") or self.peak_mm)
+        self.peak_mm *= self.clock
+        self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam, 0.5)
         gpn = _gpus_per_node(scn, gpu)
         self.link = group_link(gpu, self.tp, self.tp, gpn, _network(scn, gpu), P.get("comm", {})) if self.tp > 1 else LOCAL
         self.notes: list[str] = []
         # KV capacity (tokens, whole group)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
         self.kv_per_token_gpu = kv_tok_gpu
+        self.kv_source = "caller"
         if kv_capacity_tokens is None:
+            kv_capacity_tokens = _memory_engine_kv_tokens(scn, model, gpu)
+            self.kv_source = "memory engine"
+        if kv_capacity_tokens is None:
+            self.kv_source = "estimate"
             usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
             util = inf.gpu_memory_utilization if self.eng.get("memory_utilization_applies", True) else 1.0
             free = usable * util - self.wb["total"] / self.n_gpu_group - self.eng.get("reserve_bytes", 2.0e9)
@@ -495,7 +578,7 @@ class _Serving:
         t_lin = self._linear_time(batch, prefill=False)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
-        t_attn = attn_flops / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5))
+        t_attn = attn_flops / self.peak_attn
         t = _soft_max(t_mem, t_lin + t_attn, self.P.get("roofline_sharpness", 8.0)) \
             + self._elementwise(batch) + self._tp_comm(batch) + self._overhead()
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": self._tp_comm(batch),
@@ -505,8 +588,11 @@ class _Serving:
         m = self.model
         t_lin = self._linear_time(prompt, prefill=True)
         attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
-        t_attn = attn / (peak_flops(self.gpu, "fp16") * _fam(self.P["attention"], self.fam, 0.5)
-                         * self.eng.get("prefill_eta_scale", 1.0))
+        # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
+        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
+        t_attn = attn / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam, 0.5),
+                                              self.eng.get("prefill_eta_scale", 1.0)
+                                              * self.eng.get("prefill_attention_scale", 1.0)))
         t_c = t_lin + t_attn + self._elementwise(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + self._tp_comm(prompt)
@@ -528,9 +614,15 @@ class _Serving:
         step = self.decode_step(batch, ctx_avg)
         t_pf = self.prefill(P_len)
         t_pf_c = self.prefill(P_len, compute_only=True)
+        chunk = self.eng.get("prefill_chunk_tokens")
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
             ttft = t_pf + step["time"]
+            if chunk:  # chunked prefill (vLLM, SGLang): the prompt rides in mixed steps whose token
+                # budget the running decodes share, one chunk per step
+                room = max(1.0, float(chunk) - batch)
+                n_chunks = math.ceil(P_len / room)
+                ttft = max(ttft, n_chunks * step["time"] + t_pf_c)
             thr = batch * O_len / (O_len * step["time"] + batch * t_pf_c)
         else:
             tpot = step["time"]
@@ -554,16 +646,21 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     notes = list(sv.notes)
     if not pt["fits"]:
         notes.append("no KV-cache room left after the weights: the model does not fit for serving.")
-        return PerformanceEstimate(breakdown={"kv_capacity_tokens": float(sv.kv_capacity_tokens)}, notes=tuple(notes))
+        notes.append(format_details({"batch": 0, "kv_capacity_tokens": int(sv.kv_capacity_tokens),
+                                     "kv_capacity_source": sv.kv_source}))
+        return PerformanceEstimate(notes=tuple(notes))
     if pt["limited_by"] != "concurrency":
         notes.append(f"only {pt['batch']} of {scn.infer.concurrency} requests run at once "
                      f"(limited by {pt['limited_by']}); the rest queue, which raises TTFT.")
     step = sv.decode_step(pt["batch"], scn.infer.prompt_len + scn.infer.output_len / 2.0)
     replicas = max(1, scn.hardware.count // (sv.tp * sv.pp))
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
-          "decode_compute": step["compute"], "tp_comm": step["comm"], "overhead": step["overhead"],
-          "batch": float(pt["batch"]), "kv_capacity_tokens": float(sv.kv_capacity_tokens),
-          "replicas": float(replicas)}
+          "decode_compute": step["compute"], "tp_comm": step["comm"], "overhead": step["overhead"]}
+    notes.append(format_details({"batch": pt["batch"], "limited_by": pt["limited_by"],
+                                 "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
+                                 "kv_capacity_source": sv.kv_source, "replicas": replicas,
+                                 "gpus_per_replica": sv.n_gpu_group, "decode_bound": pt["decode_bound"],
+                                 "clock_factor": round(sv.clock, 4)}))
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes))

@@ -417,7 +417,7 @@ def _train_layouts(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, tp: int,
         ctx.n_layouts += 1
         par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
         fitting = _fitting_techniques(ctx, gpu, count, gpn, cap, par, dict(
-            method=method, precision=precision, attention=attention), mbs, opts, recs)
+            method=method, precision=precision, attention=attention, global_batch=gb), mbs, opts, recs)
         if not fitting:
             continue
         for tech in fitting:
@@ -927,7 +927,14 @@ def _validate_fixed(data: dict[str, Any]) -> None:
     for section, opts in (("train", S.TRAIN_OPTIONS), ("infer", S.INFER_OPTIONS)):
         if isinstance(probe.get(section), dict):
             probe[section] = {k: v for k, v in probe[section].items() if k not in opts}
-    scenario_from_dict(probe, "(recommend input)")
+    scn = scenario_from_dict(probe, "(recommend input)")
+    # take the validated (coerced) values back: YAML reads 1.0e12 as a string, pydantic makes it a float
+    for section in ("train", "infer"):
+        given, parsed = data.get(section), getattr(scn, section)
+        if isinstance(given, dict) and parsed is not None:
+            for k in list(given):
+                if k in probe.get(section, {}):
+                    given[k] = getattr(parsed, k)
 
 
 def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
@@ -948,6 +955,7 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     data = _partial(scenario_or_partial)
     file_cons = dict(data.get("constraints") or {})
     preset_obj = get_preset(preset or data.get("preset"))
+    data = json_copy(data)
     _validate_fixed(data)
 
     cons = Constraints()
@@ -1147,6 +1155,10 @@ def _plan(ctx: _Ctx, c: _Cand, rank: int, n_feasible: int) -> Plan:
     be = c.cost.details.get("breakeven_months")
     if be is not None and (ctx.preset is None or ctx.preset.show_breakeven or rank == 1):
         why.append(f"buying these {c.count} GPUs pays off after {be:,.1f} months of continuous use")
+    elif be is None and ctx.preset is not None and ctx.preset.show_breakeven:
+        why.append(f"rent-vs-buy break-even unknown: no purchase price for {c.gpu.id} in the catalog "
+                   "(set cost.capex_usd_per_gpu)" if c.cost.details.get("own") is None else
+                   "buying never pays off: renting costs less than the electricity of owning")
     if rank == 1:
         why.append(f"best of {n_feasible} feasible plans by {ctx.objective}")
     if ctx.preset:

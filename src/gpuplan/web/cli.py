@@ -15,7 +15,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               description="Serve the gpuplan page and JSON API (OpenAPI at /openapi.json). "
                                           "Binds to 127.0.0.1 unless --host says otherwise.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--allow-hub", action="store_true",
                    help="let clients name Hugging Face repo ids (the server then downloads their config.json)")
     p.add_argument("--time-limit", type=float, default=30.0, metavar="S", help="seconds per request (default 30)")
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
               f"Fix: {PIP_HINT}", file=sys.stderr)
         return 2
     from .app import create_app
-    if not 0 <= args.port <= 65535:
-        print(f"error: --port {args.port} is not a port number (0-65535).", file=sys.stderr)
+    if not 1 <= args.port <= 65535:
+        print(f"error: --port {args.port} is not a port number (1-65535).", file=sys.stderr)
         return 2
     loopback = is_loopback(args.host)
     app = create_app(allow_hub=args.allow_hub, time_limit_s=args.time_limit, workers=max(1, args.workers),

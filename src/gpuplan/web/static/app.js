@@ -42,6 +42,8 @@ function fmtCount(x, digits = 3) {
 }
 function fmtSeconds(s) {
   if (s == null || !isFinite(s)) return "–";
+  if (s === 0) return "0 s";
+  if (s < 0) return "−" + fmtSeconds(-s);
   if (s < 1e-3) return (s * 1e6).toFixed(0) + " µs";
   if (s < 1) return (s * 1e3).toPrecision(3) + " ms";
   if (s < 120) return s.toPrecision(3) + " s";
@@ -56,6 +58,7 @@ function fmtUsd(x) {
   if (Math.abs(x) >= 1) return "$" + x.toFixed(2);
   return "$" + x.toPrecision(2);
 }
+const fmtTick = (f) => (v) => f(v).replace(/(\.\d*?)0+(?=\D|$)/, "$1").replace(/\.(?=\D|$)/, "");
 const fmtPct = (x) => (x == null || !isFinite(x) ? "–" : (100 * x).toFixed(1) + " %");
 const titleCase = (s) => String(s).replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
 
@@ -141,7 +144,11 @@ function updateVisibility() {
   }
   const opts = app.options || {};
   const engines = task === "infer" ? opts.serve_launch_engines : opts.train_launch_engines;
-  if (engines && engines.length) fillSelect($("#launch_engine"), engines, "none");
+  if (engines && engines.length) {
+    const select = $("#launch_engine");
+    fillSelect(select, engines, "none");
+    if (!select.value && !app.launchChosen) select.value = engines[0];   // launch files by default
+  }
   $("#run").textContent = mode === "recommend" ? "Recommend hardware" : "Estimate";
 }
 
@@ -243,6 +250,7 @@ function stateToQuery() {
   return q;
 }
 function queryToState(q) {
+  app.launchChosen = true;      // a shared link says exactly which launch files it wants
   for (const r of RADIOS) if (q.get(r)) setRadio(r, q.get(r));
   updateVisibility();
   for (const id of FIELDS) {
@@ -261,7 +269,7 @@ function shareLink() { return location.origin + location.pathname + "?" + stateT
 
 // ---------------------------------------------------------------- charts
 function memoryChart(mem) {
-  const W = 760, H = 120, L = 10, R = 10, T = 26, BAR = 40;
+  const W = 760, H = 92, L = 24, R = 24, T = 26, BAR = 36;
   const peak = mem.peak_bytes_per_gpu, cap = mem.capacity_bytes_per_gpu;
   const scaleMax = Math.max(peak, cap) * 1.04 || 1;
   const x = (b) => L + (W - L - R) * (b / scaleMax);
@@ -304,34 +312,47 @@ function niceTicks(lo, hi, n = 5) {
   return out;
 }
 
+// ticks at round values of the unit the range is best read in (ms, s, min, h, days)
+function timeTicks(lo, hi, n = 5) {
+  const span = Math.max(Math.abs(hi), Math.abs(lo));
+  const unit = span >= 3 * 86400 ? 86400 : span >= 2 * 3600 ? 3600 : span >= 120 ? 60 : span >= 1 ? 1 : 1e-3;
+  return niceTicks(lo / unit, hi / unit, n).map((v) => +(v * unit).toPrecision(12));
+}
+
 /* A line/scatter chart. series: [{name, color, points: [{x, y, hollow, title}], line: bool}]
    opts: {id, xLabel, yLabel, logX, fmtX, fmtY, front: [[x, y], ...]} */
 function xyChart(series, opts) {
-  const W = 640, H = 320, L = 64, R = 16, T = 16, B = 46;
-  const pts = series.flatMap((s) => s.points).filter((p) => isFinite(p.x) && isFinite(p.y) && (!opts.logX || p.x > 0));
+  const W = opts.width || 640, H = opts.height || 320, L = 64, R = 16, T = 16, B = 46;
+  const okPoint = (p) => p.x != null && p.y != null && isFinite(p.x) && isFinite(p.y) && (!opts.logX || p.x > 0) && (!opts.logY || p.y > 0);
+  const pts = series.flatMap((s) => s.points).filter(okPoint);
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", id: opts.id, role: "img", "aria-label": opts.yLabel + " vs " + opts.xLabel });
   if (!pts.length) {
     root.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no data to plot"));
     return root;
   }
   const tx = (v) => (opts.logX ? Math.log2(v) : v);
+  const ty = (v) => (opts.logY ? Math.log10(v) : v);
   let x0 = Math.min(...pts.map((p) => tx(p.x))), x1 = Math.max(...pts.map((p) => tx(p.x)));
-  let y0 = opts.yFromZero === false ? Math.min(...pts.map((p) => p.y)) : 0, y1 = Math.max(...pts.map((p) => p.y));
+  let y0 = opts.logY ? Math.floor(Math.min(...pts.map((p) => ty(p.y)))) : opts.yFromZero === false ? Math.min(...pts.map((p) => p.y)) : 0;
+  let y1 = opts.logY ? Math.ceil(Math.max(...pts.map((p) => ty(p.y))) + 1e-9) : Math.max(...pts.map((p) => p.y));
   if (x1 === x0) { x0 -= 1; x1 += 1; }
   if (y1 === y0) { y1 = y0 + (Math.abs(y0) || 1); }
   const padX = (x1 - x0) * 0.04; x0 -= padX; x1 += padX;
-  y1 += (y1 - y0) * 0.08;
-  if (opts.yFromZero === false) y0 -= (y1 - y0) * 0.05;
+  if (!opts.logY) {
+    y1 += (y1 - y0) * 0.08;
+    if (opts.yFromZero === false) y0 -= (y1 - y0) * 0.05;
+  }
   const X = (v) => L + (W - L - R) * ((tx(v) - x0) / (x1 - x0));
-  const Y = (v) => T + (H - T - B) * (1 - (v - y0) / (y1 - y0));
-  for (const v of niceTicks(y0, y1, 5)) {
-    if (v < y0) continue;
+  const Y = (v) => T + (H - T - B) * (1 - (ty(v) - y0) / (y1 - y0));
+  const yt = opts.logY ? Array.from({ length: y1 - y0 + 1 }, (_, i) => 10 ** (y0 + i))
+    : (opts.timeY ? timeTicks(y0, y1, 5) : niceTicks(y0, y1, 5)).filter((v) => v >= y0);
+  for (const v of yt) {
     root.append(svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }));
     root.append(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, opts.fmtY(v)));
   }
   const xt = opts.logX
     ? Array.from(new Set(pts.map((p) => p.x))).sort((a, b) => a - b)
-    : niceTicks(x0, x1, 6);
+    : (opts.timeX ? timeTicks(x0, x1, 6) : niceTicks(x0, x1, 6));
   for (const v of xt) {
     if (!opts.logX && (v < x0 || v > x1)) continue;
     root.append(svg("line", { x1: X(v), x2: X(v), y1: T, y2: H - B, class: "grid" }));
@@ -346,7 +367,7 @@ function xyChart(series, opts) {
     root.append(svg("polyline", { class: "front", points: sorted.map((p) => `${X(p[0])},${Y(p[1])}`).join(" ") }));
   }
   for (const s of series) {
-    const ok = s.points.filter((p) => isFinite(p.x) && isFinite(p.y) && (!opts.logX || p.x > 0));
+    const ok = s.points.filter(okPoint);
     if (s.line && ok.length > 1) {
       root.append(svg("polyline", { fill: "none", stroke: s.color, "stroke-width": 2,
         points: ok.map((p) => `${X(p.x)},${Y(p.y)}`).join(" ") }));
@@ -424,7 +445,7 @@ function renderEstimate(est) {
     el("span", { class: "pct" }, (100 * mem.components[k] / mem.peak_bytes_per_gpu).toFixed(1) + "%")));
   const limits = Object.assign({}, mem.limits || {}, est.fit_limits || {});
   const limitNames = { max_micro_batch: "largest micro-batch", max_seq_len: "longest sequence", max_concurrency: "most concurrent requests",
-    max_context: "longest context", kv_tokens: "KV-cache tokens", max_batch: "largest batch" };
+    max_context: "longest context", kv_tokens: "KV-cache tokens", max_batch: "largest batch", kv_pool_bytes: "KV pool" };
   const chips = Object.entries(limits).filter(([, v]) => v != null).map(([k, v]) =>
     el("span", { class: "chip", "data-limit": k }, (limitNames[k] || titleCase(k)) + ": ", el("b", {}, k.includes("bytes") ? fmtBytes(v) : fmtCount(v, 4))));
   const memPanel = panel("Memory per GPU", `peak at ${mem.phase}${mem.cpu_bytes ? ` · host memory ${fmtBytes(mem.cpu_bytes)}` : ""}`,
@@ -434,12 +455,8 @@ function renderEstimate(est) {
     notesList(mem.notes));
   paintSwatches(memPanel);
 
-  const breakdown = Object.entries(perf.breakdown || {}).filter(([k, v]) => typeof v === "number" && v > 0 && (k.endsWith("_s") || ["compute", "exposed_comm", "bubble", "offload", "optimizer"].includes(k)));
-  const perfPanel = panel("Speed", s.task === "infer" ? "serving at the chosen concurrency" : "one optimizer step",
-    breakdown.length ? el("table", { class: "data" }, el("thead", {}, el("tr", {}, el("th", {}, "where the time goes"), el("th", { class: "num" }, "time"))),
-      el("tbody", {}, breakdown.map(([k, v]) => el("tr", {}, el("td", {}, titleCase(k.replace(/_s$/, ""))), el("td", { class: "num" }, fmtSeconds(v)))))) :
-      el("div", { class: "hint" }, "No breakdown for this task."),
-    notesList(perf.notes));
+  const perfPanel = panel("Speed", s.task === "infer" ? `serving ${s.infer.concurrency} concurrent request${s.infer.concurrency > 1 ? "s" : ""}` : "one optimizer step",
+    speedTable(s, perf), notesList(perf.notes));
   const d = cost.details || {};
   const alts = [d.rent].concat(d.rent_alternatives || []).filter(Boolean);
   const own = d.own;
@@ -456,6 +473,34 @@ function renderEstimate(est) {
   view.hidden = false;
 }
 
+const TIME_LABELS = {
+  compute: "compute", exposed_comm: "exposed communication", bubble: "pipeline bubble", offload: "offload transfers",
+  optimizer: "optimizer step", prefill: "prefill (one prompt)", decode_step: "one decode step",
+  decode_memory: "· reading weights and KV cache", decode_compute: "· decode compute", tp_comm: "· tensor-parallel all-reduce",
+  overhead: "· fixed per-step cost", compute_matmul: "· matmuls", compute_attention: "· attention",
+  compute_memory_bound: "· memory-bound kernels", comm_dp_s: "data-parallel communication (overlapped)",
+};
+const COUNT_LABELS = { microbatches: "micro-batches per step", batch: "sequences decoded together",
+  kv_capacity_tokens: "KV-cache capacity (tokens)", replicas: "model replicas" };
+
+function speedTable(s, perf) {
+  const rows = [];
+  const b = perf.breakdown || {};
+  if (s.task === "infer") {
+    const latency = perf.ttft_s != null && perf.tpot_s != null ? perf.ttft_s + s.infer.output_len * perf.tpot_s : null;
+    rows.push(["output tokens per second", fmtCount(perf.output_tokens_per_s)],
+      ["request latency", fmtSeconds(latency) + ` (${s.infer.output_len} tokens)`]);
+  }
+  for (const [k, v] of Object.entries(b)) {
+    if (typeof v !== "number" || !isFinite(v)) continue;
+    if (k in COUNT_LABELS) rows.push([COUNT_LABELS[k], fmtCount(v, 4)]);
+    else if (v > 0) rows.push([TIME_LABELS[k] || titleCase(k.replace(/_s$/, "")), fmtSeconds(v)]);
+  }
+  if (!rows.length) return el("div", { class: "hint" }, "No breakdown for this task.");
+  return el("table", { class: "data", id: "speed-table" }, el("tbody", {}, rows.map(([k, v]) =>
+    el("tr", {}, el("td", {}, k), el("td", { class: "num" }, v)))));
+}
+
 function renderServing(res) {
   const view = $("#serving-view");
   const curve = res.curve || [];
@@ -463,13 +508,13 @@ function renderServing(res) {
     points: curve.map((p) => ({ x: p.concurrency, y: p.output_tokens_per_s, hollow: p.fits === false,
       title: `concurrency ${p.concurrency}: ${fmtCount(p.output_tokens_per_s)} tok/s${p.fits === false ? " (does not fit)" : ""}` })) };
   const ttft = { name: "TTFT", color: "#e08a2c", line: true,
-    points: curve.map((p) => ({ x: p.concurrency, y: p.ttft_s * 1e3, hollow: p.fits === false, title: `TTFT ${fmtSeconds(p.ttft_s)}` })) };
+    points: curve.map((p) => ({ x: p.concurrency, y: p.ttft_s, hollow: p.fits === false, title: `concurrency ${p.concurrency}: TTFT ${fmtSeconds(p.ttft_s)}` })) };
   const tpot = { name: "TPOT", color: "#8a5cc9", line: true,
-    points: curve.map((p) => ({ x: p.concurrency, y: p.tpot_s * 1e3, hollow: p.fits === false, title: `TPOT ${fmtSeconds(p.tpot_s)}` })) };
+    points: curve.map((p) => ({ x: p.concurrency, y: p.tpot_s, hollow: p.fits === false, title: `concurrency ${p.concurrency}: TPOT ${fmtSeconds(p.tpot_s)}` })) };
   const c1 = xyChart([tput], { id: "serving-chart", xLabel: "concurrent requests", yLabel: "output tokens/s", logX: true,
-    fmtX: (v) => String(v), fmtY: (v) => fmtCount(v) });
-  const c2 = xyChart([ttft, tpot], { id: "latency-chart", xLabel: "concurrent requests", yLabel: "latency (ms)", logX: true,
-    fmtX: (v) => String(v), fmtY: (v) => fmtCount(v) });
+    width: 500, height: 320, fmtX: (v) => String(v), fmtY: (v) => fmtCount(v) });
+  const c2 = xyChart([ttft, tpot], { id: "latency-chart", xLabel: "concurrent requests", yLabel: "latency (log scale)", logX: true,
+    logY: true, width: 500, height: 320, fmtX: (v) => String(v), fmtY: fmtTick(fmtSeconds) });
   const table = el("div", { class: "scroll" }, el("table", { class: "data", id: "serving-table" },
     el("thead", {}, el("tr", {}, ["concurrency", "batch", "output tok/s", "TTFT", "TPOT", "fits"].map((h, i) => el("th", { class: i ? "num" : null }, h)))),
     el("tbody", {}, curve.map((p) => el("tr", {}, el("td", {}, p.concurrency), el("td", { class: "num" }, p.batch ?? "–"),
@@ -580,7 +625,8 @@ function renderRecommend(rec, task) {
     { name: "Pareto front", color: "#2f5fd0", points: pointsOf(pareto, 6) },
   ];
   const chart = xyChart(series, { id: "pareto-chart", front: series[1].points.map((q) => [q.x, q.y]), yFromZero: false,
-    xLabel: timeLabel, yLabel: costLabel, fmtX: timeFmt, fmtY: costFmt });
+    width: 900, height: 360, xLabel: timeLabel, yLabel: costLabel, fmtX: fmtTick(timeFmt), fmtY: costFmt,
+    timeX: timeFmt === fmtSeconds, timeY: costFmt === fmtSeconds });
   const rejected = rec.rejected || [];
   const byKind = {};
   for (const r of rejected) byKind[r.kind || "other"] = (byKind[r.kind || "other"] || 0) + 1;
@@ -681,6 +727,7 @@ async function init() {
     if (ev.target.name === "mode" || ev.target.name === "task") updateVisibility();
   });
   $("#model").addEventListener("input", modelInfo);
+  $("#launch_engine").addEventListener("change", () => { app.launchChosen = true; });
   $("#share").addEventListener("click", async () => {
     history.replaceState(null, "", "?" + stateToQuery().toString());
     const ok = await copyText(shareLink());
