@@ -460,6 +460,16 @@ def write_doc(table, stats, P) -> None:
               f"- llama.cpp per-layer launch cost = {P['engines']['llama.cpp']['layer_overhead_s']} s, decode bandwidth scale = "
               f"{P['engines']['llama.cpp']['decode_bw_scale']} (× η_mem {P['memory']['default']}), prompt-processing factor = "
               f"{P['engines']['llama.cpp']['prefill_eta_scale']}, extra factor for quantised weights = {P['engines']['llama.cpp']['quant_prefill_scale']}.",
+              f"- Power-limited tensor clock: sustainable 16-bit FLOP/s per watt of TDP = "
+              f"{ {k: f'{v / 1e12:.3g}e12' for k, v in P.get('power_flops_per_watt', {}).items()} } "
+              f"(clock factor H100 SXM {speed.clock_factor(P, get_gpu('h100-sxm')):.2f}, H100 PCIe "
+              f"{speed.clock_factor(P, get_gpu('h100-pcie')):.2f}, RTX 6000 Ada {speed.clock_factor(P, get_gpu('rtx-6000-ada')):.2f}, "
+              f"L40S {speed.clock_factor(P, get_gpu('l40s')):.2f}, RTX 4090 {speed.clock_factor(P, get_gpu('rtx-4090')):.2f}).",
+              f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
+              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR build rows).",
+              f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
+              "(at its physical bound: η_attn·factor ≈ 0.5–0.67 of the 16-bit peak, FA3-class forward kernels).",
+              "- KV capacity of vLLM/SGLang/TensorRT-LLM rows: the memory engine's pool (`limits.kv_tokens`).",
               "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
               "", "### Per source", "", "| category | source | split | n | MAPE | median |", "|---|---|---|---:|---:|---:|"]
     for (cat, src, split), s in stats["by_source"].items():
@@ -524,7 +534,7 @@ def main() -> None:
         #    kernel factor, engine step cost and batch cap
         trt = [r for r in irows if r.source.startswith("TensorRT")]
         P = fit(trt, P, [
-            (("matmul", "hopper", "fp8"), 0.6, 0.2, 0.9, False),
+            (("matmul", "hopper", "fp8"), 0.6, 0.2, 1.0, False),   # at the sustained clock
             (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
             (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
             (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),

@@ -88,10 +88,12 @@ def _bytes(row: dict[str, str]) -> float | None:
 
 def _scn(model, gpu_count, *, method="full", mb=1, seq=512, ga=1, recompute="none", optimizer="adamw",
          impl="foreach", rank=8, targets=None, zero=0, offload="none", dq=True, master=False,
-         precision="bf16", framework="hf") -> dict[str, Any]:
+         precision="bf16", framework="hf", **knobs) -> dict[str, Any]:
+    """`knobs`: the trainer-specific Train fields (loss, loss_chunks, compile, optimizer_in_backward,
+    paged_optimizer, activation_offload, full_state_dict, qlora_backend)."""
     train: dict[str, Any] = dict(method=method, precision=precision, master_weights=master, optimizer=optimizer,
                                  optimizer_impl=impl, seq_len=seq, micro_batch=mb,
-                                 global_batch=mb * gpu_count * ga, recompute=recompute, attention="flash")
+                                 global_batch=mb * gpu_count * ga, recompute=recompute, attention="flash", **knobs)
     if method in ("lora", "qlora"):
         train.update(lora_rank=rank, lora_targets=targets or ALL_LLAMA)
         if method == "qlora":
@@ -103,55 +105,60 @@ def _scn(model, gpu_count, *, method="full", mb=1, seq=512, ga=1, recompute="non
 # ---- torchtune ------------------------------------------------------------------------------------
 def _tt_main_table(rows) -> list[Case]:
     """README "Memory and training speed" @bd2a0fc (added 1814feb): bs 2, packed to 2048, compile, no GA.
-    Settings: recipe configs at 1814feb (the commit that added the table)."""
+    Settings: recipe configs at 1814feb (the commit that added the table). torchtune's own model code
+    (framework torchtune: GQA K/V expanded before SDPA), pure bf16 (dtype: bf16: LoRA adapters in bf16,
+    16-bit optimizer states), `compile: True` per the README note (per-layer compile + compiled loss)."""
     c = "@1814feb"
-    common_un = ["torch.compile (README note)", "packed sequences (flash/SDPA document masking)",
-                 "CEWithChunkedOutputLoss (8 chunks, fp32 upcast per chunk)"]
+    common_un = ["packed sequences: flex attention with a block-causal BlockMask (saves the same q/k/v/out/lse "
+                 "as flash; the small BlockMask is not counted)"]
     out = []
 
     def add(rid, model, gpus, gpu, cfg, **kw):
         un = kw.pop("unmodelled", [])
         asm = kw.pop("assumptions", [])
+        kw = {"framework": "torchtune", "compile": True, "loss": "chunked", "loss_chunks": 8, **kw}
         out.append(Case(rid, "torchtune", _scn(model, gpus, mb=2, seq=2048, **kw), gpu,
                         measured_bytes=_bytes(rows[rid]), cites=[f"{TT} recipes/configs/{cfg}.yaml {c}",
-                                                                 f"{TT} README.md @bd2a0fc"],
-                        assumptions=["batch 2 x 2048 packed tokens, gradient accumulation 1 (README note)",
+                                                                 f"{TT} README.md @bd2a0fc",
+                                                                 f"{TT} torchtune/modules/attention.py {c} (K/V expand)",
+                                                                 f"{TT} torchtune/modules/loss/ce_chunked_output_loss.py {c}"],
+                        assumptions=["batch 2 x 2048 packed tokens, gradient accumulation 1, compile on (README note)",
                                      "compared with the active/allocated peak (torchtune get_memory_stats)"] + asm,
                         unmodelled=common_un + un, row=rows[rid]))
 
-    full_un = ["bitsandbytes PagedAdamW8bit: states live in CUDA unified memory, outside torch allocator stats",
-               "optimizer_in_bwd=True: each gradient is applied and freed during backward (no full gradient buffer,"
-               " no separate optimizer-step phase)"]
-    add("M012", "llama-3.1-8b", 1, "rtx-4090", "llama3_1/8B_full_single_device", optimizer="adamw-8bit",
-        recompute="full", unmodelled=full_un)
-    add("M013", "llama-3.1-8b", 1, "rtx-a6000", "llama3_1/8B_full_single_device", optimizer="adamw-8bit",
-        recompute="full", unmodelled=full_un,
+    # 8B_full_single_device: optimizer bitsandbytes.optim.PagedAdamW8bit, optimizer_in_bwd: True,
+    # enable_activation_checkpointing: True, loss CEWithChunkedOutputLoss
+    full = dict(optimizer="adamw-8bit", paged_optimizer=True, optimizer_in_backward=True, recompute="full")
+    add("M012", "llama-3.1-8b", 1, "rtx-4090", "llama3_1/8B_full_single_device", **full)
+    add("M013", "llama-3.1-8b", 1, "rtx-a6000", "llama3_1/8B_full_single_device", **full,
         assumptions=["same recipe as the 4090 row (README gives no per-GPU settings); the A6000 number is "
-                     "18.5 GiB higher, so that run probably changed a setting the README does not name"])
+                     "18.5 GiB higher, so that run probably changed a setting the README does not name "
+                     "(e.g. a non-paged optimizer or no activation checkpointing)"])
+    # 8B_lora_single_device: torch.optim.AdamW(fused=True), lora_rank 8 on q,v,output_proj + MLP,
+    # lora_dropout 0.0, enable_activation_checkpointing: True
     lora8 = dict(method="lora", rank=8, targets=QVO_MLP, impl="fused", recompute="full")
-    add("M014", "llama-3.1-8b", 1, "rtx-4090", "llama3_1/8B_lora_single_device", **lora8,
-        unmodelled=["torchtune LoRA adapters are bf16 (model dtype), not fp32 as peft"])
+    add("M014", "llama-3.1-8b", 1, "rtx-4090", "llama3_1/8B_lora_single_device", **lora8)
     add("M015", "llama-3.1-8b", 1, "rtx-a6000", "llama3_1/8B_lora_single_device", **lora8,
-        unmodelled=["torchtune LoRA adapters are bf16 (model dtype), not fp32 as peft"],
         assumptions=["same recipe as the 4090 row; the A6000 number is 14 GiB higher, the size of all "
-                     "no-checkpointing activations, so that run probably disabled activation checkpointing"])
+                     "no-checkpointing activations, so that run probably disabled activation checkpointing "
+                     "(not assumed here: the case follows the recipe)"])
     add("M016", "llama-3.1-8b", 1, "rtx-4090", "llama3_1/8B_qlora_single_device",
-        **{**lora8, "method": "qlora"}, dq=True,
-        unmodelled=["torchao NF4Tensor (block 64, int8 scales per 256 blocks) ~ double-quantized NF4",
-                    "torchtune LoRA adapters are bf16"])
+        **{**lora8, "method": "qlora"}, dq=True, qlora_backend="torchao",
+        unmodelled=["torchao NF4Tensor (block 64, int8 scales per 256 blocks) ~ double-quantized NF4"])
+    # 70B_full: fused AdamW, fsdp_cpu_offload: True, custom_sharded_layers: [tok_embeddings, output]
     add("M017", "llama-3.1-70b", 8, "a100-sxm-80gb", "llama3_1/70B_full", zero=3, offload="optimizer+params",
         impl="fused", recompute="full",
         assumptions=["A100 80GB SXM (README says only 'A100')"],
-        unmodelled=["fsdp_cpu_offload=True offloads params, grads and the fused optimizer step to CPU; "
-                    "custom_sharded_layers shards embeddings/output separately"])
+        unmodelled=["custom_sharded_layers: ['tok_embeddings', 'output'] makes the embedding and the output "
+                    "projection their own FSDP units, resharded after use; the engine keeps FSDP2's root module "
+                    "(embedding + lm_head, 4.2 GB in bf16) unsharded from forward to backward"])
     add("M018", "llama-3.1-70b", 8, "a100-sxm-80gb", "llama3_1/70B_lora", method="lora", rank=16,
-        targets=QVO_MLP, zero=3, impl="fused", recompute="full",
-        assumptions=["A100 80GB SXM"], unmodelled=["torchtune LoRA adapters are bf16"])
+        targets=QVO_MLP, zero=3, impl="fused", recompute="full", assumptions=["A100 80GB SXM"])
+    # 405B_qlora: loss torch.nn.CrossEntropyLoss (no chunking), batch_size 1 in the yaml
     add("M019", "llama-3.1-405b", 8, "a100-sxm-80gb", "llama3_1/405B_qlora", method="qlora", rank=16,
-        targets=QVO_MLP, zero=3, impl="fused", recompute="full", dq=True,
+        targets=QVO_MLP, zero=3, impl="fused", recompute="full", dq=True, qlora_backend="torchao", loss="full",
         assumptions=["A100 80GB SXM", "batch 2 per the README note (the config's batch_size is 1)",
-                     "plain CrossEntropyLoss per the config (no chunking)"],
-        unmodelled=["torchao NF4 base", "torchtune LoRA adapters are bf16"])
+                     "plain CrossEntropyLoss per the config (no chunking) over the model's .float() logits"])
     return out
 
 

@@ -19,7 +19,9 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
-Framework = Literal["hf", "megatron", "torchtitan", "deepspeed"]
+# torchtune / litgpt: their own model code (not HF modeling_*): GQA K/V expanded to all heads before
+# attention, their own loss dtype handling; otherwise trained like `hf` (pure 16-bit or FSDP)
+Framework = Literal["hf", "megatron", "torchtitan", "deepspeed", "torchtune", "litgpt"]
 Engine = Literal["vllm", "sglang", "trtllm", "llama.cpp", "hf"]
 
 

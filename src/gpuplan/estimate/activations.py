@@ -64,6 +64,8 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
         return 8.0                  # fp32 input saved + normalized fp32
     if model.family in ("gemma2", "gemma3"):
         return 8.0                  # Gemma computes the whole norm in fp32
+    if s.framework == "litgpt" and model.norm == "rms" and not s.frozen_base:
+        return 8.0                  # litgpt RMSNorm: (x_normed * weight.float()).to(dtype): fp32 x and x_normed
     if model.norm == "layernorm":
         return 2.0 + 4.0            # input + fp32 mean/rstd path (approx.)
     return 6.0                      # fp32 upcast + normalized 16-bit
@@ -110,7 +112,13 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     if model.family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"):
         shard += 6 * (a + kv) * d
     # attention core: q, k, v, output, fp32 log-sum-exp
-    shard += b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
+    kv_att = kv
+    if s.framework in ("torchtune", "litgpt") and not model.is_mla:
+        # torchtune MultiHeadAttention (k.unsqueeze(2).expand(...).flatten(1, 2)) and litgpt
+        # CausalSelfAttention (k.expand(...).reshape(...)) copy K/V to all query heads before SDPA,
+        # so attention saves a-head K and V (HF passes kv heads with enable_gqa)
+        kv_att = a
+    shard += b * (a * d + kv_att * d + kv_att * vd + a * vd) + 4 * a
     # MLP internals (gated: gate, act, up; plain: fc1 output feeding the activation)
     if model.gated_mlp:
         shard += (2 if s.compile else 3) * b * i_eff   # compiled SwiGLU recomputes act(gate) in backward

@@ -183,11 +183,12 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     fsdp = p.zero >= 3 and shard > 1
     gather = rp.layer_max * low if fsdp else 0.0
     root_unsharded = 0.0
-    if fsdp and scn.framework in ("hf", "torchtitan"):
+    if fsdp and scn.framework in ("hf", "torchtitan", "torchtune", "litgpt"):
         root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * low
     # --- autocast keeps a 16-bit copy of each matmul weight from forward to backward (traced);
     #     FSDP2's mixed-precision policy instead gathers 16-bit parameters, so no autocast there
-    autocast = (t.master_weights and t.precision in ("bf16", "fp16") and scn.framework in ("hf", "torchtitan")
+    autocast = (t.master_weights and t.precision in ("bf16", "fp16")
+                and scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
                 and not peft and not fsdp)
     tied_head = (rp.embedding if model.tie_embeddings and stage in ("last", "only") else 0.0)
     # (checkpointed layers drop theirs after forward and recast during recompute)
@@ -283,7 +284,23 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
     if t.loss == "fused-linear":
         return 12.0 * vocab_per_rank / t.loss_chunks
     if t.loss == "chunked":
-        return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / t.loss_chunks
+        n = t.loss_chunks
+        if scn.framework == "torchtune":
+            if t.compile:
+                # training.compile_loss compiles compute_cross_entropy: the fused graph keeps its bf16
+                # input chunk (and a per-row logsumexp), not the fp32 log-softmax; backward writes
+                # one chunk's 16-bit gradient
+                return 2.0 * vocab_per_rank + 2.0 * vocab_per_rank / n
+            # CEWithChunkedOutputLoss: F.cross_entropy(chunk.float()) saves every chunk's fp32
+            # log-softmax (4 B); the recipe deletes the 16-bit logits before backward; one chunk's
+            # fp32 grad-out and grad-in are alive in its backward
+            return 4.0 * vocab_per_rank + 8.0 * vocab_per_rank / n
+        if scn.framework == "litgpt":
+            # chunked_cross_entropy in the training dtype: the loop holds the bf16 logit chunks until
+            # backward (2 B) and each chunk's bf16 log-softmax is saved (2 B); one chunk's bf16
+            # grad-out and grad-in in its backward
+            return 4.0 * vocab_per_rank + 4.0 * vocab_per_rank / n
+        return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / n
     return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
 
 

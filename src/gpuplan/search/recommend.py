@@ -151,6 +151,7 @@ class _Ctx:
     eta_attn_max: float = 1.0
     network: dict = field(default_factory=dict)
     templates: dict = field(default_factory=dict)
+    default_deadline: bool = False
 
     def miss(self, gpu_id: str, priority: int, closeness: float, rej: Rejection) -> None:
         self.misses.setdefault(gpu_id, []).append((priority, closeness, rej))
@@ -256,10 +257,24 @@ def _fast(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, section: dict) -
     if tmpl is None:
         tmpl = ctx.templates[gpu.id] = _build(ctx, gpu, 1, gpn, {}, {})
     sec_name = "infer" if ctx.space.task == "infer" else "train"
-    return tmpl.model_copy(update={
-        "hardware": tmpl.hardware.model_copy(update={"count": count, "gpus_per_node": gpn}),
-        "parallel": tmpl.parallel.model_copy(update=par),
-        sec_name: getattr(tmpl, sec_name).model_copy(update=section)})
+    update = {"hardware": tmpl.hardware.model_copy(update={"count": count, "gpus_per_node": gpn}),
+              "parallel": tmpl.parallel.model_copy(update=par),
+              sec_name: getattr(tmpl, sec_name).model_copy(update=section)}
+    framework = _framework_for(ctx, par)
+    if framework:
+        update["framework"] = framework
+    return tmpl.model_copy(update=update)
+
+
+def _framework_for(ctx: _Ctx, par: dict) -> str | None:
+    """Training plans must be launchable: HF Trainer/accelerate (the default framework) shards data
+    (DDP/FSDP/ZeRO) but has no pipeline or context parallelism, so a full-training plan that needs
+    model parallelism runs on Megatron-LM unless the user chose a framework."""
+    if ctx.space.task == "infer" or "framework" in ctx.space.base:
+        return None
+    if par.get("tp", 1) > 1 or par.get("pp", 1) > 1 or par.get("cp", 1) > 1:
+        return "megatron"
+    return None
 
 
 def _build(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, section: dict) -> Scenario:
@@ -317,11 +332,15 @@ def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
     reasons = []
     prec_opts = sp.train["precision"] if not sp.train.get("_precision_defaulted") else ("bf16", "fp16")
     for p in prec_opts:
-        err = _first_error(_software_problems(gpu, dtype=p))
-        if err is None:
+        problems = _software_problems(gpu, dtype=p)
+        err = _first_error(problems)
+        if err is None and (not problems or p == prec_opts[-1] or not sp.train.get("_precision_defaulted")):
             precision = p
             break
-        reasons.append(err)
+        if err is not None:
+            reasons.append(err)
+    if precision is None and not reasons:
+        precision = prec_opts[0]
     attn_opts = sp.train["attention"] if not sp.train.get("_attention_defaulted") else ("flash", "sdpa")
     for a in attn_opts:
         err = _first_error(_software_problems(gpu, attention=a))
@@ -361,6 +380,9 @@ def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
             if _pruned(ctx, gpu, count, method, precision, seq_len):
                 continue
             splits = sorted(_model_par(ctx, gpu, count, gpn, seq_len), key=lambda x: -x[0])
+            if method != "full" and not sp.parallel["tp"]:
+                # peft adapters train under HF/accelerate: data parallel (DDP/FSDP/ZeRO) only
+                splits = [x for x in splits if x[0] == 1 and x[1] == 1] or splits[-1:]
             # screen with the widest tensor-parallel split (least memory); try the others only when
             # the screened plan, improved by SCREEN_GAIN, could still reach the front or the top N
             n_before = len(ctx.feasible)
@@ -397,7 +419,8 @@ def _screened_out(ctx: _Ctx, cands: list, method: str) -> bool:
 def _train_layouts(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, tp: int, cp: int, ep: int, gb: int,
                    method: str, precision: str, attention: str, opts, recs, user_mbs, has_price: bool) -> None:
     sp, model = ctx.space, ctx.model
-    pps = sp.parallel["pp"] or S.powers_of_two(min(model.num_layers, count // (tp * cp)))
+    pps = sp.parallel["pp"] or (S.powers_of_two(min(model.num_layers, count // (tp * cp))) if method == "full"
+                                else [1])
     for pp in pps:
         if count % (tp * cp * pp):
             continue
@@ -597,6 +620,8 @@ def _fitting_techniques(ctx: _Ctx, gpu: Any, count: int, gpn: int, cap: int, par
     sp = ctx.space
     n_shard = par["dp"] * par["cp"]
     zeros = sp.parallel["zero"] or ((0,) if n_shard == 1 else (1, 2, 3))
+    if _framework_for(ctx, par) == "megatron" and not sp.parallel["zero"]:
+        zeros = (0,) if n_shard == 1 else (1,)      # Megatron's distributed optimizer is ZeRO-1
     offloads = sp.parallel["offload"] or ("none", "optimizer", "optimizer+params")
     combos = []
     for rec, z, off, opt in itertools.product(recs, zeros, offloads, opts):
@@ -937,6 +962,9 @@ def _validate_fixed(data: dict[str, Any]) -> None:
                     given[k] = getattr(parsed, k)
 
 
+DEFAULT_DEADLINE_DAYS = 90.0
+
+
 def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
               objective: str | Mapping[str, float] | None = None, top: int = 10,
               gpus: Sequence[str] | None = None, preset: str | None = None,
@@ -965,6 +993,14 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     cons = cons.merged(budget_usd=budget_usd, budget_usd_per_hour=budget_usd_per_hour, deadline_days=deadline_days,
                        max_gpus=max_gpus, owned=owned, providers=providers, spot=spot, ttft_s=ttft_s, tpot_s=tpot_s,
                        requests_per_s=requests_per_s, tokens_per_s=tokens_per_s, min_headroom=min_headroom)
+    task = data.get("task", "train")
+    if cons.deadline_days is None and task in ("train", "finetune") and (data.get("train") or {}).get("tokens"):
+        # without a deadline "cheapest" drifts to plans that run for years (heavy offload on a few
+        # cheap cards); a default ceiling keeps answers usable and is stated in the assumptions
+        cons = dataclasses.replace(cons, deadline_days=DEFAULT_DEADLINE_DAYS)
+        default_deadline = True
+    else:
+        default_deadline = False
     scn_cost = data.get("cost") or {}
     if "spot" in scn_cost and spot is None and "spot" not in file_cons:
         cons = dataclasses.replace(cons, spot=bool(scn_cost["spot"]))
@@ -999,6 +1035,7 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
         candidates = list_gpus()
     ctx = _Ctx(model=model, space=sp, cons=cons, preset=preset_obj, objective=obj_name, weights=obj_weights,
                max_gpus=cons.max_gpus or S.DEFAULT_MAX_GPUS, params=_efficiency_params(), t0=t0, top=max(1, top))
+    ctx.default_deadline = default_deadline
     ctx.eta_max = _eta_max(ctx.params)
     ctx.eta_attn_max = _eta_max(ctx.params, "attention")
     candidates = _promising_first(ctx, candidates)
@@ -1131,6 +1168,9 @@ def _assumptions(ctx: _Ctx) -> tuple[str, ...]:
                           "(a common fine-tuning batch)") + "; set train.global_batch to change it")
         if not tr.get("tokens"):
             out.append("train.tokens not given: cost is ranked per million tokens and time per billion tokens")
+        if ctx.default_deadline:
+            out.append(f"no deadline given: plans longer than {DEFAULT_DEADLINE_DAYS:g} days are rejected; "
+                       "set --deadline DAYS (or constraints.deadline_days) to change it")
     else:
         inf = ctx.space.base.get("infer", {})
         out.append(f"serving {inf.get('prompt_len', 1024)}-token prompts, {inf.get('output_len', 256)} output "
