@@ -264,10 +264,11 @@ def test_errors_are_explained(page):
     page.fill("#model", "lama-3.1-8b")
     page.click("#run")
     expect(err).to_contain_text("llama-3.1-8b")      # a close match, clickable
+    _shot(page, "error")
     err.locator("a", has_text="llama-3.1-8b").first.click()
     page.wait_for_selector("#summary")
     expect(err).to_be_hidden()
-    _shot(page, "error-fixed")
+    expect(page.locator("#model-info")).to_contain_text("params")
     # console errors from the failed requests (HTTP 400) are expected here; nothing else
     assert all("400" in p for p in page.problems), page.problems
     assert not page.outside

@@ -164,43 +164,62 @@ def _tt_main_table(rows) -> list[Case]:
 
 def _tt_flags_table(rows) -> list[Case]:
     """README "Optimization flags" @bd2a0fc: Llama 3.2 3B, full_finetune_single_device, bs 2, max seq 4096,
-    bf16, A100; techniques cumulative top-down; LoRA/QLoRA rows without optimizer_in_bwd/8-bit AdamW."""
+    bf16, A100; techniques cumulative top-down; LoRA/QLoRA rows without optimizer_in_bwd/8-bit AdamW.
+    Each row sets exactly the techniques applied so far (compile: per-layer compile + compiled loss,
+    recipes/full_finetune_single_device.py @1814feb; chunked CE: CEWithChunkedOutputLoss, 8 chunks;
+    activation checkpointing; optimizer_in_bwd; enable_activation_offloading; PagedAdamW8bit)."""
     c = "@1814feb"
     out = []
-    base_cite = [f"{TT} README.md @bd2a0fc (Optimization flags)", f"{TT} recipes/configs/llama3_2/3B_full_single_device.yaml {c}"]
+    base_cite = [f"{TT} README.md @bd2a0fc (Optimization flags)", f"{TT} recipes/configs/llama3_2/3B_full_single_device.yaml {c}",
+                 f"{TT} recipes/full_finetune_single_device.py {c}"]
     asm0 = ["A100 80GB (60 GiB measured rules out 40GB)", "compared with peak memory active (table header)",
-            "baseline optimizer torch.optim.AdamW(fused=True) as in torchtune's other AdamW configs at 1814feb"]
+            "baseline optimizer torch.optim.AdamW(fused=True) as in torchtune's other AdamW configs at 1814feb",
+            "baseline loss torch.nn.CrossEntropyLoss over the model's .float() logits (the row before chunked CE)"]
+    packed = "packed sequences: flex attention with a block-causal BlockMask (same saved tensors as flash)"
+    s1 = dict(seq=1024)
+    s2 = dict()
+    s3 = dict(s2, compile=True)
+    s4 = dict(s3, loss="chunked", loss_chunks=8)
+    s5 = dict(s4, recompute="full")
+    s6 = dict(s5, optimizer_in_backward=True)
+    s7 = dict(s6, activation_offload=True)
+    # "+ 8-bit AdamW" links the tutorial section naming torchao AdamW8bit and bnb PagedAdamW8bit
+    # (docs/source/tutorials/memory_optimizations.rst L171 @1814feb); the measured -4.2 GiB (not the
+    # -12 GiB of states leaving the allocator) means the states stayed in PyTorch's allocator: the
+    # non-paged torchao AdamW8bit is assumed
+    s8 = dict(s7, optimizer="adamw-8bit")
     steps = [
-        ("M020", dict(seq=1024), ["baseline is unpacked Alpaca: the peak batch is padded to the longest sample; "
-                                   "assumed 2 x 1024 tokens (Llama-3 tokenizer)"], []),
-        ("M021", {}, [], ["packed sequences"]),
-        ("M022", {}, [], ["packed sequences", "torch.compile (fuses elementwise ops, frees intermediates)"]),
-        ("M023", {}, [], ["packed sequences", "torch.compile", "CEWithChunkedOutputLoss (no full fp32 logits)"]),
-        ("M024", dict(recompute="full"), [], ["packed sequences", "torch.compile", "chunked CE"]),
-        ("M025", dict(recompute="full"), [], ["packed sequences", "torch.compile", "chunked CE",
-                                              "optimizer_in_bwd (no full gradient buffer, no step phase)"]),
-        ("M026", dict(recompute="full"), [], ["packed sequences", "torch.compile", "chunked CE", "optimizer_in_bwd",
-                                              "activation offloading to CPU"]),
-        ("M027", dict(recompute="full", optimizer="adamw-8bit"), [],
-         ["packed sequences", "torch.compile", "chunked CE", "optimizer_in_bwd", "activation offloading",
-          "bnb PagedAdamW8bit states outside torch allocator stats"]),
+        ("M020", s1, ["baseline is unpacked Alpaca: the peak batch is padded to the longest sample; "
+                      "assumed 2 x 1024 tokens (Llama-3 tokenizer)"], []),
+        ("M021", s2, [], [packed]),
+        ("M022", s3, [], [packed]),
+        ("M023", s4, [], [packed]),
+        ("M024", s5, [], [packed]),
+        ("M025", s6, [], [packed]),
+        ("M026", s7, [], [packed, "activation offloading: torchtune OffloadActivations streams saved tensors to "
+                                  "pinned host memory; the engine keeps about two layers on the GPU"]),
+        ("M027", s8, ["8-bit AdamW = torchao AdamW8bit (non-paged), see the comment on s8"], [packed]),
     ]
     for rid, kw, asm, un in steps:
-        args = dict(mb=2, seq=4096, impl="fused")
+        args = dict(mb=2, seq=4096, impl="fused", framework="torchtune")
         args.update(kw)
         out.append(Case(rid, "torchtune", _scn("llama-3.2-3b", 1, **args), "a100-sxm-80gb",
                         measured_bytes=_bytes(rows[rid]), cites=base_cite, assumptions=asm0 + asm,
                         unmodelled=un, row=rows[rid]))
-    lora_un = ["packed sequences", "torch.compile", "chunked CE", "activation offloading to CPU",
-               "torchtune LoRA adapters are bf16"]
     for rid, method, cfg in (("M028", "lora", "3B_lora_single_device"), ("M029", "qlora", "3B_qlora_single_device")):
+        extra = dict(qlora_backend="torchao") if method == "qlora" else {}
         out.append(Case(rid, "torchtune", _scn("llama-3.2-3b", 1, method=method, mb=2, seq=4096, rank=64,
-                                               targets=QVO_MLP, impl="fused", recompute="full", dq=True),
+                                               targets=QVO_MLP, impl="fused", recompute="full", dq=True,
+                                               framework="torchtune", compile=True, loss="chunked", loss_chunks=8,
+                                               activation_offload=True, **extra),
                         "a100-sxm-80gb", measured_bytes=_bytes(rows[rid]),
                         cites=[f"{TT} README.md @bd2a0fc (Optimization flags)",
                                f"{TT} recipes/configs/llama3_2/{cfg}.yaml {c}"],
-                        assumptions=asm0[:2] + ["LoRA rank 64 on q,v,output_proj + MLP (recipe)"],
-                        unmodelled=lora_un, row=rows[rid]))
+                        assumptions=asm0[:2] + ["LoRA rank 64 on q,v,output_proj + MLP (recipe)",
+                                                "every technique of the table except optimizer_in_bwd and 8-bit "
+                                                "AdamW (README): packed, compile, chunked CE, checkpointing, "
+                                                "activation offloading"],
+                        unmodelled=[packed], row=rows[rid]))
     return out
 
 
@@ -211,6 +230,7 @@ def _tt_2024_07(rows) -> list[Case]:
 
     def add(rid, model, gpus, gpu, cfg, seq=2048, asm=(), un=(), **kw):
         cites = [f"{TT} README.md {c}"] + ([f"{TT} recipes/configs/llama2/{cfg}.yaml {c}"] if cfg else [])
+        kw = {"framework": "torchtune", **kw}
         out.append(Case(rid, "torchtune", _scn(model, gpus, mb=4, seq=min(seq, 1304), **kw), gpu,
                         measured_bytes=_bytes(rows[rid]), cites=cites,
                         assumptions=[f"batch 4; the README's 'Seq Length = {seq}' is the max_seq_len cap: the recipes "
@@ -221,28 +241,30 @@ def _tt_2024_07(rows) -> list[Case]:
                         unmodelled=list(un), row=rows[rid]))
 
     add("M030", "llama-2-7b-hf", 1, "rtx-4090", "7B_qlora_single_device", method="qlora", rank=8,
-        targets=QKVO_MLP, recompute="full", un=["torch.compile (README **)", "bnb-free torchao NF4 base",
-                                               "torchtune LoRA adapters are bf16"])
+        targets=QKVO_MLP, recompute="full", qlora_backend="torchao", compile=True,
+        asm=["compile on (README '**= Uses torch compile')"],
+        un=["lora_dropout 0.05 (builder default at this commit): each adapter keeps its dropout output and mask"])
     add("M031", "llama-2-7b-hf", 1, "rtx-4090", "7B_lora_single_device", method="lora", rank=8, targets=QV,
-        recompute="full", un=["torchtune LoRA adapters are bf16"])
+        recompute="full", un=["lora_dropout 0.05 (builder default): each adapter keeps its dropout output and mask"])
     add("M032", "llama-2-7b-hf", 2, "rtx-4090", "7B_lora", method="lora", rank=8, targets=QV, zero=3,
-        recompute="full", un=["torchtune LoRA adapters are bf16"],
+        recompute="full", un=["lora_dropout 0.05 (builder default)"],
         asm=["7B_lora.yaml sets enable_activation_checkpointing: False, but 4 x 1304 tokens of Llama-2-7B "
              "activations without checkpointing need > 30 GB under any accounting (Korthikanti's lower bound "
              "34*h bytes/token/layer alone is 18 GB), more than the 24 GB card: the published run must have "
              "checkpointed; assumed on"])
-    add("M033", "llama-2-7b-hf", 1, "rtx-4090", "7B_full_low_memory", recompute="full",
-        un=["bitsandbytes PagedAdamW (32-bit states in CUDA unified memory, outside torch allocator stats)",
-            "optimizer_in_bwd=True (no full gradient buffer, no separate optimizer-step phase)"])
+    # 7B_full_low_memory: bitsandbytes.optim.PagedAdamW (32-bit states, paged), optimizer_in_bwd: True
+    add("M033", "llama-2-7b-hf", 1, "rtx-4090", "7B_full_low_memory", recompute="full", paged_optimizer=True,
+        optimizer_in_backward=True)
     add("M034", "llama-2-7b-hf", 4, "rtx-4090", "7B_full", zero=3, recompute="full",
         asm=["torch.optim.AdamW default (foreach) over bf16 FSDP-sharded params"])
     add("M035", "llama-2-70b-hf", 8, "a100-sxm-80gb", "70B_lora", seq=4096, method="lora", rank=16,
         targets=["q_proj", "v_proj", "k_proj"], zero=3, recompute="full",
-        asm=["A100 80GB SXM"], un=["torchtune LoRA adapters are bf16"])
+        asm=["A100 80GB SXM"])
     add("M036", "llama-2-70b-hf", 8, "a100-sxm-80gb", None, seq=4096, zero=3, recompute="full",
         asm=["A100 80GB SXM", "no llama2/70B_full config exists at this commit: assumed FSDP full shard + "
-             "activation checkpointing like 7B_full"],
-        un=["bitsandbytes PagedAdamW (README *): 32-bit states in CUDA unified memory"])
+             "activation checkpointing like 7B_full", "README '*= Uses PagedAdamW from bitsandbytes' (paged "
+             "states); optimizer_in_bwd not stated: off (it needs a single device at this commit)"],
+        paged_optimizer=True)
     return out
 
 
@@ -255,19 +277,19 @@ def _tt_2024_04(rows) -> list[Case]:
             "GB = 1e9 (torchtune get_memory_stats at this commit)"]
 
     def add(rid, gpus, cfg, ga, asm=(), un=(), **kw):
+        kw = {"framework": "torchtune", **kw}
         out.append(Case(rid, "torchtune", _scn("llama-2-7b-hf", gpus, mb=2, seq=1304, ga=ga, **kw), "rtx-4090",
                         measured_bytes=_bytes(rows[rid]),
                         cites=[f"{TT} README.md {c}", f"{TT} recipes/configs/llama2/{cfg}.yaml {c}"],
                         assumptions=asm0 + list(asm), unmodelled=list(un), row=rows[rid]))
 
     add("M037", 1, "7B_qlora_single_device", 16, method="qlora", rank=8, targets=QKVO_MLP, recompute="full",
-        un=["torchao NF4 base", "torchtune LoRA adapters are bf16"])
+        qlora_backend="torchao", un=["lora_dropout 0.05 (builder default)"])
     add("M038", 2, "7B_lora", 32, method="lora", rank=8, targets=QV, zero=3, recompute="none",
-        asm=["enable_activation_checkpointing: False in 7B_lora.yaml"], un=["torchtune LoRA adapters are bf16"])
+        asm=["enable_activation_checkpointing: False in 7B_lora.yaml"], un=["lora_dropout 0.05 (builder default)"])
     add("M039", 1, "7B_lora_single_device", 64, method="lora", rank=8, targets=QV, recompute="full",
-        un=["torchtune LoRA adapters are bf16"])
-    add("M040", 1, "7B_full_low_memory", 1, recompute="full",
-        un=["bitsandbytes PagedAdamW (states in CUDA unified memory)", "optimizer_in_bwd=True"])
+        un=["lora_dropout 0.05 (builder default)"])
+    add("M040", 1, "7B_full_low_memory", 1, recompute="full", paged_optimizer=True, optimizer_in_backward=True)
     add("M041", 4, "7B_full", 1, zero=3, recompute="full")
     return out
 
@@ -306,16 +328,23 @@ def _lg_resource(rows) -> list[Case]:
         quant = "nf4" in method
         kw = dict(method="qlora" if quant else "lora", mb=mb, seq=LONGEST[tok], ga=max(1, 128 // (mb * gpus)),
                   rank=8, targets=QV, dq=method.endswith("-dq)"),
-                  recompute="full" if gpus > 1 else "none", zero=3 if gpus > 1 else 0)
-        un = ["lm_head_chunk_size=128 + chunked CE: logits stay bf16 in 128-token chunks, fp32 upcast per chunk",
-              "litgpt LoRA adapters are bf16 (bf16-true), with dropout 0.05 on the adapter input"]
-        if quant:
-            un.append("bnb PagedAdamW for adapters (paged, outside torch allocator stats; tiny)")
+                  recompute="full" if gpus > 1 else "none", zero=3 if gpus > 1 else 0,
+                  # litgpt model code; `model(input_ids, lm_head_chunk_size=128)` + chunked_cross_entropy
+                  # (bf16 logits in 128-token chunks); bnb.optim.PagedAdamW when quantized (lora.py L141)
+                  framework="litgpt", loss="chunked", loss_chunks=-(-LONGEST[tok] // 128),
+                  paged_optimizer=quant, full_state_dict=gpus > 1)
+        un = ["lora_dropout 0.05 (finetune/lora.py L48): the adapter keeps its dropout output and a bool mask "
+              "(+1 byte per hidden element per adapted input, no engine knob)",
+              "lit_gpt RMSNorm at this commit computes in bf16 (no fp32 upcast): saves the 16-bit input only; the "
+              "litgpt profile follows the 2024 fp32-upcast norm (over by 2 bytes x hidden per norm, Llama rows)"]
         asm = [f"peak at iteration 0 with the longest Alpaca sample ({LONGEST[tok]} tokens, resource-tables.md)",
                "compared with torch.cuda.max_memory_allocated()/1e9"]
         if gpus > 1:
             asm.append("FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block}) = ZeRO-3 + "
                        "full recompute")
+            asm.append("FSDPStrategy(state_dict_type='full') and load_checkpoint -> fabric.load_raw (lit_gpt/utils.py "
+                       "@8641822): the full-state-dict load/save phase holds an unsharded bf16 model next to the "
+                       "shard (full_state_dict); the exact call that materialises it was not traced")
         out.append(Case(rid, scenario=_scn(model, gpus, **kw), gpu="a100-sxm-40gb",
                         expect="oom" if _bytes(r) is None else "value", assumptions=asm, unmodelled=un, **common))
     return out
@@ -409,26 +438,28 @@ def _lg_hub(rows) -> list[Case]:
             asm.append(f"the README's machine had {r['gpus']} GPUs but the yaml sets devices: {devices}; identical "
                        "peak numbers on 1 and 4 GPUs confirm the yaml's device count was used")
         un = []
-        if method == "full":
-            un.append("chunked_cross_entropy over full bf16 logits (fp32 upcast per 128-token chunk)")
-        else:
-            un += ["lm_head_chunk_size=128 + chunked CE: no full fp32 logits",
-                   "litgpt LoRA adapters are bf16 (bf16-true), dropout 0.05 on the adapter input"]
+        if method != "full":
+            un.append("lora_dropout 0.05 (yaml): the adapter keeps its dropout output and a bool mask (no engine knob)")
             if head:
                 un.append("lora_head: true (LoRA on lm_head) is not an engine LoRA target")
-        if method == "qlora":
-            un.append("bnb PagedAdamW for adapters (paged, outside torch allocator stats; tiny)")
         gb = {"full": {"gemma-2b": 16, "llama-2-7b": 64, "llama-3-8b": 64, "llama-3.1-8b": 64, "llama-3.2-1b": 64,
                        "llama-3.2-3b": 64, "phi-3": 8, "stablelm-base-alpha-3b": 8, "tiny-llama": 32}}.get(method, {})
         global_batch = gb.get(fam, 8 if fam not in ("gemma-2b", "gemma-7b", "gemma2-2b", "gemma2b", "gemma2-9b") else 6)
         ga = max(1, global_batch // (mb * devices))
+        # litgpt/finetune/lora.py @00af8b0: model(input_ids, lm_head_chunk_size=128) + chunked_cross_entropy
+        # (4 chunks of 128 tokens at 512); full.py: full bf16 logits, chunked_cross_entropy over 128-row
+        # chunks; bnb PagedAdamW when quantized (instantiate_bnb_optimizer, litgpt/utils.py)
+        chunks = 512 // 128 if method != "full" else mb * 512 // 128
         kw = dict(method=method, mb=mb, seq=512, ga=ga, recompute="full" if devices > 1 else "none",
-                  zero=3 if devices > 1 else 0, dq=False)
+                  zero=3 if devices > 1 else 0, dq=False, framework="litgpt", loss="chunked", loss_chunks=chunks,
+                  paged_optimizer=method == "qlora", full_state_dict=devices > 1)
         if method != "full":
             kw.update(rank=rank, targets=targets)
         if devices > 1:
             asm.append("FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block}) = ZeRO-3 + "
                        "full recompute")
+            asm.append("FSDPStrategy(state_dict_type='full') + load_checkpoint -> fabric.load_raw: full-state-dict "
+                       "phase with an unsharded bf16 model next to the shard (full_state_dict)")
         suspect = None
         if method == "full" and r["value"] != "OOM":
             suspect = _full_floor_check(model, devices, _bytes(r))

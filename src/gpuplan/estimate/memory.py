@@ -182,6 +182,10 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     #     unsharded from forward to backward (traced)
     fsdp = p.zero >= 3 and shard > 1
     gather = rp.layer_max * low if fsdp else 0.0
+    if fsdp and t.method == "qlora":
+        # FSDP all-gathers the stored parameters: a QLoRA layer travels as packed NF4 (+ scales), and
+        # is dequantized one weight at a time (the `dequant` temporary below), not as a 16-bit layer
+        gather = rp.layer_max * weight_format("nf4-dq" if t.qlora_double_quant else "nf4").bits / 8
     root_unsharded = 0.0
     if fsdp and scn.framework in ("hf", "torchtitan", "torchtune", "litgpt"):
         root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * low

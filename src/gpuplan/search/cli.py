@@ -140,10 +140,15 @@ def recommendation_text(rec: Any) -> str:
     if rec.rejected:
         lines.append("")
         lines.append(f"Rejected ({len(rec.rejected)}):")
-        for r in rec.rejected[:25]:
+        unpriced = [r for r in rec.rejected if r.kind == "price"]
+        shown = [r for r in rec.rejected if r.kind != "price"]
+        for r in shown[:25]:
             lines.append(f"  - {r.option}: {r.reason}" + (f" ({r.alternative})" if r.alternative else ""))
-        if len(rec.rejected) > 25:
-            lines.append(f"  ... {len(rec.rejected) - 25} more (--json lists all)")
+        if len(shown) > 25:
+            lines.append(f"  ... {len(shown) - 25} more (--json lists all)")
+        if unpriced:
+            lines.append(f"  - no rental price in the catalog for {', '.join(r.option for r in unpriced)} "
+                         f"({unpriced[0].alternative})")
     if rec.assumptions:
         lines.append("")
         lines.append("Assumptions: " + "; ".join(rec.assumptions))

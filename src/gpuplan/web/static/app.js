@@ -147,7 +147,10 @@ function updateVisibility() {
   if (engines && engines.length) {
     const select = $("#launch_engine");
     fillSelect(select, engines, "none");
-    if (!select.value && !app.launchChosen) select.value = engines[0];   // launch files by default
+    if (!app.launchChosen) {          // launch files by default, for the engine that suits the task
+      const preferred = task === "infer" ? "vllm" : task === "finetune" ? "hf" : "torchrun";
+      select.value = engines.includes(preferred) ? preferred : engines[0];
+    }
   }
   $("#run").textContent = mode === "recommend" ? "Recommend hardware" : "Estimate";
 }
@@ -402,7 +405,7 @@ function showError(err) {
 }
 function applyMatch(e, m) {
   const what = (e.what || "").toLowerCase();
-  if (what.startsWith("model")) $("#model").value = m;
+  if (what.startsWith("model")) { $("#config").value = ""; $("#model").value = m; modelInfo(); }
   else if (what.startsWith("gpu")) $("#gpu").value = m;
   else return;
   $("#plan-form").requestSubmit();
@@ -550,6 +553,17 @@ function renderLaunch(res) {
   view.hidden = false;
 }
 
+async function launch(scenario, engine) {
+  try {
+    renderLaunch(await api("/api/launch", { scenario, engine }));
+  } catch (err) {
+    const e = err && err.what ? err : { what: "launch", why: String(err) };
+    $("#launch-view").replaceChildren(panel("Launch files", engine,
+      el("div", { class: "hint", id: "launch-error" }, `No ${engine} files for this plan: ${e.what} ${e.why}`, e.fix ? ` ${e.fix}` : "")));
+    $("#launch-view").hidden = false;
+  }
+}
+
 async function copyText(text) {
   try {
     await navigator.clipboard.writeText(text);
@@ -688,7 +702,7 @@ async function run(push = true) {
       renderEstimate(est);
       const jobs = [];
       if (task === "infer") jobs.push(api("/api/serving-curve", { scenario }).then(renderServing));
-      if (engine) jobs.push(api("/api/launch", { scenario, engine }).then(renderLaunch));
+      if (engine) jobs.push(launch(scenario, engine));
       await Promise.all(jobs);
     } else {
       setStatus("Searching GPUs, counts and layouts…");
@@ -704,7 +718,7 @@ async function run(push = true) {
       if (best && best.scenario) {
         const jobs = [];
         if (task === "infer") jobs.push(api("/api/serving-curve", { scenario: best.scenario }).then(renderServing));
-        if (engine) jobs.push(api("/api/launch", { scenario: best.scenario, engine }).then(renderLaunch));
+        if (engine) jobs.push(launch(best.scenario, engine));
         await Promise.all(jobs);
       }
     }
