@@ -1,7 +1,7 @@
 """Fit the speed engine's efficiency factors on public measurements; write the data file and
 the residual tables.
 
-    PYTHONPATH=src python scripts/calibrate_speed.py [--validation ../shared/validation] [--check]
+    PYTHONPATH=src python scripts/calibrate_speed.py [--validation validation/public] [--check]
 
 Inputs: train-throughput.csv and inference.csv (only rows whose `kind` starts with "measured").
 Outputs: src/gpuplan/estimate/data/efficiency.json (the fitted factors, with provenance) and

@@ -41,23 +41,20 @@ def _number(kind: Callable, flag: str) -> Callable[[str], Any]:
     return parse
 
 
-def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
+def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclude: tuple[str, ...] = ()) -> None:
     if positional:
         p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON); flags override its fields")
     g = p.add_argument_group("scenario fields (override the file)")
     for flag, (_, _, kind) in SCENARIO_FLAGS.items():
+        if flag in exclude:
+            continue
         g.add_argument("--" + flag.replace("_", "-"), dest=flag, type=_number(kind, flag) if kind is not str else str,
                        default=None, metavar=flag.upper())
 
 
-def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
-    """A Scenario from the positional file plus flag overrides."""
-    from .scenario import load_scenario, scenario_from_dict
-    data: dict[str, Any] = {}
-    source = "(flags)"
-    if getattr(args, "scenario", None):
-        data = load_scenario(args.scenario).model_dump(exclude_none=False)
-        source = f"file '{args.scenario}' with flags"
+def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scenario fields given as flags, laid over `base` (a file's contents), not yet validated."""
+    data: dict[str, Any] = dict(base or {})
     changed_count = False
     for flag, (section, field, _) in SCENARIO_FLAGS.items():
         value = getattr(args, flag, None)
@@ -72,6 +69,29 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
             changed_count = True
     if changed_count and getattr(args, "dp", None) is None and isinstance(data.get("parallel"), dict):
         data["parallel"]["dp"] = None
+    if "model" not in data:
+        raise InputError("scenario", "names no model.", "pass a scenario file or --model NAME (see `gpuplan models`).")
+    return data
+
+
+def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A partial scenario (hardware/layout may be open) for recommend and compare."""
+    base: dict[str, Any] = {}
+    if getattr(args, "scenario", None):
+        from .search.recommend import load_partial
+        base = load_partial(args.scenario)
+    return scenario_data_from_args(args, base)
+
+
+def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
+    """A Scenario from the positional file plus flag overrides."""
+    from .scenario import load_scenario, scenario_from_dict
+    base: dict[str, Any] = {}
+    source = "(flags)"
+    if getattr(args, "scenario", None):
+        base = load_scenario(args.scenario).model_dump(exclude_none=False)
+        source = f"file '{args.scenario}' with flags"
+    data = scenario_data_from_args(args, base)
     if "model" not in data:
         raise InputError("scenario", "names no model.", "pass a scenario file or --model NAME (see `gpuplan models`).")
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):

@@ -12,7 +12,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("launch", help="write runnable launch configuration for a plan",
                               description="Turn a scenario into launch files for one engine. Each file's header "
                                           "holds the predicted memory, speed and cost.")
-    p.add_argument("scenario", help="scenario file (YAML or JSON)")
+    from ..cli import add_scenario_args
+    add_scenario_args(p, exclude=("engine",))
     p.add_argument("--engine", required=True, help=f"one of: {', '.join(ENGINES)}")
     p.add_argument("--inner", default=None, help="for --engine slurm: the training engine to wrap "
                                                   "(default from the scenario's framework)")
@@ -37,8 +38,8 @@ def _estimate(scenario) -> dict | None:
 
 
 def run(args) -> int:
-    from ..scenario import load_scenario
-    scenario = load_scenario(args.scenario)
+    from ..cli import scenario_from_args
+    scenario = scenario_from_args(args)
     est = None if getattr(args, "no_estimate", False) else _estimate(scenario)
     inner = getattr(args, "inner", None)
     if args.out:

@@ -34,7 +34,8 @@ def add_parsers(subparsers) -> None:
     s.set_defaults(func=run_calibrate)
 
     s = subparsers.add_parser("measure", help="run a scenario for a few steps on the local GPU, beside the prediction")
-    s.add_argument("scenario", metavar="SCENARIO", help="scenario file (YAML or JSON)")
+    from ..cli import add_scenario_args
+    add_scenario_args(s)
     s.add_argument("--steps", type=int, default=3, help="measured steps after one warm-up step (default 3)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_measure)
@@ -165,10 +166,10 @@ def run_calibrate(args) -> int:
 
 
 def run_measure(args) -> int:
-    from ..scenario import load_scenario
+    from ..cli import scenario_from_args
     from .calibrate import NoLocalGpuError
     from .measure import measure
-    scn = load_scenario(args.scenario)
+    scn = scenario_from_args(args)
     try:
         res = measure(scn, steps=args.steps)
     except (NoLocalGpuError, MissingExtraError) as err:

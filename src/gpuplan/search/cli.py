@@ -10,9 +10,10 @@ from ..units import DAY_S, GiB
 
 
 def add_parsers(sub: Any) -> None:
+    from ..cli import add_scenario_args
     from .presets import PRESETS
     s = sub.add_parser("recommend", help="which GPUs, how many, configured how: ranked plans with reasons")
-    s.add_argument("scenario", help="scenario file (YAML/JSON); hardware and layout may be left out")
+    add_scenario_args(s)
     s.add_argument("--objective", default=None,
                    help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
     s.add_argument("--budget", type=float, default=None, metavar="USD", help="total budget for the run")
@@ -35,13 +36,13 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(func=run_recommend)
 
     s = sub.add_parser("compare", help="several GPUs side by side for one workload")
-    s.add_argument("scenario")
+    add_scenario_args(s)
     s.add_argument("--gpus", required=True, help="comma-separated GPU ids")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_compare)
 
     s = sub.add_parser("whatif", help="memory saved and time cost of each memory-saving technique")
-    s.add_argument("scenario")
+    add_scenario_args(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_whatif)
 
@@ -64,10 +65,14 @@ def _owned(text: str | None) -> dict[str, int] | None:
     return out
 
 
+def partial_from_args(args: argparse.Namespace) -> dict:
+    from ..cli import partial_from_args as build
+    return build(args)
+
+
 def run_recommend(args: argparse.Namespace) -> int:
     from . import recommend
-    from .recommend import load_partial
-    rec = recommend(load_partial(args.scenario), objective=args.objective, top=args.top, gpus=_split(args.gpus),
+    rec = recommend(partial_from_args(args), objective=args.objective, top=args.top, gpus=_split(args.gpus),
                     preset=args.preset, budget_usd=args.budget, budget_usd_per_hour=args.budget_per_hour,
                     deadline_days=args.deadline, max_gpus=args.max_gpus, owned=_owned(args.owned),
                     providers=_split(args.providers), spot=args.spot, ttft_s=args.ttft, tpot_s=args.tpot,
@@ -227,8 +232,7 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
 
 def run_compare(args: argparse.Namespace) -> int:
     from . import compare
-    from .recommend import load_partial
-    rows = compare(load_partial(args.scenario), _split(args.gpus) or [])
+    rows = compare(partial_from_args(args), _split(args.gpus) or [])
     if args.json:
         json.dump(rows, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -248,9 +252,9 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_whatif(args: argparse.Namespace) -> int:
-    from ..api import as_scenario
+    from ..cli import scenario_from_args
     from .whatif import whatif, whatif_table
-    scn = as_scenario(args.scenario)
+    scn = scenario_from_args(args)
     rows = whatif(scn)
     if args.json:
         json.dump(rows, sys.stdout, indent=2, default=str)

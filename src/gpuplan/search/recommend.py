@@ -813,7 +813,10 @@ def _infer_gpu(ctx: _Ctx, gpu: Any) -> None:
             ctx.miss(gpu.id, 1, 0, rej)
             continue
         any_engine = True
+        bf16_emulated = bool(_software_problems(gpu, dtype="bf16"))
         for weights in sp.options("infer", "weights", S.INFER_OPTIONS["weights"]):
+            if weights == "bf16" and bf16_emulated and "weights" not in sp.named:
+                weights = "fp16"        # no native bf16 (V100, T4): serve the 16-bit weights as fp16
             werr = _first_error(_software_problems(gpu, dtype=weights)) if _fmt_known(weights) else None
             if werr:
                 rej = Rejection(f"{weights} weights on {gpu.id}", werr.message, "software", gpu.id,
@@ -823,6 +826,8 @@ def _infer_gpu(ctx: _Ctx, gpu: Any) -> None:
             for kv in sp.options("infer", "kv_cache", S.INFER_OPTIONS["kv_cache"]):
                 if kv.startswith("fp8") and _first_error(_software_problems(gpu, dtype="fp8")):
                     continue
+                if kv == "bf16" and bf16_emulated and "kv_cache" not in sp.named:
+                    kv = "fp16"
                 tps = list(sp.parallel["tp"] or S.powers_of_two(gpn))
                 pps = list(sp.parallel["pp"] or (1,))
                 if engine == "llama.cpp" and not sp.parallel["tp"]:

@@ -16,7 +16,8 @@ def add_parser(subparsers):
         "trace", help="measure per-GPU memory with PyTorch fake tensors (needs gpuplan[trace])",
         description="Run the scenario's model for real on fake tensors (no GPU, no weights) and report the "
                     "peak allocated bytes per GPU, its breakdown and the phase where it happens.")
-    p.add_argument("scenario", help="scenario file (YAML or JSON)")
+    from ..cli import add_scenario_args
+    add_scenario_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--compare", action="store_true", help="show `gpuplan estimate` next to the trace")
     p.add_argument("--iterations", type=int, default=2, help="training iterations (default 2)")
@@ -45,11 +46,10 @@ def _gib(n) -> str:
 
 
 def run(args) -> int:
-    from ..scenario import load_scenario
     from . import trace
     spinner = _Spinner()
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = scenario_from_args(args)
         result = trace(scenario, iterations=args.iterations, decode_steps=args.decode_steps, progress=spinner)
     except GpuplanError as err:
         spinner.done()

@@ -481,7 +481,7 @@ const TIME_LABELS = {
   optimizer: "optimizer step", prefill: "prefill (one prompt)", decode_step: "one decode step",
   decode_memory: "· reading weights and KV cache", decode_compute: "· decode compute", tp_comm: "· tensor-parallel all-reduce",
   overhead: "· fixed per-step cost", compute_matmul: "· matmuls", compute_attention: "· attention",
-  compute_memory_bound: "· memory-bound kernels", comm_dp_s: "data-parallel communication (overlapped)",
+  compute_memory_bound: "· memory-bound kernels",
 };
 const COUNT_LABELS = { microbatches: "micro-batches per step", batch: "sequences decoded together",
   kv_capacity_tokens: "KV-cache capacity (tokens)", replicas: "model replicas" };
@@ -494,8 +494,15 @@ function speedTable(s, perf) {
     rows.push(["output tokens per second", fmtCount(perf.output_tokens_per_s)],
       ["request latency", fmtSeconds(latency) + ` (${s.infer.output_len} tokens)`]);
   }
-  for (const [k, v] of Object.entries(b)) {
+  const parent = (k) => (k.startsWith("compute_") ? "compute" : k.startsWith("decode_") && k !== "decode_step" ? "decode_step" : k);
+  const keys = Object.keys(b);
+  const first = (k) => keys.indexOf(parent(k)) >= 0 ? keys.indexOf(parent(k)) : keys.indexOf(k);
+  const ordered = keys.slice().sort((x, y) => first(x) - first(y) || (parent(x) === x ? -1 : parent(y) === y ? 1 : 0) || keys.indexOf(x) - keys.indexOf(y));
+  for (const k of ordered) {
+    const v = b[k];
     if (typeof v !== "number" || !isFinite(v)) continue;
+    const comm = /^comm_([a-z]+)(_s)?$/.exec(k);
+    if (comm && !(k in TIME_LABELS)) { if (v > 0) rows.push([`${comm[1].toUpperCase()} communication`, fmtSeconds(v)]); continue; }
     if (k in COUNT_LABELS) rows.push([COUNT_LABELS[k], fmtCount(v, 4)]);
     else if (v > 0) rows.push([TIME_LABELS[k] || titleCase(k.replace(/_s$/, "")), fmtSeconds(v)]);
   }
