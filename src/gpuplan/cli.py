@@ -45,6 +45,7 @@ def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclu
     if positional:
         p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON); flags override its fields")
     g = p.add_argument_group("scenario fields (override the file)")
+    p.set_defaults(_scenario_flags=tuple(f for f in SCENARIO_FLAGS if f not in exclude))
     for flag, (_, _, kind) in SCENARIO_FLAGS.items():
         if flag in exclude:
             continue
@@ -56,8 +57,9 @@ def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | Non
     """The scenario fields given as flags, laid over `base` (a file's contents), not yet validated."""
     data: dict[str, Any] = dict(base or {})
     changed_count = False
+    registered = getattr(args, "_scenario_flags", tuple(SCENARIO_FLAGS))
     for flag, (section, field, _) in SCENARIO_FLAGS.items():
-        value = getattr(args, flag, None)
+        value = getattr(args, flag, None) if flag in registered else None
         if value is None:
             continue
         if section is None:
