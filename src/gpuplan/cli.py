@@ -252,7 +252,7 @@ def cmd_schema(args) -> int:
 
 
 # ---- parser ---------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpuplan", description="Plan LLM hardware: memory, speed, cost, and what to choose.")
     p.add_argument("--version", action="version", version=f"gpuplan {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -293,27 +293,39 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("schema", help="JSON schema of the scenario file")
     s.set_defaults(func=cmd_schema)
 
-    _optional_commands(sub)
+    _optional_commands(sub, command)
     return p
 
 
-def _optional_commands(sub) -> None:
-    """Commands whose modules live in their own packages (trace, launch, search, local, web)."""
+# Commands whose modules live in their own packages. Their parsers are built only when that
+# command runs, so `gpuplan --help` and the core commands start without importing them.
+OPTIONAL_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "recommend": ("gpuplan.search.cli", "add_parsers", "which GPUs, how many, configured how: ranked plans with reasons"),
+    "compare": ("gpuplan.search.cli", "add_parsers", "several GPUs side by side for one workload"),
+    "whatif": ("gpuplan.search.cli", "add_parsers", "memory saved and time cost of each memory-saving technique"),
+    "launch": ("gpuplan.launch.cli", "add_parser", "write runnable launch configuration for a plan"),
+    "trace": ("gpuplan.trace.cli", "add_parser", "measure per-GPU memory with PyTorch fake tensors (gpuplan[trace])"),
+    "doctor": ("gpuplan.local.cli", "add_parsers", "your GPUs: what is here, what runs, why it ran out of memory"),
+    "calibrate": ("gpuplan.local.cli", "add_parsers", "benchmark the local GPU(s) and write a hardware profile"),
+    "measure": ("gpuplan.local.cli", "add_parsers", "run a scenario for a few steps on the local GPU"),
+    "web": ("gpuplan.web.cli", "add_parser", "serve the web page and HTTP API"),
+}
+
+
+def _optional_commands(sub, command: str | None) -> None:
     import importlib
-    for module, hook in (("gpuplan.search.cli", "add_parsers"), ("gpuplan.launch.cli", "add_parser"),
-                         ("gpuplan.trace.cli", "add_parser"), ("gpuplan.local.cli", "add_parsers"),
-                         ("gpuplan.web.cli", "add_parser")):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as err:
-            if module in str(err) or (err.name or "").startswith("gpuplan"):
-                continue
-            raise
-        getattr(mod, hook)(sub)
+    chosen = OPTIONAL_COMMANDS.get(command or "")
+    if chosen:
+        getattr(importlib.import_module(chosen[0]), chosen[1])(sub)
+    for name, (module, _, helptext) in OPTIONAL_COMMANDS.items():
+        if not chosen or module != chosen[0]:
+            sub.add_parser(name, help=helptext, add_help=False)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
