@@ -145,11 +145,15 @@ def _network(scn: Any, gpu: Any) -> Any:
 # matmul efficiency and per-operation roofline
 
 
-def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float) -> float:
+def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float,
+                    grouped: bool = False) -> float:
     """η = η_max(family, dtype) · Π_{x∈(K,N)} x / (x + d0): a penalty for narrow weight matrices
     (tile and wave quantisation, short inner loops) that vanishes for large dimensions
-    (docs/speed.md §2.1). The row count M is left to the roofline: a short-M GEMM is bounded by
-    reading its weights, which gemm_time's memory term captures."""
+    (docs/speed.md §2.1). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
+    is bounded by reading its weights, which the memory term captures. A grouped expert GEMM
+    (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
+    tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
+    M as well, M/(M + d0_M), d0_M = `matmul_rows_half` (prior: d0, the same tile/wave physics)."""
     table = _fam(params["matmul"], family, {})
     default = _fam(params["matmul"], "default", {"bf16": 0.7})
     eta = table.get(_dtype_class(dtype), default.get(_dtype_class(dtype), default.get("bf16", 0.7)))
@@ -157,6 +161,10 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     g = 1.0
     for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
+    if grouped:
+        d0m = float(params.get("matmul_rows_half", d0))
+        mm = max(1.0, float(m))
+        g *= mm / (mm + d0m) if d0m > 0 else 1.0
     return max(1e-3, eta * g)
 
 

@@ -7,7 +7,8 @@ import math
 
 from ._common import Plan, hash_header, require_training, unsupported
 
-INNER_DEFAULT = {"hf": "hf", "deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchrun"}
+INNER_DEFAULT = {"hf": "hf", "deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchrun",
+                 "torchtune": "torchrun", "litgpt": "torchrun"}
 LAUNCH_SCRIPT = {"torchrun": "launch.sh", "hf": "launch.sh", "deepspeed": "launch.sh", "megatron": "train_megatron.sh"}
 
 
