@@ -254,9 +254,19 @@ def infer_rows(path: Path) -> list[Row]:
             tp = int(r["parallelism"].replace("TP", ""))
             reqs = int(re.match(r"(\d+)", r["batch_or_concurrency"]).group(1))
             weights = "fp8" if r["precision"] == "FP8" else "nvfp4"
+            n = tp
+            parallel = {"tp": tp}
+            layout = f"TP{tp}"
+            if get_model(mid).is_moe and n > 1:
+                # The source's MoE rows ran `trtllm-bench --tp $tp_size --ep $ep_size` with
+                # `enable_attention_dp: true` (perf-overview.md @00f3768, "For MoE models"; the later
+                # page labels the same Qwen3-235B runs "DEP8"/"DEP4"): attention data parallel over
+                # the n GPUs, experts spread over them (ep = n), not tensor parallelism.
+                parallel = {"tp": 1, "dp": n, "ep": n}
+                layout = f"DEP{n}"
             scn = scenario_from_dict({
-                "model": mid, "task": "infer", "hardware": {"gpu": gid, "count": tp, "gpus_per_node": 8},
-                "parallel": {"tp": tp},
+                "model": mid, "task": "infer", "hardware": {"gpu": gid, "count": n, "gpus_per_node": 8},
+                "parallel": parallel,
                 "infer": {"weights": weights, "kv_cache": "fp8", "engine": "trtllm",
                           "prompt_len": int(r["isl"]), "output_len": int(r["osl"]), "concurrency": reqs,
                           "gpu_memory_utilization": 0.9}})
@@ -264,7 +274,7 @@ def infer_rows(path: Path) -> list[Row]:
             split = "fit" if mid in ("llama-3.1-8b", "llama-3.3-70b-instruct") else "test"
             rows.append(Row(rid, "TensorRT-LLM perf-overview", "serve_throughput", split, float(r["value"]),
                             _serve_pred(scn, model, gpu, "throughput"),
-                            f"{mid} {gid} TP{tp} {r['isl']}/{r['osl']} {weights}"))
+                            f"{mid} {gid} {layout} {r['isl']}/{r['osl']} {weights}"))
         elif "llama.cpp" in r["engine"]:
             gid = _gpu_key(r["gpu_type"])
             mid = LCPP_MODEL.get(r["model"])

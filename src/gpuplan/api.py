@@ -4,6 +4,7 @@ CLI and web are thin shells over these functions.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -77,6 +78,9 @@ def software_warnings(r: Resolved) -> tuple[str, ...]:
         dtype = _weights_math_dtype(scn.infer.weights)
         engine, attention = scn.infer.engine.replace(".", ""), None
     problems = software.check(r.gpu, engine=engine, dtype=dtype, attention=attention)
+    if scn.train and scn.train.precision == "fp8":
+        # serving can emulate fp8 (weight-only), training cannot: FP8 training needs FP8 tensor cores
+        problems = [dataclasses.replace(p, severity="error") if "fp8" in p.message.lower() else p for p in problems]
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise UnsupportedError(f"{r.gpu.id} with this scenario", " ".join(p.message for p in errors),

@@ -63,7 +63,8 @@ def performance_report(perf) -> str:
     if perf.breakdown:
         out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", "seconds"])
     for n in perf.notes:
-        out += f"\nnote: {n}"
+        if not n.startswith("details:"):        # machine-readable bookkeeping (speed.performance_details)
+            out += f"\nnote: {n}"
     return out
 
 

@@ -169,13 +169,14 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
 
 
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
-              count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0) -> float:
+              count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0,
+              grouped: bool = False) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem))."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n) * clock_factor(params, gpu))
+    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n, grouped) * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
     t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam, 0.8))
@@ -261,7 +262,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         else:
             m_rows = tokens
             count = b.count / (pp if b.layer_scope == "layer" else 1)
-        t_f = gemm_time(P, gpu, mm_dtype, m_rows, k_in, n_out, count, act_bytes=act_b)
+        t_f = gemm_time(P, gpu, mm_dtype, m_rows, k_in, n_out, count, act_bytes=act_b,
+                        grouped=b.kind == "expert")
         t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not frozen) else 1.0))
         if tr.recompute == "full" and b.layer_scope == "layer":
             t_lin += t_f
@@ -492,7 +494,12 @@ class _Serving:
         inf, par = scn.infer, scn.parallel
         self.inf = inf
         self.tp, self.pp = par.tp, par.pp
-        self.n_gpu_group = self.tp * self.pp
+        # expert parallelism with attention data parallelism (TensorRT-LLM `enable_attention_dp`,
+        # vLLM/SGLang DP-attention + EP): `ep` attention replicas of tp×pp GPUs each decode their
+        # own batch and share the routed experts, E/ep per rank (docs/speed.md §3)
+        self.ep = par.ep if (model.is_moe and par.ep > 1) else 1
+        self.n_gpu_group = self.tp * self.pp              # one attention replica
+        self.group_gpus = self.n_gpu_group * self.ep      # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
         self.clock = clock_factor(P, gpu)
@@ -510,34 +517,54 @@ class _Serving:
         self.peak_mm *= self.clock
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam, 0.5)
         gpn = _gpus_per_node(scn, gpu)
-        self.link = group_link(gpu, self.tp, self.tp, gpn, _network(scn, gpu), P.get("comm", {})) if self.tp > 1 else LOCAL
+        net = _network(scn, gpu)
+        self.link = group_link(gpu, self.tp, self.tp, gpn, net, P.get("comm", {})) if self.tp > 1 else LOCAL
+        self.link_ep = group_link(gpu, self.ep, self.tp * self.ep, gpn, net, P.get("comm", {})) if self.ep > 1 else LOCAL
+        self.max_step_tokens = float(self.eng.get("prefill_chunk_tokens") or self.eng.get("max_num_tokens", 8192))
         self.notes: list[str] = []
-        # KV capacity (tokens, whole group)
+        # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
         self.kv_per_token_gpu = kv_tok_gpu
         self.kv_source = "caller"
         if kv_capacity_tokens is None:
             kv_capacity_tokens = _memory_engine_kv_tokens(scn, model, gpu)
             self.kv_source = "memory engine"
+            if kv_capacity_tokens is not None:   # the memory engine's pool is one rank's (one replica)
+                kv_capacity_tokens *= self.ep
         if kv_capacity_tokens is None:
             self.kv_source = "estimate"
             usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
             util = inf.gpu_memory_utilization if self.eng.get("memory_utilization_applies", True) else 1.0
-            free = usable * util - self.wb["total"] / self.n_gpu_group - self.eng.get("reserve_bytes", 2.0e9)
-            kv_capacity_tokens = max(0.0, free / kv_tok_gpu) if kv_tok_gpu > 0 else float("inf")
+            free = usable * util - self._weights_rank() - self.eng.get("reserve_bytes", 2.0e9)
+            kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.ep if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
 
     # ---- pieces --------------------------------------------------------------------------
+    def _weights_rank(self) -> float:
+        """Weight bytes held by one GPU: dense part / (tp·pp); experts / (ep·pp) under EP
+        (not tensor-split then), else / (tp·pp)."""
+        if self.ep > 1:
+            return (self.wb["total"] - self.wb["expert"]) / self.n_gpu_group + self.wb["expert"] / (self.ep * self.pp)
+        return self.wb["total"] / self.n_gpu_group
+
     def _weights_read(self, batch_tokens: float) -> float:
+        """Weight bytes one GPU reads in a step of `batch_tokens` tokens per attention replica:
+        its dense shard plus the local experts the whole group's tokens touch."""
         m = self.model
         if not m.is_moe:
-            return self.wb["read"]
-        touched = expected_experts_touched(m.num_experts, m.experts_per_tok, int(round(batch_tokens)))
+            return self.wb["read"] / self.n_gpu_group
         layers = m.num_moe_layers or m.num_layers
-        return self.wb["read"] - self.wb["expert"] + touched * self.wb["per_expert_layer"] * layers
+        group_tokens = int(round(batch_tokens * self.ep))
+        touched = expected_experts_touched(m.num_experts, m.experts_per_tok, group_tokens)
+        dense = (self.wb["read"] - self.wb["expert"]) / self.n_gpu_group
+        if self.ep > 1:
+            return dense + touched / self.ep * self.wb["per_expert_layer"] * layers / self.pp
+        return dense + touched * self.wb["per_expert_layer"] * layers / self.n_gpu_group
 
-    def _linear_time(self, tokens: float, prefill: bool) -> float:
-        """Matmul time of `tokens` rows through the local weight shard (roofline per block)."""
+    def _linear_time(self, tokens: float, prefill: bool, step_tokens: float | None = None) -> float:
+        """Matmul time of `tokens` rows (per attention replica) through the local weight shard.
+        Expert GEMMs are grouped GEMMs whose row count per expert is set by the whole step
+        (`step_tokens` per replica, default `tokens`): the step's tokens · k/E (· ep/tp under EP)."""
         m, P, g = self.model, self.P, self.gpu
         t = 0.0
         scale = self.eng.get("prefill_eta_scale", 1.0) if prefill else 1.0
@@ -547,20 +574,26 @@ class _Serving:
             if b.linear is None or b.layer_scope == "vision":
                 continue
             k_in, n_out = b.linear
-            if k_in >= n_out:
-                k_in /= self.tp
-            else:
-                n_out /= self.tp
+            ep_split = b.kind == "expert" and self.ep > 1
+            if not ep_split:          # under EP the experts are whole on each rank (layout.py)
+                if k_in >= n_out:
+                    k_in /= self.tp
+                else:
+                    n_out /= self.tp
+            m_eff = 1.0
             if b.kind == "expert":
-                rows = tokens * b.active_fraction
-                count = b.count / self.pp
+                share = self.ep / self.tp if ep_split else 1.0
+                rows = tokens * b.active_fraction * share
+                count = b.count / self.pp / (self.ep if ep_split else 1)
+                m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
                 if rows < 1.0:  # tiny batch: only the touched experts run
                     count *= max(rows, 1e-9)
                     rows = 1.0
             else:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
             flops = 2.0 * rows * k_in * n_out * count
-            t += flops / (self.peak_mm * gemm_efficiency(P, self.fam, self.compute_dtype, rows, k_in, n_out) * scale)
+            eta = gemm_efficiency(P, self.fam, self.compute_dtype, m_eff, k_in, n_out, grouped=b.kind == "expert")
+            t += flops / (self.peak_mm * eta * scale)
         return t
 
     def _elementwise(self, tokens: float) -> float:
@@ -578,23 +611,34 @@ class _Serving:
             return 0.0
         return 2 * self.model.num_layers / self.pp * all_reduce_time(tokens * self.model.hidden_size * 2.0, self.tp, self.link)
 
-    def decode_step(self, batch: float, context: float) -> dict[str, float]:
+    def _ep_comm(self, tokens: float) -> float:
+        """EP dispatch + combine per MoE layer: each rank sends its tokens' k hidden vectors
+        (16-bit) to the experts' ranks and gets them back (all-to-all, (ep−1)/ep of the payload)."""
+        if self.ep <= 1:
+            return 0.0
         m = self.model
-        w = self._weights_read(batch) / self.n_gpu_group
+        payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
+        return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
+
+    def decode_step(self, batch: float, context: float, step_tokens: float | None = None) -> dict[str, float]:
+        m = self.model
+        w = self._weights_read(batch)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
         t_mem = (w + kv) / self.bw
-        t_lin = self._linear_time(batch, prefill=False)
+        t_lin = self._linear_time(batch, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
+        comm = self._tp_comm(batch) + self._ep_comm(batch)
         t = _soft_max(t_mem, t_lin + t_attn, self.P.get("roofline_sharpness", 8.0)) \
-            + self._elementwise(batch) + self._tp_comm(batch) + self._overhead()
-        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": self._tp_comm(batch),
+            + self._elementwise(batch) + comm + self._overhead()
+        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
+                "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
-    def prefill(self, prompt: float, compute_only: bool = False) -> float:
+    def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None) -> float:
         m = self.model
-        t_lin = self._linear_time(prompt, prefill=True)
+        t_lin = self._linear_time(prompt, prefill=True, step_tokens=step_tokens)
         attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
@@ -602,26 +646,34 @@ class _Serving:
                                               self.eng.get("prefill_eta_scale", 1.0)
                                               * self.eng.get("prefill_attention_scale", 1.0)))
         t_c = t_lin + t_attn + self._elementwise(prompt)
+        comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
-            return t_c + self._tp_comm(prompt)
-        t_w = self._weights_read(prompt) / self.n_gpu_group / self.bw
-        return max(t_c, t_w) + self._tp_comm(prompt) + self._overhead()
+            return t_c + comm
+        t_w = self._weights_read(prompt) / self.bw
+        return max(t_c, t_w) + comm + self._overhead()
 
     def point(self, concurrency: int) -> dict[str, Any]:
+        """One operating point. `concurrency` requests are spread over the ep attention replicas
+        of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
         inf = self.inf
         P_len, O_len = inf.prompt_len, inf.output_len
         ctx_avg = P_len + O_len / 2.0
+        conc_r = math.ceil(concurrency / self.ep)
         per_seq = P_len + self.eng.get("kv_reserve_output_fraction", 1.0) * O_len  # tokens held per sequence
-        kv_limit = int(self.kv_capacity_tokens // per_seq) if per_seq > 0 else concurrency
+        kv_limit = int(self.kv_capacity_tokens / self.ep // per_seq) if per_seq > 0 else conc_r
         max_b = int(self.eng.get("max_batch", 256))
-        batch = max(0, min(concurrency, kv_limit, max_b))
-        limit = "concurrency" if batch == concurrency else ("kv_cache" if batch == kv_limit else "max_batch")
+        batch = max(0, min(conc_r, kv_limit, max_b))
+        limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
         if batch == 0:
             return {"concurrency": concurrency, "batch": 0, "limited_by": "memory", "fits": False,
                     "ttft_s": None, "tpot_s": None, "output_tokens_per_s": 0.0}
-        step = self.decode_step(batch, ctx_avg)
+        # tokens of one steady-state step (per replica): the running decodes plus the prompts of
+        # the B/O requests that start per output token, up to the engine's token budget; it sets
+        # the rows each grouped expert GEMM gets
+        step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
+        step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
         t_pf = self.prefill(P_len)
-        t_pf_c = self.prefill(P_len, compute_only=True)
+        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok)
         chunk = self.eng.get("prefill_chunk_tokens")
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
@@ -636,13 +688,15 @@ class _Serving:
             tpot = step["time"]
             ttft = t_pf
             thr = O_len / (t_pf + O_len * step["time"])
-        if concurrency > batch:  # the rest wait in the queue for a free slot
-            ttft += (concurrency - batch) / batch * (ttft + O_len * tpot)
-        return {"concurrency": concurrency, "batch": batch, "limited_by": limit, "fits": True,
+        if conc_r > batch:  # the rest wait in the queue for a free slot
+            ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
+        thr *= self.ep    # every attention replica of the copy produces its own tokens
+        return {"concurrency": concurrency, "batch": batch * self.ep, "batch_per_replica": batch,
+                "limited_by": limit, "fits": True,
                 "ttft_s": ttft, "tpot_s": tpot, "output_tokens_per_s": thr,
-                "output_tokens_per_s_per_gpu": thr / self.n_gpu_group,
+                "output_tokens_per_s_per_gpu": thr / self.group_gpus,
                 "decode_bound": "memory" if step["memory"] >= step["compute"] else "compute",
-                "decode_step_s": step["time"], "prefill_s": t_pf}
+                "decode_step_s": step["time"], "prefill_s": t_pf, "step_tokens": step_tok}
 
 
 def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
@@ -660,14 +714,21 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if pt["limited_by"] != "concurrency":
         notes.append(f"only {pt['batch']} of {scn.infer.concurrency} requests run at once "
                      f"(limited by {pt['limited_by']}); the rest queue, which raises TTFT.")
-    step = sv.decode_step(pt["batch"], scn.infer.prompt_len + scn.infer.output_len / 2.0)
-    replicas = max(1, scn.hardware.count // (sv.tp * sv.pp))
+    if sv.ep > 1:
+        notes.append(f"expert parallel over {sv.ep} attention-data-parallel replicas of {sv.n_gpu_group} GPU(s): "
+                     f"each holds {sv.model.num_experts / sv.ep:g} experts per layer and decodes its own "
+                     f"{pt['batch_per_replica']} sequences; all-to-all dispatch/combine per MoE layer.")
+    step = sv.decode_step(pt["batch_per_replica"], scn.infer.prompt_len + scn.infer.output_len / 2.0,
+                          step_tokens=pt.get("step_tokens"))
+    replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
-          "decode_compute": step["compute"], "tp_comm": step["comm"], "overhead": step["overhead"]}
+          "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
+          "overhead": step["overhead"]}
     notes.append(format_details({"batch": pt["batch"], "limited_by": pt["limited_by"],
                                  "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                                  "kv_capacity_source": sv.kv_source, "replicas": replicas,
-                                 "gpus_per_replica": sv.n_gpu_group, "decode_bound": pt["decode_bound"],
+                                 "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
+                                 "decode_bound": pt["decode_bound"],
                                  "clock_factor": round(sv.clock, 4)}))
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,

@@ -333,7 +333,7 @@ def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
     prec_opts = sp.train["precision"] if not sp.train.get("_precision_defaulted") else ("bf16", "fp16")
     for p in prec_opts:
         problems = _software_problems(gpu, dtype=p)
-        err = _first_error(problems)
+        err = _first_error(problems) or (problems[0] if (p == "fp8" and problems) else None)  # no fp8 training emulation
         if err is None and (not problems or p == prec_opts[-1] or not sp.train.get("_precision_defaulted")):
             precision = p
             break
@@ -1208,6 +1208,7 @@ def _plan(ctx: _Ctx, c: _Cand, rank: int, n_feasible: int) -> Plan:
         why.append(f"best of {n_feasible} feasible plans by {ctx.objective}")
     if ctx.preset:
         why.append(f"preset {ctx.preset.name}: {ctx.preset.why[0]}")
-    warnings = tuple(c.warnings) + tuple(getattr(c.perf, "notes", ()) or ())
+    # the speed model's "details: k=v; ..." note is machine-readable bookkeeping, not a warning
+    warnings = tuple(c.warnings) + tuple(n for n in (getattr(c.perf, "notes", ()) or ()) if not n.startswith("details:"))
     return Plan(rank=rank, gpu=c.gpu.id, count=c.count, summary=c.summary, scenario=c.scn, estimate=est,
                 cost_value=c.cost_value, time_value=c.time_value, why=tuple(why), warnings=warnings)
