@@ -14,7 +14,9 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
                   Megatron-LM PTD-P (Narayanan et al. 2021; other framework, TP+PP, 32-3072 GPUs),
                   Llama 3 405B (H100, TP8 PP16 CP) — Hopper factors are priors, never fitted here.
   serving   fit:  TensorRT-LLM perf-overview rows of Llama-3.1-8B and Llama-3.3-70B (TP1)
-            test: TensorRT-LLM rows of Llama-3.1-405B (TP4/TP8) and Qwen3 MoE models (TP1/TP8)
+            test: TensorRT-LLM rows of Llama-3.1-405B (TP4/TP8) and Qwen3-235B-A22B (DEP8: attention
+                  DP 8 + EP 8, as the source ran its MoE rows)
+            fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs
             test: its Llama 3 70B rows, its Apple rows, and the llama.cpp Metal PR #3084 source.
 Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
@@ -271,7 +273,9 @@ def infer_rows(path: Path) -> list[Row]:
                           "prompt_len": int(r["isl"]), "output_len": int(r["osl"]), "concurrency": reqs,
                           "gpu_memory_utilization": 0.9}})
             model, gpu = get_model(mid), get_gpu(gid)
-            split = "fit" if mid in ("llama-3.1-8b", "llama-3.3-70b-instruct") else "test"
+            # Qwen3-30B-A3B (one GPU, no EP) fits the grouped-expert-GEMM row constant only (step 5);
+            # Qwen3-235B-A22B (EP8 + attention DP, other GPUs) stays held out
+            split = "fit" if mid in ("llama-3.1-8b", "llama-3.3-70b-instruct", "qwen3-30b-a3b") else "test"
             rows.append(Row(rid, "TensorRT-LLM perf-overview", "serve_throughput", split, float(r["value"]),
                             _serve_pred(scn, model, gpu, "throughput"),
                             f"{mid} {gid} {layout} {r['isl']}/{r['osl']} {weights}"))
@@ -488,6 +492,9 @@ def write_doc(table, stats, P) -> None:
               f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR build rows).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
               "(at its physical bound: η_attn·factor ≈ 0.5–0.67 of the 16-bit peak, FA3-class forward kernels).",
+              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on prompt-chunk "
+              "expert GEMMs; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
+              "attention data parallel 8 + expert parallel 8 (`DEP8`), with the attention-DP imbalance E[max of ep Poisson(λ)]/λ.",
               "- KV capacity of vLLM/SGLang/TensorRT-LLM rows: the memory engine's pool (`limits.kv_tokens`).",
               "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
               "", "### Per source", "", "| category | source | split | n | MAPE | median |", "|---|---|---|---:|---:|---:|"]
@@ -551,7 +558,7 @@ def main() -> None:
         ])
         # 4) TensorRT-LLM: Hopper FP8 and Blackwell FP4 GEMM efficiency, forward-only attention
         #    kernel factor, engine step cost and batch cap
-        trt = [r for r in irows if r.source.startswith("TensorRT")]
+        trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
         P = fit(trt, P, [
             (("matmul", "hopper", "fp8"), 0.6, 0.2, 1.0, False),   # at the sustained clock
             (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
@@ -560,6 +567,10 @@ def main() -> None:
             (("engines", "trtllm", "max_batch"), 2048.0, 64.0, 16384.0, True),
         ])
         P["engines"]["trtllm"]["max_batch"] = int(round(P["engines"]["trtllm"]["max_batch"]))
+        # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
+        #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
+        moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
+        P = fit(moe_fit, P, [(("matmul_rows_half",), P["matmul_dim_half"], 50.0, 8192.0, True)])
         P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
         P["provenance"] = {
             "script": "scripts/calibrate_speed.py",

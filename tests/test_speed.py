@@ -394,3 +394,68 @@ def test_golden_llamacpp_i361_tg():
                                         "prompt_len": 1, "output_len": 1024, "concurrency": 1}})
     e = infer_performance(scn, m, gpu("rtx-4090"))
     assert 1 / e.tpot_s == pytest.approx(127.74, rel=0.20)
+
+
+# ---- MoE serving: expert parallel with attention data parallel, grouped expert GEMMs ----------
+
+QWEN235 = get_model("qwen3-235b-a22b")
+
+
+def _dep(gid="h100-sxm", n=8, isl=1000, osl=1000, conc=3000, weights="fp8"):
+    return infer_scn(model="qwen3-235b-a22b", gpu=gid, count=n, parallel={"tp": 1, "dp": n, "ep": n},
+                     infer={"engine": "trtllm", "weights": weights, "kv_cache": "fp8", "prompt_len": isl,
+                            "output_len": osl, "concurrency": conc})
+
+
+def test_adp_imbalance():
+    assert speed.adp_imbalance(3.0, 1) == 1.0
+    vals = [speed.adp_imbalance(lam, 8) for lam in (0.05, 0.5, 3.0, 50.0)]
+    assert all(a > b for a, b in zip(vals, vals[1:]))          # more prompts per step: better balanced
+    assert 5.0 < vals[0] <= 8.0 and 1.0 < vals[-1] < 1.3      # one rank at a time ... nearly balanced
+
+
+def test_grouped_gemm_row_penalty_only_for_experts():
+    P = speed.load_efficiency()
+    dense = speed.gemm_efficiency(P, "hopper", "fp8", 64, 4096, 1536)
+    assert speed.gemm_efficiency(P, "hopper", "fp8", 64, 4096, 1536, grouped=True) < 0.2 * dense
+    assert speed.gemm_efficiency(P, "hopper", "fp8", 1e6, 4096, 1536, grouped=True) == pytest.approx(dense, rel=1e-2)
+    # a dense model's serving is untouched by the row constant
+    s = infer_scn(gpu="h100-sxm", infer={"engine": "trtllm", "weights": "fp8", "concurrency": 64})
+    a = infer_performance(s, LLAMA8, gpu("h100-sxm"), params=speed.load_efficiency({"matmul_rows_half": 1.0}))
+    b = infer_performance(s, LLAMA8, gpu("h100-sxm"), params=speed.load_efficiency({"matmul_rows_half": 1e5}))
+    assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s)
+    # ...while an MoE prompt slows down when the per-expert row count matters more
+    m = get_model("qwen3-30b-a3b")
+    s = infer_scn(model="qwen3-30b-a3b", gpu="h100-sxm", infer={"engine": "trtllm", "weights": "fp8",
+                                                                "prompt_len": 2048, "output_len": 128, "concurrency": 256})
+    fast = infer_performance(s, m, gpu("h100-sxm"), params=speed.load_efficiency({"matmul_rows_half": 1.0}))
+    slow = infer_performance(s, m, gpu("h100-sxm"), params=speed.load_efficiency({"matmul_rows_half": 5000.0}))
+    assert slow.output_tokens_per_s < 0.8 * fast.output_tokens_per_s
+
+
+def test_expert_parallel_serving_layout():
+    g = gpu("h100-sxm")
+    e = infer_performance(_dep(), QWEN235, g)
+    d = speed.performance_details(e)
+    assert d["expert_parallel"] == 8 and d["gpus_per_replica"] == 8 and d["replicas"] == 1
+    assert e.breakdown["ep_comm"] > 0 and e.breakdown["tp_comm"] == 0
+    sv = speed._Serving(_dep(), QWEN235, g, speed.load_efficiency(), None)
+    wb = speed.weight_bytes(QWEN235, "fp8")
+    assert sv._weights_rank() == pytest.approx(wb["total"] - wb["expert"] + wb["expert"] / 8)
+    # 16 GPUs = two copies of the EP8 group: twice the throughput at the same per-copy load
+    s16 = infer_scn(model="qwen3-235b-a22b", gpu="h100-sxm", count=16, parallel={"tp": 1, "dp": 16, "ep": 8},
+                    infer={"engine": "trtllm", "weights": "fp8", "kv_cache": "fp8", "prompt_len": 1000,
+                           "output_len": 1000, "concurrency": 3000})
+    e16 = infer_performance(s16, QWEN235, g)
+    assert speed.performance_details(e16)["replicas"] == 2
+    assert e16.output_tokens_per_s == pytest.approx(2 * e.output_tokens_per_s)
+    # a slower EP link costs throughput
+    slow = infer_performance(_dep(), QWEN235, g, params=speed.load_efficiency({"comm": {"scale_up": 0.05}}))
+    assert slow.output_tokens_per_s < e.output_tokens_per_s
+
+
+def test_golden_trtllm_qwen3_235b_dep8_i287():
+    # TensorRT-LLM perf-overview @00f3768, Qwen3-235B-A22B H100 "TP8" 1000/1000 FP8 (run with
+    # --ep 8 and enable_attention_dp): 14,898 output tok/s for the 8 GPUs
+    e = infer_performance(_dep(conc=3000), QWEN235, gpu("h100-sxm"))
+    assert e.output_tokens_per_s == pytest.approx(14898, rel=0.35)

@@ -23,7 +23,7 @@ from .results import PerformanceEstimate
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
            "performance_details", "format_details", "clock_factor",
            "load_efficiency", "training_flops_per_token", "pipeline_bubble_fraction",
-           "expected_experts_touched", "weight_bytes"]
+           "expected_experts_touched", "adp_imbalance", "weight_bytes"]
 
 # ---------------------------------------------------------------------------------------------
 # calibrated factors
@@ -422,6 +422,23 @@ def _soft_max(a: float, b: float, p: float) -> float:
     return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
 
 
+def adp_imbalance(lam: float, ranks: int) -> float:
+    """E[max of `ranks` independent Poisson(λ) counts] / λ: how much longer the busiest of
+    `ranks` attention-data-parallel replicas works on prompts than the mean, when each starts
+    λ prompts per output step at random (1 for one rank; → `ranks` as λ → 0)."""
+    if ranks <= 1 or lam <= 0:
+        return 1.0
+    # E[max] = Σ_{n≥1} P(max ≥ n) = Σ (1 − F(n−1)^ranks)
+    e_max, cdf, pmf, n = 0.0, 0.0, math.exp(-lam), 0
+    limit = int(lam + 12 * math.sqrt(lam) + 30)
+    while n < limit:
+        cdf += pmf                      # F(n)
+        e_max += 1.0 - cdf ** ranks     # P(max ≥ n+1)
+        n += 1
+        pmf *= lam / n
+    return max(1.0, e_max / lam)
+
+
 def expected_experts_touched(num_experts: int, top_k: int, tokens: int) -> float:
     """Expected distinct experts a batch of `tokens` routes to, uniform routing:
     E·(1 − (1 − k/E)^B)."""
@@ -561,7 +578,8 @@ class _Serving:
             return dense + touched / self.ep * self.wb["per_expert_layer"] * layers / self.pp
         return dense + touched * self.wb["per_expert_layer"] * layers / self.n_gpu_group
 
-    def _linear_time(self, tokens: float, prefill: bool, step_tokens: float | None = None) -> float:
+    def _linear_time(self, tokens: float, prefill: bool, step_tokens: float | None = None,
+                     part: str = "all") -> float:
         """Matmul time of `tokens` rows (per attention replica) through the local weight shard.
         Expert GEMMs are grouped GEMMs whose row count per expert is set by the whole step
         (`step_tokens` per replica, default `tokens`): the step's tokens · k/E (· ep/tp under EP)."""
@@ -572,6 +590,8 @@ class _Serving:
             scale *= self.eng.get("quant_prefill_scale", 1.0)
         for b in m.blocks:
             if b.linear is None or b.layer_scope == "vision":
+                continue
+            if part != "all" and (b.kind == "expert") != (part == "expert"):
                 continue
             k_in, n_out = b.linear
             ep_split = b.kind == "expert" and self.ep > 1
@@ -592,7 +612,10 @@ class _Serving:
             else:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
             flops = 2.0 * rows * k_in * n_out * count
-            eta = gemm_efficiency(P, self.fam, self.compute_dtype, m_eff, k_in, n_out, grouped=b.kind == "expert")
+            # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
+            # expert GEMMs are bound by reading the touched experts, which its memory term charges
+            eta = gemm_efficiency(P, self.fam, self.compute_dtype, m_eff, k_in, n_out,
+                                  grouped=b.kind == "expert" and prefill)
             t += flops / (self.peak_mm * eta * scale)
         return t
 
@@ -636,16 +659,21 @@ class _Serving:
                 "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
-    def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None) -> float:
+    def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
+                dense_scale: float = 1.0) -> float:
+        """Prefill of one prompt. `dense_scale` multiplies the rank-local part (attention, dense
+        linears, element-wise work) but not the routed experts, whose work the EP group shares:
+        attention-DP imbalance (see point())."""
         m = self.model
-        t_lin = self._linear_time(prompt, prefill=True, step_tokens=step_tokens)
+        t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
+        t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         t_attn = attn / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam, 0.5),
                                               self.eng.get("prefill_eta_scale", 1.0)
                                               * self.eng.get("prefill_attention_scale", 1.0)))
-        t_c = t_lin + t_attn + self._elementwise(prompt)
+        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + comm
@@ -673,7 +701,12 @@ class _Serving:
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
         t_pf = self.prefill(P_len)
-        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok)
+        # attention data parallel (ep > 1): every MoE layer synchronises the replicas, so a step
+        # lasts as long as the replica with the most prompt work; prompts arrive independently
+        # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
+        # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
+        adp = adp_imbalance(batch / max(1, O_len), self.ep) if (self.ep > 1 and batch > 1) else 1.0
+        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp)
         chunk = self.eng.get("prefill_chunk_tokens")
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
