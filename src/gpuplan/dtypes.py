@@ -85,27 +85,22 @@ def _canon(name: str) -> str:
     return _ALIASES.get(key, key)
 
 
+def _lookup(table: dict, name: str, what: str, extra_names=()):
+    key = _canon(name)
+    if key not in table:
+        raise UnknownNameError(f"{what} '{name}'", f"is not a known {what}.", f"use one of {', '.join(table)}.",
+                               close_matches(name, list(table) + list(extra_names)))
+    return table[key]
+
+
 def dtype_bytes(name: str) -> float:
     """Bytes per element of a plain dtype (bf16 -> 2.0)."""
-    key = _canon(name)
-    if key not in DTYPE_BITS:
-        raise UnknownNameError(f"dtype '{name}'", "is not a known numeric format.",
-                               f"use one of {', '.join(DTYPE_BITS)}.", close_matches(name, DTYPE_BITS))
-    return DTYPE_BITS[key] / 8
+    return _lookup(DTYPE_BITS, name, "dtype") / 8
 
 
 def weight_format(name: str) -> WeightFormat:
-    key = _canon(name)
-    if key not in WEIGHT_FORMATS:
-        raise UnknownNameError(f"weight format '{name}'", "is not a known weight format.",
-                               f"use one of {', '.join(WEIGHT_FORMATS)}.",
-                               close_matches(name, list(WEIGHT_FORMATS) + list(_ALIASES)))
-    return WEIGHT_FORMATS[key]
+    return _lookup(WEIGHT_FORMATS, name, "weight format", _ALIASES)
 
 
 def kv_bytes(name: str) -> float:
-    key = _canon(name)
-    if key not in KV_FORMAT_BITS:
-        raise UnknownNameError(f"KV-cache format '{name}'", "is not a known KV-cache format.",
-                               f"use one of {', '.join(KV_FORMAT_BITS)}.", close_matches(name, KV_FORMAT_BITS))
-    return KV_FORMAT_BITS[key] / 8
+    return _lookup(KV_FORMAT_BITS, name, "KV-cache format") / 8

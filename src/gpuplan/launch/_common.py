@@ -317,6 +317,14 @@ def strip_meta(data: dict[str, Any]) -> dict[str, Any]:
 
 # ---- shell helpers ---------------------------------------------------------------------------
 
+def launch_script(plan: Plan, argv: list[str], node_env: str = "MASTER_ADDR") -> str:
+    """launch.sh: the header, a cd to the script's folder, the multi-node hint and the command."""
+    hint = (f"# multi-node: run this on every node with {node_env} set, or submit slurm.sbatch\n"
+            if plan.multi_node else "")
+    body = "set -euo pipefail\ncd \"$(dirname \"$0\")\"\n" + hint + shell_command(argv) + "\n"
+    return hash_header(plan, shebang="#!/usr/bin/env bash") + body
+
+
 def shell_command(argv: list[str], indent: str = "  ") -> str:
     """One command, one flag (with its value) per line, joined with backslashes."""
     parts: list[str] = []

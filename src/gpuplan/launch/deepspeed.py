@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._common import Plan, hash_header, json_text, shell_command, torchrun_argv, unsupported
+from ._common import Plan, hash_header, json_text, launch_script, torchrun_argv, unsupported
 from ._train import grad_scaler, learning_rate, require_data_parallel_only
 from .hf import check_hf_family, hf_family_files
 
@@ -66,9 +66,5 @@ def files(plan: Plan) -> dict[str, str]:
     out = {"ds_config.json": json_text(plan, cfg, notes)}
     out.update(hf_family_files(plan, deepspeed_file="ds_config.json", extra_notes=notes))
     argv = torchrun_argv(plan, "train_hf.py", ['"$@"'])
-    body = ("set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
-            + ("# multi-node: run this on every node with MASTER_ADDR set, or submit slurm.sbatch\n"
-               if plan.multi_node else "")
-            + shell_command(argv) + "\n")
-    out["launch.sh"] = hash_header(plan, shebang="#!/usr/bin/env bash") + body
+    out["launch.sh"] = launch_script(plan, argv)
     return out

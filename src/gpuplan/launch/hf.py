@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import (Plan, check_train_precision, hash_header, json_text, require_training,
+from ._common import (Plan, launch_script, check_train_precision, hash_header, json_text, require_training,
                       shell_command, unsupported, yaml_text)
 from ._train import bnb_config, hf_notes, hf_training_args, lora_config, load_dtype, require_data_parallel_only, run_json
 
@@ -224,9 +224,5 @@ def files(plan: Plan) -> dict[str, str]:
                  "--main_process_ip", '"${MASTER_ADDR:?set MASTER_ADDR to the head node}"',
                  "--main_process_port", '"${MASTER_PORT:-29500}"']
     argv += ["train_hf.py", '"$@"']
-    body = ("set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
-            + ("# multi-node: run this on every node with NODE_RANK and MASTER_ADDR set, or submit slurm.sbatch\n"
-               if plan.multi_node else "")
-            + shell_command(argv) + "\n")
-    out["launch.sh"] = hash_header(plan, shebang="#!/usr/bin/env bash") + body
+    out["launch.sh"] = launch_script(plan, argv, "NODE_RANK and MASTER_ADDR")
     return out

@@ -6,7 +6,7 @@ The TOML's section and key names follow torchtitan's JobConfig where torchtitan 
 """
 from __future__ import annotations
 
-from ._common import (Plan, check_train_precision, hash_header, json_text, require_training, shell_command,
+from ._common import (Plan, launch_script, check_train_precision, hash_header, json_text, require_training, shell_command,
                       toml_text, torchrun_argv, unsupported)
 from ._train import attn_impl, learning_rate, lora_config, require_data_parallel_only, warmup_steps
 
@@ -297,9 +297,5 @@ def files(plan: Plan) -> dict[str, str]:
     out["train_fsdp2.py"] = hash_header(plan, shebang="#!/usr/bin/env python") + TRAIN_FSDP2_PY.lstrip("\n")
     out["model_config.json"] = json_text(plan, dict(plan.spec.config))
     argv = torchrun_argv(plan, "train_fsdp2.py", ["--config", "train_fsdp2.toml", '"$@"'])
-    body = ("set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
-            + ("# multi-node: run this on every node with MASTER_ADDR set, or submit slurm.sbatch\n"
-               if plan.multi_node else "")
-            + shell_command(argv) + "\n")
-    out["launch.sh"] = hash_header(plan, shebang="#!/usr/bin/env bash") + body
+    out["launch.sh"] = launch_script(plan, argv)
     return out

@@ -407,6 +407,12 @@ def _screened_out(ctx: _Ctx, cands: list, method: str) -> bool:
         return False
     cost_lb, t_lb = best_c / SCREEN_GAIN, best_t / SCREEN_GAIN
     upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
+    return _hopeless(ctx, cost_lb, t_lb, upm_lb, method)
+
+
+def _hopeless(ctx: _Ctx, cost_lb: float, t_lb: float, upm_lb: float, method: str) -> bool:
+    """True when plans bounded below by these values are dominated on the cost/time front by a plan
+    already found and cannot enter the top N."""
     if not any(fc <= cost_lb and ft <= t_lb for fc, ft in ctx.front):
         return False
     if ctx.objective == "weighted":
@@ -530,15 +536,7 @@ def _pruned(ctx: _Ctx, gpu: Any, count: int, method: str, precision: str, seq_le
         ctx.miss(gpu.id, 4, c.budget_usd / cost_lb, Rejection(label, "at least " + check_money(c, None, cost_lb),
                                                               "constraint", gpu.id, count))
         return True
-    # dominated on the cost/time front by a plan already found, and unable to enter the top N
-    dominated = any(fc <= cost_lb and ft <= t_lb for fc, ft in ctx.front)
-    if not dominated:
-        return False
-    if ctx.objective == "weighted":
-        return True
-    first = {"cheapest": cost_lb, "fastest": t_lb, "cost_per_token": upm_lb}[ctx.objective]
-    best = sorted(ctx.group_best.values())
-    return len(best) >= ctx.top and first * _pref(ctx, method=method) >= best[ctx.top - 1]
+    return _hopeless(ctx, cost_lb, t_lb, upm_lb, method)
 
 
 def _support(gpu: Any):
