@@ -97,9 +97,8 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     i = model.intermediate_size
     if model.is_moe:
         i_eff = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
-        i_dense = 0
     else:
-        i_eff, i_dense = i, i
+        i_eff = i
     if model.is_mla:
         kv = a  # MLA materialises per-head K/V for attention
     rep = 0.0

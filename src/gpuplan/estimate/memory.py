@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..dtypes import kv_bytes, weight_format
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
-from ..units import GiB, MiB
+from ..units import MiB
 from .activations import ActivationSetup, layer_activations
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
@@ -346,7 +346,6 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     tp, pp = p.tp, p.pp
     weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
     ctx = inf.prompt_len + inf.output_len
-    max_len = inf.max_model_len or ctx
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
     block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
     tokens_per_seq = math.ceil(ctx / block) * block

@@ -12,9 +12,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from ..dtypes import dtype_bytes, kv_bytes, weight_format
+from ..dtypes import kv_bytes, weight_format
 from ..models import ModelSpec
-from .comm import (LOCAL, Link, all_gather_time, all_reduce_time, all_to_all_time, group_link,
+from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
@@ -583,7 +583,7 @@ class _Serving:
         """Matmul time of `tokens` rows (per attention replica) through the local weight shard.
         Expert GEMMs are grouped GEMMs whose row count per expert is set by the whole step
         (`step_tokens` per replica, default `tokens`): the step's tokens · k/E (· ep/tp under EP)."""
-        m, P, g = self.model, self.P, self.gpu
+        m, P = self.model, self.P
         t = 0.0
         scale = self.eng.get("prefill_eta_scale", 1.0) if prefill else 1.0
         if prefill and self.fmt.family in ("gptq", "awq", "gguf", "nf4") and self.fmt.bits < 16:

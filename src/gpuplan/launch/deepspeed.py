@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._common import Plan, hash_header, json_text, launch_script, torchrun_argv, unsupported
+from ._common import Plan, json_text, launch_script, torchrun_argv, unsupported
 from ._train import grad_scaler, learning_rate, require_data_parallel_only
 from .hf import check_hf_family, hf_family_files
 

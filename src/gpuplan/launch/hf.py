@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import (Plan, launch_script, check_train_precision, hash_header, json_text, require_training,
-                      shell_command, unsupported, yaml_text)
+                      unsupported, yaml_text)
 from ._train import bnb_config, hf_notes, hf_training_args, lora_config, load_dtype, require_data_parallel_only, run_json
 
 TRAIN_HF_PY = '''

@@ -37,7 +37,7 @@ def model_args(plan: Plan) -> list[str]:
 
 
 def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
-    s, t, p = plan.s, plan.s.train, plan.s.parallel
+    t, p = plan.s.train, plan.s.parallel
     notes: list[str] = []
     if t.method != "full":
         raise unsupported(plan, f"method '{t.method}'", "Megatron-LM trains full models; it has no PEFT path here.",

@@ -6,9 +6,9 @@ The TOML's section and key names follow torchtitan's JobConfig where torchtitan 
 """
 from __future__ import annotations
 
-from ._common import (Plan, launch_script, check_train_precision, hash_header, json_text, require_training, shell_command,
+from ._common import (Plan, launch_script, check_train_precision, hash_header, json_text, require_training,
                       toml_text, torchrun_argv, unsupported)
-from ._train import attn_impl, learning_rate, lora_config, require_data_parallel_only, warmup_steps
+from ._train import attn_impl, learning_rate, lora_config, require_data_parallel_only
 
 TRAIN_FSDP2_PY = '''
 """Plain FSDP2 training loop driven by train_fsdp2.toml (written by gpuplan).

@@ -317,7 +317,7 @@ def _pref(ctx: _Ctx, **values: Any) -> float:
 # ---- training ---------------------------------------------------------------------------------------
 
 def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
-    sp, model, cons = ctx.space, ctx.model, ctx.cons
+    sp, cons = ctx.space, ctx.cons
     tr_base = sp.base.get("train", {})
     seq_len = int(tr_base.get("seq_len", 2048))
     gb = int(tr_base.get("global_batch") or S.default_global_batch(sp.task, seq_len))
@@ -696,7 +696,6 @@ def _try_combo(ctx, gpu, count, gpn, cap, par, fixed, mbs, combo, found, best_mi
 
 def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict, precision: str,
                 attention: str, method: str, has_price: bool) -> None:
-    from ..estimate.cost import estimate_cost
     p = {**par, "zero": tech["zero"], "offload": tech["offload"]}
     section = {"method": method, "precision": precision, "attention": attention, "recompute": tech["recompute"],
                "micro_batch": tech["micro_batch"], "optimizer": tech["optimizer"]}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import warnings
 from typing import Any

@@ -4,13 +4,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..errors import GpuplanError, UnsupportedError
+from ..errors import UnsupportedError
 from ..estimate.results import MEMORY_COMPONENTS
 from ._build import _quiet, build_causal_lm, hf_config
 from ._tracker import AllocTracker

@@ -46,6 +46,7 @@ def _gib(n) -> str:
 
 
 def run(args) -> int:
+    from ..cli import scenario_from_args
     from . import trace
     spinner = _Spinner()
     try:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..errors import (AmbiguousNameError, GpuplanError, InputError, MissingExtraError, UnknownNameError,
+from ..errors import (GpuplanError, InputError, MissingExtraError,
                       UnsupportedError, close_matches)
 from ..scenario import Scenario
 
