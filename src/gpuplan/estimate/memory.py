@@ -349,18 +349,22 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
     block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
     tokens_per_seq = math.ceil(ctx / block) * block
-    kv_need = per_token * tokens_per_seq * inf.concurrency
+    # with expert parallelism the attention layers run data-parallel across the `ep` ranks of one
+    # model copy (attention DP), so each GPU holds the KV cache of its share of the sequences
+    seqs = math.ceil(inf.concurrency / p.ep) if p.ep > 1 else inf.concurrency
+    kv_need = per_token * tokens_per_seq * seqs
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):
         # profile run over max_num_batched_tokens (chunked prefill budget) and sampler logits
-        batched = max(2048, min(8192, inf.concurrency * inf.prompt_len))
-        act = batched * (4 * h + 3 * i / tp) * 2 + min(inf.concurrency, 256) * model.vocab_size * 4
+        batched = max(2048, min(8192, seqs * inf.prompt_len))
+        act = batched * (4 * h + 3 * i / tp) * 2 + min(seqs, 256) * model.vocab_size * 4
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         budget = capacity * inf.gpu_memory_utilization
         pool = budget - weights - act - graphs - _overhead(scn, 0)
         extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
-                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))))
+                     # sequences one model copy can hold: each attention-DP rank holds its share
+                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * max(1, p.ep))
         if model.is_mla and tp > 1:
             notes.append("MLA latent cache is replicated on every TP rank (vLLM)")
         if not model.is_mla and tp > model.num_kv_heads:
@@ -380,12 +384,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             extra["cpu_bytes"] = int(cpu_w)
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
-        act = inf.concurrency * inf.prompt_len * (4 * h + 3 * i / tp) * 2 + inf.concurrency * model.vocab_size * 4
+        act = seqs * inf.prompt_len * (4 * h + 3 * i / tp) * 2 + seqs * model.vocab_size * 4
         temp = 0.0
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
-        "decode": dict(weights=weights, kv_cache=kv_need, activations=inf.concurrency * (4 * h + 3 * i / tp) * 2,
-                       logits=inf.concurrency * model.vocab_size * 4, temporary=temp),
+        "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * (4 * h + 3 * i / tp) * 2,
+                       logits=seqs * model.vocab_size * 4, temporary=temp),
     }
     return phases, notes, extra
 
