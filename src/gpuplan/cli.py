@@ -209,9 +209,32 @@ def cmd_memory(args) -> int:
     if limits:
         shown = [f"{k} = {v:,}" if v is not None else f"{k}: nothing fits" for k, v in limits.items()]
         print("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
+    if not mem.fits:
+        print("\n" + _fit_advice(r))
     for w in warnings:
         print(f"warning: {w}")
     return 0
+
+
+def _fit_advice(r) -> str:
+    """What to change so it fits: the fewest technique changes on this hardware, else more GPUs."""
+    from .estimate.fit import fewest_gpus
+    from .search.whatif import path_to_fit
+    from .units import fmt_bytes
+    lines = ["To make it fit on this hardware:"]
+    steps = path_to_fit(r.scenario)
+    done = [s for s in steps if s.get("technique")]
+    for i, s in enumerate(done, 1):
+        lines.append(f"  {i}. {s['technique']}: peak {fmt_bytes(s['peak_bytes_per_gpu'])} "
+                     f"({'fits' if s['fits'] else 'not yet'}; time vs as given {s['time_change']:+.0%}) - {s['note']}")
+    if not done or not done[-1]["fits"]:
+        lines.append("  no combination of memory-saving techniques makes it fit on this many GPUs.")
+        n = fewest_gpus(r.scenario, r.model, r.gpu.usable_memory_bytes)
+        lines.append(f"  With the same settings it fits on {n} x {r.gpu.id}" + (" (scaling ZeRO-3 data parallel)"
+                     if r.scenario.is_training else " (tensor parallel)") + "." if n else
+                     "  Even 4096 GPUs of this type do not fit it as configured; try `gpuplan recommend`.")
+    lines.append("`gpuplan whatif` lists every single change; `gpuplan recommend` searches GPUs and layouts.")
+    return "\n".join(lines)
 
 
 def cmd_speed(args) -> int:

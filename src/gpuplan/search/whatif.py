@@ -23,6 +23,10 @@ def _variants(scn: Scenario) -> list[tuple[str, dict[str, Any], str]]:
                             "recompute activations in backward instead of keeping them"))
         if t.optimizer == "adamw":
             out.append(("8-bit AdamW", {"train": {"optimizer": "adamw-8bit"}}, "bitsandbytes 8-bit optimizer states"))
+        if t.master_weights and t.precision in ("bf16", "fp16"):
+            out.append(("pure bf16 (no fp32 master)", {"train": {"master_weights": False, "precision": "bf16"}},
+                        "16-bit weights, grads and states, as torchtune/litgpt bf16-true train (watch for "
+                        "lost small updates)"))
         if t.method == "full":
             out.append(("LoRA r=16", {"train": {"method": "lora", "lora_rank": 16}}, "train adapters on a frozen 16-bit base"))
         if t.method != "qlora":
@@ -110,3 +114,59 @@ def whatif_table(rows: list[dict[str, Any]], training: bool = True) -> str:
                      f"{'yes' if r['fits'] else 'NO':>5} {tt:>10} {ch:>8}  {r['note']}")
     lines.append(f"time = per optimizer {unit}" if training else "time = per output token (TPOT)")
     return "\n".join(lines)
+
+
+def path_to_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int = 5) -> list[dict[str, Any]]:
+    """The fewest changes (greedy) that make the scenario fit on its hardware, keeping the training
+    method (full fine-tune stays full) when that is possible and switching to LoRA/QLoRA only when not.
+
+    At each step, among single changes of the current plan, take the one that fits with the least
+    slowdown; if none fits yet, the one that saves the most memory per unit of slowdown. Returns the
+    steps taken (technique, peak after, fits after, time change against the scenario as given);
+    empty if it already fits or nothing helps.
+    """
+    keep = _greedy_fit(scenario, max_steps, allow_method_change=False)
+    if keep and keep[-1].get("fits"):
+        return keep
+    return _greedy_fit(scenario, max_steps, allow_method_change=True) or keep
+
+
+def _greedy_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int,
+                allow_method_change: bool) -> list[dict[str, Any]]:
+    from ..api import as_scenario, estimate
+    scn = as_scenario(scenario)
+    base = estimate(scn)
+    t0 = _time(base.performance, scn.is_training)
+    steps: list[dict[str, Any]] = []
+    current, peak = scn, base.memory.peak_bytes_per_gpu
+    fits = base.memory.fits
+    while not fits and len(steps) < max_steps:
+        options = []
+        for name, update, note in _variants(current):
+            if name.startswith(("concurrency=", "fp8 matmuls")):
+                continue          # changes the workload itself, not how it runs
+            if not allow_method_change and "train" in update and "method" in update["train"]:
+                continue
+            try:
+                cand = current.replace(**update)
+                est = estimate(cand)
+            except GpuplanError:
+                continue
+            saved = peak - est.memory.peak_bytes_per_gpu
+            if saved <= 0:
+                continue
+            t = _time(est.performance, scn.is_training)
+            slowdown = (t / t0 - 1.0) if (t and t0) else 0.0
+            options.append((est.memory.fits, slowdown, saved, name, note, cand, est))
+        if not options:
+            break
+        fitting = [o for o in options if o[0]]
+        if fitting:
+            best = min(fitting, key=lambda o: o[1])
+        else:
+            best = max(options, key=lambda o: o[2] / (1.0 + max(o[1], 0.0)))
+        _, slowdown, saved, name, note, current, est = best
+        peak, fits = est.memory.peak_bytes_per_gpu, est.memory.fits
+        steps.append({"technique": name, "note": note, "peak_bytes_per_gpu": peak, "saved_bytes": saved,
+                      "fits": fits, "time_change": slowdown})
+    return steps if fits else steps + [{"technique": None, "fits": False}] if steps else []
