@@ -35,6 +35,18 @@ def _infer(name, model, **infer):
     return name, {"model": model, "task": "infer", "hardware": H100, "infer": infer}
 
 
+def _cut(config_file, layers):
+    """A real bundled config with fewer decoder layers (keeps each trace short on CPU); per-layer
+    lists (layer_types, mlp_only_layers) are cut alike."""
+    c = json.loads((ROOT / "src/gpuplan/models/configs" / f"{config_file}.json").read_text())
+    c = dict(c.get("text_config", c)) if c.get("model_type") == "gemma3" else c
+    key = "n_layer" if "n_layer" in c else "num_hidden_layers"
+    c[key] = layers
+    if isinstance(c.get("layer_types"), list):
+        c["layer_types"] = c["layer_types"][:layers]
+    return c
+
+
 SCENARIOS = [
     _train("qwen2.5-0.5b full mw s2048", "qwen2.5-0.5b", seq_len=2048),
     _train("qwen2.5-0.5b full mw s4096 mb2 recompute", "qwen2.5-0.5b", seq_len=4096, micro_batch=2, recompute="full"),
@@ -61,6 +73,54 @@ SCENARIOS = [
     _infer("llama-3.1-8b infer bf16 c16 p2048", "llama-3.1-8b", prompt_len=2048, concurrency=16),
     _infer("llama-3.1-8b infer awq-int4 c16 p2048", "llama-3.1-8b", weights="awq-int4", prompt_len=2048, concurrency=16),
     _train("qwen3-moe cut 4 layers full bf16 s2048", {**json.loads((ROOT / "src/gpuplan/models/configs/Qwen__Qwen3-30B-A3B.json").read_text()), "num_hidden_layers": 4}, seq_len=2048, master_weights=False),
+    # ---- other families (real configs, layers cut where the full model would trace slowly)
+    _train("gemma-2-2b cut 4 layers full mw s2048", _cut("google__gemma-2-2b-it", 4), seq_len=2048),
+    _train("gemma-2-2b cut 4 layers full bf16 s2048 recompute", _cut("google__gemma-2-2b-it", 4), seq_len=2048,
+           master_weights=False, recompute="full"),
+    _train("gemma-3-1b cut 6 layers full mw s2048", _cut("google__gemma-3-1b-it", 6), seq_len=2048),
+    _train("gemma-3-1b cut 6 layers lora s2048", _cut("google__gemma-3-1b-it", 6), task="finetune", seq_len=2048,
+           method="lora"),
+    _train("phi-3-mini cut 2 layers full mw s2048", _cut("microsoft__Phi-3-mini-4k-instruct", 2), seq_len=2048),
+    _train("phi-3-mini cut 2 layers full bf16 s1024", _cut("microsoft__Phi-3-mini-4k-instruct", 2), seq_len=1024,
+           master_weights=False),
+    _train("olmo-2-7b cut 2 layers full mw s2048", _cut("allenai__OLMo-2-1124-7B", 2), seq_len=2048),
+    _train("olmo-2-7b cut 2 layers lora s2048", _cut("allenai__OLMo-2-1124-7B", 2), task="finetune", seq_len=2048,
+           method="lora"),
+    _train("gpt2 full mw s1024", "gpt2", seq_len=1024, micro_batch=4),
+    _train("gpt2-medium full bf16 s1024 recompute", "gpt2-medium", seq_len=1024, micro_batch=4,
+           master_weights=False, recompute="full"),
+    _train("gpt-neox-20b cut 2 layers full bf16 s2048", _cut("EleutherAI__gpt-neox-20b", 2), seq_len=2048,
+           master_weights=False),
+    _train("falcon-7b cut 2 layers full mw s2048", _cut("tiiuae__falcon-7b-instruct", 2), seq_len=2048),
+    _train("mistral-7b cut 2 layers full mw s2048", _cut("mistralai__Mistral-7B-v0.1", 2), seq_len=2048),
+    _train("mistral-7b cut 2 layers full bf16 s8192 (above window)", _cut("mistralai__Mistral-7B-v0.1", 2),
+           seq_len=8192, master_weights=False),
+    _train("mixtral-8x7b cut 2 layers full bf16 s2048", _cut("mistralai__Mixtral-8x7B-v0.1", 2), seq_len=2048,
+           master_weights=False),
+    _train("mixtral-8x7b cut 2 layers full mw s2048", _cut("mistralai__Mixtral-8x7B-v0.1", 2), seq_len=2048),
+    _train("gpt-oss-20b cut 2 layers full bf16 s2048", _cut("openai__gpt-oss-20b", 2), seq_len=2048,
+           master_weights=False),
+    _train("deepseek-v2-lite cut 3 layers full bf16 s2048", _cut("deepseek-ai__DeepSeek-V2-Lite", 3), seq_len=2048,
+           master_weights=False),
+    _train("deepseek-v2-lite cut 3 layers full bf16 s2048 recompute", _cut("deepseek-ai__DeepSeek-V2-Lite", 3),
+           seq_len=2048, master_weights=False, recompute="full"),
+    _train("qwen3-moe cut 4 layers lora s2048", _cut("Qwen__Qwen3-30B-A3B", 4), task="finetune", seq_len=2048,
+           method="lora"),
+    _train("gemma-2-2b cut 4 layers full mw s2048 fsdp4", _cut("google__gemma-2-2b-it", 4), count=4,
+           parallel={"dp": 4, "zero": 3}, seq_len=2048),
+    _train("olmo-2-7b cut 2 layers full mw s2048 tp2", _cut("allenai__OLMo-2-1124-7B", 2), count=2,
+           parallel={"tp": 2, "dp": 1}, seq_len=2048),
+    _infer("gemma-2-2b infer bf16 c8 p2048", "gemma-2-2b", prompt_len=2048, concurrency=8),
+    _infer("gemma-3-1b infer bf16 c8 p2048 (above window)", "gemma-3-1b-it", prompt_len=2048, concurrency=8),
+    _infer("phi-3-mini infer bf16 c8 p1024", "phi-3-mini-4k-instruct", prompt_len=1024, concurrency=8),
+    _infer("olmo-2-7b infer bf16 c8 p2048", "olmo-2-1124-7b", prompt_len=2048, concurrency=8),
+    _infer("gpt2 infer bf16 c16 p1000", "gpt2", prompt_len=1000, concurrency=16),
+    _infer("falcon-7b infer bf16 c8 p1024", "falcon-7b-instruct", prompt_len=1024, concurrency=8),
+    _infer("mistral-7b infer bf16 c2 p6144 (above window)", "mistral-7b-v0.1", prompt_len=6144, concurrency=2),
+    _infer("mixtral-8x7b infer bf16 c4 p2048", "mixtral-8x7b-v0.1", prompt_len=2048, concurrency=4),
+    _infer("gpt-oss-20b infer bf16 c4 p2048", "gpt-oss-20b", prompt_len=2048, concurrency=4),
+    _infer("deepseek-v2-lite infer bf16 c8 p2048", "deepseek-v2-lite", prompt_len=2048, concurrency=8),
+    _infer("qwen3-30b-a3b infer bf16 c4 p2048", "qwen3-30b-a3b", prompt_len=2048, concurrency=4),
 ]
 
 

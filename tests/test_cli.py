@@ -1,0 +1,79 @@
+"""CLI: every command answers bad input with one paragraph and exit code 2, never a traceback."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpuplan.cli import main
+
+from conftest import ROOT
+
+
+def run(args, capsys):
+    rc = main(args)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["estimate", "missing.yaml"], "does not exist"),
+    (["model", "nonexistent-model-xyz"], "not a bundled model"),
+    (["gpu", "H100"], "Close matches"),                     # ambiguous: lists the candidates
+    (["gpu", "h9000"], "h9000"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "0"], "hardware.count"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq-len", "-5"], "train.seq_len"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "3", "--count", "4"], "tp"),
+    (["estimate", "--model", "llama-3.1-8b"], "names no GPU"),
+    (["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--weights", "int3"], "int3"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "a100-sxm-80gb", "--precision", "fp8"], "FP8"),
+    (["launch", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "llama.cpp"], "llama.cpp"),
+])
+def test_bad_input_is_one_paragraph(args, needle, capsys):
+    rc, out, err = run(args, capsys)
+    assert rc == 2
+    assert err.startswith("error: ") and needle.lower() in err.lower()
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_malformed_files(tmp_path, capsys):
+    bad_json = tmp_path / "s.json"
+    bad_json.write_text('{"model": "llama-3.1-8b", ')
+    rc, _, err = run(["estimate", str(bad_json)], capsys)
+    assert rc == 2 and "not valid JSON" in err
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "mamba", "hidden_size": 8}))
+    rc, _, err = run(["model", str(cfg)], capsys)
+    assert rc == 2 and "mamba" in err and "llama" in err      # names the supported families
+
+
+def test_json_contract_keys(capsys):
+    rc, out, _ = run(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--json"], capsys)
+    d = json.loads(out)
+    assert rc == 0
+    assert set(d["memory"]["components"]) == {"weights", "gradients", "optimizer_states", "activations", "logits",
+                                              "kv_cache", "temporary", "runtime_overhead"}
+    assert sum(d["memory"]["components"].values()) == d["memory"]["peak_bytes_per_gpu"]
+    assert d["performance"]["step_time_s"] is None and d["performance"]["tpot_s"] > 0   # null, never a fake 0
+    assert set(d["cost"]) >= {"usd_per_hour", "usd_total", "usd_per_million_tokens"}
+
+
+def test_model_json_contract(capsys):
+    rc, out, _ = run(["model", "deepseek-v3", "--json"], capsys)
+    d = json.loads(out)
+    for key in ("params_total", "params_active", "params_embedding", "num_layers", "hidden_size",
+                "kv_cache_bytes_per_token", "flops_per_token_forward"):
+        assert key in d
+    assert d["kv_cache_bytes_per_token"] == 70272
+
+
+def test_gpus_json_lists_50_sourced_rows(capsys):
+    rc, out, _ = run(["gpus", "--json"], capsys)
+    rows = json.loads(out)
+    assert rc == 0 and len(rows) >= 50
+    assert all(r["source_url"] and r["retrieved"] for r in rows)
+
+
+def test_console_script_starts_and_shows_help():
+    out = subprocess.run([sys.executable, "-m", "gpuplan.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "recommend" in out.stdout and "estimate" in out.stdout
