@@ -151,3 +151,37 @@ def test_missing_extra(monkeypatch):
     with pytest.raises(MissingExtraError) as e:
         trace(scen(train={"seq_len": 8}))
     assert "pip install 'gpuplan[trace]'" in str(e.value)
+
+
+TINY_MOE = {"model_type": "mixtral", "hidden_size": H, "intermediate_size": I, "num_attention_heads": A,
+            "num_key_value_heads": KV, "head_dim": D, "num_hidden_layers": 1, "vocab_size": V,
+            "num_local_experts": 4, "num_experts_per_tok": 2, "tie_word_embeddings": False,
+            "max_position_embeddings": 512, "sliding_window": None}
+
+
+def test_moe_traces_with_fp32_master_weights():
+    """transformers' grouped_mm experts cast inputs to the fp32 weight dtype; the trace runs them
+    through transformers' fallback op instead of refusing MoE + master weights."""
+    s = scenario_from_dict({"model": dict(TINY_MOE), "task": "train", "hardware": {"gpu": "h100-sxm"},
+                            "train": {"seq_len": 16, "master_weights": True}})
+    r = trace(s)
+    assert r.peak_bytes > 0 and any("fp32" in n and "MoE" in n for n in r.method_notes)
+
+
+def test_flash_only_family_traces_as_sdpa_and_dropout_keeps_bool_masks():
+    """Gemma 2 has no SDPA path in transformers (soft-capping); the trace stands SDPA in for the
+    flash kernel. GPT-2's dropout follows CUDA: a 1-byte mask per residual dropout, none in attention."""
+    g2 = {"model_type": "gemma2", "hidden_size": H, "intermediate_size": I, "num_attention_heads": A,
+          "num_key_value_heads": KV, "head_dim": D, "num_hidden_layers": 1, "vocab_size": V,
+          "max_position_embeddings": 512}
+    r = trace(scenario_from_dict({"model": g2, "task": "train", "hardware": {"gpu": "h100-sxm"},
+                                  "train": {"seq_len": 16}}))
+    assert any("no SDPA path" in n for n in r.method_notes)
+    gpt2 = {"model_type": "gpt2", "n_embd": H, "n_head": A, "n_layer": 1, "vocab_size": V, "n_positions": 64}
+    scn = scenario_from_dict({"model": gpt2, "task": "train", "hardware": {"gpu": "h100-sxm"},
+                              "train": {"seq_len": 32, "master_weights": False}})
+    from gpuplan.models import get_model
+    from gpuplan.trace._run import run_trace
+    fake = run_trace(scn, get_model(scn.model), iterations=1, decode_steps=0)
+    real = run_trace(scn, get_model(scn.model), iterations=1, decode_steps=0, fake=False)
+    assert fake.peak_bytes == real.peak_bytes and fake.components == real.components

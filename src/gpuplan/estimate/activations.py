@@ -50,6 +50,40 @@ class LayerActivations:
         return self.replicated + self.sharded
 
 
+# i-sized 16-bit tensors a plain (non-gated) MLP saves between fc1 and fc2, fc2's input included:
+# torch's GELU saves its input (fc1 output) and fc2 keeps the activation output: 2. transformers'
+# Python tanh approximations save their intermediates (traced, saved_tensors listing):
+# NewGELUActivation 0.5*x*(1+tanh(c*(x+0.044715*x**3))) keeps x (pow), two Mul operands and the tanh
+# result: 5 with fc2's input; FastGELUActivation 0.5*x*(1+tanh(x*c*(1+0.044715*x*x))) keeps 8.
+_PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8}
+
+# fused q/k/v projection (one linear, one autocast copy of its input): GPT-2 c_attn, GPT-NeoX and
+# Falcon query_key_value, Phi-3 qkv_proj
+_FUSED_QKV = ("gpt2", "gpt_neox", "falcon", "phi3")
+
+
+def _cfg(model: ModelSpec, *keys, default=None):
+    c = model.config or {}
+    c = c.get("text_config", c) if isinstance(c.get("text_config"), dict) else c
+    for k in keys:
+        if c.get(k) is not None:
+            return c[k]
+    return default
+
+
+def dropout_mask_bytes(model: ModelSpec) -> float:
+    """Bytes per token per layer of dropout masks (CUDA's fused native_dropout keeps a 1-byte bool
+    mask): residual dropout after attention and after the MLP when the config enables it (GPT-2
+    resid_pdrop 0.1). Attention dropout happens inside the flash kernel (no mask)."""
+    p = _cfg(model, "resid_pdrop", "hidden_dropout", "hidden_dropout_prob", default=0.0) or 0.0
+    return 2.0 * model.hidden_size if p > 0 else 0.0
+
+
+def embedding_dropout_bytes(model: ModelSpec) -> float:
+    p = _cfg(model, "embd_pdrop", default=0.0) or 0.0
+    return float(model.hidden_size) if p > 0 else 0.0
+
+
 LINEAR_INPUTS = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "o": "o_in", "gate": "mlp_in", "up": "mlp_in",
                  "down": "down_in"}
 
@@ -60,14 +94,18 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
         return float(s.residual_bytes)  # a fused norm keeps its input (and a per-token rstd)
     if s.frozen_base and s.residual_bytes == 2 and model.norm == "rms":
         return 4.0                      # frozen norm weight: only the fp32 upcast is kept
-    if s.residual_bytes == 4:
+    if s.residual_bytes == 4 and not (model.norm == "layernorm" and s.framework == "hf"):
         return 8.0                  # fp32 input saved + normalized fp32
     if model.family in ("gemma2", "gemma3"):
         return 8.0                  # Gemma computes the whole norm in fp32
     if s.framework == "litgpt" and model.norm == "rms" and not s.frozen_base:
         return 8.0                  # litgpt RMSNorm: (x_normed * weight.float()).to(dtype): fp32 x and x_normed
+    if model.norm == "layernorm" and s.framework == "hf":
+        # torch's native_layer_norm saves only its input; mean and rstd (per token) are added by
+        # layer_activations (traced: GPT-2, GPT-NeoX, Falcon)
+        return float(s.residual_bytes)
     if model.norm == "layernorm":
-        return 2.0 + 4.0            # input + fp32 mean/rstd path (approx.)
+        return 2.0 + 4.0            # other frameworks: earlier fit, not re-traced (litgpt rows)
     return 6.0                      # fp32 upcast + normalized 16-bit
 
 
@@ -107,6 +145,9 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     rep += 2 * _norm_bytes(model, s) * h
     if model.family in ("gemma2", "gemma3"):
         rep += 2 * _norm_bytes(model, s) * h
+    if model.norm == "layernorm" and not s.compile and s.framework == "hf":
+        rep += 2 * 2 * (4 if s.residual_bytes == 4 else s.compute_bytes)   # mean + rstd per token, 2 norms
+    rep += dropout_mask_bytes(model)
     # per-head q/k norms (Qwen3, Gemma3; OLMo2 over the whole projection)
     if model.family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"):
         shard += 6 * (a + kv) * d
@@ -118,11 +159,16 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         # so attention saves a-head K and V (HF passes kv heads with enable_gqa)
         kv_att = a
     shard += b * (a * d + kv_att * d + kv_att * vd + a * vd) + 4 * a
+    if model.family in ("gpt_neox", "phi3"):
+        # rotary makes new q and k, while v stays a view of the fused qkv projection output, which
+        # therefore stays alive whole: q and k are held twice (traced)
+        shard += b * (a * d + kv * d)
     # MLP internals (gated: gate, act, up; plain: fc1 output feeding the activation)
     if model.gated_mlp:
         shard += (2 if s.compile else 3) * b * i_eff   # compiled SwiGLU recomputes act(gate) in backward
     else:
-        shard += b * i_eff
+        act = str(_cfg(model, "hidden_act", "activation_function", default="gelu"))
+        shard += (_PLAIN_MLP_SAVES.get(act, 2) - 1) * b * i_eff     # fc2's input is counted below
     if model.is_moe:
         # each routed copy of a token gathers its input; router logits and probabilities in fp32
         rep += model.experts_per_tok * b * h + 8 * model.num_experts
@@ -138,7 +184,8 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
             if tensor == "o_in" or (tensor == "down_in" and model.gated_mlp):
                 saved += 0.0 if tensor == "o_in" else b * width     # o_in is the attention output, already kept
             elif s.autocast:
-                saved += len(names) * b * width                     # one 16-bit cast per consumer
+                n_casts = 1 if (tensor == "attn_in" and model.family in _FUSED_QKV) else len(names)
+                saved += n_casts * b * width                        # one 16-bit cast per consumer
             else:
                 saved += b * width
             if tensor == "down_in" and not model.gated_mlp:

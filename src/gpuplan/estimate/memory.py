@@ -15,7 +15,7 @@ from ..dtypes import kv_bytes, weight_format
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import MiB
-from .activations import ActivationSetup, layer_activations
+from .activations import ActivationSetup, embedding_dropout_bytes, layer_activations
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
@@ -243,7 +243,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     if stage in ("last", "only"):
         # final norm + lm_head input; the loss block
         head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
+        head_acts += tokens * embedding_dropout_bytes(model)
         logits = loss_block_bytes(scn, model.vocab_size / (tp if native_tp else 1)) * tokens
+        if (model.config or {}).get("final_logit_softcapping") and scn.framework == "hf" and t.loss == "full":
+            # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
+            logits += 2.0 * model.vocab_size / (tp if native_tp else 1) * tokens
     dequant = 0.0
     if t.method == "qlora":
         # bitsandbytes dequantizes one weight at a time to 16-bit
@@ -353,6 +357,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     # model copy (attention DP), so each GPU holds the KV cache of its share of the sequences
     seqs = math.ceil(inf.concurrency / p.ep) if p.ep > 1 else inf.concurrency
     kv_need = per_token * tokens_per_seq * seqs
+    if inf.engine == "hf" and any(model.layer_windows):
+        # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
+        # Mistral, Gemma 3, gpt-oss); paged engines size every layer as full
+        L = model.num_layers
+        capped = sum(min(w, tokens_per_seq) if w else tokens_per_seq for w in model.layer_windows[:L])
+        kv_need = per_token * capped / L * seqs
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):

@@ -36,14 +36,17 @@ def hf_config(spec, attn_impl: str):
     return cfg
 
 
-def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None):
+def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None, notes: list | None = None):
     """AutoModelForCausalLM.from_config(cfg) with parameters of `dtype`; call under FakeTensorMode."""
     from transformers import AutoModelForCausalLM
 
     try:
-        with _quiet():
+        with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes):
             kw = {"experts_implementation": experts} if experts else {}
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl, **kw)
+            if getattr(model, "_gpuplan_flash_standin", False):
+                for mod in model.modules():
+                    mod._gpuplan_flash_standin = True
     except ValueError as err:
         raise UnsupportedError(
             f"tracing model '{spec.name}'",
@@ -51,6 +54,60 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
             f"({_first_line(err)}).",
             "trace a decoder-only model of a family transformers supports.") from None
     return model
+
+
+@contextlib.contextmanager
+def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
+    """Gemma 2 (attention logit soft-capping) and gpt-oss (attention sinks) have flash-attention and
+    eager paths but no SDPA path in transformers, and flash-attention cannot run on CPU. The flash
+    kernels apply the soft-cap / sink inside the kernel and save what SDPA's fused kernel saves
+    (q, k, v, output, fp32 log-sum-exp), so the trace stands in SDPA for them (memory only: the
+    soft-cap and sinks are dropped from the math; sinks are a per-head parameter)."""
+    from transformers import AutoModelForCausalLM
+    cls = None
+    if attn_impl == "sdpa":
+        try:
+            cls = AutoModelForCausalLM._model_mapping[type(cfg)]
+        except (KeyError, AttributeError):
+            cls = None
+    if cls is None or getattr(cls, "_supports_sdpa", True):
+        yield
+        return
+    _install_sdpa_standin()
+    cls._gpuplan_flash_standin = True
+    patched = [c for c in cls.__mro__ if "_supports_sdpa" in vars(c)]
+    saved = {c: vars(c)["_supports_sdpa"] for c in patched}
+    for c in patched:
+        c._supports_sdpa = True
+    if notes is not None:
+        notes.append(f"{cfg.model_type}: transformers has no SDPA path (soft-capping/sinks live in its "
+                     "flash-attention and eager paths); traced with SDPA standing in for the flash kernel, "
+                     "which saves the same tensors (output + log-sum-exp).")
+    try:
+        yield
+    finally:
+        for c, v in saved.items():
+            c._supports_sdpa = v
+        del cls._gpuplan_flash_standin
+
+
+def _install_sdpa_standin() -> None:
+    """Wrap transformers' SDPA attention once: for modules marked `_gpuplan_flash_standin` drop the
+    `softcap` (Gemma 2) and `s_aux` (gpt-oss sinks) arguments that only flash/eager kernels take.
+    Unmarked modules go straight through."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    inner = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    if getattr(inner, "_gpuplan_wrapper", False):
+        return
+
+    def sdpa_standin(module, *args, **kwargs):
+        if getattr(module, "_gpuplan_flash_standin", False):
+            kwargs.pop("softcap", None)
+            kwargs.pop("s_aux", None)
+        return inner(module, *args, **kwargs)
+
+    sdpa_standin._gpuplan_wrapper = True
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = sdpa_standin
 
 
 def _tf_version() -> str:

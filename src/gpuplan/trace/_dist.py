@@ -50,6 +50,7 @@ def _layers(model: nn.Module):
     raise RuntimeError("could not find the decoder layers (model.model.layers)")
 
 
+_FULL_WIDTH_QK_NORM = ("olmo2",)     # q_norm/k_norm over all heads at once (OLMo 2)
 _COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 _ROWWISE = ("o_proj", "down_proj")
 
@@ -72,6 +73,13 @@ def parallelize(model, scenario, mesh, param_dtype, autocast_dtype, notes):
     p = scenario.parallel
     dp, tp = p.dp or 1, p.tp
     if tp > 1:
+        if getattr(model.config, "model_type", "") in _FULL_WIDTH_QK_NORM:
+            from ..errors import UnsupportedError
+            raise UnsupportedError(
+                f"tracing '{model.config.model_type}' with tp={tp}",
+                "its q/k norms normalise the whole q/k projection, so a column-split q_proj/k_proj needs the "
+                "norm's statistics across ranks (an all-reduce our plain TP plan does not add).",
+                "trace tp=1 (with dp/FSDP) or use `gpuplan estimate` for this layout.")
         from torch.distributed.tensor.parallel import parallelize_module
         for layer in _layers(model):
             parallelize_module(layer, mesh["tp"], _tp_plan(layer))

@@ -85,7 +85,8 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
     world = _world(scenario)
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
-    with dist_ctx as mesh, mode, _unpacked_inputs():
+    with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
+            _cuda_kernel_semantics(notes):
         if scenario.is_training:
             res = _train(scenario, spec, mesh, iterations, notes, say)
         else:
@@ -131,6 +132,73 @@ def _unpacked_inputs():
         yield
     finally:
         mu.find_packed_sequence_indices = orig
+
+
+@contextlib.contextmanager
+def _cuda_kernel_semantics(notes):
+    """Make two CPU kernels save what their CUDA counterparts save (the trace stands for a GPU run):
+    * CUDA autocast casts scaled_dot_product_attention's inputs to the 16-bit dtype (SDPA is on its
+      lower-precision list); CPU autocast does not, so a family that applies RoPE in fp32 (Falcon)
+      or an fp32 residual would send SDPA down its fp32 math path (scores kept). Cast like CUDA.
+    * Attention dropout: flash/memory-efficient kernels draw it inside the kernel (an RNG seed is
+      saved); the CPU fused kernel has no dropout and falls back to the math path. SDPA is called
+      with dropout_p=0 (same saved tensors as the GPU kernel).
+    * F.dropout: CUDA runs the fused native_dropout (a 1-byte bool mask saved); CPU's dropout keeps a
+      mask in the input dtype. native_dropout is used."""
+    F = torch.nn.functional
+    orig_sdpa, orig_dropout = F.scaled_dot_product_attention, F.dropout
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *args, **kwargs):
+        if torch.is_autocast_enabled("cpu"):
+            dt = torch.get_autocast_dtype("cpu")
+            query, key, value = (x.to(dt) if x.is_floating_point() else x for x in (query, key, value))
+            if attn_mask is not None and attn_mask.is_floating_point():
+                attn_mask = attn_mask.to(dt)
+        return orig_sdpa(query, key, value, attn_mask, 0.0, is_causal, *args, **kwargs)
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return orig_dropout(input, p, training, inplace)
+        return torch.native_dropout(input, p, True)[0]
+
+    F.scaled_dot_product_attention, F.dropout = sdpa, dropout
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention, F.dropout = orig_sdpa, orig_dropout
+
+
+@contextlib.contextmanager
+def _fp32_grouped_experts(scenario, spec, notes):
+    """MoE experts under fp32 master weights. transformers' grouped_mm experts are not autocast ops:
+    they cast the (16-bit) input to the weight dtype, so with fp32 parameters the experts run in
+    fp32 (transformers.integrations.moe._grouped_mm). torch's grouped_mm meta kernel only accepts
+    bf16, so fake tensors cannot run that call; transformers' own fallback op
+    (transformers::grouped_mm_fallback: same fp32 inputs, same saved input and weight) is used for
+    fp32 weights instead, exactly as transformers does where grouped_mm is unavailable."""
+    train = getattr(scenario, "train", None)
+    if not (spec.is_moe and train is not None and train.master_weights and train.precision in ("bf16", "fp16")):
+        yield
+        return
+    try:
+        from transformers.integrations import moe
+        orig = moe._can_use_grouped_mm
+    except (ImportError, AttributeError):
+        yield
+        return
+
+    def can_use(input, weight, offs):
+        return weight.dtype in (torch.bfloat16,) and orig(input, weight, offs)
+
+    moe._can_use_grouped_mm = can_use
+    notes.append("MoE experts with fp32 master weights: transformers casts each expert matmul's input to the "
+                 "fp32 weight dtype (grouped_mm is not an autocast op), so routed experts compute and save "
+                 "fp32 tensors; traced with transformers' grouped_mm fallback op (torch's grouped_mm meta "
+                 "kernel accepts bf16 only).")
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = orig
 
 
 def _world(scenario) -> int:
@@ -253,14 +321,7 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     say(f"building {spec.name} on fake tensors")
     with tracker:
         experts = None
-        if spec.is_moe and autocast_dtype is not None:
-            raise UnsupportedError(
-                f"tracing MoE model '{spec.name}' with master weights (fp32 params + autocast)",
-                "transformers' grouped_mm experts reject autocast inputs on CPU, and its eager expert loop "
-                "has data-dependent shapes (nonzero) that fake tensors cannot run.",
-                "trace with train.master_weights: false (pure 16-bit) and add the fp32 master copy "
-                "(4 bytes/param) and 16-bit weight copies by hand, or use `gpuplan estimate`.")
-        model = build_causal_lm(spec, cfg, param_dtype, attn, experts=experts)
+        model = build_causal_lm(spec, cfg, param_dtype, attn, experts=experts, notes=notes)
         if train.method in ("lora", "qlora"):
             model = _apply_lora(model, train, param_dtype, notes)
             if train.method == "qlora":
@@ -283,6 +344,9 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
         opt = make_optimizers(train.optimizer, train.optimizer_impl, model.parameters(), notes)
         notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
                      "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
+        notes.append("CUDA kernel semantics: SDPA inputs cast to the autocast dtype as CUDA autocast does, "
+                     "attention dropout inside the attention kernel (no mask kept), other dropout as CUDA's "
+                     "fused native_dropout (1-byte mask).")
         if attn == "sdpa":
             notes.append("no attention mask is passed, so SDPA takes the unmasked is_causal path a real "
                          "unpadded batch takes (transformers cannot see that a fake mask is all ones).")
@@ -352,7 +416,7 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
     B, P = inf.concurrency, inf.prompt_len
     say(f"building {spec.name} on fake tensors")
     with tracker:
-        model = build_causal_lm(spec, cfg, compute, "sdpa")
+        model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
         _quantize_for_inference(model, inf.weights, compute, notes)
         model.eval()
         if mesh is not None:
