@@ -89,7 +89,8 @@ function kpi(label, value, note, id) {
     el("div", { class: "label" }, label), el("div", { class: "value" }, value), note ? el("div", { class: "note" }, note) : null);
 }
 function notesList(items, cls) {
-  const list = (items || []).filter(Boolean);
+  // "details: k=v; ..." is the speed model's machine-readable bookkeeping, not a note for people
+  const list = (items || []).filter((t) => t && !String(t).startsWith("details:"));
   if (!list.length) return null;
   return el("ul", { class: "notes" }, list.map((t) => el("li", { class: cls || null }, t)));
 }
