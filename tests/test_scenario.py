@@ -68,3 +68,12 @@ def test_replace_revalidates():
     assert t.dp == 8 and t.parallel.tp == 2
     with pytest.raises(InputError):
         s.replace(train={"seq_len": -5})
+
+
+def test_expert_parallel_groups_differ_for_training_and_serving():
+    """Training places experts over dp*cp ranks (Megatron); serving over dp*tp (vLLM EP inside TP,
+    or attention-DP 'DEP')."""
+    base = {"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm", "count": 2}}
+    assert scenario_from_dict({**base, "task": "infer", "parallel": {"tp": 2, "ep": 2}}).parallel.ep == 2
+    with pytest.raises(InputError, match="dp\\*cp"):
+        scenario_from_dict({**base, "task": "train", "parallel": {"tp": 2, "ep": 2}})

@@ -156,8 +156,13 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}")
         if p.dp is None:
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
-        if p.ep > 1 and (dp * p.cp) % p.ep:
-            raise ValueError(f"parallel.ep = {p.ep} must divide dp*cp = {dp * p.cp}")
+        # training (Megatron) places experts across the data(-and-context)-parallel ranks; serving
+        # engines place them across the tensor-parallel ranks (vLLM --enable-expert-parallel) or the
+        # attention-data-parallel ranks (TensorRT-LLM/SGLang DEP)
+        ep_group = dp * p.cp if self.task != "infer" else dp * p.tp
+        if p.ep > 1 and ep_group % p.ep:
+            what = "dp*cp" if self.task != "infer" else "dp*tp"
+            raise ValueError(f"parallel.ep = {p.ep} must divide {what} = {ep_group}")
         return self
 
     @property

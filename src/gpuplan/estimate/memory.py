@@ -353,9 +353,11 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
     block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
     tokens_per_seq = math.ceil(ctx / block) * block
-    # with expert parallelism the attention layers run data-parallel across the `ep` ranks of one
-    # model copy (attention DP), so each GPU holds the KV cache of its share of the sequences
-    seqs = math.ceil(inf.concurrency / p.ep) if p.ep > 1 else inf.concurrency
+    # with expert parallelism over data-parallel ranks the attention layers run data-parallel across
+    # them (attention DP, TensorRT-LLM/SGLang "DEP"), so each GPU holds its share of the sequences;
+    # experts spread over the tensor-parallel ranks (vLLM) leave attention tensor-parallel
+    attn_dp = min(scn.dp, p.ep) if p.ep > 1 else 1
+    seqs = math.ceil(inf.concurrency / attn_dp)
     kv_need = per_token * tokens_per_seq * seqs
     if inf.engine == "hf" and any(model.layer_windows):
         # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
@@ -374,7 +376,7 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         pool = budget - weights - act - graphs - _overhead(scn, 0)
         extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
                      # sequences one model copy can hold: each attention-DP rank holds its share
-                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * max(1, p.ep))
+                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
         if model.is_mla and tp > 1:
             notes.append("MLA latent cache is replicated on every TP rank (vLLM)")
         if not model.is_mla and tp > model.num_kv_heads:
