@@ -515,8 +515,12 @@ class _Serving:
         # vLLM/SGLang DP-attention + EP): `ep` attention replicas of tp×pp GPUs each decode their
         # own batch and share the routed experts, E/ep per rank (docs/speed.md §3)
         self.ep = par.ep if (model.is_moe and par.ep > 1) else 1
+        # attention replicas sharing the experts: ep over data-parallel ranks is attention DP
+        # ("DEP": tp=1, dp=ep); ep over the tensor-parallel ranks (vLLM --enable-expert-parallel,
+        # tp=ep, dp=1) keeps one tensor-parallel attention replica
+        self.adp = min(scn.dp, self.ep) if self.ep > 1 else 1
         self.n_gpu_group = self.tp * self.pp              # one attention replica
-        self.group_gpus = self.n_gpu_group * self.ep      # one copy of the model
+        self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
         self.clock = clock_factor(P, gpu)
@@ -536,7 +540,7 @@ class _Serving:
         gpn = _gpus_per_node(scn, gpu)
         net = _network(scn, gpu)
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P.get("comm", {})) if self.tp > 1 else LOCAL
-        self.link_ep = group_link(gpu, self.ep, self.tp * self.ep, gpn, net, P.get("comm", {})) if self.ep > 1 else LOCAL
+        self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P.get("comm", {})) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng.get("prefill_chunk_tokens") or self.eng.get("max_num_tokens", 8192))
         self.notes: list[str] = []
         # KV capacity (tokens, whole model copy = ep attention replicas)
@@ -547,13 +551,13 @@ class _Serving:
             kv_capacity_tokens = _memory_engine_kv_tokens(scn, model, gpu)
             self.kv_source = "memory engine"
             if kv_capacity_tokens is not None:   # the memory engine's pool is one rank's (one replica)
-                kv_capacity_tokens *= self.ep
+                kv_capacity_tokens *= self.adp
         if kv_capacity_tokens is None:
             self.kv_source = "estimate"
             usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
             util = inf.gpu_memory_utilization if self.eng.get("memory_utilization_applies", True) else 1.0
             free = usable * util - self._weights_rank() - self.eng.get("reserve_bytes", 2.0e9)
-            kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.ep if kv_tok_gpu > 0 else float("inf")
+            kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.adp if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
 
     # ---- pieces --------------------------------------------------------------------------
@@ -571,7 +575,7 @@ class _Serving:
         if not m.is_moe:
             return self.wb["read"] / self.n_gpu_group
         layers = m.num_moe_layers or m.num_layers
-        group_tokens = int(round(batch_tokens * self.ep))
+        group_tokens = int(round(batch_tokens * self.adp))
         touched = expected_experts_touched(m.num_experts, m.experts_per_tok, group_tokens)
         dense = (self.wb["read"] - self.wb["expert"]) / self.n_gpu_group
         if self.ep > 1:
@@ -602,7 +606,7 @@ class _Serving:
                     n_out /= self.tp
             m_eff = 1.0
             if b.kind == "expert":
-                share = self.ep / self.tp if ep_split else 1.0
+                share = float(self.adp) if ep_split else 1.0     # every replica's tokens reach the experts
                 rows = tokens * b.active_fraction * share
                 count = b.count / self.pp / (self.ep if ep_split else 1)
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
@@ -686,9 +690,9 @@ class _Serving:
         inf = self.inf
         P_len, O_len = inf.prompt_len, inf.output_len
         ctx_avg = P_len + O_len / 2.0
-        conc_r = math.ceil(concurrency / self.ep)
+        conc_r = math.ceil(concurrency / self.adp)
         per_seq = P_len + self.eng.get("kv_reserve_output_fraction", 1.0) * O_len  # tokens held per sequence
-        kv_limit = int(self.kv_capacity_tokens / self.ep // per_seq) if per_seq > 0 else conc_r
+        kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) if per_seq > 0 else conc_r
         max_b = int(self.eng.get("max_batch", 256))
         batch = max(0, min(conc_r, kv_limit, max_b))
         limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
@@ -705,7 +709,7 @@ class _Serving:
         # lasts as long as the replica with the most prompt work; prompts arrive independently
         # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
-        adp = adp_imbalance(batch / max(1, O_len), self.ep) if (self.ep > 1 and batch > 1) else 1.0
+        adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
         t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp)
         chunk = self.eng.get("prefill_chunk_tokens")
         if batch > 1:
@@ -723,8 +727,8 @@ class _Serving:
             thr = O_len / (t_pf + O_len * step["time"])
         if conc_r > batch:  # the rest wait in the queue for a free slot
             ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
-        thr *= self.ep    # every attention replica of the copy produces its own tokens
-        return {"concurrency": concurrency, "batch": batch * self.ep, "batch_per_replica": batch,
+        thr *= self.adp    # every attention replica of the copy produces its own tokens
+        return {"concurrency": concurrency, "batch": batch * self.adp, "batch_per_replica": batch,
                 "limited_by": limit, "fits": True,
                 "ttft_s": ttft, "tpot_s": tpot, "output_tokens_per_s": thr,
                 "output_tokens_per_s_per_gpu": thr / self.group_gpus,
