@@ -109,22 +109,20 @@ def list_networks() -> list[Network]:
     return list(_networks().values())
 
 
+def _by_id(table: dict, given: str, what: str, csv_name: str):
+    key = str(given).strip().lower()
+    if key not in table:
+        raise UnknownNameError(f"{what} '{given}'", f"is not in {csv_name}.",
+                               f"use one of {', '.join(table)}.", close_matches(key, table))
+    return table[key]
+
+
 def get_node(node_id: str) -> NodeShape:
-    nodes = _nodes()
-    key = str(node_id).strip().lower()
-    if key not in nodes:
-        raise UnknownNameError(f"node shape '{node_id}'", "is not in nodes.csv.",
-                               f"use one of {', '.join(nodes)}.", close_matches(key, nodes))
-    return nodes[key]
+    return _by_id(_nodes(), node_id, "node shape", "nodes.csv")
 
 
 def get_network(network_id: str) -> Network:
-    nets = _networks()
-    key = str(network_id).strip().lower()
-    if key not in nets:
-        raise UnknownNameError(f"network '{network_id}'", "is not in networks.csv.",
-                               f"use one of {', '.join(nets)}.", close_matches(key, nets))
-    return nets[key]
+    return _by_id(_networks(), network_id, "network", "networks.csv")
 
 
 def nodes_for(gpu: GpuSpec | str) -> list[NodeShape]:

@@ -8,7 +8,7 @@ function that rules a value out returns the reason as a sentence, never a bare F
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import InputError
 
@@ -68,6 +68,24 @@ def _as_options(value: Any) -> tuple | None:
     return (value,)
 
 
+def _take_options(section: dict[str, Any], options: Mapping[str, Any], fixed: Mapping[str, Any],
+                  out: dict[str, Any], named: dict[str, Any], *, mark_defaulted: bool) -> None:
+    """Move searchable fields out of `section` into `out`: a given value or list restricts the
+    search (and is remembered as named by the user), a fixed default pins it, anything else is open."""
+    for name in options:
+        if name in section:
+            opts = _as_options(section.pop(name))
+            out[name] = opts
+            if opts:
+                named[name] = opts
+        elif name in fixed:
+            out[name] = (fixed[name],)
+            if mark_defaulted:
+                out[f"_{name}_defaulted"] = True
+        else:
+            out[name] = None
+
+
 def space_from(data: dict[str, Any]) -> Space:
     """Split a partial scenario dict into its fixed part and the open/restricted fields."""
     if not isinstance(data, dict):
@@ -104,34 +122,13 @@ def space_from(data: dict[str, Any]) -> Space:
 
     if task in ("train", "finetune"):
         tr = dict(data.get("train") or {})
-        for name, default in TRAIN_OPTIONS.items():
-            if name in tr:
-                opts = _as_options(tr.pop(name))
-                sp.train[name] = opts
-                if opts:
-                    sp.named[name] = opts
-            elif name in TRAIN_DEFAULT_FIXED:
-                sp.train[name] = (TRAIN_DEFAULT_FIXED[name],)
-                sp.train[f"_{name}_defaulted"] = True   # type: ignore[assignment]
-            else:
-                sp.train[name] = None
-        if task == "train" and sp.train.get("method") and set(sp.train["method"]) - {"full"}:
-            pass  # pre-training with adapters is odd but allowed
+        _take_options(tr, TRAIN_OPTIONS, TRAIN_DEFAULT_FIXED, sp.train, sp.named, mark_defaulted=True)
         if not tr.get("global_batch"):
             sp.global_batch_default = True
         base["train"] = tr
     else:
         inf = dict(data.get("infer") or {})
-        for name in INFER_OPTIONS:
-            if name in inf:
-                opts = _as_options(inf.pop(name))
-                sp.infer[name] = opts
-                if opts:
-                    sp.named[name] = opts
-            elif name in INFER_DEFAULT_FIXED:
-                sp.infer[name] = (INFER_DEFAULT_FIXED[name],)
-            else:
-                sp.infer[name] = None
+        _take_options(inf, INFER_OPTIONS, INFER_DEFAULT_FIXED, sp.infer, sp.named, mark_defaulted=False)
         base["infer"] = inf
     return sp
 
