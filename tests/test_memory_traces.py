@@ -28,14 +28,7 @@ def test_median_error_within_2_percent():
 
 # Traced families whose activations the engine does not model yet (docs/model.md §6). Strict: a fix
 # that brings one within 5 % makes its xfail fail, so it must be removed from here.
-TRACE_GAPS = {
-    "falcon-7b cut 2 layers full mw s2048": "Falcon always materialises its mask and runs SDPA on MQA heads: math path, scores kept",
-    "falcon-7b infer bf16 c8 p1024": "Falcon prefill: SDPA math path with a materialised mask",
-    "deepseek-v2-lite cut 3 layers full bf16 s2048": "MLA: q/k nope+rope concatenation copies and kv_b output not modelled",
-    "qwen3-moe cut 4 layers lora s2048": "MoE + LoRA under autocast: frozen fused experts still save inputs (fp32 casts)",
-    "gpt2 infer bf16 c16 p1000": "GPT-2 prefill transient (fused c_attn output, GELU-new intermediates) not modelled",
-    "deepseek-v2-lite infer bf16 c8 p2048": "MLA prefill transient (per-head K/V from kv_b) not modelled",
-}
+TRACE_GAPS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=TRACE_GAPS[r["name"]]))

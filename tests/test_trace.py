@@ -185,3 +185,44 @@ def test_flash_only_family_traces_as_sdpa_and_dropout_keeps_bool_masks():
     fake = run_trace(scn, get_model(scn.model), iterations=1, decode_steps=0)
     real = run_trace(scn, get_model(scn.model), iterations=1, decode_steps=0, fake=False)
     assert fake.peak_bytes == real.peak_bytes and fake.components == real.components
+
+
+def _saved_by_sdpa(q_shape, k_shape, v_shape, mask=None, fake=True):
+    """Shapes of the tensors the traced SDPA call saves for backward (saved_tensors_hooks)."""
+    import contextlib
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gpuplan.trace._run import _cuda_kernel_semantics
+    saved = []
+    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), _cuda_kernel_semantics([]), \
+            torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+        q, k, v = (torch.randn(s, dtype=torch.bfloat16, requires_grad=True) for s in (q_shape, k_shape, v_shape))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        out.sum().backward()
+    return saved
+
+
+def test_sdpa_with_mla_head_dims_saves_what_cuda_mem_efficient_kernel_saves():
+    """q/k head dim 192, v 128 (DeepSeek MLA): torch's CPU dispatch falls back to the math path (S x S
+    probabilities saved), CUDA's picks the memory-efficient kernel. The trace must follow CUDA: q, k, v,
+    output and the fp32 log-sum-exp, nothing S x S."""
+    B, Hh, S = 1, 4, 64
+    saved = _saved_by_sdpa((B, Hh, S, 192), (B, Hh, S, 192), (B, Hh, S, 128))
+    assert (B, Hh, S, S) not in saved
+    assert {(B, Hh, S, 192), (B, Hh, S, 128), (B, Hh, S)} <= set(saved)
+    # the real CPU run (what the trace would otherwise copy) keeps the scores
+    assert (B, Hh, S, S) in _saved_by_sdpa((B, Hh, S, 192), (B, Hh, S, 192), (B, Hh, S, 128), fake=False)
+    # with a boolean mask (HF StaticCache prefill) the bias is kept in 16-bit, padded to 16 columns
+    mask = torch.ones(B, 1, S, S + 4, dtype=torch.bool).tril(4)
+    with_mask = _saved_by_sdpa((B, Hh, S, 192), (B, Hh, S + 4, 192), (B, Hh, S + 4, 128), mask=mask)
+    assert (B, Hh, S, S + 4) in with_mask and (B, Hh, S, S) not in with_mask
+
+
+def test_implicit_mqa_keeps_the_math_path_as_on_cuda():
+    """Falcon-7B passes one un-expanded K/V head without enable_gqa: torch 2.13's fused kernels all
+    require equal head counts then (CUDA too), so the trace keeps the math path and its fp32 scores."""
+    B, Hh, S = 1, 4, 32
+    mask = torch.ones(B, 1, S, S, dtype=torch.bool).tril()
+    saved = _saved_by_sdpa((B, Hh, S, 64), (B, 1, S, 64), (B, 1, S, 64), mask=mask)
+    assert (B, Hh, S, S) in saved

@@ -71,6 +71,19 @@ def _cfg(model: ModelSpec, *keys, default=None):
     return default
 
 
+def math_path_attention(model: ModelSpec, s: ActivationSetup | None = None) -> bool:
+    """HF Falcon-7B style multi-query attention under SDPA: one K/V head passed un-expanded (implicit
+    broadcast, no enable_gqa) together with the causal mask Falcon always materialises. torch 2.13's
+    fused kernels all require equal head counts unless enable_gqa (sdp_utils_cpp.h
+    check_batch_size_and_num_heads_dense, used by the CUDA flash, memory-efficient and cuDNN checks
+    alike), so SDPA runs its math path on CUDA as on CPU and keeps the S x S probabilities (traced;
+    pytorch#191085 lets fused kernels take implicit MQA in later releases)."""
+    if s is not None and (s.framework != "hf" or s.attention == "eager"):
+        return False
+    return (model.family == "falcon" and model.num_kv_heads == 1 < model.num_heads
+            and not _cfg(model, "new_decoder_architecture", default=False))
+
+
 def dropout_mask_bytes(model: ModelSpec) -> float:
     """Bytes per token per layer of dropout masks (CUDA's fused native_dropout keeps a 1-byte bool
     mask): residual dropout after attention and after the MLP when the config enables it (GPT-2
@@ -121,7 +134,15 @@ def megatron_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerAct
         f = model.intermediate_size
     rep = 4 * b * h                                   # two norm inputs, QKV input, fc1 input (2h each)
     if model.is_moe:
-        rep += model.experts_per_tok * b * h + 8 * model.num_experts
+        moe = model.experts_per_tok * b * h + 8 * model.num_experts
+        if s.framework == "hf":
+            # transformers' MoE combine `proj_out * sample_weights` (integrations/moe.py): the routing
+            # weights take a gradient, so every routed copy's expert output (k x h) is saved (traced)
+            moe += model.experts_per_tok * b * h
+            if model.family == "deepseek":
+                # DeepSeek's gate runs F.linear(hidden.float(), weight.float()): the fp32 input is saved
+                moe += 4 * h
+        rep += moe_frac * moe
     shard = b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
     shard += (3 if model.gated_mlp else 2) * b * f    # fc1 output (2f gated) + activation output
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=6.0 if s.attention == "eager" else 0.0)
@@ -133,10 +154,11 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
     b = s.compute_bytes
     i = model.intermediate_size
-    if model.is_moe:
-        i_eff = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
-    else:
-        i_eff = i
+    # layer average: dense first layers (DeepSeek first_k_dense_replace, Qwen3-MoE mlp_only_layers)
+    # keep a dense MLP's tensors, MoE layers the routed ones
+    moe_frac = (model.num_moe_layers or model.num_layers) / max(model.num_layers, 1) if model.is_moe else 0.0
+    i_moe = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
+    i_eff = moe_frac * i_moe + (1 - moe_frac) * i
     if model.is_mla:
         kv = a  # MLA materialises per-head K/V for attention
     rep = 0.0
@@ -158,7 +180,24 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         # CausalSelfAttention (k.expand(...).reshape(...)) copy K/V to all query heads before SDPA,
         # so attention saves a-head K and V (HF passes kv heads with enable_gqa)
         kv_att = a
-    shard += b * (a * d + kv_att * d + kv_att * vd + a * vd) + 4 * a
+    if math_path_attention(model, s):
+        # SDPA's math path (torch 2.13 math backend upcasts 16-bit inputs to fp32): the scaled fp32 q,
+        # the fp32 scaled k and v (kv heads, broadcast) and the output (o_proj's input); the fp32
+        # probabilities (a x S per token) are the score_bytes below. No log-sum-exp.
+        shard += 4 * a * d + 4 * kv * (d + vd) + b * a * vd
+    elif model.is_mla and s.framework not in ("torchtune", "litgpt"):
+        # HF DeepSeek-V2/V3 MLA (traced, saved_tensors listing + CUDA memory-efficient SDPA): q is the
+        # concatenation of its nope and rope parts (a new a x d_qk tensor); k is a new a x d_qk tensor
+        # (k_nope copied next to the broadcast k_rope); v is a view of kv_b_proj's output, which therefore
+        # stays alive whole (a x (nope + v)); the attention output (o_proj's input) and the fp32 lse
+        nope = _cfg(model, "qk_nope_head_dim", default=d - _cfg(model, "qk_rope_head_dim", default=0))
+        shard += b * (2 * a * d + a * (nope + vd) + a * vd) + 4 * a
+        # latent RMSNorms (kv_a_layernorm over kv_lora_rank, q_a_layernorm over q_lora_rank): the norm's
+        # fp32 upcast and normalized value plus the weighted output kept by kv_b_proj / q_b_proj
+        for rank in (_cfg(model, "kv_lora_rank", default=0), _cfg(model, "q_lora_rank", default=0)):
+            rep += (_norm_bytes(model, s) + (0 if s.frozen_base else b)) * (rank or 0)
+    else:
+        shard += b * (a * d + kv_att * d + kv_att * vd + a * vd) + 4 * a
     if model.family in ("gpt_neox", "phi3"):
         # rotary makes new q and k, while v stays a view of the fused qkv projection output, which
         # therefore stays alive whole: q and k are held twice (traced)
@@ -171,7 +210,15 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         shard += (_PLAIN_MLP_SAVES.get(act, 2) - 1) * b * i_eff     # fc2's input is counted below
     if model.is_moe:
         # each routed copy of a token gathers its input; router logits and probabilities in fp32
-        rep += model.experts_per_tok * b * h + 8 * model.num_experts
+        moe = model.experts_per_tok * b * h + 8 * model.num_experts
+        if s.framework == "hf":
+            # transformers' MoE combine `proj_out * sample_weights` (integrations/moe.py): the routing
+            # weights take a gradient, so every routed copy's expert output (k x h) is saved (traced)
+            moe += model.experts_per_tok * b * h
+            if model.family == "deepseek":
+                # DeepSeek's gate runs F.linear(hidden.float(), weight.float()): the fp32 input is saved
+                moe += 4 * h
+        rep += moe_frac * moe
     # inputs saved by linears
     widths = {"attn_in": h, "o_in": a * vd, "mlp_in": h, "down_in": i_eff}
     consumers = {"attn_in": ("q", "k", "v"), "o_in": ("o",), "mlp_in": ("gate", "up") if model.gated_mlp else ("up",),
@@ -204,5 +251,5 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
             rep += saved
         else:
             shard += saved
-    score = 6.0 if s.attention == "eager" else 0.0
+    score = 6.0 if s.attention == "eager" else 4.0 if math_path_attention(model, s) else 0.0
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)

@@ -15,7 +15,7 @@ from ..dtypes import kv_bytes, weight_format
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import MiB
-from .activations import ActivationSetup, embedding_dropout_bytes, layer_activations
+from .activations import ActivationSetup, embedding_dropout_bytes, layer_activations, math_path_attention
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
@@ -233,6 +233,17 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0
+    if peft and model.is_moe and scn.framework == "hf" and targets & {"gate", "up", "down"}:
+        # peft adapts transformers' fused expert parameters (gate_up_proj, down_proj [E, out, in]) with a
+        # ParamWrapper: forward builds W + s * B @ A (baddbmm) for every expert and grouped_mm saves that
+        # merged 16-bit weight for its input gradient, so each MoE layer keeps a full copy of its experts
+        # until backward (traced: Qwen3-MoE); under full recompute only the layer being recomputed
+        experts = sum(b.total for b in model.blocks if b.kind == "expert") / (ep if ep > 1 else tp)
+        per_layer = experts / max(model.num_moe_layers, 1) * low
+        if t.recompute == "full":
+            working += per_layer
+        else:
+            saved += per_layer * model.num_moe_layers * rp.stage_layers / model.num_layers * in_flight
     if t.activation_offload:
         # saved activations stream to host memory; about two layers stay on the GPU (in flight)
         cpu += saved
@@ -270,6 +281,20 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if math_path_attention(model, setup) and stage in ("last", "only") and t.recompute != "full":
+        # SDPA's math path keeps S x S probabilities, and its backward in the last layer allocates two
+        # more fp32 score-sized tensors (the gradient of the probabilities from bmm and the softmax
+        # backward output). By then the loss block is freed and the gradients of the head (V x h) and
+        # of the last layer's o_proj/MLP exist, their autocast copies released (traced: Falcon)
+        post = sum(b.numel for b in model.blocks if b.layer_scope == "layer" and (
+            b.kind in ("mlp", "expert", "shared_expert") or b.name in ("o_proj", "dense", "c_proj")))
+        post = post / tp + model.vocab_size * h / (tp if native_tp else 1)
+        grad_div = shard if p.zero >= 2 else 1
+        score_grads = 2 * 4.0 * model.num_heads / tp * (t.seq_len / cp) * tokens
+        phases["attention_backward"] = dict(
+            weights=weights + root_unsharded + (max(0.0, autocast_copies - post * low) if autocast_copies else 0.0),
+            gradients=grads if grad_accum > 1 else post * sb.grad / grad_div, optimizer_states=optim,
+            activations=saved + head_acts, temporary=gather + dequant + score_grads)
     if t.full_state_dict and p.zero >= 3 and shard > 1:
         # loading/saving a full state dict materialises the whole 16-bit model next to the shard
         phases["checkpoint"] = dict(weights=weights + rp.total * low, optimizer_states=optim)
@@ -396,7 +421,16 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             extra["cpu_bytes"] = int(cpu_w)
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
-        act = seqs * inf.prompt_len * (4 * h + 3 * i / tp) * 2 + seqs * model.vocab_size * 4
+        act = seqs * inf.prompt_len * _prefill_bytes_per_token(model, tp)
+        if math_path_attention(model):
+            # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
+            # full length: the fp32 scores from bmm and the masked/softmaxed copy (2 x 4 bytes x heads x
+            # cache length), the fp32 copy and scaled copy of q, the fused qkv output and four h-sized
+            # 16-bit tensors (embeddings, residual, norm output, rotated q) alive together (traced)
+            a, d, kvh = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp)
+            attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
+            act = max(act, seqs * inf.prompt_len * attn)
+        act += seqs * model.vocab_size * 4
         temp = 0.0
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
@@ -404,6 +438,19 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        logits=seqs * model.vocab_size * 4, temporary=temp),
     }
     return phases, notes, extra
+
+
+def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """16-bit tensors alive per token at the MLP during HF prefill (no_grad): four h-sized (embeddings /
+    residual stream, norm output, MLP input and output) and three i-sized (gate, up, act). Traced
+    exceptions: GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized
+    tensor, and transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds
+    x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
+    h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
+    n_h = 5 if any(b.name == "embed_positions" for b in model.blocks) else 4
+    act = str((model.config or {}).get("activation_function") or (model.config or {}).get("hidden_act") or "")
+    n_i = 4 if (not model.gated_mlp and act == "gelu_new") else 3
+    return (n_h * h + n_i * i / tp) * 2
 
 
 # ---- public entry --------------------------------------------------------------------------------------

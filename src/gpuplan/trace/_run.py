@@ -154,6 +154,13 @@ def _cuda_kernel_semantics(notes):
             query, key, value = (x.to(dt) if x.is_floating_point() else x for x in (query, key, value))
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(dt)
+        if _cuda_takes_mem_efficient_where_cpu_takes_math(query, key, value, args, kwargs):
+            if not any("memory-efficient" in n for n in notes):
+                notes.append("SDPA with a value head dim different from the query/key head dim (MLA): CUDA runs "
+                             "the memory-efficient kernel (q, k, v, output, fp32 log-sum-exp saved; a mask becomes "
+                             "a 16-bit bias padded to 16 columns), the CPU the math path (S x S scores kept); "
+                             "traced with the CUDA kernel's own op (aten._scaled_dot_product_efficient_attention).")
+            return _mem_efficient_sdpa(query, key, value, attn_mask, is_causal, kwargs.get("scale"))
         return orig_sdpa(query, key, value, attn_mask, 0.0, is_causal, *args, **kwargs)
 
     def dropout(input, p=0.5, training=True, inplace=False):
@@ -166,6 +173,52 @@ def _cuda_kernel_semantics(notes):
         yield
     finally:
         F.scaled_dot_product_attention, F.dropout = orig_sdpa, orig_dropout
+
+
+_MEM_EFF_ALIGN = 16     # CUDA mem-efficient attention pads an unaligned bias' last dim to 16 (preprocess_mask)
+
+
+def _cuda_takes_mem_efficient_where_cpu_takes_math(query, key, value, args, kwargs) -> bool:
+    """True when torch's CUDA SDPA dispatch (sdp_utils.cpp, torch 2.13) picks the memory-efficient kernel
+    while the CPU dispatch (sdp_utils_cpp.cpp) falls back to the math path, which keeps the S x S
+    scores. The one case the traced models hit: a value head dim different from the query/key head dim
+    (DeepSeek MLA: 192 vs 128). CPU flash and CUDA flash need q, k and v of one head dim; CUDA's
+    memory-efficient kernel needs only q and k equal and both dims aligned (8 elements in 16-bit on
+    sm80+). Equal head counts only (implicit MQA broadcast, Falcon, is refused by every fused kernel
+    on CUDA too: check_batch_size_and_num_heads_dense). Fake tensors only: the real CPU has no such kernel."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    if args or kwargs.get("enable_gqa") or not isinstance(query, FakeTensor):
+        return False
+    if not (query.dim() == key.dim() == value.dim() == 4):
+        return False
+    if query.dtype not in (torch.bfloat16, torch.float16) or not (query.dtype == key.dtype == value.dtype):
+        return False
+    dq, dk, dv = query.shape[-1], key.shape[-1], value.shape[-1]
+    heads = query.shape[:2] == key.shape[:2] == value.shape[:2]
+    return heads and dq == dk and dv != dq and dq % 8 == 0 and dv % 8 == 0
+
+
+def _mem_efficient_sdpa(query, key, value, attn_mask, is_causal, scale):
+    """What CUDA's SDPA does on its memory-efficient path (attention.cpp): a boolean mask becomes an
+    additive bias in the query dtype (convert_boolean_attn_mask), expanded to [B, H, S, S_kv] and, when
+    S_kv is not a multiple of 16, padded (which materialises the expanded bias) and sliced back
+    (preprocess_mask / pad_bias); then aten._scaled_dot_product_efficient_attention, whose autograd node
+    saves q, k, v, the bias, the output and an fp32 log-sum-exp."""
+    bias = None
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            neg_inf = torch.tensor(float("-inf"), dtype=query.dtype)
+            attn_mask = torch.where(attn_mask.logical_not(), neg_inf, torch.tensor(0.0, dtype=query.dtype))
+        target = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+        bias = attn_mask.expand(target)
+        s_kv = target[-1]
+        if s_kv % _MEM_EFF_ALIGN:
+            pad = _MEM_EFF_ALIGN - s_kv % _MEM_EFF_ALIGN
+            bias = torch.nn.functional.pad(bias, (0, pad))[..., :s_kv]
+    need_lse = torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, bias, need_lse, 0.0, bool(is_causal and bias is None), scale=scale)
+    return out[0]
 
 
 @contextlib.contextmanager
