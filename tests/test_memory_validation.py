@@ -52,7 +52,7 @@ KNOWN_GAPS = {
     "M076": "estimate falls 1-3 GB under the card; the caching allocator's reserve at this size is larger than 5 %",
     "M104": "estimate falls 1-3 GB under the card; the caching allocator's reserve at this size is larger than 5 %",
 }
-MEDIAN_GAP = ("median 11.9 % over 83 rows against the 10 % target: the litgpt QLoRA and torchtune-2024 groups "
+MEDIAN_GAP = ("median 11.2 % over 83 rows against the 10 % target: the litgpt QLoRA and torchtune-2024 groups "
               "above dominate (docs/validation-memory.md)")
 
 

@@ -242,13 +242,13 @@ def _tt_2024_07(rows) -> list[Case]:
 
     add("M030", "llama-2-7b-hf", 1, "rtx-4090", "7B_qlora_single_device", method="qlora", rank=8,
         targets=QKVO_MLP, recompute="full", qlora_backend="torchao", compile=True,
-        asm=["compile on (README '**= Uses torch compile')"],
-        un=["lora_dropout 0.05 (builder default at this commit): each adapter keeps its dropout output and mask"])
+        lora_dropout=0.05, asm=["compile on (README '**= Uses torch compile')",
+                                "lora_dropout 0.05 (LoRA builder default at this commit)"])
     add("M031", "llama-2-7b-hf", 1, "rtx-4090", "7B_lora_single_device", method="lora", rank=8, targets=QV,
-        recompute="full", un=["lora_dropout 0.05 (builder default): each adapter keeps its dropout output and mask"])
+        recompute="full", lora_dropout=0.05, asm=["lora_dropout 0.05 (LoRA builder default at this commit)"])
     add("M032", "llama-2-7b-hf", 2, "rtx-4090", "7B_lora", method="lora", rank=8, targets=QV, zero=3,
-        recompute="full", un=["lora_dropout 0.05 (builder default)"],
-        asm=["7B_lora.yaml sets enable_activation_checkpointing: False, but 4 x 1304 tokens of Llama-2-7B "
+        recompute="full", lora_dropout=0.05,
+        asm=["lora_dropout 0.05 (LoRA builder default at this commit)", "7B_lora.yaml sets enable_activation_checkpointing: False, but 4 x 1304 tokens of Llama-2-7B "
              "activations without checkpointing need > 30 GB under any accounting (Korthikanti's lower bound "
              "34*h bytes/token/layer alone is 18 GB), more than the 24 GB card: the published run must have "
              "checkpointed; assumed on"])
@@ -284,11 +284,12 @@ def _tt_2024_04(rows) -> list[Case]:
                         assumptions=asm0 + list(asm), unmodelled=list(un), row=rows[rid]))
 
     add("M037", 1, "7B_qlora_single_device", 16, method="qlora", rank=8, targets=QKVO_MLP, recompute="full",
-        qlora_backend="torchao", un=["lora_dropout 0.05 (builder default)"])
+        qlora_backend="torchao", lora_dropout=0.05, asm=["lora_dropout 0.05 (LoRA builder default)"])
     add("M038", 2, "7B_lora", 32, method="lora", rank=8, targets=QV, zero=3, recompute="none",
-        asm=["enable_activation_checkpointing: False in 7B_lora.yaml"], un=["lora_dropout 0.05 (builder default)"])
+        lora_dropout=0.05, asm=["enable_activation_checkpointing: False in 7B_lora.yaml",
+                                "lora_dropout 0.05 (LoRA builder default)"])
     add("M039", 1, "7B_lora_single_device", 64, method="lora", rank=8, targets=QV, recompute="full",
-        un=["lora_dropout 0.05 (builder default)"])
+        lora_dropout=0.05, asm=["lora_dropout 0.05 (LoRA builder default)"])
     add("M040", 1, "7B_full_low_memory", 1, recompute="full", paged_optimizer=True, optimizer_in_backward=True)
     add("M041", 4, "7B_full", 1, zero=3, recompute="full")
     return out
@@ -332,15 +333,14 @@ def _lg_resource(rows) -> list[Case]:
                   # litgpt model code; `model(input_ids, lm_head_chunk_size=128)` + chunked_cross_entropy
                   # (bf16 logits in 128-token chunks); bnb.optim.PagedAdamW when quantized (lora.py L141)
                   framework="litgpt", loss="chunked", loss_chunks=-(-LONGEST[tok] // 128),
-                  paged_optimizer=quant, full_state_dict=gpus > 1)
-        un = ["lora_dropout 0.05 (finetune/lora.py L48): the adapter keeps its dropout output and a bool mask "
-              "(+1 byte per hidden element per adapted input, no engine knob)",
-              "lit_gpt RMSNorm at this commit computes in bf16 (no fp32 upcast): saves the 16-bit input only; the "
+                  paged_optimizer=quant, full_state_dict=gpus > 1, lora_dropout=0.05)
+        un = ["lit_gpt RMSNorm at this commit computes in bf16 (no fp32 upcast): saves the 16-bit input only; the "
               "litgpt profile follows the 2024 fp32-upcast norm (over by 2 bytes x hidden per norm, Llama rows)"]
         if quant:
             un.append("bitsandbytes QLoRA under litgpt measures more than the engine's named tensors (saved 4-bit "
                       "linear inputs, one dequantized weight): systematic discrepancy 1 in docs/validation-memory.md")
         asm = [f"peak at iteration 0 with the longest Alpaca sample ({LONGEST[tok]} tokens, resource-tables.md)",
+               "lora_dropout 0.05 (finetune/lora.py L48)",
                "compared with torch.cuda.max_memory_allocated()/1e9"]
         if gpus > 1:
             asm.append("FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block}) = ZeRO-3 + "
@@ -442,7 +442,7 @@ def _lg_hub(rows) -> list[Case]:
                        "peak numbers on 1 and 4 GPUs confirm the yaml's device count was used")
         un = []
         if method != "full":
-            un.append("lora_dropout 0.05 (yaml): the adapter keeps its dropout output and a bool mask (no engine knob)")
+            asm.append("lora_dropout 0.05 (yaml)")
             if head:
                 un.append("lora_head: true (LoRA on lm_head) is not an engine LoRA target")
         if method == "qlora":
@@ -460,7 +460,7 @@ def _lg_hub(rows) -> list[Case]:
                   zero=3 if devices > 1 else 0, dq=False, framework="litgpt", loss="chunked", loss_chunks=chunks,
                   paged_optimizer=method == "qlora", full_state_dict=devices > 1)
         if method != "full":
-            kw.update(rank=rank, targets=targets)
+            kw.update(rank=rank, targets=targets, lora_dropout=0.05)
         if devices > 1:
             asm.append("FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block}) = ZeRO-3 + "
                        "full recompute")

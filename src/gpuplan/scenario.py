@@ -62,6 +62,7 @@ class Train(_Strict):
     lora_rank: int = Field(16, gt=0)
     lora_alpha: int | None = Field(None, gt=0)
     lora_targets: Union[Literal["all-linear"], list[str]] = "all-linear"
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapters' input (peft default 0)")
     qlora_double_quant: bool = True
     qlora_backend: Literal["bitsandbytes", "torchao"] = Field(
         "bitsandbytes", description="bitsandbytes' 4-bit matmul saves its input for backward; torchao's NF4 linear does not")

@@ -32,6 +32,7 @@ class ActivationSetup:
     lora_targets: frozenset[str] = frozenset()   # which linears carry adapters (q,k,v,o,gate,up,down)
     lora_rank: int = 0
     lora_copy_per_target: bool = False   # autocast: each adapter casts its input separately (traced)
+    lora_dropout: bool = False           # adapters apply dropout to their input (keeps output + mask)
     base_saves_input: bool = False       # bitsandbytes 4-bit matmul saves its input even when frozen
     compile: bool = False                # torch.compile: fused norm and activation kernels
     attention: str = "flash"       # flash | sdpa | eager
@@ -240,10 +241,16 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         if s.frozen_base and any(n in s.lora_targets for n in names) and not (
                 s.base_saves_input and not s.lora_copy_per_target):
             hits = sum(1 for n in names if n in s.lora_targets)
+            # one adapter module per target, except a fused q/k/v projection (litgpt's model code,
+            # GPT-2/NeoX/Falcon/Phi-3) whose single LoRA module serves all three
+            fused = tensor == "attn_in" and (s.framework == "litgpt" or model.family in _FUSED_QKV)
+            modules = 1 if fused else hits
             if s.lora_copy_per_target:
                 # peft casts the input to the fp32 adapter dtype and autocast casts it back to 16-bit:
-                # every adapted linear keeps its own 16-bit copy
-                saved += hits * b * width
+                # every adapted linear keeps its own 16-bit copy (+ dropout's 1-byte mask)
+                saved += modules * (b + (1 if s.lora_dropout else 0)) * width
+            elif s.lora_dropout:
+                saved += modules * (b + 1) * width   # each adapter keeps dropout(x) and its bool mask
             elif tensor != "o_in":
                 saved += b * width            # 16-bit adapters share the input the layer already holds
             saved += hits * b * s.lora_rank

@@ -207,6 +207,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
         autocast=autocast, frozen_base=peft, lora_targets=targets,
         lora_rank=t.lora_rank if peft else 0, lora_copy_per_target=peft and t.master_weights,
+        lora_dropout=peft and t.lora_dropout > 0,
         base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
         attention=t.attention, framework=scn.framework)
     la = layer_activations(model, setup)
