@@ -79,3 +79,14 @@ def test_components_sum_to_peak():
     for scn in (train("llama-3.1-8b"), train("llama-3.1-8b", method="qlora", recompute="full")):
         e = estimate_memory(scn, m, CAP)
         assert sum(e.components.values()) == e.peak_bytes_per_gpu
+
+
+def test_megatron_moe_training_regression():
+    """Regression: the Megatron activation profile once referenced an undefined MoE share (found by
+    the web fuzz). Megatron with MoE must estimate, and its dense first layers count as dense."""
+    for model in ("mixtral-8x7b-v0.1", "deepseek-v2-lite", "qwen3-30b-a3b"):
+        scn = scenario_from_dict({"model": model, "task": "train", "framework": "megatron",
+                                  "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"ep": 8, "zero": 1},
+                                  "train": {"seq_len": 4096}})
+        est = estimate_memory(scn, get_model(model), CAP)
+        assert est.components["activations"] > 0

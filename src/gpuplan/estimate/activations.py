@@ -123,27 +123,27 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     return 6.0                      # fp32 upcast + normalized 16-bit
 
 
+def _mlp_mix(model: ModelSpec) -> tuple[float, float]:
+    """Share of layers that are MoE, and the per-layer average MLP width a token passes through:
+    dense first layers (DeepSeek first_k_dense_replace, Qwen3-MoE mlp_only_layers) keep a dense MLP,
+    MoE layers k routed experts plus the shared ones."""
+    if not model.is_moe:
+        return 0.0, float(model.intermediate_size)
+    moe_frac = (model.num_moe_layers or model.num_layers) / max(model.num_layers, 1)
+    i_moe = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
+    return moe_frac, moe_frac * i_moe + (1 - moe_frac) * model.intermediate_size
+
+
 def megatron_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     """Megatron-core with fused norms and flash attention (Korthikanti et al. 2022 Table 2, no
     dropout masks, gated MLP as in training-notes §2.2.4): norm inputs and linear inputs in 16-bit,
     q/k/v/output, the fp32 log-sum-exp, fc1's 2f-wide output (gate|up) and the activation output."""
     h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
     b = s.compute_bytes
-    if model.is_moe:
-        f = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
-    else:
-        f = model.intermediate_size
+    moe_frac, f = _mlp_mix(model)
     rep = 4 * b * h                                   # two norm inputs, QKV input, fc1 input (2h each)
     if model.is_moe:
-        moe = model.experts_per_tok * b * h + 8 * model.num_experts
-        if s.framework == "hf":
-            # transformers' MoE combine `proj_out * sample_weights` (integrations/moe.py): the routing
-            # weights take a gradient, so every routed copy's expert output (k x h) is saved (traced)
-            moe += model.experts_per_tok * b * h
-            if model.family == "deepseek":
-                # DeepSeek's gate runs F.linear(hidden.float(), weight.float()): the fp32 input is saved
-                moe += 4 * h
-        rep += moe_frac * moe
+        rep += moe_frac * (model.experts_per_tok * b * h + 8 * model.num_experts)
     shard = b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
     shard += (3 if model.gated_mlp else 2) * b * f    # fc1 output (2f gated) + activation output
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=6.0 if s.attention == "eager" else 0.0)
@@ -154,12 +154,7 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
         return megatron_layer_activations(model, s)
     h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
     b = s.compute_bytes
-    i = model.intermediate_size
-    # layer average: dense first layers (DeepSeek first_k_dense_replace, Qwen3-MoE mlp_only_layers)
-    # keep a dense MLP's tensors, MoE layers the routed ones
-    moe_frac = (model.num_moe_layers or model.num_layers) / max(model.num_layers, 1) if model.is_moe else 0.0
-    i_moe = model.moe_intermediate_size * model.experts_per_tok + model.shared_expert_intermediate
-    i_eff = moe_frac * i_moe + (1 - moe_frac) * i
+    moe_frac, i_eff = _mlp_mix(model)
     if model.is_mla:
         kv = a  # MLA materialises per-head K/V for attention
     rep = 0.0

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..errors import UnsupportedError
 from ..estimate.results import MEMORY_COMPONENTS
 from ._build import _quiet, build_causal_lm, hf_config
 from ._tracker import AllocTracker
