@@ -540,3 +540,12 @@ def test_cli_serves_on_loopback_only(monkeypatch):
     with TestClient(seen["app"], base_url="http://127.0.0.1:8123") as c:
         assert c.get("/healthz").status_code == 200
         error_of(c.get("/healthz", headers={"host": "rebind.attacker.example"}), 400)
+
+
+def test_calibration_profile_path_is_refused(client, tmp_path):
+    """A scenario's hardware.profile names a file; the web API never reads server files."""
+    p = tmp_path / "profile.json"
+    p.write_text("{}")
+    body = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "profile": str(p)}}
+    r = client.post("/api/estimate", json=body)
+    assert r.status_code == 400 and "never reads files" in r.json()["error"]["why"]

@@ -95,6 +95,19 @@ def _weights_math_dtype(weights: str) -> str:
     return {"fp8": "fp8", "fp4": "fp4"}.get(fmt.family, fmt.compute_dtype if fmt.compute_dtype in ("bf16", "fp32") else "fp16")
 
 
+def _speed_params(r: Resolved) -> dict[str, Any]:
+    """Speed-model parameters: the packaged calibration, or a measured hardware profile when the
+    scenario (hardware.profile) or GPUPLAN_PROFILE names one."""
+    import os
+    path = r.scenario.hardware.profile or os.environ.get("GPUPLAN_PROFILE")
+    if not path:
+        return {}
+    from .estimate.profile import params_with_profile
+    from .estimate.speed import load_efficiency
+    from .local.calibrate import load_profile
+    return {"params": params_with_profile(load_efficiency(), load_profile(path), r.gpu)}
+
+
 def estimate(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: bool = True) -> Estimate:
     """Memory, performance and cost of one scenario (DESIGN §3.2)."""
     from .estimate.cost import estimate_cost
@@ -102,6 +115,6 @@ def estimate(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: 
     r = resolve(scenario, allow_hub=allow_hub)
     warnings = software_warnings(r)
     mem = estimate_memory_for(r)
-    perf = estimate_performance(r.scenario, r.model, r.gpu)
+    perf = estimate_performance(r.scenario, r.model, r.gpu, **_speed_params(r))
     cost = estimate_cost(r.scenario, r.gpu, perf)
     return Estimate(r.scenario, r.model, r.gpu, mem, perf, cost, warnings)

@@ -18,6 +18,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, Callable]] = {
     "model": (None, "model", str), "task": (None, "task", str), "framework": (None, "framework", str),
     "gpu": ("hardware", "gpu", str), "count": ("hardware", "count", int),
     "gpus_per_node": ("hardware", "gpus_per_node", int), "network": ("hardware", "network", str),
+    "profile": ("hardware", "profile", str),
     "dp": ("parallel", "dp", int), "tp": ("parallel", "tp", int), "pp": ("parallel", "pp", int),
     "cp": ("parallel", "cp", int), "ep": ("parallel", "ep", int), "vpp": ("parallel", "vpp", int),
     "zero": ("parallel", "zero", int), "offload": ("parallel", "offload", str),

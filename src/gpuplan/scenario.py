@@ -34,6 +34,8 @@ class Hardware(_Strict):
     count: int = Field(1, gt=0, description="total GPUs")
     gpus_per_node: int | None = Field(None, gt=0, description="GPUs per node; default from the GPU's node shape")
     network: str | None = Field(None, description="inter-node network id, e.g. ib-ndr-400")
+    profile: str | None = Field(None, description="hardware profile JSON from `gpuplan calibrate` (measured "
+                                "GEMM, bandwidth and NCCL rates replace datasheet x default efficiency)")
 
 
 class Parallel(_Strict):

@@ -194,6 +194,9 @@ def resolve_model(model: Any, *, allow_hub: bool) -> str | dict[str, Any]:
 
 
 def safe_scenario(scn: Scenario, *, allow_hub: bool) -> Scenario:
+    if scn.hardware.profile:
+        raise WebError(400, "hardware.profile", "names a file, and the web API never reads files on the server.",
+                       "use a calibration profile with the CLI (`gpuplan estimate --profile FILE`).")
     ref = resolve_model(scn.model, allow_hub=allow_hub)
     return scn if ref is scn.model else scn.model_copy(update={"model": ref})
 
