@@ -91,6 +91,10 @@ class Infer(_Strict):
     max_model_len: int | None = Field(None, gt=0)
     cuda_graphs: bool = True
     gpu_layers: int | None = Field(None, ge=0, description="llama.cpp -ngl: layers offloaded to the GPU")
+    max_num_seqs: int | None = Field(None, gt=0, description="engine's running-request cap; default: concurrency, "
+                                     "as gpuplan's launch files set it")
+    max_num_batched_tokens: int | None = Field(None, gt=0, description="engine's tokens per step; default: the "
+                                               "engine's own (vLLM: 8192 on >= 70 GiB GPUs other than A100, else 2048)")
 
 
 class Cost(_Strict):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..dtypes import kv_bytes, weight_format
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
-from ..units import MiB
+from ..units import GiB, MiB
 from .activations import ActivationSetup, embedding_dropout_bytes, layer_activations, math_path_attention
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
@@ -351,6 +351,42 @@ def _grad_accum(scn: Scenario) -> int:
 CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
 
 
+def _engine_batched_tokens(scn: Scenario, capacity: int) -> int:
+    """Tokens per engine step (the profile run's batch): the user's value, else vLLM V1's
+    `vllm serve` default from EngineArgs.get_batch_defaults (8192 on GPUs with >= 70 GiB other than
+    A100, 2048 otherwise; vllm/engine/arg_utils.py)."""
+    inf = scn.infer
+    assert inf is not None
+    if inf.max_num_batched_tokens:
+        return inf.max_num_batched_tokens
+    big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
+    return 8192 if big else 2048
+
+
+def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:
+    """Peak of the serving engine's start-up profile, which it keeps free next to the KV pool.
+
+    Two runs, one after the other, so the larger counts (vLLM V1 gpu_model_runner.profile_run):
+    * a forward over the step's token budget: per token the residual, norm output and q/k/v/o
+      (4h) and the MLP's gate/up/act (3i/tp) in 16-bit, plus fused-MoE intermediate caches
+      (tokens x top-k x (2i + i + h) per rank, vllm fused_moe);
+    * the dummy sampler over max_num_seqs requests with top-k/top-p: fp32 logits, their sorted copy,
+      int64 sort indices, fp32 probabilities and the scattered result, 24 bytes x vocab per request
+      (vllm/v1/sample/ops/topk_topp_sampler.py); logits are gathered to the full vocabulary."""
+    inf, tp = scn.infer, scn.parallel.tp
+    assert inf is not None
+    h = model.hidden_size
+    i = max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
+    tokens = _engine_batched_tokens(scn, capacity)
+    forward = tokens * (4 * h + 3 * i / tp) * 2
+    if model.is_moe:
+        i_rank = 2 * model.moe_intermediate_size / (tp if scn.parallel.ep == 1 else 1)
+        forward += min(tokens, 32768) * model.experts_per_tok * (i_rank + i_rank / 2 + h) * 2
+    requests = inf.max_num_seqs or seqs
+    sampler = requests * model.vocab_size * 24.0
+    return max(forward, sampler)
+
+
 def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: int = 1, ep: int = 1,
                            stage: str = "only") -> float:
     fmt = weight_format(weights)
@@ -394,9 +430,7 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):
-        # profile run over max_num_batched_tokens (chunked prefill budget) and sampler logits
-        batched = max(2048, min(8192, seqs * inf.prompt_len))
-        act = batched * (4 * h + 3 * i / tp) * 2 + min(seqs, 256) * model.vocab_size * 4
+        act = _profile_run_bytes(scn, model, capacity, seqs)
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         budget = capacity * inf.gpu_memory_utilization
         pool = budget - weights - act - graphs - _overhead(scn, 0)
