@@ -495,6 +495,10 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
     peak_phase = max(totals, key=totals.get)
     comps = {k: int(round(phases[peak_phase].get(k, 0.0))) for k in MEMORY_COMPONENTS if k != "runtime_overhead"}
     allocated = sum(comps.values())
+    if not scn.is_training:
+        # weights and the KV cache are allocated once, as whole blocks (a serving engine's KV pool is a
+        # single pre-allocation): the caching allocator's reserve grows only with the transient rest
+        allocated -= comps["weights"] + comps["kv_cache"]
     comps["runtime_overhead"] = _overhead(scn, allocated)
     peak = sum(comps.values())
     phase_peaks = {k: int(v) + comps["runtime_overhead"] for k, v in totals.items()}
