@@ -300,7 +300,7 @@ def test_shell_syntax():
 #  Megatron-LM: megatron/training/arguments.py
 VLLM_FLAGS = {"--host": str, "--port": int, "--tensor-parallel-size": int, "--pipeline-parallel-size": int,
               "--data-parallel-size": int, "--enable-expert-parallel": None, "--max-model-len": int,
-              "--gpu-memory-utilization": float, "--max-num-seqs": int,
+              "--gpu-memory-utilization": float, "--max-num-seqs": int, "--max-num-batched-tokens": int,
               "--dtype": ["auto", "half", "float16", "bfloat16", "float", "float32"],
               "--kv-cache-dtype": ["auto", "fp8", "fp8_e4m3", "fp8_e5m2"],
               "--quantization": ["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "bitsandbytes", "gguf", "mxfp4",
@@ -548,3 +548,15 @@ def test_hf_script_runs_on_cpu(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "train_loss" in r.stdout + r.stderr
+
+
+def test_vllm_engine_budget_knobs_reach_the_command():
+    """The estimate's start-up profile uses infer.max_num_seqs / max_num_batched_tokens; the launched
+    server must run with the same values."""
+    from gpuplan.launch import launch_files
+    from gpuplan.scenario import scenario_from_dict
+    scn = scenario_from_dict({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "infer": {"concurrency": 8, "max_num_seqs": 64, "max_num_batched_tokens": 4096}})
+    cmd = launch_files(scn, "vllm")["serve.sh"]
+    ns = _parse(VLLM_FLAGS, _command(cmd, "vllm serve"), 3)
+    assert getattr(ns, "max_num_seqs") == 64 and getattr(ns, "max_num_batched_tokens") == 4096

@@ -18,11 +18,13 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
         argv.append("--enable-expert-parallel")
         notes.append(f"vLLM sets the expert-parallel size to tp x dp = {p.tp * s.dp} (plan ep={p.ep})")
     argv += ["--max-model-len", str(max_model_len(plan)), "--gpu-memory-utilization", f"{i.gpu_memory_utilization:g}",
-             "--max-num-seqs", str(i.concurrency), "--dtype", model_dtype(plan),
+             "--max-num-seqs", str(i.max_num_seqs or i.concurrency), "--dtype", model_dtype(plan),
              "--kv-cache-dtype", kv_name(plan, VLLM_KV, ("llama.cpp",))]
     q = quant_name(plan, VLLM_QUANT, ("llama.cpp",) if plan.s.infer.weights.startswith("gguf") else ALTERNATIVES)
     if q:
         argv += ["--quantization", q]
+    if i.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(i.max_num_batched_tokens)]
     if not i.cuda_graphs:
         argv.append("--enforce-eager")
     if plan.multi_node:
