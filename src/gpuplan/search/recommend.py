@@ -152,6 +152,7 @@ class _Ctx:
     network: dict = field(default_factory=dict)
     templates: dict = field(default_factory=dict)
     default_deadline: bool = False
+    limited: dict = field(default_factory=dict)          # gpu id -> software-support warnings (training)
 
     def miss(self, gpu_id: str, priority: int, closeness: float, rej: Rejection) -> None:
         self.misses.setdefault(gpu_id, []).append((priority, closeness, rej))
@@ -324,10 +325,12 @@ def _train_gpu(ctx: _Ctx, gpu: Any) -> None:
     framework = sp.base.get("framework", "hf")
 
     # software fit: engine, numeric format, attention kernel
-    eng_err = _first_error(_software_problems(gpu, engine=TRAIN_ENGINE.get(framework, "pytorch")))
+    eng_problems = _software_problems(gpu, engine=TRAIN_ENGINE.get(framework, "pytorch"))
+    eng_err = _first_error(eng_problems)
     if eng_err:
         ctx.miss(gpu.id, 1, 0, Rejection(gpu.id, eng_err.message, "software", gpu.id, alternative=eng_err.alternative))
         return
+    ctx.limited[gpu.id] = tuple(p.message for p in eng_problems)
     precision = attention = None
     reasons = []
     prec_opts = sp.train["precision"] if not sp.train.get("_precision_defaulted") else ("bf16", "fp16")
@@ -712,8 +715,9 @@ def _time_train(ctx: _Ctx, gpu: Any, count: int, gpn: int, par: dict, tech: dict
     if tech["optimizer"] != "adamw":
         layout += f", {tech['optimizer']}"
     summary = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "") + (f" ({layout})" if layout else "")
+    limited = ctx.limited.get(gpu.id, ())
     _accept(ctx, _Cand(gpu, count, scn, 0, perf, cost, cv, tv, upm, (gpu.id, method), summary,
-                       _pref(ctx, method=method)), has_price)
+                       _pref(ctx, method=method) * (LIMITED_SUPPORT_PENALTY if limited else 1.0), limited), has_price)
 
 
 def _quick_cost(ctx: _Ctx, gpu: Any, count: int, perf: Any, task: str):
@@ -881,8 +885,10 @@ def _infer_gpu(ctx: _Ctx, gpu: Any) -> None:
                     cv, tv, upm = _values(perf, cost, count, "infer", out_len, bool(target))
                     if replicas > 1:
                         label = label.replace(f"{group} x", f"{count} x", 1) + f" x{replicas} replicas"
+                    limited = any(p.severity == "warning" and " is limited" in p.message for p in problems)
                     cand = _Cand(gpu, count, scn, mem.peak_bytes_per_gpu, perf, cost, cv, tv, upm,
-                                 (gpu.id, engine, weights, kv), label, _pref(ctx, weights=weights, engine=engine),
+                                 (gpu.id, engine, weights, kv), label,
+                                 _pref(ctx, weights=weights, engine=engine) * (LIMITED_SUPPORT_PENALTY if limited else 1.0),
                                  tuple(p.message for p in problems))
                     _accept(ctx, cand, has_price)
     if not any_engine:
@@ -965,6 +971,10 @@ def _validate_fixed(data: dict[str, Any]) -> None:
 
 
 DEFAULT_DEADLINE_DAYS = 90.0
+# A plan whose engine the software table rates "limited" on that accelerator (PyTorch/XLA on TPU,
+# DeepSpeed on Gaudi's fork, MPS training) ranks as if it cost 25 % more: porting and debugging time
+# the estimate cannot see. Explained in each such plan's warnings; docs/recommend.md.
+LIMITED_SUPPORT_PENALTY = 1.25
 
 
 def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
