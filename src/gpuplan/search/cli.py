@@ -99,7 +99,9 @@ def _fmt_time(s: float | None, metric: str) -> str:
         return f"{s / 3600:.1f} h/Btok"
     if s >= 2 * DAY_S:
         return f"{s / DAY_S:.1f} d"
-    return f"{s / 3600:.1f} h"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
 
 
 def _fmt_usd(x: float | None) -> str:
