@@ -258,31 +258,26 @@ def estimate_lines(estimate: dict | None) -> list[str]:
     parts = [f"{k} {v / GIB:.2f}" for k, v in comps.items() if isinstance(v, (int, float)) and v]
     if parts:
         lines.append("  breakdown (GiB): " + ", ".join(parts))
-    speed = []
-    if perf.get("step_time_s") is not None:
-        speed.append(f"step {perf['step_time_s']:.3f} s")
-    if perf.get("tokens_per_s_per_gpu") is not None:
-        speed.append(f"{perf['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
-    if perf.get("mfu") is not None:
-        speed.append(f"MFU {perf['mfu'] * 100:.1f}%")
-    if perf.get("time_to_train_s") is not None:
-        speed.append(f"time to train {_duration(perf['time_to_train_s'])}")
-    if perf.get("ttft_s") is not None:
-        speed.append(f"TTFT {perf['ttft_s'] * 1000:.1f} ms")
-    if perf.get("tpot_s") is not None:
-        speed.append(f"TPOT {perf['tpot_s'] * 1000:.2f} ms")
-    if perf.get("output_tokens_per_s") is not None:
-        speed.append(f"{perf['output_tokens_per_s']:,.0f} output tokens/s")
+    speed = _present(perf, (
+        ("step_time_s", lambda v: f"step {v:.3f} s"),
+        ("tokens_per_s_per_gpu", lambda v: f"{v:,.0f} tokens/s per GPU"),
+        ("mfu", lambda v: f"MFU {v * 100:.1f}%"),
+        ("time_to_train_s", lambda v: f"time to train {_duration(v)}"),
+        ("ttft_s", lambda v: f"TTFT {v * 1000:.1f} ms"),
+        ("tpot_s", lambda v: f"TPOT {v * 1000:.2f} ms"),
+        ("output_tokens_per_s", lambda v: f"{v:,.0f} output tokens/s")))
     lines.append("predicted speed: " + (", ".join(speed) if speed else "not estimated"))
-    money = []
-    if cost.get("usd_per_hour") is not None:
-        money.append(f"${cost['usd_per_hour']:,.2f}/h")
-    if cost.get("usd_total") is not None:
-        money.append(f"${cost['usd_total']:,.0f} total")
-    if cost.get("usd_per_million_tokens") is not None:
-        money.append(f"${cost['usd_per_million_tokens']:,.3f} per million tokens")
+    money = _present(cost, (
+        ("usd_per_hour", lambda v: f"${v:,.2f}/h"),
+        ("usd_total", lambda v: f"${v:,.0f} total"),
+        ("usd_per_million_tokens", lambda v: f"${v:,.3f} per million tokens")))
     lines.append("predicted cost: " + (", ".join(money) if money else "not estimated"))
     return lines
+
+
+def _present(values: dict, formats) -> list[str]:
+    """The formatted values that are present (a key that does not apply is None, not 0)."""
+    return [fmt(values[key]) for key, fmt in formats if values.get(key) is not None]
 
 
 def header_lines(plan: Plan, notes: list[str] | tuple[str, ...] = ()) -> list[str]:
