@@ -73,7 +73,11 @@ def run_case(case: Case) -> Result:
         return res
     comps = dict(est.components)
     res.peak_bytes, res.capacity_bytes, res.phase, res.components = est.peak_bytes_per_gpu, cap, est.phase, comps
-    if case.compare == "allocated":
+    if case.compare == "allocated" and case.exclude_phases:
+        # the largest phase the source's run can reach (Case.exclude_phases, with the case's reason)
+        res.phase = max((k for k in est.phases if k not in case.exclude_phases), key=est.phases.get)
+        res.estimate_bytes = est.phases[res.phase] - comps["runtime_overhead"]
+    elif case.compare == "allocated":
         res.estimate_bytes = est.peak_bytes_per_gpu - comps["runtime_overhead"]
     elif case.compare == "model_states":
         # the optimizer-step phase holds exactly weights + gradients + optimizer states (+ a fused step's 0 temp)
@@ -174,21 +178,30 @@ source's chunk count, `compile`, `optimizer_in_backward`, `paged_optimizer`, `ac
 `full_state_dict`, `qlora_backend`, 16-bit adapters via `master_weights: false`); each case cites the
 recipe/config lines. What remains:
 
-1. **litgpt bitsandbytes QLoRA is 20-45 % low, and more so than LoRA on the same model** (config hub
-   `*/qlora.yaml`, resource tables `bnb.nf4*`): measured QLoRA peaks exceed the LoRA peaks of the same
-   yaml (tiny-llama 16.2 vs 13.5 GB) although the base shrinks 4x. The engine already counts every
-   4-bit linear's saved input (`MatMul4Bit` keeps `ctx.tensors = (A, B)`), one dequantized weight at a
-   time and paged adapter states. The missing 2-7 GB grows with the MLP width and batch; no tensor
-   we can name from the bnb/Fabric code at those commits accounts for it (not traced: needs a real
-   CUDA run of litgpt + bnb). Not fitted.
-2. **litgpt LoRA rows 3-20 % low**: `lora_dropout: 0.05` keeps a dropout output and a bool mask per
-   adapted input (no engine knob), and litgpt's own modules (`LoRAQKVLinear.zero_pad`, chunked lm_head
+1. **litgpt + bitsandbytes QLoRA (closed; source-level)**: measured QLoRA peaks exceed LoRA on the same
+   yaml (tiny-llama 16.2 vs 13.5 GB) because of four tensors now modelled for `framework: litgpt` +
+   bitsandbytes: (a) bitsandbytes 0.41/0.42 `MatMul4Bit` keeps its input as `ctx.tensors = (A, B)`, not via
+   `save_for_backward` (autograd/_functions.py @0.42.0; dropped in 0.43.2 by bitsandbytes#1270 "fix QLoRA
+   mem bug"), so backward never frees it, and litgpt's loop keeps the graph through `logits` until the next
+   `logits = model(...)` returns (litgpt/finetune/lora.py @00af8b0): the previous micro-batch's 4-bit-linear
+   inputs sit next to the new activations (engine phase `next_forward`); (b) the adapters' dropout output
+   and mask were dropped for 4-bit bases that save their input; (c) Fabric's `BitsandbytesPrecision`
+   quantizes every `nn.Linear`, lm_head included, from an fp16 copy (`_Linear4bit.quantize`), so
+   `dequantize_4bit(...).to(bf16)` holds an fp16 and a bf16 copy of the largest matrix, the lm_head;
+   (d) litgpt keeps an untied lm_head even for tied checkpoints (convert_hf_checkpoint.py L206/L281).
+   The Oct-2023 resource rows force the longest sample only at iteration 0 (finetune/lora.py @8641822
+   L210), so `next_forward` is excluded there (case comparison basis).
+2. **litgpt LoRA rows 3-15 % low**: litgpt's own modules (`LoRAQKVLinear.zero_pad`, chunked lm_head
    list held by the loop) keep small extra tensors; Gemma-2 rows are lowest (its 256k vocabulary, fp32
    norms and soft-capping in litgpt's code).
 3. **torchtune 2024 Llama-2 tables (58255001, fef3ed10) 20-44 % low**: the README does not say which of
-   `peak_memory_active/alloc/reserved` it quotes (get_memory_stats logs all three); 24.1 GB on a
-   24 GB RTX 4090 for two different recipes points to the reserved number (allocator reserve included).
-   Sequence lengths are assumed (longest Alpaca sample, 1304 tokens) because the runs were unpacked.
+   `peak_memory_active/alloc/reserved` it quotes (get_memory_stats logs all three). Its history names
+   all of them in turn: `nvidia-smi` (10354ac54, Feb 2024), then "peak memory reserved" in the preamble
+   and `torch.cuda.max_memory_allocated()` in the note of the same commit (a95c6b931, whose 17.18 GB LoRA
+   row M039 the 04-2024 table keeps). Maintainers could not reproduce the 24.1 GB single-GPU full
+   fine-tune (pytorch/torchtune#961: 20.2 GB allocated, reserved similar, inputs forced to 2048 tokens),
+   so no comparison basis (reserved vs allocated) can be cited; the rows stay known gaps. Sequence
+   lengths are assumed (longest Alpaca sample, 1304 tokens) because the runs were unpacked.
 4. **torchtune A6000 rows (M013, M015)** are 14-18 GiB above the same recipes on a 4090: those runs
    changed a setting the README does not name; the cases follow the recipe.
 5. **torchtune 405B QLoRA (M019)**: batch 1 in the yaml vs 2 in the README note; the engine's FSDP2 root

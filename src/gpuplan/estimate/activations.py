@@ -234,7 +234,9 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
             if tensor == "down_in" and not model.gated_mlp:
                 saved = b * width                                   # fc2 input = activation output
         if s.frozen_base and any(n in s.lora_targets for n in names) and not (
-                s.base_saves_input and not s.lora_copy_per_target):
+                s.base_saves_input and not s.lora_copy_per_target and not s.lora_dropout):
+            # (a 4-bit base that saves its input shares it with 16-bit adapters, unless the adapters
+            # apply dropout: then dropout(x) and its mask are new tensors, as without quantization)
             hits = sum(1 for n in names if n in s.lora_targets)
             # one adapter module per target, except a fused q/k/v projection (litgpt's model code,
             # GPT-2/NeoX/Falcon/Phi-3) whose single LoRA module serves all three

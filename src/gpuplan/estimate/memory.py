@@ -15,7 +15,8 @@ from ..dtypes import kv_bytes, weight_format
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GiB, MiB
-from .activations import ActivationSetup, embedding_dropout_bytes, layer_activations, math_path_attention
+from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
+                          math_path_attention)
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
@@ -105,12 +106,17 @@ def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:
     return total
 
 
-def _weight_bytes_frozen(rp: RankParams, model: ModelSpec, method: str, double_quant: bool, low: int) -> float:
+def _weight_bytes_frozen(rp: RankParams, model: ModelSpec, method: str, double_quant: bool, low: int,
+                         extra_head: float = 0.0, quantize_head: bool = False) -> float:
+    """`extra_head`: an untied lm_head the framework keeps although the checkpoint ties it (litgpt);
+    `quantize_head`: the quantizer also replaces lm_head (Fabric's BitsandbytesPrecision)."""
     if method == "qlora":
         fmt = weight_format("nf4-dq" if double_quant else "nf4")
-        quantized = rp.linear - rp.lm_head     # bitsandbytes keeps lm_head in 16-bit
-        return quantized * fmt.bits / 8 + (rp.total - quantized) * low
-    return rp.total * low
+        quantized = rp.linear - rp.lm_head     # bitsandbytes (transformers) keeps lm_head in 16-bit
+        if quantize_head:
+            quantized = rp.linear + extra_head
+        return quantized * fmt.bits / 8 + (rp.total + extra_head - quantized) * low
+    return (rp.total + extra_head) * low
 
 
 def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
@@ -127,6 +133,16 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     low = 4 if t.precision == "fp32" else 2
     peft = t.method in ("lora", "qlora")
     targets = _lora_targets(t.lora_targets) if peft else frozenset()
+    litgpt = scn.framework == "litgpt"
+    # litgpt's GPT always has its own lm_head matrix: convert_hf_checkpoint copies the embedding into
+    # lm_head.weight when the checkpoint ties them (litgpt/scripts/convert_hf_checkpoint.py @00af8b0
+    # L206-207, L281-282; lit_gpt/model.py has no weight tying)
+    untied_head = (model.vocab_size * model.hidden_size
+                   if litgpt and model.tie_embeddings and stage in ("last", "only") else 0.0)
+    # litgpt + bitsandbytes goes through Lightning Fabric's BitsandbytesPrecision, which replaces every
+    # torch.nn.Linear, lm_head included (litgpt passes no ignore_modules), and quantizes from an fp16
+    # copy (`_Linear4bit.quantize`: weight.to(dtype=torch.half); lightning 2.1-2.4)
+    fabric_bnb = litgpt and t.method == "qlora" and t.qlora_backend == "bitsandbytes"
 
     # --- model states
     if peft:
@@ -134,7 +150,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         # peft creates fp32 adapters (trained under autocast); pure 16-bit trainers (torchtune,
         # litgpt bf16-true) build them in the training dtype with 16-bit optimizer states
         a_bytes = 4 if (t.master_weights or t.precision == "fp32") else low
-        w_frozen = _weight_bytes_frozen(rp, model, t.method, t.qlora_double_quant, low)
+        w_frozen = _weight_bytes_frozen(rp, model, t.method, t.qlora_double_quant, low, untied_head, fabric_bnb)
         weights = w_frozen + n_train * a_bytes
         grads = n_train * a_bytes
         optim = n_train * _optimizer_state_bytes(t.optimizer, a_bytes)
@@ -147,7 +163,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
             optim /= shard
             optim_temp /= shard
     else:
-        n = rp.total
+        n = rp.total + untied_head
         weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
         if p.zero >= 1:
             optim /= shard
@@ -264,6 +280,13 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     if t.method == "qlora":
         # bitsandbytes dequantizes one weight at a time to 16-bit
         dequant = max((b.numel for b in model.linear_blocks), default=0) / tp * low
+        if fabric_bnb:
+            # MatMul4Bit: F.dequantize_4bit(B, quant_state).to(A.dtype): dequantize_4bit returns the
+            # dtype the weight was quantized from (QuantState.dtype, fp16 under Fabric), cast to the bf16
+            # compute dtype: both copies exist during the cast (bitsandbytes 0.41-0.42
+            # autograd/_functions.py). The largest quantized matrix is the (quantized) lm_head.
+            head = rp.lm_head + untied_head if stage in ("last", "only") else 0.0
+            dequant = max(dequant / low, head) * (2 + (0 if t.precision == "fp16" else low))
 
     if t.optimizer_in_backward:
         if grad_accum > 1:
@@ -282,6 +305,24 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if fabric_bnb and t.recompute == "none" and stage in ("last", "only"):
+        # bitsandbytes <= 0.43.1 MatMul4Bit keeps its input as a ctx attribute (`ctx.tensors = (A, B)`,
+        # autograd/_functions.py @0.42.0; removed in 0.43.2, bitsandbytes#1270 "fix QLoRA mem bug"), not
+        # via save_for_backward, so backward does not free it: it lives as long as the graph. litgpt's
+        # loop keeps the graph through `logits` (a list of lm_head chunks) until the next iteration's
+        # `logits = model(...)` returns (litgpt/finetune/lora.py @00af8b0 fit; finetune/lora.py @8641822
+        # train). At the end of that forward the previous micro-batch's 4-bit-linear inputs are alive
+        # next to the new activations: per token and layer the qkv and fc inputs (norm outputs), the
+        # attention output (proj's input, a view of the SDPA output that keeps it alive) and the MLP
+        # product (down-proj input); plus the final-norm output read by lm_head, and the old and new
+        # 16-bit logit chunks (the old list is released only by the rebinding)
+        h_, cb = model.hidden_size, setup.compute_bytes
+        i_eff = _mlp_mix(model)[1]
+        held = tokens * (layers * cb * (2 * h_ + model.num_heads * model.v_head_dim / tp + i_eff / tp) + cb * h_)
+        phases["next_forward"] = dict(
+            weights=weights + autocast_copies + root_unsharded, gradients=g_accum, optimizer_states=optim,
+            activations=saved + head_acts + held, logits=2 * low * model.vocab_size * tokens,
+            temporary=gather + dequant)
     if math_path_attention(model, setup) and stage in ("last", "only") and t.recompute != "full":
         # SDPA's math path keeps S x S probabilities, and its backward in the last layer allocates two
         # more fp32 score-sized tensors (the gradient of the probabilities from bmm and the softmax
