@@ -168,15 +168,8 @@ class _Ctx:
 
 def _speed(scn: Scenario, model: Any, gpu: Any, params: Any, **kw: Any):
     from ..estimate.speed import estimate_performance
-    if params is not None:
-        kw["params"] = params
-    kw = {k: v for k, v in kw.items() if v is not None}
-    if kw:
-        try:
-            return estimate_performance(scn, model, gpu, **kw)
-        except TypeError:
-            pass
-    return estimate_performance(scn, model, gpu)
+    kw = {k: v for k, v in {**kw, "params": params}.items() if v is not None}
+    return estimate_performance(scn, model, gpu, **kw)
 
 
 def _net(ctx: _Ctx, gpu: Any) -> Any:
