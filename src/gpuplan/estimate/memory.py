@@ -20,10 +20,14 @@ from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, la
 from .layout import RankParams, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
+# module name (HF, Mixtral w1/w2/w3, GPT-2, NeoX, Falcon, DeepSeek MLA) -> the role a LoRA target plays;
+# used both for the user's lora_targets and for the model's own linear blocks
 LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
                  "down_proj": "down", "query_key_value": "q", "dense": "o", "c_attn": "q", "c_proj": "o",
-                 "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down"}
-ALL_LINEAR = frozenset(LINEAR_SET := ("q", "k", "v", "o", "gate", "up", "down"))
+                 "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down", "c_fc": "up",
+                 "dense_h_to_4h": "up", "dense_4h_to_h": "down", "gate_up_proj": "gate", "q_a_proj": "q",
+                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v"}
+ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down"))
 
 
 # ---- runtime overhead ---------------------------------------------------------------------------------
@@ -94,13 +98,9 @@ def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:
     """Adapter parameters: (in + out) x r for every targeted linear of every layer (Hu et al. 2021)."""
     total = 0
     for blk in model.linear_blocks:
-        short = blk.name.split(".")[-1].removesuffix("_proj")
         if blk.kind == "router":
             continue
-        key = {"c_attn": "q", "query_key_value": "q", "dense": "o", "c_fc": "up", "dense_h_to_4h": "up",
-               "dense_4h_to_h": "down", "c_proj": "o", "gate_up_proj": "gate", "kv_a_proj_with_mqa": "k",
-               "kv_b_proj": "v", "q_a": "q", "q_b": "q", "kv_a_proj_with_mqa_": "k"}.get(short, short)
-        if key in targets:
+        if LORA_NAME_MAP.get(blk.name.split(".")[-1]) in targets:
             fin, fout = blk.linear
             total += (fin + fout) * rank * blk.count
     return total
