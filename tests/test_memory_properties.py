@@ -92,3 +92,14 @@ def test_megatron_moe_training_regression():
         c = est.components
         # the backward phase holds activations and the loss block on top of weights and states
         assert est.phases["backward"] > c["weights"] + c["optimizer_states"] + c["runtime_overhead"]
+
+
+def test_lora_adapters_on_gpt2_c_proj_and_mla_kv_b_are_counted():
+    """Regression: stripping '_proj' once turned GPT-2's c_proj into 'c' and DeepSeek's kv_b_proj into
+    'kv_b', so their adapters were silently dropped. (in + out) x r per adapted matrix."""
+    from gpuplan.estimate.memory import _lora_targets, lora_params
+    gpt2 = get_model("gpt2")                 # attn.c_proj and mlp.c_proj both play the 'o' role
+    h, i, L = 768, 3072, 12
+    assert lora_params(gpt2, 8, _lora_targets(["c_proj"])) == L * 8 * ((h + h) + (i + h))
+    ds = get_model("deepseek-v2-lite")       # kv_b_proj: kv_lora_rank -> heads x (nope + v)
+    assert lora_params(ds, 8, _lora_targets(["kv_b_proj"])) == 27 * 8 * (512 + 16 * (128 + 128))
