@@ -185,9 +185,9 @@ def cmd_gpu(args) -> int:
 
 
 def cmd_estimate(args) -> int:
-    from .api import estimate
+    from .pipeline import evaluate
     from .report import estimate_report
-    est = estimate(scenario_from_args(args))
+    est = evaluate(scenario_from_args(args))
     if args.json:
         _print_json(est.to_json())
     else:
@@ -196,22 +196,21 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_memory(args) -> int:
-    from .api import estimate_memory_for, resolve, software_warnings
     from .estimate.fit import fit_limits
+    from .pipeline import evaluate
     from .report import memory_report
-    r = resolve(scenario_from_args(args))
-    warnings = software_warnings(r)
-    mem = estimate_memory_for(r)
-    limits = fit_limits(r.scenario, r.model, r.gpu.usable_memory_bytes)
+    est = evaluate(scenario_from_args(args))
+    mem, warnings = est.memory, est.warnings
+    limits = fit_limits(est.scenario, est.model, est.gpu.usable_memory_bytes)
     if args.json:
         _print_json({"memory": mem.to_json(), "fit_limits": limits, "warnings": list(warnings)})
         return 0
-    print(memory_report(mem, f"{r.model.name} on {r.scenario.hardware.count}x {r.gpu.id} ({r.scenario.task})"))
+    print(memory_report(mem, f"{est.model.name} on {est.scenario.hardware.count}x {est.gpu.id} ({est.scenario.task})"))
     if limits:
         shown = [f"{k} = {v:,}" if v is not None else f"{k}: nothing fits" for k, v in limits.items()]
         print("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
     if not mem.fits:
-        print("\n" + _fit_advice(r))
+        print("\n" + _fit_advice(est))
     for w in warnings:
         print(f"warning: {w}")
     return 0
@@ -239,25 +238,31 @@ def _fit_advice(r) -> str:
 
 
 def cmd_speed(args) -> int:
-    from .api import resolve, software_warnings
-    from .estimate.speed import estimate_performance, serving_curve
+    from . import pipeline
     from .report import performance_report, table
     from .units import fmt_count, fmt_seconds
-    r = resolve(scenario_from_args(args))
-    software_warnings(r)
-    perf = estimate_performance(r.scenario, r.model, r.gpu)
-    curve = None
-    if args.command == "serve":
-        if r.scenario.task != "infer":
-            raise InputError("gpuplan serve", "needs task: infer.", "add --task infer or set `task: infer`.")
-        conc = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-        curve = serving_curve(r.scenario, r.model, r.gpu, conc)
-    elif r.scenario.task == "infer":
+    scn = scenario_from_args(args)
+    if args.command == "serve" and scn.task != "infer":
+        raise InputError("gpuplan serve", "needs task: infer.", "add --task infer or set `task: infer`.")
+    if args.command != "serve" and scn.task == "infer":
         raise InputError("gpuplan train", "needs task: train or finetune.", "use `gpuplan serve` for inference.")
+    r = pipeline.resolve(scn)
+    est = pipeline.evaluate(r)
+    perf, curve = est.performance, None
+    if args.command == "serve":
+        conc = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+        curve = pipeline.serving_curve(r, est.memory, conc)
     if args.json:
-        _print_json({"performance": perf.to_json(), "curve": curve})
+        _print_json({"performance": perf.to_json(), "curve": curve, "memory": est.memory.to_json(),
+                     "warnings": list(est.warnings)})
         return 0
     print(performance_report(perf))
+    if not est.memory.fits:
+        from .units import fmt_bytes
+        print(f"\nDOES NOT FIT: peak {fmt_bytes(est.memory.peak_bytes_per_gpu)} per GPU > capacity "
+              f"{fmt_bytes(est.memory.capacity_bytes_per_gpu)} (`gpuplan memory` shows the breakdown and what to change).")
+    for w in est.warnings:
+        print(f"warning: {w}")
     if curve:
         rows = [(c.get("concurrency"), fmt_count(c.get("output_tokens_per_s")), fmt_seconds(c.get("ttft_s")),
                  fmt_seconds(c.get("tpot_s")), "yes" if c.get("fits", True) else "no") for c in curve]

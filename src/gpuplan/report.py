@@ -63,8 +63,7 @@ def performance_report(perf) -> str:
     if perf.breakdown:
         out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", "seconds"])
     for n in perf.notes:
-        if not n.startswith("details:"):        # machine-readable bookkeeping (speed.performance_details)
-            out += f"\nnote: {n}"
+        out += f"\nnote: {n}"
     return out
 
 

@@ -53,7 +53,10 @@ class PerformanceEstimate:
     tpot_s: float | None = None
     output_tokens_per_s: float | None = None
     breakdown: dict[str, float] = field(default_factory=dict)   # where the time goes, seconds
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()                                  # for people
+    # non-time values for programs: microbatches, tokens_per_step, batch, limited_by, kv_capacity_tokens,
+    # kv_capacity_source, replicas, gpus_per_replica, expert_parallel, decode_bound, clock_factor
+    details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -21,7 +21,7 @@ from .flops import (attention_flops_per_token_forward, lora_adapter_params, matm
 from .results import PerformanceEstimate
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
-           "performance_details", "format_details", "clock_factor",
+           "performance_details", "clock_factor",
            "load_efficiency", "training_flops_per_token", "pipeline_bubble_fraction",
            "expected_experts_touched", "adp_imbalance", "weight_bytes"]
 
@@ -212,7 +212,7 @@ def _mlp_width_active(model: ModelSpec) -> float:
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
-                      params: Mapping[str, Any] | None = None) -> PerformanceEstimate:
+                      params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
     """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario."""
     P = params if params is not None else _packaged_efficiency()
     tr, par = scn.train, scn.parallel
@@ -369,44 +369,21 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
-    notes.append(format_details({"microbatches": m, "tokens_per_step": tok_step,
-                                 "clock_factor": round(clock_factor(P, gpu), 4)}))
+    details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu, hfu=hfu,
-                               time_to_train_s=ttt, breakdown=breakdown, notes=tuple(notes))
+                               time_to_train_s=ttt, breakdown=breakdown, notes=tuple(notes), details=details)
 
 
 # ---------------------------------------------------------------------------------------------
 # non-time details: PerformanceEstimate.breakdown holds seconds only (the CLI prints every value
-# as a duration); counts and labels travel as one "details: k=v; ..." note
-
-
-_DETAILS_PREFIX = "details: "
-
-
-def format_details(d: Mapping[str, Any]) -> str:
-    """One note line carrying non-time values (batch, micro-batches, KV pool, replicas...)."""
-    return _DETAILS_PREFIX + "; ".join(f"{k}={v}" for k, v in d.items())
+# as a duration); counts and labels travel in PerformanceEstimate.details
 
 
 def performance_details(perf: Any) -> dict[str, Any]:
-    """The non-time values of a PerformanceEstimate, parsed back from its details note
-    (numbers as int/float, the rest as strings); {} when there is none."""
-    out: dict[str, Any] = {}
-    for n in getattr(perf, "notes", ()) or ():
-        if not n.startswith(_DETAILS_PREFIX):
-            continue
-        for part in n[len(_DETAILS_PREFIX):].split("; "):
-            k, _, v = part.partition("=")
-            try:
-                out[k] = int(v)
-            except ValueError:
-                try:
-                    out[k] = float(v)
-                except ValueError:
-                    out[k] = v
-    return out
+    """The non-time values of a PerformanceEstimate (batch, micro-batches, KV pool, replicas...)."""
+    return dict(getattr(perf, "details", None) or {})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,13 +461,16 @@ def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> dic
     return eng
 
 
-def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any) -> float | None:
+def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any = None) -> float | None:
     """The KV pool (tokens, whole serving group) the memory engine computes for paged-KV engines
     (vLLM, SGLang, TensorRT-LLM): gpu_memory_utilization × usable − weights − profile-run
     activations − CUDA graphs − runtime. None when the engine has no paged pool or the memory
     engine cannot answer (imported here: memory does not depend on speed, but keep it lazy)."""
     if getattr(scn.infer, "engine", None) not in ("vllm", "sglang", "trtllm"):
         return None
+    if memory is not None:      # the pipeline's one memory estimate of this plan
+        v = memory.limits.get("kv_tokens")
+        return float(v) if v is not None else None
     usable = getattr(gpu, "usable_memory_bytes", None)
     if not usable:
         return None
@@ -506,7 +486,8 @@ def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any) -> float | No
 class _Serving:
     """Decode/prefill timing of one serving layout (shared by infer_performance and serving_curve)."""
 
-    def __init__(self, scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], kv_capacity_tokens: float | None):
+    def __init__(self, scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], kv_capacity_tokens: float | None,
+                 network: Any = None, memory: Any = None):
         self.scn, self.model, self.gpu, self.P = scn, model, gpu, P
         inf, par = scn.infer, scn.parallel
         self.inf = inf
@@ -538,7 +519,7 @@ class _Serving:
         self.peak_mm *= self.clock
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam, 0.5)
         gpn = _gpus_per_node(scn, gpu)
-        net = _network(scn, gpu)
+        net = network if network is not None else _network(scn, gpu)
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P.get("comm", {})) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P.get("comm", {})) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng.get("prefill_chunk_tokens") or self.eng.get("max_num_tokens", 8192))
@@ -548,7 +529,7 @@ class _Serving:
         self.kv_per_token_gpu = kv_tok_gpu
         self.kv_source = "caller"
         if kv_capacity_tokens is None:
-            kv_capacity_tokens = _memory_engine_kv_tokens(scn, model, gpu)
+            kv_capacity_tokens = _memory_engine_kv_tokens(scn, model, gpu, memory)
             self.kv_source = "memory engine"
             if kv_capacity_tokens is not None:   # the memory engine's pool is one rank's (one replica)
                 kv_capacity_tokens *= self.adp
@@ -737,17 +718,17 @@ class _Serving:
 
 
 def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
-                      kv_capacity_tokens: float | None = None) -> PerformanceEstimate:
+                      kv_capacity_tokens: float | None = None, network: Any = None,
+                      memory: Any = None) -> PerformanceEstimate:
     """TTFT, TPOT and output throughput of one serving replica (tp×pp GPUs) at scn.infer.concurrency."""
     P = params if params is not None else _packaged_efficiency()
-    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
+    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     pt = sv.point(scn.infer.concurrency)
     notes = list(sv.notes)
     if not pt["fits"]:
         notes.append("no KV-cache room left after the weights: the model does not fit for serving.")
-        notes.append(format_details({"batch": 0, "kv_capacity_tokens": int(sv.kv_capacity_tokens),
-                                     "kv_capacity_source": sv.kv_source}))
-        return PerformanceEstimate(notes=tuple(notes))
+        return PerformanceEstimate(notes=tuple(notes), details={
+            "batch": 0, "kv_capacity_tokens": int(sv.kv_capacity_tokens), "kv_capacity_source": sv.kv_source})
     if pt["limited_by"] != "concurrency":
         notes.append(f"only {pt['batch']} of {scn.infer.concurrency} requests run at once "
                      f"(limited by {pt['limited_by']}); the rest queue, which raises TTFT.")
@@ -761,28 +742,30 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
           "overhead": step["overhead"]}
-    notes.append(format_details({"batch": pt["batch"], "limited_by": pt["limited_by"],
-                                 "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
-                                 "kv_capacity_source": sv.kv_source, "replicas": replicas,
-                                 "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-                                 "decode_bound": pt["decode_bound"],
-                                 "clock_factor": round(sv.clock, 4)}))
+    details = {"batch": pt["batch"], "limited_by": pt["limited_by"],
+               "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
+               "kv_capacity_source": sv.kv_source, "replicas": replicas,
+               "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
+               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
-                               breakdown=bd, notes=tuple(notes))
+                               breakdown=bd, notes=tuple(notes), details=details)
 
 
 def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[int], *,
-                  params: Mapping[str, Any] | None = None, kv_capacity_tokens: float | None = None) -> list[dict]:
+                  params: Mapping[str, Any] | None = None, kv_capacity_tokens: float | None = None,
+                  network: Any = None, memory: Any = None) -> list[dict]:
     """Throughput, TTFT and TPOT of one replica versus concurrency (stops growing at the KV or
     engine batch limit; the extra requests queue)."""
     P = params if params is not None else _packaged_efficiency()
-    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens)
+    sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     return [sv.point(int(c)) for c in concurrencies]
 
 
-def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, **kw: Any) -> PerformanceEstimate:
-    """Dispatch on the task: train/finetune -> train_performance, infer -> infer_performance."""
+def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
+                         network: Any = None, memory: Any = None) -> PerformanceEstimate:
+    """Dispatch on the task: train/finetune -> train_performance, infer -> infer_performance.
+    `memory` is the plan's MemoryEstimate (the pipeline computes it once): serving takes its KV pool."""
     if scn.task in ("train", "finetune"):
-        return train_performance(scn, model, gpu, **kw)
-    return infer_performance(scn, model, gpu, **kw)
+        return train_performance(scn, model, gpu, params=params, network=network, memory=memory)
+    return infer_performance(scn, model, gpu, params=params, network=network, memory=memory)

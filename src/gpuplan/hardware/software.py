@@ -62,6 +62,14 @@ class Problem:
     severity: Severity
     message: str
     alternative: str
+    topic: str = ""          # what the problem is about: "engine" | "format" | "attention"
+    subject: str = ""        # the canonical name checked (engine key, numeric format, attention kernel)
+    level: str = ""          # the support level found: "no" | "limited" | "emulated"
+
+    @property
+    def limited(self) -> bool:
+        """Runs, with limited support (a port, a fork, missing kernels): ranks lower in the search."""
+        return self.level == "limited"
 
     def to_dict(self) -> dict:
         return {"severity": self.severity, "message": self.message, "alternative": self.alternative}
@@ -209,10 +217,10 @@ def check(gpu: GpuSpec | str, *, engine: str | None = None, dtype: str | None = 
         note = sup.engine_notes.get(key, "")
         if level == "no":
             problems.append(Problem("error", f"{ENGINE_NAMES[key]} does not run on {spec.name} ({spec.id})"
-                                    + (f": {note}." if note else "."), _engine_alternative(sup, key)))
+                                    + (f": {note}." if note else "."), _engine_alternative(sup, key), "engine", key, "no"))
         elif level == "limited":
             problems.append(Problem("warning", f"{ENGINE_NAMES[key]} on {spec.name} is limited"
-                                    + (f": {note}." if note else "."), _engine_alternative(sup, key)))
+                                    + (f": {note}." if note else "."), _engine_alternative(sup, key), "engine", key, "limited"))
     if dtype is not None:
         key = normalize_format(dtype)
         status = sup.format_status(key)
@@ -220,11 +228,11 @@ def check(gpu: GpuSpec | str, *, engine: str | None = None, dtype: str | None = 
         alt = _FORMAT_ALTERNATIVES[key]
         if status == "emulated":
             problems.append(Problem("warning", f"{key} on {spec.name} ({spec.id}) runs without native hardware "
-                                    "support" + (f": {note}." if note else "."), alt))
+                                    "support" + (f": {note}." if note else "."), alt, "format", key, "emulated"))
         elif status == "no":
             problems.append(Problem("error", f"{spec.name} ({spec.id}) does not support {key}"
                                     + (f": {note}." if note else "."),
-                                    f"{alt}; native formats here: {', '.join(sup.native_formats)}"))
+                                    f"{alt}; native formats here: {', '.join(sup.native_formats)}", "format", key, "no"))
     if attention is not None:
         key = normalize_attention(attention)
         if key in ATTENTION:
@@ -236,8 +244,8 @@ def check(gpu: GpuSpec | str, *, engine: str | None = None, dtype: str | None = 
                 alt = ("use flash_attn2" if sup.attention.get("flash_attn2") == "yes" else "use sdpa (PyTorch "
                        "scaled_dot_product_attention) or the engine's own attention backend")
                 problems.append(Problem("error", f"{key} does not run on {spec.name} ({spec.id})"
-                                        + (f": {note}." if note else "."), alt))
+                                        + (f": {note}." if note else "."), alt, "attention", key, "no"))
             elif level == "limited":
                 problems.append(Problem("warning", f"{key} on {spec.name} is limited" + (f": {note}." if note else "."),
-                                        "use sdpa or the engine's default attention backend"))
+                                        "use sdpa or the engine's default attention backend", "attention", key, "limited"))
     return problems

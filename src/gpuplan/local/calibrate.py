@@ -23,7 +23,9 @@ from typing import Any
 
 from ..errors import InputError, MissingExtraError, UnsupportedError
 
-SCHEMA = "gpuplan.hardware-profile/1"
+# The profile record and its reader live with the speed engine that uses them (estimate/profile.py).
+from ..estimate.profile import (SCHEMA, CommPoint, GemmPoint, HardwareProfile, load_profile,  # noqa: F401
+                               profile_from_dict, save_profile)
 
 
 class NoLocalGpuError(UnsupportedError):
@@ -45,114 +47,6 @@ def require_cuda(feature: str):
                               "run it on the machine with the GPU(s), with a CUDA (or ROCm) build of PyTorch; "
                               "`gpuplan doctor` shows what the driver reports.")
     return torch
-
-
-@dataclass(frozen=True)
-class GemmPoint:
-    dtype: str
-    m: int
-    n: int
-    k: int
-    time_s: float
-    flops_per_s: float
-
-
-@dataclass(frozen=True)
-class CommPoint:
-    op: str                  # all_reduce | all_gather
-    bytes: int               # message size (all_gather: gathered output)
-    time_s: float
-    alg_bandwidth_bytes_per_s: float
-    bus_bandwidth_bytes_per_s: float
-
-
-@dataclass(frozen=True)
-class HardwareProfile:
-    gpu_name: str
-    gpu_id: str | None                       # gpuplan catalog id, None if the GPU is not in the catalog
-    gpu_count: int                           # GPUs on this node that took part
-    created: str                             # ISO 8601 UTC
-    torch_version: str
-    cuda_version: str | None
-    matmul_flops_per_s: dict[str, float]     # best measured dense GEMM rate per dtype
-    matmul: tuple[GemmPoint, ...] = ()
-    memory_bandwidth_bytes_per_s: float | None = None
-    comm_bus_bandwidth_bytes_per_s: dict[str, float] = field(default_factory=dict)   # best per op
-    comm: tuple[CommPoint, ...] = ()
-    world_size: int = 1
-    nodes: int = 1
-    driver_version: str | None = None
-    memory_total_bytes: int | None = None
-    quick: bool = False
-    notes: tuple[str, ...] = ()
-    schema: str = SCHEMA
-
-    def matmul_rate(self, dtype: str, size: int | None = None) -> float | None:
-        """Measured FLOP/s for a dtype: the best, or the point whose smallest dimension is nearest `size`."""
-        pts = [p for p in self.matmul if p.dtype == dtype]
-        if size is None or not pts:
-            return self.matmul_flops_per_s.get(dtype)
-        return min(pts, key=lambda p: abs(min(p.m, p.n, p.k) - size)).flops_per_s
-
-    def matmul_efficiency(self, dtype: str, datasheet_flops_per_s: float) -> float | None:
-        """Best measured / datasheet peak: the factor an estimator multiplies the datasheet rate by."""
-        r = self.matmul_flops_per_s.get(dtype)
-        return r / datasheet_flops_per_s if r and datasheet_flops_per_s else None
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["matmul"] = [asdict(p) for p in self.matmul]
-        d["comm"] = [asdict(p) for p in self.comm]
-        d["notes"] = list(self.notes)
-        return {"schema": d.pop("schema"), **d}
-
-
-def save_profile(profile: HardwareProfile, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(profile.to_json(), indent=2) + "\n", encoding="utf-8")
-    return p
-
-
-def profile_from_dict(data: dict[str, Any], source: str = "(dict)") -> HardwareProfile:
-    what = f"hardware profile {source}"
-    if not isinstance(data, dict):
-        raise InputError(what, "is not a JSON object.", "pass a file written by `gpuplan calibrate`.")
-    schema = data.get("schema")
-    if schema != SCHEMA:
-        raise InputError(what, f"has schema {schema!r}; this gpuplan reads {SCHEMA!r}.",
-                         "re-run `gpuplan calibrate` with this version of gpuplan.")
-    missing = [k for k in ("gpu_name", "gpu_count", "created", "torch_version", "matmul_flops_per_s") if k not in data]
-    if missing:
-        raise InputError(what, f"lacks the field(s) {', '.join(missing)}.", "re-run `gpuplan calibrate`.")
-    rates = data["matmul_flops_per_s"]
-    if not isinstance(rates, dict) or any(not isinstance(v, (int, float)) or v <= 0 for v in rates.values()):
-        raise InputError(what, "'matmul_flops_per_s' must map dtype names to positive FLOP/s.", "re-run `gpuplan calibrate`.")
-    known = {f for f in HardwareProfile.__dataclass_fields__}
-    extra = sorted(set(data) - known)
-    kw = {k: v for k, v in data.items() if k in known}
-    try:
-        kw["matmul"] = tuple(GemmPoint(**p) for p in data.get("matmul", ()))
-        kw["comm"] = tuple(CommPoint(**p) for p in data.get("comm", ()))
-    except TypeError as err:
-        raise InputError(what, f"has a malformed measurement point ({err}).", "re-run `gpuplan calibrate`.") from None
-    kw["notes"] = tuple(data.get("notes", ())) + ((f"ignored unknown fields: {', '.join(extra)}",) if extra else ())
-    kw["matmul_flops_per_s"] = {k: float(v) for k, v in rates.items()}
-    kw["comm_bus_bandwidth_bytes_per_s"] = {k: float(v) for k, v in (data.get("comm_bus_bandwidth_bytes_per_s") or {}).items()}
-    return HardwareProfile(**kw)
-
-
-def load_profile(path: str | Path) -> HardwareProfile:
-    """Read a profile written by `gpuplan calibrate` (validated; errors name the field and the fix)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"hardware profile '{path}'", "does not exist.", "check the path, or run `gpuplan calibrate --out FILE`.")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise InputError(f"hardware profile '{path}'", f"is not valid JSON ({err.msg}, line {err.lineno}).",
-                         "re-run `gpuplan calibrate`.") from None
-    return profile_from_dict(data, f"'{path}'")
 
 
 # ---------------------------------------------------------------------------------------------

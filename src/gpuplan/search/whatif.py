@@ -74,7 +74,7 @@ def _time(perf: Any, training: bool) -> float | None:
 def whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, Any]]:
     """Rows: technique, what it changes, peak memory, memory saved, fits, time per step (training) or
     per output token (serving), and the time change relative to the scenario (+0.25 = 25 % slower)."""
-    from ..api import as_scenario, estimate
+    from ..pipeline import as_scenario, evaluate as estimate
     scn = as_scenario(scenario)
     base = estimate(scn)
     training = scn.is_training
@@ -133,7 +133,7 @@ def path_to_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int = 5
 
 def _greedy_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int,
                 allow_method_change: bool) -> list[dict[str, Any]]:
-    from ..api import as_scenario, estimate
+    from ..pipeline import as_scenario, evaluate as estimate
     scn = as_scenario(scenario)
     base = estimate(scn)
     t0 = _time(base.performance, scn.is_training)

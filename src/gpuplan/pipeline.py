@@ -1,0 +1,184 @@
+"""The one evaluation pipeline: resolve → memory → performance(memory) → cost.
+
+Every surface (CLI commands, web, search, launch headers, doctor, what-if) evaluates a plan through
+`evaluate`; nothing else calls the estimators' entry points for a whole plan. That is what makes the
+same question give the same answer everywhere:
+
+- a calibration profile (scenario `hardware.profile` or GPUPLAN_PROFILE), the network and the
+  software-fit check are applied once, in `resolve`;
+- memory is computed once per plan and handed to the speed engine (the serving KV pool and the
+  concurrency limit come from that one memory estimate);
+- a caller that already has the memory (the search screens candidates on memory first) passes it in.
+
+Layering: this module sits above `estimate/` (pure estimators) and below `search/` and the surfaces.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .estimate.results import CostEstimate, MemoryEstimate, PerformanceEstimate
+from .models import ModelSpec, get_model
+from .scenario import Scenario, load_scenario, scenario_from_dict
+
+PROFILE_ENV = "GPUPLAN_PROFILE"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scenario with every name looked up and every setting that shapes the estimate applied."""
+    scenario: Scenario
+    model: ModelSpec
+    gpu: Any                              # gpuplan.hardware.GpuSpec
+    network: Any = None                   # gpuplan.hardware NetworkSpec (None: single node, no fabric)
+    speed_params: Mapping[str, Any] | None = None   # None: the packaged calibration
+    profile_path: str | None = None       # the measured hardware profile applied, if any
+    warnings: tuple[str, ...] = ()        # software-fit warnings (errors raise in resolve)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    scenario: Scenario
+    model: ModelSpec
+    gpu: Any
+    memory: MemoryEstimate
+    performance: PerformanceEstimate
+    cost: CostEstimate
+    warnings: tuple[str, ...] = ()
+    profile_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory": self.memory.to_json(),
+            "performance": self.performance.to_json(),
+            "cost": self.cost.to_json(),
+            "scenario": self.scenario.model_dump(mode="json"),
+            "model": self.model.to_dict(self.scenario.train.seq_len if self.scenario.train else 2048),
+            "gpu": {"id": self.gpu.id, "name": self.gpu.name,
+                    "usable_memory_bytes": int(self.gpu.usable_memory_bytes)},
+            "profile": self.profile_path,
+            "warnings": list(self.warnings),
+        }
+
+
+# ---- resolve ------------------------------------------------------------------------------------
+
+def as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, Mapping):
+        return scenario_from_dict(dict(scenario))
+    return load_scenario(scenario)
+
+
+def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, allow_hub: bool = True,
+            model: ModelSpec | None = None, gpu: Any = None, network: Any = None,
+            speed_params: Mapping[str, Any] | None = None) -> Resolved:
+    """Look up model, GPU and network, check the software stack, load the speed parameters (with the
+    scenario's or GPUPLAN_PROFILE's measured profile). Callers that evaluate many plans of one model
+    (the search) pass the looked-up `model`, `gpu`, `network` and `speed_params` to skip the lookups."""
+    if isinstance(scenario, Resolved):
+        return scenario
+    from .hardware import get_gpu
+    scn = as_scenario(scenario)
+    spec = model if model is not None else get_model(scn.model, allow_hub=allow_hub)
+    card = gpu if gpu is not None else get_gpu(scn.hardware.gpu)
+    net = network if network is not None else resolve_network(scn.hardware.network, card)
+    profile = profile_path_for(scn)
+    params = speed_params
+    if profile:
+        params = speed_params_for(card, profile)
+    r = Resolved(scn, spec, card, net, params, profile)
+    return dataclasses.replace(r, warnings=software_warnings(r))
+
+
+def resolve_network(name: str | None, gpu: Any) -> Any:
+    """The scale-out network by catalog id (an unknown id is an error with close matches), else the
+    GPU's default; None only when the catalog has no default for this GPU."""
+    from .hardware import default_network_for, get_network
+    if name:
+        return get_network(name)
+    return default_network_for(gpu)
+
+
+def profile_path_for(scn: Scenario) -> str | None:
+    return scn.hardware.profile or os.environ.get(PROFILE_ENV) or None
+
+
+def speed_params_for(gpu: Any, profile_path: str) -> dict[str, Any]:
+    """The packaged speed parameters with `gpu`'s family factors taken from a measured profile."""
+    from .estimate.profile import load_profile, params_with_profile
+    from .estimate.speed import load_efficiency
+    return params_with_profile(load_efficiency(), load_profile(profile_path), gpu)
+
+
+def software_warnings(r: Resolved) -> tuple[str, ...]:
+    """Problems of the software stack for this GPU (errors raise, warnings are returned)."""
+    from .errors import UnsupportedError
+    from .hardware import software
+    scn = r.scenario
+    if scn.train:
+        dtype = scn.train.precision
+        # the default attention ("flash") falls back to SDPA silently where FlashAttention does not run
+        attention = scn.train.attention if "attention" in scn.train.model_fields_set else None
+        engine = {"megatron": "megatron", "deepspeed": "deepspeed"}.get(scn.framework, "pytorch")
+    else:
+        assert scn.infer is not None
+        dtype = _weights_math_dtype(scn.infer.weights)
+        engine, attention = scn.infer.engine.replace(".", ""), None
+    problems = software.check(r.gpu, engine=engine, dtype=dtype, attention=attention)
+    if scn.train and scn.train.precision == "fp8":
+        # serving can emulate fp8 (weight-only), training cannot: FP8 training needs FP8 tensor cores
+        problems = [dataclasses.replace(p, severity="error") if (p.topic, p.subject) == ("format", "fp8") else p
+                    for p in problems]
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise UnsupportedError(f"{r.gpu.id} with this scenario", " ".join(p.message for p in errors),
+                               " ".join(p.alternative for p in errors if p.alternative))
+    return tuple(p.message + (f" ({p.alternative})" if p.alternative else "") for p in problems)
+
+
+def _weights_math_dtype(weights: str) -> str:
+    """The tensor-core format a weight format asks of the GPU (fp8 weights want fp8 math)."""
+    from .dtypes import weight_format
+    fmt = weight_format(weights)
+    return {"fp8": "fp8", "fp4": "fp4"}.get(fmt.family, fmt.compute_dtype if fmt.compute_dtype in ("bf16", "fp32") else "fp16")
+
+
+# ---- the stages ---------------------------------------------------------------------------------
+
+def memory(r: Resolved) -> MemoryEstimate:
+    from .estimate.memory import estimate_memory
+    return estimate_memory(r.scenario, r.model, r.gpu.usable_memory_bytes)
+
+
+def performance(r: Resolved, mem: MemoryEstimate) -> PerformanceEstimate:
+    from .estimate.speed import estimate_performance
+    return estimate_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+
+
+def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) -> list[dict[str, Any]]:
+    """Throughput/TTFT/TPOT of one serving replica versus concurrency, on the KV pool of `mem`."""
+    from .estimate.speed import serving_curve as curve
+    return curve(r.scenario, r.model, r.gpu, concurrencies, params=r.speed_params, network=r.network, memory=mem)
+
+
+def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:
+    from .estimate.cost import estimate_cost
+    return estimate_cost(r.scenario, r.gpu, perf, quote=quote)
+
+
+def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, allow_hub: bool = True,
+             memory_estimate: MemoryEstimate | None = None, quote: Any = None) -> Estimate:
+    """Memory, performance and cost of one plan (DESIGN §3.2): the only whole-plan evaluation."""
+    r = resolve(scenario, allow_hub=allow_hub)
+    mem = memory_estimate if memory_estimate is not None else memory(r)
+    perf = performance(r, mem)
+    return Estimate(r.scenario, r.model, r.gpu, mem, perf, cost(r, perf, quote=quote), r.warnings, r.profile_path)
+
+
+__all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
+           "performance", "serving_curve", "cost", "evaluate"]
