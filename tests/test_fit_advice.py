@@ -15,7 +15,7 @@ def _ft(gpu, **train):
 def test_path_keeps_full_finetune_when_techniques_suffice():
     steps = path_to_fit(_ft("a100-sxm-80gb"))
     assert steps and steps[-1]["fits"]
-    assert all("LoRA" not in s["technique"] for s in steps)
+    assert all(not s["technique"].startswith("method=") for s in steps)
     peaks = [s["peak_bytes_per_gpu"] for s in steps]
     assert peaks == sorted(peaks, reverse=True)         # every step frees memory
 
@@ -23,7 +23,7 @@ def test_path_keeps_full_finetune_when_techniques_suffice():
 def test_path_switches_method_only_when_needed():
     steps = path_to_fit(_ft("rtx-4090"))
     assert steps[-1]["fits"]
-    assert any("LoRA" in s["technique"] for s in steps)  # 8B full fine-tune cannot fit 24 GB
+    assert any(s["technique"] in ("method=lora", "method=qlora") for s in steps)  # 8B full FT cannot fit 24 GB
 
 
 def test_fitting_scenario_needs_no_change():

@@ -362,64 +362,15 @@ def explain_oom(text_or_report: str | OomReport, scenario=None, *,
 # scenario knobs
 
 def _default_estimate():
-    try:
-        from ..api import estimate  # type: ignore[attr-defined]
-    except ImportError as err:
-        raise UnsupportedError("scenario advice", f"the memory estimator (gpuplan.api.estimate) is not available in "
-                               f"this installation ({err}).", "update gpuplan, or run without --scenario.") from None
-    return estimate
+    from ..pipeline import evaluate
+    return evaluate
 
 
 def candidate_knobs(scn) -> list[Knob]:
-    """The memory knobs that apply to a scenario, as Scenario.replace() changes (not yet evaluated)."""
-    knobs: list[Knob] = []
-    if scn.is_training:
-        t, p = scn.train, scn.parallel
-        if t.recompute != "full":
-            knobs.append(Knob("recompute=full", {"train": {"recompute": "full"}},
-                              "about +33 % compute per step (forward runs twice)"))
-        if t.recompute == "none":
-            knobs.append(Knob("recompute=selective", {"train": {"recompute": "selective"}},
-                              "a few % more compute"))
-        mb = t.micro_batch
-        for m in sorted({mb // 2, 1}, reverse=True):
-            if 1 <= m < mb:
-                knobs.append(Knob(f"micro_batch={m} (+accumulation)", {"train": {"micro_batch": m}},
-                                  f"same global batch, {mb // m}x more accumulation steps; lower GPU efficiency"))
-        if t.optimizer == "adamw":
-            knobs.append(Knob("optimizer=adamw-8bit", {"train": {"optimizer": "adamw-8bit"}},
-                              "bitsandbytes 8-bit states; usually same quality"))
-        if t.method == "full":
-            knobs.append(Knob("method=lora", {"train": {"method": "lora"}},
-                              "trains adapters only: a different (usually slightly weaker) result"))
-        if t.method in ("full", "lora"):
-            knobs.append(Knob("method=qlora", {"train": {"method": "qlora"}},
-                              "4-bit frozen base + adapters; slower steps, small quality cost"))
-        if (p.dp or 1) > 1 and p.zero < 3:
-            knobs.append(Knob("zero=3 (FSDP full shard)", {"parallel": {"zero": 3}},
-                              "shards weights/grads/states over data-parallel GPUs; more communication"))
-        if p.offload == "none":
-            knobs.append(Knob("offload=optimizer", {"parallel": {"offload": "optimizer", "zero": max(p.zero, 1)}},
-                              "optimizer states in CPU memory; slower steps, needs host RAM"))
-        if t.seq_len >= 256:
-            knobs.append(Knob(f"seq_len={t.seq_len // 2}", {"train": {"seq_len": t.seq_len // 2}},
-                              "shorter context per sequence: changes what the model learns"))
-        if t.attention == "eager":
-            knobs.append(Knob("attention=flash", {"train": {"attention": "flash"}}, "no quality change"))
-    else:
-        i = scn.infer
-        if i.kv_cache not in ("fp8",):
-            knobs.append(Knob("kv_cache=fp8", {"infer": {"kv_cache": "fp8"}}, "small accuracy cost on some models"))
-        if i.weights in ("bf16", "fp16", "fp32"):
-            knobs.append(Knob("weights=fp8", {"infer": {"weights": "fp8"}}, "needs FP8-capable GPU for speed"))
-            knobs.append(Knob("weights=awq-int4", {"infer": {"weights": "awq-int4"}}, "4-bit weights: some quality loss"))
-        if i.concurrency > 1:
-            knobs.append(Knob(f"concurrency={i.concurrency // 2}", {"infer": {"concurrency": i.concurrency // 2}},
-                              "half the parallel sequences: lower throughput"))
-        if i.prompt_len >= 256:
-            knobs.append(Knob(f"prompt_len={i.prompt_len // 2}", {"infer": {"prompt_len": i.prompt_len // 2}},
-                              "shorter context"))
-    return knobs
+    """The memory knobs that apply to a scenario, as Scenario.replace() changes (not yet evaluated):
+    the memory-saving entries of the one techniques catalog (gpuplan.techniques)."""
+    from ..techniques import techniques_for
+    return [Knob(t.name, t.changes, t.tradeoff) for t in techniques_for(scn) if t.saves_memory]
 
 
 def evaluate_knobs(scn, *, estimate_fn: Callable[[Any], Any] | None = None,

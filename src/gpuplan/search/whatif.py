@@ -7,64 +7,19 @@ from typing import Any, Mapping
 
 from ..errors import GpuplanError
 from ..scenario import Scenario
+from ..techniques import techniques_for
 from ..units import GiB
 
 
 def _variants(scn: Scenario) -> list[tuple[str, dict[str, Any], str]]:
-    """(technique, nested update, note) pairs that differ from the scenario."""
-    out: list[tuple[str, dict[str, Any], str]] = []
-    p = scn.parallel
-    if scn.is_training:
-        t = scn.train
-        assert t is not None
-        for rec in ("selective", "full"):
-            if t.recompute != rec:
-                out.append((f"recompute={rec}", {"train": {"recompute": rec}},
-                            "recompute activations in backward instead of keeping them"))
-        if t.optimizer == "adamw":
-            out.append(("8-bit AdamW", {"train": {"optimizer": "adamw-8bit"}}, "bitsandbytes 8-bit optimizer states"))
-        if t.master_weights and t.precision in ("bf16", "fp16"):
-            out.append(("pure bf16 (no fp32 master)", {"train": {"master_weights": False, "precision": "bf16"}},
-                        "16-bit weights, grads and states, as torchtune/litgpt bf16-true train (watch for "
-                        "lost small updates)"))
-        if t.method == "full":
-            out.append(("LoRA r=16", {"train": {"method": "lora", "lora_rank": 16}}, "train adapters on a frozen 16-bit base"))
-        if t.method != "qlora":
-            out.append(("QLoRA r=16", {"train": {"method": "qlora", "lora_rank": 16}}, "adapters on a frozen NF4 base"))
-        if scn.dp * p.cp > 1:
-            for z in (1, 2, 3):
-                if p.zero != z:
-                    out.append((f"ZeRO-{z}", {"parallel": {"zero": z, "dp": scn.dp}},
-                                {1: "shard optimizer states", 2: "shard gradients too",
-                                 3: "shard parameters too (FSDP full-shard)"}[z]))
-        if p.offload != "optimizer":
-            out.append(("offload optimizer", {"parallel": {"offload": "optimizer", "dp": scn.dp}},
-                        "optimizer states and master weights in CPU memory, step on the CPU"))
-        if p.offload != "optimizer+params" and p.zero == 3:
-            out.append(("offload optimizer+params", {"parallel": {"offload": "optimizer+params", "dp": scn.dp}},
-                        "ZeRO-Infinity style parameter offload"))
-        if t.micro_batch > 1:
-            gb = t.global_batch or t.micro_batch * scn.dp
-            for mb in sorted({t.micro_batch // 2, 1}, reverse=True):
-                if mb >= 1 and mb != t.micro_batch:
-                    out.append((f"micro_batch={mb} (+grad accumulation)",
-                                {"train": {"micro_batch": mb, "global_batch": gb}},
-                                "same global batch in more, smaller micro-batches"))
-        if t.precision in ("bf16", "fp16") and t.master_weights:
-            out.append(("fp8 matmuls", {"train": {"precision": "fp8"}}, "FP8 compute (Transformer Engine)"))
-    else:
-        inf = scn.infer
-        assert inf is not None
-        if inf.kv_cache not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-            out.append(("fp8 KV cache", {"infer": {"kv_cache": "fp8"}}, "halves the KV cache"))
-        for w, note in (("fp8", "8-bit weights"), ("awq-int4", "4-bit AWQ weights (g128)"),
-                        ("gptq-int4", "4-bit GPTQ weights (g128)")):
-            if inf.weights != w:
-                out.append((f"{w} weights", {"infer": {"weights": w}}, note))
-        if inf.concurrency > 1:
-            out.append((f"concurrency={max(1, inf.concurrency // 2)}", {"infer": {"concurrency": max(1, inf.concurrency // 2)}},
-                        "fewer requests in flight: less KV cache, lower throughput"))
-    return out
+    """(technique, nested update, note) for every single change of the one techniques catalog."""
+    return [(t.name, t.changes, f"{t.note}; {t.tradeoff}") for t in techniques_for(scn)]
+
+
+def _fit_moves(scn: Scenario, allow_method_change: bool) -> list[tuple[str, dict[str, Any], str]]:
+    """The changes the fit path may take: they free memory without changing the workload."""
+    return [(t.name, t.changes, t.note) for t in techniques_for(scn)
+            if t.saves_memory and not t.changes_workload and (allow_method_change or not t.changes_method)]
 
 
 def _time(perf: Any, training: bool) -> float | None:
@@ -142,11 +97,7 @@ def _greedy_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int,
     fits = base.memory.fits
     while not fits and len(steps) < max_steps:
         options = []
-        for name, update, note in _variants(current):
-            if name.startswith(("concurrency=", "fp8 matmuls")):
-                continue          # changes the workload itself, not how it runs
-            if not allow_method_change and "train" in update and "method" in update["train"]:
-                continue
+        for name, update, note in _fit_moves(current, allow_method_change):
             try:
                 cand = current.replace(**update)
                 est = estimate(cand)
