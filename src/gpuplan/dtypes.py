@@ -86,7 +86,10 @@ def _canon(name: str) -> str:
 
 
 def _lookup(table: dict, name: str, what: str, extra_names=()):
-    key = _canon(name)
+    # a table's own name wins over an alias meant for another table ("q4_0" is a KV format as itself
+    # and a weight format as gguf-q4_0; "int4" is a dtype as itself and a weight format as awq-int4)
+    raw = str(name).strip().lower().replace(" ", "")
+    key = raw if raw in table else _canon(name)
     if key not in table:
         raise UnknownNameError(f"{what} '{name}'", f"is not a known {what}.", f"use one of {', '.join(table)}.",
                                close_matches(name, list(table) + list(extra_names)))
