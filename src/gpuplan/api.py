@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from .estimate.results import CostEstimate, MemoryEstimate, PerformanceEstimate
 from .models import ModelSpec, get_model
 from .scenario import Scenario, load_scenario, scenario_from_dict
+from .validate import check_scenario_against_model
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ def as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario
 def resolve(scenario: Scenario | Mapping[str, Any] | str | Path, *, allow_hub: bool = True) -> Resolved:
     from .hardware import get_gpu
     scn = as_scenario(scenario)
-    return Resolved(scn, get_model(scn.model, allow_hub=allow_hub), get_gpu(scn.hardware.gpu))
+    r = Resolved(scn, get_model(scn.model, allow_hub=allow_hub), get_gpu(scn.hardware.gpu))
+    check_scenario_against_model(r.scenario, r.model)
+    return r
 
 
 def estimate_memory_for(r: Resolved) -> MemoryEstimate:
