@@ -224,7 +224,7 @@ GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
 
 class Constraints(_Strict):
     """Limits for `gpuplan recommend` (ignored by estimate). The one definition: the search's
-    `gpuplan.search.Constraints` and the web body derive from it."""
+    `gpuplan.search.Constraints` is built from it."""
     budget_usd: float | None = _num(None, "total budget for the run", lo=0, hi=MAX_USD, open_lo=True, unit="$")
     budget_usd_per_hour: float | None = _num(None, "hourly budget", lo=0, hi=1e9, open_lo=True, unit="$/h")
     deadline_days: float | None = _num(None, "training must finish within this", lo=0, hi=MAX_DAYS, open_lo=True,
@@ -269,9 +269,9 @@ def _objective(v: Any) -> Any:
     return v
 
 
-Objective = Annotated[Union[Annotated[Annotated[str, Field(max_length=64)], Tag("name")],
-                            Annotated[Annotated[dict[str, float], Field(max_length=3)], Tag("weights")]],
-                      Discriminator(lambda v: "weights" if isinstance(v, dict) else "name"),
+Objective = Annotated[Union[Annotated[Annotated[str, Field(max_length=64)], Tag("_name")],
+                            Annotated[Annotated[dict[str, float], Field(max_length=3)], Tag("_weights")]],
+                      Discriminator(lambda v: "_weights" if isinstance(v, dict) else "_name"),
                       AfterValidator(_objective)]
 
 
@@ -342,7 +342,7 @@ class Scenario(_Strict):
 
 _CP_INFER = ("parallel.cp = {cp}: context parallelism splits a training sequence; serving engines have no context "
              "parallel (use tp or pp), so set cp: 1")
-_LOC_NOISE = {"one", "many", "name", "weights", "str", "int", "float", "bool", "list", "dict"}
+_LOC_NOISE = {"str", "int", "float", "bool", "list", "dict"}   # union branch names pydantic puts in loc
 _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
 
 
@@ -369,7 +369,7 @@ def _field_range(root: type[BaseModel], loc: tuple) -> str | None:
 
 
 def _loc_text(loc: tuple) -> str:
-    keep = [str(x) for x in loc if not (str(x) in _LOC_NOISE or "[" in str(x) or str(x).startswith(("function-",
+    keep = [str(x) for x in loc if not (str(x) in _LOC_NOISE or "[" in str(x) or str(x).startswith(("_", "function-",
                                         "constrained-", "literal", "union")))]
     return ".".join(keep) or "(top level)"
 
@@ -443,8 +443,8 @@ def _dedupe(v: list) -> list:
 def _one_or_many(elem: Any) -> Any:
     """A value, or a list of at most MAX_LIST distinct values, each checked like the full field."""
     many = Annotated[list[elem], Field(max_length=MAX_LIST), AfterValidator(_dedupe)]  # type: ignore[valid-type]
-    return Annotated[Optional[Annotated[Union[Annotated[elem, Tag("one")], Annotated[many, Tag("many")]],
-                                        Discriminator(lambda v: "many" if isinstance(v, (list, tuple)) else "one")]],
+    return Annotated[Optional[Annotated[Union[Annotated[elem, Tag("_one")], Annotated[many, Tag("_many")]],
+                                        Discriminator(lambda v: "_many" if isinstance(v, (list, tuple)) else "_one")]],
                      BeforeValidator(_open_to_none)]
 
 
