@@ -234,6 +234,17 @@ def test_partial_from_scenario_and_in_place_validation():
     scn = scenario_from_dict({**BASE, "constraints": {"budget_usd": 100}})
     data = _partial(scn)
     assert data["hardware"]["gpu"] == "h100-sxm" and data["constraints"] == {"budget_usd": 100.0}
-    raw = {"model": "gpt2", "train": {"tokens": "2.0e9", "method": ["lora", "lora"]}}
+    raw = {"model": "gpt2", "train": {"tokens": "2.0e9", "method": ["lora", "lora"], "seq_len": 1024}}
     _validate_fixed(raw)
-    assert raw["train"] == {"tokens": 2e9, "method": ["lora"]}
+    assert raw["train"] == {"tokens": 2e9, "method": ["lora"], "seq_len": 1024}
+
+
+def test_recommend_refuses_a_fixed_length_past_the_context():
+    from gpuplan.search import recommend
+    text = _error(recommend, {"model": "llama-2-7b", "train": {"seq_len": 8192}})
+    assert "train.seq_len = 8,192" in text and "4,096" in text and "allow_longer_context" in text
+    text = _error(recommend, {"model": "gpt2"})
+    assert "train.seq_len (default) = 2,048" in text and "1,024 learned position" in text
+    rec = recommend({"model": "llama-2-7b", "train": {"seq_len": 8192, "allow_longer_context": True}},
+                    gpus=["h100-sxm"], top=1, progress=False)
+    assert rec is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
-                      ValidationError, create_model, field_validator, model_validator)
+                      ValidationError, create_model, model_validator)
 
 from .errors import InputError
 from .inputs import excerpt, read_mapping_file

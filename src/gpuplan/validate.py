@@ -7,7 +7,7 @@ stretched past the model's own). It reads ModelSpec fields only (no HF config ke
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from .errors import InputError
 
@@ -59,29 +59,30 @@ def _layout_rules(scn: Any, model: Any) -> None:
                          f"use a seq_len that is a multiple of {2 * p.cp}, or another cp.")
 
 
-def _length(scn: Any) -> tuple[str, int, Any]:
-    """(field, tokens, section) of the longest sequence the scenario runs."""
+def _length(scn: Any) -> tuple[str, int]:
+    """(field, tokens) of the longest sequence the scenario runs."""
     if scn.is_training:
-        return "train.seq_len", scn.train.seq_len, scn.train
+        return "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)"), scn.train.seq_len
     inf = scn.infer
     total = inf.prompt_len + inf.output_len
     if inf.max_model_len and inf.max_model_len > total:
-        return "infer.max_model_len", inf.max_model_len, inf
-    return "infer.prompt_len + output_len", total, inf
+        return "infer.max_model_len", inf.max_model_len
+    return "infer.prompt_len + output_len", total
 
 
-def _context_rules(scn: Any, model: Any) -> list[str]:
+def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool) -> list[str]:
+    """Refuse a sequence past the model's context unless `allowed` (allow_longer_context); then a note
+    saying which RoPE scaling that assumes."""
     limit = model.max_position
-    what, tokens, section = _length(scn)
     if not limit or tokens <= limit:
         return []
-    flag = f"{'train' if scn.is_training else 'infer'}.allow_longer_context"
+    flag = f"{'train' if training else 'infer'}.allow_longer_context"
     if model.position_encoding == "learned":
         raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s {limit:,} learned position "
                          "embeddings; a learned position table cannot be stretched (no RoPE to scale).",
                          f"use at most {limit:,} tokens, or a model with a longer context.")
     factor = math.ceil(tokens / limit)
-    if not section.allow_longer_context:
+    if not allowed:
         raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s context of {limit:,} tokens "
                          "(max_position_embeddings).", f"use at most {limit:,} tokens, or set {flag}: true if you "
                          f"extend the context yourself (e.g. YaRN RoPE scaling, factor {factor}).")
@@ -92,6 +93,29 @@ def _context_rules(scn: Any, model: Any) -> list[str]:
     return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token context ({flag}): this assumes RoPE "
             f"scaling such as YaRN with factor {factor} over {limit:,} positions{own}; memory and speed are "
             "estimated at the longer length, quality is not."]
+
+
+def _context_rules(scn: Any, model: Any) -> list[str]:
+    what, tokens = _length(scn)
+    section = scn.train if scn.is_training else scn.infer
+    return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context)
+
+
+def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[str, ...]:
+    """The model rules that hold for every plan of a (validated) partial scenario: its fixed lengths.
+    Layout values (tp, pp, ep, cp) are the search's to reject, with a reason per candidate."""
+    from .scenario import Infer, Train
+    if data.get("task", "train") in ("train", "finetune"):
+        given = data.get("train") or {}
+        tr = {**Train().model_dump(), **given}
+        what = "train.seq_len" + ("" if "seq_len" in given else " (default)")
+        return tuple(context_rules(model, what, tr["seq_len"], training=True,
+                                   allowed=tr["allow_longer_context"]))
+    inf = {**Infer().model_dump(), **(data.get("infer") or {})}
+    total = inf["prompt_len"] + inf["output_len"]
+    what, tokens = ("infer.max_model_len", inf["max_model_len"]) if (inf["max_model_len"] or 0) > total else \
+        ("infer.prompt_len + output_len", total)
+    return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
 
 
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from ..errors import InputError
 from ..inputs import read_mapping_file
 from ..scenario import Scenario, partial_from_dict
+from ..validate import check_partial_against_model
 
 
 def _partial(scenario_or_partial: Any) -> dict[str, Any]:
@@ -44,8 +45,11 @@ def load_partial(path: Any) -> dict[str, Any]:
 
 
 def _validate_fixed(data: dict[str, Any]) -> None:
-    """Validate a partial scenario in place: the same checks and messages as a Scenario; values are
-    replaced by their validated form (YAML reads 1.0e12 as a string, pydantic makes it a float)."""
+    """Validate a partial scenario in place: the same checks and messages as a Scenario, and its fixed
+    lengths against the model's context; values are replaced by their validated form (YAML reads
+    1.0e12 as a string, pydantic makes it a float)."""
     checked = partial_from_dict(data)
+    from ..models import get_model
+    check_partial_against_model(checked, get_model(checked["model"]))
     data.clear()
     data.update(checked)
