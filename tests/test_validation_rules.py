@@ -248,3 +248,11 @@ def test_recommend_refuses_a_fixed_length_past_the_context():
     rec = recommend({"model": "llama-2-7b", "train": {"seq_len": 8192, "allow_longer_context": True}},
                     gpus=["h100-sxm"], top=1, progress=False)
     assert rec is not None
+
+
+def test_check_objective_for_callers_outside_the_schema():
+    from gpuplan.scenario import check_objective
+    assert check_objective("weighted:cost=0.7,time=0.3") == "weighted:cost=0.7,time=0.3"
+    for bad in ("weighted:cost=nan", "weighted:cost=inf,time=1", {"cost": -1}, {"cost": 0, "time": 0}, {"cost": "x"}):
+        text = _error(check_objective, bad)
+        assert text.startswith("objective ")

@@ -113,6 +113,10 @@ class Parallel(_Strict):
     offload: Offload = "none"
 
 
+LoraTargets = Annotated[Union[Annotated[Literal["all-linear"], Tag("_all")],
+                            Annotated[Annotated[list[Name], Field(max_length=MAX_LIST)], Tag("_list")]],
+                      Discriminator(lambda v: "_list" if isinstance(v, (list, tuple)) else "_all"),
+                      Field(description="all-linear, or a list of module names (q_proj, v_proj, ...)")]
 _LONGER = Field(False, description="allow a sequence longer than the model's context (max_position_embeddings): "
                 "you extend it with RoPE scaling (e.g. YaRN); memory and speed are estimated at that length")
 
@@ -130,7 +134,7 @@ class Train(_Strict):
     attention: Attention = "flash"
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
-    lora_targets: Union[Literal["all-linear"], Annotated[list[Name], Field(max_length=MAX_LIST)]] = "all-linear"
+    lora_targets: LoraTargets = "all-linear"
     lora_dropout: float = _num(0.0, "dropout on the adapters' input (peft default 0)", lo=0, hi=1, open_hi=True)
     qlora_double_quant: bool = True
     qlora_backend: Literal["bitsandbytes", "torchao"] = Field(
@@ -249,6 +253,8 @@ def _check_weights(weights: dict[str, float], shown: str) -> None:
     bad = [k for k in weights if k not in OBJECTIVE_WEIGHTS]
     if bad:
         raise ValueError(f"weight {excerpt(bad[0])} is not one of {', '.join(OBJECTIVE_WEIGHTS)} (in {shown})")
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights.values()):
+        raise ValueError(f"weights must be numbers (got {shown})")
     if any(not math.isfinite(w) or w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
         raise ValueError(f"weights must be finite, non-negative and not all zero (got {shown})")
 
@@ -267,6 +273,16 @@ def _objective(v: Any) -> Any:
         if weights:
             _check_weights(weights, excerpt(v))
     return v
+
+
+def check_objective(objective: Any) -> Any:
+    """The scenario's objective check for callers outside the schema (CLI --objective, search
+    keyword): NaN, infinite, negative or unknown weights raise InputError."""
+    try:
+        return _objective(objective)
+    except ValueError as err:
+        raise InputError(f"objective {excerpt(objective)}", f"{err}.",
+                         "write e.g. weighted:cost=0.7,time=0.3 or {cost: 0.7, time: 0.3}.") from None
 
 
 Objective = Annotated[Union[Annotated[Annotated[str, Field(max_length=64)], Tag("_name")],
