@@ -155,3 +155,11 @@ def test_excerpt_is_bounded():
     for _ in range(5):
         nested = [nested] * 100
     assert len(excerpt(nested)) <= 60
+
+
+def test_invalid_and_overlong_paths():
+    with pytest.raises(InputError, match="not a valid path"):
+        load_scenario("bad\0name.yaml")
+    with pytest.raises(InputError) as err:
+        load_scenario("x" * 5000 + ".yaml")
+    assert len(str(err.value)) < 500

@@ -34,8 +34,13 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def short_path(path: Any, limit: int = 200) -> str:
+    text = str(path)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _fail(path: Any, what: str, why: str, fix: str) -> InputError:
-    return InputError(f"{what} '{excerpt(str(path), 200).strip(chr(39))}'", why, fix)
+    return InputError(f"{what} '{short_path(path)}'", why, fix)
 
 
 def read_text_file(path: str | os.PathLike, what: str = "input file", max_bytes: int = MAX_INPUT_BYTES) -> str:
@@ -47,6 +52,9 @@ def read_text_file(path: str | os.PathLike, what: str = "input file", max_bytes:
                     "directory).") from None
     except OSError as err:
         raise _fail(path, what, f"cannot be read ({err.strerror}).", "check the path and its permissions.") from None
+    except ValueError:                                    # an embedded NUL byte
+        raise _fail(excerpt(str(path)), what, "is not a valid path.", "pass the path of a .yaml or .json file.") \
+            from None
     if stat.S_ISDIR(st.st_mode):
         raise _fail(path, what, "is a directory.", "pass a .yaml or .json file inside it.")
     if not stat.S_ISREG(st.st_mode):
@@ -225,5 +233,5 @@ def parse_mapping_text(text: str, source: str, *, json_only: bool = False) -> di
 def read_mapping_file(path: str | os.PathLike, what: str = "scenario file") -> dict:
     """Read a YAML or JSON file (by suffix: .json is strict JSON) into a dict, safely (module docstring)."""
     text = read_text_file(path, what)
-    source = f"{what} '{excerpt(str(path), 200).strip(chr(39))}'"
+    source = f"{what} '{short_path(path)}'"
     return parse_mapping_text(text, source, json_only=Path(path).suffix.lower() == ".json")

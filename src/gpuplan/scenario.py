@@ -16,7 +16,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Di
                       ValidationError, create_model, model_validator)
 
 from .errors import InputError
-from .inputs import excerpt, read_mapping_file
+from .inputs import excerpt, read_mapping_file, short_path
 
 # Upper bounds: far above any real run, low enough that no estimator overflows.
 MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
@@ -433,7 +433,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario
 def load_scenario(path: str | Path) -> Scenario:
     """Read a YAML or JSON scenario file (safely: gpuplan.inputs)."""
     data = read_mapping_file(path, "scenario file")
-    return scenario_from_dict(data, f"file '{excerpt(str(path), 200)[1:-1]}'")
+    return scenario_from_dict(data, f"file '{short_path(path)}'")
 
 
 # ---- the search's input ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import InputError
-from ..inputs import read_mapping_file
+from ..inputs import read_mapping_file, short_path
 from ..scenario import Scenario, partial_from_dict
 from ..validate import check_partial_against_model
 
@@ -26,7 +26,7 @@ def _partial(scenario_or_partial: Any) -> dict[str, Any]:
         return partial_from_dict(json_copy(dict(scenario_or_partial)))
     from pathlib import Path
     if isinstance(scenario_or_partial, (str, Path)):
-        return partial_from_dict(load_partial(scenario_or_partial), f"file '{scenario_or_partial}'")
+        return partial_from_dict(load_partial(scenario_or_partial), f"file '{short_path(scenario_or_partial)}'")
     raise InputError("recommend input", f"cannot use a {type(scenario_or_partial).__name__}.",
                      "pass a Scenario, a dict or a scenario file path.")
 
