@@ -2,6 +2,7 @@
 rules that need the model, one Constraints model, the partial scenario of the search, and lookups
 that are never swallowed. Each error names the input and says how to fix it."""
 import dataclasses
+import math
 
 import pytest
 
@@ -256,3 +257,38 @@ def test_check_objective_for_callers_outside_the_schema():
     for bad in ("weighted:cost=nan", "weighted:cost=inf,time=1", {"cost": -1}, {"cost": 0, "time": 0}, {"cost": "x"}):
         text = _error(check_objective, bad)
         assert text.startswith("objective ")
+
+
+# ---- property: any value in any field is either accepted within its range or an InputError -----------------
+
+def _field_names():
+    from gpuplan.scenario import Cost, Hardware, Infer, Parallel, Train
+    from gpuplan.scenario import Constraints as C
+    return [(sec, name) for sec, cls in (("hardware", Hardware), ("parallel", Parallel), ("train", Train),
+                                         ("infer", Infer), ("cost", Cost), ("constraints", C))
+            for name in cls.model_fields]
+
+
+def test_any_value_in_any_field_is_accepted_in_range_or_refused_cleanly():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    values = st.one_of(st.integers(min_value=-10 ** 420, max_value=10 ** 420), st.floats(allow_nan=True),
+                       st.text(max_size=20), st.none(), st.booleans(), st.lists(st.integers(), max_size=3),
+                       st.just("9" * 400), st.just("1e400"), st.just("auto"))
+
+    @settings(max_examples=400)
+    @given(st.sampled_from(_field_names()), values, st.sampled_from(["train", "infer"]))
+    def check(field, value, task):
+        sec, name = field
+        hw = {"gpu": "h100-sxm"}
+        data = {"model": "llama-3.1-8b", "task": task, "hardware": hw}
+        data[sec] = {**data.get(sec, {}), name: value}
+        for fn in (scenario_from_dict, partial_from_dict):
+            try:
+                fn(data)
+            except InputError as err:
+                assert len(str(err)) < 2000
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):   # the largest bound is 1e16
+                assert math.isfinite(value) and abs(value) <= 1e16, (field, value)
+    check()
