@@ -163,3 +163,14 @@ def test_invalid_and_overlong_paths():
     with pytest.raises(InputError) as err:
         load_scenario("x" * 5000 + ".yaml")
     assert len(str(err.value)) < 500
+
+
+@pytest.mark.parametrize("text, why", [
+    ("a: [" + ", ".join(["1"] * 300_000) + "]\n", "more than 10,000 values"),    # ~0.9 MB of plain values
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "levels deep"),
+])
+def test_huge_or_deep_yaml_refused_quickly(tmp_path, text, why):
+    p = tmp_path / "huge.yaml"
+    p.write_text(text)
+    err, took = _fails_fast(lambda: load_scenario(p))
+    assert why in str(err) and took < 1.0
