@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from .estimate.results import CostEstimate, MemoryEstimate, PerformanceEstimate
 from .models import ModelSpec, get_model
 from .scenario import Scenario, load_scenario, scenario_from_dict
+from .validate import check_scenario_against_model
 
 PROFILE_ENV = "GPUPLAN_PROFILE"
 
@@ -86,13 +87,14 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
     scn = as_scenario(scenario)
     spec = model if model is not None else get_model(scn.model, allow_hub=allow_hub)
     card = gpu if gpu is not None else get_gpu(scn.hardware.gpu)
+    model_notes = check_scenario_against_model(scn, spec)     # cross-field rules that need the model
     net = network if network is not None else resolve_network(scn.hardware.network, card)
     profile = profile_path_for(scn)
     params = speed_params
     if profile:
         params = speed_params_for(card, profile)
     r = Resolved(scn, spec, card, net, params, profile)
-    return dataclasses.replace(r, warnings=software_warnings(r))
+    return dataclasses.replace(r, warnings=tuple(model_notes or ()) + software_warnings(r))
 
 
 def resolve_network(name: str | None, gpu: Any) -> Any:

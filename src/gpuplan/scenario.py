@@ -1,17 +1,31 @@
 """The scenario schema (DESIGN §3.1): what the user wants to run, on what, and how.
 
 Scenarios come from YAML/JSON files, dicts or CLI flags. Validation errors name the field, the
-reason and the fix; they never surface as a pydantic traceback.
+reason, the allowed range and the fix; they never surface as a pydantic traceback. Every number is
+finite and inside a range no real run reaches (the bounds below), so absurd input is refused here
+instead of overflowing an estimator. `PartialScenario` is the search's input: the same fields and
+checks, with hardware and layout optional and the searched options allowed as lists.
 """
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Optional, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
+                      ValidationError, create_model, model_validator)
 
 from .errors import InputError
+from .inputs import excerpt, read_mapping_file, short_path
+
+# Upper bounds: far above any real run, low enough that no estimator overflows.
+MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
+MAX_TOKENS_LEN = 10_485_760        # tokens in one sequence (10 Mi; the longest published contexts: 10M)
+MAX_BATCH = 1 << 24                # sequences per step or concurrent requests
+MAX_TRAIN_TOKENS = 1e16            # total training tokens (Llama 3: 1.5e13)
+MAX_USD = 1e12                     # any budget or price total
+MAX_DAYS = 36_500.0                # 100 years
+MAX_LIST = 64                      # entries in one list of a partial scenario
 
 Task = Literal["train", "finetune", "infer"]
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
@@ -26,28 +40,85 @@ Engine = Literal["vllm", "sglang", "trtllm", "llama.cpp", "hf"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
+
+
+def _range(lo: float | None, hi: float | None, *, open_lo: bool = False, open_hi: bool = False,
+           unit: str = "") -> dict[str, Any]:
+    """Field keywords for a bounded number, with the range recorded for error messages."""
+    kw: dict[str, Any] = {}
+    if lo is not None:
+        kw["gt" if open_lo else "ge"] = lo
+    if hi is not None:
+        kw["lt" if open_hi else "le"] = hi
+    low = "" if lo is None else f"{_fmt(lo)} {'<' if open_lo else '<='} "
+    high = "" if hi is None else f" {'<' if open_hi else '<='} {_fmt(hi)}"
+    text = f"{low}value{high}"
+    kw["json_schema_extra"] = {"range": text + (f" {unit}" if unit else "")}
+    return kw
+
+
+def _num(default: Any, description: str = "", **bounds: Any) -> Any:
+    kw = _range(**bounds)
+    text = kw["json_schema_extra"]["range"]
+    return Field(default, description=f"{description} ({text})" if description else f"({text})", **kw)
+
+
+def _known_network(v: str | None) -> str | None:
+    if v is None:
+        return None
+    from .errors import UnknownNameError
+    from .hardware import get_network
+    try:
+        return get_network(v).id
+    except UnknownNameError as err:
+        raise UnknownNameError(f"hardware.network {excerpt(v)}", err.why, err.fix, err.matches) from None
+
+
+def _not_blank(v: Any) -> Any:
+    if isinstance(v, str) and not v.strip():
+        raise ValueError("must name a model (registry name, HF repo id, or path to config.json)")
+    return v
+
+
+Name = Annotated[str, Field(min_length=1, max_length=128)]
+Network = Annotated[str, Field(max_length=64), AfterValidator(_known_network)]
+PathText = Annotated[str, Field(max_length=4096)]
+Format = Annotated[str, Field(min_length=1, max_length=64)]
+ModelRef = Annotated[Union[Annotated[str, Field(max_length=4096)], dict[str, Any]], AfterValidator(_not_blank)]
 
 
 class Hardware(_Strict):
-    gpu: str = Field(description="catalog id or alias, e.g. h100-sxm, rtx-4090")
-    count: int = Field(1, gt=0, description="total GPUs")
-    gpus_per_node: int | None = Field(None, gt=0, description="GPUs per node; default from the GPU's node shape")
-    network: str | None = Field(None, description="inter-node network id, e.g. ib-ndr-400")
-    profile: str | None = Field(None, description="hardware profile JSON from `gpuplan calibrate` (measured "
-                                "GEMM, bandwidth and NCCL rates replace datasheet x default efficiency)")
+    gpu: Name = Field(description="catalog id or alias, e.g. h100-sxm, rtx-4090")
+    count: int = _num(1, "total GPUs", lo=1, hi=MAX_GPUS, unit="GPUs")
+    gpus_per_node: int | None = _num(None, "GPUs per node; default from the GPU's node shape", lo=1, hi=MAX_GPUS)
+    network: Optional[Network] = Field(None, description="inter-node network id, e.g. ib-ndr-400 (networks.csv)")
+    profile: Optional[PathText] = Field(None, description="hardware profile JSON from `gpuplan calibrate` (measured "
+                                        "GEMM, bandwidth and NCCL rates replace datasheet x default efficiency)")
 
 
 class Parallel(_Strict):
-    dp: int | None = Field(None, gt=0, description="data-parallel size; default count/(tp*pp*cp)")
-    tp: int = Field(1, gt=0)
-    pp: int = Field(1, gt=0)
-    cp: int = Field(1, gt=0)
-    ep: int = Field(1, gt=0)
-    vpp: int = Field(1, gt=0, description="virtual pipeline chunks per rank (interleaved 1F1B)")
+    dp: int | None = _num(None, "data-parallel size; default count/(tp*pp*cp)", lo=1, hi=MAX_GPUS)
+    tp: int = _num(1, "tensor-parallel size", lo=1, hi=MAX_GPUS)
+    pp: int = _num(1, "pipeline stages", lo=1, hi=MAX_GPUS)
+    cp: int = _num(1, "context-parallel size (training only)", lo=1, hi=MAX_GPUS)
+    ep: int = _num(1, "expert-parallel size (mixture-of-experts models only)", lo=1, hi=MAX_GPUS)
+    vpp: int = _num(1, "virtual pipeline chunks per rank (interleaved 1F1B)", lo=1, hi=1024)
     sp: bool = Field(True, description="sequence parallel with TP (Megatron-style)")
-    zero: int = Field(0, ge=0, le=3, description="ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2")
+    zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
+
+
+LoraTargets = Annotated[Union[Annotated[Literal["all-linear"], Tag("_all")],
+                            Annotated[Annotated[list[Name], Field(max_length=MAX_LIST)], Tag("_list")]],
+                      Discriminator(lambda v: "_list" if isinstance(v, (list, tuple)) else "_all"),
+                      Field(description="all-linear, or a list of module names (q_proj, v_proj, ...)")]
+_LONGER = Field(False, description="allow a sequence longer than the model's context (max_position_embeddings): "
+                "you extend it with RoPE scaling (e.g. YaRN); memory and speed are estimated at that length")
 
 
 class Train(_Strict):
@@ -56,78 +127,172 @@ class Train(_Strict):
     master_weights: bool = True
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
-    seq_len: int = Field(2048, gt=0)
-    micro_batch: int = Field(1, gt=0)
-    global_batch: int | None = Field(None, gt=0, description="sequences per optimizer step")
+    seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
+    global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
     recompute: Recompute = "none"
     attention: Attention = "flash"
-    lora_rank: int = Field(16, gt=0)
-    lora_alpha: int | None = Field(None, gt=0)
-    lora_targets: Union[Literal["all-linear"], list[str]] = "all-linear"
-    lora_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapters' input (peft default 0)")
+    lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
+    lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
+    lora_targets: LoraTargets = "all-linear"
+    lora_dropout: float = _num(0.0, "dropout on the adapters' input (peft default 0)", lo=0, hi=1, open_hi=True)
     qlora_double_quant: bool = True
     qlora_backend: Literal["bitsandbytes", "torchao"] = Field(
         "bitsandbytes", description="bitsandbytes' 4-bit matmul saves its input for backward; torchao's NF4 linear does not")
-    tokens: float | None = Field(None, gt=0, description="total training tokens")
+    tokens: float | None = _num(None, "total training tokens", lo=0, hi=MAX_TRAIN_TOKENS, open_lo=True, unit="tokens")
     # memory techniques of specific trainers (torchtune, litgpt, Liger, torch.compile)
     loss: Literal["full", "chunked", "fused-linear"] = Field(
         "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
-    loss_chunks: int = Field(8, gt=0, description="chunks of the chunked loss (torchtune default 8)")
+    loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
     full_state_dict: bool = Field(False, description="FSDP loads/saves a full 16-bit state dict on each GPU")
+    allow_longer_context: bool = _LONGER
 
 
 class Infer(_Strict):
-    weights: str = "bf16"
-    kv_cache: str = "bf16"
+    weights: Format = "bf16"
+    kv_cache: Format = "bf16"
     engine: Engine = "vllm"
-    prompt_len: int = Field(1024, gt=0)
-    output_len: int = Field(256, gt=0)
-    concurrency: int = Field(1, gt=0)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    max_model_len: int | None = Field(None, gt=0)
+    prompt_len: int = _num(1024, "prompt tokens per request", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    output_len: int = _num(256, "output tokens per request", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    concurrency: int = _num(1, "requests in flight", lo=1, hi=MAX_BATCH)
+    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
+    max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
-    gpu_layers: int | None = Field(None, ge=0, description="llama.cpp -ngl: layers offloaded to the GPU")
-    max_num_seqs: int | None = Field(None, gt=0, description="engine's running-request cap; default: concurrency, "
-                                     "as gpuplan's launch files set it")
-    max_num_batched_tokens: int | None = Field(None, gt=0, description="engine's tokens per step; default: the "
-                                               "engine's own (vLLM: 8192 on >= 70 GiB GPUs other than A100, else 2048)")
+    gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
+                                    "launch files set it", lo=1, hi=MAX_BATCH)
+    max_num_batched_tokens: int | None = _num(None, "engine's tokens per step; default: the engine's own (vLLM: "
+                                              "8192 on >= 70 GiB GPUs other than A100, else 2048)",
+                                              lo=1, hi=MAX_TOKENS_LEN)
+    allow_longer_context: bool = _LONGER
+
+
+Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]
+
+
+def _known_providers(v: list[str] | None) -> list[str] | None:
+    if v is None:
+        return None
+    from .errors import UnknownNameError, close_matches
+    from .hardware import providers
+    known = providers()
+    out = list(dict.fromkeys(p.strip().lower() for p in v))
+    if not out:
+        raise InputError("providers", "is an empty list.", "name at least one provider, or leave the field out.")
+    for p in out:
+        if p not in known:
+            raise UnknownNameError(f"provider {excerpt(p)}", "has no offerings in the price catalog.",
+                                   f"use one of {', '.join(known)}.", close_matches(p, known))
+    return out
+
+
+def _owned_ids(v: dict[str, int] | None) -> dict[str, int] | None:
+    if v is None:
+        return None
+    from .hardware import get_gpu
+    out: dict[str, int] = {}
+    for name, count in v.items():
+        try:
+            gid = get_gpu(name).id
+        except InputError as err:         # UnknownNameError / AmbiguousNameError with close matches
+            raise type(err)(f"constraints.owned: {err.what}", err.why, err.fix, err.matches) from None
+        if gid in out:
+            raise InputError(f"constraints.owned {excerpt(name)}", f"names {gid} a second time.",
+                             f"give {gid} once, with the total count you own.")
+        out[gid] = count
+    return out
 
 
 class Cost(_Strict):
-    providers: list[str] | None = None
+    providers: Optional[Annotated[Providers, AfterValidator(_known_providers)]] = Field(
+        None, description="cloud providers to price with (the price catalog's names)")
     spot: bool = False
-    usd_per_gpu_hour: float | None = Field(None, gt=0, description="your own price, overrides the catalog")
-    electricity_usd_per_kwh: float = Field(0.15, ge=0)
-    pue: float = Field(1.3, ge=1)
-    utilization: float = Field(0.8, gt=0, le=1)
-    years: float = Field(3.0, gt=0)
-    residual_fraction: float = Field(0.3, ge=0, le=1)
-    capex_usd_per_gpu: float | None = Field(None, gt=0)
-    server_overhead_fraction: float = Field(0.25, ge=0, description="chassis/CPU/network as a share of GPU capex")
+    usd_per_gpu_hour: float | None = _num(None, "your own price, overrides the catalog", lo=0, hi=10_000,
+                                          open_lo=True, unit="$/GPU-hour")
+    electricity_usd_per_kwh: float = _num(0.15, "electricity price", lo=0, hi=100, unit="$/kWh")
+    pue: float = _num(1.3, "power usage effectiveness of the data centre", lo=1, hi=10)
+    utilization: float = _num(0.8, "share of the time the GPUs are busy", lo=0, hi=1, open_lo=True)
+    years: float = _num(3.0, "years of ownership", lo=0, hi=100, open_lo=True)
+    residual_fraction: float = _num(0.3, "resale value as a share of capex", lo=0, hi=1)
+    capex_usd_per_gpu: float | None = _num(None, "purchase price per GPU", lo=0, hi=1e8, open_lo=True, unit="$")
+    server_overhead_fraction: float = _num(0.25, "chassis/CPU/network as a share of GPU capex", lo=0, hi=100)
     basis: Literal["auto", "rent", "own"] = Field("auto", description="headline cost: rent, own, or rent when a price is known")
 
 
+GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
+
+
 class Constraints(_Strict):
-    """Limits for `gpuplan recommend` (ignored by estimate)."""
-    budget_usd: float | None = Field(None, gt=0, description="total budget for the run")
-    budget_usd_per_hour: float | None = Field(None, gt=0)
-    deadline_days: float | None = Field(None, gt=0)
-    max_gpus: int | None = Field(None, gt=0)
-    owned: dict[str, int] | None = Field(None, description="GPUs you own: {gpu id: count}")
-    providers: list[str] | None = None
-    ttft_s: float | None = Field(None, gt=0)
-    tpot_s: float | None = Field(None, gt=0)
-    requests_per_s: float | None = Field(None, gt=0)
-    tokens_per_s: float | None = Field(None, gt=0, description="serving: output tokens/s to sustain")
-    min_headroom: float | None = Field(None, ge=0, lt=1, description="share of GPU memory to leave free")
+    """Limits for `gpuplan recommend` (ignored by estimate). The one definition: the search's
+    `gpuplan.search.Constraints` is built from it."""
+    budget_usd: float | None = _num(None, "total budget for the run", lo=0, hi=MAX_USD, open_lo=True, unit="$")
+    budget_usd_per_hour: float | None = _num(None, "hourly budget", lo=0, hi=1e9, open_lo=True, unit="$/h")
+    deadline_days: float | None = _num(None, "training must finish within this", lo=0, hi=MAX_DAYS, open_lo=True,
+                                       unit="days")
+    max_gpus: int | None = _num(None, "most GPUs a plan may use", lo=1, hi=MAX_GPUS)
+    owned: Optional[Annotated[dict[Name, GpuCount], Field(max_length=MAX_LIST), AfterValidator(_owned_ids)]] = Field(
+        None, description=f"GPUs you own: {{gpu id: count}} (counts 1 to {MAX_GPUS:,}); the search uses only these")
+    providers: Optional[Annotated[Providers, AfterValidator(_known_providers)]] = Field(
+        None, description="cloud providers to rent from (the price catalog's names)")
+    spot: bool | None = Field(None, description="price with spot instances")
+    ttft_s: float | None = _num(None, "serving: time-to-first-token target", lo=0, hi=86_400, open_lo=True, unit="s")
+    tpot_s: float | None = _num(None, "serving: time-per-output-token target", lo=0, hi=3600, open_lo=True, unit="s")
+    requests_per_s: float | None = _num(None, "serving: requests/s to sustain", lo=0, hi=1e9, open_lo=True)
+    tokens_per_s: float | None = _num(None, "serving: output tokens/s to sustain", lo=0, hi=1e12, open_lo=True)
+    min_headroom: float | None = _num(None, "share of GPU memory to leave free", lo=0, hi=1, open_hi=True)
+
+
+OBJECTIVE_WEIGHTS = ("cost", "time", "cost_per_token")
+
+
+def _check_weights(weights: dict[str, float], shown: str) -> None:
+    bad = [k for k in weights if k not in OBJECTIVE_WEIGHTS]
+    if bad:
+        raise ValueError(f"weight {excerpt(bad[0])} is not one of {', '.join(OBJECTIVE_WEIGHTS)} (in {shown})")
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights.values()):
+        raise ValueError(f"weights must be numbers (got {shown})")
+    if any(not math.isfinite(w) or w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise ValueError(f"weights must be finite, non-negative and not all zero (got {shown})")
+
+
+def _objective(v: Any) -> Any:
+    if isinstance(v, dict):
+        _check_weights(v, excerpt(v))
+    elif isinstance(v, str) and v.strip().lower().startswith("weighted"):
+        weights = {}
+        for part in filter(None, (p.strip() for p in v.partition(":")[2].split(","))):
+            k, _, w = part.partition("=")
+            try:
+                weights[k.strip()] = float(w)
+            except ValueError:
+                raise ValueError(f"weight {excerpt(part)} is not key=number") from None
+        if weights:
+            _check_weights(weights, excerpt(v))
+    return v
+
+
+def check_objective(objective: Any) -> Any:
+    """The scenario's objective check for callers outside the schema (CLI --objective, search
+    keyword): NaN, infinite, negative or unknown weights raise InputError."""
+    try:
+        return _objective(objective)
+    except ValueError as err:
+        raise InputError(f"objective {excerpt(objective)}", f"{err}.",
+                         "write e.g. weighted:cost=0.7,time=0.3 or {cost: 0.7, time: 0.3}.") from None
+
+
+Objective = Annotated[Union[Annotated[Annotated[str, Field(max_length=64)], Tag("_name")],
+                            Annotated[Annotated[dict[str, float], Field(max_length=3)], Tag("_weights")]],
+                      Discriminator(lambda v: "_weights" if isinstance(v, dict) else "_name"),
+                      AfterValidator(_objective)]
 
 
 class Scenario(_Strict):
-    model: Union[str, dict[str, Any]]
+    model: ModelRef
     task: Task = "train"
     hardware: Hardware
     parallel: Parallel = Parallel()
@@ -136,16 +301,10 @@ class Scenario(_Strict):
     framework: Framework = "hf"
     cost: Cost = Cost()
     constraints: Constraints | None = None
-    objective: Union[str, dict[str, float], None] = None
-    preset: str | None = None
-    overhead_bytes: int | None = Field(None, ge=0, description="override the runtime overhead per GPU")
-
-    @field_validator("model")
-    @classmethod
-    def _model_not_empty(cls, v):
-        if isinstance(v, str) and not v.strip():
-            raise ValueError("must name a model (registry name, HF repo id, or path to config.json)")
-        return v
+    objective: Optional[Objective] = Field(None, description="cheapest | fastest | cost_per_token | "
+                                           "weighted:cost=W,time=W | {cost: W, time: W}")
+    preset: Optional[Annotated[str, Field(max_length=64)]] = None
+    overhead_bytes: int | None = _num(None, "override the runtime overhead per GPU", lo=0, hi=1 << 50, unit="bytes")
 
     @model_validator(mode="after")
     def _defaults_and_layout(self):
@@ -155,6 +314,8 @@ class Scenario(_Strict):
         if self.task == "infer" and infer is None:
             object.__setattr__(self, "infer", Infer())
         p, n = self.parallel, self.hardware.count
+        if self.task == "infer" and p.cp > 1:
+            raise ValueError(_CP_INFER.format(cp=p.cp))
         model_par = p.tp * p.pp * p.cp
         if n % model_par:
             raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide hardware.count = {n}")
@@ -195,20 +356,66 @@ class Scenario(_Strict):
         return scenario_from_dict(data)
 
 
-def _explain(err: ValidationError, source: str) -> InputError:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"] if not str(x).startswith("function-after")) or "(top level)"
+_CP_INFER = ("parallel.cp = {cp}: context parallelism splits a training sequence; serving engines have no context "
+             "parallel (use tp or pp), so set cp: 1")
+_LOC_NOISE = {"str", "int", "float", "bool", "list", "dict"}   # union branch names pydantic puts in loc
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+
+
+def _model_in(tp: Any) -> Any:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in get_args(tp):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_range(root: type[BaseModel], loc: tuple) -> str | None:
+    """The documented range of the field at `loc` (see _range)."""
+    cls, info = root, None
+    for part in loc:
+        fields = getattr(cls, "model_fields", None) or {}
+        if part in fields:
+            info = fields[part]
+            cls = _model_in(info.annotation)
+    extra = getattr(info, "json_schema_extra", None)
+    return extra.get("range") if isinstance(extra, dict) else None
+
+
+def _loc_text(loc: tuple) -> str:
+    keep = [str(x) for x in loc if not (str(x) in _LOC_NOISE or "[" in str(x) or str(x).startswith(("_", "function-",
+                                        "constrained-", "literal", "union")))]
+    return ".".join(keep) or "(top level)"
+
+
+def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = None,
+             what: str | None = None) -> InputError:
+    """One paragraph from a pydantic error: each field, what is wrong, the allowed range, an excerpt."""
+    root = root or Scenario
+    lines: list[str] = []
+    for e in err.errors(include_url=False):
+        loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "is not a scenario field (check the spelling; DESIGN §3.1 lists the fields)"
         elif e["type"] == "missing":
             msg = "is required"
+        elif e["type"] in _RANGE_ERRORS:
+            allowed = _field_range(root, e["loc"])
+            if e["type"] == "finite_number":
+                msg = "must be a finite number" + (f" (allowed: {allowed})" if allowed else "")
+            elif allowed:
+                msg = f"is out of range (allowed: {allowed})"
         given = e.get("input")
-        shown = "" if e["type"] in ("missing",) or isinstance(given, dict) else f" (got {given!r})"
-        lines.append(f"'{loc}' {msg}{shown}")
-    return InputError(f"scenario {source}", "; ".join(lines) + ".",
-                      "correct the field(s) named above; `gpuplan schema` lists every field.")
+        quiet = e["type"] in ("missing", "value_error") or isinstance(given, dict)
+        shown = "" if quiet else f" (got {excerpt(given)})"
+        line = f"'{loc}' {msg}{shown}" if loc != "(top level)" or e["type"] != "value_error" else msg
+        if line not in lines:
+            lines.append(line)
+    return InputError(what or f"scenario {source}", "; ".join(lines[:6]) + ".",
+                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.")
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:
@@ -219,30 +426,102 @@ def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario
         return Scenario.model_validate(data)
     except ValidationError as err:
         raise _explain(err, source) from None
+    except RecursionError:
+        raise InputError(f"scenario {source}", "is nested too deeply.", "a scenario is a few levels deep.") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read a YAML or JSON scenario file."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"scenario file '{path}'", "does not exist.", "check the path.")
-    if p.is_dir():
-        raise InputError(f"scenario file '{path}'", "is a directory.", "pass a .yaml or .json file.")
-    text = p.read_text(encoding="utf-8", errors="replace")
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
+    """Read a YAML or JSON scenario file (safely: gpuplan.inputs)."""
+    data = read_mapping_file(path, "scenario file")
+    return scenario_from_dict(data, f"file '{short_path(path)}'")
+
+
+# ---- the search's input ------------------------------------------------------------------------------------
+
+OPEN_WORDS = ("auto", "any", "open")
+# the fields recommend may search over (search/space.py): a list restricts them, null/"auto" opens them
+SEARCHED = {
+    "hardware": ("gpu", "count"),
+    "parallel": ("tp", "pp", "cp", "ep", "zero", "offload"),
+    "train": ("method", "recompute", "micro_batch", "optimizer", "precision", "attention"),
+    "infer": ("engine", "weights", "kv_cache"),
+}
+
+
+def _open_to_none(v: Any) -> Any:
+    return None if isinstance(v, str) and v.strip().lower() in OPEN_WORDS else v
+
+
+def _dedupe(v: list) -> list:
+    return list(dict.fromkeys(v))
+
+
+def _one_or_many(elem: Any) -> Any:
+    """A value, or a list of at most MAX_LIST distinct values, each checked like the full field."""
+    many = Annotated[list[elem], Field(max_length=MAX_LIST), AfterValidator(_dedupe)]  # type: ignore[valid-type]
+    return Annotated[Optional[Annotated[Union[Annotated[elem, Tag("_one")], Annotated[many, Tag("_many")]],
+                                        Discriminator(lambda v: "_many" if isinstance(v, (list, tuple)) else "_one")]],
+                     BeforeValidator(_open_to_none)]
+
+
+def _partial_section(full: type[_Strict], searched: tuple[str, ...]) -> type[_Strict]:
+    """`full` with every field optional and the searched ones list-valued (same checks, same text)."""
+    fields: dict[str, Any] = {}
+    for name, info in full.model_fields.items():
+        elem = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        if name in searched:
+            extra = info.json_schema_extra
+            text = (info.description or name) + "; a list restricts the search, null or auto leaves it open"
+            fields[name] = (_one_or_many(elem), Field(None, description=text, json_schema_extra=extra))
+        elif info.is_required():
+            fields[name] = (Optional[elem], Field(None, description=info.description,
+                                                  json_schema_extra=info.json_schema_extra))
         else:
-            import yaml
-            data = yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"scenario file '{path}'", f"is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).",
-                         "fix the syntax; a JSON linter shows the exact spot.") from None
-    except Exception as err:  # yaml.YAMLError
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise InputError(f"scenario file '{path}'", f"is not valid YAML{where}: {getattr(err, 'problem', err)}.",
-                         "fix the syntax (indentation, colons, quotes).") from None
-    if data is None:
-        raise InputError(f"scenario file '{path}'", "is empty.", "write at least `model:` and `hardware: {gpu: ...}`.")
-    return scenario_from_dict(data, f"file '{path}'")
+            fields[name] = (info.annotation, info)
+    return create_model(f"Partial{full.__name__}", __base__=_Strict, **fields)
+
+
+PartialHardware = _partial_section(Hardware, SEARCHED["hardware"])
+PartialParallel = _partial_section(Parallel, SEARCHED["parallel"])
+PartialTrain = _partial_section(Train, SEARCHED["train"])
+PartialInfer = _partial_section(Infer, SEARCHED["infer"])
+
+
+class PartialScenario(_Strict):
+    """The search's input (recommend, compare): a Scenario whose hardware and layout may be left open
+    and whose searched fields (SEARCHED) may be lists of allowed values."""
+    model: ModelRef
+    task: Task = "train"
+    hardware: Optional[PartialHardware] = None          # type: ignore[valid-type]
+    parallel: Optional[PartialParallel] = None          # type: ignore[valid-type]
+    train: Optional[PartialTrain] = None                # type: ignore[valid-type]
+    infer: Optional[PartialInfer] = None                # type: ignore[valid-type]
+    framework: Framework = "hf"
+    cost: Cost = Cost()
+    constraints: Constraints | None = None
+    objective: Optional[Objective] = Scenario.model_fields["objective"]
+    preset: Optional[Annotated[str, Field(max_length=64)]] = None
+    overhead_bytes: int | None = Scenario.model_fields["overhead_bytes"]
+
+    @model_validator(mode="after")
+    def _fixed_layout(self):
+        cp = self.parallel.cp if self.parallel is not None else None
+        cps = cp if isinstance(cp, list) else [cp]
+        if self.task == "infer" and any(c and c > 1 for c in cps):
+            raise ValueError(_CP_INFER.format(cp=max(c for c in cps if c)))
+        return self
+
+
+def partial_from_dict(data: Any, source: str = "(recommend input)") -> dict[str, Any]:
+    """Validate a partial scenario; the same dict back with values coerced, names normalised and list
+    duplicates removed (the shape search/space.py reads: only the keys the user gave)."""
+    if not isinstance(data, dict):
+        raise InputError(f"scenario {source}", f"must be a mapping of fields, got {type(data).__name__}.",
+                         "pass a dict with at least `model:` (hardware and layout may be left open).")
+    try:
+        parsed = PartialScenario.model_validate(data)
+    except ValidationError as err:
+        raise _explain(err, source, PartialScenario) from None
+    except RecursionError:
+        raise InputError(f"scenario {source}", "is nested too deeply.", "a scenario is a few levels deep.") from None
+    return parsed.model_dump(exclude_unset=True)

@@ -101,6 +101,28 @@ class ModelSpec:
         return self.kv_lora_rank > 0
 
     @property
+    def position_encoding(self) -> str:
+        """rope | learned | alibi: how positions are encoded (what running past max_position needs)."""
+        c = self.config.get("text_config") or self.config
+        if self.model_type == "gpt2":
+            return "learned"
+        return "alibi" if c.get("alibi") else "rope"
+
+    @property
+    def rope_scaling(self) -> str | None:
+        """The config's own RoPE scaling, e.g. "llama3 x8 of 8,192 positions"; None without one."""
+        c = self.config.get("text_config") or self.config
+        rs = c.get("rope_scaling")
+        if not isinstance(rs, Mapping):
+            return None
+        text = str(rs.get("rope_type") or rs.get("type") or "scaling")
+        if isinstance(rs.get("factor"), (int, float)):
+            text += f" x{rs['factor']:g}"
+        if isinstance(rs.get("original_max_position_embeddings"), int):
+            text += f" of {rs['original_max_position_embeddings']:,} positions"
+        return text
+
+    @property
     def linear_blocks(self) -> tuple[Block, ...]:
         return tuple(b for b in self.blocks if b.linear is not None and b.layer_scope == "layer")
 

@@ -5,42 +5,44 @@ the $35,000 budget", "TPOT 61 ms exceeds the 50 ms target".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import dataclasses
+from dataclasses import fields, replace
 from typing import Any, Mapping
 
-from ..errors import InputError
+from pydantic import ValidationError
+
+from ..errors import InputError, close_matches
+from ..scenario import Constraints as ConstraintsModel
+from ..scenario import _explain
 from ..units import DAY_S
 
 
-@dataclass(frozen=True)
-class Constraints:
-    budget_usd: float | None = None
-    budget_usd_per_hour: float | None = None
-    deadline_days: float | None = None
-    max_gpus: int | None = None
-    owned: Mapping[str, int] | None = None
-    providers: tuple[str, ...] | None = None
-    spot: bool | None = None
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    requests_per_s: float | None = None
-    tokens_per_s: float | None = None
-    min_headroom: float | None = None        # share of usable memory left free (0.1 = 10 %)
+class _ConstraintsMethods:
+    """Behaviour of the search's Constraints; its fields, ranges and checks are scenario.Constraints'."""
+
+    def __post_init__(self) -> None:
+        given = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        for name, value in given.items():
+            if isinstance(value, Mapping):
+                given[name] = dict(value)
+            elif isinstance(value, tuple):
+                given[name] = list(value)
+        try:
+            checked = ConstraintsModel.model_validate(given)
+        except ValidationError as err:
+            raise _explain(err, "", ConstraintsModel, what="constraints") from None
+        for name in given:
+            value = getattr(checked, name)
+            object.__setattr__(self, name, tuple(value) if isinstance(value, list) else value)
 
     def merged(self, **overrides: Any) -> "Constraints":
         """A copy with every non-None override applied (explicit arguments beat presets and files)."""
-        known = {f.name for f in fields(self)}
+        known = [f.name for f in fields(self)]
         bad = [k for k in overrides if k not in known]
         if bad:
             raise InputError(f"constraint(s) {', '.join(bad)}", "are not known.",
-                             f"use {', '.join(sorted(known))}.")
-        clean = {k: v for k, v in overrides.items() if v is not None}
-        if "providers" in clean:
-            clean["providers"] = tuple(p.strip().lower() for p in clean["providers"])
-        if "owned" in clean:
-            from ..hardware import get_gpu
-            clean["owned"] = {get_gpu(k).id: int(v) for k, v in dict(clean["owned"]).items()}
-        return replace(self, **clean)
+                             f"use {', '.join(sorted(known))}.", close_matches(bad[0], known))
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
     def to_json(self) -> dict[str, Any]:
         out = {}
@@ -62,6 +64,14 @@ class Constraints:
         if self.requests_per_s:
             targets.append(self.requests_per_s * output_len)
         return max(targets) if targets else None
+
+
+# A frozen dataclass (recommend uses dataclasses.replace) whose fields are those of the pydantic
+# scenario.Constraints, all defaulting to None; every construction is validated by that model.
+# `providers` is held as a tuple, `owned` as {catalog gpu id: count}.
+Constraints = dataclasses.make_dataclass(
+    "Constraints", [(name, Any, dataclasses.field(default=None)) for name in ConstraintsModel.model_fields],
+    bases=(_ConstraintsMethods,), frozen=True, namespace={"__module__": __name__})
 
 
 def _usd(x: float) -> str:

@@ -1,0 +1,126 @@
+"""Rules that need the model: does this layout and this length exist for this architecture?
+
+`check_scenario_against_model` raises InputError naming the field, the model's own number and the
+fix; it returns notes for what it allows but the user should know (replicated KV heads, a context
+stretched past the model's own). It reads ModelSpec fields only (no HF config keys).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from .errors import InputError
+
+
+def _divisors(n: int, limit: int) -> str:
+    return ", ".join(str(d) for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _tp_rules(scn: Any, model: Any) -> list[str]:
+    tp, heads, kv = scn.parallel.tp, model.num_heads, model.num_kv_heads
+    if heads % tp:
+        raise InputError(f"parallel.tp = {tp}", f"does not divide {model.name}'s {heads} attention heads (each GPU "
+                         "must hold whole heads).", f"use a tp that divides {heads}: {_divisors(heads, tp * 2)}.")
+    if model.is_mla or kv == 0 or kv % tp == 0:
+        return []
+    if tp % kv or scn.is_training:
+        if scn.is_training:
+            why = (f"does not divide {model.name}'s {kv} KV heads; training frameworks (Megatron, torchtitan) "
+                   "split whole KV heads across tensor-parallel ranks.")
+        else:
+            why = (f"neither divides {model.name}'s {kv} KV heads nor is a multiple of them, so KV heads cannot "
+                   "be split evenly or replicated.")
+        raise InputError(f"parallel.tp = {tp}", why, f"use a tp that divides {kv} ({_divisors(kv, kv)}) "
+                         + ("" if scn.is_training else f"or a multiple of {kv} that divides {heads}") + ".")
+    return [f"tp={tp} is more than the model's {kv} KV heads: serving engines (vLLM, SGLang) replicate each KV "
+            f"head on {tp // kv} GPUs, so every GPU holds one KV head and its cache."]
+
+
+def _layout_rules(scn: Any, model: Any) -> None:
+    p = scn.parallel
+    if p.pp > model.num_layers:
+        raise InputError(f"parallel.pp = {p.pp}", f"is more pipeline stages than {model.name}'s {model.num_layers} "
+                         "layers (each stage needs at least one layer).", f"use pp <= {model.num_layers}.")
+    if p.pp * p.vpp > model.num_layers:
+        raise InputError(f"parallel.pp x vpp = {p.pp * p.vpp}", f"is more pipeline chunks than {model.name}'s "
+                         f"{model.num_layers} layers.", "lower vpp (or pp).")
+    if p.ep > 1 and not model.num_experts:
+        raise InputError(f"parallel.ep = {p.ep}", f"needs a mixture-of-experts model; {model.name} is dense "
+                         "(no experts to place).", "set ep: 1 (use tp, pp or dp to spread a dense model).")
+    if p.ep > 1 and model.num_experts % p.ep:
+        raise InputError(f"parallel.ep = {p.ep}", f"does not divide {model.name}'s {model.num_experts} experts.",
+                         f"use an ep that divides {model.num_experts}: {_divisors(model.num_experts, p.ep * 2)}.")
+    if p.cp > 1 and not scn.is_training:
+        raise InputError(f"parallel.cp = {p.cp}", "context parallel splits a training sequence; serving has none.",
+                         "set cp: 1 (use tp or pp).")
+    if p.cp > 1 and scn.train.seq_len % (2 * p.cp):
+        raise InputError(f"parallel.cp = {p.cp}", f"cannot split train.seq_len = {scn.train.seq_len:,} into "
+                         f"2 x cp = {2 * p.cp} equal chunks (load-balanced causal context parallel).",
+                         f"use a seq_len that is a multiple of {2 * p.cp}, or another cp.")
+
+
+def _length(scn: Any) -> tuple[str, int]:
+    """(field, tokens) of the longest sequence the scenario runs."""
+    if scn.is_training:
+        return "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)"), scn.train.seq_len
+    inf = scn.infer
+    total = inf.prompt_len + inf.output_len
+    if inf.max_model_len and inf.max_model_len > total:
+        return "infer.max_model_len", inf.max_model_len
+    return "infer.prompt_len + output_len", total
+
+
+def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool) -> list[str]:
+    """Refuse a sequence past the model's context unless `allowed` (allow_longer_context); then a note
+    saying which RoPE scaling that assumes."""
+    limit = model.max_position
+    if not limit or tokens <= limit:
+        return []
+    flag = f"{'train' if training else 'infer'}.allow_longer_context"
+    if model.position_encoding == "learned":
+        raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s {limit:,} learned position "
+                         "embeddings; a learned position table cannot be stretched (no RoPE to scale).",
+                         f"use at most {limit:,} tokens, or a model with a longer context.")
+    factor = math.ceil(tokens / limit)
+    if not allowed:
+        raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s context of {limit:,} tokens "
+                         "(max_position_embeddings).", f"use at most {limit:,} tokens, or set {flag}: true if you "
+                         f"extend the context yourself (e.g. YaRN RoPE scaling, factor {factor}).")
+    if model.position_encoding == "alibi":
+        return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token training context; ALiBi runs longer "
+                "without scaling, but quality past the trained length is not guaranteed."]
+    own = f" on top of its own {model.rope_scaling}" if model.rope_scaling else ""
+    return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token context ({flag}): this assumes RoPE "
+            f"scaling such as YaRN with factor {factor} over {limit:,} positions{own}; memory and speed are "
+            "estimated at the longer length, quality is not."]
+
+
+def _context_rules(scn: Any, model: Any) -> list[str]:
+    what, tokens = _length(scn)
+    section = scn.train if scn.is_training else scn.infer
+    return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context)
+
+
+def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[str, ...]:
+    """The model rules that hold for every plan of a (validated) partial scenario: its fixed lengths.
+    Layout values (tp, pp, ep, cp) are the search's to reject, with a reason per candidate."""
+    from .scenario import Infer, Train
+    if data.get("task", "train") in ("train", "finetune"):
+        given = data.get("train") or {}
+        tr = {**Train().model_dump(), **given}
+        what = "train.seq_len" + ("" if "seq_len" in given else " (default)")
+        return tuple(context_rules(model, what, tr["seq_len"], training=True,
+                                   allowed=tr["allow_longer_context"]))
+    inf = {**Infer().model_dump(), **(data.get("infer") or {})}
+    total = inf["prompt_len"] + inf["output_len"]
+    what, tokens = ("infer.max_model_len", inf["max_model_len"]) if (inf["max_model_len"] or 0) > total else \
+        ("infer.prompt_len + output_len", total)
+    return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
+
+
+def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
+    """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
+    notes = _tp_rules(scn, model)
+    _layout_rules(scn, model)
+    notes += _context_rules(scn, model)
+    return tuple(notes)
