@@ -273,7 +273,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
         head_acts += tokens * embedding_dropout_bytes(model)
         logits = loss_block_bytes(scn, model.vocab_size / (tp if native_tp else 1)) * tokens
-        if (model.config or {}).get("final_logit_softcapping") and scn.framework == "hf" and t.loss == "full":
+        if model.traits.final_logit_softcap and scn.framework == "hf" and t.loss == "full":
             # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
             logits += 2.0 * model.vocab_size / (tp if native_tp else 1) * tokens
     dequant = 0.0
@@ -524,8 +524,7 @@ def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     n_h = 5 if any(b.name == "embed_positions" for b in model.blocks) else 4
-    act = str((model.config or {}).get("activation_function") or (model.config or {}).get("hidden_act") or "")
-    n_i = 4 if (not model.gated_mlp and act == "gelu_new") else 3
+    n_i = 4 if (not model.gated_mlp and model.traits.activation == "gelu_new") else 3
     return (n_h * h + n_i * i / tp) * 2
 
 
