@@ -212,8 +212,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                         sliding_window_pattern=6, hidden_activation="gelu_pytorch_tanh", rope_theta=1_000_000.0,
                         final_logit_softcapping=None, attn_logit_softcapping=None),
     "gpt2": dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
-                 tie_word_embeddings=True, activation_function="gelu_new", resid_pdrop=0.1, embd_pdrop=0.1,
-                 attn_pdrop=0.1),
+                 tie_word_embeddings=True),
     "gpt_neox": dict(vocab_size=50432, hidden_size=6144, num_hidden_layers=44, num_attention_heads=64,
                      intermediate_size=24576, max_position_embeddings=2048, tie_word_embeddings=False,
                      use_parallel_residual=True, attention_bias=True, hidden_act="gelu", hidden_dropout=0.0,
@@ -465,7 +464,10 @@ def _gpt2(c: dict, where: str) -> dict[str, Any]:
     blocks += _head_blocks(h, v, tie, extra_embed=pos * h)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
-    act = _t.activation(c["activation_function"], where)
+    # Unlike transformers (gelu_new, dropout 0.1), a GPT-2 config that leaves out its activation or dropout
+    # is read as torch's gelu without dropout: the GPT-2-like configs of the ZeRO paper rows
+    # (validation/memory.csv) describe Megatron models built that way.
+    act = _t.activation(c.get("activation_function") or "gelu", where)
     traits = Traits(norm_dtype="native", fused_qkv=True, activation=act, mlp="plain", attention="mha",
                     position="learned", attention_bias=True, mlp_bias=True,
                     dropout=Dropout(attention=_t.probability(c, "attn_pdrop"), residual=_t.probability(c, "resid_pdrop"),
