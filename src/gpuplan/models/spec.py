@@ -92,11 +92,6 @@ class ModelSpec:
         return sum(b.total for b in self.blocks if b.layer_scope == "vision")
 
     @property
-    def params_per_layer(self) -> float:
-        """Average decoder-layer parameters (what pipeline stages and FSDP units hold)."""
-        return sum(b.total for b in self.blocks if b.layer_scope == "layer") / self.num_layers
-
-    @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
@@ -241,8 +236,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }
-_ALIAS_TYPES = {"qwen2_moe": None, "gemma3": "gemma3_text", "olmo": None, "RefinedWeb": "falcon",
-                "RefinedWebModel": "falcon", "phi": None, "mistral3": None}
+_ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
 
 
@@ -571,7 +565,7 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     if not mt:
         raise InputError(f"model config {where}", "has no 'model_type' field, so its architecture is unknown.",
                          "use a real HF config.json (it always names model_type).")
-    mt = _ALIAS_TYPES.get(mt, mt) if mt in _ALIAS_TYPES and _ALIAS_TYPES[mt] else mt
+    mt = _ALIAS_TYPES.get(mt, mt)
     vision: list[Block] = []
     raw = config
     if mt == "gemma3_text" and "text_config" in config:  # Gemma3ForConditionalGeneration
