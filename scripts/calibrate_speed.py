@@ -358,6 +358,7 @@ PRIORS: dict[str, Any] = {
     "host_memory_bytes_per_s": 1e11,
     "eager_attention_scale": 0.35,
     "roofline_sharpness": 8.0,
+    "power_flops_per_watt": {},   # filled by the llama.cpp fit (Ada, Hopper); a family without an entry is not capped
     "engines": {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
