@@ -141,7 +141,8 @@ class ModelSpec:
     def flops_per_token_forward(self, seq_len: int = 2048) -> float:
         """Forward FLOPs per token: 2 x active matmul parameters (lm_head included, embedding
         lookup excluded) + causal attention scores and weighted sum (Kaplan et al. 2020 §2.1)."""
-        matmul = sum(b.total * b.active_fraction for b in self.blocks
+        # from the matrix shapes: a tied lm_head has no parameters of its own but still costs its matmul
+        matmul = sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in self.blocks
                      if b.linear is not None and b.layer_scope != "vision")
         attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
         return 2 * matmul + attn
