@@ -69,6 +69,10 @@ class Calibration(Mapping):
         """A mutable deep copy (plain dicts and lists)."""
         return thaw(self)
 
+    @property
+    def source(self) -> str:
+        return self._source
+
 
 def _freeze(value: Any, source: str, path: str) -> Any:
     if isinstance(value, Mapping):

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from ..dtypes import kv_bytes, weight_format
 from ..models import ModelSpec
+from .calibration import Calibration
 from .calibration import family_entry as _fam
 from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
@@ -451,7 +452,7 @@ def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
     return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert, "read": read}
 
 
-def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> dict[str, Any]:
+def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> Calibration:
     """Engine profile: defaults, then the engine's entries, then its per-GPU-family entries
     (`family: {apple: {...}}`: llama.cpp's Metal backend runs other kernels than its CUDA one)."""
     eng = dict(P["engines"]["default"])
@@ -460,7 +461,7 @@ def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> dic
     eng.update(spec)
     if family and family in fam_over:
         eng.update(fam_over[family])
-    return eng
+    return Calibration(eng, getattr(P, "source", "speed parameters"), f"engines.{engine}")
 
 
 def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any) -> float | None:
