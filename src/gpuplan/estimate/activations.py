@@ -89,10 +89,6 @@ def embedding_dropout_bytes(model: ModelSpec) -> float:
     return float(DROPOUT_MASK_BYTES * model.hidden_size) if model.traits.dropout.embedding > 0 else 0.0
 
 
-LINEAR_INPUTS = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "o": "o_in", "gate": "mlp_in", "up": "mlp_in",
-                 "down": "down_in"}
-
-
 def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     """Saved bytes of one RMSNorm/LayerNorm per hidden element."""
     if s.compile:

@@ -523,7 +523,7 @@ def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     tensor, and transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds
     x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
-    n_h = 5 if any(b.name == "embed_positions" for b in model.blocks) else 4
+    n_h = 5 if model.traits.position == "learned" else 4
     n_i = 4 if (not model.gated_mlp and model.traits.activation == "gelu_new") else 3
     return (n_h * h + n_i * i / tp) * 2
 
