@@ -33,6 +33,11 @@ __all__ = ["estimate_performance", "train_performance", "infer_performance", "se
 # Not fitted: named constants with their source.
 OFFLOAD_PCIE_FALLBACK_BYTES_PER_S = 25e9   # host<->GPU copy rate of PCIe 4.0 x16 (~25 GB/s achieved of 32)
                                            # for a catalog row without a PCIe figure
+FORWARD_SHARE = 1.0 / 3.0                  # forward's share of fwd+bwd work (backward = 2 x forward,
+                                           # Narayanan et al. 2021 §3.5); also the backward's 2/3
+TP_ALL_REDUCES_PER_LAYER = 4               # Megatron TP: 2 in forward (after attention, after MLP), 2 in
+                                           # backward (Shoeybi et al. 2019 §3); full recompute adds the forward 2
+QLORA_DEQUANT_BYTES_PER_PARAM = 0.5 + 2.0 + 2.0   # read the 4-bit weight, write and read its 16-bit copy
 
 def _dtype_class(dtype: str) -> str:
     d = dtype.lower()
@@ -254,7 +259,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn * clock_factor(P, gpu))
     t_attn = t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
     width = (h + _mlp_width_active(model)) / tp
-    elt_fwd_share = 1.0 / 3.0
+    elt_fwd_share = FORWARD_SHARE
     elt_bytes = P["elementwise_passes"] * act_b * width * tokens * L_stage
     if tr.recompute == "full":
         elt_bytes *= 1.0 + elt_fwd_share
@@ -264,7 +269,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
         passes = 2 + (1 if tr.recompute == "full" else 0)
         base_local = matmul_params_active(model) / tp / pp
-        t_dequant = passes * base_local * (0.5 + 2.0 + 2.0) / (bw * eta_mem)
+        t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * eta_mem)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
 
     # ---- exposed communication per micro-batch ------------------------------------------------
@@ -272,7 +277,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     detail: dict[str, float] = {}
     if tp > 1:
         link = group_link(gpu, tp, tp, gpn, net, eff_comm)
-        n_ar = 4 + (2 if tr.recompute == "full" else 0)
+        n_ar = TP_ALL_REDUCES_PER_LAYER + (TP_ALL_REDUCES_PER_LAYER // 2 if tr.recompute == "full" else 0)
         t = L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
         t_comm_mb += t * (1.0 - P["overlap"]["tp"])
         detail["tp"] = t
@@ -314,7 +319,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
             detail["fsdp"] = t
         else:
             t = all_reduce_time(trainable_local * grad_b, n_dp, link_dp)
-            t_dp_step = max(0.0, t - ov["dp"] * t_compute_mb * 2.0 / 3.0)
+            t_dp_step = max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE))   # overlaps backward
             detail["dp"] = t
 
     t_mb = t_compute_mb + t_comm_mb
@@ -607,7 +612,7 @@ class _Serving:
         """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
         m = self.model
         width = (m.hidden_size + _mlp_width_active(m)) / self.tp
-        passes = self.P["elementwise_passes"] / 3.0
+        passes = self.P["elementwise_passes"] * FORWARD_SHARE
         return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _overhead(self) -> float:
