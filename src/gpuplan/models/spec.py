@@ -340,110 +340,110 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
         moe_dense_layers=dense_layers, router_fp32=mla)
 
 
-def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
-    """Llama-like decoders: llama, mistral, mixtral, qwen2/3(+moe), phi3, olmo2, gemma2/3, gpt_oss, deepseek."""
-    h = _positive(c, "hidden_size", where)
-    n = _positive(c, "num_hidden_layers", where)
-    a = _positive(c, "num_attention_heads", where)
-    kv = c.get("num_key_value_heads") or a
-    v = _positive(c, "vocab_size", where)
-    i = c.get("intermediate_size") or 0
-    d = c.get("head_dim") or h // a
-    tie = bool(c.get("tie_word_embeddings", False))
-    blocks: list[Block] = []
-    info: dict[str, Any] = {}
-    mla = mt in ("deepseek_v2", "deepseek_v3")
-    dense_layers: tuple[int, ...] = ()
+def _mla_attention(c: dict, h: int, a: int, n: int) -> tuple[list[Block], dict[str, Any]]:
+    """DeepSeek multi-latent attention: optional query compression (q_lora_rank), the shared K/V latent."""
+    rope, nope, vd = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+    qd, kvr, qr = rope + nope, c["kv_lora_rank"], c.get("q_lora_rank")
+    if qr:
+        blocks = [Block("q_a_proj", "attn", h * qr, n, (h, qr)), Block("q_a_layernorm", "norm", qr, n),
+                  Block("q_b_proj", "attn", qr * a * qd, n, (qr, a * qd))]
+    else:
+        blocks = [Block("q_proj", "attn", h * a * qd, n, (h, a * qd))]
+    blocks += [Block("kv_a_proj_with_mqa", "attn", h * (kvr + rope), n, (h, kvr + rope)),
+               Block("kv_a_layernorm", "norm", kvr, n),
+               Block("kv_b_proj", "attn", kvr * a * (nope + vd), n, (kvr, a * (nope + vd))),
+               Block("o_proj", "attn", a * vd * h, n, (a * vd, h))]
+    info = dict(head_dim=qd, v_head_dim=vd, num_kv_heads=a, kv_lora_rank=kvr, qk_rope_head_dim=rope,
+                q_lora_rank=qr or 0)
+    return blocks, info
 
-    # attention
-    if mla:
-        rope, nope, vd = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
-        qd, kvr, qr = rope + nope, c["kv_lora_rank"], c.get("q_lora_rank")
-        info["q_lora_rank"] = qr or 0
-        if qr:
-            blocks += [Block("q_a_proj", "attn", h * qr, n, (h, qr)), Block("q_a_layernorm", "norm", qr, n),
-                       Block("q_b_proj", "attn", qr * a * qd, n, (qr, a * qd))]
-        else:
-            blocks.append(Block("q_proj", "attn", h * a * qd, n, (h, a * qd)))
-        blocks += [Block("kv_a_proj_with_mqa", "attn", h * (kvr + rope), n, (h, kvr + rope)),
-                   Block("kv_a_layernorm", "norm", kvr, n),
-                   Block("kv_b_proj", "attn", kvr * a * (nope + vd), n, (kvr, a * (nope + vd))),
-                   Block("o_proj", "attn", a * vd * h, n, (a * vd, h))]
-        d, info["v_head_dim"], kv = qd, vd, a
-        info.update(kv_lora_rank=kvr, qk_rope_head_dim=rope)
+
+def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int) -> tuple[list[Block], dict]:
+    """Attention blocks of a Llama-like layer (+ sinks, q/k norms) and the head shape they imply."""
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        blocks, info = _mla_attention(c, h, a, n)
     else:
         bias = bool(c.get("attention_bias", False)) or mt == "qwen2"
-        blocks += _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
-        info["v_head_dim"] = d
+        blocks = _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
+        info = dict(head_dim=d, v_head_dim=d, num_kv_heads=kv)
     if mt == "gpt_oss":
         blocks.append(Block("sinks", "other", a, n))
     if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
         blocks += [Block("q_norm", "norm", d, n), Block("k_norm", "norm", d, n)]
     if mt == "olmo2":
         blocks += [Block("q_norm", "norm", a * d, n), Block("k_norm", "norm", kv * d, n)]
+    return blocks, info
 
-    # norms inside layers
-    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)
-    blocks.append(Block("layer_norms", "norm", norms * h, n))
 
-    # MLP / MoE
+def _sparse_moe(c: dict, h: int, i: int, n: int, experts: int, mi: int,
+                dense_layers: tuple[int, ...], correction_bias: bool = False) -> tuple[list[Block], dict[str, Any]]:
+    """Qwen3-MoE / DeepSeek: dense MLPs on `dense_layers`, routed (and shared) experts elsewhere."""
+    k = c["num_experts_per_tok"]
+    moe_layers = n - len(dense_layers)
+    blocks = _gated_mlp(h, i, len(dense_layers)) if dense_layers else []
+    blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
+    if correction_bias:
+        blocks.append(Block("e_score_correction_bias", "bias", experts, moe_layers))
+    blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
+    shared = (c.get("n_shared_experts") or 0) * mi
+    if shared:
+        blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_experts")
+    return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
+                        shared_expert_intermediate=shared)
+
+
+def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block], dict[str, Any], tuple[int, ...]]:
+    """MLP or MoE blocks of a Llama-like model, its MoE fields, and the indices of dense MLP layers."""
     experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
     if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma2", "gemma3_text"):
-        blocks += _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False)))
-    elif mt == "mixtral":
+        return _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False))), {}, ()
+    if mt == "mixtral":
         k = c["num_experts_per_tok"]
-        blocks.append(Block("router", "router", h * experts, n, (h, experts)))
+        blocks = [Block("router", "router", h * experts, n, (h, experts))]
         blocks += _gated_mlp(h, i, n * experts, "expert", k / experts, "experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
-    elif mt == "qwen3_moe":
-        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
-        step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
-        dense_layers = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
-        moe_layers = n - len(dense_layers)
-        dense = n - moe_layers
-        if dense:
-            blocks += _gated_mlp(h, i, dense)
-        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
-        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers)
-    elif mt == "gpt_oss":
+        return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n), ()
+    if mt == "gpt_oss":
         k = c["num_experts_per_tok"]
-        blocks += [Block("router", "router", h * experts, n, (h, experts)), Block("router_bias", "bias", experts, n)]
-        blocks += [Block("experts.gate_up_proj", "expert", h * 2 * i, n * experts, (h, 2 * i), k / experts),
-                   Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
-                   Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
-    elif mla:
-        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
+        blocks = [Block("router", "router", h * experts, n, (h, experts)), Block("router_bias", "bias", experts, n),
+                  Block("experts.gate_up_proj", "expert", h * 2 * i, n * experts, (h, 2 * i), k / experts),
+                  Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
+                  Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
+        return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n), ()
+    if mt == "qwen3_moe":
+        step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
+        dense = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
+        return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense), dense)
+    if mt in ("deepseek_v2", "deepseek_v3"):
         first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
-        dense_layers = tuple(li for li in range(n) if not (experts and li >= first_dense and li % freq == 0))
-        moe_layers = n - len(dense_layers)
-        dense = n - moe_layers
-        if dense:
-            blocks += _gated_mlp(h, i, dense)
-        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
-        if mt == "deepseek_v3" or c.get("topk_method") == "noaux_tc":
-            blocks.append(Block("e_score_correction_bias", "bias", experts, moe_layers))
-        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
-        shared = (c.get("n_shared_experts") or 0) * mi
-        if shared:
-            blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
-                    shared_expert_intermediate=shared)
-    else:  # pragma: no cover - guarded by caller
-        raise UnsupportedError(f"model_type '{mt}'", "has no MLP layout.", "")
+        dense = tuple(li for li in range(n) if not (experts and li >= first_dense and li % freq == 0))
+        bias = mt == "deepseek_v3" or c.get("topk_method") == "noaux_tc"
+        return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense, bias), dense)
+    raise UnsupportedError(f"model_type '{mt}'", "has no MLP layout.", "")  # pragma: no cover - guarded by caller
 
+
+def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
+    """Llama-like decoders: llama, mistral, mixtral, qwen2/3(+moe), phi3, olmo2, gemma2/3, gpt_oss, deepseek."""
+    h = _positive(c, "hidden_size", where)
+    n = _positive(c, "num_hidden_layers", where)
+    a = _positive(c, "num_attention_heads", where)
+    v = _positive(c, "vocab_size", where)
+    i = c.get("intermediate_size") or 0
+    tie = bool(c.get("tie_word_embeddings", False))
+    blocks, info = _decoder_attention(c, mt, h, a, c.get("num_key_value_heads") or a, c.get("head_dim") or h // a, n)
+    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)          # Gemma adds post-norms
+    blocks.append(Block("layer_norms", "norm", norms * h, n))
+    mlp, moe, dense_layers = _decoder_mlp(c, mt, h, i, n)
+    blocks += mlp
     blocks.append(Block("final_norm", "norm", h, 1, None, 1.0, "model"))
     blocks += _head_blocks(h, v, tie)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
     windows, pattern = _windows(c, mt, n)
-    traits = _decoder_traits(c, mt, where, a=a, kv=kv, mla=mla, windows=windows, pattern=pattern,
-                             dense_layers=dense_layers)
-    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=kv, head_dim=d, vocab_size=v,
-                intermediate_size=i, tie_embeddings=tie, gated_mlp=True, norm="rms",
-                max_position=c.get("max_position_embeddings") or 0, layer_windows=windows,
-                blocks=tuple(blocks), traits=traits, **info)
+    traits = _decoder_traits(c, mt, where, a=a, kv=info["num_kv_heads"], mla=mt in ("deepseek_v2", "deepseek_v3"),
+                             windows=windows, pattern=pattern, dense_layers=dense_layers)
+    return dict(hidden_size=h, num_layers=n, num_heads=a, vocab_size=v, intermediate_size=i, tie_embeddings=tie,
+                gated_mlp=True, norm="rms", max_position=c.get("max_position_embeddings") or 0,
+                layer_windows=windows, blocks=tuple(blocks), traits=traits, **info, **moe)
 
 
 def _gpt2(c: dict, where: str) -> dict[str, Any]:
