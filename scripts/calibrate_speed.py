@@ -358,10 +358,12 @@ PRIORS: dict[str, Any] = {
     "host_memory_bytes_per_s": 1e11,
     "eager_attention_scale": 0.35,
     "roofline_sharpness": 8.0,
+    "power_flops_per_watt": {},   # filled by the llama.cpp fit (Ada, Hopper); a family without an entry is not capped
     "engines": {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
-                    "kv_reserve_output_fraction": 0.5},
+                    "kv_reserve_output_fraction": 0.5, "fp16_accumulate": False, "memory_utilization_applies": True,
+                    "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0},
         "vllm": {"max_batch": 256, "step_overhead_s": 1.5e-3, "prefill_chunk_tokens": 2048},
         "sglang": {"max_batch": 1024, "step_overhead_s": 1.0e-3, "prefill_chunk_tokens": 8192},
         "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0},

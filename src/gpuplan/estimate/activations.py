@@ -56,20 +56,14 @@ class LayerActivations:
 # Python tanh approximations save their intermediates (traced, saved_tensors listing):
 # NewGELUActivation 0.5*x*(1+tanh(c*(x+0.044715*x**3))) keeps x (pow), two Mul operands and the tanh
 # result: 5 with fc2's input; FastGELUActivation 0.5*x*(1+tanh(x*c*(1+0.044715*x*x))) keeps 8.
-_PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8}
+PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8}
+PLAIN_MLP_SAVES_DEFAULT = 2     # an activation kernel that saves only its input
 
-# fused q/k/v projection (one linear, one autocast copy of its input): GPT-2 c_attn, GPT-NeoX and
-# Falcon query_key_value, Phi-3 qkv_proj
-_FUSED_QKV = ("gpt2", "gpt_neox", "falcon", "phi3")
-
-
-def _cfg(model: ModelSpec, *keys, default=None):
-    c = model.config or {}
-    c = c.get("text_config", c) if isinstance(c.get("text_config"), dict) else c
-    for k in keys:
-        if c.get(k) is not None:
-            return c[k]
-    return default
+EAGER_SCORE_BYTES = 6.0         # eager attention: fp32 softmax + its 16-bit copy per score
+MATH_PATH_SCORE_BYTES = 4.0     # SDPA math path: the fp32 probabilities per score
+LSE_BYTES = 4                   # flash/efficient attention: fp32 log-sum-exp per head
+ROUTER_BYTES_PER_EXPERT = 8     # router logits and probabilities in fp32, per expert
+DROPOUT_MASK_BYTES = 1          # CUDA's fused native_dropout keeps a bool mask
 
 
 def math_path_attention(model: ModelSpec, s: ActivationSetup | None = None) -> bool:
@@ -81,25 +75,18 @@ def math_path_attention(model: ModelSpec, s: ActivationSetup | None = None) -> b
     pytorch#191085 lets fused kernels take implicit MQA in later releases)."""
     if s is not None and (s.framework != "hf" or s.attention == "eager"):
         return False
-    return (model.family == "falcon" and model.num_kv_heads == 1 < model.num_heads
-            and not _cfg(model, "new_decoder_architecture", default=False))
+    return model.traits.sdpa_broadcast_kv
 
 
 def dropout_mask_bytes(model: ModelSpec) -> float:
     """Bytes per token per layer of dropout masks (CUDA's fused native_dropout keeps a 1-byte bool
     mask): residual dropout after attention and after the MLP when the config enables it (GPT-2
     resid_pdrop 0.1). Attention dropout happens inside the flash kernel (no mask)."""
-    p = _cfg(model, "resid_pdrop", "hidden_dropout", "hidden_dropout_prob", default=0.0) or 0.0
-    return 2.0 * model.hidden_size if p > 0 else 0.0
+    return 2.0 * DROPOUT_MASK_BYTES * model.hidden_size if model.traits.dropout.residual > 0 else 0.0
 
 
 def embedding_dropout_bytes(model: ModelSpec) -> float:
-    p = _cfg(model, "embd_pdrop", default=0.0) or 0.0
-    return float(model.hidden_size) if p > 0 else 0.0
-
-
-LINEAR_INPUTS = {"q": "attn_in", "k": "attn_in", "v": "attn_in", "o": "o_in", "gate": "mlp_in", "up": "mlp_in",
-                 "down": "down_in"}
+    return float(DROPOUT_MASK_BYTES * model.hidden_size) if model.traits.dropout.embedding > 0 else 0.0
 
 
 def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
@@ -110,8 +97,8 @@ def _norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
         return 4.0                      # frozen norm weight: only the fp32 upcast is kept
     if s.residual_bytes == 4 and not (model.norm == "layernorm" and s.framework == "hf"):
         return 8.0                  # fp32 input saved + normalized fp32
-    if model.family in ("gemma2", "gemma3"):
-        return 8.0                  # Gemma computes the whole norm in fp32
+    if model.traits.norm_dtype == "fp32":
+        return 8.0                  # the whole norm in fp32 (Gemma)
     if s.framework == "litgpt" and model.norm == "rms" and not s.frozen_base:
         return 8.0                  # litgpt RMSNorm: (x_normed * weight.float()).to(dtype): fp32 x and x_normed
     if model.norm == "layernorm" and s.framework == "hf":
@@ -143,117 +130,187 @@ def megatron_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerAct
     moe_frac, f = _mlp_mix(model)
     rep = 4 * b * h                                   # two norm inputs, QKV input, fc1 input (2h each)
     if model.is_moe:
-        rep += moe_frac * (model.experts_per_tok * b * h + 8 * model.num_experts)
-    shard = b * (a * d + kv * d + kv * vd + a * vd) + 4 * a
+        rep += moe_frac * (model.experts_per_tok * b * h + ROUTER_BYTES_PER_EXPERT * model.num_experts)
+    shard = b * (a * d + kv * d + kv * vd + a * vd) + LSE_BYTES * a
     shard += (3 if model.gated_mlp else 2) * b * f    # fc1 output (2f gated) + activation output
-    return LayerActivations(replicated=rep, sharded=shard, score_bytes=6.0 if s.attention == "eager" else 0.0)
+    return LayerActivations(replicated=rep, sharded=shard,
+                            score_bytes=EAGER_SCORE_BYTES if s.attention == "eager" else 0.0)
 
 
-def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
-    if s.framework == "megatron":
-        return megatron_layer_activations(model, s)
-    h, a, kv, d, vd = model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim, model.v_head_dim
-    b = s.compute_bytes
-    moe_frac, i_eff = _mlp_mix(model)
-    if model.is_mla:
-        kv = a  # MLA materialises per-head K/V for attention
-    rep = 0.0
-    shard = 0.0
-    # norms feeding attention and MLP (two per layer); Gemma adds two post-norms on the residual path
-    rep += 2 * _norm_bytes(model, s) * h
-    if model.family in ("gemma2", "gemma3"):
-        rep += 2 * _norm_bytes(model, s) * h
+# ---- HF-style layers, piece by piece (each returns bytes per token per layer) -------------------
+
+def norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Replicated bytes of the layer's norms: the two pre-norms (sandwich placement adds two
+    post-norms on the residual path), LayerNorm's per-token mean and rstd, residual dropout masks."""
+    h = model.hidden_size
+    out = 2 * _norm_bytes(model, s) * h
+    if model.traits.norm_placement == "sandwich":
+        out += 2 * _norm_bytes(model, s) * h
     if model.norm == "layernorm" and not s.compile and s.framework == "hf":
-        rep += 2 * 2 * (4 if s.residual_bytes == 4 else s.compute_bytes)   # mean + rstd per token, 2 norms
-    rep += dropout_mask_bytes(model)
-    # per-head q/k norms (Qwen3, Gemma3; OLMo2 over the whole projection)
-    if model.family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"):
-        shard += 6 * (a + kv) * d
-    # attention core: q, k, v, output, fp32 log-sum-exp
-    kv_att = kv
-    if s.framework in ("torchtune", "litgpt") and not model.is_mla:
-        # torchtune MultiHeadAttention (k.unsqueeze(2).expand(...).flatten(1, 2)) and litgpt
-        # CausalSelfAttention (k.expand(...).reshape(...)) copy K/V to all query heads before SDPA,
-        # so attention saves a-head K and V (HF passes kv heads with enable_gqa)
-        kv_att = a
+        out += 2 * 2 * (4 if s.residual_bytes == 4 else s.compute_bytes)   # mean + rstd per token, 2 norms
+    return out + dropout_mask_bytes(model)
+
+
+def qk_norm_bytes(model: ModelSpec) -> float:
+    """q/k RMSNorms (per head: Qwen3, Gemma-3; over the whole projection: OLMo-2): the fp32 upcast
+    and the normalized 16-bit value of q and k."""
+    if model.traits.qk_norm == "none":
+        return 0.0
+    return 6 * (model.num_heads + model.num_kv_heads) * model.head_dim
+
+
+def _attention_kv_heads(model: ModelSpec, s: ActivationSetup) -> int:
+    """K/V heads attention saves: torchtune MultiHeadAttention (k.unsqueeze(2).expand(...).flatten(1, 2))
+    and litgpt CausalSelfAttention (k.expand(...).reshape(...)) copy K/V to all query heads before
+    SDPA; HF passes kv heads with enable_gqa."""
+    if model.is_mla or s.framework in ("torchtune", "litgpt"):
+        return model.num_heads      # (MLA materialises per-head K/V)
+    return model.num_kv_heads
+
+
+def mla_attention_bytes(model: ModelSpec, s: ActivationSetup) -> tuple[float, float]:
+    """(replicated, sharded) of HF DeepSeek-V2/V3 multi-latent attention (traced, saved_tensors
+    listing + CUDA memory-efficient SDPA): q is the concatenation of its nope and rope parts (a new
+    a x d_qk tensor); k is a new a x d_qk tensor (k_nope copied next to the broadcast k_rope); v is a
+    view of kv_b_proj's output, which therefore stays alive whole (a x (nope + v)); the attention
+    output (o_proj's input) and the fp32 lse. The latent RMSNorms (kv_a_layernorm over kv_lora_rank,
+    q_a_layernorm over q_lora_rank) keep the norm's fp32 upcast and normalized value plus the
+    weighted output kept by kv_b_proj / q_b_proj."""
+    a, d, vd, b = model.num_heads, model.head_dim, model.v_head_dim, s.compute_bytes
+    shard = b * (2 * a * d + a * (model.qk_nope_head_dim + vd) + a * vd) + LSE_BYTES * a
+    rep = 0.0
+    for rank in (model.kv_lora_rank, model.q_lora_rank):
+        rep += (_norm_bytes(model, s) + (0 if s.frozen_base else b)) * rank
+    return rep, shard
+
+
+def attention_bytes(model: ModelSpec, s: ActivationSetup) -> tuple[float, float]:
+    """(replicated, sharded) bytes of the attention core: q, k, v, output and the fp32 log-sum-exp."""
+    a, d, vd, b = model.num_heads, model.head_dim, model.v_head_dim, s.compute_bytes
+    kv = a if model.is_mla else model.num_kv_heads     # MLA materialises per-head K/V
     if math_path_attention(model, s):
         # SDPA's math path (torch 2.13 math backend upcasts 16-bit inputs to fp32): the scaled fp32 q,
         # the fp32 scaled k and v (kv heads, broadcast) and the output (o_proj's input); the fp32
-        # probabilities (a x S per token) are the score_bytes below. No log-sum-exp.
-        shard += 4 * a * d + 4 * kv * (d + vd) + b * a * vd
+        # probabilities (a x S per token) are the score bytes. No log-sum-exp.
+        shard = 4 * a * d + 4 * kv * (d + vd) + b * a * vd
+        rep = 0.0
     elif model.is_mla and s.framework not in ("torchtune", "litgpt"):
-        # HF DeepSeek-V2/V3 MLA (traced, saved_tensors listing + CUDA memory-efficient SDPA): q is the
-        # concatenation of its nope and rope parts (a new a x d_qk tensor); k is a new a x d_qk tensor
-        # (k_nope copied next to the broadcast k_rope); v is a view of kv_b_proj's output, which therefore
-        # stays alive whole (a x (nope + v)); the attention output (o_proj's input) and the fp32 lse
-        nope = _cfg(model, "qk_nope_head_dim", default=d - _cfg(model, "qk_rope_head_dim", default=0))
-        shard += b * (2 * a * d + a * (nope + vd) + a * vd) + 4 * a
-        # latent RMSNorms (kv_a_layernorm over kv_lora_rank, q_a_layernorm over q_lora_rank): the norm's
-        # fp32 upcast and normalized value plus the weighted output kept by kv_b_proj / q_b_proj
-        for rank in (_cfg(model, "kv_lora_rank", default=0), _cfg(model, "q_lora_rank", default=0)):
-            rep += (_norm_bytes(model, s) + (0 if s.frozen_base else b)) * (rank or 0)
+        rep, shard = mla_attention_bytes(model, s)
     else:
-        shard += b * (a * d + kv_att * d + kv_att * vd + a * vd) + 4 * a
-    if model.family in ("gpt_neox", "phi3"):
+        kv_att = _attention_kv_heads(model, s)
+        shard = b * (a * d + kv_att * d + kv_att * vd + a * vd) + LSE_BYTES * a
+        rep = 0.0
+    if model.traits.fused_qkv_output_kept:
         # rotary makes new q and k, while v stays a view of the fused qkv projection output, which
         # therefore stays alive whole: q and k are held twice (traced)
         shard += b * (a * d + kv * d)
-    # MLP internals (gated: gate, act, up; plain: fc1 output feeding the activation)
+    return rep, shard
+
+
+def mlp_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> float:
+    """Sharded bytes inside the MLP, fc2's input excluded (counted with the linear inputs): gated
+    MLPs keep gate, act(gate) and up; a plain MLP what its activation function saves."""
+    b = s.compute_bytes
     if model.gated_mlp:
-        shard += (2 if s.compile else 3) * b * i_eff   # compiled SwiGLU recomputes act(gate) in backward
-    else:
-        act = str(_cfg(model, "hidden_act", "activation_function", default="gelu"))
-        shard += (_PLAIN_MLP_SAVES.get(act, 2) - 1) * b * i_eff     # fc2's input is counted below
-    if model.is_moe:
-        # each routed copy of a token gathers its input; router logits and probabilities in fp32
-        moe = model.experts_per_tok * b * h + 8 * model.num_experts
-        if s.framework == "hf":
-            # transformers' MoE combine `proj_out * sample_weights` (integrations/moe.py): the routing
-            # weights take a gradient, so every routed copy's expert output (k x h) is saved (traced)
-            moe += model.experts_per_tok * b * h
-            if model.family == "deepseek":
-                # DeepSeek's gate runs F.linear(hidden.float(), weight.float()): the fp32 input is saved
-                moe += 4 * h
-        rep += moe_frac * moe
-    # inputs saved by linears
-    widths = {"attn_in": h, "o_in": a * vd, "mlp_in": h, "down_in": i_eff}
-    consumers = {"attn_in": ("q", "k", "v"), "o_in": ("o",), "mlp_in": ("gate", "up") if model.gated_mlp else ("up",),
-                 "down_in": ("down",)}
-    for tensor, names in consumers.items():
-        width = widths[tensor]
-        target = rep if tensor in ("attn_in", "mlp_in") else None
-        saved = 0.0
-        if not s.frozen_base or s.base_saves_input:
-            if tensor == "o_in" or (tensor == "down_in" and model.gated_mlp):
-                saved += 0.0 if tensor == "o_in" else b * width     # o_in is the attention output, already kept
-            elif s.autocast:
-                n_casts = 1 if (tensor == "attn_in" and model.family in _FUSED_QKV) else len(names)
-                saved += n_casts * b * width                        # one 16-bit cast per consumer
-            else:
-                saved += b * width
-            if tensor == "down_in" and not model.gated_mlp:
-                saved = b * width                                   # fc2 input = activation output
-        if s.frozen_base and any(n in s.lora_targets for n in names) and not (
-                s.base_saves_input and not s.lora_copy_per_target and not s.lora_dropout):
-            # (a 4-bit base that saves its input shares it with 16-bit adapters, unless the adapters
-            # apply dropout: then dropout(x) and its mask are new tensors, as without quantization)
-            hits = sum(1 for n in names if n in s.lora_targets)
-            # one adapter module per target, except a fused q/k/v projection (litgpt's model code,
-            # GPT-2/NeoX/Falcon/Phi-3) whose single LoRA module serves all three
-            fused = tensor == "attn_in" and (s.framework == "litgpt" or model.family in _FUSED_QKV)
-            modules = 1 if fused else hits
-            if s.lora_copy_per_target:
-                # peft casts the input to the fp32 adapter dtype and autocast casts it back to 16-bit:
-                # every adapted linear keeps its own 16-bit copy (+ dropout's 1-byte mask)
-                saved += modules * (b + (1 if s.lora_dropout else 0)) * width
-            elif s.lora_dropout:
-                saved += modules * (b + 1) * width   # each adapter keeps dropout(x) and its bool mask
-            elif tensor != "o_in":
-                saved += b * width            # 16-bit adapters share the input the layer already holds
-            saved += hits * b * s.lora_rank
-        if target is not None:
+        return (2 if s.compile else 3) * b * i_eff   # compiled SwiGLU recomputes act(gate) in backward
+    saves = PLAIN_MLP_SAVES.get(model.traits.activation, PLAIN_MLP_SAVES_DEFAULT)
+    return (saves - 1) * b * i_eff
+
+
+def moe_routing_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Replicated bytes of one MoE layer's routing: each routed copy of a token gathers its input;
+    router logits and probabilities in fp32."""
+    if not model.is_moe:
+        return 0.0
+    h, b, k = model.hidden_size, s.compute_bytes, model.experts_per_tok
+    moe = k * b * h + ROUTER_BYTES_PER_EXPERT * model.num_experts
+    if s.framework == "hf":
+        # transformers' MoE combine `proj_out * sample_weights` (integrations/moe.py): the routing
+        # weights take a gradient, so every routed copy's expert output (k x h) is saved (traced)
+        moe += k * b * h
+        if model.traits.router_fp32:
+            # the gate runs F.linear(hidden.float(), weight.float()): the fp32 input is saved
+            moe += 4 * h
+    return moe
+
+
+def _consumers(model: ModelSpec) -> dict[str, tuple[str, ...]]:
+    return {"attn_in": ("q", "k", "v"), "o_in": ("o",), "mlp_in": ("gate", "up") if model.gated_mlp else ("up",),
+            "down_in": ("down",)}
+
+
+def base_input_bytes(model: ModelSpec, s: ActivationSetup, tensor: str, width: float) -> float:
+    """Bytes the base linears consuming `tensor` save of it for their weight gradient."""
+    if s.frozen_base and not s.base_saves_input:
+        return 0.0
+    b = s.compute_bytes
+    if tensor == "o_in":
+        return 0.0                                      # the attention output, already kept
+    if tensor == "down_in":
+        return b * width                                # gated: the product; plain: the activation output
+    if s.autocast:
+        n_casts = 1 if (tensor == "attn_in" and model.traits.fused_qkv) else len(_consumers(model)[tensor])
+        return n_casts * b * width                      # one 16-bit cast per consumer
+    return b * width
+
+
+def adapter_input_bytes(model: ModelSpec, s: ActivationSetup, tensor: str, width: float) -> float:
+    """Bytes LoRA adapters on the linears consuming `tensor` save: their input copies and the
+    rank-sized intermediate of each adapter."""
+    names = _consumers(model)[tensor]
+    if not s.frozen_base or not any(n in s.lora_targets for n in names):
+        return 0.0
+    if s.base_saves_input and not s.lora_copy_per_target and not s.lora_dropout:
+        # a 4-bit base that saves its input shares it with 16-bit adapters (unless the adapters apply
+        # dropout: then dropout(x) and its mask are new tensors, as without quantization)
+        return 0.0
+    b = s.compute_bytes
+    hits = sum(1 for n in names if n in s.lora_targets)
+    # one adapter module per target, except a fused q/k/v projection (litgpt's model code,
+    # GPT-2/NeoX/Falcon/Phi-3) whose single LoRA module serves all three
+    fused = tensor == "attn_in" and (s.framework == "litgpt" or model.traits.fused_qkv)
+    modules = 1 if fused else hits
+    saved = 0.0
+    if s.lora_copy_per_target:
+        # peft casts the input to the fp32 adapter dtype and autocast casts it back to 16-bit:
+        # every adapted linear keeps its own 16-bit copy (+ dropout's 1-byte mask)
+        saved += modules * (b + (DROPOUT_MASK_BYTES if s.lora_dropout else 0)) * width
+    elif s.lora_dropout:
+        saved += modules * (b + DROPOUT_MASK_BYTES) * width   # each adapter keeps dropout(x) and its mask
+    elif tensor != "o_in":
+        saved += b * width            # 16-bit adapters share the input the layer already holds
+    return saved + hits * b * s.lora_rank
+
+
+def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tuple[float, float]:
+    """(replicated, sharded) bytes the linears save of their inputs: h-wide inputs (attention and MLP
+    input) are replicated under TP, the attention output and the MLP product are sharded."""
+    widths = {"attn_in": model.hidden_size, "o_in": model.num_heads * model.v_head_dim,
+              "mlp_in": model.hidden_size, "down_in": i_eff}
+    rep = shard = 0.0
+    for tensor, width in widths.items():
+        saved = base_input_bytes(model, s, tensor, width) + adapter_input_bytes(model, s, tensor, width)
+        if tensor in ("attn_in", "mlp_in"):
             rep += saved
         else:
             shard += saved
-    score = 6.0 if s.attention == "eager" else 4.0 if math_path_attention(model, s) else 0.0
-    return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
+    return rep, shard
+
+
+def score_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes kept per attention score (multiply by heads x context): eager softmax, or SDPA's math path."""
+    if s.attention == "eager":
+        return EAGER_SCORE_BYTES
+    return MATH_PATH_SCORE_BYTES if math_path_attention(model, s) else 0.0
+
+
+def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    """Bytes per token per layer saved for backward, summed from the pieces above."""
+    if s.framework == "megatron":
+        return megatron_layer_activations(model, s)
+    moe_frac, i_eff = _mlp_mix(model)
+    att_rep, att_shard = attention_bytes(model, s)
+    lin_rep, lin_shard = linear_input_bytes(model, s, i_eff)
+    rep = norm_bytes(model, s) + att_rep + moe_frac * moe_routing_bytes(model, s) + lin_rep
+    shard = qk_norm_bytes(model) + att_shard + mlp_bytes(model, s, i_eff) + lin_shard
+    return LayerActivations(replicated=rep, sharded=shard, score_bytes=score_bytes(model, s))

@@ -19,8 +19,11 @@ members per node gets g × (per-GPU NIC rate), capped by the intra-node link (nc
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .calibration import packaged
 
 # Defaults used when the catalog leaves a field empty (documented in docs/speed.md §3).
 _DEFAULT_LINK_LATENCY_S = {"scale_up": 3e-6, "pcie": 5e-6, "host": 10e-6, "network": 5e-6}
@@ -66,15 +69,19 @@ def network_latency_s(network: Any) -> float:
     return float(us) * 1e-6 if us else _DEFAULT_LINK_LATENCY_S["network"]
 
 
+PCIE_FALLBACK_BYTES_PER_S = 32e9   # PCIe 4.0 x16 per direction, for a catalog row without a PCIe figure
+
+
 def _pcie_bw(gpu: Any) -> float:
-    return float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 32e9)
+    return float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or PCIE_FALLBACK_BYTES_PER_S)
 
 
 def group_link(gpu: Any, group_size: int, span: int, gpus_per_node: int, network: Any = None,
-               eff: dict[str, float] | None = None) -> Link:
+               eff: Mapping[str, float] | None = None) -> Link:
     """The bottleneck link of a group of `group_size` ranks whose members lie `span` GPUs apart
-    in total (span = group_size × product of the parallel dimensions placed inside it)."""
-    eff = eff or {}
+    in total (span = group_size × product of the parallel dimensions placed inside it). `eff`:
+    achieved fraction of each link's bandwidth (the calibration's `comm` table; packaged by default)."""
+    eff = packaged()["comm"] if eff is None else eff
     if group_size <= 1:
         return LOCAL
     if span > gpus_per_node:
@@ -87,21 +94,21 @@ def group_link(gpu: Any, group_size: int, span: int, gpus_per_node: int, network
         intra = _intra_link(gpu, min(span, gpus_per_node), eff) if local > 1 else None
         bw = local * nic if intra is None else min(local * nic, intra.bandwidth_bytes_per_s)
         lat = network_latency_s(network) if network is not None else _DEFAULT_LINK_LATENCY_S["network"]
-        return Link("network", bw, lat, eff.get("network", 0.8))
+        return Link("network", bw, lat, eff["network"])
     return _intra_link(gpu, span, eff)
 
 
-def _intra_link(gpu: Any, span: int, eff: dict[str, float]) -> Link:
+def _intra_link(gpu: Any, span: int, eff: Mapping[str, float]) -> Link:
     scale_up = (getattr(gpu, "scale_up", None) or "none").lower()
     max_gpus = int(getattr(gpu, "scale_up_max_gpus", 1) or 1)
     su_bw = float(getattr(gpu, "scale_up_bandwidth_bytes_per_s", 0.0) or 0.0)
     p2p = bool(getattr(gpu, "p2p", True))
     if scale_up not in ("none", "", "apple-unified") and su_bw > 0 and span <= max_gpus and p2p:
-        return Link("scale_up", su_bw, _DEFAULT_LINK_LATENCY_S["scale_up"], eff.get("scale_up", 0.8))
+        return Link("scale_up", su_bw, _DEFAULT_LINK_LATENCY_S["scale_up"], eff["scale_up"])
     if p2p:
-        return Link("pcie", _pcie_bw(gpu), _DEFAULT_LINK_LATENCY_S["pcie"], eff.get("pcie", 0.8))
+        return Link("pcie", _pcie_bw(gpu), _DEFAULT_LINK_LATENCY_S["pcie"], eff["pcie"])
     return Link("host", _pcie_bw(gpu) * _HOST_STAGING_FACTOR, _DEFAULT_LINK_LATENCY_S["host"],
-                eff.get("pcie", 0.8))
+                eff["pcie"])
 
 
 # ---- collectives: payload S bytes (full array), n ranks --------------------------------------

@@ -65,17 +65,3 @@ def training_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "n
     extra = {"none": 0.0, "selective": attn, "full": mm + attn}[recompute]
     return TrainingFlops(model_flops, model_flops + extra, mm, attn)
 
-
-def inference_flops_per_token(model: ModelSpec, context: int) -> float:
-    """Forward FLOPs of one new token that attends to `context` cached tokens (decode)."""
-    mm = 2.0 * matmul_params_active(model)
-    ctx = 0.0
-    for w in model.layer_windows:
-        ctx += min(w, context) if w else context
-    return mm + 2.0 * model.num_heads * (model.head_dim + model.v_head_dim) * ctx
-
-
-def prefill_flops(model: ModelSpec, prompt_len: int) -> float:
-    """Forward FLOPs of a whole prompt (causal)."""
-    return prompt_len * (2.0 * matmul_params_active(model)
-                         + attention_flops_per_token_forward(model, prompt_len))

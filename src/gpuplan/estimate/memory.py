@@ -119,20 +119,33 @@ def _weight_bytes_frozen(rp: RankParams, model: ModelSpec, method: str, double_q
     return (rp.total + extra_head) * low
 
 
-def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+@dataclass(frozen=True)
+class _TrainSetup:
+    """Facts of one training scenario on one pipeline stage that the component functions share."""
+    scn: Scenario
+    model: ModelSpec
+    stage: str
+    rp: RankParams
+    shard: int                 # ZeRO/FSDP shard group (Megatron shards over dp x cp)
+    low: int                   # bytes of a 16-bit (or fp32) element
+    peft: bool
+    targets: frozenset[str]
+    native_tp: bool            # Megatron/torchtitan split vocabulary and sequence over TP ranks
+    untied_head: float         # litgpt's own lm_head copy of a tied embedding
+    fabric_bnb: bool           # litgpt + bitsandbytes through Lightning Fabric
+
+    @property
+    def last(self) -> bool:
+        return self.stage in ("last", "only")
+
+
+def _train_setup(scn: Scenario, model: ModelSpec, stage: str) -> _TrainSetup:
     t, p = scn.train, scn.parallel
     assert t is not None
-    notes: list[str] = []
-    tp, pp, cp, ep, dp = p.tp, p.pp, p.cp, p.ep, scn.dp
     # Megatron and torchtitan split the vocabulary and the sequence (SP) over TP ranks; HF's
     # tensor-parallel plan (and DeepSpeed AutoTP) replicate embeddings, lm_head and norms' inputs
     native_tp = scn.framework in ("megatron", "torchtitan")
-    rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage, vocab_parallel=native_tp)
-    shard = dp * cp                              # ZeRO/FSDP shard group (Megatron shards over dp x cp)
-    sb = state_bytes(scn)
-    low = 4 if t.precision == "fp32" else 2
     peft = t.method in ("lora", "qlora")
-    targets = _lora_targets(t.lora_targets) if peft else frozenset()
     litgpt = scn.framework == "litgpt"
     # litgpt's GPT always has its own lm_head matrix: convert_hf_checkpoint copies the embedding into
     # lm_head.weight when the checkpoint ties them (litgpt/scripts/convert_hf_checkpoint.py @00af8b0
@@ -143,39 +156,49 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     # torch.nn.Linear, lm_head included (litgpt passes no ignore_modules), and quantizes from an fp16
     # copy (`_Linear4bit.quantize`: weight.to(dtype=torch.half); lightning 2.1-2.4)
     fabric_bnb = litgpt and t.method == "qlora" and t.qlora_backend == "bitsandbytes"
+    return _TrainSetup(scn=scn, model=model, stage=stage,
+                       rp=rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp),
+                       shard=scn.dp * p.cp, low=4 if t.precision == "fp32" else 2, peft=peft,
+                       targets=_lora_targets(t.lora_targets) if peft else frozenset(), native_tp=native_tp,
+                       untied_head=untied_head, fabric_bnb=fabric_bnb)
 
-    # --- model states
-    if peft:
-        n_train = lora_params(model, t.lora_rank, targets) / tp * (rp.stage_layers / model.num_layers)
+
+def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded."""
+    t, p, rp, shard = ts.scn.train, ts.scn.parallel, ts.rp, ts.shard
+    if ts.peft:
+        n_train = lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (rp.stage_layers / ts.model.num_layers)
         # peft creates fp32 adapters (trained under autocast); pure 16-bit trainers (torchtune,
         # litgpt bf16-true) build them in the training dtype with 16-bit optimizer states
-        a_bytes = 4 if (t.master_weights or t.precision == "fp32") else low
-        w_frozen = _weight_bytes_frozen(rp, model, t.method, t.qlora_double_quant, low, untied_head, fabric_bnb)
+        a_bytes = 4 if (t.master_weights or t.precision == "fp32") else ts.low
+        w_frozen = _weight_bytes_frozen(rp, ts.model, t.method, t.qlora_double_quant, ts.low, ts.untied_head,
+                                        ts.fabric_bnb)
         weights = w_frozen + n_train * a_bytes
         grads = n_train * a_bytes
         optim = n_train * _optimizer_state_bytes(t.optimizer, a_bytes)
         optim_temp = n_train * (0 if t.optimizer_impl == "fused" else a_bytes)
-        if p.zero >= 3:
-            weights = weights / shard
-        if p.zero >= 2:
-            grads /= shard
-        if p.zero >= 1:
-            optim /= shard
-            optim_temp /= shard
     else:
-        n = rp.total + untied_head
+        sb = state_bytes(ts.scn)
+        n = rp.total + ts.untied_head
         weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
-        if p.zero >= 1:
-            optim /= shard
-            optim_temp /= shard
-        if p.zero >= 2:
-            grads /= shard
-        if p.zero >= 3:
-            weights /= shard
+    if p.zero >= 3:
+        weights = weights / shard
+    if p.zero >= 2:
+        grads /= shard
+    if p.zero >= 1:
+        optim /= shard
+        optim_temp /= shard
+    return weights, grads, optim, optim_temp
 
+
+def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
+             notes: list[str]) -> tuple[tuple[float, float, float, float], float]:
+    """Model states moved to host memory (optimizer / parameter offload, paged optimizer): (states, cpu bytes)."""
+    t, p = ts.scn.train, ts.scn.parallel
+    weights, grads, optim, optim_temp = states
     cpu = 0.0
     if p.offload in ("optimizer", "optimizer+params"):
-        cpu += optim + (0 if peft else rp.total * 4 / (shard if p.zero >= 1 else 1))
+        cpu += optim + (0 if ts.peft else ts.rp.total * 4 / (ts.shard if p.zero >= 1 else 1))
         optim, optim_temp = 0.0, 0.0
         notes.append("optimizer states (and fp32 master copy) offloaded to CPU memory")
     if p.offload == "optimizer+params":
@@ -192,56 +215,91 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         cpu += optim
         optim, optim_temp = 0.0, 0.0
         notes.append("paged optimizer states live in managed memory and page to the host under pressure")
+    return (weights, grads, optim, optim_temp), cpu
 
-    # --- transient buffers of sharded weights (ZeRO-3 / FSDP2): the layer being processed,
-    #     all-gathered in 16-bit, and FSDP2's root module (embedding, final norm, lm_head), which stays
-    #     unsharded from forward to backward (traced)
-    fsdp = p.zero >= 3 and shard > 1
-    gather = rp.layer_max * low if fsdp else 0.0
+
+def _fsdp(ts: _TrainSetup) -> bool:
+    return ts.scn.parallel.zero >= 3 and ts.shard > 1
+
+
+def _shard_buffers(ts: _TrainSetup) -> tuple[float, float]:
+    """(gather, root_unsharded): transient buffers of sharded weights (ZeRO-3 / FSDP2): the layer being
+    processed, all-gathered in 16-bit, and FSDP2's root module (embedding, final norm, lm_head), which
+    stays unsharded from forward to backward (traced)."""
+    t, rp = ts.scn.train, ts.rp
+    fsdp = _fsdp(ts)
+    gather = rp.layer_max * ts.low if fsdp else 0.0
     if fsdp and t.method == "qlora":
         # FSDP all-gathers the stored parameters: a QLoRA layer travels as packed NF4 (+ scales), and
         # is dequantized one weight at a time (the `dequant` temporary below), not as a 16-bit layer
         gather = rp.layer_max * weight_format("nf4-dq" if t.qlora_double_quant else "nf4").bits / 8
     root_unsharded = 0.0
-    if fsdp and scn.framework in ("hf", "torchtitan", "torchtune", "litgpt"):
-        root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * low
-    # --- autocast keeps a 16-bit copy of each matmul weight from forward to backward (traced);
-    #     FSDP2's mixed-precision policy instead gathers 16-bit parameters, so no autocast there
-    autocast = (t.master_weights and t.precision in ("bf16", "fp16")
-                and scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
-                and not peft and not fsdp)
-    tied_head = (rp.embedding if model.tie_embeddings and stage in ("last", "only") else 0.0)
-    # (checkpointed layers drop theirs after forward and recast during recompute)
-    cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
-    autocast_copies = cast_params * low if (autocast and p.zero < 3) else 0.0
-    if autocast_copies:
-        notes.append("torch.autocast keeps 16-bit copies of the fp32 matmul weights until backward")
+    if fsdp and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt"):
+        root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * ts.low
+    return gather, root_unsharded
 
-    # --- activations saved for backward
-    setup = ActivationSetup(
+
+def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
+    """(autocast on, bytes of its weight copies): autocast keeps a 16-bit copy of each matmul weight
+    from forward to backward (traced); FSDP2's mixed-precision policy instead gathers 16-bit
+    parameters, so no autocast there. Checkpointed layers drop theirs after forward and recast
+    during recompute."""
+    t, rp = ts.scn.train, ts.rp
+    autocast = (t.master_weights and t.precision in ("bf16", "fp16")
+                and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
+                and not ts.peft and not _fsdp(ts))
+    tied_head = (rp.embedding if ts.model.tie_embeddings and ts.last else 0.0)
+    cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
+    copies = cast_params * ts.low if (autocast and ts.scn.parallel.zero < 3) else 0.0
+    if copies:
+        notes.append("torch.autocast keeps 16-bit copies of the fp32 matmul weights until backward")
+    return autocast, copies
+
+
+def _activation_setup(ts: _TrainSetup, autocast: bool) -> ActivationSetup:
+    t = ts.scn.train
+    return ActivationSetup(
         compute_bytes=4 if t.precision == "fp32" else 2,
         residual_bytes=4 if (autocast or t.precision == "fp32") else 2,
-        autocast=autocast, frozen_base=peft, lora_targets=targets,
-        lora_rank=t.lora_rank if peft else 0, lora_copy_per_target=peft and t.master_weights,
-        lora_dropout=peft and t.lora_dropout > 0,
+        autocast=autocast, frozen_base=ts.peft, lora_targets=ts.targets,
+        lora_rank=t.lora_rank if ts.peft else 0, lora_copy_per_target=ts.peft and t.master_weights,
+        lora_dropout=ts.peft and t.lora_dropout > 0,
         base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
-        attention=t.attention, framework=scn.framework)
+        attention=t.attention, framework=ts.scn.framework)
+
+
+def _in_flight(ts: _TrainSetup, grad_accum: int) -> float:
+    """Micro-batches in flight on this stage (1F1B: pp on the first stage; Korthikanti §4.2.3)."""
+    p = ts.scn.parallel
+    in_flight = 1.0
+    if p.pp > 1:
+        in_flight = min(grad_accum, p.pp if ts.stage == "first" else 1)
+        if p.vpp > 1 and ts.stage == "first":
+            in_flight *= 1 + (p.pp - 1) / (p.pp * p.vpp)
+    return in_flight
+
+
+@dataclass(frozen=True)
+class _Saved:
+    saved: float               # activations saved for backward on this rank
+    working: float             # the layer being recomputed (full recompute)
+    per_layer_token: float     # saved bytes per token per layer
+    tokens: float              # tokens per rank per micro-batch
+    seq_split: int             # sequence parallel divisor of h-sized tensors
+    cpu: float = 0.0           # offloaded to host memory
+
+
+def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float, notes: list[str]) -> _Saved:
+    t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    tp, cp = p.tp, p.cp
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
-    seq_split = tp if (p.sp and tp > 1 and native_tp) else 1  # sequence parallel shards the h-sized tensors
+    seq_split = tp if (p.sp and tp > 1 and ts.native_tp) else 1  # sequence parallel shards the h-sized tensors
     per_layer_token = la.replicated / seq_split + la.sharded / tp
     # eager attention materialises the full S x S scores (causal masking does not skip them)
     per_layer_token += la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
-    layers = rp.stage_layers
-    # micro-batches in flight on this stage (1F1B: pp on the first stage; Korthikanti §4.2.3)
-    grad_accum = _grad_accum(scn)
-    in_flight = 1.0
-    if pp > 1:
-        in_flight = min(grad_accum, pp if stage == "first" else 1)
-        if p.vpp > 1 and stage == "first":
-            in_flight *= 1 + (pp - 1) / (pp * p.vpp)
-    h = model.hidden_size
-    checkpoint = setup.residual_bytes * h / seq_split        # full recompute keeps each layer's input
+    layers = ts.rp.stage_layers
+    checkpoint = setup.residual_bytes * model.hidden_size / seq_split   # full recompute keeps each layer's input
     if t.recompute == "full":
         saved = tokens * layers * checkpoint * in_flight
         working = tokens * per_layer_token                   # one layer recomputed during its backward
@@ -250,96 +308,146 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0
-    if peft and model.is_moe and scn.framework == "hf" and targets & {"gate", "up", "down"}:
+    if ts.peft and model.is_moe and ts.scn.framework == "hf" and ts.targets & {"gate", "up", "down"}:
         # peft adapts transformers' fused expert parameters (gate_up_proj, down_proj [E, out, in]) with a
         # ParamWrapper: forward builds W + s * B @ A (baddbmm) for every expert and grouped_mm saves that
         # merged 16-bit weight for its input gradient, so each MoE layer keeps a full copy of its experts
         # until backward (traced: Qwen3-MoE); under full recompute only the layer being recomputed
-        experts = sum(b.total for b in model.blocks if b.kind == "expert") / (ep if ep > 1 else tp)
-        per_layer = experts / max(model.num_moe_layers, 1) * low
+        experts = sum(b.total for b in model.blocks if b.kind == "expert") / (p.ep if p.ep > 1 else tp)
+        per_layer = experts / max(model.num_moe_layers, 1) * ts.low
         if t.recompute == "full":
             working += per_layer
         else:
-            saved += per_layer * model.num_moe_layers * rp.stage_layers / model.num_layers * in_flight
+            saved += per_layer * model.num_moe_layers * ts.rp.stage_layers / model.num_layers * in_flight
+    cpu = 0.0
     if t.activation_offload:
         # saved activations stream to host memory; about two layers stay on the GPU (in flight)
         cpu += saved
         saved = min(saved, tokens * 2 * per_layer_token * in_flight)
         notes.append("activation offloading keeps about two layers' activations on the GPU")
-    head_acts = 0.0
-    logits = 0.0
-    if stage in ("last", "only"):
-        # final norm + lm_head input; the loss block
-        head_acts = tokens * (setup.residual_bytes * 2 + 2) * h / seq_split
-        head_acts += tokens * embedding_dropout_bytes(model)
-        logits = loss_block_bytes(scn, model.vocab_size / (tp if native_tp else 1)) * tokens
-        if (model.config or {}).get("final_logit_softcapping") and scn.framework == "hf" and t.loss == "full":
-            # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
-            logits += 2.0 * model.vocab_size / (tp if native_tp else 1) * tokens
-    dequant = 0.0
-    if t.method == "qlora":
-        # bitsandbytes dequantizes one weight at a time to 16-bit
-        dequant = max((b.numel for b in model.linear_blocks), default=0) / tp * low
-        if fabric_bnb:
-            # MatMul4Bit: F.dequantize_4bit(B, quant_state).to(A.dtype): dequantize_4bit returns the
-            # dtype the weight was quantized from (QuantState.dtype, fp16 under Fabric), cast to the bf16
-            # compute dtype: both copies exist during the cast (bitsandbytes 0.41-0.42
-            # autograd/_functions.py). The largest quantized matrix is the (quantized) lm_head.
-            head = rp.lm_head + untied_head if stage in ("last", "only") else 0.0
-            dequant = max(dequant / low, head) * (2 + (0 if t.precision == "fp16" else low))
+    return _Saved(saved, working, per_layer_token, tokens, seq_split, cpu)
 
+
+def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple[float, float]:
+    """(head activations, loss block) on the last stage: final norm + lm_head input, and the logits."""
+    if not ts.last:
+        return 0.0, 0.0
+    t, model = ts.scn.train, ts.model
+    vocab_rank = model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1)
+    head_acts = sv.tokens * (setup.residual_bytes * 2 + 2) * model.hidden_size / sv.seq_split
+    head_acts += sv.tokens * embedding_dropout_bytes(model)
+    logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
+    if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":
+        # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
+        logits += 2.0 * model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1) * sv.tokens
+    return head_acts, logits
+
+
+def _dequant_temp(ts: _TrainSetup) -> float:
+    """QLoRA: bitsandbytes dequantizes one weight at a time to 16-bit."""
+    t = ts.scn.train
+    if t.method != "qlora":
+        return 0.0
+    dequant = max((b.numel for b in ts.model.linear_blocks), default=0) / ts.scn.parallel.tp * ts.low
+    if ts.fabric_bnb:
+        # MatMul4Bit: F.dequantize_4bit(B, quant_state).to(A.dtype): dequantize_4bit returns the
+        # dtype the weight was quantized from (QuantState.dtype, fp16 under Fabric), cast to the bf16
+        # compute dtype: both copies exist during the cast (bitsandbytes 0.41-0.42
+        # autograd/_functions.py). The largest quantized matrix is the (quantized) lm_head.
+        head = ts.rp.lm_head + ts.untied_head if ts.last else 0.0
+        dequant = max(dequant / ts.low, head) * (2 + (0 if t.precision == "fp16" else ts.low))
+    return dequant
+
+
+def _fabric_next_forward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict) -> dict | None:
+    """bitsandbytes <= 0.43.1 MatMul4Bit keeps its input as a ctx attribute (`ctx.tensors = (A, B)`,
+    autograd/_functions.py @0.42.0; removed in 0.43.2, bitsandbytes#1270 "fix QLoRA mem bug"), not via
+    save_for_backward, so backward does not free it: it lives as long as the graph. litgpt's loop keeps
+    the graph through `logits` (a list of lm_head chunks) until the next iteration's `logits = model(...)`
+    returns (litgpt/finetune/lora.py @00af8b0 fit; finetune/lora.py @8641822 train). At the end of that
+    forward the previous micro-batch's 4-bit-linear inputs are alive next to the new activations: per
+    token and layer the qkv and fc inputs (norm outputs), the attention output (proj's input, a view of
+    the SDPA output that keeps it alive) and the MLP product (down-proj input); plus the final-norm output
+    read by lm_head, and the old and new 16-bit logit chunks (the old list is released only by the
+    rebinding)."""
+    if not (ts.fabric_bnb and ts.scn.train.recompute == "none" and ts.last):
+        return None
+    model, tp = ts.model, ts.scn.parallel.tp
+    h_, cb = model.hidden_size, setup.compute_bytes
+    i_eff = _mlp_mix(model)[1]
+    held = sv.tokens * (ts.rp.stage_layers * cb * (2 * h_ + model.num_heads * model.v_head_dim / tp + i_eff / tp)
+                        + cb * h_)
+    return dict(backward, activations=backward["activations"] + held,
+                logits=2 * ts.low * model.vocab_size * sv.tokens)
+
+
+def _attention_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, states: tuple, extra: dict,
+                        grad_accum: int) -> dict | None:
+    """SDPA's math path keeps S x S probabilities, and its backward in the last layer allocates two more
+    fp32 score-sized tensors (the gradient of the probabilities from bmm and the softmax backward
+    output). By then the loss block is freed and the gradients of the head (V x h) and of the last
+    layer's o_proj/MLP exist, their autocast copies released (traced: Falcon)."""
+    t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    if not (math_path_attention(model, setup) and ts.last and t.recompute != "full"):
+        return None
+    weights, grads, optim, _ = states
+    post = sum(b.numel for b in model.blocks if b.layer_scope == "layer" and (
+        b.kind in ("mlp", "expert", "shared_expert") or b.name in ("o_proj", "dense", "c_proj")))
+    post = post / p.tp + model.vocab_size * model.hidden_size / (p.tp if ts.native_tp else 1)
+    grad_div = ts.shard if p.zero >= 2 else 1
+    score_grads = 2 * 4.0 * model.num_heads / p.tp * (t.seq_len / p.cp) * sv.tokens
+    copies = extra["autocast_copies"]
+    return dict(
+        weights=weights + extra["root_unsharded"] + (max(0.0, copies - post * ts.low) if copies else 0.0),
+        gradients=grads if grad_accum > 1 else post * state_bytes(ts.scn).grad / grad_div, optimizer_states=optim,
+        activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + score_grads)
+
+
+def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes)."""
+    t, p = scn.train, scn.parallel
+    assert t is not None
+    notes: list[str] = []
+    ts = _train_setup(scn, model, stage)
+    states, cpu = _offload(ts, _model_states(ts), notes)
+    gather, root_unsharded = _shard_buffers(ts)
+    autocast, autocast_copies = _autocast(ts, notes)
+    setup = _activation_setup(ts, autocast)
+    grad_accum = _grad_accum(scn)
+    sv = _saved_activations(ts, setup, _in_flight(ts, grad_accum), notes)
+    cpu += sv.cpu
+    head_acts, logits = _head_and_loss(ts, setup, sv)
+    temporary = gather + _dequant_temp(ts)
+    weights, grads, optim, optim_temp = states
     if t.optimizer_in_backward:
         if grad_accum > 1:
             notes.append("optimizer-in-backward cannot accumulate gradients; accumulation ignored")
         # each parameter steps as soon as its gradient is ready: one layer's gradients at a time
-        grads = grads / max(rp.stage_layers, 1)
+        grads = grads / max(ts.rp.stage_layers, 1)
         optim_temp = 0.0
         grad_accum = 1
     g_accum = grads if grad_accum > 1 else 0.0
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
         "backward": dict(weights=weights + autocast_copies + root_unsharded, gradients=g_accum, optimizer_states=optim,
-                         activations=saved + head_acts, logits=logits, temporary=gather + dequant),
+                         activations=sv.saved + head_acts, logits=logits, temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights + root_unsharded, gradients=grads, optimizer_states=optim,
-                             activations=saved * (1.0 / max(layers, 1)) + working, temporary=gather + dequant),
+                             activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
+                             temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
-    if fabric_bnb and t.recompute == "none" and stage in ("last", "only"):
-        # bitsandbytes <= 0.43.1 MatMul4Bit keeps its input as a ctx attribute (`ctx.tensors = (A, B)`,
-        # autograd/_functions.py @0.42.0; removed in 0.43.2, bitsandbytes#1270 "fix QLoRA mem bug"), not
-        # via save_for_backward, so backward does not free it: it lives as long as the graph. litgpt's
-        # loop keeps the graph through `logits` (a list of lm_head chunks) until the next iteration's
-        # `logits = model(...)` returns (litgpt/finetune/lora.py @00af8b0 fit; finetune/lora.py @8641822
-        # train). At the end of that forward the previous micro-batch's 4-bit-linear inputs are alive
-        # next to the new activations: per token and layer the qkv and fc inputs (norm outputs), the
-        # attention output (proj's input, a view of the SDPA output that keeps it alive) and the MLP
-        # product (down-proj input); plus the final-norm output read by lm_head, and the old and new
-        # 16-bit logit chunks (the old list is released only by the rebinding)
-        h_, cb = model.hidden_size, setup.compute_bytes
-        i_eff = _mlp_mix(model)[1]
-        held = tokens * (layers * cb * (2 * h_ + model.num_heads * model.v_head_dim / tp + i_eff / tp) + cb * h_)
-        phases["next_forward"] = dict(
-            weights=weights + autocast_copies + root_unsharded, gradients=g_accum, optimizer_states=optim,
-            activations=saved + head_acts + held, logits=2 * low * model.vocab_size * tokens,
-            temporary=gather + dequant)
-    if math_path_attention(model, setup) and stage in ("last", "only") and t.recompute != "full":
-        # SDPA's math path keeps S x S probabilities, and its backward in the last layer allocates two
-        # more fp32 score-sized tensors (the gradient of the probabilities from bmm and the softmax
-        # backward output). By then the loss block is freed and the gradients of the head (V x h) and
-        # of the last layer's o_proj/MLP exist, their autocast copies released (traced: Falcon)
-        post = sum(b.numel for b in model.blocks if b.layer_scope == "layer" and (
-            b.kind in ("mlp", "expert", "shared_expert") or b.name in ("o_proj", "dense", "c_proj")))
-        post = post / tp + model.vocab_size * h / (tp if native_tp else 1)
-        grad_div = shard if p.zero >= 2 else 1
-        score_grads = 2 * 4.0 * model.num_heads / tp * (t.seq_len / cp) * tokens
-        phases["attention_backward"] = dict(
-            weights=weights + root_unsharded + (max(0.0, autocast_copies - post * low) if autocast_copies else 0.0),
-            gradients=grads if grad_accum > 1 else post * sb.grad / grad_div, optimizer_states=optim,
-            activations=saved + head_acts, temporary=gather + dequant + score_grads)
-    if t.full_state_dict and p.zero >= 3 and shard > 1:
+    nxt = _fabric_next_forward(ts, setup, sv, phases["backward"])
+    if nxt is not None:
+        phases["next_forward"] = nxt
+    extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
+                 temporary=temporary)
+    att = _attention_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
+    if att is not None:
+        phases["attention_backward"] = att
+    if t.full_state_dict and p.zero >= 3 and ts.shard > 1:
         # loading/saving a full state dict materialises the whole 16-bit model next to the shard
-        phases["checkpoint"] = dict(weights=weights + rp.total * low, optimizer_states=optim)
+        phases["checkpoint"] = dict(weights=weights + ts.rp.total * ts.low, optimizer_states=optim)
         notes.append("full state-dict load/save holds an unsharded 16-bit copy of the model on each GPU")
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
@@ -523,9 +631,8 @@ def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     tensor, and transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds
     x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
-    n_h = 5 if any(b.name == "embed_positions" for b in model.blocks) else 4
-    act = str((model.config or {}).get("activation_function") or (model.config or {}).get("hidden_act") or "")
-    n_i = 4 if (not model.gated_mlp and act == "gelu_new") else 3
+    n_h = 5 if model.traits.position == "learned" else 4
+    n_i = 4 if (not model.gated_mlp and model.traits.activation == "gelu_new") else 3
     return (n_h * h + n_i * i / tp) * 2
 
 

@@ -6,14 +6,15 @@ no I/O except reading that packaged data file once.
 """
 from __future__ import annotations
 
-import json
 import math
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping, Sequence
 
 from ..dtypes import kv_bytes, weight_format
 from ..models import ModelSpec
+from .calibration import Calibration
+from .calibration import family_entry as _fam
+from .calibration import load_efficiency
+from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
@@ -29,31 +30,14 @@ __all__ = ["estimate_performance", "train_performance", "infer_performance", "se
 # calibrated factors
 
 
-@lru_cache(maxsize=1)
-def _packaged_efficiency() -> dict[str, Any]:
-    text = resources.files("gpuplan.estimate").joinpath("data/efficiency.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-def load_efficiency(override: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The packaged efficiency factors, optionally with a (deep-merged) override."""
-    base = json.loads(json.dumps(_packaged_efficiency()))
-    if override:
-        _deep_merge(base, override)
-    return base
-
-
-def _deep_merge(dst: dict, src: Mapping) -> None:
-    for k, v in src.items():
-        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
-            _deep_merge(dst[k], v)
-        else:
-            dst[k] = v
-
-
-def _fam(table: Mapping[str, Any], family: str, default: Any) -> Any:
-    return table.get(family, table.get("default", default))
-
+# Not fitted: named constants with their source.
+OFFLOAD_PCIE_FALLBACK_BYTES_PER_S = 25e9   # host<->GPU copy rate of PCIe 4.0 x16 (~25 GB/s achieved of 32)
+                                           # for a catalog row without a PCIe figure
+FORWARD_SHARE = 1.0 / 3.0                  # forward's share of fwd+bwd work (backward = 2 x forward,
+                                           # Narayanan et al. 2021 §3.5); also the backward's 2/3
+TP_ALL_REDUCES_PER_LAYER = 4               # Megatron TP: 2 in forward (after attention, after MLP), 2 in
+                                           # backward (Shoeybi et al. 2019 §3); full recompute adds the forward 2
+QLORA_DEQUANT_BYTES_PER_PARAM = 0.5 + 2.0 + 2.0   # read the 4-bit weight, write and read its 16-bit copy
 
 def _dtype_class(dtype: str) -> str:
     d = dtype.lower()
@@ -96,7 +80,7 @@ def clock_factor(params: Mapping[str, Any], gpu: Any) -> float:
     family's process (calibrated; docs/speed.md §2.1). Cards whose 16-bit peak per watt is above
     what the silicon sustains (H100 PCIe at 350 W, RTX 6000 Ada at 300 W) run their GEMMs at a
     lower clock; a family without an entry is never capped. Applies to compute, never to memory."""
-    k = (params.get("power_flops_per_watt") or {}).get(_family(gpu))
+    k = params["power_flops_per_watt"].get(_family(gpu))     # a family without an entry is never capped
     tdp = getattr(gpu, "tdp_w", None)
     peaks = getattr(gpu, "peak_flops_per_s", {}) or {}
     p16 = peaks.get("fp16") or peaks.get("bf16")
@@ -154,15 +138,16 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
     tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
     M as well, M/(M + d0_M), d0_M = `matmul_rows_half` (prior: d0, the same tile/wave physics)."""
-    table = _fam(params["matmul"], family, {})
-    default = _fam(params["matmul"], "default", {"bf16": 0.7})
-    eta = table.get(_dtype_class(dtype), default.get(_dtype_class(dtype), default.get("bf16", 0.7)))
-    d0 = float(params.get("matmul_dim_half", 0.0))
+    dc = _dtype_class(dtype)
+    table = _fam(params["matmul"], family)
+    eta = table[dc] if dc in table else params["matmul"]["default"][dc]
+    d0 = float(params["matmul_dim_half"])
     g = 1.0
     for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
     if grouped:
-        d0m = float(params.get("matmul_rows_half", d0))
+        # before the grouped-GEMM fit a calibration may lack d0_M: its prior is d0 (same tile/wave form)
+        d0m = float(params["matmul_rows_half"] if "matmul_rows_half" in params else d0)
         mm = max(1.0, float(m))
         g *= mm / (mm + d0m) if d0m > 0 else 1.0
     return max(1e-3, eta * g)
@@ -179,7 +164,7 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
     t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n, grouped) * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
-    t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam, 0.8))
+    t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam))
     return max(t_c, t_m)
 
 
@@ -239,9 +224,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     act_b = 4.0 if prec == "fp32" else 2.0
     frozen = tr.method in ("lora", "qlora")
     bwd_factor = 1.0 if frozen else 2.0       # frozen base: data gradient only
-    eff_comm = P.get("comm", {})
+    eff_comm = P["comm"]
     bw = _bw(gpu)
-    eta_mem = _fam(P["memory"], fam, 0.8)
+    eta_mem = _fam(P["memory"], fam)
     L = model.num_layers
     L_stage = L / pp
     h = model.hidden_size
@@ -268,23 +253,23 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         if tr.recompute == "full" and b.layer_scope == "layer":
             t_lin += t_f
     attn_f = attention_flops_per_token_forward(model, s) * tokens / tp / pp
-    eta_attn = _fam(P["attention"], fam, 0.5)
+    eta_attn = _fam(P["attention"], fam)
     if tr.attention == "eager":
-        eta_attn *= P.get("eager_attention_scale", 0.35)
+        eta_attn *= P["eager_attention_scale"]
     t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn * clock_factor(P, gpu))
     t_attn = t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
     width = (h + _mlp_width_active(model)) / tp
-    elt_fwd_share = 1.0 / 3.0
+    elt_fwd_share = FORWARD_SHARE
     elt_bytes = P["elementwise_passes"] * act_b * width * tokens * L_stage
     if tr.recompute == "full":
         elt_bytes *= 1.0 + elt_fwd_share
-    elt_bytes += P.get("loss_bytes_per_logit", 12.0) * model.vocab_size / tp * tokens
+    elt_bytes += P["loss_bytes_per_logit"] * model.vocab_size / tp * tokens
     t_elt = elt_bytes / (bw * eta_mem)
     t_dequant = 0.0
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
         passes = 2 + (1 if tr.recompute == "full" else 0)
         base_local = matmul_params_active(model) / tp / pp
-        t_dequant = passes * base_local * (0.5 + 2.0 + 2.0) / (bw * eta_mem)
+        t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * eta_mem)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
 
     # ---- exposed communication per micro-batch ------------------------------------------------
@@ -292,9 +277,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     detail: dict[str, float] = {}
     if tp > 1:
         link = group_link(gpu, tp, tp, gpn, net, eff_comm)
-        n_ar = 4 + (2 if tr.recompute == "full" else 0)
+        n_ar = TP_ALL_REDUCES_PER_LAYER + (TP_ALL_REDUCES_PER_LAYER // 2 if tr.recompute == "full" else 0)
         t = L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
-        t_comm_mb += t * (1.0 - P.get("overlap", {}).get("tp", 0.0))
+        t_comm_mb += t * (1.0 - P["overlap"]["tp"])
         detail["tp"] = t
     if cp > 1:
         link = group_link(gpu, cp, tp * cp, gpn, net, eff_comm)
@@ -321,7 +306,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     params_local = model.params_total / (tp * pp)
     trainable_local = (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / (tp * pp)
     grad_b = 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0
-    ov = P.get("overlap", {})
+    ov = P["overlap"]
     t_dp_step = 0.0
     if n_dp > 1:
         if par.zero >= 3:
@@ -329,12 +314,12 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
             w_b = 2.0 if prec != "fp32" else 4.0
             t = L_stage * 2 * all_gather_time(unit * w_b, n_dp, link_dp)
             t += L_stage * reduce_scatter_time(unit * (trainable_local / params_local) * grad_b, n_dp, link_dp)
-            exposed = max(0.0, t - ov.get("fsdp", 0.9) * t_compute_mb)
+            exposed = max(0.0, t - ov["fsdp"] * t_compute_mb)
             t_comm_mb += exposed
             detail["fsdp"] = t
         else:
             t = all_reduce_time(trainable_local * grad_b, n_dp, link_dp)
-            t_dp_step = max(0.0, t - ov.get("dp", 0.9) * t_compute_mb * 2.0 / 3.0)
+            t_dp_step = max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE))   # overlaps backward
             detail["dp"] = t
 
     t_mb = t_compute_mb + t_comm_mb
@@ -345,16 +330,16 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     opt_local = trainable_local / shard
     t_opt = 0.0
     t_off = 0.0
-    opt_bytes = _OPT_BYTES_PER_PARAM.get(tr.optimizer, 30.0)
-    pcie = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 25e9) * eff_comm.get("pcie", 0.8)
-    host_bw = P.get("host_memory_bytes_per_s", 100e9)
+    opt_bytes = _OPT_BYTES_PER_PARAM[tr.optimizer]
+    pcie = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * eff_comm["pcie"]
+    host_bw = P["host_memory_bytes_per_s"]
     if par.offload == "none":
         t_opt = opt_local * opt_bytes / (bw * eta_mem)
     else:
         t_off += opt_local * (grad_b + 2.0) / pcie + opt_local * opt_bytes / host_bw
         if par.offload == "optimizer+params":
             streamed = m * 2 * (params_local / shard) * 2.0 / pcie
-            t_off += max(0.0, streamed - ov.get("offload", 0.5) * m * t_compute_mb)
+            t_off += max(0.0, streamed - ov["offload"] * m * t_compute_mb)
 
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
     tok_step = gb_eff * s
@@ -449,16 +434,16 @@ def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
     return {"dense": dense, "expert": expert, "per_expert_layer": per, "total": dense + expert, "read": read}
 
 
-def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> dict[str, Any]:
+def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> Calibration:
     """Engine profile: defaults, then the engine's entries, then its per-GPU-family entries
     (`family: {apple: {...}}`: llama.cpp's Metal backend runs other kernels than its CUDA one)."""
-    eng = dict(P["engines"].get("default", {}))
-    spec = dict(P["engines"].get(engine, {}))
-    fam_over = spec.pop("family", {}) or {}
+    eng = dict(P["engines"]["default"])
+    spec = dict(P["engines"][engine])
+    fam_over = spec.pop("family", None) or {}
     eng.update(spec)
     if family and family in fam_over:
         eng.update(fam_over[family])
-    return eng
+    return Calibration(eng, getattr(P, "source", "speed parameters"), f"engines.{engine}")
 
 
 def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any = None) -> float | None:
@@ -510,19 +495,19 @@ class _Serving:
         self.kvb = kv_bytes(inf.kv_cache)
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
-        self.bw = _bw(gpu) * _fam(P["memory"], self.fam, 0.8) * self.eng.get("decode_bw_scale", 1.0)
+        self.bw = _bw(gpu) * _fam(P["memory"], self.fam) * self.eng["decode_bw_scale"]
         # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
         # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
         self.peak_mm = peak_flops(gpu, self.compute_dtype)
-        if self.eng.get("fp16_accumulate") and self.compute_dtype in ("fp16", "bf16"):
+        if self.eng["fp16_accumulate"] and self.compute_dtype in ("fp16", "bf16"):
             self.peak_mm = float((getattr(gpu, "peak_flops_per_s", {}) or {}).get("fp16") or self.peak_mm)
         self.peak_mm *= self.clock
-        self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam, 0.5)
+        self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
-        self.link = group_link(gpu, self.tp, self.tp, gpn, net, P.get("comm", {})) if self.tp > 1 else LOCAL
-        self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P.get("comm", {})) if self.ep > 1 else LOCAL
-        self.max_step_tokens = float(self.eng.get("prefill_chunk_tokens") or self.eng.get("max_num_tokens", 8192))
+        self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
+        self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
+        self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         self.notes: list[str] = []
         # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
@@ -536,8 +521,8 @@ class _Serving:
         if kv_capacity_tokens is None:
             self.kv_source = "estimate"
             usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
-            util = inf.gpu_memory_utilization if self.eng.get("memory_utilization_applies", True) else 1.0
-            free = usable * util - self._weights_rank() - self.eng.get("reserve_bytes", 2.0e9)
+            util = inf.gpu_memory_utilization if self.eng["memory_utilization_applies"] else 1.0
+            free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
             kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.adp if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
 
@@ -570,9 +555,9 @@ class _Serving:
         (`step_tokens` per replica, default `tokens`): the step's tokens · k/E (· ep/tp under EP)."""
         m, P = self.model, self.P
         t = 0.0
-        scale = self.eng.get("prefill_eta_scale", 1.0) if prefill else 1.0
+        scale = self.eng["prefill_eta_scale"] if prefill else 1.0
         if prefill and self.fmt.family in ("gptq", "awq", "gguf", "nf4") and self.fmt.bits < 16:
-            scale *= self.eng.get("quant_prefill_scale", 1.0)
+            scale *= self.eng["quant_prefill_scale"]
         for b in m.blocks:
             if b.linear is None or b.layer_scope == "vision":
                 continue
@@ -608,11 +593,11 @@ class _Serving:
         """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
         m = self.model
         width = (m.hidden_size + _mlp_width_active(m)) / self.tp
-        passes = self.P["elementwise_passes"] / 3.0
-        return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam, 0.8))
+        passes = self.P["elementwise_passes"] * FORWARD_SHARE
+        return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _overhead(self) -> float:
-        return self.eng.get("step_overhead_s", 0.0) + self.eng.get("layer_overhead_s", 0.0) * self.model.num_layers / self.pp
+        return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
 
     def _tp_comm(self, tokens: float) -> float:
         if self.tp <= 1:
@@ -638,7 +623,7 @@ class _Serving:
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
         comm = self._tp_comm(batch) + self._ep_comm(batch)
-        t = _soft_max(t_mem, t_lin + t_attn, self.P.get("roofline_sharpness", 8.0)) \
+        t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(batch) + comm + self._overhead()
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
                 "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
@@ -655,9 +640,8 @@ class _Serving:
         attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
-        t_attn = attn / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam, 0.5),
-                                              self.eng.get("prefill_eta_scale", 1.0)
-                                              * self.eng.get("prefill_attention_scale", 1.0)))
+        t_attn = attn / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
+                                              self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
@@ -672,9 +656,9 @@ class _Serving:
         P_len, O_len = inf.prompt_len, inf.output_len
         ctx_avg = P_len + O_len / 2.0
         conc_r = math.ceil(concurrency / self.adp)
-        per_seq = P_len + self.eng.get("kv_reserve_output_fraction", 1.0) * O_len  # tokens held per sequence
+        per_seq = P_len + self.eng["kv_reserve_output_fraction"] * O_len  # tokens held per sequence
         kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) if per_seq > 0 else conc_r
-        max_b = int(self.eng.get("max_batch", 256))
+        max_b = int(self.eng["max_batch"])
         batch = max(0, min(conc_r, kv_limit, max_b))
         limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
         if batch == 0:
@@ -692,7 +676,7 @@ class _Serving:
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
         adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
         t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp)
-        chunk = self.eng.get("prefill_chunk_tokens")
+        chunk = self.eng["prefill_chunk_tokens"]
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
             ttft = t_pf + step["time"]

@@ -1,6 +1,7 @@
 """Megatron-LM / Megatron-core: a torchrun script calling pretrain_gpt.py with the plan's args."""
 from __future__ import annotations
 
+from ..models.traits import DEFAULT_ROPE_THETA
 from ._common import (Plan, check_train_precision, hash_header, require_training, shell_command, torchrun_argv,
                       unsupported)
 from ._train import grad_scaler, learning_rate, warmup_steps
@@ -18,17 +19,18 @@ def model_args(plan: Plan) -> list[str]:
     if m.num_kv_heads != m.num_heads:
         args += ["--group-query-attention", "--num-query-groups", str(m.num_kv_heads)]
     args += ["--max-position-embeddings", str(m.max_position), "--position-embedding-type", "rope",
-             "--rotary-base", str(int(float(m.config.get("rope_theta", 10000))))]
-    rs = m.config.get("rope_scaling") or m.config.get("rope_parameters") or {}
-    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type")) == "llama3":
+             "--rotary-base", str(int(m.traits.rope_theta or DEFAULT_ROPE_THETA))]
+    if m.traits.rope_scaling == "llama3":
         args.append("--use-rope-scaling")        # Llama-3.1 frequency scaling (factor 8)
     args += ["--normalization", "RMSNorm" if m.norm == "rms" else "LayerNorm"]
     if m.gated_mlp:
         args.append("--swiglu")
     if not m.tie_embeddings:
         args.append("--untie-embeddings-and-output-weights")
-    if not m.config.get("attention_bias", False):
+    if not m.traits.mlp_bias:
         args.append("--disable-bias-linear")
+        if m.traits.attention_bias:
+            args.append("--add-qkv-bias")        # Qwen2: biases on q/k/v only
     if m.is_moe:
         args += ["--num-experts", str(m.num_experts), "--moe-router-topk", str(m.experts_per_tok),
                  "--moe-ffn-hidden-size", str(m.moe_intermediate_size), "--moe-grouped-gemm",

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import InputError, UnsupportedError, close_matches
+from . import traits as _t
+from .traits import Dropout, Traits
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class ModelSpec:
     shared_expert_intermediate: int = 0
     kv_lora_rank: int = 0             # MLA latent; 0 = not MLA
     qk_rope_head_dim: int = 0
+    q_lora_rank: int = 0              # MLA query compression rank; 0 = uncompressed queries
+    traits: Traits = field(default_factory=Traits)
     blocks: tuple[Block, ...] = ()
     hf_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -88,11 +92,6 @@ class ModelSpec:
         return sum(b.total for b in self.blocks if b.layer_scope == "vision")
 
     @property
-    def params_per_layer(self) -> float:
-        """Average decoder-layer parameters (what pipeline stages and FSDP units hold)."""
-        return sum(b.total for b in self.blocks if b.layer_scope == "layer") / self.num_layers
-
-    @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
@@ -103,10 +102,7 @@ class ModelSpec:
     @property
     def position_encoding(self) -> str:
         """rope | learned | alibi: how positions are encoded (what running past max_position needs)."""
-        c = self.config.get("text_config") or self.config
-        if self.model_type == "gpt2":
-            return "learned"
-        return "alibi" if c.get("alibi") else "rope"
+        return self.traits.position
 
     @property
     def rope_scaling(self) -> str | None:
@@ -121,6 +117,11 @@ class ModelSpec:
         if isinstance(rs.get("original_max_position_embeddings"), int):
             text += f" of {rs['original_max_position_embeddings']:,} positions"
         return text
+
+    @property
+    def qk_nope_head_dim(self) -> int:
+        """MLA: the part of the query/key head dimension without rotary embedding."""
+        return self.head_dim - self.qk_rope_head_dim
 
     @property
     def linear_blocks(self) -> tuple[Block, ...]:
@@ -159,7 +160,8 @@ class ModelSpec:
     def flops_per_token_forward(self, seq_len: int = 2048) -> float:
         """Forward FLOPs per token: 2 x active matmul parameters (lm_head included, embedding
         lookup excluded) + causal attention scores and weighted sum (Kaplan et al. 2020 §2.1)."""
-        matmul = sum(b.total * b.active_fraction for b in self.blocks
+        # from the matrix shapes: a tied lm_head has no parameters of its own but still costs its matmul
+        matmul = sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in self.blocks
                      if b.linear is not None and b.layer_scope != "vision")
         attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
         return 2 * matmul + attn
@@ -177,6 +179,7 @@ class ModelSpec:
             "max_position_embeddings": self.max_position,
             "num_experts": self.num_experts, "experts_per_token": self.experts_per_tok,
             "mla": self.is_mla, "sliding_window_layers": sum(1 for w in self.layer_windows if w),
+            "traits": self.traits.to_dict(),
             "kv_cache_bytes_per_token": int(self.kv_cache_bytes_per_token(2.0)),
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
             "flops_seq_len": seq_len,
@@ -189,7 +192,7 @@ class ModelSpec:
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                   num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
-                  tie_word_embeddings=False, attention_bias=False, mlp_bias=False),
+                  tie_word_embeddings=False, attention_bias=False, mlp_bias=False, hidden_act="silu"),
     "mistral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                     num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096 * 32,
                     tie_word_embeddings=False, sliding_window=4096),
@@ -216,20 +219,24 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                   tie_word_embeddings=False, attention_bias=False),
     "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
                    num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=8192,
-                   tie_word_embeddings=True, attention_bias=False, sliding_window=4096),
+                   tie_word_embeddings=True, attention_bias=False, sliding_window=4096,
+                   hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=30.0, attn_logit_softcapping=50.0),
     "gemma3_text": dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
                         num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=131072,
                         tie_word_embeddings=True, attention_bias=False, sliding_window=4096,
-                        sliding_window_pattern=6),
+                        sliding_window_pattern=6, hidden_activation="gelu_pytorch_tanh", rope_theta=1_000_000.0,
+                        final_logit_softcapping=None, attn_logit_softcapping=None),
     "gpt2": dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
                  tie_word_embeddings=True),
     "gpt_neox": dict(vocab_size=50432, hidden_size=6144, num_hidden_layers=44, num_attention_heads=64,
                      intermediate_size=24576, max_position_embeddings=2048, tie_word_embeddings=False,
-                     use_parallel_residual=True, attention_bias=True),
+                     use_parallel_residual=True, attention_bias=True, hidden_act="gelu", hidden_dropout=0.0,
+                     attention_dropout=0.0),
     "falcon": dict(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
                    num_kv_heads=None, multi_query=True, new_decoder_architecture=False, parallel_attn=True,
                    bias=False, alibi=False, ffn_hidden_size=None, max_position_embeddings=2048,
-                   tie_word_embeddings=True, num_ln_in_parallel_attn=None),
+                   tie_word_embeddings=True, num_ln_in_parallel_attn=None, activation="gelu",
+                   hidden_dropout=0.0, attention_dropout=0.0),
     "deepseek_v2": dict(vocab_size=102400, hidden_size=4096, intermediate_size=11008, moe_intermediate_size=1407,
                         num_hidden_layers=30, num_attention_heads=32, num_key_value_heads=32, n_shared_experts=None,
                         n_routed_experts=None, num_experts_per_tok=None, first_k_dense_replace=0,
@@ -249,8 +256,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }
-_ALIAS_TYPES = {"qwen2_moe": None, "gemma3": "gemma3_text", "olmo": None, "RefinedWeb": "falcon",
-                "RefinedWebModel": "falcon", "phi": None, "mistral3": None}
+_ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
 
 
@@ -303,24 +309,135 @@ def _tied_head_flops_block(h, v) -> Block:
     return Block("lm_head(tied)", "lm_head", 0, 1, (h, v), 1.0, "model")
 
 
-def _windows(c: dict, model_type: str, n: int) -> tuple[int | None, ...]:
+def _windows(c: dict, model_type: str, n: int) -> tuple[tuple[int | None, ...], str]:
+    """Per-layer sliding-window lengths (None = full attention) and the pattern's name (traits.WINDOW_PATTERNS)."""
     lt = c.get("layer_types")
     w = c.get("sliding_window")
     if isinstance(lt, list) and len(lt) == n:
-        return tuple(w if t == "sliding_attention" else None for t in lt)
+        return tuple(w if t == "sliding_attention" else None for t in lt), "layer_types"
     if model_type in ("mistral", "mixtral", "phi3") and w:
-        return (w,) * n
-    if model_type == "gemma2":
-        return tuple(w if i % 2 == 0 else None for i in range(n))
+        return (w,) * n, "all"
+    if model_type in ("gemma2", "gpt_oss"):
+        return tuple(w if i % 2 == 0 else None for i in range(n)), "alternate"
     if model_type == "gemma3_text":
         pattern = c.get("sliding_window_pattern") or 6
-        return tuple(None if (i + 1) % pattern == 0 else w for i in range(n))
+        return tuple(None if (i + 1) % pattern == 0 else w for i in range(n)), "every_nth"
     if model_type in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and w:
         mwl = c.get("max_window_layers", n)
-        return tuple(w if i >= mwl else None for i in range(n))
-    if model_type == "gpt_oss":
-        return tuple(w if i % 2 == 0 else None for i in range(n))
-    return (None,) * n
+        return tuple(w if i >= mwl else None for i in range(n)), "top_layers"
+    return (None,) * n, "none"
+
+
+def _window_traits(windows: tuple[int | None, ...], pattern: str) -> dict[str, Any]:
+    sizes = {w for w in windows if w}
+    if not sizes:
+        return dict(sliding_window=None, window_pattern="none")
+    return dict(sliding_window=max(sizes), window_pattern=pattern)
+
+
+def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
+                    windows: tuple[int | None, ...], pattern: str, dense_layers: tuple[int, ...]) -> Traits:
+    gemma = mt in ("gemma2", "gemma3_text")
+    act = _t.activation(c.get("hidden_activation") if gemma else (c.get("hidden_act") or "silu"), where)
+    theta, scaling = _t.rope(c)
+    # Phi-3 adds residual dropout (resid_pdrop); transformers' Phi3Model has no embedding dropout
+    residual = _t.probability(c, "resid_pdrop") if mt == "phi3" else 0.0
+    qk = {"qwen3": "per_head", "qwen3_moe": "per_head", "gemma3_text": "per_head", "olmo2": "full"}.get(mt, "none")
+    return Traits(
+        norm_placement="sandwich" if gemma else "post" if mt == "olmo2" else "pre",
+        norm_dtype="fp32" if gemma else "fp32_upcast", qk_norm=qk,
+        fused_qkv=mt == "phi3", fused_qkv_output_kept=mt == "phi3",
+        activation=act, mlp=_t.mlp_kind(True, act),
+        final_logit_softcap=c.get("final_logit_softcapping") or None,
+        attn_logit_softcap=c.get("attn_logit_softcapping") or None,
+        dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=residual),
+        attention=_t.attention_kind(a, kv, mla), position="rope",
+        attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2",
+        mlp_bias=bool(c.get("mlp_bias", False)) or mt == "gpt_oss",
+        rope_theta=theta, rope_scaling=scaling, **_window_traits(windows, pattern),
+        moe_shared_experts=int(c.get("n_shared_experts") or 0) if mla else 0,
+        moe_dense_layers=dense_layers, router_fp32=mla)
+
+
+def _mla_attention(c: dict, h: int, a: int, n: int) -> tuple[list[Block], dict[str, Any]]:
+    """DeepSeek multi-latent attention: optional query compression (q_lora_rank), the shared K/V latent."""
+    rope, nope, vd = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+    qd, kvr, qr = rope + nope, c["kv_lora_rank"], c.get("q_lora_rank")
+    if qr:
+        blocks = [Block("q_a_proj", "attn", h * qr, n, (h, qr)), Block("q_a_layernorm", "norm", qr, n),
+                  Block("q_b_proj", "attn", qr * a * qd, n, (qr, a * qd))]
+    else:
+        blocks = [Block("q_proj", "attn", h * a * qd, n, (h, a * qd))]
+    blocks += [Block("kv_a_proj_with_mqa", "attn", h * (kvr + rope), n, (h, kvr + rope)),
+               Block("kv_a_layernorm", "norm", kvr, n),
+               Block("kv_b_proj", "attn", kvr * a * (nope + vd), n, (kvr, a * (nope + vd))),
+               Block("o_proj", "attn", a * vd * h, n, (a * vd, h))]
+    info = dict(head_dim=qd, v_head_dim=vd, num_kv_heads=a, kv_lora_rank=kvr, qk_rope_head_dim=rope,
+                q_lora_rank=qr or 0)
+    return blocks, info
+
+
+def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int) -> tuple[list[Block], dict]:
+    """Attention blocks of a Llama-like layer (+ sinks, q/k norms) and the head shape they imply."""
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        blocks, info = _mla_attention(c, h, a, n)
+    else:
+        bias = bool(c.get("attention_bias", False)) or mt == "qwen2"
+        blocks = _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
+        info = dict(head_dim=d, v_head_dim=d, num_kv_heads=kv)
+    if mt == "gpt_oss":
+        blocks.append(Block("sinks", "other", a, n))
+    if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
+        blocks += [Block("q_norm", "norm", d, n), Block("k_norm", "norm", d, n)]
+    if mt == "olmo2":
+        blocks += [Block("q_norm", "norm", a * d, n), Block("k_norm", "norm", kv * d, n)]
+    return blocks, info
+
+
+def _sparse_moe(c: dict, h: int, i: int, n: int, experts: int, mi: int,
+                dense_layers: tuple[int, ...], correction_bias: bool = False) -> tuple[list[Block], dict[str, Any]]:
+    """Qwen3-MoE / DeepSeek: dense MLPs on `dense_layers`, routed (and shared) experts elsewhere."""
+    k = c["num_experts_per_tok"]
+    moe_layers = n - len(dense_layers)
+    blocks = _gated_mlp(h, i, len(dense_layers)) if dense_layers else []
+    blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
+    if correction_bias:
+        blocks.append(Block("e_score_correction_bias", "bias", experts, moe_layers))
+    blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
+    shared = (c.get("n_shared_experts") or 0) * mi
+    if shared:
+        blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_experts")
+    return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
+                        shared_expert_intermediate=shared)
+
+
+def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block], dict[str, Any], tuple[int, ...]]:
+    """MLP or MoE blocks of a Llama-like model, its MoE fields, and the indices of dense MLP layers."""
+    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma2", "gemma3_text"):
+        return _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False))), {}, ()
+    if mt == "mixtral":
+        k = c["num_experts_per_tok"]
+        blocks = [Block("router", "router", h * experts, n, (h, experts))]
+        blocks += _gated_mlp(h, i, n * experts, "expert", k / experts, "experts")
+        return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n), ()
+    if mt == "gpt_oss":
+        k = c["num_experts_per_tok"]
+        blocks = [Block("router", "router", h * experts, n, (h, experts)), Block("router_bias", "bias", experts, n),
+                  Block("experts.gate_up_proj", "expert", h * 2 * i, n * experts, (h, 2 * i), k / experts),
+                  Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
+                  Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
+        return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n), ()
+    if mt == "qwen3_moe":
+        step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
+        dense = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
+        return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense), dense)
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
+        dense = tuple(li for li in range(n) if not (experts and li >= first_dense and li % freq == 0))
+        bias = mt == "deepseek_v3" or c.get("topk_method") == "noaux_tc"
+        return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense, bias), dense)
+    raise UnsupportedError(f"model_type '{mt}'", "has no MLP layout.", "")  # pragma: no cover - guarded by caller
 
 
 def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
@@ -328,99 +445,24 @@ def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
     h = _positive(c, "hidden_size", where)
     n = _positive(c, "num_hidden_layers", where)
     a = _positive(c, "num_attention_heads", where)
-    kv = c.get("num_key_value_heads") or a
     v = _positive(c, "vocab_size", where)
     i = c.get("intermediate_size") or 0
-    d = c.get("head_dim") or h // a
     tie = bool(c.get("tie_word_embeddings", False))
-    blocks: list[Block] = []
-    info: dict[str, Any] = {}
-    mla = mt in ("deepseek_v2", "deepseek_v3")
-
-    # attention
-    if mla:
-        rope, nope, vd = c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
-        qd, kvr, qr = rope + nope, c["kv_lora_rank"], c.get("q_lora_rank")
-        if qr:
-            blocks += [Block("q_a_proj", "attn", h * qr, n, (h, qr)), Block("q_a_layernorm", "norm", qr, n),
-                       Block("q_b_proj", "attn", qr * a * qd, n, (qr, a * qd))]
-        else:
-            blocks.append(Block("q_proj", "attn", h * a * qd, n, (h, a * qd)))
-        blocks += [Block("kv_a_proj_with_mqa", "attn", h * (kvr + rope), n, (h, kvr + rope)),
-                   Block("kv_a_layernorm", "norm", kvr, n),
-                   Block("kv_b_proj", "attn", kvr * a * (nope + vd), n, (kvr, a * (nope + vd))),
-                   Block("o_proj", "attn", a * vd * h, n, (a * vd, h))]
-        d, info["v_head_dim"], kv = qd, vd, a
-        info.update(kv_lora_rank=kvr, qk_rope_head_dim=rope)
-    else:
-        bias = bool(c.get("attention_bias", False)) or mt == "qwen2"
-        blocks += _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
-        info["v_head_dim"] = d
-    if mt == "gpt_oss":
-        blocks.append(Block("sinks", "other", a, n))
-    if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
-        blocks += [Block("q_norm", "norm", d, n), Block("k_norm", "norm", d, n)]
-    if mt == "olmo2":
-        blocks += [Block("q_norm", "norm", a * d, n), Block("k_norm", "norm", kv * d, n)]
-
-    # norms inside layers
-    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)
+    blocks, info = _decoder_attention(c, mt, h, a, c.get("num_key_value_heads") or a, c.get("head_dim") or h // a, n)
+    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)          # Gemma adds post-norms
     blocks.append(Block("layer_norms", "norm", norms * h, n))
-
-    # MLP / MoE
-    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
-    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma2", "gemma3_text"):
-        blocks += _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False)))
-    elif mt == "mixtral":
-        k = c["num_experts_per_tok"]
-        blocks.append(Block("router", "router", h * experts, n, (h, experts)))
-        blocks += _gated_mlp(h, i, n * experts, "expert", k / experts, "experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
-    elif mt == "qwen3_moe":
-        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
-        step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
-        moe_layers = sum(1 for li in range(n) if li not in only and experts > 0 and (li + 1) % step == 0)
-        dense = n - moe_layers
-        if dense:
-            blocks += _gated_mlp(h, i, dense)
-        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
-        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers)
-    elif mt == "gpt_oss":
-        k = c["num_experts_per_tok"]
-        blocks += [Block("router", "router", h * experts, n, (h, experts)), Block("router_bias", "bias", experts, n)]
-        blocks += [Block("experts.gate_up_proj", "expert", h * 2 * i, n * experts, (h, 2 * i), k / experts),
-                   Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
-                   Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n)
-    elif mla:
-        k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
-        first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
-        moe_layers = sum(1 for li in range(n) if experts and li >= first_dense and li % freq == 0)
-        dense = n - moe_layers
-        if dense:
-            blocks += _gated_mlp(h, i, dense)
-        blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
-        if mt == "deepseek_v3" or c.get("topk_method") == "noaux_tc":
-            blocks.append(Block("e_score_correction_bias", "bias", experts, moe_layers))
-        blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
-        shared = (c.get("n_shared_experts") or 0) * mi
-        if shared:
-            blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_experts")
-        info.update(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
-                    shared_expert_intermediate=shared)
-    else:  # pragma: no cover - guarded by caller
-        raise UnsupportedError(f"model_type '{mt}'", "has no MLP layout.", "")
-
+    mlp, moe, dense_layers = _decoder_mlp(c, mt, h, i, n)
+    blocks += mlp
     blocks.append(Block("final_norm", "norm", h, 1, None, 1.0, "model"))
     blocks += _head_blocks(h, v, tie)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
-    windows = _windows(c, mt, n)
-    return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=kv, head_dim=d, vocab_size=v,
-                intermediate_size=i, tie_embeddings=tie, gated_mlp=True, norm="rms",
-                max_position=c.get("max_position_embeddings") or 0, layer_windows=windows,
-                blocks=tuple(blocks), **info)
+    windows, pattern = _windows(c, mt, n)
+    traits = _decoder_traits(c, mt, where, a=a, kv=info["num_kv_heads"], mla=mt in ("deepseek_v2", "deepseek_v3"),
+                             windows=windows, pattern=pattern, dense_layers=dense_layers)
+    return dict(hidden_size=h, num_layers=n, num_heads=a, vocab_size=v, intermediate_size=i, tie_embeddings=tie,
+                gated_mlp=True, norm="rms", max_position=c.get("max_position_embeddings") or 0,
+                layer_windows=windows, blocks=tuple(blocks), traits=traits, **info, **moe)
 
 
 def _gpt2(c: dict, where: str) -> dict[str, Any]:
@@ -436,9 +478,17 @@ def _gpt2(c: dict, where: str) -> dict[str, Any]:
     blocks += _head_blocks(h, v, tie, extra_embed=pos * h)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
+    # Unlike transformers (gelu_new, dropout 0.1), a GPT-2 config that leaves out its activation or dropout
+    # is read as torch's gelu without dropout: the GPT-2-like configs of the ZeRO paper rows
+    # (validation/memory.csv) describe Megatron models built that way.
+    act = _t.activation(c.get("activation_function") or "gelu", where)
+    traits = Traits(norm_dtype="native", fused_qkv=True, activation=act, mlp="plain", attention="mha",
+                    position="learned", attention_bias=True, mlp_bias=True,
+                    dropout=Dropout(attention=_t.probability(c, "attn_pdrop"), residual=_t.probability(c, "resid_pdrop"),
+                                    embedding=_t.probability(c, "embd_pdrop")))
     return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
                 vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
-                max_position=pos, layer_windows=(None,) * n, blocks=tuple(blocks))
+                max_position=pos, layer_windows=(None,) * n, blocks=tuple(blocks), traits=traits)
 
 
 def _gpt_neox(c: dict, where: str) -> dict[str, Any]:
@@ -455,9 +505,18 @@ def _gpt_neox(c: dict, where: str) -> dict[str, Any]:
     blocks += _head_blocks(h, v, tie)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
+    act = _t.activation(c["hidden_act"], where)
+    theta, scaling = _t.rope(c)
+    # GPTNeoX applies hidden_dropout after attention, after the MLP and to the embeddings
+    p = _t.probability(c, "hidden_dropout")
+    traits = Traits(norm_dtype="native", fused_qkv=True, fused_qkv_output_kept=True, activation=act, mlp="plain",
+                    attention="mha", parallel_block=bool(c.get("use_parallel_residual")), attention_bias=bias,
+                    mlp_bias=True, rope_theta=theta, rope_scaling=scaling,
+                    dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=p, embedding=p))
     return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
                 vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
-                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks))
+                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks),
+                traits=traits)
 
 
 def _falcon(c: dict, where: str) -> dict[str, Any]:
@@ -485,9 +544,21 @@ def _falcon(c: dict, where: str) -> dict[str, Any]:
     blocks += _head_blocks(h, v, tie)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
+    act = _t.activation(c["activation"], where)
+    theta, scaling = _t.rope(c)
+    traits = Traits(norm_dtype="native", fused_qkv=True, activation=act, mlp="plain",
+                    attention=_t.attention_kind(a, kv, False), position="alibi" if c.get("alibi") else "rope",
+                    parallel_block=new_arch or bool(c.get("parallel_attn", True)),
+                    # the old (7B) architecture hands SDPA its single K/V head un-expanded
+                    sdpa_broadcast_kv=not new_arch and kv == 1 < a,
+                    attention_bias=bias, mlp_bias=bias, rope_theta=None if c.get("alibi") else theta,
+                    rope_scaling=scaling,
+                    dropout=Dropout(attention=_t.probability(c, "attention_dropout"),
+                                    residual=_t.probability(c, "hidden_dropout")))
     return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=kv, head_dim=d, v_head_dim=d,
                 vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
-                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks))
+                max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks),
+                traits=traits)
 
 
 def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
@@ -514,7 +585,7 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     if not mt:
         raise InputError(f"model config {where}", "has no 'model_type' field, so its architecture is unknown.",
                          "use a real HF config.json (it always names model_type).")
-    mt = _ALIAS_TYPES.get(mt, mt) if mt in _ALIAS_TYPES and _ALIAS_TYPES[mt] else mt
+    mt = _ALIAS_TYPES.get(mt, mt)
     vision: list[Block] = []
     raw = config
     if mt == "gemma3_text" and "text_config" in config:  # Gemma3ForConditionalGeneration

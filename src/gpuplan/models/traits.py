@@ -1,0 +1,160 @@
+"""Architecture traits: the facts about a model's blocks that change what it computes or saves.
+
+`spec.py` reads them from a HF config.json (it is the only code that reads config keys); the
+estimators and launchers read these typed fields instead of config keys or family names. Every
+field is a closed vocabulary (or a number), so an estimator can branch on it safely.
+
+Some traits describe HF transformers' modelling code rather than the architecture in the paper
+(`norm_dtype`, `sdpa_broadcast_kv`, `fused_qkv_output_kept`, `router_fp32`): they matter because the
+memory engine counts the tensors that code saves for backward, checked against fake-tensor traces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from ..errors import InputError, close_matches
+
+NORM_PLACEMENTS = ("pre", "post", "sandwich")
+"""pre: norm before attention and MLP (Llama); post: norm on each sub-block's output before the
+residual add (OLMo-2); sandwich: both (Gemma-2/3 add post-norms to the pre-norms)."""
+
+NORM_DTYPES = ("native", "fp32_upcast", "fp32")
+"""native: torch's LayerNorm kernel in the input dtype; fp32_upcast: RMSNorm upcast to fp32 and cast
+back before the weight multiply (HF Llama); fp32: the whole norm, weight included, in fp32 (Gemma)."""
+
+QK_NORMS = ("none", "per_head", "full")
+"""RMSNorm on queries and keys: per head over head_dim (Qwen3, Gemma-3) or over the whole
+projection (OLMo-2)."""
+
+ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu")
+"""The MLP activation as transformers implements it (ACT2FN names); gelu_new and gelu_fast are
+Python tanh approximations that save their intermediates, gelu_pytorch_tanh is torch's kernel."""
+
+_ACTIVATION_ALIASES = {"swish": "silu", "gelu_python": "gelu", "gelu_accurate": "gelu_new",
+                       "gelu_10": "gelu", "relu6": "relu"}
+
+MLP_KINDS = ("swiglu", "geglu", "reglu", "plain")
+"""swiglu/geglu/reglu: gated MLP act(gate) * up with a silu/gelu/relu activation; plain: fc1, act, fc2."""
+
+ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
+POSITIONS = ("rope", "alibi", "learned")
+WINDOW_PATTERNS = ("none", "all", "alternate", "every_nth", "top_layers", "layer_types")
+"""How sliding-window layers were chosen: none; all layers; even layers (Gemma-2, gpt-oss);
+all but every n-th (Gemma-3); layers from max_window_layers up (Qwen); an explicit layer_types list."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dropout:
+    """Dropout probabilities in training mode (0 = no dropout, no mask saved)."""
+    attention: float = 0.0      # on the attention probabilities (inside the flash kernel)
+    residual: float = 0.0       # on each sub-block's output before the residual add
+    embedding: float = 0.0      # on the embedding output
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0:
+                raise ValueError(f"dropout.{f.name} must be a probability in [0, 1), got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Traits:
+    """Architecture traits of a ModelSpec (defaults: a Llama-style decoder)."""
+    norm_placement: str = "pre"
+    norm_dtype: str = "fp32_upcast"
+    qk_norm: str = "none"
+    fused_qkv: bool = False                 # one q/k/v projection (GPT-2 c_attn, NeoX/Falcon query_key_value, Phi-3)
+    fused_qkv_output_kept: bool = False     # rotary makes new q, k; v stays a view of the fused output (NeoX, Phi-3)
+    activation: str = "silu"
+    mlp: str = "swiglu"
+    final_logit_softcap: float | None = None    # logits = tanh(logits / cap) * cap (Gemma-2: 30)
+    attn_logit_softcap: float | None = None     # same on attention scores (Gemma-2: 50)
+    dropout: Dropout = field(default_factory=Dropout)
+    attention: str = "mha"
+    position: str = "rope"
+    parallel_block: bool = False            # attention and MLP read the same input (GPT-J, NeoX, Falcon)
+    sdpa_broadcast_kv: bool = False         # HF passes one K/V head to SDPA un-expanded with a mask (Falcon-7B)
+    attention_bias: bool = False            # biases on the q/k/v projections
+    mlp_bias: bool = False                  # biases on the MLP (and attention output) linears
+    rope_theta: float | None = None
+    rope_scaling: str | None = None         # rope_type of the config's rope scaling (llama3, yarn, linear...)
+    sliding_window: int | None = None       # window length of the sliding-window layers
+    window_pattern: str = "none"
+    moe_shared_experts: int = 0             # always-active shared experts per MoE layer (DeepSeek)
+    moe_dense_layers: tuple[int, ...] = ()  # layer indices of an MoE model that keep a dense MLP
+    router_fp32: bool = False               # the router runs its linear on an fp32 copy of the input (DeepSeek)
+
+    def __post_init__(self) -> None:
+        for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
+                            ("qk_norm", QK_NORMS), ("activation", ACTIVATIONS), ("mlp", MLP_KINDS),
+                            ("attention", ATTENTION_KINDS), ("position", POSITIONS),
+                            ("window_pattern", WINDOW_PATTERNS)):
+            if getattr(self, name) not in vocab:
+                raise ValueError(f"trait {name}={getattr(self, name)!r} is not one of {vocab}")
+        for name in ("final_logit_softcap", "attn_logit_softcap"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"trait {name} must be positive or None, got {v!r}")
+        if (self.sliding_window is None) != (self.window_pattern == "none"):
+            raise ValueError("sliding_window and window_pattern must both be set or both be unset")
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.mlp != "plain"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["dropout"] = {f.name: getattr(self.dropout, f.name) for f in fields(self.dropout)}
+        out["moe_dense_layers"] = list(self.moe_dense_layers)
+        return out
+
+
+# ---- reading from a merged HF config (called by spec.py only) ----------------------------------
+
+def activation(name: Any, where: str) -> str:
+    """A config's activation name in the closed vocabulary, or a clear error."""
+    key = _ACTIVATION_ALIASES.get(str(name), str(name))
+    if key not in ACTIVATIONS:
+        raise InputError(f"model config {where}", f"activation '{name}' is not one gpuplan models.",
+                         "supported: " + ", ".join(ACTIVATIONS) + ".", close_matches(str(name), ACTIVATIONS))
+    return key
+
+
+def mlp_kind(gated: bool, act: str) -> str:
+    if not gated:
+        return "plain"
+    if act == "silu":
+        return "swiglu"
+    return "reglu" if act == "relu" else "geglu"
+
+
+def attention_kind(num_heads: int, num_kv_heads: int, mla: bool) -> str:
+    if mla:
+        return "mla"
+    if num_kv_heads == num_heads:
+        return "mha"
+    return "mqa" if num_kv_heads == 1 else "gqa"
+
+
+def probability(c: Mapping[str, Any], *keys: str) -> float:
+    """The first of `keys` the config sets (None skipped), as a float; 0.0 when none is set."""
+    for k in keys:
+        if c.get(k) is not None:
+            return float(c[k])
+    return 0.0
+
+
+DEFAULT_ROPE_THETA = 10000.0
+"""rope_theta when a config leaves it out: the default of transformers' LlamaConfig (and RoFormer's 10^4)."""
+
+
+def rope(c: Mapping[str, Any]) -> tuple[float, str | None]:
+    """(rope_theta, rope scaling type) from rope_theta / rope_scaling or transformers' newer rope_parameters."""
+    params = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), Mapping) else {}
+    theta = c.get("rope_theta", params.get("rope_theta", DEFAULT_ROPE_THETA))
+    scaling = c.get("rope_scaling") or params or {}
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, Mapping) else None
+    if kind == "default":
+        kind = None
+    return float(theta), kind
