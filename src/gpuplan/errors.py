@@ -42,6 +42,10 @@ class UnsupportedError(GpuplanError):
     """A valid request that gpuplan (or the software stack) cannot do."""
 
 
+class TimeLimitError(GpuplanError):
+    """Work that ran past its time limit and stopped (the message says what was done and how to narrow it)."""
+
+
 class MissingExtraError(GpuplanError):
     """An optional dependency is not installed."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import InputError
 from ..models.spec import ModelSpec
 
 
@@ -81,3 +82,23 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
 
 def stages(pp: int) -> tuple[str, ...]:
     return ("only",) if pp == 1 else ("first", "last")
+
+
+def grad_accum_steps(global_batch: int, micro_batch: int, dp: int, *, strict: bool = False) -> int:
+    """Micro-batches each data-parallel rank runs per optimizer step (gradient-accumulation steps).
+
+    A step covers global_batch sequences, micro_batch × dp at a time. When the division is not exact,
+    `strict=False` rounds up (the step then trains up to micro_batch × dp − 1 extra sequences, as the
+    memory and speed estimates assume) and `strict=True` raises InputError (the search proposes only
+    exact layouts, and launch files must reproduce the global batch exactly)."""
+    if not (global_batch >= 1 and micro_batch >= 1 and dp >= 1):
+        name, v = next((n, x) for n, x in (("train.global_batch", global_batch), ("train.micro_batch", micro_batch),
+                                           ("parallel.dp", dp)) if not x >= 1)
+        raise InputError(name, f"must be a whole number of at least 1, got {v!r}.", f"set {name} to 1 or more.")
+    per_step = micro_batch * dp
+    if strict and global_batch % per_step:
+        lower = max(per_step, global_batch // per_step * per_step)
+        raise InputError("train.global_batch", f"{global_batch} is not a multiple of micro_batch × dp = "
+                         f"{micro_batch} × {dp} = {per_step}, so no whole number of gradient-accumulation "
+                         "steps gives it.", f"set train.global_batch to a multiple of {per_step} (e.g. {lower}).")
+    return max(1, -(-global_batch // per_step))

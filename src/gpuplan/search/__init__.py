@@ -23,8 +23,15 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
     Rows: gpu, fits, count, plan, peak_bytes_per_gpu, capacity_bytes_per_gpu, tokens_per_s,
     usd_per_hour, usd_per_million_tokens, tokens_per_s_per_watt, reason.
     """
+    from ..errors import InputError
     from ..hardware import get_gpu
-    from .recommend import _partial
+    from .guard import check_call
+    from .partial import _partial
+    for name in ("top", "gpus"):
+        if name in kw:
+            raise InputError(f"compare argument '{name}'", "is set by compare itself (one plan per listed GPU).",
+                             f"leave out {name}; list the GPUs to compare instead.")
+    check_call(top=1, deadline_s=kw.get("deadline_s"), gpus=gpus, progress=kw.get("progress"))
     data = _partial(scenario)
     rows = []
     for name in gpus:

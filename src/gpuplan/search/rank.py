@@ -7,9 +7,10 @@ TTFT + output_len x TPOT). Lower is better for both.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, close_matches
 
 OBJECTIVES = ("cheapest", "fastest", "cost_per_token", "weighted")
 
@@ -19,7 +20,12 @@ def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, d
     if objective is None:
         return "cheapest", {}
     if isinstance(objective, Mapping):
-        weights = {str(k): float(v) for k, v in objective.items()}
+        weights = {}
+        for k, v in objective.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"objective weight '{str(k)[:40]}'", f"must be a number, got {str(v)[:40]!r}.",
+                                 "write e.g. {'cost': 0.7, 'time': 0.3}.")
+            weights[str(k)[:40]] = float(v) if not isinstance(v, int) or abs(v) < 2 ** 1000 else math.inf
     elif isinstance(objective, str) and objective.startswith("weighted"):
         weights = {}
         spec = objective.partition(":")[2]
@@ -28,7 +34,7 @@ def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, d
             try:
                 weights[k.strip()] = float(v)
             except ValueError:
-                raise InputError(f"objective '{objective}'", f"weight '{part}' is not key=number.",
+                raise InputError(f"objective '{objective[:60]}'", f"weight '{part[:40]}' is not key=number.",
                                  "write e.g. weighted:cost=0.7,time=0.3") from None
         weights = weights or {"cost": 0.5, "time": 0.5}
     else:
@@ -37,13 +43,16 @@ def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, d
                    "per_token": "cost_per_token", "usd_per_token": "cost_per_token", "tokens": "cost_per_token"}
         name = aliases.get(name, name)
         if name not in OBJECTIVES or name == "weighted":
-            raise InputError(f"objective '{objective}'", "is not known.",
+            raise InputError(f"objective '{str(objective)[:60]}'", "is not known.",
                              "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.")
         return name, {}
     bad = [k for k in weights if k not in ("cost", "time", "cost_per_token")]
-    if bad or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-        raise InputError(f"objective weights {weights}", "must be non-negative numbers for cost, time and/or "
-                         "cost_per_token, not all zero.", "write e.g. {'cost': 0.7, 'time': 0.3}.")
+    if bad:
+        raise InputError(f"objective weight '{bad[0]}'", "is not known.", "weigh cost, time and/or cost_per_token.",
+                         close_matches(bad[0], ("cost", "time", "cost_per_token")))
+    if not weights or any(not math.isfinite(w) or w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise InputError(f"objective weights {weights}", "must be finite non-negative numbers for cost, time "
+                         "and/or cost_per_token, not all zero.", "write e.g. {'cost': 0.7, 'time': 0.3}.")
     return "weighted", weights
 
 

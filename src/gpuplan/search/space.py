@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pydantic import BaseModel, ValidationError
+
 from ..errors import InputError
 
 OPEN_WORDS = (None, "auto", "any", "open")
@@ -68,13 +70,46 @@ def _as_options(value: Any) -> tuple | None:
     return (value,)
 
 
+MAX_OPTIONS = 64          # values one searchable field may list
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def checked_options(where: str, values: tuple | None, model: type[BaseModel], extra: Mapping[str, Any] = {}) -> tuple | None:
+    """`values` validated one by one as the scenario field `where` (e.g. "train.micro_batch") would
+    be, coerced the same way, and deduplicated in order; an invalid value is an InputError."""
+    if values is None:
+        return None
+    if len(values) > MAX_OPTIONS:
+        raise InputError(where, f"lists {len(values)} values; the search takes at most {MAX_OPTIONS}.",
+                         f"list fewer values for {where}, or leave it open.")
+    name = where.rpartition(".")[2]
+    out = []
+    for v in values:
+        try:
+            parsed = getattr(model.model_validate({**extra, name: v}), name)
+        except ValidationError as err:
+            why = err.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InputError(where, f"value {_short(v)} is not valid: {why}.",
+                             f"give {where} as one valid value or a list of them (`gpuplan schema` lists "
+                             "the allowed values), or leave it open.") from None
+        out.append(parsed)
+    return tuple(dict.fromkeys(out))
+
+
 def _take_options(section: dict[str, Any], options: Mapping[str, Any], fixed: Mapping[str, Any],
-                  out: dict[str, Any], named: dict[str, Any], *, mark_defaulted: bool) -> None:
+                  out: dict[str, Any], named: dict[str, Any], *, mark_defaulted: bool, where: str = "",
+                  model: type[BaseModel] | None = None) -> None:
     """Move searchable fields out of `section` into `out`: a given value or list restricts the
     search (and is remembered as named by the user), a fixed default pins it, anything else is open."""
     for name in options:
         if name in section:
             opts = _as_options(section.pop(name))
+            if model is not None:
+                opts = checked_options(f"{where}.{name}", opts, model)
             out[name] = opts
             if opts:
                 named[name] = opts
@@ -95,17 +130,27 @@ def space_from(data: dict[str, Any]) -> Space:
         raise InputError("recommend input", "names no model.", "add `model: <registry name or HF id>`.")
     data = {k: v for k, v in data.items() if k not in ("constraints", "objective", "preset")}
     task = data.get("task", "train")
+    if task not in ("train", "finetune", "infer"):
+        raise InputError("task", f"{_short(task)} is not a task.", "use train, finetune or infer.")
+    for sec in ("hardware", "parallel", "train", "infer"):
+        if data.get(sec) is not None and not isinstance(data[sec], Mapping):
+            raise InputError(sec, f"must be a mapping of fields, got {type(data[sec]).__name__}.",
+                             f"write `{sec}:` with its fields below it, or leave it out.")
+    from ..scenario import Hardware, Infer, Parallel, Train
     base: dict[str, Any] = {k: v for k, v in data.items() if k not in ("hardware", "parallel", "train", "infer")}
     base["task"] = task
     hw = dict(data.get("hardware") or {})
     sp = Space(base=base, task=task)
-    gpus = _as_options(hw.get("gpu"))
-    sp.gpus = tuple(str(g) for g in gpus) if gpus else None
-    counts = _as_options(hw.get("count"))
-    sp.counts = tuple(int(c) for c in counts) if counts else None
-    sp.gpus_per_node = hw.get("gpus_per_node")
-    if hw.get("network"):
-        base["_network"] = hw["network"]
+    sp.gpus = checked_options("hardware.gpu", _as_options(hw.get("gpu")), Hardware, {"count": 1})
+    sp.counts = checked_options("hardware.count", _as_options(hw.get("count")), Hardware, {"gpu": "-"})
+    gpn = checked_options("hardware.gpus_per_node", _as_options(hw.get("gpus_per_node")), Hardware, {"gpu": "-"})
+    if gpn and len(gpn) > 1:
+        raise InputError("hardware.gpus_per_node", "takes one value, not a list.", "give one number or leave it out.")
+    sp.gpus_per_node = gpn[0] if gpn else None
+    for key in ("network", "profile"):
+        if hw.get(key):
+            checked_options(f"hardware.{key}", (hw[key],), Hardware, {"gpu": "-"})
+            base[f"_{key}"] = hw[key]
     if sp.gpus:
         sp.named["gpu"] = sp.gpus
     if sp.counts:
@@ -114,7 +159,7 @@ def space_from(data: dict[str, Any]) -> Space:
     par = dict(data.get("parallel") or {})
     par.pop("dp", None)
     for name in PARALLEL_FIELDS:
-        opts = _as_options(par.pop(name, None))
+        opts = checked_options(f"parallel.{name}", _as_options(par.pop(name, None)), Parallel)
         sp.parallel[name] = opts
         if opts:
             sp.named[name] = opts
@@ -122,13 +167,15 @@ def space_from(data: dict[str, Any]) -> Space:
 
     if task in ("train", "finetune"):
         tr = dict(data.get("train") or {})
-        _take_options(tr, TRAIN_OPTIONS, TRAIN_DEFAULT_FIXED, sp.train, sp.named, mark_defaulted=True)
+        _take_options(tr, TRAIN_OPTIONS, TRAIN_DEFAULT_FIXED, sp.train, sp.named, mark_defaulted=True,
+                      where="train", model=Train)
         if not tr.get("global_batch"):
             sp.global_batch_default = True
         base["train"] = tr
     else:
         inf = dict(data.get("infer") or {})
-        _take_options(inf, INFER_OPTIONS, INFER_DEFAULT_FIXED, sp.infer, sp.named, mark_defaulted=False)
+        _take_options(inf, INFER_OPTIONS, INFER_DEFAULT_FIXED, sp.infer, sp.named, mark_defaulted=False,
+                      where="infer", model=Infer)
         base["infer"] = inf
     return sp
 

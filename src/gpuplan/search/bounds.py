@@ -1,0 +1,121 @@
+"""Lower bounds and pruning: what no plan on n x GPU can beat, so whole GPU counts and layouts are
+skipped without being evaluated (docs/recommend.md §2)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .constraints import check_money, check_time
+from .plan import Rejection
+from .pricing import hourly
+
+if TYPE_CHECKING:
+    from .state import Search
+
+SCREEN_GAIN = 1.5
+
+
+def eta_max(params: Mapping[str, Any], table: str = "matmul") -> float:
+    """The largest efficiency the speed model can assign (bounds must not exceed it)."""
+    vals = []
+    for fam in params[table].values():
+        vals.extend(float(v) for v in (fam.values() if isinstance(fam, Mapping) else [fam]))
+    return min(1.0, max(vals)) if vals else 1.0
+
+
+def etas(s: Search, gpu: Any) -> tuple[float, float]:
+    """(matmul, attention) efficiency ceilings of the speed parameters used for `gpu`."""
+    hit = s.cache.eta.get(gpu.id)
+    if hit is None:
+        params = s.params_for(gpu)[0]
+        hit = s.cache.eta[gpu.id] = (eta_max(params), eta_max(params, "attention"))
+    return hit
+
+
+def lower_bounds(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len: int):
+    """Lower bounds on (cost value, time value, $/M tokens) of any plan on `count` x `gpu`, and its $/h:
+    the matmul FLOPs alone at the best matmul efficiency the speed model can assign (no communication,
+    no attention, no bubble). Valid for every layout and technique. None when it has no price."""
+    from ..estimate.flops import training_flops_per_token
+    from ..estimate.speed import peak_flops
+    e_mm, e_attn = etas(s, gpu)
+    fkey = (method, seq_len, e_mm, e_attn)
+    f = s.cache.flops.get(fkey)
+    if f is None:
+        fl = training_flops_per_token(s.model, seq_len, "none", method)
+        f = s.cache.flops[fkey] = (fl.matmul_forward * (3.0 if method == "full" else 2.0)
+                                   + 3.0 * fl.attention_forward * e_mm / e_attn)
+    price = hourly(s, gpu, count)
+    if price is None:
+        return None
+    try:
+        peak = peak_flops(gpu, {"fp32": "fp32", "fp8": "fp8"}.get(precision, precision))
+    except ValueError:          # the GPU lists no tensor peak: no bound (the speed model says why)
+        return None
+    tps_ub = count * peak * e_mm / f
+    tokens = s.space.base.get("train", {}).get("tokens")
+    t_lb = (tokens or 1e9) / tps_ub
+    upm_lb = price / (tps_ub * 3600.0) * 1e6
+    cost_lb = price * t_lb / 3600.0 if tokens else upm_lb
+    return cost_lb, t_lb, upm_lb, price
+
+
+def pruned(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len: int) -> bool:
+    """True (and the miss recorded) when no plan on `count` x `gpu` can meet the limits or matter."""
+    b = lower_bounds(s, gpu, count, method, precision, seq_len)
+    if b is None:
+        return False
+    cost_lb, t_lb, upm_lb, price = b
+    c, t = s.cons, s.tally
+    tokens = s.space.base.get("train", {}).get("tokens")
+    label = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "")
+    if c.deadline_s is not None and tokens and t_lb > c.deadline_s:
+        reason = check_time(c, t_lb).replace("misses the deadline by", "misses the deadline by at least") \
+            .replace("(takes", "(takes at least")
+        t.miss(gpu.id, 4, c.deadline_s / t_lb, Rejection(label, reason, "constraint", gpu.id, count))
+        return True
+    if c.budget_usd_per_hour is not None and price > c.budget_usd_per_hour:
+        t.miss(gpu.id, 4, c.budget_usd_per_hour / price, Rejection(label, check_money(c, price, None),
+                                                                  "constraint", gpu.id, count))
+        return True
+    if c.budget_usd is not None and tokens and cost_lb > c.budget_usd:
+        t.miss(gpu.id, 4, c.budget_usd / cost_lb, Rejection(label, "at least " + check_money(c, None, cost_lb),
+                                                            "constraint", gpu.id, count))
+        return True
+    return hopeless(s, cost_lb, t_lb, upm_lb, method)
+
+
+def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str) -> bool:
+    """True when plans bounded below by these values are dominated on the cost/time front by a plan
+    already found and cannot enter the top N."""
+    if not any(fc <= cost_lb and ft <= t_lb for fc, ft in s.tally.front):
+        return False
+    if s.objective == "weighted":
+        return True
+    first = {"cheapest": cost_lb, "fastest": t_lb, "cost_per_token": upm_lb}[s.objective]
+    best = sorted(s.tally.group_best.values())
+    return len(best) >= s.top and first * s.pref(method=method) >= best[s.top - 1]
+
+
+def screened_out(s: Search, cands: list, method: str) -> bool:
+    """True when the plans found with the widest tensor-parallel split, improved by SCREEN_GAIN, still
+    could not reach the front or the top N (so the narrower splits are not tried)."""
+    best_c = min((c.cost_value for c in cands if c.cost_value is not None), default=None)
+    best_t = min((c.time_value for c in cands if c.time_value is not None), default=None)
+    if best_c is None or best_t is None:
+        return False
+    upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
+    return hopeless(s, best_c / SCREEN_GAIN, best_t / SCREEN_GAIN, upm_lb, method)
+
+
+def promising_first(s: Search, gpus: list) -> list:
+    """Search GPUs with the most matmul FLOP/s per rented dollar first, so the bounds bite early."""
+    from ..estimate.speed import peak_flops
+
+    def key(g: Any) -> tuple:
+        price = hourly(s, g, 1) or hourly(s, g, 8)
+        try:
+            peak = peak_flops(g, "bf16") if price else 0.0
+        except ValueError:      # no tensor peak listed
+            peak = 0.0
+        return (0, price / peak) if price and peak else (1, 0.0)
+    return sorted(gpus, key=key)

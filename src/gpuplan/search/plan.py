@@ -1,0 +1,195 @@
+"""The search's records (Rejection, Plan, Recommendation, the internal candidate) and the final
+step: ranking the feasible candidates and building the plans that are shown, each evaluated through
+the one pipeline with the memory estimate the search already made."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .. import pipeline
+from ..estimate.results import CostEstimate, MemoryEstimate, PerformanceEstimate
+from ..scenario import Scenario, scenario_from_dict
+from ..units import GiB
+from .constraints import Constraints
+from .presets import Preset
+from .rank import pareto_front, score_fn
+
+if TYPE_CHECKING:
+    from .state import Search
+
+PARETO_SHOWN = 40
+
+
+@dataclass(frozen=True)
+class Rejection:
+    option: str
+    reason: str
+    kind: str                        # software | memory | layout | price | constraint | preset | input
+    gpu: str | None = None
+    count: int | None = None
+    alternative: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"option": self.option, "reason": self.reason, "kind": self.kind, "gpu": self.gpu,
+                "count": self.count, "alternative": self.alternative or None}
+
+
+@dataclass(frozen=True)
+class Plan:
+    rank: int
+    gpu: str
+    count: int
+    summary: str
+    scenario: Scenario
+    estimate: dict[str, Any]         # DESIGN §3.2: memory, performance, cost
+    cost_value: float | None
+    time_value: float | None
+    why: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "gpu": self.gpu, "count": self.count, "summary": self.summary,
+                "scenario": self.scenario.model_dump(mode="json", exclude_none=True),
+                "estimate": self.estimate, "cost_value": self.cost_value, "time_value": self.time_value,
+                "why": list(self.why), "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    plans: tuple[Plan, ...]
+    pareto: tuple[Plan, ...]
+    rejected: tuple[Rejection, ...]
+    objective: str
+    objective_weights: Mapping[str, float]
+    constraints: Constraints
+    preset: Preset | None
+    task: str
+    cost_metric: str                 # what cost_value means
+    time_metric: str                 # what time_value means
+    assumptions: tuple[str, ...]
+    stats: Mapping[str, Any]
+
+    @property
+    def best(self) -> Plan | None:
+        return self.plans[0] if self.plans else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"plans": [p.to_json() for p in self.plans],
+                "pareto": [p.to_json() for p in self.pareto],
+                "rejected": [r.to_json() for r in self.rejected],
+                "objective": {"name": self.objective, "weights": dict(self.objective_weights) or None,
+                              "cost_metric": self.cost_metric, "time_metric": self.time_metric},
+                "constraints": self.constraints.to_json(),
+                "preset": self.preset.to_json() if self.preset else None,
+                "task": self.task, "assumptions": list(self.assumptions), "stats": dict(self.stats)}
+
+
+@dataclass(frozen=True)
+class Cand:
+    """A timed candidate plan: its scenario, the one memory estimate made for it, speed and cost."""
+    gpu: Any
+    count: int
+    scn: Scenario
+    mem: MemoryEstimate
+    perf: PerformanceEstimate
+    cost: CostEstimate
+    cost_value: float | None
+    time_value: float | None
+    usd_per_m: float | None
+    group: tuple
+    summary: str
+    pref: float = 1.0
+    warnings: tuple[str, ...] = ()
+
+
+# ---- ranking and the plans shown ---------------------------------------------------------------------
+
+def ranked(s: Search) -> tuple[list[Cand], list[Cand]]:
+    """The best candidate of each plan group in objective order (top N), and the cost/time front."""
+    feas = s.tally.feasible
+    key = score_fn(s.objective, s.weights, feas)
+
+    def k(c: Cand) -> tuple:
+        base = key(c)
+        return (base[0] * c.pref if isinstance(base[0], float) else base[0],) + tuple(base[1:])
+    feas.sort(key=k)
+    best_per_group: dict = {}
+    for c in feas:
+        best_per_group.setdefault(c.group, c)
+    top = list(best_per_group.values())[:max(0, s.top)]
+    front = pareto_front(feas, lambda c: None if c.cost_value is None or c.time_value is None
+                         else (c.cost_value, c.time_value))
+    if len(front) > PARETO_SHOWN:
+        step = len(front) / PARETO_SHOWN
+        front = [front[int(i * step)] for i in range(PARETO_SHOWN)]
+    return top, front
+
+
+def build_plans(s: Search, top: list[Cand], front: list[Cand]) -> tuple[tuple[Plan, ...], tuple[Plan, ...]]:
+    """Plans for the top N and the front; a candidate in both is evaluated once."""
+    built: dict[int, Plan] = {}
+    n_feasible = len(s.tally.feasible)
+
+    def plan(c: Cand, rank: int) -> Plan:
+        if id(c) not in built:
+            built[id(c)] = build_plan(s, c, rank, n_feasible)
+        p = built[id(c)]
+        return p if p.rank == rank else dataclasses.replace(p, rank=rank)
+    return tuple(plan(c, i + 1) for i, c in enumerate(top)), tuple(plan(c, 0) for c in front)
+
+
+def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
+    """Re-validate the scenario shown and evaluate it through the pipeline with the candidate's
+    memory estimate (no second memory computation)."""
+    from .candidate import for_gpu
+    scn = scenario_from_dict(c.scn.model_dump(), "(recommended plan)")
+    mem = c.mem if s.space.task == "infer" else for_gpu(c.mem, c.gpu)   # training memory is cached GPU-free
+    est = pipeline.evaluate(s.resolved(scn, c.gpu, warnings=True), memory_estimate=mem)
+    estimate = {"memory": est.memory.to_json(), "performance": est.performance.to_json(),
+                "cost": est.cost.to_json()}
+    warnings = tuple(c.warnings) + tuple(est.performance.notes or ())
+    return Plan(rank=rank, gpu=c.gpu.id, count=c.count, summary=c.summary, scenario=scn, estimate=estimate,
+                cost_value=c.cost_value, time_value=c.time_value, why=_why(s, c, est, rank, n_feasible),
+                warnings=warnings)
+
+
+def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str, ...]:
+    mem, cost = est.memory, est.cost
+    why = [f"fits: {mem.peak_bytes_per_gpu / GiB:.1f} of {mem.capacity_bytes_per_gpu / GiB:.1f} GiB per GPU "
+           f"(peak in {mem.phase})"]
+    if cost.usd_per_hour is not None:
+        why.append(f"{cost.basis}: ${cost.usd_per_hour:,.2f}/h")
+    be = cost.details.get("breakeven_months")
+    preset = s.preset
+    if be is not None and (preset is None or preset.show_breakeven or rank == 1):
+        why.append(f"buying these {c.count} GPUs pays off after {be:,.1f} months of continuous use")
+    elif be is None and preset is not None and preset.show_breakeven:
+        why.append(f"rent-vs-buy break-even unknown: no purchase price for {c.gpu.id} in the catalog "
+                   "(set cost.capex_usd_per_gpu)" if cost.details.get("own") is None else
+                   "buying never pays off: renting costs less than the electricity of owning")
+    if rank == 1:
+        why.append(f"best of {n_feasible} feasible plans by {s.objective}")
+    if preset:
+        why.append(f"preset {preset.name}: {preset.why[0]}")
+    return tuple(why)
+
+
+def rejections(s: Search, named_ids: set[str]) -> tuple[Rejection, ...]:
+    """Named options ruled out, plus the most telling miss of each GPU without a feasible plan."""
+    t = s.tally
+    rejected = list(t.rejected)
+    feasible_gpus = {c.gpu.id for c in t.feasible}
+    for gid, misses in t.misses.items():
+        if gid in feasible_gpus:
+            continue
+        misses.sort(key=lambda m: (-m[0], -m[1]))
+        rejected.append(misses[0][2])
+    for gid in named_ids - feasible_gpus - set(t.misses) - {r.gpu for r in rejected}:
+        rejected.append(Rejection(gid, "no GPU count within the limits gives a valid layout", "layout", gid))
+    seen, unique = set(), []
+    for r in rejected:
+        if (r.option, r.reason) not in seen:
+            seen.add((r.option, r.reason))
+            unique.append(r)
+    return tuple(unique)

@@ -1,0 +1,156 @@
+"""The serving search on one GPU type: engines x weight formats x KV-cache formats x (tp, pp), each
+replica sized on memory first, then timed, then replicated to meet a throughput target."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .. import pipeline
+from . import space as S
+from .candidate import accept, build, memory, performance, values
+from .constraints import check_gpus, memory_reason
+from .plan import Cand, Rejection
+from .state import LIMITED_SUPPORT_PENALTY, Search, first_error, format_known, software_problems
+
+ENGINE_KEY = {"llama.cpp": "llamacpp"}
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One serving configuration on one GPU type (before the layout and the replica count)."""
+    gpu: Any
+    gpn: int
+    engine: str
+    weights: str
+    kv: str
+    problems: tuple          # the engine's software-table problems on this GPU (warnings)
+    target: float | None     # output tokens/s to sustain
+    out_len: int
+
+
+def infer_gpu(s: Search, gpu: Any) -> None:
+    sp = s.space
+    out_len = int(sp.base.get("infer", {}).get("output_len", 256))
+    target = s.cons.requested_output_tokens_per_s(out_len)
+    gpn = s.node_size(gpu)
+    for engine in sp.infer["engine"] or S.INFER_OPTIONS["engine"]:
+        problems = _engine_problems(s, gpu, engine)
+        if problems is None:
+            continue
+        bf16_emulated = bool(software_problems(gpu, dtype="bf16"))
+        for weights in sp.options("infer", "weights", S.INFER_OPTIONS["weights"]):
+            if weights == "bf16" and bf16_emulated and "weights" not in sp.named:
+                weights = "fp16"        # no native bf16 (V100, T4): serve the 16-bit weights as fp16
+            werr = first_error(software_problems(gpu, dtype=weights)) if format_known(weights) else None
+            if werr:
+                s.tally.miss(gpu.id, 1, 0, Rejection(f"{weights} weights on {gpu.id}", werr.message, "software",
+                                                     gpu.id, alternative=werr.alternative))
+                continue
+            for kv in sp.options("infer", "kv_cache", S.INFER_OPTIONS["kv_cache"]):
+                if kv.startswith("fp8") and first_error(software_problems(gpu, dtype="fp8")):
+                    continue
+                if kv == "bf16" and bf16_emulated and "kv_cache" not in sp.named:
+                    kv = "fp16"
+                rep = Replica(gpu, gpn, engine, weights, kv, tuple(problems), target, out_len)
+                for tp, pp in _layouts(s, rep):
+                    s.check_time(f"at {gpu.id} ({engine}, {weights}, tp={tp}, pp={pp})")
+                    _layout(s, rep, tp, pp)
+
+
+def _engine_problems(s: Search, gpu: Any, engine: str) -> list | None:
+    """The engine's software problems on `gpu`, or None (and the rejection recorded) when it cannot run."""
+    problems = software_problems(gpu, engine=ENGINE_KEY.get(engine, engine))
+    err = first_error(problems)
+    levels = s.preset.engine_levels if s.preset else ("yes", "limited")
+    if err is None and "limited" not in levels and any(p.severity == "warning" for p in problems):
+        w = next(p for p in problems if p.severity == "warning")
+        err = dataclasses.replace(w, message=w.message + f" (preset {s.preset.name} needs full support)")
+    if err is None:
+        return problems
+    rej = Rejection(f"{engine} on {gpu.id}", err.message, "software", gpu.id, alternative=err.alternative)
+    if s.space.infer["engine"]:
+        s.tally.named_reject(rej)
+    s.tally.miss(gpu.id, 1, 0, rej)
+    return None
+
+
+def _layouts(s: Search, rep: Replica):
+    sp, model = s.space, s.model
+    tps = list(sp.parallel["tp"] or S.powers_of_two(rep.gpn))
+    pps = list(sp.parallel["pp"] or (1,))
+    if rep.engine == "llama.cpp" and not sp.parallel["tp"]:
+        tps = [1]
+    for tp, pp in itertools.product(tps, pps):
+        if r := S.tp_reason(model, tp, "infer"):
+            if sp.parallel["tp"]:
+                s.tally.named_reject(Rejection(f"tp={tp}", r, "layout"))
+            continue
+        if S.pp_reason(model, pp):
+            continue
+        if sp.counts and all(c % (tp * pp) for c in sp.counts):
+            continue
+        yield tp, pp
+
+
+def _label(rep: Replica, group: int, tp: int, pp: int) -> str:
+    return (f"{group} x {rep.gpu.id} ({rep.engine}, {rep.weights}" + (f", kv {rep.kv}" if rep.kv != "bf16" else "")
+            + (f", tp={tp}" if tp > 1 else "") + (f", pp={pp}" if pp > 1 else "") + ")")
+
+
+def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
+    """Size one replica on memory, time it, replicate it for the target and offer the plan."""
+    gpu, cons, t = rep.gpu, s.cons, s.tally
+    t.layouts += 1
+    group = tp * pp
+    section = {"engine": rep.engine, "weights": rep.weights, "kv_cache": rep.kv}
+    par = {"tp": tp, "pp": pp}
+    scn1 = build(s, gpu, group, rep.gpn, par, section)
+    mem = memory(s, scn1, gpu)
+    cap = mem.capacity_bytes_per_gpu * (1 - (cons.min_headroom or 0.0))
+    label = _label(rep, group, tp, pp)
+    if mem.peak_bytes_per_gpu > cap:
+        text = memory_reason(mem.peak_bytes_per_gpu, mem.capacity_bytes_per_gpu, cons.min_headroom)
+        t.miss(gpu.id, 2, cap / mem.peak_bytes_per_gpu, Rejection(label, text, "memory", gpu.id, group))
+        return
+    perf1 = performance(s, scn1, gpu, mem)
+    if not perf1.output_tokens_per_s:
+        t.miss(gpu.id, 2, 0.5, Rejection(label, "no KV-cache room left after the weights", "memory", gpu.id, group))
+        return
+    replicas = _replicas(s, rep, perf1.output_tokens_per_s, group, label)
+    if replicas is None:
+        return
+    count = replicas * group
+    lim = check_gpus(cons, gpu.id, count) or (None if count <= s.max_gpus else
+                                              f"needs {count} GPUs, more than {s.max_gpus}")
+    if lim:
+        t.miss(gpu.id, 3, 0.5, Rejection(label, lim, "constraint", gpu.id, count))
+        return
+    scn = scn1 if count == group else build(s, gpu, count, rep.gpn, par, section)
+    perf = dataclasses.replace(perf1, output_tokens_per_s=perf1.output_tokens_per_s * replicas)
+    cost = pipeline.cost(s.resolved(scn, gpu), perf)
+    cv, tv, upm = values(perf, cost, count, "infer", rep.out_len, bool(rep.target))
+    if replicas > 1:
+        label = label.replace(f"{group} x", f"{count} x", 1) + f" x{replicas} replicas"
+    limited = any(p.severity == "warning" and p.limited for p in rep.problems)
+    pref = s.pref(weights=rep.weights, engine=rep.engine) * (LIMITED_SUPPORT_PENALTY if limited else 1.0)
+    accept(s, Cand(gpu, count, scn, mem, perf, cost, cv, tv, upm, (gpu.id, rep.engine, rep.weights, rep.kv), label,
+                   pref, tuple(p.message for p in rep.problems)))
+
+
+def _replicas(s: Search, rep: Replica, tokens_per_s: float, group: int, label: str) -> int | None:
+    """Replicas of `group` GPUs needed for the throughput target (None, with the miss, when the fixed
+    GPU counts cannot give them)."""
+    replicas = max(1, math.ceil(rep.target / tokens_per_s)) if rep.target else 1
+    counts = s.space.counts
+    if not counts:
+        return replicas
+    fitting = [c for c in counts if c % group == 0 and c // group >= replicas]
+    if not fitting:
+        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs {replicas * group} GPUs for "
+                     f"{rep.target:,.0f} output tokens/s; count fixed at {', '.join(map(str, counts))}",
+                     "constraint", rep.gpu.id, group))
+        return None
+    return min(fitting) // group

@@ -1,0 +1,352 @@
+"""The training search on one GPU type: counts x model-parallel splits x pipeline depths x techniques.
+
+Memory first: techniques that cost time (recompute, higher ZeRO stage, offload, 8-bit optimizer
+states) are tried from the cheapest up, each with the largest micro-batch that fits; once a
+combination fits, every combination at least as slow on every axis is skipped, and only the
+non-dominated fitting ones are timed. For each tensor-parallel size the pipeline depth grows only
+until a plan fits without recompute or offload.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..estimate.layout import grad_accum_steps
+from . import space as S
+from .bounds import pruned, screened_out
+from .candidate import accept, fast, framework_for, layout_text, performance, train_memory, values
+from .constraints import check_gpus, memory_reason
+from .plan import Cand, Rejection
+from .pricing import has_price, no_price_reason, quick_cost
+from .state import LIMITED_SUPPORT_PENALTY, Search, first_error, software_problems, stack_of
+
+TRAIN_ENGINE = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "fsdp", "hf": "pytorch"}
+OPT_RANK = {"adamw": 0, "lion": 0, "sgd": 0, "adafactor": 0, "adamw-8bit": 1}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is fixed for one GPU type's training search."""
+    gpu: Any
+    gpn: int                      # GPUs per node
+    cap: int                      # bytes per GPU a plan may use (after the headroom)
+    seq_len: int
+    global_batch: int
+    precision: str
+    attention: str
+    optimizers: tuple
+    recomputes: tuple
+    micro_batches: tuple
+
+
+@dataclass(frozen=True)
+class Layout:
+    count: int
+    method: str
+    par: dict                     # tp, pp, cp, ep, dp
+    micro_batches: tuple          # those that divide the global batch exactly
+
+
+def train_gpu(s: Search, gpu: Any) -> None:
+    sp = s.space
+    tr = sp.base.get("train", {})
+    seq_len = int(tr.get("seq_len", 2048))
+    framework = sp.base.get("framework", "hf")
+    problems = software_problems(gpu, engine=TRAIN_ENGINE.get(framework, "pytorch"))
+    if err := first_error(problems):
+        s.tally.miss(gpu.id, 1, 0, Rejection(gpu.id, err.message, "software", gpu.id, alternative=err.alternative))
+        return
+    s.cache.limited[gpu.id] = tuple(p.message for p in problems)
+    formats = _formats(s, gpu)
+    if formats is None:
+        return
+    if not has_price(s, gpu) and s.objective != "fastest":
+        s.tally.miss(gpu.id, 3, 0, Rejection(gpu.id, no_price_reason(s, gpu), "price", gpu.id,
+                                             alternative="set cost.usd_per_gpu_hour, or list it under constraints.owned"))
+        return
+    job = Job(gpu, s.node_size(gpu), int(gpu.usable_memory_bytes * (1 - (s.cons.min_headroom or 0.0))), seq_len,
+              int(tr.get("global_batch") or S.default_global_batch(sp.task, seq_len)), formats[0], formats[1],
+              sp.options("train", "optimizer", ("adamw",)), sp.options("train", "recompute", S.TRAIN_OPTIONS["recompute"]),
+              tuple(sp.train.get("micro_batch") or S.TRAIN_OPTIONS["micro_batch"]))
+    stack = stack_of(gpu)
+    for method in sp.options("train", "method", ("full",)):
+        if method == "qlora" and stack not in ("cuda", "rocm"):
+            s.tally.miss(gpu.id, 1, 0, Rejection(f"{gpu.id} qlora", f"QLoRA (bitsandbytes) needs CUDA or ROCm; "
+                                                 f"{gpu.id} runs {stack}", "software", gpu.id,
+                                                 alternative="use LoRA on a 16-bit base"))
+            continue
+        for count in counts(s, gpu, job.gpn):
+            s.check_time(f"at {count} x {gpu.id}")
+            if not check_gpus(s.cons, gpu.id, count) and not pruned(s, gpu, count, method, job.precision, seq_len):
+                _splits(s, job, count, method)
+
+
+def _formats(s: Search, gpu: Any) -> tuple[str, str] | None:
+    """The numeric format and attention kernel this GPU runs (the first the user allows that works),
+    or None with the software miss recorded."""
+    sp = s.space
+    reasons = []
+    precision = attention = None
+    defaulted = sp.train.get("_precision_defaulted")
+    prec_opts = sp.train["precision"] if not defaulted else ("bf16", "fp16")
+    for p in prec_opts:
+        problems = software_problems(gpu, dtype=p)
+        err = first_error(problems) or (problems[0] if (p == "fp8" and problems) else None)  # no fp8 training emulation
+        if err is None and (not problems or p == prec_opts[-1] or not defaulted):
+            precision = p
+            break
+        if err is not None:
+            reasons.append(err)
+    if precision is None and not reasons:
+        precision = prec_opts[0]
+    attn_opts = sp.train["attention"] if not sp.train.get("_attention_defaulted") else ("flash", "sdpa")
+    for a in attn_opts:
+        err = first_error(software_problems(gpu, attention=a))
+        if err is None:
+            attention = a
+            break
+        reasons.append(err)
+    if precision is None or attention is None:
+        err = reasons[0]
+        s.tally.miss(gpu.id, 1, 0, Rejection(gpu.id, err.message, "software", gpu.id, alternative=err.alternative))
+        return None
+    return precision, attention
+
+
+def counts(s: Search, gpu: Any, gpn: int) -> list[int]:
+    cons = s.cons
+    limit = s.max_gpus
+    owned = cons.owned is not None and gpu.id in cons.owned
+    if owned:
+        limit = min(limit, cons.owned[gpu.id])
+    if s.space.counts:
+        return [c for c in s.space.counts if c <= limit]
+    out = S.node_aligned_counts(gpn, limit)
+    if owned and limit not in out:
+        out.append(limit)
+    return sorted(out)
+
+
+def _splits(s: Search, job: Job, count: int, method: str) -> None:
+    """Screen with the widest tensor-parallel split (least memory); try the others only when the
+    screened plans, improved by SCREEN_GAIN, could still reach the front or the top N."""
+    sp = s.space
+    splits = sorted(model_splits(s, count, job.gpn, job.seq_len), key=lambda x: -x[0])
+    if method != "full" and not sp.parallel["tp"]:
+        # peft adapters train under HF/accelerate: data parallel (DDP/FSDP/ZeRO) only
+        splits = [x for x in splits if x[0] == 1 and x[1] == 1] or splits[-1:]
+    n_before = len(s.tally.feasible)
+    for i, (tp, cp, ep) in enumerate(splits):
+        if i == 1 and not sp.parallel["tp"]:
+            new = s.tally.feasible[n_before:]
+            if not new and not s.tally.misses.get(job.gpu.id):
+                break
+            if new and screened_out(s, new, method):
+                break
+        _pipelines(s, job, count, method, tp, cp, ep)
+
+
+def model_splits(s: Search, count: int, gpn: int, seq_len: int):
+    """(tp, cp, ep) splits valid for the model that divide `count`; named values that are invalid
+    are rejected with the reason."""
+    sp, model, task = s.space, s.model, s.space.task
+    tps = list(sp.parallel["tp"]) if sp.parallel["tp"] else S.powers_of_two(min(gpn, count))
+    good_tps = []
+    for tp in tps:
+        if r := S.tp_reason(model, tp, task):
+            if sp.parallel["tp"]:
+                s.tally.named_reject(Rejection(f"tp={tp}", r, "layout",
+                                               alternative="use a tp that divides the head counts"))
+            continue
+        if tp > gpn and not sp.parallel["tp"]:
+            continue
+        good_tps.append(tp)
+    cps = sp.parallel["cp"] or ([1, 2, 4, 8] if seq_len >= 32768 and task != "infer" else [1])
+    eps = sp.parallel["ep"] or ([1] + [e for e in S.powers_of_two(min(model.num_experts, 64), 2)
+                                      if model.num_experts % e == 0] if model.num_experts else [1])
+    for tp, cp in itertools.product(good_tps, cps):
+        if r := S.cp_reason(seq_len, cp, task):
+            if sp.parallel["cp"]:
+                s.tally.named_reject(Rejection(f"cp={cp}", r, "layout"))
+            continue
+        for ep in eps:
+            if r := S.ep_reason(model, ep):
+                if sp.parallel["ep"]:
+                    s.tally.named_reject(Rejection(f"ep={ep}", r, "layout"))
+                continue
+            if count % (tp * cp) == 0:
+                yield tp, cp, ep
+
+
+def _exact(global_batch: int, micro_batch: int, dp: int) -> bool:
+    """True when whole gradient-accumulation steps give the global batch exactly."""
+    return grad_accum_steps(global_batch, micro_batch, dp) * micro_batch * dp == global_batch
+
+
+def _framework_error(s: Search, gpu: Any, par: dict) -> Any:
+    """The software error of the framework a model-parallel layout runs on (Megatron-LM), if any."""
+    framework = framework_for(s, par)
+    if framework is None:
+        return None
+    key = (gpu.id, framework)
+    if key not in s.cache.engine_error:
+        s.cache.engine_error[key] = first_error(software_problems(gpu, engine=TRAIN_ENGINE[framework]))
+    return s.cache.engine_error[key]
+
+
+def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, ep: int) -> None:
+    sp, model, gpu = s.space, s.model, job.gpu
+    pps = sp.parallel["pp"] or (S.powers_of_two(min(model.num_layers, count // (tp * cp))) if method == "full"
+                                else [1])
+    for pp in pps:
+        if count % (tp * cp * pp):
+            continue
+        dp = count // (tp * cp * pp)
+        if pp_r := S.pp_reason(model, pp):
+            if sp.parallel["pp"]:
+                s.tally.named_reject(Rejection(f"pp={pp}", pp_r, "layout"))
+            continue
+        if ep > 1 and (dp * cp) % ep:
+            continue
+        s.check_time(f"at {count} x {gpu.id} (tp={tp}, pp={pp})")
+        if err := _framework_error(s, gpu, {"tp": tp, "pp": pp, "cp": cp}):
+            s.tally.miss(gpu.id, 1, 0, Rejection(f"{gpu.id} x{count} (tp={tp}, pp={pp}, cp={cp})", err.message,
+                                                 "software", gpu.id, count, alternative=err.alternative))
+            continue
+        # the search proposes only micro-batches that give the global batch exactly
+        mbs = tuple(m for m in job.micro_batches if _exact(job.global_batch, m, dp))
+        if not mbs:
+            s.tally.miss(gpu.id, 0, 0, Rejection(
+                f"{gpu.id} x{count} dp={dp}", f"dp={dp} x micro_batch does not divide the global batch of "
+                f"{job.global_batch} sequences", "layout", gpu.id, count))
+            continue
+        s.tally.layouts += 1
+        lay = Layout(count, method, {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}, mbs)
+        fitting = fitting_techniques(s, job, lay)
+        for tech in fitting:
+            time_train(s, job, lay, tech)
+        if any(t["recompute"] == "none" and t["offload"] == "none" for t in fitting):
+            break       # deeper pipelines only add bubble and p2p time
+
+
+# ---- techniques ------------------------------------------------------------------------------------
+
+def _combos(s: Search, job: Job, lay: Layout) -> list[tuple]:
+    """(recompute rank, zero, offload rank, optimizer rank, recompute, offload, optimizer), cheapest first."""
+    sp, par = s.space, lay.par
+    n_shard = par["dp"] * par["cp"]
+    zeros = sp.parallel["zero"] or ((0,) if n_shard == 1 else (1, 2, 3))
+    if framework_for(s, par) == "megatron" and not sp.parallel["zero"]:
+        zeros = (0,) if n_shard == 1 else (1,)      # Megatron's distributed optimizer is ZeRO-1
+    offloads = sp.parallel["offload"] or S.OFFLOADS
+    combos = []
+    for rec, z, off, opt in itertools.product(job.recomputes, zeros, offloads, job.optimizers):
+        if off == "optimizer+params" and z < 3 and not sp.parallel["offload"]:
+            continue
+        combos.append((S.RECOMPUTE_RANK[rec], z, S.OFFLOAD_RANK[off], OPT_RANK.get(opt, 0), rec, off, opt))
+    combos.sort(key=lambda c: (c[2], sum(c[:4]), c))
+    return combos
+
+
+def _section(job: Job, lay: Layout, rec: str, mb: int, opt: str) -> dict:
+    return {"method": lay.method, "precision": job.precision, "attention": job.attention,
+            "global_batch": job.global_batch, "recompute": rec, "micro_batch": mb, "optimizer": opt}
+
+
+def _memory_miss(s: Search, job: Job, lay: Layout, peak: int, par: dict, section: dict) -> None:
+    gpu = job.gpu
+    text = memory_reason(peak, gpu.usable_memory_bytes, s.cons.min_headroom)
+    layout = layout_text(par, {"recompute": section["recompute"], "mb": section["micro_batch"]})
+    s.tally.miss(gpu.id, 2, job.cap / peak, Rejection(f"{gpu.id} x{lay.count} ({layout})", text, "memory",
+                                                      gpu.id, lay.count))
+
+
+def fitting_techniques(s: Search, job: Job, lay: Layout) -> list[dict]:
+    """Non-dominated technique sets that fit, each with the largest micro-batch that fits."""
+    combos = _combos(s, job, lay)
+    if not combos:
+        return []
+    mbs = sorted(lay.micro_batches)
+    # lower bound first: the lightest combination; if even that does not fit, nothing will
+    lightest = max(combos, key=lambda c: (c[2], c[1], c[0], c[3]))
+    p_l = {**lay.par, "zero": lightest[1], "offload": lightest[5]}
+    s_l = _section(job, lay, lightest[4], mbs[0], lightest[6])
+    peak_l = train_memory(s, job.gpu, lay.count, job.gpn, p_l, s_l).peak_bytes_per_gpu
+    if peak_l > job.cap:
+        _memory_miss(s, job, lay, peak_l, p_l, s_l)
+        return []
+    found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb, rec, off, opt)
+    best_miss = None
+    # offload and 8-bit optimizer states are last resorts: tried only when nothing lighter fits
+    for phase in sorted({(c[2], c[3]) for c in combos}):
+        if found:
+            break
+        for combo in (c for c in combos if (c[2], c[3]) == phase):
+            best_miss = _try_combo(s, job, lay, mbs, combo, found, best_miss)
+    if not found and best_miss is not None:
+        _memory_miss(s, job, lay, *best_miss)
+    return _minimal(found, lay, mbs)
+
+
+def _minimal(found: list[tuple], lay: Layout, mbs: list[int]) -> list[dict]:
+    minimal = [f for f in found if not any(
+        g is not f and g[0] <= f[0] and g[1] <= f[1] and g[2] <= f[2] and g[3] <= f[3] and g[4] >= f[4]
+        and g[:5] != f[:5] for g in found)]
+    out, seen = [], set()
+    for f in minimal:
+        # pipelines run micro-batch 1 (more micro-batches, smaller bubble: Megatron practice);
+        # without a pipeline the largest micro-batch that fits (bigger GEMMs, fewer steps)
+        mb = mbs[0] if lay.par["pp"] > 1 else f[4]
+        key = (f[5], f[1], f[6], f[7], mb)
+        if key not in seen:
+            seen.add(key)
+            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb})
+    return out
+
+
+def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tuple, found: list, best_miss):
+    """Grow the micro-batch of one technique combination until it no longer fits; record the fit."""
+    rr, z, orank, oprank, rec, off, opt = combo
+
+    def covered(mb: int) -> bool:
+        return any(f[0] <= rr and f[1] <= z and f[2] <= orank and f[3] <= oprank and f[4] >= mb for f in found)
+    if covered(mbs[-1]):
+        return best_miss
+    best_mb = None
+    for mb in mbs:
+        if covered(mb):
+            best_mb = mb          # an at-least-as-good fitting set already covers this mb
+            continue
+        section = _section(job, lay, rec, mb, opt)
+        p = {**lay.par, "zero": z, "offload": off}
+        peak = train_memory(s, job.gpu, lay.count, job.gpn, p, section).peak_bytes_per_gpu
+        if peak <= job.cap:
+            best_mb = mb
+        else:
+            if best_miss is None or peak < best_miss[0]:
+                best_miss = (peak, p, section)
+            break
+    if best_mb is not None:
+        found.append((rr, z, orank, oprank, best_mb, rec, off, opt))
+    return best_miss
+
+
+def time_train(s: Search, job: Job, lay: Layout, tech: dict) -> None:
+    gpu, count, method = job.gpu, lay.count, lay.method
+    par = {**lay.par, "zero": tech["zero"], "offload": tech["offload"]}
+    section = _section(job, lay, tech["recompute"], tech["micro_batch"], tech["optimizer"])
+    scn = fast(s, gpu, count, job.gpn, par, section)
+    mem = train_memory(s, gpu, count, job.gpn, par, section)      # capacity set for the plans shown
+    perf = performance(s, scn, gpu, mem)
+    cost = quick_cost(s, gpu, count, perf)
+    cv, tv, upm = values(perf, cost, count, "train", 0, False)
+    extra = {"mb": tech["micro_batch"]} if tech["recompute"] == "none" else \
+        {"recompute": tech["recompute"], "mb": tech["micro_batch"]}
+    layout = layout_text(par, extra)
+    if tech["optimizer"] != "adamw":
+        layout += f", {tech['optimizer']}"
+    summary = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "") + (f" ({layout})" if layout else "")
+    limited = s.cache.limited.get(gpu.id, ())
+    accept(s, Cand(gpu, count, scn, mem, perf, cost, cv, tv, upm, (gpu.id, method), summary,
+                   s.pref(method=method) * (LIMITED_SUPPORT_PENALTY if limited else 1.0), limited))

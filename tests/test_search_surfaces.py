@@ -1,0 +1,152 @@
+"""recommend / compare / whatif as users reach them: the CLI's exit codes and text, the JSON record,
+the comparison rows and the what-if table, each evaluated through the one pipeline."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuplan import pipeline
+from gpuplan.cli import main
+from gpuplan.hardware import get_gpu
+from gpuplan.search import compare, recommend, whatif
+from gpuplan.search.cli import recommendation_text
+from gpuplan.units import GiB
+
+QWEN_FT = ["--model", "qwen2.5-0.5b", "--task", "finetune", "--gpus", "l40s,a10g"]
+
+
+def _run(argv, capsys):
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ---- CLI exit codes ---------------------------------------------------------------------------------
+
+def test_cli_recommend_prints_ranked_plans(capsys):
+    rc, out, err = _run(["recommend", *QWEN_FT, "--top", "3"], capsys)
+    assert rc == 0, err
+    assert "Why #1" in out and "Searched 2 GPU types" in out
+    assert "\n 1  " in out and "\n 2  " in out          # one plan per GPU and method: two GPUs, two plans
+
+
+@pytest.mark.parametrize("flags, match", [
+    (["--micro-batch", "0"], "train.micro_batch"),           # was exit 3 (ZeroDivisionError)
+    (["--top", "0"], "top"),
+    (["--network", "ib-ndr-40"], "ib-ndr-400"),             # was swallowed: a silent 10x step-time change
+    (["--headroom", "2"], "min_headroom"),
+    (["--budget", "-5"], "budget_usd"),
+    (["--owned", "l40s=0"], "owned"),
+    (["--objective", "weighted:cost=nan"], "objective"),
+])
+def test_cli_bad_input_exits_2_with_the_field(flags, match, capsys):
+    rc, out, err = _run(["recommend", *QWEN_FT, *flags], capsys)
+    assert rc == 2
+    assert err.startswith("error: ") and match in err
+    assert "Traceback" not in err
+
+
+def test_cli_no_plan_exits_1(capsys):
+    rc, out, err = _run(["recommend", "--model", "llama-3.1-70b", "--task", "infer", "--count", "1",
+                         "--gpus", "rtx-4090"], capsys)
+    assert rc == 1
+    assert "No feasible plan." in out and "needs" in out
+
+
+def test_cli_recommend_json_is_the_record(capsys):
+    rc, out, err = _run(["recommend", *QWEN_FT, "--top", "2", "--json"], capsys)
+    assert rc == 0
+    data = json.loads(out)
+    assert len(data["plans"]) == 2 and data["task"] == "finetune"
+    plan = data["plans"][0]
+    assert set(plan["estimate"]) == {"memory", "performance", "cost"}
+    assert plan["scenario"]["hardware"]["gpu"] in ("l40s", "a10g")
+    assert data["stats"]["memory_evaluations"] > 0
+
+
+def test_cli_compare_requires_gpus(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--model", "qwen2.5-0.5b"])
+    capsys.readouterr()
+    rc, out, err = _run(["compare", "--model", "qwen2.5-0.5b", "--task", "finetune", "--gpus", ","], capsys)
+    assert rc == 2 and "gpus" in err
+
+
+# ---- records --------------------------------------------------------------------------------------
+
+def test_recommendation_record_round_trips_to_json():
+    rec = recommend({"model": "qwen2.5-0.5b", "task": "finetune", "train": {"tokens": 1e8}}, gpus=["l40s"],
+                    top=2, progress=False)
+    data = json.loads(json.dumps(rec.to_json()))
+    assert data["objective"]["name"] == "cheapest" and data["objective"]["cost_metric"] == "usd_total"
+    assert data["constraints"]["deadline_days"] == 90.0          # the default ceiling, stated
+    assert [p["rank"] for p in data["plans"]] == [1, 2][:len(data["plans"])]
+    assert all(p["rank"] == 0 for p in data["pareto"])
+    assert rec.best is rec.plans[0]
+
+
+def test_plan_why_lines_state_fit_price_and_rank():
+    rec = recommend({"model": "qwen2.5-0.5b", "task": "finetune", "train": {"tokens": 1e8}}, gpus=["l40s"],
+                    top=1, progress=False)
+    p = rec.plans[0]
+    m = p.estimate["memory"]
+    assert p.why[0] == (f"fits: {m['peak_bytes_per_gpu'] / GiB:.1f} of {m['capacity_bytes_per_gpu'] / GiB:.1f} "
+                        f"GiB per GPU (peak in {m['phase']})")
+    price = p.estimate["cost"]["usd_per_hour"]
+    assert sum(1 for w in p.why if w.endswith(f"${price:,.2f}/h")) == 1
+    assert p.why[-1].startswith(f"best of {rec.stats['feasible']} feasible plans by cheapest")
+
+
+def test_recommendation_text_lists_rejections_and_assumptions():
+    rec = recommend({"model": "llama-3.1-70b", "task": "finetune", "hardware": {"count": 1},
+                     "train": {"method": "full"}}, gpus=["rtx-4090", "h100-sxm"], progress=False)
+    text = recommendation_text(rec)
+    assert "No feasible plan." in text
+    assert "Rejected (" in text and "rtx-4090" in text and "GiB" in text
+    assert "Assumptions: " in text
+
+
+def test_preset_is_explained_in_text_and_plans():
+    rec = recommend({"model": "llama-3.1-8b", "task": "finetune", "train": {"tokens": 1e8}},
+                    preset="research-budget", top=2, progress=False)
+    assert rec.preset.name == "research-budget"
+    assert all(any(w.startswith("preset research-budget") for w in p.why) for p in rec.plans)
+    assert recommendation_text(rec).startswith("Preset research-budget")
+
+
+# ---- compare and whatif ----------------------------------------------------------------------------
+
+def test_compare_rows_say_fit_or_why_not():
+    # fp8 weights of a 70B model are ~70 GB: one H200 (141 GB) holds them, one RTX 4090 (24 GB) does not
+    rows = compare({"model": "llama-3.1-70b", "task": "infer", "hardware": {"count": 1},
+                    "infer": {"weights": "fp8"}}, ["h200-sxm", "rtx-4090"])
+    by = {r["gpu"]: r for r in rows}
+    assert by["rtx-4090"]["fits"] is False and "GiB" in by["rtx-4090"]["reason"]
+    assert by["rtx-4090"]["capacity_bytes_per_gpu"] == int(get_gpu("rtx-4090").usable_memory_bytes)
+    assert by["h200-sxm"]["fits"] is True and by["h200-sxm"]["count"] == 1
+    assert by["h200-sxm"]["tokens_per_s"] > 0 and by["h200-sxm"]["reason"] is None
+
+
+def test_compare_resolves_aliases_and_keeps_the_order():
+    rows = compare({"model": "qwen2.5-0.5b", "task": "finetune"}, ["L40S", "a10g"])
+    assert [r["gpu"] for r in rows] == ["l40s", "a10g"]
+
+
+def test_whatif_evaluates_every_variant_through_the_pipeline(monkeypatch):
+    calls = []
+    real = pipeline.evaluate
+    monkeypatch.setattr(pipeline, "evaluate", lambda scn, **kw: calls.append(scn) or real(scn, **kw))
+    rows = whatif({"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+                   "train": {"method": "full", "seq_len": 2048}})
+    assert rows[0]["technique"] == "as given" and rows[0]["time_change"] == 0.0
+    assert len(calls) == len(rows)
+    saved = {r["technique"]: r["saved_bytes"] for r in rows if r["error"] is None}
+    assert any(v > 0 for v in saved.values())
+
+
+def test_whatif_variants_save_memory_and_cost_time():
+    rows = whatif({"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+                   "train": {"method": "full", "seq_len": 4096, "micro_batch": 4}})
+    full = next(r for r in rows if r["change"].get("train", {}).get("recompute") == "full")
+    assert full["saved_bytes"] > 0 and full["time_change"] > 0   # recompute: less memory, more time
