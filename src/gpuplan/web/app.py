@@ -43,7 +43,7 @@ from ..scenario import Scenario
 from . import jobs
 from .bodies import BodyError, CompareRequest, LaunchRequest, RecommendRequest, ServingCurveRequest, check_scenario
 from .jobs import WebError, clean, error_body, excerpt, resolve_model
-from .workers import DEFAULT_MEMORY_LIMIT, WorkerPool, check_server_options
+from .workers import DEFAULT_MEMORY_LIMIT, Deadline, WorkerPool, check_server_options
 
 log = logging.getLogger("gpuplan.web")
 
@@ -237,7 +237,7 @@ class Compute:
             raise _busy(max(1, math.ceil(self.s.queue_wait_s)))
         try:
             reply = await self.pool.run(worker, fn, args, {}, self.s.time_limit_s)
-        except TimeoutError:
+        except Deadline:
             raise _too_slow(self.s.time_limit_s) from None
         return _reply(reply, self.s.memory_limit)
 

@@ -107,7 +107,6 @@ def _option_values(where: str, section: str, name: str, value: Any) -> list[Any]
 
 def check_partial(scenario: dict[str, Any], prefix: str = "scenario") -> tuple[dict[str, Any], dict[str, int]]:
     """The partial scenario with its lists deduplicated, and the size of every list ({where: n})."""
-    _plain(prefix, scenario)
     out, sizes = dict(scenario), {}
     for section in SECTIONS:
         body = out.get(section)
@@ -130,9 +129,10 @@ def check_partial(scenario: dict[str, Any], prefix: str = "scenario") -> tuple[d
                     sizes[where] = len(values)
                 body[name] = values
         out[section] = body
-    for key, (lo, hi) in RANGES.items():
+    for key in RANGES:
         if key[0] == "":
             _check_number(f"{prefix}.{key[1]}", out.get(key[1]), key)
+    _plain(prefix, out)
     return out, sizes
 
 

@@ -27,6 +27,10 @@ DEFAULT_MEMORY_LIMIT = 4 * 1024 ** 3          # per worker process; a request pa
 START_TIMEOUT_S = 60.0
 
 
+class Deadline(Exception):
+    """The job passed its time limit; its worker was killed. (Not TimeoutError: that is an OSError.)"""
+
+
 class JobError(Exception):
     """A failure reported by a worker, as the fields of the web error body."""
 
@@ -189,7 +193,7 @@ class WorkerPool:
         try:
             worker.conn.send((fn, args, kwargs))
             if not await _readable(worker.conn, time_limit_s):
-                raise TimeoutError
+                raise Deadline
             reply = worker.conn.recv()
             keep = reply[0] in ("ok", "error", "internal")
             return reply
