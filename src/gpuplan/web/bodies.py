@@ -34,6 +34,15 @@ RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("infer", "max_num_batched_tokens"): (1, 100_000_000), ("", "overhead_bytes"): (0, 1e15),
 }
 _SECTION_MODELS = {name: Scenario.model_fields[name].annotation for name in SECTIONS}
+# the fields the search can vary (docs/recommend.md §1): only these may hold a list of values or an
+# open word ("auto"); every other field takes one value of its own type
+OPTION_FIELDS = {
+    "hardware": ("gpu", "count"),
+    "parallel": ("tp", "pp", "cp", "ep", "zero", "offload"),
+    "train": ("method", "recompute", "micro_batch", "optimizer", "precision", "attention"),
+    "infer": ("engine", "weights", "kv_cache"),
+}
+OPEN_WORDS = ("auto", "any", "open")
 
 
 class BodyError(ValueError):
@@ -88,15 +97,19 @@ def _dedup(values: list[Any]) -> list[Any]:
 
 def _option_values(where: str, section: str, name: str, value: Any) -> list[Any]:
     """A field's allowed values: each checked against the scenario field's type and range."""
+    option = name in OPTION_FIELDS[section]
+    if isinstance(value, list) and not option:
+        raise BodyError(f"'{where}' takes one value, not a list (the search varies only "
+                        f"{', '.join(section + '.' + f for f in OPTION_FIELDS[section])})")
     values = value if isinstance(value, list) else [value]
     adapter = _adapter(section, name)
     for v in values:
         if isinstance(v, (dict, list)):
             raise BodyError(f"'{where}' must be a value or a list of plain values, not a nested {type(v).__name__}")
-        if isinstance(v, str) and v.strip().lower() in ("auto", "any", "open"):
+        if option and (v is None or isinstance(v, str) and v.strip().lower() in OPEN_WORDS):
             continue
         _check_number(where, v, (section, name))
-        if adapter is not None and v is not None:
+        if adapter is not None:
             try:
                 adapter.validate_python(v)
             except ValidationError as err:
@@ -129,6 +142,13 @@ def check_partial(scenario: dict[str, Any], prefix: str = "scenario") -> tuple[d
                     sizes[where] = len(values)
                 body[name] = values
         out[section] = body
+    if out.get("constraints") is not None:
+        try:
+            ConstraintsBody.model_validate(out["constraints"])
+        except ValidationError as err:
+            e = err.errors()[0]
+            where = ".".join(excerpt(x, 40) for x in (prefix, "constraints", *e.get("loc", ())))
+            raise BodyError(f"'{where}' {e.get('msg', 'is invalid')}") from None
     for key in RANGES:
         if key[0] == "":
             _check_number(f"{prefix}.{key[1]}", out.get(key[1]), key)
@@ -191,21 +211,25 @@ class LaunchRequest(_Body):
 
 FiniteNonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 FinitePos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Usd = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)]
+Rate = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
 
 
 class ConstraintsBody(_Body):
-    budget_usd: Optional[FiniteNonNeg] = Field(None, description="most the whole run may cost")
-    budget_usd_per_hour: Optional[FiniteNonNeg] = None
-    deadline_days: Optional[FinitePos] = Field(None, description="training must finish within this")
+    budget_usd: Optional[Usd] = Field(None, description="most the whole run may cost")
+    budget_usd_per_hour: Optional[Usd] = None
+    deadline_days: Optional[Annotated[float, Field(gt=0, le=36_500, allow_inf_nan=False)]] = Field(
+        None, description="training must finish within this")
     max_gpus: Optional[int] = Field(None, gt=0, le=4096)
     owned: Optional[dict[Annotated[str, Field(max_length=64)], Annotated[int, Field(gt=0, le=100_000)]]] = Field(
         None, max_length=16, description="GPUs you own: {gpu id: count}; the search uses only these")
     providers: Optional[list[Annotated[str, Field(max_length=64)]]] = Field(None, max_length=32)
     spot: Optional[bool] = None
-    ttft_s: Optional[FinitePos] = Field(None, description="serving: time-to-first-token target")
-    tpot_s: Optional[FinitePos] = Field(None, description="serving: time-per-output-token target")
-    requests_per_s: Optional[FinitePos] = None
-    tokens_per_s: Optional[FinitePos] = None
+    ttft_s: Optional[Seconds] = Field(None, description="serving: time-to-first-token target")
+    tpot_s: Optional[Seconds] = Field(None, description="serving: time-per-output-token target")
+    requests_per_s: Optional[Rate] = None
+    tokens_per_s: Optional[Rate] = None
     min_headroom: Optional[float] = Field(None, ge=0, lt=1, description="share of GPU memory to leave free")
 
     @field_validator("providers")

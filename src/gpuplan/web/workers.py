@@ -72,22 +72,27 @@ def worker_main(conn: Any, memory_limit: int | None, warm: tuple[str, ...]) -> N
     import importlib
     for name in warm:                                # pay the imports once, before the first request
         importlib.import_module(name)
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            fn, args, kwargs = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            reply = ("ok", fn(*args, **kwargs))
-        except BaseException as err:  # noqa: BLE001 - everything goes back to the parent as an answer
-            reply = _failure(err)
-        try:
-            conn.send(reply)
-        except MemoryError:
-            conn.send(("memory",))
-        if reply[0] == "memory":
-            return                   # state after a MemoryError is not trusted: the parent starts a new worker
+    try:
+        conn.send(("ready", os.getpid()))
+        while _serve_one(conn):
+            pass
+    except (EOFError, OSError, KeyboardInterrupt):
+        return                       # the server went away (or closed this worker's pipe): just end
+
+
+def _serve_one(conn: Any) -> bool:
+    """Run one job; False when this worker must end."""
+    fn, args, kwargs = conn.recv()
+    try:
+        reply = ("ok", fn(*args, **kwargs))
+    except BaseException as err:  # noqa: BLE001 - everything goes back to the parent as an answer
+        reply = _failure(err)
+    try:
+        conn.send(reply)
+    except MemoryError:
+        reply = ("memory",)
+        conn.send(reply)
+    return reply[0] != "memory"      # state after a MemoryError is not trusted: the parent starts a new worker
 
 
 # ---- parent side -----------------------------------------------------------------------------------------
