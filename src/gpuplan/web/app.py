@@ -59,7 +59,7 @@ _STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript;
            "style.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-_WARM = ("gpuplan.api", "gpuplan.search", "gpuplan.launch", "gpuplan.estimate.speed", "gpuplan.web.jobs")
+_WARM = ("gpuplan.api", "gpuplan.search", "gpuplan.launch", "gpuplan.estimate.speed", "gpuplan.web.jobs:warm_up")
 
 
 # ---- errors ---------------------------------------------------------------------------------------------

@@ -247,3 +247,17 @@ def compare_job(scenario: dict[str, Any], gpus: list[str], options: dict[str, An
     params = inspect.signature(lib_recommend).parameters
     fixed = {k: v for k, v in {**options, "progress": False}.items() if k in params and v is not None}
     return clean({"rows": lib_compare(_partial(scenario, allow_hub), list(gpus), **fixed)})
+
+
+_WARM_SCENARIO = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}
+
+
+def warm_up() -> None:
+    """One small estimate and search in a fresh worker: loads the catalogs, registries and tables
+    the first request would otherwise pay for (a few tenths of a second)."""
+    from ..scenario import Scenario
+    try:
+        estimate_job(Scenario.model_validate(_WARM_SCENARIO), False)
+        recommend_job(dict(_WARM_SCENARIO), {"top": 1}, False)
+    except Exception:  # noqa: BLE001 - a warm-up failure only costs time later; the request reports it
+        pass

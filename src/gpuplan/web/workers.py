@@ -70,8 +70,11 @@ def worker_main(conn: Any, memory_limit: int | None, warm: tuple[str, ...]) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C stops the server, which kills the workers
     _limit_memory(memory_limit)
     import importlib
-    for name in warm:                                # pay the imports once, before the first request
-        importlib.import_module(name)
+    for name in warm:         # pay imports and first-call costs once, before the first request
+        module, _, func = name.partition(":")
+        mod = importlib.import_module(module)
+        if func:
+            getattr(mod, func)()
     try:
         conn.send(("ready", os.getpid()))
         while _serve_one(conn):
