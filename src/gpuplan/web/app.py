@@ -218,16 +218,23 @@ class Compute:
         client = request.client.host if request.client else "unknown"
         self._admit(client)
         self.in_flight[client] = self.in_flight.get(client, 0) + 1
+        held: list = []         # a worker being restarted after this client's request still counts for it
         try:
             if self.pool is None:
                 return json_response(await self.threads(fn, *args))
-            return _json_bytes(await self._in_process_pool(fn, args))
+            return _json_bytes(await self._in_process_pool(fn, args, held))
         finally:
-            self.in_flight[client] -= 1
-            if not self.in_flight[client]:
-                del self.in_flight[client]
+            if held and held[0] is not None:
+                held[0].add_done_callback(lambda _t: self._release(client))
+            else:
+                self._release(client)
 
-    async def _in_process_pool(self, fn: Callable[..., Any], args: tuple) -> Any:
+    def _release(self, client: str) -> None:
+        self.in_flight[client] -= 1
+        if not self.in_flight[client]:
+            del self.in_flight[client]
+
+    async def _in_process_pool(self, fn: Callable[..., Any], args: tuple, held: list) -> Any:
         self.waiting += 1
         try:
             worker = await self.pool.acquire(self.s.queue_wait_s)
@@ -236,9 +243,11 @@ class Compute:
         if worker is None:
             raise _busy(max(1, math.ceil(self.s.queue_wait_s)))
         try:
-            reply = await self.pool.run(worker, fn, args, {}, self.s.time_limit_s)
-        except Deadline:
+            reply, replacement = await self.pool.run(worker, fn, args, {}, self.s.time_limit_s)
+        except Deadline as stop:
+            held.append(stop.replacement)
             raise _too_slow(self.s.time_limit_s) from None
+        held.append(replacement)
         return _reply(reply, self.s.memory_limit)
 
     async def start(self) -> None:

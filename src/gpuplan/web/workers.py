@@ -30,6 +30,10 @@ START_TIMEOUT_S = 60.0
 class Deadline(Exception):
     """The job passed its time limit; its worker was killed. (Not TimeoutError: that is an OSError.)"""
 
+    def __init__(self, replacement: asyncio.Task | None = None):
+        super().__init__("time limit")
+        self.replacement = replacement
+
 
 class JobError(Exception):
     """A failure reported by a worker, as the fields of the web error body."""
@@ -172,13 +176,15 @@ class WorkerPool:
             return
         self.idle.put_nowait(worker)
 
-    def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: _Worker) -> asyncio.Task | None:
+        """Kill worker and start another; the task ends when the new one is ready (or failed)."""
         worker.kill()
         if self.closed:
-            return
+            return None
         task = asyncio.get_running_loop().create_task(self._add_worker())
         self.starting.add(task)
         task.add_done_callback(self.starting.discard)
+        return task
 
     async def acquire(self, wait_s: float) -> _Worker | None:
         """An idle, live worker, or None when none frees up within wait_s."""
@@ -194,25 +200,24 @@ class WorkerPool:
             self._replace(worker)       # died while idle (killed from outside): start another
 
     async def run(self, worker: _Worker, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                  time_limit_s: float) -> Any:
-        """Run fn in worker; the worker goes back to the pool, or is killed and replaced."""
+                  time_limit_s: float) -> tuple[tuple, asyncio.Task | None]:
+        """Run fn in worker: (reply, None) with the worker back in the pool, or (reply, task) when
+        the worker was killed and `task` starts its replacement. Raises Deadline at the time limit."""
         self.busy.add(worker)
-        keep = False
+        reply: tuple = ("died",)
         try:
             worker.conn.send((fn, args, kwargs))
             if not await _readable(worker.conn, time_limit_s):
-                raise Deadline
+                self.busy.discard(worker)
+                raise Deadline(self._replace(worker))
             reply = worker.conn.recv()
-            keep = reply[0] in ("ok", "error", "internal")
-            return reply
         except (EOFError, OSError):
-            return ("died",)
-        finally:
-            self.busy.discard(worker)
-            if keep and not self.closed:
-                self.idle.put_nowait(worker)
-            else:
-                self._replace(worker)
+            reply = ("died",)
+        self.busy.discard(worker)
+        if reply[0] in ("ok", "error", "internal") and not self.closed:
+            self.idle.put_nowait(worker)
+            return reply, None
+        return reply, self._replace(worker)
 
     def pids(self) -> list[int]:
         out = [w.proc.pid for w in self.busy]
