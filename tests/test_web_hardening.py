@@ -424,3 +424,20 @@ console.log(JSON.stringify([a, text(box)]));
     without, with_matches = json.loads(out.stdout)
     assert "null" not in without and "is not in the catalog." in without
     assert "h100-sxm" in with_matches and "Fix: pick one" in with_matches
+
+
+# ---- the load test, small ---------------------------------------------------------------------------------
+def test_starvation_load_test_small(capsys):
+    """benchmarks/bench_web_starvation.py in miniature: while client A keeps huge recommends in flight,
+    every cheap estimate of client B is answered 200."""
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_web_starvation.py"
+    spec = importlib.util.spec_from_file_location("bench_web_starvation", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--seconds", "2", "--rate", "3", "--parallel", "3", "--time-limit", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["quiet"]["statuses"] == {"200": 6}
+    assert result["under_attack"]["statuses"] == {"200": 6}, result
+    attacker = result["attacker_statuses"]
+    assert "200" not in attacker and set(attacker) <= {"429", "504"}, attacker

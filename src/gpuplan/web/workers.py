@@ -47,10 +47,13 @@ class JobError(Exception):
 def _limit_memory(limit: int | None) -> None:
     if not limit:
         return
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    new = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (new, hard))
+    try:
+        import resource
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        new = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (new, hard))
+    except (ImportError, AttributeError, ValueError, OSError) as err:   # no RLIMIT_AS on this platform
+        print(f"gpuplan web: worker memory limit not set ({err})", flush=True)
 
 
 def _failure(err: BaseException) -> tuple:
@@ -131,7 +134,10 @@ async def _readable(conn: Any, timeout: float | None) -> bool:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     fd = conn.fileno()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
+    try:
+        loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
+    except NotImplementedError:          # an event loop without add_reader (Windows' proactor)
+        return await loop.run_in_executor(None, conn.poll, timeout)
     try:
         return await asyncio.wait_for(fut, timeout)
     except asyncio.TimeoutError:
