@@ -192,6 +192,27 @@ def test_worker_internal_error_is_reported_without_internals():
     assert info.value.status == 500 and "ZeroDivision" not in info.value.why
 
 
+def test_shutdown_kills_running_workers_at_once():
+    """Ctrl-C used to wait for a runaway computation; stopping the server now kills its workers."""
+    import asyncio
+
+    from gpuplan.web.workers import WorkerPool
+
+    async def scenario():
+        pool = WorkerPool(1, memory_limit=None)
+        await pool.start()
+        worker = await pool.acquire(5)
+        job = asyncio.ensure_future(pool.run(worker, time.sleep, (60,), {}, 120))
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        pool.shutdown()
+        took = time.monotonic() - t0
+        await asyncio.wait([job], timeout=5)
+        return worker.proc.pid, took
+    pid, took = asyncio.run(scenario())
+    assert took < 3 and not alive(pid)
+
+
 # ---- per-client and global bounds -------------------------------------------------------------------------
 def test_per_client_limit_answers_429_and_other_clients_still_served():
     app = create_app(time_limit_s=5, workers=2, per_client=1)
@@ -369,6 +390,15 @@ def test_error_bodies_quote_only_a_short_excerpt(client):
         assert "x" * 101 not in r.text
     r = client.get("/api/" + "y" * 5000)
     assert r.status_code == 404 and "y" * 101 not in r.text
+
+
+def test_error_body_cuts_echoed_input_wherever_it_appears():
+    from gpuplan.web.jobs import error_body
+    err = error_body("GPU " + "z" * 5000, "is unknown: '" + "q" * 300 + "'.", "use " + "f" * 200, ["m" * 300])["error"]
+    text = json.dumps(err)
+    for ch in "zqfm":
+        assert ch * 101 not in text and ch * 90 in text      # an excerpt stays, at most 100 characters
+    assert len(text) < 2000
 
 
 def test_openapi_documents_error_statuses(client):

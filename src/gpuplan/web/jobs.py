@@ -22,6 +22,7 @@ EXCERPT_CHARS = 100               # the most of a client's input an error messag
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers")
 _LONG_QUOTE = re.compile(r"'([^']{%d})[^']+'" % EXCERPT_CHARS)
+_LONG_TOKEN = re.compile(r"\S{%d}\S+" % EXCERPT_CHARS)     # an unbroken run this long is echoed input
 _FIELD_CAPS = {"what": 300, "why": 3000, "fix": 1000}
 
 
@@ -48,6 +49,7 @@ def excerpt(text: Any, limit: int = EXCERPT_CHARS) -> str:
 def _short(text: str, cap: int) -> str:
     """Quoted input longer than EXCERPT_CHARS is cut to an excerpt; the whole field is capped."""
     text = _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}…'", str(text or ""))
+    text = _LONG_TOKEN.sub(lambda m: m.group(0)[:EXCERPT_CHARS] + "…", text)
     return excerpt(text, cap)
 
 
