@@ -306,6 +306,13 @@ def test_non_finite_numbers_are_refused(client, literal):
     assert "hardware.count" in err["why"]
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"model": ' + '{"a": ' * 30_000 + "1" + "}" * 30_001])
+def test_deeply_nested_json_is_a_400_not_a_crash(client, text):
+    for path in ("/api/estimate", "/api/recommend"):
+        err = error_of(client.post(path, content=text, headers={"content-type": "application/json"}), 400)
+        assert "nested" in err["why"] and err["fix"]
+
+
 # ---- Host check, server options -------------------------------------------------------------------------
 def test_bound_loopback_address_is_an_accepted_host():
     """Before: `gpuplan web --host 127.0.0.2` answered 400 to every request."""

@@ -512,8 +512,11 @@ def _add_error_handlers(app: FastAPI) -> None:
             body = error_body(f"method {excerpt(req.method, 20)} on '{path}'", "is not allowed" +
                               (f"; this path takes {allow}." if allow else "."),
                               "GET /openapi.json says which method each endpoint takes.")
+        elif err.status_code == 400 and "parsing the body" in str(err.detail):
+            body = error_body("request body", "could not be parsed as JSON (it may be nested too deeply).",
+                              "send one JSON object; a scenario nests only a few levels.")
         else:
-            body = error_body("request", excerpt(err.detail, 300), "")
+            body = error_body("request", excerpt(err.detail, 300), "check the request against GET /openapi.json.")
         return json_response(body, err.status_code, dict(err.headers or {}) or None)
 
 

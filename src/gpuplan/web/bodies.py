@@ -68,7 +68,11 @@ def _check_number(where: str, value: Any, key: tuple[str, str]) -> None:
         raise BodyError(f"'{where}' is {value}; it must be a finite number")
     lo, hi = RANGES.get(key, (-1e18, 1e18))
     if not lo <= value <= hi:
-        raise BodyError(f"'{where}' is {excerpt(value, 40)}; the web server accepts {lo:,g} to {hi:,g}")
+        raise BodyError(f"'{where}' is {excerpt(value, 40)}; the web server accepts {_num(lo)} to {_num(hi)}")
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e13 else f"{x:g}"
 
 
 def _plain(where: str, value: Any, depth: int = 0) -> None:
