@@ -213,6 +213,28 @@ def test_shutdown_kills_running_workers_at_once():
     assert took < 3 and not alive(pid)
 
 
+def test_abandoned_request_does_not_leak_its_worker():
+    import asyncio
+
+    from gpuplan.web.workers import WorkerPool
+
+    async def scenario():
+        pool = WorkerPool(1, memory_limit=None)
+        await pool.start()
+        try:
+            worker = await pool.acquire(5)
+            job = asyncio.ensure_future(pool.run(worker, time.sleep, (60,), {}, 120))
+            await asyncio.sleep(0.2)
+            job.cancel()
+            await asyncio.wait([job])
+            fresh = await pool.acquire(30)              # the pool is whole again, with a new process
+            return worker.proc.pid, fresh is not None and fresh.proc.pid != worker.proc.pid
+        finally:
+            pool.shutdown()
+    pid, replaced = asyncio.run(scenario())
+    assert replaced and not alive(pid)
+
+
 # ---- per-client and global bounds -------------------------------------------------------------------------
 def test_per_client_limit_answers_429_and_other_clients_still_served():
     app = create_app(time_limit_s=5, workers=2, per_client=1)

@@ -222,7 +222,7 @@ class Compute:
         try:
             if self.pool is None:
                 return json_response(await self.threads(fn, *args))
-            return _json_bytes(await self._in_process_pool(fn, args, held))
+            return _json_bytes(await self._on_worker(fn, args, held))
         finally:
             if held and held[0] is not None:
                 held[0].add_done_callback(lambda _t: self._release(client))
@@ -234,7 +234,7 @@ class Compute:
         if not self.in_flight[client]:
             del self.in_flight[client]
 
-    async def _in_process_pool(self, fn: Callable[..., Any], args: tuple, held: list) -> Any:
+    async def _on_worker(self, fn: Callable[..., Any], args: tuple, held: list) -> Any:
         self.waiting += 1
         try:
             worker = await self.pool.acquire(self.s.queue_wait_s)

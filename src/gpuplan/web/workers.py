@@ -219,6 +219,10 @@ class WorkerPool:
             reply = worker.conn.recv()
         except (EOFError, OSError):
             reply = ("died",)
+        except asyncio.CancelledError:       # the request was abandoned (server stopping): so is its work
+            self.busy.discard(worker)
+            self._replace(worker)
+            raise
         self.busy.discard(worker)
         if reply[0] in ("ok", "error", "internal") and not self.closed:
             self.idle.put_nowait(worker)
