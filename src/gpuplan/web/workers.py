@@ -8,7 +8,8 @@ space (RLIMIT_AS), so one request cannot drive the server out of memory: a Memor
 worker comes back as a clean 413 error and the worker is replaced.
 
 Jobs are module-level functions (picklable by name) that return JSON-safe data; an error is sent
-back as plain fields, never as a pickled exception.
+back as plain fields, never as a pickled exception. As with any 'spawn' pool, a script that serves
+the app must start the server under `if __name__ == "__main__":` (the workers import the main module).
 """
 from __future__ import annotations
 
@@ -35,14 +36,6 @@ class Deadline(Exception):
         self.replacement = replacement
 
 
-class JobError(Exception):
-    """A failure reported by a worker, as the fields of the web error body."""
-
-    def __init__(self, status: int, what: str, why: str, fix: str = "", matches: list[str] | None = None):
-        super().__init__(f"{what}: {why}")
-        self.status, self.what, self.why, self.fix, self.matches = status, what, why, fix, list(matches or [])
-
-
 # ---- worker side -----------------------------------------------------------------------------------------
 def _limit_memory(limit: int | None) -> None:
     if not limit:
@@ -59,9 +52,10 @@ def _limit_memory(limit: int | None) -> None:
 def _failure(err: BaseException) -> tuple:
     """What the parent needs to answer for an exception raised by a job."""
     from ..errors import GpuplanError, MissingExtraError, UnsupportedError
+    from .jobs import WebError
     if isinstance(err, MemoryError):
         return ("memory",)
-    if isinstance(err, JobError) or hasattr(err, "status") and hasattr(err, "what") and hasattr(err, "why"):
+    if isinstance(err, WebError):
         return ("error", err.status, err.what, err.why, err.fix, list(err.matches))
     if isinstance(err, GpuplanError):
         status = 501 if isinstance(err, MissingExtraError) else 422 if isinstance(err, UnsupportedError) else 400
