@@ -207,10 +207,12 @@ def test_shutdown_kills_running_workers_at_once():
         t0 = time.monotonic()
         pool.shutdown()
         took = time.monotonic() - t0
-        await asyncio.wait([job], timeout=5)
-        return worker.proc.pid, took
-    pid, took = asyncio.run(scenario())
+        t0 = time.monotonic()
+        reply, _ = await asyncio.wait_for(job, 5)          # the request answers at once, not at its time limit
+        return worker.proc.pid, took, reply, time.monotonic() - t0
+    pid, took, reply, answered = asyncio.run(scenario())
     assert took < 3 and not alive(pid)
+    assert reply == ("died",) and answered < 1
 
 
 def test_abandoned_request_does_not_leak_its_worker():

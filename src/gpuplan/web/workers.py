@@ -123,10 +123,13 @@ class _Worker:
             pass
 
 
-async def _readable(conn: Any, timeout: float | None) -> bool:
-    """Wait until conn has data (or EOF) without blocking the event loop; False on timeout."""
+async def _readable(conn: Any, timeout: float | None, waiters: dict | None = None) -> bool:
+    """Wait until conn has data (or EOF) without blocking the event loop; False on timeout.
+    The wait is registered in `waiters` so that a shutdown can end it at once."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
+    if waiters is not None:
+        waiters[conn] = fut
     fd = conn.fileno()
     try:
         loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
@@ -138,6 +141,8 @@ async def _readable(conn: Any, timeout: float | None) -> bool:
         return False
     finally:
         loop.remove_reader(fd)
+        if waiters is not None:
+            waiters.pop(conn, None)
 
 
 class WorkerPool:
@@ -152,6 +157,7 @@ class WorkerPool:
         self.starting: set[asyncio.Task] = set()
         self.closed = False
         self.started_total = 0
+        self.waiters: dict = {}          # pipe -> the future a running job's request waits on
 
     async def start(self) -> None:
         self.idle = asyncio.Queue()
@@ -207,7 +213,7 @@ class WorkerPool:
         reply: tuple = ("died",)
         try:
             worker.conn.send((fn, args, kwargs))
-            if not await _readable(worker.conn, time_limit_s):
+            if not await _readable(worker.conn, time_limit_s, self.waiters):
                 self.busy.discard(worker)
                 raise Deadline(self._replace(worker))
             reply = worker.conn.recv()
@@ -239,6 +245,9 @@ class WorkerPool:
                 workers.append(self.idle.get_nowait())
         for w in workers:
             w.kill()
+        for fut in list(self.waiters.values()):     # their requests answer now (503), not at the time limit
+            if not fut.done():
+                fut.set_result(True)
 
 
 # ---- server options ----------------------------------------------------------------------------------------
