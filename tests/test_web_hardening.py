@@ -237,6 +237,35 @@ def test_abandoned_request_does_not_leak_its_worker():
     assert replaced and not alive(pid)
 
 
+def test_request_cancelled_at_server_stop_answers_503_quietly():
+    """At Ctrl-C uvicorn cancels requests still running after its grace time: they answer 503 and
+    end without a traceback in the log."""
+    import asyncio
+
+    from gpuplan.web.app import Guard
+
+    async def endless(scope, receive, send):
+        await asyncio.sleep(60)
+
+    async def scenario():
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+        guard = Guard(endless, max_body_bytes=1024, allowed_hosts=None)
+        task = asyncio.ensure_future(guard({"type": "http", "method": "POST", "headers": []}, receive, send))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.wait([task])
+        return sent, task
+    sent, task = asyncio.run(scenario())
+    assert not task.cancelled() and task.exception() is None
+    assert sent[0]["status"] == 503 and b"is stopping" in sent[1]["body"]
+
+
 # ---- per-client and global bounds -------------------------------------------------------------------------
 def test_per_client_limit_answers_429_and_other_clients_still_served():
     app = create_app(time_limit_s=5, workers=2, per_client=1)

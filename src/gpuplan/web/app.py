@@ -372,6 +372,12 @@ class Guard:
 
         try:
             await self.app(scope, receive, guarded_send)
+        except asyncio.CancelledError:
+            # the server is stopping (Ctrl-C) and its grace time ran out: answer if we still can, and end
+            # quietly; the computation's worker process is killed by the pool's shutdown
+            if not started:
+                with contextlib.suppress(Exception):
+                    await self._send_error(send, WebError(503, "server", "is stopping.", "retry when it is back."))
         except Exception:
             log.exception("unhandled error in web request")
             if not started:

@@ -82,5 +82,5 @@ def run(args: argparse.Namespace) -> int:
         print("note: Hugging Face Hub look-ups are on: clients can make this server download config.json files.",
               file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False,
-                timeout_graceful_shutdown=2)
+                timeout_graceful_shutdown=1)   # then in-flight requests answer 503
     return 0
