@@ -2,7 +2,9 @@
 
 Starts `gpuplan web`'s app with uvicorn on a free 127.0.0.1 port (or uses --url), sends requests
 at a fixed rate (open loop: a slow answer does not slow the sender) for a fixed time, and prints
-p50/p90/p99/max latency and the error count. Needs gpuplan[web] and httpx.
+p50/p90/p99/max latency and the error count. Needs gpuplan[web] and httpx. All requests come from
+one client address, so the server's per-client limit (2 computations in flight) answers 429 once
+requests overlap more than that; --per-client raises it for a throughput run.
 
     python benchmarks/bench_web.py                     # 20 req/s for 10 s
     python benchmarks/bench_web.py --rate 50 --seconds 20 --json
@@ -39,14 +41,14 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def _start_server() -> tuple[str, object]:
+def _start_server(per_client: int = 2) -> tuple[str, object]:
     import uvicorn
 
     from gpuplan.web import create_app
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(per_client=per_client), host="127.0.0.1", port=port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     deadline = time.time() + 20
     while not server.started:
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0, help="duration (default 10)")
     ap.add_argument("--url", help="benchmark a running server instead of starting one (loopback only)")
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--per-client", type=int, default=2, help="server's per-client limit (default 2, as served)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not (0 < args.rate <= 500 and 0 < args.seconds <= 120):
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--url must be a loopback address")
         url, server = args.url.rstrip("/"), None
     else:
-        url, server = _start_server()
+        url, server = _start_server(max(1, args.per_client))
     try:
         result = asyncio.run(_run(url, args.rate, args.seconds, args.timeout))
     finally:

@@ -253,7 +253,7 @@ def test_allow_hub_fetches_only_repo_ids(monkeypatch):
         asked.append(repo_id)
         return dict(cfg)
     monkeypatch.setattr(reg, "_from_hub", fake_hub)
-    with TestClient(create_app(allow_hub=True)) as c:
+    with TestClient(create_app(allow_hub=True, isolation="thread")) as c:   # the fake hub lives in this process
         assert c.get("/api/options").json()["allow_hub"] is True
         r = c.post("/api/estimate", json={"model": "someone/tiny", "hardware": {"gpu": "rtx-4090"}})
         assert r.status_code == 200, r.text
@@ -278,11 +278,13 @@ def test_oversize_body_without_content_length_rejected(client):
 
 
 def test_time_limit_returns_504_json(monkeypatch):
+    """Thread isolation (the library call is replaced in this process); the process pool's own
+    504 and kill are in test_web_hardening.py."""
     import time as _time
 
     import gpuplan.api as api
     monkeypatch.setattr(api, "estimate", lambda *a, **k: _time.sleep(2))
-    with TestClient(create_app(time_limit_s=0.3)) as c:
+    with TestClient(create_app(time_limit_s=0.3, isolation="thread")) as c:
         err = error_of(c.post("/api/estimate", json=INFER), 504)
         assert "limit" in err["why"]
 
@@ -293,7 +295,7 @@ def test_busy_server_returns_503_json(monkeypatch):
     import gpuplan.api as api
     gate = threading.Event()
     monkeypatch.setattr(api, "estimate", lambda *a, **k: gate.wait(5))
-    app = create_app(time_limit_s=0.2, workers=1, queue_wait_s=0.2)
+    app = create_app(time_limit_s=0.2, workers=1, queue_wait_s=0.2, isolation="thread")
     with TestClient(app) as c:
         error_of(c.post("/api/estimate", json=INFER), 504)       # the slot stays taken while the thread runs
         err = error_of(c.post("/api/estimate", json=INFER), 503)
@@ -307,7 +309,7 @@ def test_internal_error_is_json_without_internals(monkeypatch):
     def broken(*a, **k):
         raise ZeroDivisionError("secret internal detail /srv/gpuplan/x.py")
     monkeypatch.setattr(api, "estimate", broken)
-    with TestClient(create_app()) as c:
+    with TestClient(create_app(isolation="thread")) as c:
         r = c.post("/api/estimate", json=INFER)
         err = error_of(r, 500)
         assert "secret" not in r.text and "ZeroDivision" not in r.text and "x.py" not in r.text

@@ -33,7 +33,36 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_args(args: argparse.Namespace) -> str | None:
+    """The error message for an invalid server option, or None (checked before anything starts)."""
+    from ..errors import InputError
+    from .workers import check_server_options
+    try:
+        check_server_options(time_limit_s=args.time_limit, workers=args.workers, queue_wait_s=5.0, per_client=2,
+                             body_timeout_s=10.0, max_body_bytes=256 * 1024, port=args.port)
+    except InputError as err:
+        flag = {"time limit": "--time-limit", "workers": "--workers", "port": "--port"}
+        name = err.what.split(" ")[0] if not err.what.startswith("time limit") else "time limit"
+        return f"error: {flag.get(name, name)} {err.what[len(name):].strip()}: {err.why} Fix: {err.fix}"
+    if not args.host or not args.host.strip():
+        return "error: --host is empty. Fix: pass an address to bind, e.g. --host 127.0.0.1."
+    return None
+
+
+def allowed_hosts(host: str) -> tuple[str, ...] | None:
+    """Host header names the server answers to: None (any) beyond loopback; the loopback names and
+    the bound address otherwise (any loopback address literal is accepted by the app as well)."""
+    if not is_loopback(host):
+        return None
+    bound = host.strip().lower()
+    return LOOPBACK_NAMES + ((bound,) if bound not in LOOPBACK_NAMES else ())
+
+
 def run(args: argparse.Namespace) -> int:
+    problem = check_args(args)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     try:
         import fastapi  # noqa: F401
         import uvicorn
@@ -42,12 +71,9 @@ def run(args: argparse.Namespace) -> int:
               f"Fix: {PIP_HINT}", file=sys.stderr)
         return 2
     from .app import create_app
-    if not 1 <= args.port <= 65535:
-        print(f"error: --port {args.port} is not a port number (1-65535).", file=sys.stderr)
-        return 2
     loopback = is_loopback(args.host)
-    app = create_app(allow_hub=args.allow_hub, time_limit_s=args.time_limit, workers=max(1, args.workers),
-                     allowed_hosts=LOOPBACK_NAMES if loopback else None)
+    app = create_app(allow_hub=args.allow_hub, time_limit_s=args.time_limit, workers=args.workers,
+                     allowed_hosts=allowed_hosts(args.host))
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"gpuplan web: http://{shown}:{args.port}/  (API: /openapi.json; Ctrl-C stops)", file=sys.stderr)
     if not loopback:
@@ -55,5 +81,6 @@ def run(args: argparse.Namespace) -> int:
     if args.allow_hub:
         print("note: Hugging Face Hub look-ups are on: clients can make this server download config.json files.",
               file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False,
+                timeout_graceful_shutdown=1)   # then in-flight requests answer 503
     return 0

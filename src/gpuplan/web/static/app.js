@@ -398,10 +398,12 @@ function paintSwatches(root) {   // CSP forbids inline style attributes; set col
 function showError(err) {
   const box = $("#error");
   const e = err && err.what ? err : { what: "request", why: String((err && err.message) || err), fix: "" };
-  box.replaceChildren(el("h3", {}, `${e.what}`), el("div", {}, e.why || ""),
-    e.matches && e.matches.length ? el("div", { class: "fix" }, "Close matches: ",
-      e.matches.map((m, i) => [i ? ", " : "", el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); applyMatch(e, m); } }, m)])) : null,
-    e.fix ? el("div", { class: "fix" }, "Fix: " + e.fix) : null);
+  const matches = e.close_matches || e.matches || [];
+  // replaceChildren() writes a null argument as the text "null": pass only the parts that exist
+  box.replaceChildren(...[el("h3", {}, `${e.what}`), el("div", {}, e.why || ""),
+    matches.length ? el("div", { class: "fix" }, "Close matches: ",
+      matches.map((m, i) => [i ? ", " : "", el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); applyMatch(e, m); } }, m)])) : null,
+    e.fix ? el("div", { class: "fix" }, "Fix: " + e.fix) : null].filter((c) => c != null));
   box.hidden = false;
 }
 function applyMatch(e, m) {
