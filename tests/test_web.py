@@ -282,8 +282,8 @@ def test_time_limit_returns_504_json(monkeypatch):
     504 and kill are in test_web_hardening.py."""
     import time as _time
 
-    import gpuplan.api as api
-    monkeypatch.setattr(api, "estimate", lambda *a, **k: _time.sleep(2))
+    import gpuplan.pipeline as api
+    monkeypatch.setattr(api, "evaluate", lambda *a, **k: _time.sleep(2))
     with TestClient(create_app(time_limit_s=0.3, isolation="thread")) as c:
         err = error_of(c.post("/api/estimate", json=INFER), 504)
         assert "limit" in err["why"]
@@ -292,9 +292,9 @@ def test_time_limit_returns_504_json(monkeypatch):
 def test_busy_server_returns_503_json(monkeypatch):
     import threading
 
-    import gpuplan.api as api
+    import gpuplan.pipeline as api
     gate = threading.Event()
-    monkeypatch.setattr(api, "estimate", lambda *a, **k: gate.wait(5))
+    monkeypatch.setattr(api, "evaluate", lambda *a, **k: gate.wait(5))
     app = create_app(time_limit_s=0.2, workers=1, queue_wait_s=0.2, isolation="thread")
     with TestClient(app) as c:
         error_of(c.post("/api/estimate", json=INFER), 504)       # the slot stays taken while the thread runs
@@ -304,11 +304,11 @@ def test_busy_server_returns_503_json(monkeypatch):
 
 
 def test_internal_error_is_json_without_internals(monkeypatch):
-    import gpuplan.api as api
+    import gpuplan.pipeline as api
 
     def broken(*a, **k):
         raise ZeroDivisionError("secret internal detail /srv/gpuplan/x.py")
-    monkeypatch.setattr(api, "estimate", broken)
+    monkeypatch.setattr(api, "evaluate", broken)
     with TestClient(create_app(isolation="thread")) as c:
         r = c.post("/api/estimate", json=INFER)
         err = error_of(r, 500)

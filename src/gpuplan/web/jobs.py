@@ -187,9 +187,9 @@ def call_known(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> A
 
 # ---- the heavy jobs (run in a worker process) ------------------------------------------------------------
 def estimate_job(scenario: Any, allow_hub: bool) -> dict[str, Any]:
-    from ..api import estimate as lib_estimate
+    from ..pipeline import evaluate
     scn = safe_scenario(scenario, allow_hub=allow_hub)
-    est = lib_estimate(scn, allow_hub=False)
+    est = evaluate(scn, allow_hub=False)
     out = est.to_json()
     try:
         from ..estimate.fit import fit_limits
@@ -200,16 +200,15 @@ def estimate_job(scenario: Any, allow_hub: bool) -> dict[str, Any]:
 
 
 def serving_curve_job(scenario: Any, concurrencies: list[int] | None, allow_hub: bool) -> dict[str, Any]:
-    from ..api import resolve, software_warnings
-    from ..estimate.speed import serving_curve as curve
+    from .. import pipeline
     scn = safe_scenario(scenario, allow_hub=allow_hub)
     if scn.task != "infer":
         raise InputError("serving curve", f"needs task 'infer', got '{excerpt(scn.task)}'.", "set \"task\": \"infer\".")
-    r = resolve(scn, allow_hub=False)
-    warnings = software_warnings(r)
+    r = pipeline.resolve(scn, allow_hub=False)
+    est = pipeline.evaluate(r)      # the same memory (KV pool), profile and network as /api/estimate
     conc = sorted(set(concurrencies or DEFAULT_CONCURRENCIES))
-    return clean({"curve": curve(r.scenario, r.model, r.gpu, conc), "warnings": list(warnings),
-                  "gpu": {"id": r.gpu.id, "name": r.gpu.name}, "model": r.model.name})
+    return clean({"curve": pipeline.serving_curve(r, est.memory, conc), "warnings": list(est.warnings),
+                  "memory": est.memory.to_json(), "gpu": {"id": r.gpu.id, "name": r.gpu.name}, "model": r.model.name})
 
 
 def launch_job(scenario: Any, engine: str, inner: str | None, include_estimate: bool, allow_hub: bool) -> dict[str, Any]:
@@ -218,8 +217,8 @@ def launch_job(scenario: Any, engine: str, inner: str | None, include_estimate: 
     est, notes = None, []
     if include_estimate:
         try:
-            from ..api import estimate as lib_estimate
-            est = lib_estimate(scn, allow_hub=False).to_json()
+            from ..pipeline import evaluate
+            est = evaluate(scn, allow_hub=False).to_json()
         except GpuplanError as err:
             notes.append(f"headers carry no estimate: {err.message}")
     kwargs: dict[str, Any] = {"estimate": est}
