@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import gpuplan
 from gpuplan.cli import main
 
 from conftest import ROOT
@@ -21,8 +22,8 @@ def run(args, capsys):
     (["model", "nonexistent-model-xyz"], "not a bundled model"),
     (["gpu", "H100"], "Close matches"),                     # ambiguous: lists the candidates
     (["gpu", "h9000"], "h9000"),
-    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "0"], "hardware.count"),
-    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq-len", "-5"], "train.seq_len"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "0"], "--count: expects a whole number from 1"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq-len", "-5"], "--seq-len: expects a whole number from 1"),
     (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "3", "--count", "4"], "tp"),
     (["estimate", "--model", "llama-3.1-8b"], "names no GPU"),
     (["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--weights", "int3"], "int3"),
@@ -49,8 +50,9 @@ def test_malformed_files(tmp_path, capsys):
 
 def test_json_contract_keys(capsys):
     rc, out, _ = run(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--json"], capsys)
-    d = json.loads(out)
-    assert rc == 0
+    envelope = json.loads(out)
+    assert rc == 0 and envelope["command"] == "estimate" and envelope["version"] == gpuplan.__version__
+    d = envelope["result"]
     assert set(d["memory"]["components"]) == {"weights", "gradients", "optimizer_states", "activations", "logits",
                                               "kv_cache", "temporary", "runtime_overhead"}
     assert sum(d["memory"]["components"].values()) == d["memory"]["peak_bytes_per_gpu"]
@@ -60,7 +62,7 @@ def test_json_contract_keys(capsys):
 
 def test_model_json_contract(capsys):
     rc, out, _ = run(["model", "deepseek-v3", "--json"], capsys)
-    d = json.loads(out)
+    d = json.loads(out)["result"]
     for key in ("params_total", "params_active", "params_embedding", "num_layers", "hidden_size",
                 "kv_cache_bytes_per_token", "flops_per_token_forward"):
         assert key in d
@@ -69,7 +71,7 @@ def test_model_json_contract(capsys):
 
 def test_gpus_json_lists_50_sourced_rows(capsys):
     rc, out, _ = run(["gpus", "--json"], capsys)
-    rows = json.loads(out)
+    rows = json.loads(out)["result"]
     assert rc == 0 and len(rows) >= 50
     assert all(r["source_url"] and r["retrieved"] for r in rows)
 
