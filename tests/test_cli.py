@@ -79,3 +79,19 @@ def test_gpus_json_lists_50_sourced_rows(capsys):
 def test_console_script_starts_and_shows_help():
     out = subprocess.run([sys.executable, "-m", "gpuplan.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "recommend" in out.stdout and "estimate" in out.stdout
+
+
+def test_tracked_file_guard_detects_a_write(tmp_path):
+    """conftest fails the session when a test wrote a tracked file; its comparison must see a write."""
+    from conftest import changed_files, tracked_snapshot
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "docs").mkdir()
+    for name in ("a.png", "b.png"):
+        (tmp_path / "docs" / name).write_bytes(b"x")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "docs"], check=True)
+    before = tracked_snapshot(tmp_path)
+    assert set(before) == {"docs/a.png", "docs/b.png"}
+    (tmp_path / "docs" / "b.png").write_bytes(b"xy")
+    after = tracked_snapshot(tmp_path)
+    assert changed_files(before, after) == ["docs/b.png"]
+    assert changed_files(before, after, allowed="docs/") == []
