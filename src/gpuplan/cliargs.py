@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import math
 import os
-import re
 import sys
 from typing import Any, Callable
 
@@ -186,6 +184,7 @@ def _version() -> str:
 
 
 def dumps(obj: Any) -> str:
+    import json
     return json.dumps(obj, indent=2, default=str)
 
 
@@ -210,6 +209,7 @@ class Parser(argparse.ArgumentParser):
     line gets the same one paragraph (and --json envelope) as any other bad input."""
 
     def error(self, message: str):  # type: ignore[override]
+        import re
         what, why = self.prog, message
         m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message, re.S)
         if m:
