@@ -22,8 +22,8 @@ def run(args, capsys):
     (["model", "nonexistent-model-xyz"], "not a bundled model"),
     (["gpu", "H100"], "Close matches"),                     # ambiguous: lists the candidates
     (["gpu", "h9000"], "h9000"),
-    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "0"], "--count: expects a whole number from 1"),
-    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq-len", "-5"], "--seq-len: expects a whole number from 1"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "0"], "hardware.count"),
+    (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--seq-len", "-5"], "train.seq_len"),
     (["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "3", "--count", "4"], "tp"),
     (["estimate", "--model", "llama-3.1-8b"], "names no GPU"),
     (["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--weights", "int3"], "int3"),

@@ -57,10 +57,15 @@ def _shown(text: str) -> str:
     return text if len(text) <= 24 else text[:20] + f"... ({len(text)} characters)"
 
 
-def whole_number(flag: str, low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: a whole number in [low, high]; '1e3' is 1000, '1.5', 'inf' and 'nan' are refused."""
+def _named(flag: str, field: str | None) -> str:
+    return f"{flag} ({field})" if field else flag
+
+
+def whole_number(flag: str, low: int, high: int, field: str | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]; '1e3' is 1000, '1.5', 'inf' and 'nan' are refused.
+    `field` (e.g. 'train.micro_batch') is named in the message beside the flag."""
     def parse(text: str) -> int:
-        expects = f"{flag} expects a whole number from {low:,} to {high:,}"
+        expects = f"{_named(flag, field)}: expects a whole number from {low:,} to {high:,}"
         try:
             value = int(text)
         except ValueError:
@@ -77,13 +82,13 @@ def whole_number(flag: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def real_number(flag: str, low: float, high: float, *, low_open: bool = True,
-                high_open: bool = False) -> Callable[[str], float]:
+def real_number(flag: str, low: float, high: float, *, low_open: bool = True, high_open: bool = False,
+                field: str | None = None) -> Callable[[str], float]:
     """An argparse type: a finite number in the range (low, high] (the ends as told)."""
     lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
 
     def parse(text: str) -> float:
-        expects = f"{flag} expects a number in {lo}{low:g}, {high:g}{hi}"
+        expects = f"{_named(flag, field)}: expects a number in {lo}{low:g}, {high:g}{hi}"
         try:
             value = float(text)
         except (ValueError, OverflowError):
@@ -96,8 +101,8 @@ def real_number(flag: str, low: float, high: float, *, low_open: bool = True,
     return parse
 
 
-def positive_int(flag: str, high: int = MAX_GPUS) -> Callable[[str], int]:
-    return whole_number(flag, 1, high)
+def positive_int(flag: str, high: int = MAX_GPUS, field: str | None = None) -> Callable[[str], int]:
+    return whole_number(flag, 1, high, field)
 
 
 # ---- scenario flags -----------------------------------------------------------------------------
@@ -111,15 +116,15 @@ def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclu
         p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON); flags override its fields")
     g = p.add_argument_group("scenario fields (override the file)")
     p.set_defaults(_scenario_flags=tuple(f for f in SCENARIO_FLAGS if f not in exclude))
-    for flag, (_, _, kind, low, high) in SCENARIO_FLAGS.items():
+    for flag, (section, field, kind, low, high) in SCENARIO_FLAGS.items():
         if flag in exclude:
             continue
-        name = _flag_name(flag)
+        name, path = _flag_name(flag), f"{section}.{field}" if section else field
         parse: Callable[[str], Any] = str
         if kind is int:
-            parse = whole_number(name, int(low), int(high))
+            parse = whole_number(name, int(low), int(high), path)
         elif kind is float:
-            parse = real_number(name, float(low), float(high))
+            parse = real_number(name, float(low), float(high), field=path)
         g.add_argument(name, dest=flag, type=parse, default=None, metavar=flag.upper())
 
 
@@ -214,7 +219,8 @@ class Parser(argparse.ArgumentParser):
         m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message, re.S)
         if m:
             what, why = m.group(1), m.group(2)
-            why = why[len(what):].lstrip() if why.startswith(what + " ") else why
+            if why.startswith(what) and ": " in why:       # our number parsers name the flag (and field) first
+                what, why = why.split(": ", 1)
         matches: list[str] = []
         if why.startswith("unrecognized arguments: "):
             from .errors import close_matches

@@ -7,30 +7,36 @@ from typing import Any
 from ..units import DAY_S, GiB
 
 
+def _limit(flag: str, high: float, field: str, **kw: Any):
+    """A positive, finite constraint value up to `high`, named by its constraint field in errors."""
+    from ..cliargs import real_number
+    return real_number(flag, 0, high, field=f"constraints.{field}", **kw)
+
+
 def add_parsers(sub: Any) -> None:
-    from ..cliargs import MAX_GPUS, add_scenario_args, positive_int, real_number
+    from ..cliargs import MAX_GPUS, add_scenario_args, positive_int
     from .presets import PRESETS
     s = sub.add_parser("recommend", help="which GPUs, how many, configured how: ranked plans with reasons")
     add_scenario_args(s)
     s.add_argument("--objective", default=None,
                    help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
-    s.add_argument("--budget", type=real_number("--budget", 0, 1e15), default=None, metavar="USD",
+    s.add_argument("--budget", type=_limit("--budget", 1e15, "budget_usd"), metavar="USD",
                    help="total budget for the run")
-    s.add_argument("--budget-per-hour", type=real_number("--budget-per-hour", 0, 1e12), default=None, metavar="USD")
-    s.add_argument("--deadline", type=real_number("--deadline", 0, 36500), default=None, metavar="DAYS")
-    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS), default=None, metavar="N")
+    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD")
+    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS")
+    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N")
     s.add_argument("--gpus", default=None, help="comma-separated GPU ids to consider")
     s.add_argument("--owned", default=None, help="GPUs you own, e.g. rtx-4090=4,a100-sxm-80gb=8")
     s.add_argument("--providers", default=None, help="comma-separated cloud providers")
     s.add_argument("--spot", action="store_true", default=None, help="allow spot prices")
-    s.add_argument("--ttft", type=real_number("--ttft", 0, 86400), default=None, metavar="S",
+    s.add_argument("--ttft", type=_limit("--ttft", 86400, "ttft_s"), metavar="S",
                    help="serving: time-to-first-token target")
-    s.add_argument("--tpot", type=real_number("--tpot", 0, 3600), default=None, metavar="S",
+    s.add_argument("--tpot", type=_limit("--tpot", 3600, "tpot_s"), metavar="S",
                    help="serving: time-per-output-token target")
-    s.add_argument("--requests-per-s", type=real_number("--requests-per-s", 0, 1e9), default=None)
-    s.add_argument("--tokens-per-s", type=real_number("--tokens-per-s", 0, 1e12), default=None,
+    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"))
+    s.add_argument("--tokens-per-s", type=_limit("--tokens-per-s", 1e12, "tokens_per_s"),
                    help="serving: output tokens/s to sustain")
-    s.add_argument("--headroom", type=real_number("--headroom", 0, 1, low_open=False, high_open=True), default=None,
+    s.add_argument("--headroom", type=_limit("--headroom", 1, "min_headroom", low_open=False, high_open=True),
                    help="share of GPU memory to keep free, from 0 to below 1 (0.1 = 10%%)")
     s.add_argument("--preset", default=None, choices=sorted(PRESETS), help="use-case preset (overridable)")
     s.add_argument("--top", type=positive_int("--top", 1000), default=10, help="plans to show (1 to 1,000)")
