@@ -264,7 +264,8 @@ def report(command: str | None, as_json: bool, func: Callable[[], int | None]) -
         _flush()
         print("interrupted.", file=sys.stderr)
         return INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError:             # `gpuplan ... | head`: the reader has all it wants
+        _silence_stdout()
         return OK
     except GpuplanError as err:
         return _bad_input(command, as_json, err)
@@ -292,6 +293,15 @@ def _bad_input(command: str | None, as_json: bool, err: GpuplanError) -> int:
     message = " ".join(err.message.split("\n"))
     print(f"error: {message}", file=sys.stderr)
     return BAD_INPUT
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):      # not a real file descriptor (tests, notebooks)
+        pass
 
 
 def _flush() -> None:
