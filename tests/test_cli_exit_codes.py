@@ -119,6 +119,9 @@ def test_launch_refuses_a_plan_that_does_not_fit(tmp_path, capsys):
     assert rc == 1 and "DOES NOT FIT" in err and "--force" in err and not out_dir.exists()
     rc, out, err = run(["launch", *TOO_BIG, "--engine", "torchrun", "--out", str(out_dir), "--force"], capsys)
     assert rc == 0 and "warning" in err and any(out_dir.iterdir())
+    rc, out, err = run(["launch", *TOO_BIG, "--engine", "torchrun", "--json"], capsys)
+    result = json.loads(out)["result"]
+    assert rc == 1 and result["fits"] is False and "DOES NOT FIT" in result["message"]
 
 
 def test_launch_estimate_errors_are_not_swallowed(capsys, monkeypatch):

@@ -51,8 +51,11 @@ def run(args) -> int:
         shown = (f"the plan DOES NOT FIT: peak {fmt_bytes(mem['peak_bytes_per_gpu'])} per GPU > capacity "
                  f"{fmt_bytes(mem['capacity_bytes_per_gpu'])}")
         if not force:
-            print(f"{shown}; no launch files written. `gpuplan memory` shows what to change; --force writes "
-                  "them anyway.", file=sys.stderr)
+            message = (f"{shown}; no launch files written. `gpuplan memory` shows what to change; --force writes "
+                       "them anyway.")
+            print(message, file=sys.stderr)
+            if args.json:
+                print_result("launch", {"fits": False, "memory": mem, "message": message})
             return NO_PLAN
         print(f"warning: {shown}; writing the files anyway (--force).", file=sys.stderr)
     if args.out:
