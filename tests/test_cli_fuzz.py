@@ -304,10 +304,36 @@ def search_cases(rng: random.Random, n: int) -> list[Case]:
     return cases
 
 
+PARTIAL_FILES = [  # (partial scenario for recommend/compare, absurd)
+    (b"model: qwen2.5-0.5b\ntask: infer\n", False),
+    (b"model: qwen2.5-0.5b\ntask: finetune\ntrain: {method: lora, seq_len: 1024}\n", False),
+    (b"model: qwen2.5-0.5b\ntask: finetune\nconstraints: {max_gpus: 2}\n", False),
+    (b"model: qwen2.5-0.5b\ntask: infer\nhardware: {count: 0}\n", True),
+    (b"model: qwen2.5-0.5b\ntask: infer\ninfer: {concurrency: -4}\n", True),
+    (b"model: qwen2.5-0.5b\ntask: train\ntrain: {micro_batch: 0}\n", True),
+    (b"model: qwen2.5-0.5b\ntask: infer\nconstraints: {min_headroom: 2}\n", True),
+    (b"task: infer\n", True), (b"model: [\n", True), (b"", True), (b"\x00\x01", True),
+]
+
+
+def partial_file_cases(rng: random.Random, n: int) -> list[Case]:
+    cases = []
+    for _ in range(n):
+        content, absurd = rng.choice(PARTIAL_FILES)
+        gpus = ",".join(rng.sample(["l4", "h100-sxm", "rtx-4090", "mi300x"], rng.randrange(1, 3)))
+        cmd = rng.choice(["recommend", "compare"])
+        argv = [cmd, "{tmp}/p.yaml", "--gpus", gpus] + (["--max-gpus", "2", "--top", "2"] if cmd == "recommend" else [])
+        if rng.random() < 0.3:
+            argv.append("--json")
+        cases.append(Case(argv, "search-file", bad=absurd, files={"p.yaml": content}))
+    return cases
+
+
 def generate() -> list[Case]:
     rng = random.Random(SEED)
     return (plan_cases(rng, 800) + absurd_number_cases(rng, 420) + unknown_name_cases(rng, 220)
-            + conflict_cases() + file_cases(rng, 380) + catalog_cases(rng, 120) + search_cases(rng, 90))
+            + conflict_cases() + file_cases(rng, 380) + catalog_cases(rng, 120) + search_cases(rng, 90)
+            + partial_file_cases(rng, 40))
 
 
 CASES = generate()
@@ -325,6 +351,8 @@ REASONS = {
     "huge": "scenario validation: a 400-digit count/seq_len/concurrency in a scenario file passes validation and "
             "overflows in the estimators (OverflowError, exit 3)",
     "dup": "scenario file reading: duplicate YAML keys accepted (the last one silently wins)",
+    "partial": "partial-scenario validation (search/): hardware.count 0 or train.micro_batch 0 in a recommend/"
+               "compare file crash the search (TypeError / ZeroDivisionError, exit 3)",
 }
 KNOWN: dict[int, str] = {
     **dict.fromkeys([1448, 1449, 1450, 1451], "pp"), **dict.fromkeys([1452, 1453, 1454, 1455], "cp"),
@@ -332,6 +360,7 @@ KNOWN: dict[int, str] = {
     **dict.fromkeys([1464, 1465, 1466, 1467, 1468, 1469, 1470, 1471], "ctx"), 1478: "inf",
     **dict.fromkeys([1480, 1521, 1653, 1698, 1704, 1717, 1739, 1802, 1849], "huge"),
     **dict.fromkeys([1553, 1559, 1776, 1780, 1818], "dup"),
+    **dict.fromkeys([2076, 2078, 2089, 2092, 2097, 2098, 2102, 2104], "partial"),
 }
 
 
