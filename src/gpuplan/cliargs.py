@@ -130,7 +130,7 @@ def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclu
 
 def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scenario fields given as flags, laid over `base` (a file's contents), not yet validated."""
-    data: dict[str, Any] = dict(base or {})
+    data: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in (base or {}).items()}
     changed_count = False
     registered = getattr(args, "_scenario_flags", tuple(SCENARIO_FLAGS))
     for flag, (section, field, _, _, _) in SCENARIO_FLAGS.items():
@@ -140,8 +140,11 @@ def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | Non
         if section is None:
             data[field] = value
         else:
-            if not isinstance(data.get(section), dict):
+            if data.get(section) is None:
                 data[section] = {}
+            elif not isinstance(data[section], dict):
+                raise InputError(f"scenario '{section}'", f"is a {type(data[section]).__name__}, not a mapping, so "
+                                 f"{_flag_name(flag)} cannot be set in it.", f"write `{section}:` as a mapping of fields.")
             data[section][field] = value
         if flag in ("count", "tp", "pp", "cp"):
             changed_count = True
