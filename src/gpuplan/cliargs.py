@@ -274,9 +274,6 @@ def report(command: str | None, as_json: bool, func: Callable[[], int | None]) -
         return _bad_input(command, as_json, err)
     except OSError as err:
         return _bad_input(command, as_json, environment_error(err))
-    except RecursionError:
-        return _bad_input(command, as_json, InputError(command or "input", "is nested too deeply.",
-                                                       "simplify the input."))
     except Exception as err:  # an unexpected failure is still reported as one paragraph
         if os.environ.get("GPUPLAN_DEBUG"):
             raise
