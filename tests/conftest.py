@@ -25,7 +25,8 @@ except ImportError:  # hypothesis is a test dependency; without it the property 
 # ---- tests never write tracked files -------------------------------------------------------------
 # At session start the size and mtime of every file git tracks are recorded; at the end any change
 # fails the run and names the files (docs/img screenshots come from scripts/make_doc_images.py,
-# which points GPUPLAN_DOC_IMAGES at the folder it is allowed to write).
+# which points GPUPLAN_DOC_IMAGES at the folder it is allowed to write; GPUPLAN_UPDATE_SNAPSHOTS=1
+# may rewrite tests/snapshots).
 
 def tracked_snapshot(root: Path) -> dict[str, tuple[int, int]] | None:
     """{path: (mtime_ns, size)} of the files git tracks under `root`; None outside a git checkout."""
@@ -48,20 +49,23 @@ def tracked_snapshot(root: Path) -> dict[str, tuple[int, int]] | None:
 
 
 def changed_files(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
-                  allowed: str | None = None) -> list[str]:
-    """Tracked files whose size or mtime changed, or that disappeared (except under `allowed`)."""
+                  allowed: tuple[str, ...] = ()) -> list[str]:
+    """Tracked files whose size or mtime changed, or that disappeared (except under the `allowed` prefixes)."""
     return sorted(name for name, stamp in before.items()
-                  if after.get(name) != stamp and not (allowed and name.startswith(allowed)))
+                  if after.get(name) != stamp and not name.startswith(tuple(allowed)))
 
 
-def _allowed_prefix() -> str | None:
+def _allowed_prefixes() -> tuple[str, ...]:
+    """Folders a run was explicitly asked to rewrite: GPUPLAN_DOC_IMAGES (scripts/make_doc_images.py) and
+    the launch snapshots under GPUPLAN_UPDATE_SNAPSHOTS=1."""
+    allowed = ["tests/snapshots/"] if os.environ.get("GPUPLAN_UPDATE_SNAPSHOTS") == "1" else []
     target = os.environ.get("GPUPLAN_DOC_IMAGES")
-    if not target:
-        return None
-    try:
-        return Path(target).resolve().relative_to(ROOT).as_posix().rstrip("/") + "/"
-    except ValueError:
-        return None
+    if target:
+        try:
+            allowed.append(Path(target).resolve().relative_to(ROOT).as_posix().rstrip("/") + "/")
+        except ValueError:
+            pass
+    return tuple(allowed)
 
 
 def pytest_sessionstart(session):
@@ -72,7 +76,7 @@ def pytest_sessionfinish(session, exitstatus):
     before = getattr(session.config, "_gpuplan_tracked", None)
     if not before:
         return
-    changed = changed_files(before, tracked_snapshot(ROOT) or {}, _allowed_prefix())
+    changed = changed_files(before, tracked_snapshot(ROOT) or {}, _allowed_prefixes())
     if changed:
         import sys
         shown = ", ".join(changed[:20]) + (f" and {len(changed) - 20} more" if len(changed) > 20 else "")

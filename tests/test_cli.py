@@ -94,4 +94,4 @@ def test_tracked_file_guard_detects_a_write(tmp_path):
     (tmp_path / "docs" / "b.png").write_bytes(b"xy")
     after = tracked_snapshot(tmp_path)
     assert changed_files(before, after) == ["docs/b.png"]
-    assert changed_files(before, after, allowed="docs/") == []
+    assert changed_files(before, after, allowed=("docs/",)) == []
