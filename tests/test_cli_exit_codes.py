@@ -231,6 +231,9 @@ def test_a_true_bug_exits_3_with_one_paragraph(capsys, monkeypatch):
     monkeypatch.setattr(pipeline, "evaluate", lambda *a, **k: {}["boom"])
     rc, _, err = run(["estimate", *FITS_8B], capsys)
     assert rc == 3 and "internal error KeyError" in err and "Traceback" not in err
+    rc, out, _ = run(["estimate", *FITS_8B, "--json"], capsys)
+    envelope = json.loads(out)                 # scripts still get one JSON shape
+    assert rc == 3 and envelope["error"]["what"] == "internal error" and "KeyError" in envelope["error"]["why"]
 
 
 # ---- the JSON envelope --------------------------------------------------------------------------

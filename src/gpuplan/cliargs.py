@@ -259,8 +259,8 @@ def environment_error(err: OSError) -> InputError:
 
 
 def report(command: str | None, as_json: bool, func: Callable[[], int | None]) -> int:
-    """Run one command; map what it raises to one paragraph on stderr (and the --json envelope on stdout)
-    and an exit code."""
+    """Run one command; map what it raises to one paragraph on stderr (and, under --json, the error
+    envelope on stdout) and an exit code."""
     try:
         return int(func() or 0)
     except KeyboardInterrupt:
@@ -277,6 +277,10 @@ def report(command: str | None, as_json: bool, func: Callable[[], int | None]) -
     except Exception as err:  # an unexpected failure is still reported as one paragraph
         if os.environ.get("GPUPLAN_DEBUG"):
             raise
+        bug = GpuplanError("internal error", f"{type(err).__name__}: {_shown_error(err)}. This is a gpuplan bug.",
+                           "rerun with GPUPLAN_DEBUG=1 for the traceback and report it.")
+        if as_json:
+            print(dumps(error_envelope(command, bug)))
         print(f"error: internal error {type(err).__name__}: {_shown_error(err)}. This is a gpuplan bug; rerun with "
               "GPUPLAN_DEBUG=1 for the traceback and report it.", file=sys.stderr)
         return BUG
