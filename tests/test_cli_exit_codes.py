@@ -84,6 +84,11 @@ def test_unknown_flag_has_close_matches(capsys):
     assert rc == 2 and one_paragraph(err) and "--count" in err
 
 
+def test_unknown_command_has_close_matches(capsys):
+    rc, out, err = run(["estmate", *FITS_8B, "--json"], capsys)
+    assert rc == 2 and one_paragraph(err) and json.loads(out)["error"]["close_matches"][0] == "estimate"
+
+
 # ---- exit code 1: the answer is "does not fit" / "no plan" --------------------------------------
 
 @pytest.mark.parametrize("command", ["estimate", "memory", "train"])

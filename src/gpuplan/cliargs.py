@@ -224,11 +224,15 @@ class Parser(argparse.ArgumentParser):
             what, why = m.group(1), m.group(2)
             if why.startswith(what) and ": " in why:       # our number parsers name the flag (and field) first
                 what, why = why.split(": ", 1)
+        from .errors import close_matches
         matches: list[str] = []
         if why.startswith("unrecognized arguments: "):
-            from .errors import close_matches
             for word in why.split(": ", 1)[1].split():
                 matches += close_matches(word.split("=")[0], self._all_options(), n=3) if word.startswith("-") else []
+        choice = re.match(r"invalid choice: '?([^' ]*)'? \(choose from (.*)\)", why, re.S)
+        if choice:
+            options = [c.strip(" '") for c in choice.group(2).split(",")]
+            matches = close_matches(choice.group(1), options, n=3)
         raise UsageError(what, why if why.endswith(".") else why + ".", f"see `{self.prog} --help`.", matches)
 
     def _all_options(self) -> list[str]:
