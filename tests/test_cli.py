@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import gpuplan
 from gpuplan.cli import main
 
 from conftest import ROOT
@@ -49,8 +50,9 @@ def test_malformed_files(tmp_path, capsys):
 
 def test_json_contract_keys(capsys):
     rc, out, _ = run(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--json"], capsys)
-    d = json.loads(out)
-    assert rc == 0
+    envelope = json.loads(out)
+    assert rc == 0 and envelope["command"] == "estimate" and envelope["version"] == gpuplan.__version__
+    d = envelope["result"]
     assert set(d["memory"]["components"]) == {"weights", "gradients", "optimizer_states", "activations", "logits",
                                               "kv_cache", "temporary", "runtime_overhead"}
     assert sum(d["memory"]["components"].values()) == d["memory"]["peak_bytes_per_gpu"]
@@ -60,7 +62,7 @@ def test_json_contract_keys(capsys):
 
 def test_model_json_contract(capsys):
     rc, out, _ = run(["model", "deepseek-v3", "--json"], capsys)
-    d = json.loads(out)
+    d = json.loads(out)["result"]
     for key in ("params_total", "params_active", "params_embedding", "num_layers", "hidden_size",
                 "kv_cache_bytes_per_token", "flops_per_token_forward"):
         assert key in d
@@ -69,7 +71,7 @@ def test_model_json_contract(capsys):
 
 def test_gpus_json_lists_50_sourced_rows(capsys):
     rc, out, _ = run(["gpus", "--json"], capsys)
-    rows = json.loads(out)
+    rows = json.loads(out)["result"]
     assert rc == 0 and len(rows) >= 50
     assert all(r["source_url"] and r["retrieved"] for r in rows)
 
@@ -77,3 +79,19 @@ def test_gpus_json_lists_50_sourced_rows(capsys):
 def test_console_script_starts_and_shows_help():
     out = subprocess.run([sys.executable, "-m", "gpuplan.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "recommend" in out.stdout and "estimate" in out.stdout
+
+
+def test_tracked_file_guard_detects_a_write(tmp_path):
+    """conftest fails the session when a test wrote a tracked file; its comparison must see a write."""
+    from conftest import changed_files, tracked_snapshot
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "docs").mkdir()
+    for name in ("a.png", "b.png"):
+        (tmp_path / "docs" / name).write_bytes(b"x")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "docs"], check=True)
+    before = tracked_snapshot(tmp_path)
+    assert set(before) == {"docs/a.png", "docs/b.png"}
+    (tmp_path / "docs" / "b.png").write_bytes(b"xy")
+    after = tracked_snapshot(tmp_path)
+    assert changed_files(before, after) == ["docs/b.png"]
+    assert changed_files(before, after, allowed=("docs/",)) == []

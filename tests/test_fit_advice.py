@@ -50,4 +50,4 @@ def test_memory_command_prints_advice(capsys):
     rc = main(["memory", "--model", "llama-3.1-8b", "--gpu", "a100-sxm-80gb", "--task", "finetune",
                "--seq-len", "4096", "--micro-batch", "4"])
     out = capsys.readouterr().out
-    assert rc == 0 and "does NOT fit" in out and "To make it fit" in out and "recompute=full" in out
+    assert rc == 1 and "does NOT fit" in out and "To make it fit" in out and "recompute=full" in out

@@ -515,7 +515,7 @@ def test_cli(tmp_path, capsys):
     cli.add_parser(parser.add_subparsers())
     args = parser.parse_args(["launch", str(scen_file), "--engine", "vllm", "--json", "--no-estimate"])
     assert args.func(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert list(out) == ["serve.sh"] and "not estimated" in out["serve.sh"]
     args = parser.parse_args(["launch", str(scen_file), "--engine", "sglang", "--out", str(tmp_path / "o")])
     assert args.func(args) == 0

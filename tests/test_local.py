@@ -413,13 +413,15 @@ def test_what_runs_grid_real_estimator():
 
 def test_doctor_cli_named_gpu_and_json(capsys):
     pytest.importorskip("gpuplan.api")
-    assert local_cli.main(["doctor", "--gpu", "h100", "--count", "8", "--models", "llama-3.1-8b", "--json"]) in (0, 2)
-    out = capsys.readouterr()
-    if out.out:
-        data = json.loads(out.out)
+    rc = local_cli.main(["doctor", "--gpu", "h100", "--count", "8", "--models", "llama-3.1-8b", "--json"])
+    envelope = json.loads(capsys.readouterr().out)
+    if rc == 0:
+        data = envelope["result"]
         assert data["gpu"]["count"] == 8 and data["models"][0]["model"] == "llama-3.1-8b"
+    else:                       # 'h100' is ambiguous: the error envelope lists the candidates
+        assert rc == 2 and "h100-sxm" in envelope["error"]["close_matches"]
     assert local_cli.main(["doctor", "--gpu", "h100-sxm", "--count", "8", "--models", "llama-3.1-8b", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["result"]
     assert data["gpu"]["id"] == "h100-sxm" and data["models"][0]["tasks"]["full"]["fits"] is True
 
 
@@ -445,7 +447,7 @@ def test_doctor_cli_detected_node(monkeypatch, capsys):
 def test_doctor_cli_oom_stdin_and_scenario(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(read=lambda: (OOM / "old_fragmentation.txt").read_text()))
     assert local_cli.main(["doctor", "--oom", "-", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["result"]
     assert data["kind"] == "fragmentation" and data["report"]["form"] == "old"
     assert local_cli.main(["doctor", "--oom", str(OOM / "nope.txt")]) == 2
 

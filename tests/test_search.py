@@ -272,7 +272,7 @@ def test_cli_recommend_json_and_svg(tmp_path, capsys):
     svg = tmp_path / "p.svg"
     args = parser.parse_args(["recommend", str(scn), "--gpus", "h100-sxm,l40s", "--json", "--plot", str(svg)])
     assert args.func(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["plans"] and "pareto" in out and "rejected" in out
     assert svg.read_text().startswith("<svg")
     args = parser.parse_args(["recommend", str(scn), "--gpus", "h100-sxm", "--top", "2"])

@@ -2,7 +2,8 @@
 
 Starts the server on a free loopback port, fills the form, runs an estimate, a serving plan and a
 recommendation, checks what is rendered (numbers, charts, launch files), checks that the URL holds
-the state (a shared link restores the form and re-runs it), and saves screenshots for docs/.
+the state (a shared link restores the form and re-runs it), and takes screenshots: into a temporary
+folder, or into $GPUPLAN_DOC_IMAGES when scripts/make_doc_images.py regenerates docs/img.
 Skipped only when /usr/bin/chromium or the playwright package is missing.
 """
 from __future__ import annotations
@@ -27,8 +28,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from gpuplan.web import create_app  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "docs" / "img"
+SHOTS_ENV = "GPUPLAN_DOC_IMAGES"     # set by scripts/make_doc_images.py; tests never write tracked files
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 60_000
@@ -66,8 +66,13 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="module")
+def shots_dir(tmp_path_factory) -> Path:
+    return Path(os.environ[SHOTS_ENV]) if os.environ.get(SHOTS_ENV) else tmp_path_factory.mktemp("shots")
+
+
 @pytest.fixture()
-def page(browser, server):
+def page(browser, server, shots_dir):
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, device_scale_factor=1,
                               base_url=server)
     try:
@@ -83,6 +88,7 @@ def page(browser, server):
     pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith((server, "data:", "about:")) else None)
     pg.problems = problems          # type: ignore[attr-defined]
     pg.outside = outside            # type: ignore[attr-defined]
+    pg.shots_dir = shots_dir        # type: ignore[attr-defined]
     yield pg
     ctx.close()
 
@@ -92,9 +98,9 @@ def _ready(pg) -> None:
 
 
 def _shot(pg, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.shots_dir.mkdir(parents=True, exist_ok=True)
     pg.evaluate("window.scrollTo(0, 0)")
-    pg.screenshot(path=str(SHOTS / f"web-{name}.png"), full_page=True)
+    pg.screenshot(path=str(pg.shots_dir / f"web-{name}.png"), full_page=True)
 
 
 def _task(pg, value: str) -> None:

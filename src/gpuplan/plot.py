@@ -1,6 +1,7 @@
 """Charts of the speed engine's answers: `gpuplan train|serve --plot FILE`.
 
-    write_plot(path, *, curve=None, perf=None, pareto=None) -> Path
+    write_plot(path, *, curve=None, perf=None, pareto=None, overwrite=True) -> Path
+    plot_path(arg, default_name) -> PlotTarget     the CLI's --plot argument: a file, or a folder
 
 - serving (`curve`, the list `speed.serving_curve` returns): output throughput versus concurrency
   (left axis) with TTFT and TPOT on a second, logarithmic time axis (right);
@@ -16,13 +17,16 @@ SVG in a minimal page, `.png` needs matplotlib (`pip install 'gpuplan[plot]'`).
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import GpuplanError, InputError
 
-__all__ = ["write_plot", "render_svg"]
+__all__ = ["write_plot", "render_svg", "plot_path", "PlotTarget"]
+FORMATS = (".svg", ".html", ".htm", ".png")
 
 W, H = 760, 440
 ML, MR, MT, MB = 80, 90, 40, 60          # margins: left, right (second axis), top, bottom
@@ -33,15 +37,53 @@ TRAIN_LABELS = {"compute": "compute", "exposed_comm": "exposed communication", "
                 "offload": "offload", "optimizer": "optimizer step"}
 
 
-def write_plot(path: str | Path, *, curve: Sequence[Mapping[str, Any]] | None = None, perf: Any = None,
-               pareto: Iterable[Any] | None = None) -> Path:
-    """Write a chart of `curve` (serving), `perf` (training breakdown) or `pareto` to `path`
-    (.svg, .html or .png) and return the path."""
-    p = Path(path)
+@dataclass(frozen=True)
+class PlotTarget:
+    path: Path
+    named: bool            # the user named this exact file (overwriting it is what they asked for)
+
+
+def plot_path(arg: str | Path, default_name: str) -> PlotTarget:
+    """Where `--plot ARG` writes: ARG itself when it names a file (in a folder that exists), else
+    `default_name`.svg inside the folder ARG. A derived path never overwrites an existing file."""
+    text = str(arg)
+    p = Path(text)
+    if p.is_dir() or text.endswith(("/", os.sep)):
+        if not p.is_dir():
+            raise InputError(f"--plot {text}", "this folder does not exist.", "create it first, or name a file.")
+        target = p / f"{default_name}.svg"
+        if target.exists():
+            raise InputError(f"--plot {text}", f"would overwrite '{target}', which exists.",
+                             f"name the file exactly (--plot {target}) to overwrite it, or choose another folder.")
+        return PlotTarget(target, named=False)
+    _check_target(p)
+    return PlotTarget(p, named=True)
+
+
+def _check_target(p: Path) -> None:
+    """Refuse a chart path that cannot be written, before any work is done."""
     ext = p.suffix.lower()
-    if ext not in (".svg", ".html", ".htm", ".png"):
+    if ext not in FORMATS:
         raise InputError(f"--plot {p}", f"unknown chart format '{ext or '(none)'}'.",
                          "name the file .svg, .html or .png.")
+    parent = p.parent
+    if not parent.is_dir():
+        raise InputError(f"--plot {p}", f"the folder '{parent}' does not exist." if not parent.exists() else
+                         f"'{parent}' is a file, not a folder.", "create the folder first, or choose another path.")
+    if p.is_dir():
+        raise InputError(f"--plot {p}", "is a folder.", "name a file ending .svg, .html or .png.")
+
+
+def write_plot(path: str | Path, *, curve: Sequence[Mapping[str, Any]] | None = None, perf: Any = None,
+               pareto: Iterable[Any] | None = None, overwrite: bool = True) -> Path:
+    """Write a chart of `curve` (serving), `perf` (training breakdown) or `pareto` to `path`
+    (.svg, .html or .png) and return the path. With overwrite=False an existing file is an error."""
+    p = Path(path)
+    _check_target(p)
+    if not overwrite and p.exists():
+        raise InputError(f"--plot {p}", "exists and would be overwritten.",
+                         "name that file exactly to overwrite it, or choose another path.")
+    ext = p.suffix.lower()
     kind, data = _choose(curve, perf, pareto)
     if ext == ".png":
         _write_png(p, kind, data)

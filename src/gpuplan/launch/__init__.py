@@ -70,10 +70,13 @@ def launch_files(scenario: Scenario, engine: str, *, estimate: dict | None = Non
 
 
 def write_launch(scenario: Scenario, engine: str, out_dir: str | Path, estimate: dict | None = None,
-                 inner: str | None = None) -> list[Path]:
-    """Write the files of `launch_files` into out_dir (created); scripts are made executable."""
+                 inner: str | None = None, *, force: bool = False) -> list[Path]:
+    """Write the files of `launch_files` into out_dir (created); scripts are made executable.
+    An existing file whose content differs is never overwritten unless `force`: nothing is written
+    and the error lists those files."""
     files = launch_files(scenario, engine, estimate=estimate, inner=inner)
     out = Path(out_dir)
+    _check_out_dir(out, files, force)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, text in sorted(files.items()):
@@ -83,3 +86,19 @@ def write_launch(scenario: Scenario, engine: str, out_dir: str | Path, estimate:
             path.chmod(0o755)
         paths.append(path)
     return paths
+
+
+def _check_out_dir(out: Path, files: dict[str, str], force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}", "is a file, not a folder.", "name a folder (it is created if missing).")
+    changed = []
+    for name, text in sorted(files.items()):
+        path = out / name
+        if path.is_dir():
+            raise InputError(f"--out {out}", f"'{path}' is a folder where a launch file goes.",
+                             "remove it or choose another folder.")
+        if path.exists() and not force and path.read_text(encoding="utf-8", errors="replace") != text:
+            changed.append(str(path))
+    if changed:
+        raise InputError(f"--out {out}", f"would overwrite {len(changed)} file(s) whose content differs: "
+                         + ", ".join(changed) + ".", "pass --force to overwrite them, or choose another folder.")

@@ -1,8 +1,11 @@
-"""`gpuplan launch SCENARIO --engine ENGINE [--out DIR] [--json]` (wired into gpuplan.cli by the lead)."""
+"""`gpuplan launch SCENARIO --engine ENGINE [--out DIR] [--force] [--json]` (wired in by gpuplan.cli).
+
+The headers' numbers come from `gpuplan.pipeline.evaluate`; an estimate that fails is an error (pass
+--no-estimate to write files without numbers). A plan the estimate marks DOES NOT FIT gets no files
+(exit 1) unless --force; --out never overwrites a file whose content differs unless --force."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from . import ENGINES, launch_files, write_launch
@@ -12,47 +15,59 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("launch", help="write runnable launch configuration for a plan",
                               description="Turn a scenario into launch files for one engine. Each file's header "
                                           "holds the predicted memory, speed and cost.")
-    from ..cli import add_scenario_args
+    from ..cliargs import add_scenario_args
     add_scenario_args(p, exclude=("engine",))
     p.add_argument("--engine", required=True, help=f"one of: {', '.join(ENGINES)}")
     p.add_argument("--inner", default=None, help="for --engine slurm: the training engine to wrap "
                                                   "(default from the scenario's framework)")
     p.add_argument("--out", default=None, help="write the files into this folder instead of printing them")
+    p.add_argument("--force", action="store_true", help="write even if the plan does not fit, and overwrite "
+                                                        "changed files in --out")
     p.add_argument("--json", action="store_true", help="print {file name: text} as JSON")
     p.add_argument("--no-estimate", action="store_true", help="do not run the estimator for the headers")
     p.set_defaults(func=run)
     return p
 
 
-def _estimate(scenario) -> dict | None:
-    try:
-        from ..api import estimate  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    try:
-        result = estimate(scenario)
-        return result.to_json() if hasattr(result, "to_json") else dict(result)
-    except Exception:
-        # the launch files are still useful without numbers; the header then says "not estimated"
-        return None
+def _estimate(scenario) -> dict:
+    from ..pipeline import evaluate
+    return evaluate(scenario).to_json()
+
+
+def _does_not_fit(est: dict | None) -> bool:
+    return bool(est) and (est.get("memory") or {}).get("fits") is False
 
 
 def run(args) -> int:
-    from ..cli import scenario_from_args
+    from ..cliargs import NO_PLAN, print_result, scenario_from_args
+    from ..units import fmt_bytes
     scenario = scenario_from_args(args)
     est = None if getattr(args, "no_estimate", False) else _estimate(scenario)
     inner = getattr(args, "inner", None)
+    force = getattr(args, "force", False)
+    files = launch_files(scenario, args.engine, estimate=est, inner=inner)    # an engine that cannot run it raises
+    if _does_not_fit(est):
+        mem = est["memory"]
+        shown = (f"the plan DOES NOT FIT: peak {fmt_bytes(mem['peak_bytes_per_gpu'])} per GPU > capacity "
+                 f"{fmt_bytes(mem['capacity_bytes_per_gpu'])}")
+        if not force:
+            message = (f"{shown}; no launch files written. `gpuplan memory` shows what to change; --force writes "
+                       "them anyway.")
+            print(message, file=sys.stderr)
+            if args.json:
+                print_result("launch", {"fits": False, "memory": mem, "message": message})
+            return NO_PLAN
+        print(f"warning: {shown}; writing the files anyway (--force).", file=sys.stderr)
     if args.out:
-        paths = write_launch(scenario, args.engine, args.out, estimate=est, inner=inner)
+        paths = write_launch(scenario, args.engine, args.out, estimate=est, inner=inner, force=force)
         if args.json:
-            print(json.dumps({"written": [str(p) for p in paths]}, indent=2))
+            print_result("launch", {"written": [str(p) for p in paths]})
         else:
             for p in paths:
                 print(p)
         return 0
-    files = launch_files(scenario, args.engine, estimate=est, inner=inner)
     if args.json:
-        print(json.dumps(files, indent=2))
+        print_result("launch", files)
     else:
         for name, text in files.items():
             sys.stdout.write(f"==> {name} <==\n{text}\n")

@@ -1,14 +1,14 @@
 """CLI glue for `gpuplan doctor`, `gpuplan calibrate` and `gpuplan measure` (wired in by gpuplan.cli).
 
-Exit codes: 0 done; 1 no usable GPU here (a one-paragraph message, no traceback); 2 bad input
-(GpuplanError, printed by gpuplan.cli).
+Exit codes: 0 done; 1 no usable GPU here, or the scenario does not fit (a one-paragraph message, no
+traceback); 2 bad input (GpuplanError, reported by gpuplan.cliargs.report).
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from ..cliargs import MAX_GPUS, NO_PLAN, OK, add_scenario_args, positive_int, print_result
 from ..errors import GpuplanError, InputError, MissingExtraError
 
 
@@ -20,7 +20,8 @@ def add_parsers(subparsers) -> None:
     s.add_argument("--scenario", metavar="FILE", help="with --oom: which knobs free how much for this scenario; "
                                                       "alone: does it fit on the local GPU")
     s.add_argument("--gpu", metavar="ID", help="answer for this catalog GPU instead of the detected one")
-    s.add_argument("--count", type=int, default=None, help="number of GPUs (with --gpu; default 1)")
+    s.add_argument("--count", type=positive_int("--count", MAX_GPUS), default=None,
+                   help="number of GPUs (with --gpu; default 1)")
     s.add_argument("--models", metavar="A,B", help="only these models (default: every bundled model)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_doctor)
@@ -34,11 +35,14 @@ def add_parsers(subparsers) -> None:
     s.set_defaults(func=run_calibrate)
 
     s = subparsers.add_parser("measure", help="run a scenario for a few steps on the local GPU, beside the prediction")
-    from ..cli import add_scenario_args
     add_scenario_args(s)
-    s.add_argument("--steps", type=int, default=3, help="measured steps after one warm-up step (default 3)")
+    s.add_argument("--steps", type=positive_int("--steps", 10000), default=3,
+                   help="measured steps after one warm-up step (default 3)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_measure)
+
+
+MAX_OOM_LOG_BYTES = 16 << 20
 
 
 def _no_gpu(msg: str) -> int:
@@ -64,12 +68,15 @@ def _read_oom(arg: str) -> str:
     p = Path(arg)
     if not p.exists():
         raise InputError(f"--oom '{arg}'", "file does not exist.", "pass the log file, or '-' and paste the message on stdin.")
-    return p.read_text(encoding="utf-8", errors="replace")
+    if not p.is_file():
+        raise InputError(f"--oom '{arg}'", "is not a regular file.", "pass the log file, or '-' and paste the message.")
+    with p.open("rb") as fh:        # an OOM message is a few KB; a huge log is cut to its first MAX bytes
+        return fh.read(MAX_OOM_LOG_BYTES).decode("utf-8", errors="replace")
 
 
-def _print(obj, as_json: bool) -> None:
+def _print(obj, as_json: bool, command: str) -> None:
     if as_json:
-        print(json.dumps(obj.to_json(), indent=2, default=str))
+        print_result(command, obj.to_json())
     else:
         print(obj.render())
 
@@ -82,21 +89,21 @@ def run_doctor(args) -> int:
 
     scn = load_scenario(args.scenario) if args.scenario else None
     if args.oom:
-        _print(explain_oom(_read_oom(args.oom), scn), args.json)
+        _print(explain_oom(_read_oom(args.oom), scn), args.json, "doctor")
         return 0
     models = [m.strip() for m in args.models.split(",")] if args.models else None
     if args.gpu:
         if scn is not None:
             return _scenario_check(scn.replace(hardware={"gpu": args.gpu, "count": args.count or scn.hardware.count}),
                                    None, args.json)
-        _print(what_runs(args.gpu, args.count or 1, models=models), args.json)
+        _print(what_runs(args.gpu, args.count or 1, models=models), args.json, "doctor")
         return 0
     if args.count is not None:
         raise InputError("--count", "only applies together with --gpu.", "add --gpu ID, e.g. --gpu h100-sxm --count 8.")
     system = detect()
     if not system.has_gpu:
         if args.json:
-            print(json.dumps({"system": system.to_json(), "error": no_gpu_message(system)}, indent=2))
+            print_result("doctor", {"system": system.to_json(), "message": no_gpu_message(system)})
         return _no_gpu(no_gpu_message(system))
     gid, n = local_gpu_choice(system)
     if gid is None:
@@ -104,13 +111,13 @@ def run_doctor(args) -> int:
                "catalog, so what fits cannot be estimated. Pass the closest catalog GPU with --gpu ID "
                "(`gpuplan gpus` lists them), or add yours with a user catalog CSV.")
         if args.json:
-            print(json.dumps({"system": system.to_json(), "error": msg}, indent=2))
+            print_result("doctor", {"system": system.to_json(), "message": msg})
         else:
             print(msg)
         return 1
     if scn is not None:
         return _scenario_check(scn.replace(hardware={"gpu": gid, "count": n}), system, args.json)
-    _print(what_runs(gid, n, models=models, system=system), args.json)
+    _print(what_runs(gid, n, models=models, system=system), args.json, "doctor")
     return 0
 
 
@@ -118,11 +125,12 @@ def _scenario_check(scn, system, as_json: bool) -> int:
     from .doctor import render_system
     from .oom import evaluate_knobs, fmt_bytes
     peak, cap, knobs = evaluate_knobs(scn)
+    code = OK if peak <= cap else NO_PLAN
     if as_json:
-        print(json.dumps({"system": system.to_json() if system else None, "gpu": scn.hardware.gpu,
-                          "count": scn.hardware.count, "peak_bytes_per_gpu": peak, "capacity_bytes_per_gpu": cap,
-                          "fits": peak <= cap, "knobs": [k.to_json() for k in knobs]}, indent=2))
-        return 0
+        print_result("doctor", {"system": system.to_json() if system else None, "gpu": scn.hardware.gpu,
+                                "count": scn.hardware.count, "peak_bytes_per_gpu": peak, "capacity_bytes_per_gpu": cap,
+                                "fits": peak <= cap, "knobs": [k.to_json() for k in knobs]})
+        return code
     if system is not None:
         print(render_system(system) + "\n")
     verdict = "fits" if peak <= cap else f"does not fit (short by {fmt_bytes(peak - cap)})"
@@ -136,7 +144,7 @@ def _scenario_check(scn, system, as_json: bool) -> int:
             else:
                 print(f"  {k.name:<34} frees {fmt_bytes(k.bytes_freed):>11} -> {fmt_bytes(k.peak_bytes):>11} "
                       f"{'fits' if k.fits else 'still short':<11} ({k.tradeoff})")
-    return 0
+    return code
 
 
 def run_calibrate(args) -> int:
@@ -151,7 +159,7 @@ def run_calibrate(args) -> int:
     out = args.out or f"gpuplan-profile-{profile.gpu_id or 'gpu'}-{dt.date.today().isoformat()}.json"
     path = save_profile(profile, out)
     if args.json:
-        print(json.dumps(profile.to_json(), indent=2))
+        print_result("calibrate", profile.to_json())
         return 0
     print(f"{profile.gpu_count} x {profile.gpu_name} [{profile.gpu_id or 'not in catalog'}], world {profile.world_size}, "
           f"torch {profile.torch_version}, CUDA {profile.cuda_version}")
@@ -166,7 +174,7 @@ def run_calibrate(args) -> int:
 
 
 def run_measure(args) -> int:
-    from ..cli import scenario_from_args
+    from ..cliargs import scenario_from_args
     from .calibrate import NoLocalGpuError
     from .measure import measure
     scn = scenario_from_args(args)
@@ -174,21 +182,21 @@ def run_measure(args) -> int:
         res = measure(scn, steps=args.steps)
     except (NoLocalGpuError, MissingExtraError) as err:
         return _no_gpu(_unusable(err, "measure"))
-    _print(res, args.json)
+    _print(res, args.json, "measure")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry (`python -m gpuplan.local.cli doctor ...`) with gpuplan.cli's error handling."""
-    import argparse
-    p = argparse.ArgumentParser(prog="gpuplan")
-    add_parsers(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except GpuplanError as err:
-        print(f"error: {err.message}", file=sys.stderr)
-        return 2
+    from ..cliargs import Parser, report
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def go() -> int:
+        p = Parser(prog="gpuplan")
+        add_parsers(p.add_subparsers(dest="command", required=True))
+        args = p.parse_args(argv)
+        return args.func(args)
+    return report(next((a for a in argv if not a.startswith("-")), None), "--json" in argv, go)
 
 
 if __name__ == "__main__":

@@ -2,35 +2,44 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from ..units import DAY_S, GiB
 
 
+def _limit(flag: str, high: float, field: str, **kw: Any):
+    """A positive, finite constraint value up to `high`, named by its constraint field in errors."""
+    from ..cliargs import real_number
+    return real_number(flag, 0, high, field=f"constraints.{field}", **kw)
+
+
 def add_parsers(sub: Any) -> None:
-    from ..cli import add_scenario_args
+    from ..cliargs import MAX_GPUS, add_scenario_args, positive_int
     from .presets import PRESETS
     s = sub.add_parser("recommend", help="which GPUs, how many, configured how: ranked plans with reasons")
     add_scenario_args(s)
     s.add_argument("--objective", default=None,
                    help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
-    s.add_argument("--budget", type=float, default=None, metavar="USD", help="total budget for the run")
-    s.add_argument("--budget-per-hour", type=float, default=None, metavar="USD")
-    s.add_argument("--deadline", type=float, default=None, metavar="DAYS")
-    s.add_argument("--max-gpus", type=int, default=None, metavar="N")
+    s.add_argument("--budget", type=_limit("--budget", 1e15, "budget_usd"), metavar="USD",
+                   help="total budget for the run")
+    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD")
+    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS")
+    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N")
     s.add_argument("--gpus", default=None, help="comma-separated GPU ids to consider")
     s.add_argument("--owned", default=None, help="GPUs you own, e.g. rtx-4090=4,a100-sxm-80gb=8")
     s.add_argument("--providers", default=None, help="comma-separated cloud providers")
     s.add_argument("--spot", action="store_true", default=None, help="allow spot prices")
-    s.add_argument("--ttft", type=float, default=None, metavar="S", help="serving: time-to-first-token target")
-    s.add_argument("--tpot", type=float, default=None, metavar="S", help="serving: time-per-output-token target")
-    s.add_argument("--requests-per-s", type=float, default=None)
-    s.add_argument("--tokens-per-s", type=float, default=None, help="serving: output tokens/s to sustain")
-    s.add_argument("--headroom", type=float, default=None, help="share of GPU memory to keep free (0.1 = 10%%)")
+    s.add_argument("--ttft", type=_limit("--ttft", 86400, "ttft_s"), metavar="S",
+                   help="serving: time-to-first-token target")
+    s.add_argument("--tpot", type=_limit("--tpot", 3600, "tpot_s"), metavar="S",
+                   help="serving: time-per-output-token target")
+    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"))
+    s.add_argument("--tokens-per-s", type=_limit("--tokens-per-s", 1e12, "tokens_per_s"),
+                   help="serving: output tokens/s to sustain")
+    s.add_argument("--headroom", type=_limit("--headroom", 1, "min_headroom", low_open=False, high_open=True),
+                   help="share of GPU memory to keep free, from 0 to below 1 (0.1 = 10%%)")
     s.add_argument("--preset", default=None, choices=sorted(PRESETS), help="use-case preset (overridable)")
-    s.add_argument("--top", type=int, default=10)
+    s.add_argument("--top", type=positive_int("--top", 1000), default=10, help="plans to show (1 to 1,000)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--plot", metavar="FILE", help="write the cost/time Pareto chart (.svg, or .png with matplotlib)")
     s.set_defaults(func=run_recommend)
@@ -48,46 +57,51 @@ def add_parsers(sub: Any) -> None:
 
 
 def _split(text: str | None) -> list[str] | None:
-    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+    from ..cliargs import split_list
+    return split_list(text)
 
 
 def _owned(text: str | None) -> dict[str, int] | None:
     if not text:
         return None
+    import argparse
+    from ..cliargs import MAX_GPUS, positive_int
     from ..errors import InputError
     out = {}
     for part in _split(text) or []:
         name, _, n = part.partition("=")
         try:
-            out[name.strip()] = int(n)
-        except ValueError:
-            raise InputError(f"--owned '{part}'", "is not gpu=count.", "write e.g. --owned rtx-4090=4") from None
+            out[name.strip()] = positive_int(f"--owned {name.strip()}=N", MAX_GPUS)(n)
+        except argparse.ArgumentTypeError as err:
+            raise InputError(f"--owned '{part[:40]}'", f"is not gpu=count: {err}", "write e.g. --owned rtx-4090=4") from None
     return out
 
 
 def partial_from_args(args: argparse.Namespace) -> dict:
-    from ..cli import partial_from_args as build
+    from ..cliargs import partial_from_args as build
     return build(args)
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from ..cliargs import NO_PLAN, OK, print_result
+    from ..plot import plot_path
     from . import recommend
+    target = plot_path(args.plot, "recommend") if args.plot else None
     rec = recommend(partial_from_args(args), objective=args.objective, top=args.top, gpus=_split(args.gpus),
                     preset=args.preset, budget_usd=args.budget, budget_usd_per_hour=args.budget_per_hour,
                     deadline_days=args.deadline, max_gpus=args.max_gpus, owned=_owned(args.owned),
                     providers=_split(args.providers), spot=args.spot, ttft_s=args.ttft, tpot_s=args.tpot,
                     requests_per_s=args.requests_per_s, tokens_per_s=args.tokens_per_s,
                     min_headroom=args.headroom, progress=None)
-    if args.plot:
-        write_plot(rec, args.plot)
+    if target is not None:
+        write_plot(rec, str(target.path))
     if args.json:
-        json.dump(rec.to_json(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_result("recommend", rec.to_json())
     else:
         print(recommendation_text(rec))
-        if args.plot:
-            print(f"\nPareto chart written to {args.plot}")
-    return 0 if rec.plans else 1
+        if target is not None:
+            print(f"\nPareto chart written to {target.path}")
+    return OK if rec.plans else NO_PLAN
 
 
 def _fmt_time(s: float | None, metric: str) -> str:
@@ -233,12 +247,13 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from ..cliargs import NO_PLAN, OK, print_result
     from . import compare
     rows = compare(partial_from_args(args), _split(args.gpus) or [])
+    code = OK if any(r["fits"] for r in rows) else NO_PLAN
     if args.json:
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-        return 0
+        print_result("compare", rows)
+        return code
     head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {'tokens/s':>10} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
     print(head)
     print("-" * len(head))
@@ -250,17 +265,16 @@ def run_compare(args: argparse.Namespace) -> int:
               f"{_fmt_usd(r['usd_per_hour']):>9} "
               f"{'-' if r['usd_per_million_tokens'] is None else format(r['usd_per_million_tokens'], '.3f'):>9} "
               f"{'-' if r['tokens_per_s_per_watt'] is None else format(r['tokens_per_s_per_watt'], '.2f'):>8}")
-    return 0
+    return code
 
 
 def run_whatif(args: argparse.Namespace) -> int:
-    from ..cli import scenario_from_args
+    from ..cliargs import print_result, scenario_from_args
     from .whatif import whatif, whatif_table
     scn = scenario_from_args(args)
     rows = whatif(scn)
     if args.json:
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_result("whatif", rows)
     else:
         print(whatif_table(rows, scn.is_training))
     return 0

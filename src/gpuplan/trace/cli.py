@@ -1,7 +1,6 @@
 """`gpuplan trace SCENARIO [--json] [--compare]` — wired into gpuplan.cli by `add_parser`."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -16,12 +15,14 @@ def add_parser(subparsers):
         "trace", help="measure per-GPU memory with PyTorch fake tensors (needs gpuplan[trace])",
         description="Run the scenario's model for real on fake tensors (no GPU, no weights) and report the "
                     "peak allocated bytes per GPU, its breakdown and the phase where it happens.")
-    from ..cli import add_scenario_args
+    from ..cliargs import add_scenario_args, positive_int
     add_scenario_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--compare", action="store_true", help="show `gpuplan estimate` next to the trace")
-    p.add_argument("--iterations", type=int, default=2, help="training iterations (default 2)")
-    p.add_argument("--decode-steps", type=int, default=4, help="inference decode steps (default 4)")
+    p.add_argument("--iterations", type=positive_int("--iterations", 100), default=2,
+                   help="training iterations (default 2)")
+    p.add_argument("--decode-steps", type=positive_int("--decode-steps", 10000), default=4,
+                   help="inference decode steps (default 4)")
     p.set_defaults(func=run)
     return p
 
@@ -46,17 +47,14 @@ def _gib(n) -> str:
 
 
 def run(args) -> int:
-    from ..cli import scenario_from_args
+    from ..cliargs import print_result, scenario_from_args
     from . import trace
     spinner = _Spinner()
     try:
         scenario = scenario_from_args(args)
         result = trace(scenario, iterations=args.iterations, decode_steps=args.decode_steps, progress=spinner)
-    except GpuplanError as err:
+    finally:        # errors are reported by gpuplan.cliargs.report, on a clean line
         spinner.done()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    spinner.done()
     estimate, est_msg = None, None
     if args.compare:
         estimate, est_msg = _estimate(scenario)
@@ -66,7 +64,7 @@ def run(args) -> int:
             out["estimate"] = estimate
             if est_msg:
                 out["compare_message"] = est_msg
-        print(json.dumps(out, indent=2))
+        print_result("trace", out)
         return 0
     r = result
     print(f"{r.model} {r.task}: peak {_gib(r.peak_bytes).strip()} GiB per GPU ({r.peak_bytes:,} bytes) "
@@ -95,36 +93,26 @@ def run(args) -> int:
 
 
 def _estimate(scenario):
+    """The memory estimate of the traced plan, through the one pipeline (its failure is shown, not fatal:
+    the trace itself is the answer)."""
+    from .. import pipeline
     try:
-        from ..estimate.memory import estimate_memory
-    except ImportError:
-        return None, ("--compare: the memory engine (gpuplan.estimate.memory.estimate_memory) is not available "
-                      "in this version yet; showing the trace only.")
-    try:
-        from ..models import get_model
-        model = get_model(scenario.model)
-        try:
-            from ..hardware.gpus import get_gpu
-            capacity = int(get_gpu(scenario.hardware.gpu).usable_memory_bytes)
-        except ImportError:
-            capacity = 0
-        try:
-            est = estimate_memory(scenario, model, capacity)
-        except TypeError:          # older/newer signature: estimate_memory(scenario)
-            est = estimate_memory(scenario)
+        est = pipeline.memory(pipeline.resolve(scenario))
     except GpuplanError as err:
         return None, f"--compare: the estimate failed: {err}"
-    data = est.to_json() if hasattr(est, "to_json") else dict(est)
-    return data, None
+    return est.to_json(), None
 
 
 def main(argv=None) -> int:     # standalone: python -m gpuplan.trace.cli SCENARIO
-    import argparse
-    ap = argparse.ArgumentParser(prog="gpuplan")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    add_parser(sub)
-    args = ap.parse_args(["trace", *(argv if argv is not None else sys.argv[1:])])
-    return args.func(args)
+    from ..cliargs import Parser, report
+    argv = list(argv if argv is not None else sys.argv[1:])
+
+    def go() -> int:
+        ap = Parser(prog="gpuplan")
+        add_parser(ap.add_subparsers(dest="command", required=True))
+        args = ap.parse_args(["trace", *argv])
+        return args.func(args)
+    return report("trace", "--json" in argv, go)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,130 @@
+"""`gpuplan models | model | gpus | gpu | schema`: what the catalogs hold."""
+from __future__ import annotations
+
+import argparse
+
+from ..cliargs import MAX_TOKENS_IN_SEQ, print_result, whole_number
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("models", help="list bundled models")
+    s.add_argument("search", nargs="?")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_models)
+
+    s = sub.add_parser("model", help="parameters, KV cache and FLOPs of one model")
+    s.add_argument("name", help="registry name, HF repo id, or path to config.json")
+    s.add_argument("--seq-len", type=whole_number("--seq-len", 1, MAX_TOKENS_IN_SEQ), default=2048,
+                   help="context for the FLOPs figure")
+    s.add_argument("--meta", action="store_true", help="also count on the meta device (needs gpuplan[trace])")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_model)
+
+    s = sub.add_parser("gpus", help="list accelerators in the catalog")
+    s.add_argument("filter", nargs="?")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_gpus)
+
+    s = sub.add_parser("gpu", help="one accelerator's facts")
+    s.add_argument("id")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_gpu)
+
+    s = sub.add_parser("schema", help="JSON schema of the scenario file")
+    s.add_argument("--json", action="store_true", help="wrap the schema in the JSON envelope")
+    s.set_defaults(func=cmd_schema)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from ..models import get_model, list_models
+    from ..report import table
+    from ..units import fmt_count
+    entries = list_models(args.search)
+    if args.json:
+        out = []
+        for e in entries:
+            m = get_model(e.name)
+            out.append({"name": e.name, "hf_id": e.hf_id, "aliases": list(e.aliases), "model_type": m.model_type,
+                        "params_total": m.params_total, "params_active": m.params_active, "source": e.source})
+        print_result("models", out)
+        return 0
+    rows = []
+    for e in entries:
+        m = get_model(e.name)
+        active = fmt_count(m.params_active) if m.is_moe else ""
+        rows.append((e.name, e.hf_id, m.model_type, fmt_count(m.params_total), active,
+                     f"{m.max_position:,}" if m.max_position else "-"))
+    print(table(rows, ["name", "hf id", "type", "params", "active", "context"], "lllrrr"))
+    print(f"\n{len(rows)} models. Also accepted: any HF repo id (online) or a path to a config.json.")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from ..models import get_model
+    from ..report import table
+    from ..units import fmt_bytes, fmt_count
+    m = get_model(args.name)
+    d = m.to_dict(args.seq_len)
+    if args.meta:
+        from ..models.meta import meta_param_count
+        d["meta_device"] = meta_param_count(m.config)
+    if args.json:
+        print_result("model", d)
+        return 0
+    rows = [(k, f"{v:,} ({fmt_count(v)})" if k.startswith("params") and v else
+             f"{v:.4g}" if k.startswith("flops_per") else v) for k, v in d.items()]
+    print(table(rows, ["field", "value"], "lr"))
+    print(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
+          f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
+    return 0
+
+
+def _scaled(value: float | None, unit: float, fmt: str) -> str:
+    """A catalog figure in `unit`s, '-' where the catalog has none (TPU and Apple rows lack some)."""
+    return "-" if value is None else format(value / unit, fmt)
+
+
+def gpu_rows(gpus) -> list[tuple]:
+    rows = []
+    for g in gpus:
+        bf16 = g.peak_flops_per_s.get("bf16")
+        train = g.peak_flops_per_s.get("fp16_fp32acc", bf16)
+        rows.append((g.id, g.name, _scaled(g.usable_memory_bytes, 2**30, ".1f"),
+                     _scaled(g.mem_bandwidth_bytes_per_s, 1e12, ".2f"), _scaled(bf16 or None, 1e12, ".0f"),
+                     _scaled(train or None, 1e12, ".0f"), g.scale_up or "-", _scaled(g.tdp_w, 1, ".0f")))
+    return rows
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from ..hardware import list_gpus
+    from ..report import table
+    gpus = list_gpus(args.filter)
+    if args.json:
+        print_result("gpus", [g.to_dict() for g in gpus])
+        return 0
+    rows = gpu_rows(gpus)
+    print(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
+    print(f"\n{len(rows)} accelerators. Dense peak rates; 'train TF' is the 16-bit rate with fp32 accumulate.")
+    return 0
+
+
+def cmd_gpu(args: argparse.Namespace) -> int:
+    from ..hardware import get_gpu
+    from ..report import table
+    d = get_gpu(args.id).to_dict()
+    if args.json:
+        print_result("gpu", d)
+        return 0
+    print(table([(k, v) for k, v in d.items()], ["field", "value"], "ll"))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from ..report import dumps
+    from ..scenario import Scenario
+    schema = Scenario.model_json_schema()
+    if args.json:
+        print_result("schema", schema)
+    else:
+        print(dumps(schema))
+    return 0

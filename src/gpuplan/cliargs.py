@@ -1,0 +1,320 @@
+"""Command-line plumbing shared by every command module: scenario flags, number parsers with ranges,
+the JSON envelope (DESIGN §3.2) and the error → exit-code mapping.
+
+It sits below `gpuplan.cli` (the top-level parser) and below every subpackage's `cli.py`, so no
+subpackage imports the top-level CLI. Only the standard library is imported at module level:
+`gpuplan --help` must start fast.
+
+Exit codes: 0 ok; 1 a "no plan / does not fit" answer; 2 bad input or environment (unreadable file,
+missing folder, permission denied); 3 a gpuplan bug; 130 interrupted (Ctrl-C).
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import os
+import sys
+from typing import Any, Callable
+
+from .errors import GpuplanError, InputError
+
+OK, NO_PLAN, BAD_INPUT, BUG, INTERRUPTED = 0, 1, 2, 3, 130
+
+# the largest values any command accepts: far beyond real clusters and contexts, far below overflow
+MAX_GPUS = 1 << 20
+MAX_TOKENS_IN_SEQ = 1 << 24
+MAX_TOTAL_TOKENS = 1e18
+
+# scenario flag -> (section, field, parser kind, low, high); ranges are inclusive
+SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | None]] = {
+    "model": (None, "model", str, None, None), "task": (None, "task", str, None, None),
+    "framework": (None, "framework", str, None, None),
+    "gpu": ("hardware", "gpu", str, None, None), "count": ("hardware", "count", int, 1, MAX_GPUS),
+    "gpus_per_node": ("hardware", "gpus_per_node", int, 1, 1024), "network": ("hardware", "network", str, None, None),
+    "profile": ("hardware", "profile", str, None, None),
+    "dp": ("parallel", "dp", int, 1, MAX_GPUS), "tp": ("parallel", "tp", int, 1, 65536),
+    "pp": ("parallel", "pp", int, 1, 65536), "cp": ("parallel", "cp", int, 1, 65536),
+    "ep": ("parallel", "ep", int, 1, 65536), "vpp": ("parallel", "vpp", int, 1, 1024),
+    "zero": ("parallel", "zero", int, 0, 3), "offload": ("parallel", "offload", str, None, None),
+    "method": ("train", "method", str, None, None), "precision": ("train", "precision", str, None, None),
+    "optimizer": ("train", "optimizer", str, None, None), "seq_len": ("train", "seq_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "micro_batch": ("train", "micro_batch", int, 1, 65536),
+    "global_batch": ("train", "global_batch", int, 1, MAX_TOKENS_IN_SEQ),
+    "recompute": ("train", "recompute", str, None, None), "attention": ("train", "attention", str, None, None),
+    "lora_rank": ("train", "lora_rank", int, 1, 65536), "tokens": ("train", "tokens", float, 0, MAX_TOTAL_TOKENS),
+    "weights": ("infer", "weights", str, None, None), "kv_cache": ("infer", "kv_cache", str, None, None),
+    "engine": ("infer", "engine", str, None, None),
+    "prompt_len": ("infer", "prompt_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "output_len": ("infer", "output_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "concurrency": ("infer", "concurrency", int, 1, MAX_GPUS),
+}
+
+
+# ---- numbers ------------------------------------------------------------------------------------
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 24 else text[:20] + f"... ({len(text)} characters)"
+
+
+def _named(flag: str, field: str | None) -> str:
+    return f"{flag} ({field})" if field else flag
+
+
+def whole_number(flag: str, low: int, high: int, field: str | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]; '1e3' is 1000, '1.5', 'inf' and 'nan' are refused.
+    `field` (e.g. 'train.micro_batch') is named in the message beside the flag."""
+    def parse(text: str) -> int:
+        expects = f"{_named(flag, field)}: expects a whole number from {low:,} to {high:,}"
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except (ValueError, OverflowError):
+                raise argparse.ArgumentTypeError(f"{expects}; got '{_shown(text)}'.") from None
+            if not math.isfinite(number) or number != int(number):
+                raise argparse.ArgumentTypeError(f"{expects}; got '{_shown(text)}'.") from None
+            value = int(number)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{expects}; got '{_shown(text)}'.")
+        return value
+    return parse
+
+
+def real_number(flag: str, low: float, high: float, *, low_open: bool = True, high_open: bool = False,
+                field: str | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite number in the range (low, high] (the ends as told)."""
+    lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+
+    def parse(text: str) -> float:
+        expects = f"{_named(flag, field)}: expects a number in {lo}{low:g}, {high:g}{hi}"
+        try:
+            value = float(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{expects}; got '{_shown(text)}'.") from None
+        inside = math.isfinite(value) and (value > low if low_open else value >= low) and \
+            (value < high if high_open else value <= high)
+        if not inside:
+            raise argparse.ArgumentTypeError(f"{expects}; got '{_shown(text)}'.")
+        return value
+    return parse
+
+
+def positive_int(flag: str, high: int = MAX_GPUS, field: str | None = None) -> Callable[[str], int]:
+    return whole_number(flag, 1, high, field)
+
+
+# ---- scenario flags -----------------------------------------------------------------------------
+
+def _flag_name(flag: str) -> str:
+    return "--" + flag.replace("_", "-")
+
+
+def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclude: tuple[str, ...] = ()) -> None:
+    if positional:
+        p.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON); flags override its fields")
+    g = p.add_argument_group("scenario fields (override the file)")
+    p.set_defaults(_scenario_flags=tuple(f for f in SCENARIO_FLAGS if f not in exclude))
+    for flag, (section, field, kind, low, high) in SCENARIO_FLAGS.items():
+        if flag in exclude:
+            continue
+        name, path = _flag_name(flag), f"{section}.{field}" if section else field
+        parse: Callable[[str], Any] = str
+        if kind is int:
+            parse = whole_number(name, int(low), int(high), path)
+        elif kind is float:
+            parse = real_number(name, float(low), float(high), field=path)
+        g.add_argument(name, dest=flag, type=parse, default=None, metavar=flag.upper())
+
+
+def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scenario fields given as flags, laid over `base` (a file's contents), not yet validated."""
+    data: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in (base or {}).items()}
+    changed_count = False
+    registered = getattr(args, "_scenario_flags", tuple(SCENARIO_FLAGS))
+    for flag, (section, field, _, _, _) in SCENARIO_FLAGS.items():
+        value = getattr(args, flag, None) if flag in registered else None
+        if value is None:
+            continue
+        if section is None:
+            data[field] = value
+        else:
+            if data.get(section) is None:
+                data[section] = {}
+            elif not isinstance(data[section], dict):
+                raise InputError(f"scenario '{section}'", f"is a {type(data[section]).__name__}, not a mapping, so "
+                                 f"{_flag_name(flag)} cannot be set in it.", f"write `{section}:` as a mapping of fields.")
+            data[section][field] = value
+        if flag in ("count", "tp", "pp", "cp"):
+            changed_count = True
+    if changed_count and getattr(args, "dp", None) is None and isinstance(data.get("parallel"), dict):
+        data["parallel"]["dp"] = None
+    if "model" not in data:
+        raise InputError("scenario", "names no model.", "pass a scenario file or --model NAME (see `gpuplan models`).")
+    return data
+
+
+def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A partial scenario (hardware/layout may be open) for recommend and compare."""
+    base: dict[str, Any] = {}
+    if getattr(args, "scenario", None):
+        from .search.recommend import load_partial
+        base = load_partial(args.scenario)
+    return scenario_data_from_args(args, base)
+
+
+def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
+    """A Scenario from the positional file plus flag overrides."""
+    from .scenario import load_scenario, scenario_from_dict
+    base: dict[str, Any] = {}
+    source = "(flags)"
+    if getattr(args, "scenario", None):
+        base = load_scenario(args.scenario).model_dump(exclude_none=False)
+        source = f"file '{args.scenario}' with flags"
+    data = scenario_data_from_args(args, base)
+    if require_gpu and not (data.get("hardware") or {}).get("gpu"):
+        raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
+    data.setdefault("hardware", {})
+    return scenario_from_dict(data, source)
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """'a, b,,c' -> ['a', 'b', 'c'] (None when empty)."""
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+# ---- output: the JSON envelope ------------------------------------------------------------------
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+def dumps(obj: Any) -> str:
+    import json
+    return json.dumps(obj, indent=2, default=str)
+
+
+def print_result(command: str, result: Any) -> None:
+    """`--json` output on success: {"command", "version", "result"} (DESIGN §3.2)."""
+    print(dumps({"command": command, "version": _version(), "result": result}))
+
+
+def error_envelope(command: str | None, err: GpuplanError) -> dict[str, Any]:
+    return {"command": command, "version": _version(),
+            "error": {"what": err.what, "why": err.why, "fix": err.fix, "close_matches": list(err.matches)}}
+
+
+# ---- errors → one paragraph and an exit code ----------------------------------------------------
+
+class UsageError(InputError):
+    """A flag the parser refuses (unknown flag, bad number, missing argument)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing usage and exiting, so a malformed command
+    line gets the same one paragraph (and --json envelope) as any other bad input."""
+
+    def error(self, message: str):  # type: ignore[override]
+        import re
+        what, why = self.prog, message
+        m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message, re.S)
+        if m:
+            what, why = m.group(1), m.group(2)
+            if why.startswith(what) and ": " in why:       # our number parsers name the flag (and field) first
+                what, why = why.split(": ", 1)
+        from .errors import close_matches
+        matches: list[str] = []
+        if why.startswith("unrecognized arguments: "):
+            for word in why.split(": ", 1)[1].split():
+                matches += close_matches(word.split("=")[0], self._all_options(), n=3) if word.startswith("-") else []
+        choice = re.match(r"invalid choice: '?([^' ]*)'? \(choose from (.*)\)", why, re.S)
+        if choice:
+            options = [c.strip(" '") for c in choice.group(2).split(",")]
+            matches = close_matches(choice.group(1), options, n=3)
+        raise UsageError(what, why if why.endswith(".") else why + ".", f"see `{self.prog} --help`.", matches)
+
+    def _all_options(self) -> list[str]:
+        options = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    options.update(sub._option_string_actions)
+        return sorted(o for o in options if o.startswith("--"))
+
+
+_OS_FIXES = {
+    errno.ENOENT: "check the path; a folder that does not exist yet must be created first.",
+    errno.EACCES: "check the permissions of the file or folder, or choose another path.",
+    errno.EPERM: "check the permissions of the file or folder, or choose another path.",
+    errno.EISDIR: "name a file, not a folder.",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: name a folder.",
+    errno.ENOSPC: "free some disk space or choose another path.",
+    errno.EROFS: "choose a writable location.",
+}
+
+
+def environment_error(err: OSError) -> InputError:
+    """An OSError (unreadable file, missing folder, permission denied) as a one-paragraph input error."""
+    what = str(err.filename) if err.filename is not None else "file system"
+    why = (err.strerror or str(err)).rstrip(".") + "."
+    return InputError(what, why, _OS_FIXES.get(err.errno or 0, "check the path and try again."))
+
+
+def report(command: str | None, as_json: bool, func: Callable[[], int | None]) -> int:
+    """Run one command; map what it raises to one paragraph on stderr (and, under --json, the error
+    envelope on stdout) and an exit code."""
+    try:
+        return int(func() or 0)
+    except KeyboardInterrupt:
+        _flush()
+        print("interrupted.", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:             # `gpuplan ... | head`: the reader has all it wants
+        _silence_stdout()
+        return OK
+    except GpuplanError as err:
+        return _bad_input(command, as_json, err)
+    except OSError as err:
+        return _bad_input(command, as_json, environment_error(err))
+    except Exception as err:  # an unexpected failure is still reported as one paragraph
+        if os.environ.get("GPUPLAN_DEBUG"):
+            raise
+        bug = GpuplanError("internal error", f"{type(err).__name__}: {_shown_error(err)}. This is a gpuplan bug.",
+                           "rerun with GPUPLAN_DEBUG=1 for the traceback and report it.")
+        if as_json:
+            print(dumps(error_envelope(command, bug)))
+        print(f"error: internal error {type(err).__name__}: {_shown_error(err)}. This is a gpuplan bug; rerun with "
+              "GPUPLAN_DEBUG=1 for the traceback and report it.", file=sys.stderr)
+        return BUG
+
+
+def _shown_error(err: Exception) -> str:
+    text = str(err)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _bad_input(command: str | None, as_json: bool, err: GpuplanError) -> int:
+    if as_json:
+        print(dumps(error_envelope(command, err)))
+    message = " ".join(err.message.split("\n"))
+    print(f"error: {message}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):      # not a real file descriptor (tests, notebooks)
+        pass
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe: nothing more to say on it
+            pass
