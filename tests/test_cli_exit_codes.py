@@ -275,11 +275,8 @@ SPIED = [["estimate", *FITS_8B], ["memory", *FITS_8B], ["serve", *FITS_8B],
          ["train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "8"],
          ["whatif", *FITS_8B], ["launch", *FITS_8B, "--engine", "vllm"],
          ["doctor", "--gpu", "h100-sxm", "--models", "qwen2.5-0.5b"]]
-SEARCH_BYPASS = pytest.mark.xfail(strict=True, reason="search/ (another helper's room) evaluates candidates with the "
-                                  "estimators directly, not through gpuplan.pipeline.evaluate; fixed at merge")
-SPIED += [pytest.param(["compare", *FITS_8B[:2], "--task", "infer", "--gpus", "h100-sxm"], marks=SEARCH_BYPASS),
-          pytest.param(["recommend", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", "l4", "--max-gpus", "1"],
-                       marks=SEARCH_BYPASS)]
+SPIED += [["compare", *FITS_8B[:2], "--task", "infer", "--gpus", "h100-sxm"],
+          ["recommend", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", "l4", "--max-gpus", "1"]]
 
 
 def _name(case) -> str:

@@ -339,29 +339,10 @@ def generate() -> list[Case]:
 CASES = generate()
 
 
-# Known failures inside other helpers' rooms (scenario validation and file reading: issue 16's "one
-# validation layer"), marked xfail(strict=True) case by case. When a fix merges, its cases XPASS and
-# fail the run: delete them here. `python tests/test_cli_fuzz.py` lists failing and XPASS cases.
-REASONS = {
-    "pp": "scenario validation: pipeline stages > the model's layers accepted (pp 64, 32 layers)",
-    "cp": "scenario validation: context parallel for inference accepted",
-    "ep": "scenario validation: expert parallel on a dense model accepted",
-    "ctx": "scenario validation: a length beyond the model's context accepted (no allow_longer_context)",
-    "inf": "scenario validation: train.tokens: .inf in a scenario file accepted",
-    "huge": "scenario validation: a 400-digit count/seq_len/concurrency in a scenario file passes validation and "
-            "overflows in the estimators (OverflowError, exit 3)",
-    "dup": "scenario file reading: duplicate YAML keys accepted (the last one silently wins)",
-    "partial": "partial-scenario validation (search/): hardware.count 0 or train.micro_batch 0 in a recommend/"
-               "compare file crash the search (TypeError / ZeroDivisionError, exit 3)",
-}
-KNOWN: dict[int, str] = {
-    **dict.fromkeys([1448, 1449, 1450, 1451], "pp"), **dict.fromkeys([1452, 1453, 1454, 1455], "cp"),
-    **dict.fromkeys([1456, 1457, 1458, 1459], "ep"),
-    **dict.fromkeys([1464, 1465, 1466, 1467, 1468, 1469, 1470, 1471], "ctx"), 1478: "inf",
-    **dict.fromkeys([1480, 1521, 1653, 1698, 1704, 1717, 1739, 1802, 1849], "huge"),
-    **dict.fromkeys([1553, 1559, 1776, 1780, 1818], "dup"),
-    **dict.fromkeys([2076, 2078, 2089, 2092, 2097, 2098, 2102, 2104], "partial"),
-}
+# Cases that failed in another layer while the fuzz suite was written were marked xfail(strict) here and
+# fixed at merge; none is left. A new failure gets a fix and a regression test, not a mark.
+REASONS: dict[str, str] = {}
+KNOWN: dict[int, str] = {}
 
 
 def known_reason(index: int) -> str | None:

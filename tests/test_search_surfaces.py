@@ -57,7 +57,9 @@ def test_cli_no_plan_exits_1(capsys):
 def test_cli_recommend_json_is_the_record(capsys):
     rc, out, err = _run(["recommend", *QWEN_FT, "--top", "2", "--json"], capsys)
     assert rc == 0
-    data = json.loads(out)
+    envelope = json.loads(out)
+    assert envelope["command"] == "recommend"
+    data = envelope["result"]
     assert len(data["plans"]) == 2 and data["task"] == "finetune"
     plan = data["plans"][0]
     assert set(plan["estimate"]) == {"memory", "performance", "cost"}
@@ -66,9 +68,8 @@ def test_cli_recommend_json_is_the_record(capsys):
 
 
 def test_cli_compare_requires_gpus(capsys):
-    with pytest.raises(SystemExit):
-        main(["compare", "--model", "qwen2.5-0.5b"])
-    capsys.readouterr()
+    assert main(["compare", "--model", "qwen2.5-0.5b"]) == 2      # usage error: exit 2, no SystemExit
+    assert "--gpus" in capsys.readouterr().err
     rc, out, err = _run(["compare", "--model", "qwen2.5-0.5b", "--task", "finetune", "--gpus", ","], capsys)
     assert rc == 2 and "gpus" in err
 

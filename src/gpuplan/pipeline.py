@@ -87,6 +87,7 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
     scn = as_scenario(scenario)
     spec = model if model is not None else get_model(scn.model, allow_hub=allow_hub)
     card = gpu if gpu is not None else get_gpu(scn.hardware.gpu)
+    _check_formats(scn)                                          # a misspelled format is named first
     model_notes = check_scenario_against_model(scn, spec)     # cross-field rules that need the model
     net = network if network is not None else resolve_network(scn.hardware.network, card)
     profile = profile_path_for(scn)
@@ -95,6 +96,15 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
         params = speed_params_for(card, profile)
     r = Resolved(scn, spec, card, net, params, profile)
     return dataclasses.replace(r, warnings=tuple(model_notes or ()) + software_warnings(r))
+
+
+def _check_formats(scn: Scenario) -> None:
+    """Serving formats are names in the closed dtype vocabulary: an unknown one is an error with close
+    matches before any rule that needs the model (which would otherwise speak first)."""
+    if scn.infer is not None:
+        from .dtypes import kv_bytes, weight_format
+        weight_format(scn.infer.weights)
+        kv_bytes(scn.infer.kv_cache)
 
 
 def resolve_network(name: str | None, gpu: Any) -> Any:
