@@ -146,7 +146,7 @@ def _ladder(task: str, count: int) -> list[dict[str, Any]]:
 
 
 def _estimate_fn():
-    from ..api import estimate
+    from ..pipeline import evaluate as estimate
     return estimate
 
 

@@ -229,12 +229,9 @@ def _run_infer(torch, scn, notes: list[str]) -> dict[str, Any]:
 
 
 def predict(scn, estimate_fn: Callable[[Any], Any] | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        if estimate_fn is None:
-            from ..api import estimate as estimate_fn  # type: ignore[attr-defined,no-redef]
-        e = estimate_fn(scn)
-    except ImportError:
-        return None, "no prediction: gpuplan.api.estimate is not available in this installation."
+    if estimate_fn is None:
+        from ..pipeline import evaluate as estimate_fn
+    e = estimate_fn(scn)
     m, p = e.memory, e.performance
     overhead = int(m.components.get("runtime_overhead", 0))
     return {"peak_bytes_per_gpu": int(m.peak_bytes_per_gpu), "peak_bytes_without_overhead": int(m.peak_bytes_per_gpu) - overhead,
