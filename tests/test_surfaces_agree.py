@@ -1,0 +1,93 @@
+"""The same question gets the same answer through every surface (issue 18's regressions): a calibration
+profile changes estimate, train, serve and recommend alike; serve and estimate agree on fit and on the
+batch that runs; the web answers what the CLI answers."""
+import json
+
+import pytest
+
+from gpuplan import pipeline
+from gpuplan.cli import main
+from gpuplan.hardware import get_gpu
+
+TRAIN = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "8", "--task", "train", "--seq-len", "4096"]
+SERVE = ["--model", "llama-3.3-70b-instruct", "--gpu", "h100-sxm", "--count", "2", "--tp", "2", "--task", "infer",
+         "--weights", "bf16", "--kv-cache", "bf16", "--prompt-len", "2048", "--output-len", "512"]
+
+
+@pytest.fixture
+def slow_profile(tmp_path):
+    gpu = get_gpu("h100-sxm")
+    data = {"schema": "gpuplan.hardware-profile/1", "gpu_name": gpu.name, "gpu_id": "h100-sxm", "gpu_count": 1,
+            "created": "2026-12-02T00:00:00Z", "torch_version": "2.13.0", "cuda_version": "13.0",
+            "matmul_flops_per_s": {"bf16": 0.3 * gpu.peak_flops_per_s["bf16"]},
+            "memory_bandwidth_bytes_per_s": 0.4 * gpu.mem_bandwidth_bytes_per_s}
+    p = tmp_path / "slow.json"
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def _json(capsys, argv):
+    rc = main([*argv, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["command"] == argv[0]
+    return rc, out["result"]
+
+
+def test_profile_changes_train_exactly_as_estimate(capsys, slow_profile):
+    # the bug: a profile changed `estimate` (75 s -> 195 s per step) but not `train`
+    _, base = _json(capsys, ["train", *TRAIN])
+    _, train = _json(capsys, ["train", *TRAIN, "--profile", slow_profile])
+    _, est = _json(capsys, ["estimate", *TRAIN, "--profile", slow_profile])
+    assert train["performance"]["step_time_s"] > 1.5 * base["performance"]["step_time_s"]
+    assert train["performance"]["step_time_s"] == est["performance"]["step_time_s"]
+
+
+def test_profile_changes_serve_exactly_as_estimate(capsys, slow_profile):
+    _, base = _json(capsys, ["serve", *SERVE, "--concurrency", "8"])
+    _, serve = _json(capsys, ["serve", *SERVE, "--concurrency", "8", "--profile", slow_profile])
+    _, est = _json(capsys, ["estimate", *SERVE, "--concurrency", "8", "--profile", slow_profile])
+    assert serve["performance"]["tpot_s"] > base["performance"]["tpot_s"]
+    assert serve["performance"]["tpot_s"] == est["performance"]["tpot_s"]
+    row = next(r for r in serve["curve"] if r["concurrency"] == 8)
+    assert row["tpot_s"] == pytest.approx(est["performance"]["tpot_s"], rel=1e-12)
+
+
+def test_profile_from_environment_reaches_recommend(monkeypatch, slow_profile):
+    from gpuplan.search import recommend
+    part = {"model": "llama-3.1-8b", "task": "finetune", "hardware": {"count": 8},
+            "train": {"method": "lora", "seq_len": 2048, "tokens": 1e8}}
+    monkeypatch.setenv(pipeline.PROFILE_ENV, slow_profile)
+    plan = recommend(part, gpus=["h100-sxm"], top=1, progress=False).plans[0]
+    with_profile = pipeline.evaluate(plan.scenario)
+    assert plan.estimate["performance"]["step_time_s"] == pytest.approx(with_profile.performance.step_time_s, rel=1e-12)
+    monkeypatch.delenv(pipeline.PROFILE_ENV)
+    assert with_profile.performance.step_time_s > pipeline.evaluate(plan.scenario).performance.step_time_s
+
+
+@pytest.mark.parametrize("concurrency", [8, 9, 64])
+def test_serve_and_estimate_agree_on_fit_and_batch(capsys, concurrency):
+    # the bug: `serve` said a 70B-on-2xH100 plan fits while `estimate` said it does not, and they
+    # disagreed on how many requests run at once (9 vs 8)
+    rc_e, est = _json(capsys, ["estimate", *SERVE, "--concurrency", str(concurrency)])
+    rc_s, serve = _json(capsys, ["serve", *SERVE, "--concurrency", str(concurrency)])
+    assert rc_e == rc_s
+    assert serve["memory"]["fits"] == est["memory"]["fits"]
+    assert serve["performance"] == est["performance"]
+    assert serve["memory"]["limits"] == est["memory"]["limits"]
+
+
+def test_memory_command_matches_estimate(capsys):
+    _, mem = _json(capsys, ["memory", *TRAIN])
+    _, est = _json(capsys, ["estimate", *TRAIN])
+    assert mem["memory"] == est["memory"]
+
+
+def test_web_estimate_matches_cli(capsys):
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+    _, cli = _json(capsys, ["estimate", *TRAIN])
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/estimate", json=cli["scenario"]).json()
+    assert web["memory"] == cli["memory"]
+    assert web["performance"]["step_time_s"] == pytest.approx(cli["performance"]["step_time_s"], rel=1e-12)
