@@ -91,3 +91,30 @@ def test_web_estimate_matches_cli(capsys):
         web = c.post("/api/estimate", json=cli["scenario"]).json()
     assert web["memory"] == cli["memory"]
     assert web["performance"]["step_time_s"] == pytest.approx(cli["performance"]["step_time_s"], rel=1e-12)
+
+
+def test_recommended_serving_plan_is_what_estimate_says():
+    # the bug: several 1-GPU replicas were charged NCCL buffers by `estimate` (8 x b200: 147.2 vs 146.9 GiB)
+    # but not by the search, which evaluates one replica
+    from gpuplan.search import recommend
+    part = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"count": 8},
+            "infer": {"prompt_len": 1024, "output_len": 256, "concurrency": 64}}
+    for plan in recommend(part, gpus=["h100-sxm", "l40s"], top=3, progress=False).plans:
+        again = pipeline.evaluate(plan.scenario)
+        assert plan.estimate["memory"]["peak_bytes_per_gpu"] == again.memory.peak_bytes_per_gpu, plan.summary
+        assert plan.estimate["performance"]["output_tokens_per_s"] == pytest.approx(
+            again.performance.output_tokens_per_s, rel=1e-12)
+
+
+def test_independent_serving_replicas_hold_no_nccl_buffers():
+    one = pipeline.evaluate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1}})
+    eight = pipeline.evaluate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 8}})
+    tp2 = pipeline.evaluate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 2},
+                             "parallel": {"tp": 2}})
+    assert eight.memory.components["runtime_overhead"] == one.memory.components["runtime_overhead"]
+
+    def fixed_part(est):     # runtime overhead less the allocator's 5 % reserve of what is allocated
+        c = est.memory.components
+        return c["runtime_overhead"] - 0.05 * sum(v for k, v in c.items() if k != "runtime_overhead")
+    # a tensor-parallel replica talks to its peer: NCCL's 256 MiB of channel buffers (docs/model.md)
+    assert fixed_part(tp2) - fixed_part(one) == pytest.approx(256 * 2**20, abs=2**20)

@@ -17,7 +17,7 @@ from ..scenario import Scenario
 from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
                           math_path_attention)
-from .layout import RankParams, rank_params, stages
+from .layout import RankParams, grad_accum_steps, rank_params, stages
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
 # module name (HF, Mixtral w1/w2/w3, GPT-2, NeoX, Falcon, DeepSeek MLA) -> the role a LoRA target plays;
@@ -48,7 +48,17 @@ class Overhead:
 def _overhead(scn: Scenario, allocated: float) -> int:
     if scn.overhead_bytes is not None:
         return scn.overhead_bytes
-    return Overhead().bytes(allocated, scn.hardware.count)
+    return Overhead().bytes(allocated, _peers(scn))
+
+
+def _peers(scn: Scenario) -> int:
+    """GPUs this one exchanges tensors with. Training: all of them (gradients). Serving: its replica
+    (tp × pp, and the expert-parallel group); independent replicas never talk, so a 1-GPU replica has
+    no NCCL buffers however many replicas run."""
+    if scn.is_training:
+        return scn.hardware.count
+    p = scn.parallel
+    return p.tp * p.pp * max(1, p.ep)
 
 
 # ---- training -----------------------------------------------------------------------------------------
@@ -492,8 +502,7 @@ def _grad_accum(scn: Scenario) -> int:
     assert t is not None
     if not t.global_batch:
         return 1
-    per_step = t.micro_batch * scn.dp
-    return max(1, math.ceil(t.global_batch / per_step))
+    return grad_accum_steps(t.global_batch, t.micro_batch, scn.dp)
 
 
 # ---- inference ----------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
+from .layout import grad_accum_steps
 from .results import PerformanceEstimate
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
@@ -210,7 +211,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
 
     s, mb = tr.seq_len, tr.micro_batch
     gb = tr.global_batch or mb * dp
-    m = max(1, math.ceil(gb / (mb * dp)))
+    m = grad_accum_steps(gb, mb, dp)
     if m * mb * dp != gb:
         notes.append(f"global_batch {gb} is not a multiple of micro_batch×dp = {mb * dp}; using {m} micro-batches.")
     gb_eff = m * mb * dp

@@ -128,14 +128,8 @@ class Plan:
 
     @property
     def grad_accum(self) -> int:
-        per_step = self.micro_batch * self.scenario.dp
-        if self.global_batch % per_step:
-            raise InputError(
-                "train.global_batch", f"{self.global_batch} is not a multiple of micro_batch × dp = "
-                f"{self.micro_batch} × {self.scenario.dp} = {per_step}, so no whole number of "
-                "gradient-accumulation steps gives it.",
-                f"set train.global_batch to a multiple of {per_step} (e.g. {max(per_step, self.global_batch // per_step * per_step)}).")
-        return self.global_batch // per_step
+        from ..estimate.layout import grad_accum_steps
+        return grad_accum_steps(self.global_batch, self.micro_batch, self.scenario.dp, strict=True)
 
     @property
     def train_steps(self) -> int | None:
