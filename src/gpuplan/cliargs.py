@@ -159,7 +159,7 @@ def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """A partial scenario (hardware/layout may be open) for recommend and compare."""
     base: dict[str, Any] = {}
     if getattr(args, "scenario", None):
-        from .search.recommend import load_partial
+        from .search.partial import load_partial
         base = load_partial(args.scenario)
     return scenario_data_from_args(args, base)
 
