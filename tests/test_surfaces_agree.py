@@ -119,3 +119,30 @@ def test_independent_serving_replicas_hold_no_nccl_buffers():
                                                   if k not in ("runtime_overhead", "weights", "kv_cache"))
     # a tensor-parallel replica talks to its peer: NCCL's 256 MiB of channel buffers (docs/model.md)
     assert fixed_part(tp2) - fixed_part(one) == pytest.approx(256 * 2**20, abs=2**20)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/api/estimate", {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4"}}),
+    ("/api/serving-curve", {"scenario": {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4"}},
+                            "concurrencies": [1, 4]}),
+    ("/api/launch", {"scenario": {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4"}},
+                     "engine": "vllm"}),
+    ("/api/recommend", {"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}, "gpus": ["l4"], "top": 1}),
+    ("/api/compare", {"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}, "gpus": ["l4", "a10g"]}),
+])
+def test_every_web_plan_endpoint_evaluates_through_the_pipeline(path, body, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+    calls = []
+    real = pipeline.evaluate
+
+    def spy(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+    monkeypatch.setattr(pipeline, "evaluate", spy)
+    with TestClient(create_app(isolation="thread")) as c:     # in-process, so the spy is seen
+        calls.clear()                                         # only what the request itself evaluates
+        r = c.post(path, json=body)
+    assert r.status_code == 200, r.text[:300]
+    assert calls, f"{path} did not evaluate through gpuplan.pipeline.evaluate"
