@@ -146,3 +146,26 @@ def test_every_web_plan_endpoint_evaluates_through_the_pipeline(path, body, monk
         r = c.post(path, json=body)
     assert r.status_code == 200, r.text[:300]
     assert calls, f"{path} did not evaluate through gpuplan.pipeline.evaluate"
+
+
+@pytest.mark.parametrize("constraints,status,needle", [
+    ({"owned": {"h100-sxmm": 2}}, 400, "h100-sxm"),          # same close matches as a scenario file
+    ({"providers": ["lambdaa"]}, 400, "lambda"),
+    ({"budget_usd": 0}, 422, "budget_usd"),
+    ({"deadline_days": -1}, 422, "deadline_days"),
+    ({"min_headroom": 2}, 422, "min_headroom"),
+])
+def test_web_constraints_are_the_scenario_constraints(constraints, status, needle):
+    """One Constraints model: the web body refuses what a scenario file's `constraints:` refuses."""
+    from fastapi.testclient import TestClient
+
+    from gpuplan.errors import InputError
+    from gpuplan.scenario import Constraints
+    from gpuplan.web.app import create_app
+    with pytest.raises((InputError, ValueError)):
+        Constraints.model_validate(constraints)
+    with TestClient(create_app(isolation="thread")) as c:
+        r = c.post("/api/recommend", json={"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}, "gpus": ["l4"],
+                                           "constraints": constraints})
+    assert r.status_code == status, r.text[:300]
+    assert needle in r.text

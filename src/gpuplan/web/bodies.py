@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from ..scenario import Scenario
+from ..scenario import Constraints, Scenario
 from .jobs import DEFAULT_CONCURRENCIES, excerpt
 
 MAX_LIST = 64
@@ -220,26 +220,9 @@ Seconds = Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)]
 Rate = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
 
 
-class ConstraintsBody(_Body):
-    budget_usd: Optional[Usd] = Field(None, description="most the whole run may cost")
-    budget_usd_per_hour: Optional[Usd] = None
-    deadline_days: Optional[Annotated[float, Field(gt=0, le=36_500, allow_inf_nan=False)]] = Field(
-        None, description="training must finish within this")
-    max_gpus: Optional[int] = Field(None, gt=0, le=4096)
-    owned: Optional[dict[Annotated[str, Field(max_length=64)], Annotated[int, Field(gt=0, le=100_000)]]] = Field(
-        None, max_length=16, description="GPUs you own: {gpu id: count}; the search uses only these")
-    providers: Optional[list[Annotated[str, Field(max_length=64)]]] = Field(None, max_length=32)
-    spot: Optional[bool] = None
-    ttft_s: Optional[Seconds] = Field(None, description="serving: time-to-first-token target")
-    tpot_s: Optional[Seconds] = Field(None, description="serving: time-per-output-token target")
-    requests_per_s: Optional[Rate] = None
-    tokens_per_s: Optional[Rate] = None
-    min_headroom: Optional[float] = Field(None, ge=0, lt=1, description="share of GPU memory to leave free")
-
-    @field_validator("providers")
-    @classmethod
-    def _unique(cls, v):
-        return None if v is None else _dedup(v)
+# The one Constraints model (scenario.py): the same fields, ranges and name checks as a scenario file's
+# `constraints:` block and the CLI's flags.
+ConstraintsBody = Constraints
 
 
 Objective = Union[Annotated[str, Field(max_length=64)], dict[Annotated[str, Field(max_length=32)], FiniteNonNeg]]
