@@ -7,6 +7,7 @@ no I/O except reading that packaged data file once.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..dtypes import kv_bytes, weight_format
@@ -197,44 +198,63 @@ def _mlp_width_active(model: ModelSpec) -> float:
     return per_layer / ((3 if model.gated_mlp else 2) * model.hidden_size)
 
 
-def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
-                      params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
-    """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario."""
-    P = params if params is not None else _packaged_efficiency()
-    tr, par = scn.train, scn.parallel
-    n_gpu = scn.hardware.count
-    tp, pp, cp, ep, vpp, dp = par.tp, par.pp, par.cp, par.ep, par.vpp, scn.dp
-    gpn = _gpus_per_node(scn, gpu)
-    net = network if network is not None else _network(scn, gpu)
-    fam = _family(gpu)
-    notes: list[str] = []
+@dataclass(frozen=True)
+class _Train:
+    """What every part of the training step model needs, derived once from the scenario."""
+    scn: Any
+    model: ModelSpec
+    gpu: Any
+    P: Mapping[str, Any]
+    net: Any
+    gpn: int
+    m: int                  # micro-batches per optimizer step (gradient accumulation)
+    tokens: float           # tokens each GPU processes per micro-batch
+    mm_dtype: str           # tensor-core format of the matmuls
+    attn_dtype: str
+    act_b: float            # bytes per activation element
+    grad_b: float           # bytes per gradient element
+    frozen: bool            # LoRA/QLoRA: the base gets no weight gradient
+    eta_mem: float
+    L_stage: float          # layers on the bottleneck pipeline stage
+    params_local: float     # parameters held per tp x pp rank
+    trainable_local: float
 
+    @property
+    def par(self) -> Any:
+        return self.scn.parallel
+
+    @property
+    def tr(self) -> Any:
+        return self.scn.train
+
+
+def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net: Any,
+                 notes: list[str]) -> _Train:
+    tr, par, dp = scn.train, scn.parallel, scn.dp
     s, mb = tr.seq_len, tr.micro_batch
     gb = tr.global_batch or mb * dp
     m = grad_accum_steps(gb, mb, dp)
     if m * mb * dp != gb:
         notes.append(f"global_batch {gb} is not a multiple of micro_batch×dp = {mb * dp}; using {m} micro-batches.")
-    gb_eff = m * mb * dp
-    tokens = mb * s / cp                      # tokens each GPU processes per micro-batch
     prec = tr.precision
-    mm_dtype = {"fp32": "fp32", "fp8": "fp8"}.get(prec, "bf16" if prec == "bf16" else "fp16")
-    mm_dtype = _compute_dtype(gpu, mm_dtype)
+    mm_dtype = _compute_dtype(gpu, {"fp32": "fp32", "fp8": "fp8"}.get(prec, "bf16" if prec == "bf16" else "fp16"))
     if prec == "fp8" and mm_dtype != "fp8":
         notes.append(f"{getattr(gpu, 'id', 'this GPU')} has no FP8 tensor cores; FP8 training timed at 16-bit.")
-    attn_dtype = "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16")
-    act_b = 4.0 if prec == "fp32" else 2.0
     frozen = tr.method in ("lora", "qlora")
-    bwd_factor = 1.0 if frozen else 2.0       # frozen base: data gradient only
-    eff_comm = P["comm"]
-    bw = _bw(gpu)
-    eta_mem = _fam(P["memory"], fam)
-    L = model.num_layers
-    L_stage = L / pp
-    h = model.hidden_size
+    tp_pp = par.tp * par.pp
+    return _Train(scn, model, gpu, P, net, _gpus_per_node(scn, gpu), m, mb * s / par.cp, mm_dtype,
+                  "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16"),
+                  4.0 if prec == "fp32" else 2.0, 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0, frozen,
+                  _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, model.params_total / tp_pp,
+                  (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / tp_pp)
 
-    # ---- compute of one micro-batch on the bottleneck stage ----------------------------------
+
+def _linear_time(c: _Train) -> float:
+    """Forward + backward (+ recompute) time of every linear layer for one micro-batch."""
+    tp, ep, pp = c.par.tp, c.par.ep, c.par.pp
+    bwd_factor = 1.0 if c.frozen else 2.0       # frozen base: data gradient only
     t_lin = 0.0
-    for b in model.blocks:
+    for b in c.model.blocks:
         if b.linear is None or b.layer_scope == "vision":
             continue
         k_in, n_out = b.linear
@@ -242,114 +262,135 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
             k_in = k_in / tp
         else:
             n_out = n_out / tp
+        per_stage = pp if b.layer_scope == "layer" else 1
         if b.kind == "expert":
-            m_rows = tokens * b.active_fraction * ep       # tokens routed to one local expert
-            count = b.count / ep / (pp if b.layer_scope == "layer" else 1)
+            m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
+            count = b.count / ep / per_stage
         else:
-            m_rows = tokens
-            count = b.count / (pp if b.layer_scope == "layer" else 1)
-        t_f = gemm_time(P, gpu, mm_dtype, m_rows, k_in, n_out, count, act_bytes=act_b,
+            m_rows, count = c.tokens, b.count / per_stage
+        t_f = gemm_time(c.P, c.gpu, c.mm_dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert")
-        t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not frozen) else 1.0))
-        if tr.recompute == "full" and b.layer_scope == "layer":
+        t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0))
+        if c.tr.recompute == "full" and b.layer_scope == "layer":
             t_lin += t_f
-    attn_f = attention_flops_per_token_forward(model, s) * tokens / tp / pp
-    eta_attn = _fam(P["attention"], fam)
+    return t_lin
+
+
+def _attention_time(c: _Train) -> float:
+    tr = c.tr
+    attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
-        eta_attn *= P["eager_attention_scale"]
-    t_attn_f = attn_f / (peak_flops(gpu, attn_dtype) * eta_attn * clock_factor(P, gpu))
-    t_attn = t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
-    width = (h + _mlp_width_active(model)) / tp
-    elt_fwd_share = FORWARD_SHARE
-    elt_bytes = P["elementwise_passes"] * act_b * width * tokens * L_stage
+        eta_attn *= c.P["eager_attention_scale"]
+    t_attn_f = attn_f / (peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu))
+    return t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
+
+
+def _memory_bound_time(c: _Train) -> tuple[float, float]:
+    """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
+    tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
+    width = (c.model.hidden_size + _mlp_width_active(c.model)) / tp
+    elt_bytes = c.P["elementwise_passes"] * c.act_b * width * c.tokens * c.L_stage
     if tr.recompute == "full":
-        elt_bytes *= 1.0 + elt_fwd_share
-    elt_bytes += P["loss_bytes_per_logit"] * model.vocab_size / tp * tokens
-    t_elt = elt_bytes / (bw * eta_mem)
+        elt_bytes *= 1.0 + FORWARD_SHARE
+    elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     t_dequant = 0.0
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
         passes = 2 + (1 if tr.recompute == "full" else 0)
-        base_local = matmul_params_active(model) / tp / pp
-        t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * eta_mem)
-    t_compute_mb = t_lin + t_attn + t_elt + t_dequant
+        base_local = matmul_params_active(c.model) / tp / c.par.pp
+        t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * c.eta_mem)
+    return elt_bytes / (bw * c.eta_mem), t_dequant
 
-    # ---- exposed communication per micro-batch ------------------------------------------------
-    t_comm_mb = 0.0
-    detail: dict[str, float] = {}
+
+def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, float]]:
+    """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
+    par, model, comm = c.par, c.model, c.P["comm"]
+    tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
+    h, act_b, tokens = model.hidden_size, c.act_b, c.tokens
+    exposed, detail = 0.0, {}
     if tp > 1:
-        link = group_link(gpu, tp, tp, gpn, net, eff_comm)
-        n_ar = TP_ALL_REDUCES_PER_LAYER + (TP_ALL_REDUCES_PER_LAYER // 2 if tr.recompute == "full" else 0)
-        t = L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
-        t_comm_mb += t * (1.0 - P["overlap"]["tp"])
-        detail["tp"] = t
+        link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
+        n_ar = TP_ALL_REDUCES_PER_LAYER + (TP_ALL_REDUCES_PER_LAYER // 2 if c.tr.recompute == "full" else 0)
+        detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
+        exposed += t * (1.0 - c.P["overlap"]["tp"])
     if cp > 1:
-        link = group_link(gpu, cp, tp * cp, gpn, net, eff_comm)
+        link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
-        t = L_stage * 3 * (cp - 1) * p2p_time(kv_bytes_step, link)
-        exposed = max(0.0, t - t_attn)
-        t_comm_mb += exposed
-        detail["cp"] = exposed
+        t = c.L_stage * 3 * (cp - 1) * p2p_time(kv_bytes_step, link)
+        detail["cp"] = max(0.0, t - t_attn)
+        exposed += detail["cp"]
     if model.is_moe and ep > 1:
-        link = group_link(gpu, ep, tp * ep, gpn, net, eff_comm)
-        moe_layers = model.num_moe_layers or L
-        t = (moe_layers / pp) * 4 * all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
-        t_comm_mb += t
-        detail["ep"] = t
+        link = group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm)
+        moe_layers = model.num_moe_layers or model.num_layers
+        detail["ep"] = t = (moe_layers / pp) * 4 * all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
+        exposed += t
     if pp > 1:
-        link = group_link(gpu, pp, n_gpu, gpn, net, eff_comm)
-        t = 2 * vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
-        t_comm_mb += t
-        detail["pp"] = t
+        link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
+        detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
+        exposed += t
+    return exposed, detail
 
-    # data parallel / ZeRO / FSDP: gradients (and parameters under ZeRO-3) over dp·cp ranks
-    n_dp = dp * cp
-    link_dp = group_link(gpu, n_dp, tp * cp * dp, gpn, net, eff_comm) if n_dp > 1 else LOCAL
-    params_local = model.params_total / (tp * pp)
-    trainable_local = (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / (tp * pp)
-    grad_b = 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0
-    ov = P["overlap"]
-    t_dp_step = 0.0
-    if n_dp > 1:
-        if par.zero >= 3:
-            unit = params_local / max(1.0, L_stage)
-            w_b = 2.0 if prec != "fp32" else 4.0
-            t = L_stage * 2 * all_gather_time(unit * w_b, n_dp, link_dp)
-            t += L_stage * reduce_scatter_time(unit * (trainable_local / params_local) * grad_b, n_dp, link_dp)
-            exposed = max(0.0, t - ov["fsdp"] * t_compute_mb)
-            t_comm_mb += exposed
-            detail["fsdp"] = t
-        else:
-            t = all_reduce_time(trainable_local * grad_b, n_dp, link_dp)
-            t_dp_step = max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE))   # overlaps backward
-            detail["dp"] = t
 
-    t_mb = t_compute_mb + t_comm_mb
-    bubble = (pp - 1) / vpp * t_mb if pp > 1 else 0.0
+def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, dict[str, float]]:
+    """Gradients (and parameters under ZeRO-3/FSDP) over dp·cp ranks: (exposed per micro-batch,
+    exposed once per step, each one's time)."""
+    par, ov = c.par, c.P["overlap"]
+    n_dp = c.scn.dp * par.cp
+    if n_dp <= 1:
+        return 0.0, 0.0, {}
+    link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
+    if par.zero >= 3:
+        unit = c.params_local / max(1.0, c.L_stage)
+        w_b = 2.0 if c.tr.precision != "fp32" else 4.0
+        t = c.L_stage * 2 * all_gather_time(unit * w_b, n_dp, link)
+        t += c.L_stage * reduce_scatter_time(unit * (c.trainable_local / c.params_local) * c.grad_b, n_dp, link)
+        return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
+    t = all_reduce_time(c.trainable_local * c.grad_b, n_dp, link)
+    return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
 
-    # ---- optimizer step and offload -----------------------------------------------------------
-    shard = n_dp if par.zero >= 1 else 1
-    opt_local = trainable_local / shard
-    t_opt = 0.0
-    t_off = 0.0
-    opt_bytes = _OPT_BYTES_PER_PARAM[tr.optimizer]
-    pcie = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * eff_comm["pcie"]
-    host_bw = P["host_memory_bytes_per_s"]
+
+def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
+    """(optimizer step on the GPU, exposed offload traffic and CPU step) per optimizer step."""
+    par, P = c.par, c.P
+    shard = c.scn.dp * par.cp if par.zero >= 1 else 1
+    opt_local = c.trainable_local / shard
+    opt_bytes = _OPT_BYTES_PER_PARAM[c.tr.optimizer]
     if par.offload == "none":
-        t_opt = opt_local * opt_bytes / (bw * eta_mem)
-    else:
-        t_off += opt_local * (grad_b + 2.0) / pcie + opt_local * opt_bytes / host_bw
-        if par.offload == "optimizer+params":
-            streamed = m * 2 * (params_local / shard) * 2.0 / pcie
-            t_off += max(0.0, streamed - ov["offload"] * m * t_compute_mb)
+        return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem), 0.0
+    pcie = float(getattr(c.gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * P["comm"]["pcie"]
+    t_off = opt_local * (c.grad_b + 2.0) / pcie + opt_local * opt_bytes / P["host_memory_bytes_per_s"]
+    if par.offload == "optimizer+params":
+        streamed = c.m * 2 * (c.params_local / shard) * 2.0 / pcie
+        t_off += max(0.0, streamed - P["overlap"]["offload"] * c.m * t_compute_mb)
+    return 0.0, t_off
+
+
+def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
+                      params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
+    """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario:
+    per micro-batch compute on the bottleneck stage + exposed communication, times the micro-batches,
+    plus the pipeline bubble, the once-per-step data-parallel reduction, the optimizer and offload."""
+    P = params if params is not None else _packaged_efficiency()
+    notes: list[str] = []
+    c = _train_setup(scn, model, gpu, P, network if network is not None else _network(scn, gpu), notes)
+    tr, par, m, n_gpu = scn.train, scn.parallel, c.m, scn.hardware.count
+    t_lin, t_attn = _linear_time(c), _attention_time(c)
+    t_elt, t_dequant = _memory_bound_time(c)
+    t_compute_mb = t_lin + t_attn + t_elt + t_dequant
+    t_mp, detail = _model_parallel_comm(c, t_attn)
+    t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
+    detail.update(dp_detail)
+    t_comm_mb = t_mp + t_fsdp
+    t_mb = t_compute_mb + t_comm_mb
+    bubble = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
+    t_opt, t_off = _optimizer_time(c, t_compute_mb)
 
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
-    tok_step = gb_eff * s
+    tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
-    fl = training_flops_per_token(model, s, tr.recompute, tr.method, tr.lora_rank)
-    peak = peak_flops(gpu, "fp8" if mm_dtype == "fp8" else ("fp32" if prec == "fp32" else attn_dtype))
+    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
+    peak = peak_flops(gpu, "fp8" if c.mm_dtype == "fp8" else ("fp32" if tr.precision == "fp32" else c.attn_dtype))
     mfu = fl.model * tps_gpu / peak
-    hfu = fl.hardware * tps_gpu / peak
-    ttt = tr.tokens / (tps_gpu * n_gpu) if tr.tokens else None
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
     breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
@@ -358,8 +399,10 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
-    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu, hfu=hfu,
-                               time_to_train_s=ttt, breakdown=breakdown, notes=tuple(notes), details=details)
+    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu,
+                               hfu=fl.hardware * tps_gpu / peak,
+                               time_to_train_s=tr.tokens / (tps_gpu * n_gpu) if tr.tokens else None,
+                               breakdown=breakdown, notes=tuple(notes), details=details)
 
 
 # ---------------------------------------------------------------------------------------------
