@@ -32,13 +32,8 @@ HUGE = {"scenario": {"model": "deepseek-v3", "task": "train",
                                "recompute": ["none", "selective", "full"], "optimizer": ["adamw", "adamw-8bit"]}}}
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_web import _percentile  # noqa: E402  (one percentile for both web benchmarks)
 
 
 def _start_server(mode: str, time_limit: float, workers: int):

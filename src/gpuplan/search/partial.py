@@ -32,11 +32,9 @@ def _partial(scenario_or_partial: Any) -> dict[str, Any]:
 
 
 def json_copy(d: Any) -> Any:
-    if isinstance(d, Mapping):
-        return {k: json_copy(v) for k, v in d.items()}
-    if isinstance(d, (list, tuple)):
-        return [json_copy(v) for v in d]
-    return d
+    """A mutable deep copy (mappings -> dicts, sequences -> lists) that the search may edit."""
+    from ..estimate.calibration import thaw
+    return thaw(d)
 
 
 def load_partial(path: Any) -> dict[str, Any]:
