@@ -126,10 +126,18 @@ def test_prompt_longer_than_the_context():
 
 
 def test_longer_training_context_names_the_models_own_scaling():
-    data = {**BASE, "train": {"seq_len": 262_144, "allow_longer_context": True}}
+    data = {**BASE, "task": "finetune", "train": {"seq_len": 262_144, "allow_longer_context": True}}
     (note,) = _check(data)
     assert "llama3 x8 of 8,192 positions" in note and "factor 2" in note
-    assert "train.seq_len = 262,144" in _error(_check, {**BASE, "train": {"seq_len": 262_144}})
+    assert "train.seq_len = 262,144" in _error(_check, {**BASE, "task": "finetune", "train": {"seq_len": 262_144}})
+
+
+def test_pretraining_from_scratch_sets_its_own_context():
+    # a pre-training run defines the context (rotary positions); a note says to set it in the config
+    (note,) = _check({**BASE, "task": "train", "train": {"seq_len": 262_144}})
+    assert "pre-training at 262,144 tokens" in note and "max_position_embeddings" in note
+    data = {"model": "gpt2", "task": "train", "hardware": {"gpu": "h100-sxm"}, "train": {"seq_len": 2048}}
+    assert "1,024 learned position" in _error(_check, data)       # a learned table still cannot grow
 
 
 def test_learned_positions_cannot_be_stretched():
@@ -242,11 +250,11 @@ def test_partial_from_scenario_and_in_place_validation():
 
 def test_recommend_refuses_a_fixed_length_past_the_context():
     from gpuplan.search import recommend
-    text = _error(recommend, {"model": "llama-2-7b", "train": {"seq_len": 8192}})
+    text = _error(recommend, {"model": "llama-2-7b", "task": "finetune", "train": {"seq_len": 8192}})
     assert "train.seq_len = 8,192" in text and "4,096" in text and "allow_longer_context" in text
     text = _error(recommend, {"model": "gpt2"})
     assert "train.seq_len (default) = 2,048" in text and "1,024 learned position" in text
-    rec = recommend({"model": "llama-2-7b", "train": {"seq_len": 8192, "allow_longer_context": True}},
+    rec = recommend({"model": "llama-2-7b", "task": "finetune", "train": {"seq_len": 8192, "allow_longer_context": True}},
                     gpus=["h100-sxm"], top=1, progress=False)
     assert rec is not None
 

@@ -70,9 +70,11 @@ def _length(scn: Any) -> tuple[str, int]:
     return "infer.prompt_len + output_len", total
 
 
-def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool) -> list[str]:
+def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool,
+                  pretraining: bool = False) -> list[str]:
     """Refuse a sequence past the model's context unless `allowed` (allow_longer_context); then a note
-    saying which RoPE scaling that assumes."""
+    saying which RoPE scaling that assumes. Pre-training from scratch (task train) with rotary or ALiBi
+    positions sets the context itself: a note, never an error."""
     limit = model.max_position
     if not limit or tokens <= limit:
         return []
@@ -82,6 +84,10 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
                          "embeddings; a learned position table cannot be stretched (no RoPE to scale).",
                          f"use at most {limit:,} tokens, or a model with a longer context.")
     factor = math.ceil(tokens / limit)
+    if pretraining:
+        return [f"pre-training at {tokens:,} tokens, past the {limit:,} of {model.name}'s config: the run defines "
+                f"its own context; set max_position_embeddings to {tokens:,} (and the RoPE base as you intend) in "
+                "the config you launch with."]
     if not allowed:
         raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s context of {limit:,} tokens "
                          "(max_position_embeddings).", f"use at most {limit:,} tokens, or set {flag}: true if you "
@@ -98,7 +104,8 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
 def _context_rules(scn: Any, model: Any) -> list[str]:
     what, tokens = _length(scn)
     section = scn.train if scn.is_training else scn.infer
-    return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context)
+    return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context,
+                         pretraining=scn.task == "train")
 
 
 def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[str, ...]:
@@ -109,8 +116,8 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
         given = data.get("train") or {}
         tr = {**Train().model_dump(), **given}
         what = "train.seq_len" + ("" if "seq_len" in given else " (default)")
-        return tuple(context_rules(model, what, tr["seq_len"], training=True,
-                                   allowed=tr["allow_longer_context"]))
+        return tuple(context_rules(model, what, tr["seq_len"], training=True, allowed=tr["allow_longer_context"],
+                                   pretraining=data.get("task", "train") == "train"))
     inf = {**Infer().model_dump(), **(data.get("infer") or {})}
     total = inf["prompt_len"] + inf["output_len"]
     what, tokens = ("infer.max_model_len", inf["max_model_len"]) if (inf["max_model_len"] or 0) > total else \
