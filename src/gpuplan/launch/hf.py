@@ -174,9 +174,9 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     p, t = plan.s.parallel, plan.s.train
     notes: list[str] = []
     cfg: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False}
-    if plan.count == 1:
+    if plan.count == 1 and p.offload == "none":
         cfg["distributed_type"] = "NO"
-    elif p.zero >= 2 or p.offload != "none":
+    elif p.zero >= 2 or p.offload != "none":      # offload needs FSDP, even on one GPU
         if p.offload == "optimizer":
             raise unsupported(plan, "offload 'optimizer' alone", "FSDP offloads parameters, gradients and optimizer "
                               "state together; it cannot offload only the optimizer.", ("deepspeed",),

@@ -262,6 +262,10 @@ def files(plan: Plan) -> dict[str, str]:
     if p.offload == "optimizer":
         raise unsupported(plan, "offload 'optimizer' alone", "FSDP2's CPUOffloadPolicy offloads parameters, "
                           "gradients and the optimizer step together.", ("deepspeed",), "use offload: optimizer+params, or")
+    if p.offload != "none" and p.zero == 0:
+        raise unsupported(plan, "offload with zero 0", "the FSDP2 script offloads through FSDP's CPUOffloadPolicy; "
+                          "with zero 0 it runs plain DDP, which cannot offload.", ("deepspeed",),
+                          "set parallel.zero to 2 or 3, or")
     notes = []
     if p.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: gradients are sharded too (ZeRO-2 layout, reshard_after_forward=never)")
