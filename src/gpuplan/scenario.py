@@ -130,7 +130,16 @@ class Train(_Strict):
     seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
-    recompute: Recompute = "none"
+    recompute: Recompute = Field("none", description=(
+        "activation checkpointing: none; selective (torchtitan: per-op save list; Megatron and others: the "
+        "attention core); full (each layer keeps only its input and is recomputed in backward)"))
+    recompute_layers: int | None = _num(None, "with recompute: full, only the first N layers of each pipeline stage "
+                                        "are recomputed (Megatron --recompute-method block --recompute-num-layers N; "
+                                        "torchtitan's every-k-th-layer option is N = layers / k); default all",
+                                        lo=0, hi=100_000)
+    recompute_group: int = _num(1, "with recompute: full, layers per checkpoint (Megatron --recompute-method "
+                                "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
+                                "whole", lo=1, hi=100_000)
     attention: Attention = "flash"
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
