@@ -568,6 +568,12 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
             # grad-out and grad-in in its backward
             return 4.0 * vocab_per_rank + 4.0 * vocab_per_rank / n
         return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / n
+    if scn.framework == "torchtitan" and t.compile:
+        # torchtitan compiles its cross-entropy with the model (components/loss.py
+        # build_cross_entropy_loss, since bbb1b61 2025-04-02): the fused graph keeps the 16-bit logits
+        # and a per-row logsumexp, not the fp32 copy and log-softmax; backward writes one 16-bit
+        # gradient. (Releases before April 2025 compiled only the blocks: 12 bytes.)
+        return 4.0 * vocab_per_rank
     return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
 
 
