@@ -363,15 +363,19 @@ PRIORS: dict[str, Any] = {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
                     "kv_reserve_output_fraction": 0.5, "fp16_accumulate": False, "memory_utilization_applies": True,
-                    "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0},
+                    "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0,
+                    "host_issue_layer_s": 0.0},
         "vllm": {"max_batch": 256, "step_overhead_s": 1.5e-3, "prefill_chunk_tokens": 2048},
         "sglang": {"max_batch": 1024, "step_overhead_s": 1.0e-3, "prefill_chunk_tokens": 8192},
         "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0},
         "llama.cpp": {"max_batch": 1, "step_overhead_s": 0.0, "layer_overhead_s": 5e-5, "fp16_accumulate": True,
                       "memory_utilization_applies": False, "reserve_bytes": 5e8, "kv_reserve_output_fraction": 1.0},
-        "hf": {"max_batch": 64, "step_overhead_s": 0.0, "layer_overhead_s": 2e-4, "decode_bw_scale": 0.6,
+        # HF transformers eager: the host issues every kernel (no CUDA graphs), so a step lasts
+        # max(GPU, host); host seconds per decoder layer from bitsandbytes' benchmarking/README.md
+        # @95f9af3 (H100, BF16 batch 1: 24.4 ms / 32 layers, 50.8 ms / 64): estimate/quant_kernels.py
+        "hf": {"max_batch": 64, "step_overhead_s": 0.0, "layer_overhead_s": 0.0, "decode_bw_scale": 1.0,
                "prefill_eta_scale": 0.7, "kv_reserve_output_fraction": 1.0, "memory_utilization_applies": False,
-               "reserve_bytes": 1e9},
+               "reserve_bytes": 1e9, "host_issue_layer_s": 7.7e-4},
     },
 }
 # Hopper/Blackwell relative to Ampere when no in-sample row pins them (priors, not fits):

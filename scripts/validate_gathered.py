@@ -34,15 +34,29 @@ def scenario(row: dict) -> dict:
     }
 
 
+def serve_scenario(row: dict) -> dict:
+    return {"model": row["model"], "task": "infer",
+            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
+            "infer": {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["kv_cache"],
+                      "prompt_len": int(row["prompt_len"]), "output_len": int(row["output_len"]),
+                      "concurrency": int(row["concurrency"])}}
+
+
 def score(path: Path) -> list[dict]:
     out = []
+    serving = path.stem == "serve"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            rec = {"id": row["id"], "source": row["source"]}
+            rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
             try:
-                est = api.estimate(scenario(row))
+                est = api.estimate(serve_scenario(row) if serving else scenario(row))
             except GpuplanError as exc:
                 rec["skip"] = str(exc).splitlines()[0]
+                out.append(rec)
+                continue
+            if serving:
+                rec["tpot"] = (est.performance.tpot_s, float(row["tpot_s"]))
+                rec["batch1"] = row["concurrency"] == "1"
                 out.append(rec)
                 continue
             if row["tokens_per_s_per_gpu"]:
@@ -73,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         if "skip" in r:
             print(f"{r['id']:6s} SKIP {r['skip']}")
             continue
+        if "tpot" in r:
+            p, m_ = r["tpot"]
+            print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {100 * (p - m_) / m_:+6.1f}%   "
+                  f"{r['gpu']} {r['weights']}")
+            continue
         t = r.get("tps")
         m = r.get("mem")
         ts = f"{t[0]:18,.0f} {t[1]:8,.0f} {100 * (t[0] - t[1]) / t[1]:+6.1f}%" if t else " " * 35
@@ -80,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id']:6s} {ts}   {ms}")
     print(_summary("speed", [r["tps"] for r in rows if "tps" in r]))
     print(_summary("memory", [r["mem"] for r in rows if "mem" in r]))
+    print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
+    print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
+    for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):
+        print(_summary(f"  {gpu}", [r["tpot"] for r in rows if "tpot" in r and r["gpu"] == gpu]))
     return 0
 
 

@@ -21,6 +21,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
 from .layout import grad_accum_steps
+from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 
@@ -590,6 +591,11 @@ class _Serving:
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
+        # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
+        self.bnb = is_bitsandbytes(self.fmt)
+        layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
+        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
+        self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
         # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
@@ -681,6 +687,17 @@ class _Serving:
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
 
+    def _host_issue(self, rows: float) -> float:
+        """Host seconds to issue one forward (engines without CUDA graphs that run eagerly: HF
+        transformers); the GPU runs it asynchronously, so a step lasts max(GPU, host)."""
+        per_layer = self.eng["host_issue_layer_s"]
+        if not per_layer:
+            return 0.0
+        return per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+
+    def _dequant_bytes(self, rows: float) -> float:
+        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
+
     def _tp_comm(self, tokens: float) -> float:
         if self.tp <= 1:
             return 0.0
@@ -699,7 +716,7 @@ class _Serving:
         m = self.model
         w = self._weights_read(batch)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
-        t_mem = (w + kv) / self.bw
+        t_mem = (w + self._dequant_bytes(batch) + kv) / self.bw
         t_lin = self._linear_time(batch, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
@@ -707,6 +724,7 @@ class _Serving:
         comm = self._tp_comm(batch) + self._ep_comm(batch)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(batch) + comm + self._overhead()
+        t = max(t, self._host_issue(batch))
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
                 "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
@@ -728,8 +746,8 @@ class _Serving:
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + comm
-        t_w = self._weights_read(prompt) / self.bw
-        return max(t_c, t_w) + comm + self._overhead()
+        t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
+        return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
 
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
