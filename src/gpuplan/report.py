@@ -46,9 +46,15 @@ def memory_report(mem, title: str = "") -> str:
     if mem.limits:
         lines.append("Limits: " + ", ".join(f"{k}={fmt_count(v) if isinstance(v, (int, float)) and 'bytes' not in k else fmt_bytes(v) if v is not None else '-'}"
                                              for k, v in mem.limits.items()))
+    lines += _error_bar(mem, "memory")
     for n in mem.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def _error_bar(result, what: str) -> list[str]:
+    u = getattr(result, "uncertainty", None)
+    return [f"error bar ({what}): {u.text()}"] if u is not None else []
 
 
 def performance_report(perf) -> str:
@@ -60,6 +66,8 @@ def performance_report(perf) -> str:
         if v is not None:
             rows.append((key, fmt(v)))
     out = table(rows, ["metric", "value"])
+    for line in _error_bar(perf, "speed"):
+        out += "\n" + line
     if perf.breakdown:
         out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", "seconds"])
     for n in perf.notes:
@@ -74,6 +82,8 @@ def cost_report(cost) -> str:
     out = table(rows, ["cost", "USD"])
     if cost.basis:
         out += f"\nbasis: {cost.basis}"
+    for line in _error_bar(cost, "cost, from the time"):
+        out += "\n" + line
     return out
 
 
