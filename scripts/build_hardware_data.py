@@ -3,6 +3,8 @@
 Inputs (read-only research material, see docs/data.md):
   ../shared/data/gpu-specs.csv        one row per accelerator, vendor-style peaks
   ../shared/data/cloud-offerings.csv  SkyPilot catalog snapshot, whole-instance prices
+  scripts/sources/gpu-datasheets.csv  rows typed by hand from vendor datasheets (memory/power variants,
+                                      consumer, edge and Apple parts), one source URL and date per row
 
 The catalog CSVs in the package are the product; this script records how they were made so a
 refresh is a re-run plus a review of the diff. Per-id decisions (ids, aliases, usable memory,
@@ -68,7 +70,7 @@ IDS: dict[str, tuple] = {
     "NVIDIA H100 NVL": ("h100-nvl", "hopper", "datacenter", "H100 NVL;H100-NVL;H100_NVL;H100 NVL 94GB", 95830, "estimate: catalog lists 93.58 GiB (= 95826 MiB)"),
     "NVIDIA H200 SXM": ("h200-sxm", "hopper", "datacenter", "H200 SXM;H200-SXM;H200 SXM 141GB;H200 SXM5", 143771, "reported by nvidia-smi (143771 MiB); catalogs list 140-140.4 GiB"),
     "NVIDIA H200 NVL": ("h200-nvl", "hopper", "datacenter", "H200 NVL;H200-NVL", 143771, "estimate: same 141 GB HBM3e as H200 SXM"),
-    "NVIDIA GH200 Grace Hopper Superchip (GPU)": ("gh200", "hopper", "datacenter", "GH200;GH200 Grace Hopper;Grace Hopper;GH200 96GB", 97871, "estimate: 96 GB HBM3 (GPU only; Grace LPDDR5X not counted)"),
+    "NVIDIA GH200 Grace Hopper Superchip (GPU)": ("gh200", "hopper", "datacenter", "GH200;GH200 Grace Hopper;Grace Hopper;GH200 96GB;gh200-96gb;GH200 480GB;NVIDIA GH200 480GB", 97871, "estimate: 96 GB HBM3 (GPU only; Grace LPDDR5X not counted)"),
     "NVIDIA B100": ("b100", "blackwell", "datacenter", "B100;NVIDIA B100", 183359, "estimate: as B200 (no shipping parts observed)"),
     "NVIDIA B200 (HGX/DGX)": ("b200", "blackwell", "datacenter", "B200;NVIDIA B200;HGX B200;DGX B200;B200 SXM", 183359, "reported by nvidia-smi (https://github.com/NVIDIA/TensorRT-LLM/issues/10278)"),
     "NVIDIA GB200 (per Blackwell GPU, NVL72)": ("gb200", "blackwell", "datacenter", "GB200;GB200 NVL72;NVIDIA GB200", 189471, "estimate: 186 GB usable per NVL72 totals"),
@@ -191,7 +193,23 @@ def _first_url(urls: str) -> str:
     return urls.split(";")[0].strip()
 
 
-def build_gpus(shared: Path) -> list[dict]:
+DATASHEETS = ROOT / "scripts" / "sources" / "gpu-datasheets.csv"
+
+
+def read_datasheets(path: Path = DATASHEETS) -> list[dict]:
+    """Hand-typed datasheet rows (already in gpus.csv columns; each keeps its own retrieved date)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        missing = [c for c in GPU_COLUMNS if c not in r]
+        if missing:
+            sys.exit(f"{path.name}: row '{r.get('id')}' lacks columns {missing}")
+        if r["scale_up"] == "none" and not r["scale_up_gbps_bidir"] and r["pcie_gen"]:
+            r["scale_up_gbps_bidir"] = PCIE_BIDIR[r["pcie_gen"]] * int(r["pcie_lanes"] or 16) // 16
+    return rows
+
+
+def build_gpus(shared: Path, datasheets: Path = DATASHEETS) -> list[dict]:
     rows = []
     for src in csv.DictReader(open(shared / "gpu-specs.csv", newline="", encoding="utf-8")):
         name = src["name"]
@@ -230,7 +248,10 @@ def build_gpus(shared: Path) -> list[dict]:
             row["scale_up_gbps_bidir"] = PCIE_BIDIR[row["pcie_gen"]]
         row["retrieved"] = RETRIEVED
         rows.append(row)
+    rows += read_datasheets(datasheets)
     by_id = {r["id"]: r for r in rows}
+    if len(by_id) != len(rows):
+        sys.exit("duplicate gpu ids across the research sheet, EXTRA_ROWS and gpu-datasheets.csv")
     _fix(by_id)
     return rows
 
@@ -310,7 +331,25 @@ DIRECT = {
     "RTX6000Ada": "rtx-6000-ada", "RTX6000": "quadro-rtx-6000",
     "RTX3090": "rtx-3090", "RTX4090": "rtx-4090", "RTX5090": "rtx-5090", "RTX5090_PCIE": "rtx-5090",
     "RTX5090_PCIE_BAREMETAL": "rtx-5090", "T4": "t4", "V100_32G_PCIE": "v100-pcie-32gb",
+    "RTX3060Ti": "rtx-3060-ti", "RTX3070": "rtx-3070", "RTX 3070": "rtx-3070", "RTX5070": "rtx-5070",
+    "RTXA4500": "rtx-a4500",
 }
+
+
+def _map_consumer(r: dict) -> tuple[str | None, str]:
+    """Catalog names that drop the variant (Ti, SUPER, memory size): decide by the instance name and the
+    catalog's memory per GPU. Anything else stays unmapped rather than guessed."""
+    acc, low, mem = r["accelerator"], r["instance_type"].lower(), r["accelerator_memory_gib"]
+    if acc == "RTX3060":
+        if "3060_ti" in low and mem == "8":
+            return "rtx-3060-ti", "instance name says RTX 3060 Ti; 8 GiB"
+        if mem == "12":
+            return "rtx-3060-12gb", "RTX 3060 with 12 GiB"
+    if acc == "RTX4060" and "4060_ti" in low and mem == "16":
+        return "rtx-4060-ti-16gb", "instance name says RTX 4060 Ti; 16 GiB"
+    if acc == "RTX4070" and "4070s_ti" in low and mem == "15.99":
+        return "rtx-4070-ti-super", "instance name says 4070 SUPER Ti (= 4070 Ti SUPER); 16 GiB"
+    return None, ""
 
 
 def _map_ambiguous(r: dict) -> tuple[str | None, str]:
@@ -382,6 +421,8 @@ def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
             gid, div = TPU_IDS[m.group(1)]
             count = int(m.group(2)) // div
             basis = f"TPU slice {acc}: {count} chips"
+        elif gid is None and acc in ("RTX3060", "RTX4060", "RTX4070"):
+            gid, basis = _map_consumer(r)
         elif gid is None:
             gid, basis = _map_ambiguous(r)
         if gid is None:

@@ -124,7 +124,8 @@ def test_h200_and_h20_are_never_confused():
 def test_h100_is_ambiguous_with_candidates():
     with pytest.raises(AmbiguousNameError) as err:
         get_gpu("H100")
-    assert set(err.value.matches) == {"h100-sxm", "h100-pcie", "h100-nvl"}
+    assert set(err.value.matches) == {"h100-sxm", "h100-pcie", "h100-nvl", "h100-sxm-64gb", "h100-sxm-94gb",
+                                      "h100-sxm-96gb", "h100-sxm-96gb-500w"}
     assert "h100-sxm" in str(err.value)
 
 
