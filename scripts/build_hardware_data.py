@@ -10,7 +10,8 @@ The catalog CSVs in the package are the product; this script records how they we
 refresh is a re-run plus a review of the diff. Per-id decisions (ids, aliases, usable memory,
 topology, corrections) live in the tables below, each with its reason.
 
-Usage: python scripts/build_hardware_data.py [--shared /work/shared/data]
+Usage: python scripts/build_hardware_data.py [--shared /work/shared/data] [--write]
+(dry run by default: prints what would change in each CSV)
 """
 from __future__ import annotations
 
@@ -258,7 +259,7 @@ def build_gpus(shared: Path, datasheets: Path = DATASHEETS) -> list[dict]:
 
 def _fix(by_id: dict[str, dict]) -> None:
     """Corrections and completions on top of the shared sheet (each says why)."""
-    for gid in PER_GCD:
+    for gid in PER_GCD & set(by_id):
         r = by_id[gid]
         for col in ("memory_gb", "mem_bandwidth_gbps", "fp32_tflops", "fp16_tflops", "bf16_tflops",
                     "fp16_fp32acc_tflops", "int8_tops", "tdp_w"):
@@ -267,10 +268,11 @@ def _fix(by_id: dict[str, dict]) -> None:
         r["name"] += " (per GCD)"
     # Gaudi 3 FP16 runs at a quarter of the BF16 rate per the Intel white paper; the sheet puts
     # that 459 in fp16/tf32 but leaves fp16_fp32acc blank -> make the training rate explicit.
-    by_id["gaudi3"]["fp16_fp32acc_tflops"] = by_id["gaudi3"]["fp16_tflops"]
+    if "gaudi3" in by_id:
+        by_id["gaudi3"]["fp16_fp32acc_tflops"] = by_id["gaudi3"]["fp16_tflops"]
     # Apple: GPU FP16 runs at the FP32 rate; M3 and later have hardware bf16 in the GPU
     # (Apple GPU family 9); M1/M2 emulate bf16 (see software.csv), so it stays blank there.
-    for gid in ("m2-ultra", "m3-max", "m4-max"):
+    for gid in {"m2-ultra", "m3-max", "m4-max"} & set(by_id):
         r = by_id[gid]
         r["fp16_fp32acc_tflops"] = r["fp16_tflops"]
         r["pcie_gen"], r["pcie_lanes"] = "", ""
@@ -278,22 +280,23 @@ def _fix(by_id: dict[str, dict]) -> None:
         r["scale_up_gbps_bidir"] = ""
         r["notes"] = ("host_link = unified memory bandwidth (CPU and GPU share one memory, so 'offload' moves no data). "
                       + r["notes"])
-    for gid in ("m3-max", "m4-max"):
+    for gid in {"m3-max", "m4-max"} & set(by_id):
         by_id[gid]["bf16_tflops"] = by_id[gid]["fp16_tflops"]
         by_id[gid]["notes"] += " bf16 entered at the FP16 rate (unofficial; M3+ GPUs have native bf16)."
     # Grace-attached GPUs reach the host over NVLink-C2C (900 GB/s bidirectional), not PCIe.
-    for gid in ("gh200", "gb200"):
+    for gid in {"gh200", "gb200"} & set(by_id):
         by_id[gid]["pcie_gen"], by_id[gid]["pcie_lanes"] = "", ""
         by_id[gid]["host_link_gbps_unidir"] = 450
     # TPUs: the host interface is not documented for planning; assume PCIe 4.0 x16 so that
     # host<->device estimates have a number, and say so.
-    for gid in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"):
+    for gid in {"tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"} & set(by_id):
         r = by_id[gid]
         r["pcie_gen"], r["pcie_lanes"] = "4.0", 16
         r["notes"] = "pcie_gen is an assumption (host interface not documented by Google). " + r["notes"]
     # A10G: Ampere has TF32; no published figure. Derive as half the FP16 rate (the A10 ratio).
-    by_id["a10g"]["tf32_tflops"] = f"{float(by_id['a10g']['fp16_tflops']) / 2:g}"
-    by_id["a10g"]["notes"] += " tf32 derived as fp16/2 (Ampere ratio; A10 62.5/125)."
+    if "a10g" in by_id:
+        by_id["a10g"]["tf32_tflops"] = f"{float(by_id['a10g']['fp16_tflops']) / 2:g}"
+        by_id["a10g"]["notes"] += " tf32 derived as fp16/2 (Ampere ratio; A10 62.5/125)."
     # fp16_fp32acc: leave blank only where fp16 itself is blank.
     for r in by_id.values():
         if r["fp16_tflops"] and not r["fp16_fp32acc_tflops"]:
@@ -307,6 +310,9 @@ PRICE_COLUMNS = [
     "usd_per_hour_on_demand_median", "usd_per_hour_spot", "region", "regions_count", "includes_host",
     "catalog_accelerator", "mapping_basis", "source_url", "retrieved", "notes",
 ]
+
+# a prices.csv row is one offering: provider, instance and the accelerator the catalog names
+PRICE_KEY = ("provider", "instance_type", "catalog_accelerator", "gpus_per_instance")
 
 # catalog accelerator name -> gpu id, when the name alone decides it
 DIRECT = {
@@ -402,9 +408,16 @@ def _source_url(src: str) -> str:
     return f"https://github.com/{repo}/blob/{commit}/{path}"
 
 
-def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
+def read_offerings(path: Path) -> list[dict]:
+    """The aggregated SkyPilot snapshot (shared/data/cloud-offerings.csv, or refresh_prices.py's own)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def build_prices(offerings: list[dict]) -> tuple[list[dict], dict[str, int]]:
+    """prices.csv rows from offering rows (cloud-offerings.csv columns), and what was dropped and why."""
     out, dropped = [], {}
-    for r in csv.DictReader(open(shared / "cloud-offerings.csv", newline="", encoding="utf-8")):
+    for r in offerings:
         acc, prov, inst = r["accelerator"], r["provider"], r["instance_type"]
         count = int(r["accelerator_count"])
         notes, basis = [], "catalog accelerator name"
@@ -459,22 +472,19 @@ def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
     return out, dropped
 
 
-def write(path: Path, columns: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        for row in rows:
-            w.writerow({c: row.get(c, "") for c in columns})
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Rebuild gpus.csv and prices.csv from the research sheets; print the diff; write with --write.
+    (scripts/refresh_gpus.py and scripts/refresh_prices.py do one file each.)"""
+    from _csvdiff import render, report
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=OUT, help="folder holding gpus.csv and prices.csv")
+    ap.add_argument("--write", action="store_true", help="rewrite the CSVs (default: show the diff only)")
+    args = ap.parse_args(argv)
     gpus = build_gpus(args.shared)
-    write(OUT / "gpus.csv", GPU_COLUMNS, gpus)
-    prices, dropped = build_prices(args.shared)
-    write(OUT / "prices.csv", PRICE_COLUMNS, prices)
+    print(report(args.out / "gpus.csv", render(GPU_COLUMNS, gpus), ("id",), write=args.write))
+    prices, dropped = build_prices(read_offerings(args.shared / "cloud-offerings.csv"))
+    print(report(args.out / "prices.csv", render(PRICE_COLUMNS, prices), PRICE_KEY, write=args.write))
     print(f"gpus.csv: {len(gpus)} rows; prices.csv: {len(prices)} rows from "
           f"{len({p['provider'] for p in prices})} providers; dropped {sum(dropped.values())}:")
     for why, n in sorted(dropped.items(), key=lambda kv: -kv[1]):

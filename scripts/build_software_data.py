@@ -6,7 +6,7 @@ per-id overrides below. Values: formats are semicolon lists ("native" = hardware
 attention kernels are yes | limited | no. Notes are "key: text" items joined by " | ".
 Every template cites where its facts come from (source_url) and when they were read.
 
-Usage: python scripts/build_software_data.py
+Usage: python scripts/build_software_data.py [--write]   (dry run by default: prints the diff)
 """
 from __future__ import annotations
 
@@ -288,17 +288,25 @@ def row_for(gid: str) -> dict:
     return row
 
 
-def main() -> None:
-    ids = [r["id"] for r in csv.DictReader(open(DATA / "gpus.csv", newline="", encoding="utf-8"))]
+def main(argv: list[str] | None = None) -> str:
+    """Rebuild software.csv for every id in gpus.csv; print the diff; write with --write."""
+    import argparse
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _csvdiff import render, report
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=DATA, help="folder holding gpus.csv and software.csv")
+    ap.add_argument("--write", action="store_true", help="rewrite software.csv (default: show the diff only)")
+    args = ap.parse_args(argv)
+    with open(args.out / "gpus.csv", newline="", encoding="utf-8") as fh:
+        ids = [r["id"] for r in csv.DictReader(fh)]
     missing = [g for g in ids if g not in GPUS]
     if missing:
         raise SystemExit(f"software data missing for gpu ids: {missing}")
-    with open(DATA / "software.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for gid in ids:
-            w.writerow(row_for(gid))
-    print(f"software.csv: {len(ids)} rows")
+    text = report(args.out / "software.csv", render(COLUMNS, [row_for(g) for g in ids]), ("gpu_id",),
+                  write=args.write)
+    print(text)
+    return text
 
 
 if __name__ == "__main__":
