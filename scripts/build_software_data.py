@@ -231,6 +231,7 @@ GPUS = {
     "rtx-3080-ti": ("ampere", "8.6"), "rtx-a4500": ("ampere", "8.6"),
     "jetson-agx-orin-64gb": ("jetson-ampere", "8.7"), "jetson-agx-orin-32gb": ("jetson-ampere", "8.7"),
     "jetson-orin-nx-16gb": ("jetson-ampere", "8.7"), "jetson-orin-nx-16gb-super": ("jetson-ampere", "8.7"),
+    "jetson-orin-nano-8gb": ("jetson-ampere", "8.7"), "jetson-orin-nano-8gb-super": ("jetson-ampere", "8.7"),
     "jetson-agx-thor": ("jetson-blackwell", "11.0"),
     "m1-max": ("apple", "3"), "m1-ultra": ("apple", "3"), "m2-max": ("apple", "3"), "m3-ultra": ("apple", "3"),
 }

@@ -103,6 +103,10 @@ def test_clock_variants_are_their_own_datasheet_peaks():
     # Orin NX 16GB: GPU clock 918 MHz, 1173 MHz in the JetPack 6.2 Super mode -> FP16 dense 8 SM x 2048 x clock
     assert get_gpu("jetson-orin-nx-16gb").peak_flops_per_s["fp16"] == pytest.approx(8 * 2048 * 0.918e9, rel=2e-3)
     assert get_gpu("jetson-orin-nx-16gb-super").peak_flops_per_s["fp16"] == pytest.approx(8 * 2048 * 1.173e9, rel=2e-3)
+    # Orin Nano 8GB: 625 MHz and 68 GB/s; Super mode 1020 MHz and 102 GB/s (NVIDIA Jetson Orin Nano Super announcement)
+    nano, sup = get_gpu("jetson-orin-nano-8gb"), get_gpu("jetson-orin-nano-8gb-super")
+    assert (nano.mem_bandwidth_bytes_per_s, sup.mem_bandwidth_bytes_per_s) == (68e9, 102e9)
+    assert sup.peak_flops_per_s["fp16"] / nano.peak_flops_per_s["fp16"] == pytest.approx(1020 / 625, rel=2e-3)
 
 
 # ----------------------------------------------------------------------------- names users type
@@ -137,6 +141,7 @@ def test_near_misses_are_refused_with_close_matches(typo, suggested):
 
 @pytest.mark.parametrize("name, ids", [
     ("Orin NX", {"jetson-orin-nx-16gb", "jetson-orin-nx-16gb-super"}),      # clock mode decides the speed
+    ("Jetson Orin Nano", {"jetson-orin-nano-8gb", "jetson-orin-nano-8gb-super"}),
     ("RTX 3080", {"rtx-3080-10gb", "rtx-3080-12gb", "rtx-3080-ti"}),
     ("Jetson AGX Orin", {"jetson-agx-orin-64gb", "jetson-agx-orin-32gb"}),
 ])

@@ -97,7 +97,7 @@ def test_peak_rates_are_sane():
             assert rates["fp8"] >= rates["bf16"], spec.id
         if "fp16_fp32acc" in rates:
             assert rates["fp16_fp32acc"] <= rates["fp16"], spec.id
-        assert spec.mem_bandwidth_bytes_per_s > 1e11, spec.id
+        assert spec.mem_bandwidth_bytes_per_s > 5e10, spec.id   # slowest row: Jetson Orin Nano, 68 GB/s
 
 
 def test_no_fp8_before_ada_hopper_and_no_fp4_before_blackwell():
