@@ -30,7 +30,8 @@ def scenario(row: dict) -> dict:
                      "zero": 3 if dp > 1 else 0, "dp": dp},
         "train": {"precision": row["precision"], "seq_len": int(row["seq_len"]),
                   "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
-                  "recompute": row["recompute"], "compile": row["compile"] == "true"},
+                  "recompute": row["recompute"], "compile": row["compile"] == "true",
+                  "compile_loss": row["compile_loss"] == "true"},
     }
 
 

@@ -154,6 +154,10 @@ class Train(_Strict):
         "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    compile_loss: bool | None = Field(None, description=(
+        "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
+        "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "
+        "releases before bbb1b61 did not)"))
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")

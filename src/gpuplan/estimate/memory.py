@@ -553,7 +553,7 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
     if t.loss == "chunked":
         n = t.loss_chunks
         if scn.framework == "torchtune":
-            if t.compile:
+            if _compiled_loss(scn):
                 # training.compile_loss compiles compute_cross_entropy: the fused graph keeps its bf16
                 # input chunk (and a per-row logsumexp), not the fp32 log-softmax; backward writes
                 # one chunk's 16-bit gradient
@@ -568,13 +568,22 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
             # grad-out and grad-in in its backward
             return 4.0 * vocab_per_rank + 4.0 * vocab_per_rank / n
         return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / n
-    if scn.framework == "torchtitan" and t.compile:
+    if scn.framework == "torchtitan" and _compiled_loss(scn):
         # torchtitan compiles its cross-entropy with the model (components/loss.py
         # build_cross_entropy_loss, since bbb1b61 2025-04-02): the fused graph keeps the 16-bit logits
         # and a per-row logsumexp, not the fp32 copy and log-softmax; backward writes one 16-bit
         # gradient. (Releases before April 2025 compiled only the blocks: 12 bytes.)
         return 4.0 * vocab_per_rank
     return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
+
+
+def _compiled_loss(scn: Scenario) -> bool:
+    """Whether the loss runs compiled: the user's `compile_loss`, else the framework's behaviour with
+    `compile` on (torchtune's training.compile compiles its loss; torchtitan since bbb1b61)."""
+    t = scn.train
+    if t.compile_loss is not None:
+        return t.compile_loss
+    return t.compile and scn.framework in ("torchtune", "torchtitan")
 
 
 def _grad_accum(scn: Scenario) -> int:
