@@ -581,13 +581,31 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     return P
 
 
+# every fitted factor (path in efficiency.json) and the rows it is fitted on (the stages of fit_all)
+FITTED = [(("matmul", "ampere", "bf16"), "train"), (("matmul_dim_half",), "train"), (("attention", "ampere"), "train"),
+          (("elementwise_passes",), "train")] + [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
+          (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
+          (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
+          (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),
+          (("engines", "trtllm", "prefill_attention_scale"), "TensorRT-LLM"),
+          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"), (("engines", "trtllm", "max_batch"), "TensorRT-LLM"),
+          (("matmul_rows_half",), "TensorRT-LLM")]
+
+
+def get_path(d: dict, path: tuple) -> Any:
+    for k in path:
+        d = d[k]
+    return d
+
+
 def source_key(source: str) -> str:
     """One key per independent source (llm-foundry's A100-40GB and -80GB tables are one source)."""
     return "llm-foundry" if source.startswith("llm-foundry") else source
 
 
-def leave_one_source_out(trows: list[Row], irows: list[Row]) -> list[dict]:
-    """Each source's rows predicted with every factor re-fitted without that source's rows."""
+def leave_one_source_out(trows: list[Row], irows: list[Row], folds: dict | None = None) -> list[dict]:
+    """Each source's rows predicted with every factor re-fitted without that source's rows. `folds`,
+    when given, receives each fold's factors (source left out -> factors)."""
     out = []
 
     def without(rows: list[Row], key: str) -> list[Row]:
@@ -595,6 +613,8 @@ def leave_one_source_out(trows: list[Row], irows: list[Row]) -> list[dict]:
                     r.measured, r.predict, r.label) for r in rows]
     for key in sorted({source_key(r.source) for r in trows + irows}):
         P = fit_all(without(trows, key), without(irows, key))
+        if folds is not None:
+            folds[key] = P
         for r in (r for r in trows + irows if source_key(r.source) == key):
             p = r.predict(P)
             err = (p - r.measured) / r.measured if p and math.isfinite(p) else float("nan")

@@ -53,10 +53,36 @@ def speed_residuals() -> tuple[list[tuple], list[tuple]]:
     scored = [r for r in trows + irows if r.split in ("fit", "test")]
     table, _ = cs.summarize(scored, speed.load_efficiency())
     ins = [(_speed_category(t["source"], t["category"]), cs.source_key(t["source"]), t["rel_err"]) for t in table]
+    folds: dict = {}
     loso = cs.leave_one_source_out([r for r in trows if r.split in ("fit", "test")],
-                                   [r for r in irows if r.split in ("fit", "test")])
+                                   [r for r in irows if r.split in ("fit", "test")], folds)
     held = [(_speed_category(t["source"], t["category"]), t["source"], t["rel_err"]) for t in loso]
-    return ins, held
+    fit_sources = {}
+    for r in trows + irows:
+        if r.split == "fit":
+            fit_sources.setdefault(cs.source_key(r.source), set()).add(r.id)
+    return ins, held, constants_lines(folds, fit_sources)
+
+
+def constants_lines(folds: dict, fit_sources: dict) -> list[str]:
+    """Each fitted factor: the packaged value, the sources its fit rows come from, and its value
+    re-fitted without each source (leave-one-source-out)."""
+    P = speed.load_efficiency()
+    keys = sorted(folds)
+    out = ["", "#### Fitted factors with and without each source", "",
+           "Packaged value, the sources whose rows fit it, and the value re-fitted with each source left out "
+           "(a fit with no rows left keeps its prior). A factor resting on one source is marked: the "
+           "three-source rule is not met there yet.", "",
+           "| factor | packaged | rests on | " + " | ".join(f"without {k[:28]}" for k in keys) + " |",
+           "|---|---|---|" + "---|" * len(keys)]
+    stage_src = {"train": "llm-foundry", "llama.cpp CUDA": "GPU-Benchmarks", "llama.cpp Metal": "llama.cpp Metal",
+                 "TensorRT-LLM": "TensorRT"}
+    for path, stage in cs.FITTED:
+        srcs = sorted(k for k in fit_sources if k.startswith(stage_src[stage]))
+        mark = " (1 source)" if len(srcs) < 3 else ""
+        vals = " | ".join(f"{cs.get_path(folds[k], path):.4g}" for k in keys)
+        out.append(f"| {'.'.join(path)} | {cs.get_path(P, path):.4g} | {', '.join(s[:28] for s in srcs)}{mark} | {vals} |")
+    return out
 
 
 def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
@@ -106,7 +132,7 @@ def _stats(items: list[tuple], cat: str) -> dict | None:
 
 
 def build() -> tuple[str, str]:
-    spd_in, spd_loso = speed_residuals()
+    spd_in, spd_loso, constants = speed_residuals()
     g_spd_held, g_spd_in, g_mem = gathered_residuals()
     mem_in = memory_residuals()
     sets = {"speed": (spd_in + g_spd_in, spd_loso + g_spd_held), "memory": (mem_in, g_mem)}
@@ -136,7 +162,7 @@ def build() -> tuple[str, str]:
             doc.append(f"| {qty} | {cat} | {cell(a)} | {cell(b, True)} | ±{100 * use['median']:.0f} % "
                        f"typical ({basis}) |")
     doc += ["", "A category with fewer than 3 held-out runs falls back to its in-sample error, which is "
-            "optimistic: read those bars as lower bounds."]
+            "optimistic: read those bars as lower bounds."] + constants
     return out.getvalue(), "\n".join(doc) + "\n"
 
 
