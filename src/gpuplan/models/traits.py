@@ -84,6 +84,7 @@ class Traits:
     moe_shared_experts: int = 0             # always-active shared experts per MoE layer (DeepSeek)
     moe_dense_layers: tuple[int, ...] = ()  # layer indices of an MoE model that keep a dense MLP
     router_fp32: bool = False               # the router runs its linear on an fp32 copy of the input (DeepSeek)
+    norm_eps: float | None = None           # epsilon of the RMSNorm/LayerNorm layers (None: the config gives none)
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
