@@ -186,7 +186,7 @@ def test_training_arguments_parse(case, engine):
 def test_optimizer_and_precision_mapping():
     qa = _body(files_for("qlora4090", "hf")["training_args.json"])
     assert qa["optim"] == "adamw_bnb_8bit" and qa["fp16"] is True and qa["bf16"] is False
-    assert qa["gradient_checkpointing"] is True
+    assert qa["activation_checkpointing"] is True and "gradient_checkpointing" not in qa   # deprecated in 5.x
     assert qa["gradient_accumulation_steps"] == 32 // (2 * 2)
     run = _body(files_for("qlora4090", "hf")["run.json"])
     assert run["grad_scaler"]["init_scale"] == 4096 and 100 <= run["grad_scaler"]["growth_interval"] <= 2000
@@ -306,12 +306,16 @@ VLLM_FLAGS = {"--host": str, "--port": int, "--tensor-parallel-size": int, "--pi
               "--quantization": ["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "bitsandbytes", "gguf", "mxfp4",
                                  "modelopt_fp4"],
               "--enforce-eager": None, "--distributed-executor-backend": ["ray", "mp", "uni", "external_launcher"]}
-SGLANG_FLAGS = {"--model-path": str, "--host": str, "--port": int, "--tp": int, "--dp": int, "--pp-size": int,
+SGLANG_FLAGS = {"--model-path": str, "--host": str, "--port": int, "--tp-size": int, "--dp-size": int, "--pp-size": int,
+                "--enable-dp-attention": None,
+                "--cuda-graph-backend-decode": ["full", "breakable", "tc_piecewise", "disabled"],
+                "--cuda-graph-backend-prefill": ["full", "breakable", "tc_piecewise", "disabled"],
                 "--ep-size": int, "--mem-fraction-static": float, "--context-length": int,
                 "--max-running-requests": int, "--dtype": ["auto", "half", "float16", "bfloat16", "float", "float32"],
                 "--kv-cache-dtype": ["auto", "fp8_e5m2", "fp8_e4m3"],
-                "--quantization": ["awq", "fp8", "gptq", "bitsandbytes", "gguf", "modelopt_fp4", "mxfp4", "w8a8_int8"],
-                "--disable-cuda-graph": None, "--nnodes": int, "--node-rank": int, "--dist-init-addr": str}
+                "--quantization": ["awq", "awq_marlin", "fp8", "gptq", "gptq_marlin", "bitsandbytes", "gguf",
+                                   "modelopt_fp4", "mxfp4", "w8a8_int8"],
+                "--nnodes": int, "--node-rank": int, "--dist-init-addr": str}
 TRTLLM_SERVE_FLAGS = {"--backend": ["pytorch", "tensorrt", "_autodeploy"], "--host": str, "--port": int,
                       "--tp_size": int, "--pp_size": int, "--ep_size": int, "--max_batch_size": int,
                       "--max_num_tokens": int, "--max_seq_len": int, "--kv_cache_free_gpu_memory_fraction": float,
@@ -345,7 +349,8 @@ MEGATRON_FLAGS = {
     "--fp8-amax-compute-algo": ["most_recent", "max"], "--recompute-granularity": ["full", "selective"],
     "--recompute-method": ["uniform", "block"], "--recompute-num-layers": int,
     "--tokenizer-type": str, "--tokenizer-model": str, "--log-interval": int, "--eval-iters": int,
-    "--save-interval": int, "--save": str, "--mock-data": None}
+    "--save-interval": int, "--save": str, "--mock-data": None, "--norm-epsilon": float, "--qk-layernorm": None,
+    "--add-qkv-bias": None, "--window-size": str, "--load": str, "--exit-signal-handler": None}
 
 
 def _parser(table):
@@ -387,7 +392,7 @@ def test_vllm_schema():
     ns = _parse(VLLM_FLAGS, _command(files_for("serve8b", "vllm")["serve.sh"], "vllm serve"), 3)
     assert (ns.quantization, ns.kv_cache_dtype, ns.max_num_seqs, ns.max_model_len) == ("fp8", "fp8", 64, 2560)
     ns = _parse(VLLM_FLAGS, _command(files_for("serve70b_awq", "vllm")["serve.sh"], "vllm serve"), 3)
-    assert ns.quantization == "awq" and ns.enforce_eager and ns.kv_cache_dtype == "auto" and ns.max_model_len == 8192
+    assert ns.quantization == "awq_marlin" and ns.enforce_eager and ns.kv_cache_dtype == "auto" and ns.max_model_len == 8192
     ns = _parse(VLLM_FLAGS, _command(files_for("serve405b2n", "vllm")["serve.sh"], "vllm serve"), 3)
     assert ns.distributed_executor_backend == "ray"
 
@@ -399,8 +404,9 @@ def test_sglang_schema():
     ns = _parse(SGLANG_FLAGS, _command(files_for("serve8b", "sglang")["serve.sh"], "python -m sglang"), 3)
     assert (ns.kv_cache_dtype, ns.quantization, ns.max_running_requests, ns.context_length) == ("fp8_e4m3", "fp8", 64, 2560)
     ns = _parse(SGLANG_FLAGS, _command(files_for("serve405b2n", "sglang")["serve.sh"], "python -m sglang"), 3)
-    assert (ns.tp, ns.pp_size, ns.nnodes) == (8, 2, 2)
-    assert _parse(SGLANG_FLAGS, _command(files_for("serve70b_awq", "sglang")["serve.sh"], "python -m sglang"), 3).disable_cuda_graph
+    assert (ns.tp_size, ns.pp_size, ns.nnodes) == (8, 2, 2)
+    ns = _parse(SGLANG_FLAGS, _command(files_for("serve70b_awq", "sglang")["serve.sh"], "python -m sglang"), 3)
+    assert ns.cuda_graph_backend_decode == ns.cuda_graph_backend_prefill == "disabled"
 
 
 def test_trtllm_schema():
@@ -452,7 +458,8 @@ def test_slurm_sbatch():
     assert "train_megatron.sh" in fs          # framework megatron -> wraps the megatron engine
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8"):
         assert line in sb
-    assert "#SBATCH --time=5-01:00:00" in sb   # 100 h x 1.2 + 1 h, whole hours
+    assert "#SBATCH --time=1-00:00:00" in sb   # 100 h x 1.2 + 1 h = 121 h > the 24 h limit: 6 chained jobs
+    assert 'CHUNKS="${CHUNKS:-6}"' in fs["submit.sh"]
     assert 'MASTER_ADDR="$(scontrol show hostnames' in sb and "bash train_megatron.sh" in sb
     s, _ = scen("train70b4n")
     wrapped = launch_files(s.replace(parallel={"tp": 1, "pp": 1, "vpp": 1, "zero": 3, "dp": 32}), "slurm", inner="torchrun")
@@ -560,3 +567,20 @@ def test_vllm_engine_budget_knobs_reach_the_command():
     cmd = launch_files(scn, "vllm")["serve.sh"]
     ns = _parse(VLLM_FLAGS, _command(cmd, "vllm serve"), 3)
     assert getattr(ns, "max_num_seqs") == 64 and getattr(ns, "max_num_batched_tokens") == 4096
+
+
+@smoke
+def test_fsdp2_script_resumes_from_its_checkpoint(tmp_path):
+    """issue 17: a restart continues from the newest step-N checkpoint instead of step 1."""
+    pytest.importorskip("torch")
+    s, _ = scen("train8b")
+    write_launch(s.replace(hardware={"count": 2}, train={"global_batch": 2}), "torchrun", tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "train_fsdp2.py",
+           "--smoke"]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "outputs" / "checkpoint" / "step-2" / ".metadata").exists()
+    r = subprocess.run(cmd + ["--steps", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed from" in r.stdout and "step-2" in r.stdout
+    assert "step 3/3 loss" in r.stdout and "step 1/3" not in r.stdout
