@@ -4,13 +4,9 @@ from __future__ import annotations
 from ..dtypes import weight_format
 from ._common import Plan, unsupported
 
-# Engine versions the serving flags were checked against (launch/data/engine_flags.csv holds every
-# flag and choice, extracted by scripts/engine_facts_*.py from the engines' own source):
-# vLLM >= 0.28 (vllm/config/quantization.py at 00b64d17; bitsandbytes out of tree since 0.28),
-# SGLang >= 0.5.20 (python/sglang/srt/arg_groups/fields/parallel.py at 00ac7105, exec_.py at f489bf94,
-# arg_groups/choices.py at 0099dee6).
-VLLM_VERSION = ">= 0.28 (main at 00b64d17)"
-SGLANG_VERSION = ">= 0.5.20 (main at 00ac7105)"
+# The serving flags and their choices are checked against launch/data/engine_flags.csv (vLLM >= 0.28:
+# vllm/engine/arg_utils.py, quantization/__init__.py, bitsandbytes out of tree since 0.28; SGLang
+# >= 0.5.20: python/sglang/srt/arg_groups/fields/*.py and arg_groups/choices.py; commits per row).
 
 # our weight format family/name -> vLLM --quantization (None: no flag). AWQ/GPTQ name the Marlin
 # kernels the speed estimate assumes: an explicit "awq"/"gptq" kept vLLM <= 0.27 and SGLang on the

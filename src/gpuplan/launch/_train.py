@@ -6,8 +6,6 @@ from typing import Any
 from ._common import Plan, unsupported
 
 # our optimizer name -> HF TrainingArguments.optim (transformers OptimizerNames)
-TRANSFORMERS_VERSION = "5.24.0"     # the TrainingArguments field names below are checked against it
-
 HF_OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "sgd": "sgd",
             "adafactor": "adafactor", "lion": "lion_32bit"}
 
@@ -121,8 +119,8 @@ def hf_notes(plan: Plan) -> list[str]:
                      "(less memory, ~+33% compute vs the plan's selective recompute)")
     if plan.train_steps is None:
         notes.append("train.tokens not set: max_steps is a placeholder (1000)")
-    notes.append(f"TrainingArguments for transformers {TRANSFORMERS_VERSION} (activation_checkpointing; older "
-                 "releases call it gradient_checkpointing); train_hf.py resumes from the newest outputs/checkpoint-N")
+    notes.append("activation_checkpointing is transformers 5.x's name (older releases: gradient_checkpointing); "
+                 "train_hf.py resumes from the newest outputs/checkpoint-N")
     if t.precision == "fp16":
         g = grad_scaler(plan)
         notes.append(f"fp16 loss scaling: init_scale {g['init_scale']}, growth_interval {g['growth_interval']} (see run.json)")

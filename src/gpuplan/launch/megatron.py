@@ -12,7 +12,6 @@ from ._train import grad_scaler, learning_rate, warmup_steps
 # layernorm_epsilon -> --norm-epsilon, add_bias_linear -> --disable-bias-linear, add_qkv_bias ->
 # --add-qkv-bias, qk_layernorm -> --qk-layernorm) at tag core_v0.19.0 (5be96267); the table of every
 # flag is launch/data/engine_flags.csv (scripts/engine_facts_megatron.py).
-MEGATRON_VERSION = "core_v0.19.0"
 
 
 def _refuse_unexpressible(plan: Plan) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._common import Plan, check_serve_precision, hash_header, max_model_len, require_serving, shell_command, unsupported
-from ._serve import SGLANG_KV, SGLANG_QUANT, SGLANG_VERSION, kv_name, model_dtype, prequantized_note, quant_name
+from ._serve import SGLANG_KV, SGLANG_QUANT, kv_name, model_dtype, prequantized_note, quant_name
 
 # Flag names from SGLang's own definitions (python/sglang/srt/arg_groups/fields/parallel.py, exec_.py;
 # launch/data/engine_flags.csv): --tp-size/--dp-size/--pp-size/--ep-size are the option names (--tp and
@@ -40,7 +40,7 @@ ALTERNATIVES = ("vllm", "trtllm", "llama.cpp")
 
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     i = plan.s.infer
-    notes = [f"flags checked against SGLang {SGLANG_VERSION}"] + prequantized_note(plan)
+    notes = prequantized_note(plan)
     notes.append("--mem-fraction-static counts weights + KV pool only; activations and CUDA graphs use the rest "
                  "(lower it if the server runs out of memory at start-up)")
     argv = ["python", "-m", "sglang.launch_server", "--model-path", '"$MODEL"', "--host", "0.0.0.0",

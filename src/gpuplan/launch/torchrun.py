@@ -13,8 +13,6 @@ from ._common import (Plan, launch_script, check_train_precision, hash_header, j
                       toml_text, torchrun_argv, unsupported)
 from ._train import attn_impl, learning_rate, lora_config, require_data_parallel_only
 
-TORCHTITAN_NAMES_VERSION = "v0.2.2"
-
 TRAIN_FSDP2_PY = '''
 """Plain FSDP2 training loop driven by train_fsdp2.toml (written by gpuplan).
 
@@ -322,8 +320,8 @@ def files(plan: Plan) -> dict[str, str]:
         raise unsupported(plan, "offload with zero 0", "the FSDP2 script offloads through FSDP's CPUOffloadPolicy; "
                           "with zero 0 it runs plain DDP, which cannot offload.", ("deepspeed",),
                           "set parallel.zero to 2 or 3, or")
-    notes = [f"TOML keys as torchtitan {TORCHTITAN_NAMES_VERSION}'s JobConfig names them; read by train_fsdp2.py "
-             "(torchtitan after v0.2.x takes Python configs via --module/--config, not TOML)",
+    notes = ["TOML keys as that torchtitan's JobConfig names them; read by train_fsdp2.py (torchtitan after "
+             "v0.2.x takes Python configs via --module/--config, not TOML)",
              "resumes from the newest ./outputs/checkpoint/step-N ([checkpoint] enable)"]
     if p.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: gradients are sharded too (ZeRO-2 layout, reshard_after_forward=never)")

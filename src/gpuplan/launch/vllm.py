@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._common import (Plan, check_serve_precision, hash_header, max_model_len, require_serving, shell_command)
-from ._serve import (BNB_WEIGHTS, VLLM_KV, VLLM_QUANT, VLLM_VERSION, canonical_weights, kv_name, model_dtype,
+from ._serve import (BNB_WEIGHTS, VLLM_KV, VLLM_QUANT, canonical_weights, kv_name, model_dtype,
                      prequantized_note, quant_name)
 
 # bitsandbytes left vLLM's tree in PR #43529 (first release without it: 0.28.0; vllm issue #52802):
@@ -19,7 +19,7 @@ ALTERNATIVES = ("sglang", "trtllm", "llama.cpp")
 
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     i, p, s = plan.s.infer, plan.s.parallel, plan.s
-    notes = [f"flags checked against vLLM {VLLM_VERSION}"] + prequantized_note(plan)
+    notes = prequantized_note(plan)
     if canonical_weights(plan) in BNB_WEIGHTS:
         notes.append(f"bitsandbytes is the out-of-tree {BNB_PLUGIN} on vLLM >= 0.28 (serve.sh checks it is installed)"
                      + ("; in-flight quantization is NF4 only, so int8 needs a load_in_8bit checkpoint"
