@@ -359,7 +359,8 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
         attention=_t.attention_kind(a, kv, mla), position="rope",
         attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2",
         mlp_bias=bool(c.get("mlp_bias", False)) or mt == "gpt_oss",
-        rope_theta=theta, rope_scaling=scaling, **_window_traits(windows, pattern),
+        rope_theta=theta, rope_scaling=scaling, rope_scaling_factor=_t.rope_factor(c) if scaling else None,
+        **_window_traits(windows, pattern),
         moe_shared_experts=int(c.get("n_shared_experts") or 0) if mla else 0,
         moe_dense_layers=dense_layers, router_fp32=mla, norm_eps=_norm_eps(c))
 
