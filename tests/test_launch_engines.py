@@ -418,6 +418,14 @@ def test_megatron_architecture_switches_come_from_the_model():
     assert flag(a, "--norm-epsilon") == "1e-05"
 
 
+def test_megatron_rope_scaling_factor_from_the_model():
+    # Llama-3.1 configs say factor 8.0, Llama-3.2 factor 32.0 (bundled HF configs); Megatron's default is 8
+    assert flag(megatron_model("llama-3.1-8b"), "--rope-scaling-factor") == "8"
+    a = megatron_model("meta-llama/Llama-3.2-3B")
+    assert flag(a, "--use-rope-scaling") is True and flag(a, "--rope-scaling-factor") == "32"
+    assert flag(megatron_model("Qwen/Qwen3-8B"), "--use-rope-scaling") is None
+
+
 def test_megatron_refuses_what_the_gpt_arguments_cannot_describe():
     # Gemma 3: sandwich norms, GeGLU and 5:1 local/global windows -> refused, not silently a Llama
     with pytest.raises(UnsupportedError) as err:

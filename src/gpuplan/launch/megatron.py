@@ -32,6 +32,8 @@ def _refuse_unexpressible(plan: Plan) -> None:
         why.append(f"a {t.mlp} MLP (the arguments offer --swiglu or a plain MLP)")
     if t.moe_shared_experts:
         why.append("shared experts")
+    if t.rope_scaling not in (None, "llama3"):
+        why.append(f"{t.rope_scaling} rope scaling (the arguments express llama3-style scaling only)")
     if why:
         raise unsupported(plan, f"model '{m.name}' ({'; '.join(why)})",
                           "the generic GPT arguments of pretrain_gpt.py cannot describe it.",
@@ -50,7 +52,9 @@ def model_args(plan: Plan) -> list[str]:
     args += ["--max-position-embeddings", str(m.max_position), "--position-embedding-type", "rope",
              "--rotary-base", str(int(tr.rope_theta or DEFAULT_ROPE_THETA))]
     if tr.rope_scaling == "llama3":
-        args.append("--use-rope-scaling")        # Llama-3.1 frequency scaling (factor 8)
+        # Megatron's llama3 scaling fixes low/high frequency factors 1/4 and 8192 original positions
+        # (rotary_pos_embedding.py _apply_scaling, core_v0.19.0) as Llama-3.1/3.2 do; the factor varies
+        args += ["--use-rope-scaling", "--rope-scaling-factor", f"{tr.rope_scaling_factor or 8.0:g}"]
     args += ["--normalization", "RMSNorm" if m.norm == "rms" else "LayerNorm"]
     if tr.norm_eps is not None:
         args += ["--norm-epsilon", f"{tr.norm_eps:g}"]
