@@ -8,7 +8,7 @@ from ..cliargs import MAX_TOKENS_IN_SEQ, print_result, whole_number
 
 def add_parsers(sub) -> None:
     s = sub.add_parser("models", help="list bundled models")
-    s.add_argument("search", nargs="?")
+    s.add_argument("search", nargs="?", help="part of a registry name or HF id to filter by (default: all)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_models)
 
@@ -21,12 +21,12 @@ def add_parsers(sub) -> None:
     s.set_defaults(func=cmd_model)
 
     s = sub.add_parser("gpus", help="list accelerators in the catalog")
-    s.add_argument("filter", nargs="?")
+    s.add_argument("filter", nargs="?", help="part of an id, name, vendor, family or segment (e.g. consumer) to filter by (default: all)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpus)
 
     s = sub.add_parser("gpu", help="one accelerator's facts")
-    s.add_argument("id")
+    s.add_argument("id", help="catalog id or alias, e.g. h100-sxm, rtx-4090 (list: `gpuplan gpus`)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpu)
 

@@ -22,9 +22,12 @@ def add_parsers(sub: Any) -> None:
                    help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
     s.add_argument("--budget", type=_limit("--budget", 1e15, "budget_usd"), metavar="USD",
                    help="total budget for the run")
-    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD")
-    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS")
-    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N")
+    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD",
+                   help="most US dollars per hour for all GPUs together")
+    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS",
+                   help="training: finish within this many days")
+    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N",
+                   help="consider at most N GPUs in one plan")
     s.add_argument("--gpus", default=None, help="comma-separated GPU ids to consider")
     s.add_argument("--owned", default=None, help="GPUs you own, e.g. rtx-4090=4,a100-sxm-80gb=8")
     s.add_argument("--providers", default=None, help="comma-separated cloud providers")
@@ -33,7 +36,8 @@ def add_parsers(sub: Any) -> None:
                    help="serving: time-to-first-token target")
     s.add_argument("--tpot", type=_limit("--tpot", 3600, "tpot_s"), metavar="S",
                    help="serving: time-per-output-token target")
-    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"))
+    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"), metavar="RPS",
+                   help="serving: requests per second to sustain")
     s.add_argument("--tokens-per-s", type=_limit("--tokens-per-s", 1e12, "tokens_per_s"),
                    help="serving: output tokens/s to sustain")
     s.add_argument("--headroom", type=_limit("--headroom", 1, "min_headroom", low_open=False, high_open=True),
