@@ -243,17 +243,38 @@ def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
     """A Scenario from the positional file plus flag overrides."""
-    from .scenario import load_scenario, scenario_from_dict
+    from .inputs import read_mapping_file, short_path
+    from .scenario import scenario_from_dict
     base: dict[str, Any] = {}
     source = "(flags)"
     if getattr(args, "scenario", None):
-        base = load_scenario(args.scenario).model_dump(exclude_none=False)
-        source = f"file '{args.scenario}' with flags"
+        # the file's own fields, not yet validated: flags may fill a section it lacks (e.g. --gpu for a
+        # recommend file with no `hardware:`), and the result is validated once, as a whole
+        base = read_mapping_file(args.scenario, "scenario file")
+        source = f"file '{short_path(args.scenario)}'"
+        _check_file_values(base, source)
+        if any(getattr(args, f, None) is not None for f in getattr(args, "_scenario_flags", ())):
+            source += " with flags"
     data = scenario_data_from_args(args, base)
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):
         raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
     data.setdefault("hardware", {})
     return scenario_from_dict(data, source)
+
+
+def _check_file_values(data: dict[str, Any], source: str) -> None:
+    """Refuse a file whose own values are wrong (even where a flag overrides them); a missing field or section
+    is left for the flags to fill, and the whole is validated after."""
+    from pydantic import ValidationError
+
+    from .scenario import Scenario, scenario_from_dict
+    try:
+        Scenario.model_validate(data)
+    except ValidationError as err:
+        if any(e.get("type") != "missing" for e in err.errors()):
+            scenario_from_dict(data, source)        # raises the file's own one-paragraph message
+    except (ValueError, TypeError, RecursionError):
+        scenario_from_dict(data, source)
 
 
 def split_list(text: str | None) -> list[str] | None:
