@@ -202,7 +202,7 @@ def document_flags(parser: argparse.ArgumentParser) -> None:
 
 
 JSON_HELP = ('print one JSON object: {"command", "version", "result"}, or on failure {"command", "version", '
-             '"error"} (schema: docs/json-envelope.schema.json)')
+             '"error"} (its JSON Schema: `gpuplan schema --envelope`)')
 
 
 def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:

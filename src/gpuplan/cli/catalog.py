@@ -30,7 +30,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpu)
 
-    s = sub.add_parser("schema", help="JSON schema of the scenario file")
+    s = sub.add_parser("schema", help="JSON schema of the scenario file (or of --json output)")
+    s.add_argument("--envelope", action="store_true",
+                   help="print instead the JSON Schema of every command's --json output")
     s.add_argument("--json", action="store_true", help="wrap the schema in the JSON envelope")
     s.set_defaults(func=cmd_schema)
 
@@ -46,7 +48,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             m = get_model(e.name)
             out.append({"name": e.name, "hf_id": e.hf_id, "aliases": list(e.aliases), "model_type": m.model_type,
                         "params_total": m.params_total, "params_active": m.params_active, "source": e.source})
-        print_result("models", out)
+        print_result("models", {"models": out})
         return 0
     rows = []
     for e in entries:
@@ -100,7 +102,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     from ..report import table
     gpus = list_gpus(args.filter)
     if args.json:
-        print_result("gpus", [g.to_dict() for g in gpus])
+        print_result("gpus", {"gpus": [g.to_dict() for g in gpus]})
         return 0
     rows = gpu_rows(gpus)
     print(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
@@ -121,10 +123,20 @@ def cmd_gpu(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from ..report import dumps
-    from ..scenario import Scenario
-    schema = Scenario.model_json_schema()
+    if args.envelope:
+        schema = envelope_schema()
+    else:
+        from ..scenario import Scenario
+        schema = Scenario.model_json_schema()
     if args.json:
         print_result("schema", schema)
     else:
         print(dumps(schema))
     return 0
+
+
+def envelope_schema() -> dict:
+    """The JSON Schema of `--json` output (envelope.schema.json beside this module)."""
+    import json
+    from importlib.resources import files
+    return json.loads(files(__package__).joinpath("envelope.schema.json").read_text(encoding="utf-8"))

@@ -253,23 +253,36 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
 def run_compare(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result
     from . import compare
-    rows = compare(partial_from_args(args), _split(args.gpus) or [])
+    partial = partial_from_args(args)
+    task = partial.get("task") or "train"
+    rows = compare(partial, _split(args.gpus) or [])
     code = OK if any(r["fits"] for r in rows) else NO_PLAN
     if args.json:
-        print_result("compare", rows)
+        print_result("compare", {"task": task, "rows": [compare_record(r, task) for r in rows]})
         return code
-    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {'tokens/s':>10} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
+    speed = "output tok/s" if task == "infer" else "train tok/s"
+    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {speed:>12} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         if not r["fits"]:
             print(f"{r['gpu']:<16} {'no':>4} {r['reason']}")
             continue
-        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>10,.0f} "
+        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>12,.0f} "
               f"{_fmt_usd(r['usd_per_hour']):>9} "
               f"{'-' if r['usd_per_million_tokens'] is None else format(r['usd_per_million_tokens'], '.3f'):>9} "
               f"{'-' if r['tokens_per_s_per_watt'] is None else format(r['tokens_per_s_per_watt'], '.2f'):>8}")
     return code
+
+
+def compare_record(row: dict, task: str) -> dict:
+    """One compare row as the CLI's JSON says it: serving throughput under the name every other command uses
+    (output_tokens_per_s); training throughput as tokens_per_s, all GPUs of the plan together."""
+    out = dict(row)
+    if task == "infer":
+        out["output_tokens_per_s"] = out.pop("tokens_per_s")
+        out["output_tokens_per_s_per_watt"] = out.pop("tokens_per_s_per_watt")
+    return out
 
 
 def run_whatif(args: argparse.Namespace) -> int:
@@ -278,7 +291,7 @@ def run_whatif(args: argparse.Namespace) -> int:
     scn = scenario_from_args(args)
     rows = whatif(scn)
     if args.json:
-        print_result("whatif", rows)
+        print_result("whatif", {"task": scn.task, "techniques": rows})
     else:
         print(whatif_table(rows, scn.is_training))
     return 0
