@@ -61,7 +61,9 @@ def performance_report(perf) -> str:
             rows.append((key, fmt(v)))
     out = table(rows, ["metric", "value"])
     if perf.breakdown:
-        out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", "seconds"])
+        # training: every entry is per optimizer step (estimate/speed.py)
+        unit = "seconds per optimizer step" if perf.step_time_s is not None else "seconds"
+        out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", unit])
     for n in perf.notes:
         out += f"\nnote: {n}"
     return out
