@@ -83,3 +83,117 @@ def test_memory_text_says_alternatives_not_steps(capsys):
     out = capsys.readouterr().out
     assert "any one of these" in out and "4 x rtx-4090 with ZeRO-3" in out
     assert "do not fit it as configured" not in out and "not yet" not in out
+
+
+# ---- $/M tokens: input, output and blended, labelled ---------------------------------------------------
+
+def test_token_prices_by_hand():
+    from gpuplan.report import token_prices
+    # $0.54 per million output tokens; each request reads 2048 tokens and writes 512: input tokens flow 4x as
+    # fast, so the same hour costs 0.54 / 4 per million input tokens and 0.54 / 5 per million of both
+    p = token_prices(0.54, 2048, 512)
+    assert p["output"] == 0.54
+    assert p["input"] == pytest.approx(0.135)
+    assert p["blended"] == pytest.approx(0.108)
+
+
+def test_serving_cost_table_labels_input_output_blended(capsys):
+    from gpuplan.cli import main
+    main(["estimate", "examples/serve-llama-70b.yaml"])
+    out = capsys.readouterr().out
+    for label in ("per million output tokens", "per million input tokens", "input + output (blended)"):
+        assert label in out
+    assert "usd_per_million_tokens" not in out
+
+
+def test_training_cost_table_says_trained_tokens(capsys):
+    from gpuplan.cli import main
+    main(["estimate", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--tokens", "1e9"])
+    assert "per million trained tokens" in capsys.readouterr().out
+
+
+# ---- recommend: offerings and memory cells ----------------------------------------------------------------
+
+@pytest.mark.parametrize("peak_gib,cap_gib,shown", [
+    (21.6, 22.0, "21.6/22.0"), (21.96, 22.0, "21.96/22.00"), (21.999, 22.0, "<22.00/22.00"),
+    (51.1, 79.6, "51.1/79.6"), (45.0, 24.0, "45.0/24.0"), (22.0, 22.0, "22.0/22.0")])
+def test_memory_cell_never_reads_as_full_when_there_is_headroom(peak_gib, cap_gib, shown):
+    from gpuplan.search.cli import memory_cell
+    from gpuplan.units import GiB
+    assert memory_cell(peak_gib * GiB, cap_gib * GiB) == shown
+
+
+def test_recommend_says_when_a_different_offering_prices_each_count(capsys):
+    from gpuplan.cli import main
+    main(["recommend", "examples/recommend-finetune-8b.yaml", "--gpus", "h100-sxm", "--top", "10"])
+    out = capsys.readouterr().out
+    assert "$/GPU-h" in out
+    notes = [line for line in out.splitlines() if "price per GPU-hour differs" in line]
+    # the catalog prices 2 x H100 and 8-GPU H100 instances differently per GPU: the note names both offerings
+    assert len(notes) == 1 and notes[0].count("/GPU-h at") >= 2
+
+
+def test_offering_note_only_when_prices_differ():
+    from types import SimpleNamespace
+
+    from gpuplan.search.cli import offering_notes
+
+    def plan(count, usd_h, provider):
+        rent = {"usd_per_hour": usd_h, "gpus_billed": count, "provider": provider, "instance_type": f"{count}x"}
+        return SimpleNamespace(estimate={"cost": {"details": {"rent": rent}}},
+                               scenario=SimpleNamespace(hardware=SimpleNamespace(gpu="h100-sxm", count=count)))
+    assert offering_notes([plan(2, 2.58, "a"), plan(4, 5.16, "a")]) == []            # $1.29 both
+    (note,) = offering_notes([plan(2, 2.58, "a"), plan(4, 7.48, "b")])
+    assert "$1.29/GPU-h at 2 GPUs (a 2x)" in note and "$1.87/GPU-h at 4 GPUs (b 4x)" in note
+
+
+# ---- engines' own terms ---------------------------------------------------------------------------------
+
+def _serve_notes(engine: str, model: str = "deepseek-v2-lite") -> list[str]:
+    est = evaluate(scenario_from_dict({"model": model, "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 2},
+                                       "parallel": {"tp": 2}, "infer": {"engine": engine}}))
+    return list(est.memory.notes)
+
+
+def test_sglang_plan_speaks_sglang():
+    notes = " ".join(_serve_notes("sglang"))
+    assert "mem_fraction_static=0.9" in notes and "vLLM" not in notes and "gpu_memory_utilization=" not in notes
+
+
+def test_vllm_plan_keeps_its_own_term():
+    notes = " ".join(_serve_notes("vllm"))
+    assert "gpu_memory_utilization=0.9" in notes and "mem_fraction_static" not in notes
+
+
+# ---- --plot x.png without matplotlib: refused before any work ----------------------------------------------
+
+@pytest.mark.parametrize("command", [["train", "--model", "qwen2.5-0.5b", "--gpu", "l4"],
+                                     ["serve", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--task", "infer"],
+                                     ["recommend", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", "l4"]])
+def test_png_without_matplotlib_fails_before_the_report(command, tmp_path, monkeypatch, capsys):
+    import sys
+
+    from gpuplan.cli import main
+    monkeypatch.setitem(sys.modules, "matplotlib", None)           # as if it were not installed
+    rc = main([*command, "--plot", str(tmp_path / "x.png")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""                                      # nothing printed before the error
+    assert "matplotlib" in err and "pip install '.[plot]'" in err
+    assert not (tmp_path / "x.png").exists()
+
+
+# ---- hints name what a user has ------------------------------------------------------------------------------
+
+def test_missing_extra_hint_is_the_checkout_command():
+    from gpuplan.errors import MissingExtraError
+    err = MissingExtraError("counting on the meta device", "trace", "torch and transformers")
+    assert "pip install '.[trace]'" in err.fix and "pip install torch transformers" in err.fix
+    assert "gpuplan[" not in err.message
+
+
+def test_unknown_field_names_a_command_not_a_design_doc():
+    from gpuplan.errors import InputError
+    from gpuplan.scenario import scenario_from_dict as build
+    with pytest.raises(InputError) as err:
+        build({"model": "qwen2.5-0.5b", "hardware": {"gpu": "l4"}, "trian": {}})
+    assert "DESIGN" not in err.value.message and "`gpuplan schema`" in err.value.message

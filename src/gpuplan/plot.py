@@ -12,7 +12,7 @@
   (x, y, label[, on_front]) tuples or dicts with the same keys.
 
 The format follows the file name: `.svg` is written by hand (no dependency), `.html` embeds that
-SVG in a minimal page, `.png` needs matplotlib (`pip install 'gpuplan[plot]'`).
+SVG in a minimal page, `.png` needs matplotlib (the `plot` extra: `pip install '.[plot]'` in the checkout).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import GpuplanError, InputError
+from .errors import GpuplanError, InputError, MissingExtraError, install_hint
 
 __all__ = ["write_plot", "render_svg", "plot_path", "PlotTarget"]
 FORMATS = (".svg", ".html", ".htm", ".png")
@@ -66,6 +66,8 @@ def _check_target(p: Path) -> None:
     if ext not in FORMATS:
         raise InputError(f"--plot {p}", f"unknown chart format '{ext or '(none)'}'.",
                          "name the file .svg, .html or .png.")
+    if ext == ".png" and not _have_matplotlib():
+        raise MissingExtraError(f"--plot {p} (a PNG chart)", "plot", "matplotlib")
     parent = p.parent
     if not parent.is_dir():
         raise InputError(f"--plot {p}", f"the folder '{parent}' does not exist." if not parent.exists() else
@@ -322,6 +324,15 @@ def _svg_pareto(pts: list[tuple[float, float, str, bool]]) -> str:
 
 # ---- PNG (matplotlib) --------------------------------------------------------------------------
 
+def _have_matplotlib() -> bool:
+    """Whether matplotlib can be imported, without importing it (checked before any work is done)."""
+    import importlib.util
+    import sys
+    if "matplotlib" in sys.modules:
+        return sys.modules["matplotlib"] is not None
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _write_png(path: Path, kind: str, data: Any) -> None:
     try:
         import matplotlib
@@ -329,7 +340,7 @@ def _write_png(path: Path, kind: str, data: Any) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise GpuplanError(f"--plot {path}", "PNG charts need matplotlib, which is not installed.",
-                           "pip install 'gpuplan[plot]'  (or: pip install matplotlib), or write .svg / .html, "
+                           install_hint("plot", "matplotlib") + "; or write .svg / .html, "
                            "which need nothing.") from None
     fig, ax = plt.subplots(figsize=(9, 5))
     if kind == "curve":

@@ -16,7 +16,7 @@ def add_parsers(sub) -> None:
     s.add_argument("name", help="registry name, HF repo id, or path to config.json")
     s.add_argument("--seq-len", type=whole_number("--seq-len", 1, MAX_TOKENS_IN_SEQ), default=2048,
                    help="context for the FLOPs figure")
-    s.add_argument("--meta", action="store_true", help="also count on the meta device (needs gpuplan[trace])")
+    s.add_argument("--meta", action="store_true", help="also count on the meta device (needs the trace extra: pip install '.[trace]' in the checkout)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_model)
 

@@ -128,6 +128,46 @@ def _fmt_usd(x: float | None) -> str:
     return f"${x:,.0f}" if x >= 1000 else f"${x:,.2f}"
 
 
+def memory_cell(peak: float, capacity: float) -> str:
+    """'peak/capacity' in GiB with enough decimals that a plan with headroom never reads as full."""
+    for digits in (1, 2):
+        a, b = f"{peak / GiB:.{digits}f}", f"{capacity / GiB:.{digits}f}"
+        if a != b or peak >= capacity:
+            return f"{a}/{b}"
+    return f"<{b}/{b}"
+
+
+def _per_gpu_hour(cost: dict) -> float | None:
+    """The rented price per GPU-hour of a plan (its offering's price over the GPUs it bills)."""
+    rent = (cost.get("details") or {}).get("rent")
+    if rent and rent.get("gpus_billed"):
+        return rent["usd_per_hour"] / rent["gpus_billed"]
+    return None
+
+
+def offering_notes(plans: list) -> list[str]:
+    """A note for each GPU type whose per-GPU hourly price differs between plan sizes: the cheapest offering
+    is picked per GPU count, so a different instance (often another provider) prices each size."""
+    by_gpu: dict[str, dict[float, tuple[int, str]]] = {}
+    for p in plans:
+        cost = p.estimate["cost"]
+        rent = (cost.get("details") or {}).get("rent")
+        price = _per_gpu_hour(cost)
+        if price is None or not rent:
+            continue
+        gpu, count = p.scenario.hardware.gpu, p.scenario.hardware.count
+        by_gpu.setdefault(gpu, {}).setdefault(round(price, 4),
+                                              (count, f"{rent['provider']} {rent['instance_type']}"))
+    notes = []
+    for gpu, prices in by_gpu.items():
+        if len(prices) > 1:
+            shown = "; ".join(f"${price:,.2f}/GPU-h at {count} GPUs ({offer})"
+                              for price, (count, offer) in sorted(prices.items(), key=lambda kv: kv[1][0]))
+            notes.append(f"note: {gpu}'s price per GPU-hour differs by plan size because a different offering is "
+                         f"the cheapest at each GPU count: {shown}.")
+    return notes
+
+
 def recommendation_text(rec: Any) -> str:
     lines = []
     if rec.preset:
@@ -142,15 +182,21 @@ def recommendation_text(rec: Any) -> str:
     if not rec.plans:
         lines.append("No feasible plan.")
     else:
-        head = f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/h':>9} {'cost':>11} {'time':>11} {'$/M tok':>8}"
+        per_m = "$/M out" if rec.task == "infer" else "$/M tok"
+        head = (f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/GPU-h':>8} {'$/h':>9} {'cost':>11} {'time':>11} "
+                f"{per_m:>8}")
         lines += [head, "-" * len(head)]
         for p in rec.plans:
             m, c = p.estimate["memory"], p.estimate["cost"]
-            mem = f"{m['peak_bytes_per_gpu'] / GiB:.0f}/{m['capacity_bytes_per_gpu'] / GiB:.0f}"
+            mem = memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"])
             upm = c.get("usd_per_million_tokens")
-            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(c.get('usd_per_hour')):>9} "
+            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(_per_gpu_hour(c)):>8} "
+                         f"{_fmt_usd(c.get('usd_per_hour')):>9} "
                          f"{_fmt_usd(p.cost_value) if rec.cost_metric != 'usd_per_million_tokens' else _fmt_usd(upm):>11} "
                          f"{_fmt_time(p.time_value, rec.time_metric):>11} {'-' if upm is None else f'{upm:.3f}':>8}")
+        lines.append(("$/M out: the plan's whole hourly cost over its output tokens (input and blended prices: "
+                      "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
+        lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
         best = rec.plans[0]
         lines.append("")
         lines.append(f"Why #1 ({best.summary}):")
@@ -261,7 +307,8 @@ def run_compare(args: argparse.Namespace) -> int:
         print_result("compare", {"task": task, "rows": [compare_record(r, task) for r in rows]})
         return code
     speed = "output tok/s" if task == "infer" else "train tok/s"
-    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {speed:>12} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
+    per_m = "$/M out" if task == "infer" else "$/M tok"
+    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {speed:>12} {'$/h':>9} {per_m:>9} {'tok/s/W':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
