@@ -124,3 +124,9 @@ def test_the_schema_refuses_what_the_contract_forbids(envelope):
 def test_schema_envelope_flag_prints_the_schema(capsys):
     assert main(["schema", "--envelope"]) == 0
     assert json.loads(capsys.readouterr().out) == envelope_schema()
+
+
+def test_memory_without_gpu_envelope(capsys):
+    rc, envelope = _run(["memory", "--model", "qwen2.5-0.5b", "--task", "train"], capsys)
+    assert rc == 0 and envelope["result"]["layouts"]
+    _validate(envelope)

@@ -252,7 +252,7 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
         # recommend file with no `hardware:`), and the result is validated once, as a whole
         base = read_mapping_file(args.scenario, "scenario file")
         source = f"file '{short_path(args.scenario)}'"
-        _check_file_values(base, source)
+        check_file_values(base, source)
         if any(getattr(args, f, None) is not None for f in getattr(args, "_scenario_flags", ())):
             source += " with flags"
     data = scenario_data_from_args(args, base)
@@ -262,7 +262,7 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
     return scenario_from_dict(data, source)
 
 
-def _check_file_values(data: dict[str, Any], source: str) -> None:
+def check_file_values(data: dict[str, Any], source: str) -> None:
     """Refuse a file whose own values are wrong (even where a flag overrides them); a missing field or section
     is left for the flags to fill, and the whole is validated after."""
     from pydantic import ValidationError

@@ -44,6 +44,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from ..estimate.fit import fit_limits
     from ..pipeline import evaluate
     from ..report import memory_report
+    if _names_no_gpu(args):
+        return memory_without_gpu(args)
     est = evaluate(scenario_from_args(args))
     mem, warnings = est.memory, est.warnings
     limits = fit_limits(est.scenario, est.model, est.gpu.usable_memory_bytes)
@@ -61,6 +63,110 @@ def cmd_memory(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"warning: {w}")
     return _fit_code(mem)
+
+
+# ---- memory with no GPU named: the usual layouts, and which catalog GPUs hold each ------------------------
+
+# a stand-in GPU so the scenario validates; every catalog GPU is then evaluated in its place
+_STAND_IN_GPU = "h100-sxm"
+USUAL_COUNTS = (1, 2, 4, 8)
+
+
+def _names_no_gpu(args: argparse.Namespace) -> bool:
+    if getattr(args, "gpu", None):
+        return False
+    if not getattr(args, "scenario", None):
+        return True
+    from ..inputs import read_mapping_file
+    data = read_mapping_file(args.scenario, "scenario file")
+    if "hardware" not in data or data["hardware"] is None:
+        return True
+    # a malformed `hardware:` goes the usual way, to its one-paragraph error
+    return isinstance(data["hardware"], dict) and data["hardware"].get("gpu") is None
+
+
+def usual_layouts(scn) -> list[tuple[str, dict, dict]]:
+    """(label, hardware update, parallel update) of the layouts people start from: one GPU, then 2, 4 and 8
+    GPUs sharded the usual way - ZeRO-3 / FSDP full shard for training (weights, gradients and optimizer
+    states split across the GPUs), tensor parallel for serving (weights and KV cache split)."""
+    out = []
+    for n in USUAL_COUNTS:
+        if n == 1:
+            out.append(("1 GPU", {"count": 1}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": scn.parallel.zero}))
+        elif scn.is_training:
+            out.append((f"{n} GPUs, ZeRO-3 / FSDP", {"count": n}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": 3}))
+        else:
+            out.append((f"{n} GPUs, tensor parallel", {"count": n}, {"dp": None, "tp": n, "pp": 1, "cp": 1}))
+    return out
+
+
+def layouts_without_gpu(scn) -> list[dict]:
+    """For each usual layout: the per-GPU peak on every catalog GPU (lowest and highest: runtime overheads
+    differ a little by GPU) and the GPUs it fits on, smallest memory first."""
+    from ..errors import GpuplanError
+    from ..hardware import list_gpus
+    from ..models import get_model
+    from ..pipeline import memory, resolve
+    spec = get_model(scn.model)
+    gpus = sorted((g for g in list_gpus() if g.usable_memory_bytes), key=lambda g: (g.usable_memory_bytes, g.id))
+    rows = []
+    for label, hardware, parallel in usual_layouts(scn):
+        peaks, fits_on = [], []
+        for g in gpus:
+            try:
+                cand = scn.replace(hardware={**hardware, "gpu": g.id, "gpus_per_node": None}, parallel=parallel)
+                mem = memory(resolve(cand, model=spec, gpu=g))
+            except GpuplanError:
+                continue                     # this layout or engine does not run on that GPU
+            peaks.append(mem.peak_bytes_per_gpu)
+            if mem.fits:
+                fits_on.append({"gpu": g.id, "usable_bytes": int(g.usable_memory_bytes)})
+        rows.append({"layout": label, "count": hardware["count"], "parallel": parallel,
+                     "peak_bytes_per_gpu_min": min(peaks) if peaks else None,
+                     "peak_bytes_per_gpu_max": max(peaks) if peaks else None, "fits_on": fits_on})
+    return rows
+
+
+def _scenario_without_gpu(args: argparse.Namespace):
+    from ..cliargs import check_file_values, scenario_data_from_args
+    from ..inputs import read_mapping_file, short_path
+    from ..scenario import scenario_from_dict
+    base = {}
+    if getattr(args, "scenario", None):
+        base = read_mapping_file(args.scenario, "scenario file")
+        check_file_values(base, f"file '{short_path(args.scenario)}'")
+    data = scenario_data_from_args(args, base)
+    hardware = dict(data.get("hardware") or {})
+    hardware["gpu"] = _STAND_IN_GPU
+    return scenario_from_dict({**data, "hardware": hardware},
+                              "(flags)" if not base else f"file '{short_path(args.scenario)}' with flags")
+
+
+def memory_without_gpu(args: argparse.Namespace) -> int:
+    from ..report import table
+    from ..units import fmt_bytes
+    scn = _scenario_without_gpu(args)
+    rows = layouts_without_gpu(scn)
+    if args.json:
+        print_result("memory", {"gpu": None, "task": scn.task, "layouts": rows, "warnings": []})
+        return OK
+    what = (f"{scn.train.method}, {scn.train.precision}, {scn.train.optimizer}, seq {scn.train.seq_len}, "
+            f"micro-batch {scn.train.micro_batch}, recompute {scn.train.recompute}" if scn.is_training and scn.train
+            else f"{scn.infer.engine}, weights {scn.infer.weights}, {scn.infer.concurrency} x "
+                 f"({scn.infer.prompt_len} + {scn.infer.output_len}) tokens" if scn.infer else "")
+    print(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
+    shown = []
+    for r in rows:
+        lo, hi = r["peak_bytes_per_gpu_min"], r["peak_bytes_per_gpu_max"]
+        peak = "-" if lo is None else fmt_bytes(hi) if fmt_bytes(lo) == fmt_bytes(hi) else \
+            f"{fmt_bytes(lo)} - {fmt_bytes(hi)}"
+        fits = r["fits_on"]
+        names = ", ".join(f["gpu"] for f in fits[:5]) + (f" and {len(fits) - 5} more" if len(fits) > 5 else "")
+        shown.append((r["layout"], peak, names or "none in the catalog"))
+    print(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
+    print("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
+          "breakdown on one, `gpuplan recommend` adds speed and cost.")
+    return OK
 
 
 def _time_per_token(est) -> float | None:
