@@ -197,3 +197,28 @@ def test_unknown_field_names_a_command_not_a_design_doc():
     with pytest.raises(InputError) as err:
         build({"model": "qwen2.5-0.5b", "hardware": {"gpu": "l4"}, "trian": {}})
     assert "DESIGN" not in err.value.message and "`gpuplan schema`" in err.value.message
+
+
+def test_meta_hint_for_an_unknown_architecture_works(tmp_path, capsys):
+    """The unsupported-architecture message points at `gpuplan model CONFIG --meta`: that command must then
+    answer instead of failing with the same error."""
+    import json
+
+    from gpuplan.cli import main
+    config = {"model_type": "bert", "vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["model", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "--meta" in err and "pip install '.[trace]'" in err and "gpuplan[" not in err
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    assert main(["model", str(path), "--meta", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["result"]["meta_device"]
+    # by hand, BERT with this config (BertLMHeadModel: encoder + tied-decoder bias + prediction head):
+    # embeddings: words 1000*64 + positions 128*64 + token types 2*64 + LayerNorm 2*64 = 72,448
+    # per layer: QKV 3*(64*64+64) + out 64*64+64 + LN 128 + up 64*128+128 + down 128*64+64 + LN 128 = 33,472
+    # head: transform 64*64+64 + LN 128 + decoder bias 1000 (decoder weight tied to the embeddings) = 5,288
+    # (no pooler in the LM-head model)
+    assert counts["parameters"] == 72_448 + 2 * 33_472 + 5_288

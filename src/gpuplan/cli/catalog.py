@@ -62,10 +62,16 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    from ..errors import UnsupportedError
     from ..models import get_model
     from ..report import table
     from ..units import fmt_bytes, fmt_count
-    m = get_model(args.name)
+    try:
+        m = get_model(args.name)
+    except UnsupportedError:
+        if args.meta:                   # an architecture gpuplan's formulas do not know: transformers counts it
+            return _meta_only(args)
+        raise
     d = m.to_dict(args.seq_len)
     if args.meta:
         from ..models.meta import meta_param_count
@@ -78,6 +84,29 @@ def cmd_model(args: argparse.Namespace) -> int:
     print(table(rows, ["field", "value"], "lr"))
     print(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
           f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
+    return 0
+
+
+def _meta_only(args: argparse.Namespace) -> int:
+    """`gpuplan model CONFIG --meta` for an architecture outside gpuplan's families: the exact parameter count
+    from transformers on the meta device, and nothing else (no KV-cache or FLOPs formulas for it)."""
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..inputs import read_mapping_file
+    from ..models.meta import meta_param_count
+    path = Path(args.name)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"model '{args.name}'", "--meta for an architecture gpuplan does not model needs the "
+                         "config.json file itself.", "pass the path to its config.json (download it from the Hub).")
+    counts = meta_param_count(read_mapping_file(path, "model config"))
+    if args.json:
+        print_result("model", {"name": str(args.name), "meta_device": counts, "modelled": False})
+        return 0
+    print(f"{args.name}: {counts['parameters']:,} parameters on the meta device (transformers). gpuplan does not "
+          "model this architecture, so it has no memory, KV-cache or FLOPs estimate for it.")
     return 0
 
 
