@@ -254,7 +254,8 @@ def fit_advice(est, alternatives: list[dict] | None = None) -> str:
         change = a["time_per_token_change"]
         timing = "" if change is None else f"; time per token {change:+.0%}"
         lines.append(f"  {i}. {a['change']}: peak {fmt_bytes(a['peak_bytes_per_gpu'])} of "
-                     f"{fmt_bytes(a['capacity_bytes_per_gpu'])} per GPU on {a['gpus']} GPU(s){timing} - {a['note']}")
+                     f"{fmt_bytes(a['capacity_bytes_per_gpu'])} per GPU on {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}"
+                     f"{timing} - {a['note']}")
     lines.append("`gpuplan whatif` lists every single change; `gpuplan recommend` searches GPUs and layouts.")
     return "\n".join(lines)
 
