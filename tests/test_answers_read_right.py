@@ -222,3 +222,29 @@ def test_meta_hint_for_an_unknown_architecture_works(tmp_path, capsys):
     # head: transform 64*64+64 + LN 128 + decoder bias 1000 (decoder weight tied to the embeddings) = 5,288
     # (no pooler in the LM-head model)
     assert counts["parameters"] == 72_448 + 2 * 33_472 + 5_288
+
+
+# ---- the Pareto chart has ticks on both axes, even over a narrow range ---------------------------------------
+
+@pytest.mark.parametrize("lo,hi,expected", [
+    (0.9, 120, [1, 2, 5, 10, 20, 50, 100]),            # 1-2-5 steps
+    (4.2, 6.7, [4.2, 5, 6.7]),                         # one step inside: the ends too
+    (95, 105, [95, 100, 105]),
+    (1e-3, 1e6, [1e-3, 1e-2, 0.1, 1, 10, 100, 1e3, 1e4, 1e5, 1e6]),   # too many steps: decades
+])
+def test_log_ticks(lo, hi, expected):
+    from gpuplan.plot import log_ticks
+    assert log_ticks(lo, hi) == pytest.approx(expected)
+
+
+def test_recommend_pareto_svg_has_x_ticks_over_a_narrow_cost_range():
+    import xml.etree.ElementTree as ET
+
+    from gpuplan.search.cli import pareto_svg
+    pts = [(4.55, 6480.0, "2 x h100", True), (6.17, 198.0, "64 x h100", True), (6.83, 87840.0, "1 x 4090", False)]
+    root = ET.fromstring(pareto_svg(pts, "usd_total", "time_to_train_s"))
+    ns = "{http://www.w3.org/2000/svg}"
+    x_ticks = [t.text for t in root.iter(f"{ns}text") if t.get("class") == "tick-x"]
+    y_ticks = [t.text for t in root.iter(f"{ns}text") if t.get("class") == "tick-y"]
+    assert len(x_ticks) >= 2 and len(y_ticks) >= 2
+    assert "5" in x_ticks                  # the one 1-2-5 step between $4.55 and $6.83

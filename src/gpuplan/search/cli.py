@@ -277,13 +277,12 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
            f'<text x="{(W + L) / 2}" y="{H - 12}" text-anchor="middle">{escape(xlabel)} (log)</text>',
            f'<text x="16" y="{(H - B) / 2}" transform="rotate(-90 16 {(H - B) / 2})" text-anchor="middle">'
            f'{escape(ylabel)} (log)</text>']
-    for v, lo, hi, horiz in ((10 ** x0, x0, x1, True), (10 ** y0, y0, y1, False)):
-        for k in range(math.floor(lo), math.ceil(hi) + 1):
-            if lo <= k <= hi:
-                if horiz:
-                    out.append(f'<text x="{X(10 ** k):.1f}" y="{H - B + 15}" text-anchor="middle">1e{k}</text>')
-                else:
-                    out.append(f'<text x="{L - 6}" y="{Y(10 ** k):.1f}" text-anchor="end">1e{k}</text>')
+    from ..plot import log_ticks
+    for v in log_ticks(10 ** x0, 10 ** x1):         # 1-2-5 ticks; the ends when the range is narrower
+        out.append(f'<line class="tick-x" x1="{X(v):.1f}" y1="{H - B}" x2="{X(v):.1f}" y2="{H - B + 4}" stroke="black"/>')
+        out.append(f'<text class="tick-x" x="{X(v):.1f}" y="{H - B + 15}" text-anchor="middle">{v:,.4g}</text>')
+    for v in log_ticks(10 ** y0, 10 ** y1):
+        out.append(f'<text class="tick-y" x="{L - 6}" y="{Y(v):.1f}" text-anchor="end">{v:,.4g}</text>')
     front = sorted([p for p in pts if p[3]], key=lambda p: p[0])
     if len(front) > 1:
         out.append('<polyline fill="none" stroke="#c0392b" stroke-width="1.5" points="'
