@@ -248,3 +248,20 @@ def test_recommend_pareto_svg_has_x_ticks_over_a_narrow_cost_range():
     y_ticks = [t.text for t in root.iter(f"{ns}text") if t.get("class") == "tick-y"]
     assert len(x_ticks) >= 2 and len(y_ticks) >= 2
     assert "5" in x_ticks                  # the one 1-2-5 step between $4.55 and $6.83
+
+
+def test_oom_says_how_much_is_not_pytorchs():
+    """The H100 fragmentation message: 79.33 GiB total, 26.16 GiB free, PyTorch reserved 11.97 + 40.69 GiB, and
+    'Process 76883 has 53.16 GiB' (this process). By hand: in use 53.17 GiB, of which 0.51 GiB is not PyTorch's
+    (context and libraries), and only ~0.01 GiB belongs to other processes."""
+    from pathlib import Path
+
+    from gpuplan.local.oom import explain_oom
+    from gpuplan.units import GiB
+    text = (Path(__file__).parent / "fixtures" / "local" / "oom" / "new_fragmentation_h100.txt").read_text()
+    e = explain_oom(text)
+    assert e.not_pytorch_bytes == pytest.approx((79.33 - 26.16 - 11.97 - 40.69) * GiB, abs=0.01 * GiB)
+    assert e.other_bytes < 0.02 * GiB
+    rendered = e.render()
+    assert "not PyTorch's" in rendered and "522.24 MiB" in rendered        # 0.51 GiB
+    assert "Outside this process's PyTorch reserve" not in rendered
