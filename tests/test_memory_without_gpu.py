@@ -59,3 +59,14 @@ def test_text_answer_and_file_without_hardware(capsys):
     rc = main(["memory", "examples/recommend-finetune-8b.yaml"])
     out = capsys.readouterr().out
     assert rc == 0 and "no GPU named" in out and "ZeRO-3 / FSDP" in out and "fits on" in out
+
+
+def test_a_layout_the_model_cannot_take_says_why(capsys):
+    # qwen2.5-7b has 28 attention heads: tensor parallel 8 cannot split them (28 / 8 is not whole)
+    rc, out = _run(["--model", "qwen2.5-7b", "--task", "infer"], capsys)
+    eight = _layout(out["layouts"], 8)
+    assert eight["fits_on"] == [] and eight["peak_bytes_per_gpu_min"] is None
+    assert "28" in eight["not_possible"]
+    assert _layout(out["layouts"], 4)["not_possible"] is None          # 28 / 4 = 7 heads per GPU
+    main(["memory", "--model", "qwen2.5-7b", "--task", "infer"])
+    assert "not possible:" in capsys.readouterr().out

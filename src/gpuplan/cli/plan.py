@@ -111,19 +111,21 @@ def layouts_without_gpu(scn) -> list[dict]:
     gpus = sorted((g for g in list_gpus() if g.usable_memory_bytes), key=lambda g: (g.usable_memory_bytes, g.id))
     rows = []
     for label, hardware, parallel in usual_layouts(scn):
-        peaks, fits_on = [], []
+        peaks, fits_on, refused = [], [], None
         for g in gpus:
             try:
                 cand = scn.replace(hardware={**hardware, "gpu": g.id, "gpus_per_node": None}, parallel=parallel)
                 mem = memory(resolve(cand, model=spec, gpu=g))
-            except GpuplanError:
+            except GpuplanError as err:
+                refused = refused or f"{err.what} {err.why}".rstrip(".")
                 continue                     # this layout or engine does not run on that GPU
             peaks.append(mem.peak_bytes_per_gpu)
             if mem.fits:
                 fits_on.append({"gpu": g.id, "usable_bytes": int(g.usable_memory_bytes)})
         rows.append({"layout": label, "count": hardware["count"], "parallel": parallel,
                      "peak_bytes_per_gpu_min": min(peaks) if peaks else None,
-                     "peak_bytes_per_gpu_max": max(peaks) if peaks else None, "fits_on": fits_on})
+                     "peak_bytes_per_gpu_max": max(peaks) if peaks else None, "fits_on": fits_on,
+                     "not_possible": None if peaks else refused})
     return rows
 
 
@@ -162,6 +164,8 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
             f"{fmt_bytes(lo)} - {fmt_bytes(hi)}"
         fits = r["fits_on"]
         names = ", ".join(f["gpu"] for f in fits[:5]) + (f" and {len(fits) - 5} more" if len(fits) > 5 else "")
+        if r.get("not_possible"):
+            names = f"not possible: {r['not_possible'][:120]}"
         shown.append((r["layout"], peak, names or "none in the catalog"))
     print(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
     print("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
