@@ -412,7 +412,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling; DESIGN §3.1 lists the fields)"
+            msg = "is not a scenario field (check the spelling; `gpuplan schema` lists the fields)"
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:

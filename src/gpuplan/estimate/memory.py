@@ -595,6 +595,19 @@ def _grad_accum(scn: Scenario) -> int:
 
 
 # ---- inference ----------------------------------------------------------------------------------------
+# each engine's own name for the share of GPU memory it reserves up front (scenario: infer.gpu_memory_utilization):
+# vLLM --gpu-memory-utilization (vllm/engine/arg_utils.py), SGLang --mem-fraction-static
+# (python/sglang/srt/server_args.py), TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction (tensorrt_llm/llmapi)
+_RESERVE_KNOB = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static",
+                 "trtllm": "free_gpu_memory_fraction"}
+
+
+def _reserve_knob(inf) -> str:
+    knob = _RESERVE_KNOB.get(inf.engine, "gpu_memory_utilization")
+    text = f"{knob}={inf.gpu_memory_utilization:g}"
+    return text if knob == "gpu_memory_utilization" else text + " (scenario infer.gpu_memory_utilization)"
+
+
 CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
 
 
@@ -685,11 +698,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                      # sequences one model copy can hold: each attention-DP rank holds its share
                      max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
         if model.is_mla and tp > 1:
-            notes.append("MLA latent cache is replicated on every TP rank (vLLM)")
+            notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
+                         "parallel)")
         if not model.is_mla and tp > model.num_kv_heads:
             notes.append(f"tp={tp} exceeds {model.num_kv_heads} KV heads: KV heads are replicated")
-        notes.append(f"{inf.engine} reserves gpu_memory_utilization={inf.gpu_memory_utilization} of the GPU up "
-                     "front; the peak shown is what this workload needs inside that reservation")
+        notes.append(f"{inf.engine} reserves {_reserve_knob(inf)} of the GPU up front; the peak shown is what this "
+                     "workload needs inside that reservation")
         temp = graphs
     elif inf.engine == "llama.cpp":
         # compute buffers scale with the micro-batch (512) x context; llama.cpp logs ~0.3-1.5 GiB for 8B at 8k

@@ -432,7 +432,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     mfu = fl.model * tps_gpu / peak
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
-    breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
+    # every entry is seconds per optimizer step: the model-parallel and FSDP traffic is per micro-batch (m of
+    # them), the data-parallel reduction once per step
+    breakdown.update({f"comm_{k}_s": v * (1 if k == "dp" else m) for k, v in detail.items()})
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}

@@ -602,8 +602,8 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     if mt not in _DEFAULTS or mt == "siglip_vision_model":
         raise UnsupportedError(
             f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
-            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With `pip install 'gpuplan[trace]'` "
-            "an exact count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
+            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With the trace extra (`pip install '.[trace]'` in the gpuplan checkout) "
+            "an exact parameter count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
             close_matches(str(mt), SUPPORTED_MODEL_TYPES))
     c = _cfg(config, mt)
     if mt == "gpt2":
