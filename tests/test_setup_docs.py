@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # import name -> distribution name, where they differ
 DIST = {"yaml": "pyyaml"}
 LOCAL = {"gpuplan", "conftest"}
+# serving/training engines whose own argument parsers scripts/check_launch_with_engines.py runs where
+# they happen to be installed (docs/launch.md): multi-GB, GPU builds, never an extra of gpuplan
+ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron"}
 
 
 def _toml():
@@ -66,7 +69,7 @@ def test_every_test_and_script_import_is_declared():
     for reqs in project["optional-dependencies"].values():
         declared |= {_dist(r) for r in reqs}
     missing = {name: where for name, where in _third_party_imports().items()
-               if DIST.get(name, name).lower() not in declared}
+               if DIST.get(name, name).lower() not in declared and name not in ENGINES_CHECKED_WHERE_INSTALLED}
     assert not missing, f"imported but in no extra: {missing}"
 
 
@@ -75,6 +78,8 @@ def test_readme_test_command_installs_every_extra_a_test_or_script_needs():
     command = _readme_test_command()
     installed = _extras_in(command)
     for name in _third_party_imports():
+        if name in ENGINES_CHECKED_WHERE_INSTALLED:
+            continue
         dist = DIST.get(name, name).lower()
         assert any(dist in {_dist(r) for r in extras[e]} for e in installed) or \
             dist in {_dist(r) for r in _toml()["project"]["dependencies"]}, f"{dist}: no installed extra has it"
