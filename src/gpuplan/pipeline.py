@@ -178,6 +178,31 @@ def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) ->
     return curve(r.scenario, r.model, r.gpu, concurrencies, params=r.speed_params, network=r.network, memory=mem)
 
 
+def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True) -> dict[str, Any]:
+    """Serving under load (the scenario's `infer.load`): latency percentiles, throughput, goodput,
+    capacity and the highest rate meeting the SLO of one replica, simulated request by request on the
+    speed engine's step cost and the KV pool of `mem` (estimate/load, docs/serving-load.md)."""
+    from .errors import InputError
+    from .estimate.load import serving_load as simulate_load
+    from .estimate.speed import serving_model
+    scn = r.scenario
+    if scn.infer is None or scn.infer.load is None:
+        raise InputError("infer.load", "is not given.", "add infer.load (rate_per_s, ...) or pass --rate.")
+    if scn.infer.engine == "hf":
+        raise InputError("infer.engine hf", "has no continuous-batching scheduler to simulate under load.",
+                         "use vllm, sglang, trtllm or llama.cpp.")
+    rows = None
+    if scn.infer.load.arrival == "trace":
+        from .inputs import read_trace_file
+        rows = read_trace_file(scn.infer.load.trace)
+    sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search)
+    replicas = max(1, scn.hardware.count // sv.group_gpus)
+    out["replicas"] = replicas
+    out["gpus_per_replica"] = sv.group_gpus
+    return out
+
+
 def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:
     from .estimate.cost import estimate_cost
     return estimate_cost(r.scenario, r.gpu, perf, quote=quote)
@@ -193,4 +218,4 @@ def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, 
 
 
 __all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
-           "performance", "serving_curve", "cost", "evaluate"]
+           "performance", "serving_curve", "serving_load", "cost", "evaluate"]

@@ -1,0 +1,223 @@
+"""Serving under load: a request-level simulation of one serving replica (docs/serving-load.md).
+
+`serving_load` runs the scenario's `infer.load` workload through the engine's scheduler
+(scheduler.py, engines.py) on the speed engine's step cost (cost.py) and the memory engine's KV
+pool, and reports latency percentiles, throughput, goodput, KV occupancy, whether the rate is above
+capacity, the capacity itself (bisection on the rate) and the highest rate meeting the SLO.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .cost import ConstantCost, EngineCost
+from .engines import engine_policy
+from .scheduler import Policy, Result, simulate
+from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
+
+__all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
+           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "SHAPES"]
+
+OVERLOAD_SLOPE = 0.05          # queueing delay growing by > 5 % of elapsed time: the queue has no bound
+CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections
+BISECTION_STEPS = 7            # 2^-7 of the bracket: < 1 % of the capacity
+
+
+def _stats(x: np.ndarray) -> dict[str, float | None]:
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return {"mean": None, "p50": None, "p90": None, "p99": None}
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    return {"mean": float(x.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def per_request(res: Result) -> dict[str, np.ndarray]:
+    o = res.output_tokens.astype(float)
+    tpot = np.where(o > 1, (res.finish_s - res.first_token_s) / np.maximum(o - 1, 1), np.nan)
+    return {"ttft": res.first_token_s - res.arrival_s, "tpot": tpot, "e2e": res.finish_s - res.arrival_s,
+            "queue": res.first_scheduled_s - res.arrival_s}
+
+
+def is_overloaded(res: Result) -> bool:
+    """Open-loop arrivals above capacity: the queueing delay of the later half of the requests grows
+    with their arrival time (least-squares slope above OVERLOAD_SLOPE)."""
+    q = res.first_scheduled_s - res.arrival_s
+    t = res.arrival_s
+    h = len(t) // 2
+    if len(t) < 20 or not np.ptp(t[h:]) > 0:
+        return False
+    slope = np.polyfit(t[h:], q[h:], 1)[0]
+    return bool(slope > OVERLOAD_SLOPE)
+
+
+def meets_slo(res: Result, slo: Mapping[str, Any]) -> bool:
+    m = per_request(res)
+    pct = slo.get("percentile", 99.0)
+    for key, lim in (("ttft", slo.get("ttft_s")), ("tpot", slo.get("tpot_s"))):
+        if lim is None:
+            continue
+        x = m[key][np.isfinite(m[key])]
+        if len(x) and float(np.percentile(x, pct)) > lim:
+            return False
+    return True
+
+
+def summarize(res: Result, *, slo: Mapping[str, Any] | None = None, open_loop: bool = True) -> dict[str, Any]:
+    m = per_request(res)
+    t0 = float(np.nanmin(res.arrival_s))
+    dur = float(np.nanmax(res.finish_s)) - t0
+    n = len(res.arrival_s)
+    out_tok = float(res.output_tokens.sum())
+    tot_tok = out_tok + float(res.input_tokens.sum())
+    good = None
+    if slo and (slo.get("ttft_s") is not None or slo.get("tpot_s") is not None):
+        ok = np.ones(n, bool)
+        if slo.get("ttft_s") is not None:
+            ok &= m["ttft"] <= slo["ttft_s"]
+        if slo.get("tpot_s") is not None:
+            ok &= ~(m["tpot"] > slo["tpot_s"])          # a one-token answer has no TPOT
+        good = float(ok.sum()) / dur if dur > 0 else None
+    return {
+        "requests": n,
+        "ttft_s": _stats(m["ttft"]), "tpot_s": _stats(m["tpot"]), "e2e_s": _stats(m["e2e"]),
+        "queue_s": _stats(m["queue"]),
+        "output_tokens_per_s": out_tok / dur if dur > 0 else None,
+        "total_tokens_per_s": tot_tok / dur if dur > 0 else None,
+        "requests_per_s": n / dur if dur > 0 else None,
+        "goodput_requests_per_s": good,
+        "overloaded": is_overloaded(res) if open_loop else False,
+        "kv_occupancy": {"mean": res.kv_block_s / res.horizon_s / res.kv_blocks if res.horizon_s > 0 and res.kv_blocks
+                         else None, "max": res.kv_max_blocks / res.kv_blocks if res.kv_blocks else None},
+        "preemptions": res.preemptions,
+        "mean_in_system": res.in_system_s / (res.horizon_s - t0) if res.horizon_s > t0 else None,
+        "simulated_s": dur, "iterations": res.iterations, "engine_steps": res.engine_steps,
+        "timeline": [{"t_s": a, "kv_occupancy": b, "running": c, "waiting": d} for a, b, c, d in res.timeline],
+    }
+
+
+def _bisect(ok: Callable[[float], bool], lo: float, hi: float, steps: int = BISECTION_STEPS) -> float:
+    """The largest rate in [lo, hi] where ok holds (ok(lo) true, ok(hi) false, monotone)."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def find_capacity(run: Callable[[float], Result], guess: float) -> float:
+    """The highest Poisson rate whose queue stays bounded, by bisection, starting from `guess`
+    (the Offline throughput, which no open-loop rate can exceed for long)."""
+    def ok(rate: float) -> bool:
+        return not is_overloaded(run(rate))
+    hi = guess * 1.25
+    for _ in range(6):
+        if not ok(hi):
+            break
+        hi *= 2.0
+    else:
+        return hi
+    lo = hi / 2.0
+    for _ in range(10):
+        if ok(lo):
+            break
+        hi, lo = lo, lo / 2.0
+    else:
+        return 0.0
+    return _bisect(ok, lo, hi)
+
+
+def _lengths(spec: Any, default: int) -> Lengths:
+    if spec is None:
+        return Lengths("fixed", float(default))
+    return Lengths(spec.dist, float(spec.mean or 1.0), float(spec.std or 0.0),
+                   float(spec.cv if spec.cv is not None else 1.0), int(spec.min), int(spec.max or (1 << 30)))
+
+
+def _arrivals(load: Any, rate: float | None = None) -> Arrivals:
+    r = rate if rate is not None else (load.rate_per_s or 1.0)
+    return Arrivals(load.arrival, float(r), float(load.arrival_cv), int(load.clients or 1))
+
+
+def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Sequence[Mapping[str, Any]] | None = None,
+                 cost: Any = None, search: bool = True) -> dict[str, Any]:
+    """Simulate `scn.infer.load` on one replica of `serving` (speed.py `_Serving`, holding the memory
+    engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO."""
+    inf = scn.infer
+    load = inf.load
+    policy, notes = engine_policy(scn, serving, capacity_bytes)
+    inp, out = _lengths(load.input, inf.prompt_len), _lengths(load.output, inf.output_len)
+    adp = serving.adp
+
+    def workload(rate: float | None, n: int, arrival: str | None = None) -> Workload:
+        if load.arrival == "trace" and arrival is None:
+            return trace_workload(trace_rows or [])
+        a = _arrivals(load, rate)
+        if arrival:
+            a = replace(a, kind=arrival)
+        if a.kind in ("poisson", "gamma"):
+            a = replace(a, rate=a.rate / adp)        # each attention replica gets its share
+        return make_workload(a, n, inp, out, load.seed)
+
+    wl = workload(load.rate_per_s, load.requests)
+    max_ctx = int((wl.input_tokens + wl.output_tokens).max())
+    if cost is None:
+        cost = EngineCost(serving, policy.max_num_seqs, max_ctx,
+                          max(policy.token_budget, int(wl.input_tokens.max())))
+    pool_tokens = policy.kv_blocks * policy.block_size
+    if max_ctx > pool_tokens:
+        from ...errors import InputError
+        raise InputError("infer.load request lengths", f"the longest request ({max_ctx:,} tokens) does not fit "
+                         f"the KV pool of {pool_tokens:,} tokens.", "shorten the lengths (max:) or add GPUs / "
+                         "lower the weights' precision.")
+    res = simulate(wl, policy, cost)
+    open_loop = load.arrival in ("poisson", "gamma", "trace")
+    slo = {"ttft_s": load.slo_ttft_s, "tpot_s": load.slo_tpot_s, "percentile": load.slo_percentile}
+    s = summarize(res, slo=slo, open_loop=open_loop)
+    for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
+        if s[k] is not None:
+            s[k] *= adp
+    if adp > 1:
+        notes.append(f"{adp} attention-data-parallel replicas: one is simulated at 1/{adp} of the rate; "
+                     "rates and throughputs are the model copy's.")
+    s.update({"engine": policy.engine, "arrival": load.arrival,
+              "rate_per_s": load.rate_per_s if load.arrival in ("poisson", "gamma") else s["requests_per_s"],
+              "policy": {"max_num_seqs": policy.max_num_seqs, "max_num_batched_tokens": policy.token_budget,
+                         "kv_block_tokens": policy.block_size, "kv_pool_tokens": pool_tokens,
+                         "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
+                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit}})
+    s["capacity_per_s"] = None
+    s["max_rate_meeting_slo_per_s"] = None
+    if search and load.arrival != "trace":
+        n_cap = min(load.requests, CAPACITY_REQUESTS) if load.requests >= 200 else load.requests
+
+        def run(rate: float) -> Result:
+            return simulate(workload(rate, n_cap, "poisson"), policy, cost)
+        off = simulate(workload(None, n_cap, "offline"), policy, cost)
+        guess = summarize(off)["requests_per_s"] * adp
+        cap = find_capacity(lambda r: run(r), guess)
+        s["capacity_per_s"] = cap
+        if load.arrival in ("poisson", "gamma") and s["overloaded"]:
+            notes.append(f"overloaded: the queue grows without bound above {cap:.3g} requests/s "
+                         f"(this run: {load.rate_per_s:g}).")
+        if slo["ttft_s"] is not None or slo["tpot_s"] is not None:
+            def ok(rate: float) -> bool:
+                r = run(rate)
+                return not is_overloaded(r) and meets_slo(r, slo)
+            lo = cap / 64.0
+            if cap > 0 and ok(cap):
+                s["max_rate_meeting_slo_per_s"] = cap
+            elif cap > 0 and ok(lo):
+                s["max_rate_meeting_slo_per_s"] = _bisect(ok, lo, cap)
+            else:
+                s["max_rate_meeting_slo_per_s"] = 0.0
+                notes.append("the SLO is not met even at a small fraction of the capacity: the single-request "
+                             "TTFT/TPOT exceed it.")
+    s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
+    s["notes"] = notes
+    return s
