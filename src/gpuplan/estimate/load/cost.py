@@ -55,20 +55,16 @@ class EngineCost:
     def __init__(self, serving, max_batch: int, max_context: int, max_prefill_tokens: int):
         sv = serving
         self.overhead = sv._overhead()
-        # decode: batch grid (every batch up to 16, then ×1.2) × context grid (×1.15)
-        bgrid = _grid(1, max(1, max_batch), 1.2, dense_below=16)
-        self.cgrid = _grid(1, max(2, max_context), 1.15, dense_below=16)
-        table = np.array([[sv.decode_step(b, c)["time"] for c in self.cgrid] for b in bgrid])
-        # every integer batch 1..max_batch: linear in batch between grid rows
-        rows = np.empty((max_batch + 1, len(self.cgrid)))
-        bs = np.arange(max_batch + 1, dtype=float)
-        for j in range(len(self.cgrid)):
-            rows[:, j] = np.interp(bs, bgrid, table[:, j])
-        self.rows = [list(r) for r in rows]
-        self.cslope = [[(r[j + 1] - r[j]) / (self.cgrid[j + 1] - self.cgrid[j]) for j in range(len(r) - 1)]
-                       for r in self.rows]
+        # decode: batch grid (every batch up to 8, then ×1.25) × context grid (×1.2); a grid row is
+        # computed when a batch near it first occurs, a batch's own row interpolates its two neighbours
+        self.sv = sv
+        self.bgrid = _grid(1, max(1, max_batch), 1.25, dense_below=8)
+        self.cgrid = _grid(1, max(2, max_context), 1.2, dense_below=4)
+        self._grid_rows: dict[int, list[float]] = {}
+        self.rows: list[list[float] | None] = [None] * (max_batch + 1)
+        self.cslope: list[list[float] | None] = [None] * (max_batch + 1)
         # prompt chunks: linears + element-wise + comm (no attention) and the weight read, over tokens
-        self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.1, dense_below=16)
+        self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.15, dense_below=8)
         self.plin = [sv.prefill_chunk(x, 0, compute_only=True)
                      - sv.prefill_attention_time(sv.prefill_attention_flops(x, 0)) for x in self.pgrid]
         self.pw = [sv._weights_read(x) / sv.bw for x in self.pgrid]
@@ -90,8 +86,27 @@ class EngineCost:
         a = self._interp(self.agrid, self.atot, offset + tokens)
         return a - (self._interp(self.agrid, self.atot, offset) if offset > 0 else 0.0)
 
+    def _grid_row(self, j: int) -> list[float]:
+        row = self._grid_rows.get(j)
+        if row is None:
+            b = self.bgrid[j]
+            row = self._grid_rows[j] = [self.sv.decode_step(b, c)["time"] for c in self.cgrid]
+        return row
+
+    def _row(self, decodes: int) -> list[float]:
+        row = self.rows[decodes]
+        if row is None:
+            g = self.bgrid
+            j = min(max(bisect.bisect_right(g, decodes) - 1, 0), len(g) - 2)
+            lo, hi = self._grid_row(j), self._grid_row(j + 1)
+            w = (decodes - g[j]) / (g[j + 1] - g[j])
+            row = self.rows[decodes] = [a + (b - a) * w for a, b in zip(lo, hi)]
+            c = self.cgrid
+            self.cslope[decodes] = [(row[i + 1] - row[i]) / (c[i + 1] - c[i]) for i in range(len(row) - 1)]
+        return row
+
     def decode(self, decodes: int, context: float) -> float:
-        return self._interp(self.cgrid, self.rows[decodes], context)
+        return self._interp(self.cgrid, self._row(decodes), context)
 
     def step(self, decodes: int, context: float, prefill_tokens: float, attention_s: float) -> float:
         if prefill_tokens <= 0:
@@ -103,7 +118,8 @@ class EngineCost:
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         """Σ_{j<k} decode(decodes, context + j), exactly for the piecewise-linear table."""
-        g, row, sl = self.cgrid, self.rows[decodes], self.cslope[decodes]
+        g, row = self.cgrid, self._row(decodes)
+        sl = self.cslope[decodes]
         total, j, c = 0.0, 0, context
         last = len(g) - 2
         while j < k:

@@ -276,7 +276,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                     it += k
                     iterations += k - 1
                     enqueue_until(t)
-                    complete(t)
+                    if fin_heap and fin_heap[0][0] <= it:
+                        complete(t)
                     if len(tl) < 100000:
                         tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
                     continue
@@ -362,7 +363,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             ctx0 += comp[r] - it
             D += 1
             heapq.heappush(fin_heap, (it + O[r] - gen[r], r))
-        complete(t)
+        if fin_heap and fin_heap[0][0] <= it:
+            complete(t)
         if len(tl) < 100000:
             tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
 
