@@ -64,12 +64,13 @@ class EngineCost:
         self.rows: list[list[float] | None] = [None] * (max_batch + 1)
         self.cslope: list[list[float] | None] = [None] * (max_batch + 1)
         # prompt chunks: linears + element-wise + comm (no attention) and the weight read, over tokens
-        self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.15, dense_below=8)
-        self.plin = [sv.prefill_chunk(x, 0, compute_only=True)
-                     - sv.prefill_attention_time(sv.prefill_attention_flops(x, 0)) for x in self.pgrid]
+        self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.04, dense_below=16)
+        self.pcomm = [sv._tp_comm(x) + sv._ep_comm(x) for x in self.pgrid]
+        self.plin = [sv.prefill_chunk(x, 0, compute_only=True) - sv.prefill_attention_time(
+            sv.prefill_attention_flops(x, 0)) - cm for x, cm in zip(self.pgrid, self.pcomm)]
         self.pw = [sv._weights_read(x) / sv.bw for x in self.pgrid]
         # causal attention: time of the whole prefix of n tokens (a chunk is a difference of two)
-        self.agrid = _grid(1, max(2, max_context), 1.05, dense_below=64)
+        self.agrid = _grid(1, max(2, max_context, max_prefill_tokens), 1.05, dense_below=64)
         self.atot = [sv.prefill_attention_time(sv.prefill_attention_flops(x, 0)) for x in self.agrid]
 
     @staticmethod
@@ -112,9 +113,10 @@ class EngineCost:
         if prefill_tokens <= 0:
             return self.decode(decodes, context)
         lin = self._interp(self.pgrid, self.plin, prefill_tokens)
+        comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         if decodes > 0:
-            return self.decode(decodes, context) + lin + attention_s
-        return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + self.overhead
+            return self.decode(decodes, context) + lin + attention_s + comm
+        return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         """Σ_{j<k} decode(decodes, context + j), exactly for the piecewise-linear table."""
