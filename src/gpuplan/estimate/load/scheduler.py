@@ -225,6 +225,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             _, r = heapq.heappop(fin_heap)
             retire(r, now)
 
+    max_seqs, chunked = pol.max_num_seqs, pol.chunked_prefill
     while done < n:
         enqueue_until(t)
         if not running and not waiting:
@@ -240,8 +241,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             if not admissible(budget - (D if pol.mixed else 0), free - need_now, True):
                 k = live_top() - it
                 if not pol.reserve_full:        # the pool must cover every new block of the run
-                    cyc = sum(phase)            # = D
-                    full, rest = divmod(free, cyc) if cyc else (k, 0)
+                    full, rest = divmod(free, D)   # every decoding request needs one block per bs iterations
                     kk = full * bs
                     acc = 0
                     for j in range(bs):
@@ -314,9 +314,14 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             chunks.append((r, c, comp[r]))
             budget -= c
         if not preempted:
-            while admissible(budget, cap - used, bool(chunks) or dec > 0):
-                r = waiting.popleft()
+            busy = bool(chunks) or dec > 0
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
                 cached, c, nb = first_chunk_blocks(r, budget)
+                if nb > cap - used or (c > budget and busy and not chunked):
+                    break
+                waiting.popleft()
+                busy = True
                 if math.isnan(first_sched[r]):
                     first_sched[r] = t
                 comp[r] = cached
@@ -333,8 +338,11 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             iterations -= 1
             steps -= 1
             continue
-        ptok = sum(c for _, c, _ in chunks)
-        att = sum(cost.attention(c, o) for _, c, o in chunks) if chunks else 0.0
+        ptok = 0
+        att = 0.0
+        for _, c, o in chunks:
+            ptok += c
+            att += cost.attention(c, o)
         ctx = (ctx0 + D * it) / D if dec else 0.0
         dt = cost.step(dec, ctx, ptok, att)
         kv_block_s += used * dt
