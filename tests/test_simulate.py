@@ -315,3 +315,36 @@ def test_huge_concurrency_keeps_the_kv_pool():
     assert kv(1_000_000) > 0
     assert kv(1_000_000) == kv(1024) == kv(5000)
     assert kv(1) >= kv(1024)
+
+
+# ---- recommend sizes serving replicas by simulation when given a rate and an SLO ------------------------
+
+def test_recommend_sizes_replicas_by_simulated_slo():
+    from gpuplan.search import recommend
+    base = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": [1, 2, 4, 8]},
+            "parallel": {"tp": 1}, "infer": {"engine": "vllm", "weights": "bf16", "kv_cache": "bf16",
+                                             "prompt_len": 1000, "output_len": 200}}
+    sized = {}
+    for rate in (5, 80):
+        res = recommend(base, requests_per_s=rate, ttft_s=0.3, tpot_s=0.03, max_gpus=8)
+        plan = res.plans[0]
+        load = plan.estimate["load"]
+        assert load["rate_per_s"] == rate and load["replicas"] * 1 == plan.count
+        assert load["rate_per_replica_s"] == pytest.approx(rate / load["replicas"])
+        assert load["ttft_at_percentile_s"] <= 0.3 and load["tpot_at_percentile_s"] <= 0.03
+        assert any("sized by simulation" in w for w in plan.why)
+        sized[rate] = load["replicas"]
+    assert sized[5] == 1 and sized[80] > sized[5]
+
+
+def test_replicas_for_slo_is_the_fewest(engine):
+    from gpuplan.estimate.load import meets_slo, replicas_for_slo
+    sv, pol, _ = engine
+    r = pipeline.resolve(SCN)
+    slo = {"ttft_s": 0.4, "tpot_s": 0.04, "percentile": 99.0}
+    n, summary = replicas_for_slo(r.scenario, sv, int(r.gpu.usable_memory_bytes), 40.0, slo, requests=300)
+    assert n > 1 and summary["ttft_at_percentile_s"] <= 0.4
+    # one replica fewer misses the SLO (or overloads) on the same workload
+    w = make_workload(Arrivals("poisson", 40.0 / (n - 1)), 300, Lengths("fixed", 1000), Lengths("fixed", 300), 0)
+    fewer = simulate(w, pol, EngineCost(sv, pol.max_num_seqs, 1300, 8192))
+    assert is_overloaded(fewer) or not meets_slo(fewer, slo)

@@ -20,7 +20,7 @@ from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
            "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
-           "SHAPES"]
+           "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
 OVERLOAD_SLOPE = 0.05          # queueing delay growing by > 5 % of elapsed time: the queue has no bound
 CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections
@@ -221,3 +221,55 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
     s["notes"] = notes
     return s
+
+
+def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, slo: Mapping[str, Any], *,
+                     requests: int = 400, max_replicas: int = 4096) -> tuple[int, dict[str, Any]] | None:
+    """The fewest replicas whose simulated `slo['percentile']` TTFT and TPOT meet the SLO when each gets
+    rate/replicas Poisson arrivals (and its queue stays bounded), with that replica's load summary;
+    None when even `max_replicas` do not (one request alone is slower than the SLO)."""
+    inf = scn.infer
+    load = inf.load
+    policy, _ = engine_policy(scn, serving, capacity_bytes)
+    inp = _lengths(load.input if load is not None else None, inf.prompt_len)
+    out = _lengths(load.output if load is not None else None, inf.output_len)
+    seed = load.seed if load is not None else 0
+    probe = make_workload(Arrivals("offline"), requests, inp, out, seed)
+    max_ctx = int((probe.input_tokens + probe.output_tokens).max())
+    if max_ctx > policy.kv_blocks * policy.block_size:
+        return None
+    cost = EngineCost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
+    adp = serving.adp
+    runs: dict[int, Result] = {}
+
+    def ok(n: int) -> bool:
+        if n not in runs:
+            wl = make_workload(Arrivals("poisson", rate / n / adp), requests, inp, out, seed)
+            runs[n] = simulate(wl, policy, cost)
+        r = runs[n]
+        return not is_overloaded(r) and meets_slo(r, slo)
+
+    hi = 1
+    while not ok(hi):
+        if hi >= max_replicas:
+            return None
+        hi = min(hi * 2, max_replicas)
+    lo = hi // 2                      # ok(lo) false (or lo = 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    s = summarize(runs[hi], slo=slo)
+    m = per_request(runs[hi])
+    pct = slo.get("percentile", 99.0)
+    s["ttft_at_percentile_s"] = float(np.nanpercentile(m["ttft"], pct))
+    tp = m["tpot"][np.isfinite(m["tpot"])]
+    s["tpot_at_percentile_s"] = float(np.percentile(tp, pct)) if len(tp) else None
+    for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
+        if s[k] is not None:
+            s[k] *= adp           # the model copy's attention replicas together
+    s["rate_per_replica_s"] = rate / hi
+    s.pop("timeline", None)
+    return hi, s
