@@ -195,8 +195,20 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True) -> di
     if scn.infer.load.arrival == "trace":
         from .inputs import read_trace_file
         rows = read_trace_file(scn.infer.load.trace)
+    notes = []
+    if scn.infer.engine == "vllm" and scn.infer.max_num_seqs is None:
+        # the simulated engine runs up to vLLM's default max_num_seqs, and its start-up profile (which
+        # sizes the KV pool) is taken at that limit, not at the scenario's concurrency
+        from .estimate.memory import engine_max_num_seqs
+        seqs = engine_max_num_seqs(scn, int(r.gpu.usable_memory_bytes), 1 << 30)
+        scn = scn.model_copy(update={"infer": scn.infer.model_copy(update={"max_num_seqs": seqs})})
+        r = dataclasses.replace(r, scenario=scn)
+        mem = memory(r)
+        notes.append(f"vLLM runs up to max_num_seqs={seqs} (its default here); the KV pool is sized for that "
+                     "limit's start-up profile.")
     sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
     out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search)
+    out["notes"] = notes + out["notes"]
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     out["replicas"] = replicas
     out["gpus_per_replica"] = sv.group_gpus
