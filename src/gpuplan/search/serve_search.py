@@ -207,4 +207,7 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
                          "constraint", rep.gpu.id, group))
             return None
         replicas = min(fitting) // group
+    # latencies stay those simulated at the fewest replicas that meet the SLO (more only lowers them)
+    summary["replicas_needed"] = sized[0]
+    summary["rate_per_replica_s"] = cons.requests_per_s / replicas
     return replicas, summary

@@ -19,11 +19,12 @@ from .scheduler import Policy, Result, simulate
 from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
-           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded", "saturation",
            "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
-OVERLOAD_SLOPE = 0.05          # queueing delay growing by > 5 % of elapsed time: the queue has no bound
-CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections
+OVERLOAD_GROWTH = 0.05         # requests in the system growing at > 5 % of the arrival rate: no bound
+CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections (at least)
+MAX_CAPACITY_REQUESTS = 5000   # (at most)
 BISECTION_STEPS = 7            # 2^-7 of the bracket: < 1 % of the capacity
 
 
@@ -43,15 +44,21 @@ def per_request(res: Result) -> dict[str, np.ndarray]:
 
 
 def is_overloaded(res: Result) -> bool:
-    """Open-loop arrivals above capacity: the queueing delay of the later half of the requests grows
-    with their arrival time (least-squares slope above OVERLOAD_SLOPE)."""
-    q = res.first_scheduled_s - res.arrival_s
+    """Open-loop arrivals above capacity: over the later half of the arrivals, the number of requests in
+    the system (waiting or running) seen by each arrival grows faster than OVERLOAD_GROWTH x the arrival
+    rate (least-squares slope). Counting requests in the system, not only the queue, catches an engine
+    whose running cap is never reached and that slows every request down instead of queueing them."""
     t = res.arrival_s
-    h = len(t) // 2
-    if len(t) < 20 or not np.ptp(t[h:]) > 0:
+    n = len(t)
+    if n < 20 or not t[-1] > t[0]:
         return False
-    slope = np.polyfit(t[h:], q[h:], 1)[0]
-    return bool(slope > OVERLOAD_SLOPE)
+    fin = np.sort(res.finish_s)
+    in_system = np.arange(n) - np.searchsorted(fin, t, side="right")
+    h = n // 2
+    if not np.ptp(t[h:]) > 0:
+        return False
+    slope = np.polyfit(t[h:], in_system[h:], 1)[0]
+    return bool(slope > OVERLOAD_GROWTH * (n - 1) / (t[-1] - t[0]))
 
 
 def meets_slo(res: Result, slo: Mapping[str, Any]) -> bool:
@@ -110,12 +117,27 @@ def _bisect(ok: Callable[[float], bool], lo: float, hi: float, steps: int = BISE
     return lo
 
 
+def saturation(policy: Policy, cost: Any, inp: Lengths, out: Lengths, seed: int) -> tuple[float, float]:
+    """(requests/s, mean latency s) of one replica kept full: a closed loop with as many clients as the
+    engine runs at once (max_num_seqs), measured over the middle half of the completions (no fill-up,
+    no drain)."""
+    clients = max(1, policy.max_num_seqs)
+    n = max(2000, 4 * clients)
+    wl = make_workload(Arrivals("closed", clients=clients), n, inp, out, seed)
+    res = simulate(wl, policy, cost)
+    fin = np.sort(res.finish_s)
+    a, b = n // 4, (3 * n) // 4
+    span = fin[b] - fin[a]
+    rate = (b - a) / span if span > 0 else float(n) / max(fin[-1], 1e-12)
+    return rate, float(np.mean(res.finish_s - res.arrival_s))
+
+
 def find_capacity(run: Callable[[float], Result], guess: float) -> float:
-    """The highest Poisson rate whose queue stays bounded, by bisection, starting from `guess`
-    (the Offline throughput, which no open-loop rate can exceed for long)."""
+    """The highest Poisson rate whose queue stays bounded, by bisection on the rate around `guess`
+    (the saturated throughput, which no open-loop rate exceeds for long)."""
     def ok(rate: float) -> bool:
         return not is_overloaded(run(rate))
-    hi = guess * 1.25
+    hi = guess * 1.5
     for _ in range(6):
         if not ok(hi):
             break
@@ -194,13 +216,14 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     s["capacity_per_s"] = None
     s["max_rate_meeting_slo_per_s"] = None
     if search and load.arrival != "trace":
-        n_cap = min(load.requests, CAPACITY_REQUESTS) if load.requests >= 200 else load.requests
+        mu, w = saturation(policy, cost, inp, out, load.seed)
+        # each probe spans several latencies at the saturated rate, so the fill-up at its start does
+        # not read as a growing queue
+        n_cap = int(min(MAX_CAPACITY_REQUESTS, max(CAPACITY_REQUESTS, 6 * mu * w)))
 
         def run(rate: float) -> Result:
             return simulate(workload(rate, n_cap, "poisson"), policy, cost)
-        off = simulate(workload(None, n_cap, "offline"), policy, cost)
-        guess = summarize(off)["requests_per_s"] * adp
-        cap = find_capacity(lambda r: run(r), guess)
+        cap = find_capacity(run, mu * adp)
         s["capacity_per_s"] = cap
         if load.arrival in ("poisson", "gamma") and s["overloaded"]:
             notes.append(f"overloaded: the queue grows without bound above {cap:.3g} requests/s "
