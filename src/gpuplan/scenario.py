@@ -229,7 +229,8 @@ class Infer(_Strict):
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
-                                    "launch files set it", lo=1, hi=MAX_BATCH)
+                                    "launch files set it, at most vLLM's default (1024 on >= 70 GiB GPUs other "
+                                    "than A100, else 256); under infer.load: that default", lo=1, hi=MAX_BATCH)
     max_num_batched_tokens: int | None = _num(None, "engine's tokens per step; default: the engine's own (vLLM: "
                                               "8192 on >= 70 GiB GPUs other than A100, else 2048)",
                                               lo=1, hi=MAX_TOKENS_LEN)

@@ -145,7 +145,7 @@ def _with_load(args: argparse.Namespace, scn):
         return scn
     data = scn.model_dump(exclude_none=True)
     data["infer"]["load"] = new
-    return scenario_from_dict(data, "scenario with --rate/--arrival/--slo flags")
+    return scenario_from_dict(data, "(with --rate/--arrival/--slo flags)")
 
 
 def _print_speed(est, curve) -> None:
