@@ -348,3 +348,15 @@ def test_replicas_for_slo_is_the_fewest(engine):
     w = make_workload(Arrivals("poisson", 40.0 / (n - 1)), 300, Lengths("fixed", 1000), Lengths("fixed", 300), 0)
     fewer = simulate(w, pol, EngineCost(sv, pol.max_num_seqs, 1300, 8192))
     assert is_overloaded(fewer) or not meets_slo(fewer, slo)
+
+
+def test_cli_plot_under_load(tmp_path, capsys):
+    from gpuplan.cli import main
+    target = tmp_path / "load.svg"
+    assert main(["serve", "--model", "llama-3.1-8b", "--task", "infer", "--gpu", "h100-sxm", "--rate", "5",
+                 "--requests", "200", "--slo-ttft", "0.5", "--plot", str(target)]) == 0
+    svg = target.read_text()
+    for sid in ("series-served", "series-goodput", "series-ttft_p99", "series-tpot_p50"):
+        assert f'id="{sid}"' in svg
+    assert "arrival rate" in svg
+    capsys.readouterr()

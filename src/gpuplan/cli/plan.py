@@ -116,7 +116,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     curve = pipeline.serving_curve(r, est.memory, SERVING_CONCURRENCIES) if args.command == "serve" else None
     load = None
     if args.command == "serve" and scn.infer is not None and scn.infer.load is not None and est.memory.fits:
-        load = pipeline.serving_load(r, est.memory)
+        load = pipeline.serving_load(r, est.memory, sweep=target is not None)
     if args.json:
         out = {"performance": est.performance.to_json(), "curve": curve,
                "memory": est.memory.to_json(), "warnings": list(est.warnings)}
@@ -129,7 +129,10 @@ def cmd_speed(args: argparse.Namespace) -> int:
             from ..report import load_report
             print("\n" + load_report(load))
     if target is not None:
-        path = write_plot(target.path, curve=curve, perf=est.performance, overwrite=target.named)
+        if load is not None and load.get("sweep"):    # under load: latency and goodput versus rate
+            path = write_plot(target.path, load=load, overwrite=target.named)
+        else:
+            path = write_plot(target.path, curve=curve, perf=est.performance, overwrite=target.named)
         if not args.json:
             print(f"\nplot written to {path}")
     return _fit_code(est.memory)

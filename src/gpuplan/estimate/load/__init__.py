@@ -166,8 +166,11 @@ def _arrivals(load: Any, rate: float | None = None) -> Arrivals:
     return Arrivals(load.arrival, float(r), float(load.arrival_cv), int(load.clients or 1))
 
 
+SWEEP_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0)   # of the capacity, for the rate chart
+
+
 def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Sequence[Mapping[str, Any]] | None = None,
-                 cost: Any = None, search: bool = True) -> dict[str, Any]:
+                 cost: Any = None, search: bool = True, sweep: bool = False) -> dict[str, Any]:
     """Simulate `scn.infer.load` on one replica of `serving` (speed.py `_Serving`, holding the memory
     engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO."""
     inf = scn.infer
@@ -241,6 +244,17 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
                 s["max_rate_meeting_slo_per_s"] = 0.0
                 notes.append("the SLO is not met even at a small fraction of the capacity: the single-request "
                              "TTFT/TPOT exceed it.")
+        if sweep and cap > 0:
+            # latency percentiles and goodput versus rate (the --plot chart), probes as above
+            s["sweep"] = []
+            for f in SWEEP_FRACTIONS:
+                q = summarize(run(cap * f), slo=slo)
+                s["sweep"].append({
+                    "rate_per_s": cap * f, "ttft_p50_s": q["ttft_s"]["p50"], "ttft_p99_s": q["ttft_s"]["p99"],
+                    "tpot_p50_s": q["tpot_s"]["p50"], "tpot_p99_s": q["tpot_s"]["p99"],
+                    "requests_per_s": q["requests_per_s"] * adp if q["requests_per_s"] else q["requests_per_s"],
+                    "goodput_requests_per_s": None if q["goodput_requests_per_s"] is None
+                    else q["goodput_requests_per_s"] * adp})
     s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
     s["notes"] = notes
     return s
