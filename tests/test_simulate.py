@@ -2,7 +2,6 @@
 properties on the speed engine's cost (Little's law, monotone percentiles, overload, Offline >= Server),
 determinism, the cost table against direct engine calls, trace files and the scenario/CLI surface."""
 import json
-import math
 
 import numpy as np
 import pytest

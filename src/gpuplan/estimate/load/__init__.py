@@ -7,7 +7,6 @@ capacity, the capacity itself (bisection on the rate) and the highest rate meeti
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,8 +18,8 @@ from .scheduler import Policy, Result, simulate
 from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
-           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded", "saturation",
-           "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
+           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "saturation", "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
 OVERLOAD_GROWTH = 0.05         # requests in the system growing at > 5 % of the arrival rate: no bound
 CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections (at least)

@@ -18,8 +18,6 @@ import bisect
 import math
 from typing import Sequence
 
-import numpy as np
-
 
 def _grid(lo: float, hi: float, ratio: float, dense_below: int = 0) -> list[float]:
     """Integers 1..dense_below, then a geometric progression up to hi (hi included)."""

@@ -1,11 +1,12 @@
 """Each serving engine's scheduler as `Policy` parameters (docs/serving-load.md cites the sources).
 
-| engine    | budget / iteration                    | running cap        | KV block | chunked | mixed | KV at admission |
-|-----------|---------------------------------------|--------------------|----------|---------|-------|-----------------|
-| vllm      | max_num_batched_tokens (8192 / 2048)   | max_num_seqs (1024 / 256) | 16 | yes     | yes   | prompt (grows; preempt newest) |
-| sglang    | chunked_prefill_size                  | max_running_requests | 1 (page) | yes   | no    | prompt (grows; retract newest) |
-| trtllm    | max_num_tokens                        | max_batch_size     | 32       | no      | yes   | prompt + output (GUARANTEED_NO_EVICT) |
-| llama.cpp | n_batch                               | slots (-np)        | 1        | no      | yes   | prompt + output (a slot's context) |
+* vllm: budget max_num_batched_tokens (8192 / 2048), cap max_num_seqs (1024 / 256), 16-token blocks,
+  chunked prefill, prompt chunks mixed with decodes, KV grows (preempt the newest when full);
+* sglang: budget chunked_prefill_size, cap max_running_requests, 1-token pages, chunked, prefill
+  batches not mixed with decodes, KV grows (retract the newest);
+* trtllm: budget max_num_tokens, cap max_batch_size, 32-token blocks, whole prompts, in-flight
+  batching (mixed), prompt + output reserved at admission (GUARANTEED_NO_EVICT: never preempts);
+* llama.cpp: budget n_batch, cap the slots (-np), whole prompts, mixed, a slot's context reserved.
 """
 from __future__ import annotations
 
