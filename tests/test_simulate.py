@@ -359,3 +359,18 @@ def test_cli_plot_under_load(tmp_path, capsys):
         assert f'id="{sid}"' in svg
     assert "arrival rate" in svg
     capsys.readouterr()
+
+
+def test_vllm_launch_caps_max_num_seqs_like_the_memory_estimate():
+    from gpuplan.launch import launch_files
+
+    def seqs(concurrency, gpu="h100-sxm", **infer):
+        scn = {**SCN, "hardware": {"gpu": gpu, "count": 8},
+               "infer": {**SCN["infer"], "concurrency": concurrency, **infer}}
+        from gpuplan.scenario import scenario_from_dict
+        text = "\n".join(launch_files(scenario_from_dict(scn), "vllm").values())
+        return int(text.split("--max-num-seqs")[1].split()[0])
+    assert seqs(64) == 64                       # below the cap: the concurrency, as before
+    assert seqs(100_000) == 1024                # vLLM's default on an 80 GB H100 (get_batch_defaults)
+    assert seqs(100_000, gpu="a100-sxm-80gb") == 256   # A100 keeps the smaller default
+    assert seqs(100_000, max_num_seqs=2048) == 2048
