@@ -3,12 +3,15 @@
 Inputs (read-only research material, see docs/data.md):
   ../shared/data/gpu-specs.csv        one row per accelerator, vendor-style peaks
   ../shared/data/cloud-offerings.csv  SkyPilot catalog snapshot, whole-instance prices
+  scripts/sources/gpu-datasheets.csv  rows typed by hand from vendor datasheets (memory/power variants,
+                                      consumer, edge and Apple parts), one source URL and date per row
 
 The catalog CSVs in the package are the product; this script records how they were made so a
 refresh is a re-run plus a review of the diff. Per-id decisions (ids, aliases, usable memory,
 topology, corrections) live in the tables below, each with its reason.
 
-Usage: python scripts/build_hardware_data.py [--shared /work/shared/data]
+Usage: python scripts/build_hardware_data.py [--shared /work/shared/data] [--write]
+(dry run by default: prints what would change in each CSV)
 """
 from __future__ import annotations
 
@@ -68,7 +71,7 @@ IDS: dict[str, tuple] = {
     "NVIDIA H100 NVL": ("h100-nvl", "hopper", "datacenter", "H100 NVL;H100-NVL;H100_NVL;H100 NVL 94GB", 95830, "estimate: catalog lists 93.58 GiB (= 95826 MiB)"),
     "NVIDIA H200 SXM": ("h200-sxm", "hopper", "datacenter", "H200 SXM;H200-SXM;H200 SXM 141GB;H200 SXM5", 143771, "reported by nvidia-smi (143771 MiB); catalogs list 140-140.4 GiB"),
     "NVIDIA H200 NVL": ("h200-nvl", "hopper", "datacenter", "H200 NVL;H200-NVL", 143771, "estimate: same 141 GB HBM3e as H200 SXM"),
-    "NVIDIA GH200 Grace Hopper Superchip (GPU)": ("gh200", "hopper", "datacenter", "GH200;GH200 Grace Hopper;Grace Hopper;GH200 96GB", 97871, "estimate: 96 GB HBM3 (GPU only; Grace LPDDR5X not counted)"),
+    "NVIDIA GH200 Grace Hopper Superchip (GPU)": ("gh200", "hopper", "datacenter", "GH200;GH200 Grace Hopper;Grace Hopper;GH200 96GB;gh200-96gb;GH200 480GB;NVIDIA GH200 480GB", 97871, "estimate: 96 GB HBM3 (GPU only; Grace LPDDR5X not counted)"),
     "NVIDIA B100": ("b100", "blackwell", "datacenter", "B100;NVIDIA B100", 183359, "estimate: as B200 (no shipping parts observed)"),
     "NVIDIA B200 (HGX/DGX)": ("b200", "blackwell", "datacenter", "B200;NVIDIA B200;HGX B200;DGX B200;B200 SXM", 183359, "reported by nvidia-smi (https://github.com/NVIDIA/TensorRT-LLM/issues/10278)"),
     "NVIDIA GB200 (per Blackwell GPU, NVL72)": ("gb200", "blackwell", "datacenter", "GB200;GB200 NVL72;NVIDIA GB200", 189471, "estimate: 186 GB usable per NVL72 totals"),
@@ -191,7 +194,23 @@ def _first_url(urls: str) -> str:
     return urls.split(";")[0].strip()
 
 
-def build_gpus(shared: Path) -> list[dict]:
+DATASHEETS = ROOT / "scripts" / "sources" / "gpu-datasheets.csv"
+
+
+def read_datasheets(path: Path = DATASHEETS) -> list[dict]:
+    """Hand-typed datasheet rows (already in gpus.csv columns; each keeps its own retrieved date)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        missing = [c for c in GPU_COLUMNS if c not in r]
+        if missing:
+            sys.exit(f"{path.name}: row '{r.get('id')}' lacks columns {missing}")
+        if r["scale_up"] == "none" and not r["scale_up_gbps_bidir"] and r["pcie_gen"]:
+            r["scale_up_gbps_bidir"] = PCIE_BIDIR[r["pcie_gen"]] * int(r["pcie_lanes"] or 16) // 16
+    return rows
+
+
+def build_gpus(shared: Path, datasheets: Path = DATASHEETS) -> list[dict]:
     rows = []
     for src in csv.DictReader(open(shared / "gpu-specs.csv", newline="", encoding="utf-8")):
         name = src["name"]
@@ -230,14 +249,17 @@ def build_gpus(shared: Path) -> list[dict]:
             row["scale_up_gbps_bidir"] = PCIE_BIDIR[row["pcie_gen"]]
         row["retrieved"] = RETRIEVED
         rows.append(row)
+    rows += read_datasheets(datasheets)
     by_id = {r["id"]: r for r in rows}
+    if len(by_id) != len(rows):
+        sys.exit("duplicate gpu ids across the research sheet, EXTRA_ROWS and gpu-datasheets.csv")
     _fix(by_id)
     return rows
 
 
 def _fix(by_id: dict[str, dict]) -> None:
     """Corrections and completions on top of the shared sheet (each says why)."""
-    for gid in PER_GCD:
+    for gid in PER_GCD & set(by_id):
         r = by_id[gid]
         for col in ("memory_gb", "mem_bandwidth_gbps", "fp32_tflops", "fp16_tflops", "bf16_tflops",
                     "fp16_fp32acc_tflops", "int8_tops", "tdp_w"):
@@ -246,10 +268,11 @@ def _fix(by_id: dict[str, dict]) -> None:
         r["name"] += " (per GCD)"
     # Gaudi 3 FP16 runs at a quarter of the BF16 rate per the Intel white paper; the sheet puts
     # that 459 in fp16/tf32 but leaves fp16_fp32acc blank -> make the training rate explicit.
-    by_id["gaudi3"]["fp16_fp32acc_tflops"] = by_id["gaudi3"]["fp16_tflops"]
+    if "gaudi3" in by_id:
+        by_id["gaudi3"]["fp16_fp32acc_tflops"] = by_id["gaudi3"]["fp16_tflops"]
     # Apple: GPU FP16 runs at the FP32 rate; M3 and later have hardware bf16 in the GPU
     # (Apple GPU family 9); M1/M2 emulate bf16 (see software.csv), so it stays blank there.
-    for gid in ("m2-ultra", "m3-max", "m4-max"):
+    for gid in {"m2-ultra", "m3-max", "m4-max"} & set(by_id):
         r = by_id[gid]
         r["fp16_fp32acc_tflops"] = r["fp16_tflops"]
         r["pcie_gen"], r["pcie_lanes"] = "", ""
@@ -257,22 +280,23 @@ def _fix(by_id: dict[str, dict]) -> None:
         r["scale_up_gbps_bidir"] = ""
         r["notes"] = ("host_link = unified memory bandwidth (CPU and GPU share one memory, so 'offload' moves no data). "
                       + r["notes"])
-    for gid in ("m3-max", "m4-max"):
+    for gid in {"m3-max", "m4-max"} & set(by_id):
         by_id[gid]["bf16_tflops"] = by_id[gid]["fp16_tflops"]
         by_id[gid]["notes"] += " bf16 entered at the FP16 rate (unofficial; M3+ GPUs have native bf16)."
     # Grace-attached GPUs reach the host over NVLink-C2C (900 GB/s bidirectional), not PCIe.
-    for gid in ("gh200", "gb200"):
+    for gid in {"gh200", "gb200"} & set(by_id):
         by_id[gid]["pcie_gen"], by_id[gid]["pcie_lanes"] = "", ""
         by_id[gid]["host_link_gbps_unidir"] = 450
     # TPUs: the host interface is not documented for planning; assume PCIe 4.0 x16 so that
     # host<->device estimates have a number, and say so.
-    for gid in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"):
+    for gid in {"tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"} & set(by_id):
         r = by_id[gid]
         r["pcie_gen"], r["pcie_lanes"] = "4.0", 16
         r["notes"] = "pcie_gen is an assumption (host interface not documented by Google). " + r["notes"]
     # A10G: Ampere has TF32; no published figure. Derive as half the FP16 rate (the A10 ratio).
-    by_id["a10g"]["tf32_tflops"] = f"{float(by_id['a10g']['fp16_tflops']) / 2:g}"
-    by_id["a10g"]["notes"] += " tf32 derived as fp16/2 (Ampere ratio; A10 62.5/125)."
+    if "a10g" in by_id:
+        by_id["a10g"]["tf32_tflops"] = f"{float(by_id['a10g']['fp16_tflops']) / 2:g}"
+        by_id["a10g"]["notes"] += " tf32 derived as fp16/2 (Ampere ratio; A10 62.5/125)."
     # fp16_fp32acc: leave blank only where fp16 itself is blank.
     for r in by_id.values():
         if r["fp16_tflops"] and not r["fp16_fp32acc_tflops"]:
@@ -286,6 +310,9 @@ PRICE_COLUMNS = [
     "usd_per_hour_on_demand_median", "usd_per_hour_spot", "region", "regions_count", "includes_host",
     "catalog_accelerator", "mapping_basis", "source_url", "retrieved", "notes",
 ]
+
+# a prices.csv row is one offering: provider, instance and the accelerator the catalog names
+PRICE_KEY = ("provider", "instance_type", "catalog_accelerator", "gpus_per_instance")
 
 # catalog accelerator name -> gpu id, when the name alone decides it
 DIRECT = {
@@ -310,7 +337,25 @@ DIRECT = {
     "RTX6000Ada": "rtx-6000-ada", "RTX6000": "quadro-rtx-6000",
     "RTX3090": "rtx-3090", "RTX4090": "rtx-4090", "RTX5090": "rtx-5090", "RTX5090_PCIE": "rtx-5090",
     "RTX5090_PCIE_BAREMETAL": "rtx-5090", "T4": "t4", "V100_32G_PCIE": "v100-pcie-32gb",
+    "RTX3060Ti": "rtx-3060-ti", "RTX3070": "rtx-3070", "RTX 3070": "rtx-3070", "RTX5070": "rtx-5070",
+    "RTXA4500": "rtx-a4500",
 }
+
+
+def _map_consumer(r: dict) -> tuple[str | None, str]:
+    """Catalog names that drop the variant (Ti, SUPER, memory size): decide by the instance name and the
+    catalog's memory per GPU. Anything else stays unmapped rather than guessed."""
+    acc, low, mem = r["accelerator"], r["instance_type"].lower(), r["accelerator_memory_gib"]
+    if acc == "RTX3060":
+        if "3060_ti" in low and mem == "8":
+            return "rtx-3060-ti", "instance name says RTX 3060 Ti; 8 GiB"
+        if mem == "12":
+            return "rtx-3060-12gb", "RTX 3060 with 12 GiB"
+    if acc == "RTX4060" and "4060_ti" in low and mem == "16":
+        return "rtx-4060-ti-16gb", "instance name says RTX 4060 Ti; 16 GiB"
+    if acc == "RTX4070" and "4070s_ti" in low and mem == "15.99":
+        return "rtx-4070-ti-super", "instance name says 4070 SUPER Ti (= 4070 Ti SUPER); 16 GiB"
+    return None, ""
 
 
 def _map_ambiguous(r: dict) -> tuple[str | None, str]:
@@ -363,9 +408,16 @@ def _source_url(src: str) -> str:
     return f"https://github.com/{repo}/blob/{commit}/{path}"
 
 
-def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
+def read_offerings(path: Path) -> list[dict]:
+    """The aggregated SkyPilot snapshot (shared/data/cloud-offerings.csv, or refresh_prices.py's own)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def build_prices(offerings: list[dict]) -> tuple[list[dict], dict[str, int]]:
+    """prices.csv rows from offering rows (cloud-offerings.csv columns), and what was dropped and why."""
     out, dropped = [], {}
-    for r in csv.DictReader(open(shared / "cloud-offerings.csv", newline="", encoding="utf-8")):
+    for r in offerings:
         acc, prov, inst = r["accelerator"], r["provider"], r["instance_type"]
         count = int(r["accelerator_count"])
         notes, basis = [], "catalog accelerator name"
@@ -382,6 +434,8 @@ def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
             gid, div = TPU_IDS[m.group(1)]
             count = int(m.group(2)) // div
             basis = f"TPU slice {acc}: {count} chips"
+        elif gid is None and acc in ("RTX3060", "RTX4060", "RTX4070"):
+            gid, basis = _map_consumer(r)
         elif gid is None:
             gid, basis = _map_ambiguous(r)
         if gid is None:
@@ -418,22 +472,19 @@ def build_prices(shared: Path) -> tuple[list[dict], dict[str, int]]:
     return out, dropped
 
 
-def write(path: Path, columns: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        for row in rows:
-            w.writerow({c: row.get(c, "") for c in columns})
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Rebuild gpus.csv and prices.csv from the research sheets; print the diff; write with --write.
+    (scripts/refresh_gpus.py and scripts/refresh_prices.py do one file each.)"""
+    from _csvdiff import render, report
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=OUT, help="folder holding gpus.csv and prices.csv")
+    ap.add_argument("--write", action="store_true", help="rewrite the CSVs (default: show the diff only)")
+    args = ap.parse_args(argv)
     gpus = build_gpus(args.shared)
-    write(OUT / "gpus.csv", GPU_COLUMNS, gpus)
-    prices, dropped = build_prices(args.shared)
-    write(OUT / "prices.csv", PRICE_COLUMNS, prices)
+    print(report(args.out / "gpus.csv", render(GPU_COLUMNS, gpus), ("id",), write=args.write))
+    prices, dropped = build_prices(read_offerings(args.shared / "cloud-offerings.csv"))
+    print(report(args.out / "prices.csv", render(PRICE_COLUMNS, prices), PRICE_KEY, write=args.write))
     print(f"gpus.csv: {len(gpus)} rows; prices.csv: {len(prices)} rows from "
           f"{len({p['provider'] for p in prices})} providers; dropped {sum(dropped.values())}:")
     for why, n in sorted(dropped.items(), key=lambda kv: -kv[1]):

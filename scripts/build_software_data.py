@@ -6,7 +6,7 @@ per-id overrides below. Values: formats are semicolon lists ("native" = hardware
 attention kernels are yes | limited | no. Notes are "key: text" items joined by " | ".
 Every template cites where its facts come from (source_url) and when they were read.
 
-Usage: python scripts/build_software_data.py
+Usage: python scripts/build_software_data.py [--write]   (dry run by default: prints the diff)
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ U = {
     "mps_bf16": "https://github.com/huggingface/transformers/pull/40458",
     "mps": "https://developer.apple.com/metal/pytorch/",
     "llamacpp": "https://github.com/ggml-org/llama.cpp",
+    "jetson": "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html",
+    "jetson_containers": "https://github.com/dusty-nv/jetson-containers",
 }
 
 N_FP8_EMU = ("fp8: no FP8 tensor cores; vLLM serves FP8 checkpoints as weight-only W8A16 (FP8 Marlin): weights take "
@@ -173,6 +175,27 @@ TEMPLATES: dict[str, dict] = {
         src=[U["mps"], U["mps_bf16"], U["llamacpp"]]),
 }
 
+# Jetson modules: CUDA on an integrated GPU (aarch64, JetPack); one device, unified memory.
+_JETSON_ENGINES = dict(pytorch="yes", fsdp="no", deepspeed="no", megatron="no", vllm="limited", sglang="limited",
+                       trtllm="limited", llamacpp="yes", hf="yes")
+_JETSON_ENG = ["pytorch: NVIDIA's JetPack PyTorch wheels (aarch64); one integrated GPU",
+               "fsdp: multi-GPU sharding has nothing to shard across on a single module",
+               "deepspeed: not built for Jetson; use PyTorch or llama.cpp",
+               "megatron: datacenter multi-GPU training framework; not for Jetson",
+               "vllm: community/NVIDIA containers for JetPack (jetson-containers); check the JetPack release",
+               "sglang: community containers only", "trtllm: TensorRT-LLM edge builds for Jetson; check the support matrix",
+               "llamacpp: CUDA backend (first-class on Jetson)",
+               "flash_attn2: community builds for JetPack exist; not upstream wheels"]
+TEMPLATES["jetson-ampere"] = dict(
+    stack="cuda", native="fp32;tf32;fp16;bf16;int8;int4", emulated="fp8;fp4", fa2="limited", fa3="no", ck="no",
+    engines=_JETSON_ENGINES, fmt=[N_FP8_EMU, N_FP4_EMU], eng=_JETSON_ENG,
+    src=[U["cc"], U["jetson"], U["jetson_containers"], U["llamacpp"]])
+TEMPLATES["jetson-blackwell"] = dict(
+    stack="cuda", native="fp32;tf32;fp16;bf16;fp8;fp4", emulated="int4;int8", fa2="limited", fa3="no", ck="no",
+    engines=_JETSON_ENGINES, fmt=["fp4: NVFP4/MXFP4 tensor cores (Blackwell)", "fp8: FP8 tensor cores",
+                                  "int8: no published INT8 tensor rate for Jetson Thor; use fp8", N_INT4_EMU],
+    eng=_JETSON_ENG, src=[U["cc"], U["jetson"], U["jetson_containers"], U["llamacpp"]])
+
 # gpu id -> (template, cuda compute capability or other version, extra note items)
 GPUS = {
     "v100-sxm2-16gb": ("volta", "7.0"), "v100-sxm2-32gb": ("volta", "7.0"), "v100-pcie-16gb": ("volta", "7.0"),
@@ -195,7 +218,27 @@ GPUS = {
     "gaudi2": ("gaudi", "1.10"), "gaudi3": ("gaudi", "1.18"),
     "tpu-v4": ("tpu", ""), "tpu-v5e": ("tpu", ""), "tpu-v5p": ("tpu", ""), "tpu-v6e": ("tpu", ""),
     "m2-ultra": ("apple", "3"), "m3-max": ("apple", "3"), "m4-max": ("apple", "3"),
+    # rows from scripts/sources/gpu-datasheets.csv
+    "gh200-144gb": ("hopper", "9.0"), "h100-sxm-64gb": ("hopper", "9.0"), "h100-sxm-94gb": ("hopper", "9.0"),
+    "h100-sxm-96gb": ("hopper", "9.0"), "h100-sxm-96gb-500w": ("hopper", "9.0"),
+    "gb300": ("blackwell-dc", "10.3"), "mi300a": ("cdna3", "6.0"), "mi350x": ("cdna4", "7.0"), "tpu-v7": ("tpu", ""),
+    "rtx-5060-ti-16gb": ("blackwell-rtx", "12.0"), "rtx-5070": ("blackwell-rtx", "12.0"),
+    "rtx-5070-ti": ("blackwell-rtx", "12.0"), "rtx-pro-6000-max-q": ("blackwell-rtx", "12.0"),
+    "rtx-4060": ("ada", "8.9"), "rtx-4060-ti-16gb": ("ada", "8.9"), "rtx-4070": ("ada", "8.9"),
+    "rtx-4070-super": ("ada", "8.9"), "rtx-4070-ti": ("ada", "8.9"), "rtx-4070-ti-super": ("ada", "8.9"),
+    "rtx-3060-12gb": ("ampere", "8.6"), "rtx-3060-ti": ("ampere", "8.6"), "rtx-3070": ("ampere", "8.6"),
+    "rtx-3070-ti": ("ampere", "8.6"), "rtx-3080-10gb": ("ampere", "8.6"), "rtx-3080-12gb": ("ampere", "8.6"),
+    "rtx-3080-ti": ("ampere", "8.6"), "rtx-a4500": ("ampere", "8.6"),
+    "jetson-agx-orin-64gb": ("jetson-ampere", "8.7"), "jetson-agx-orin-32gb": ("jetson-ampere", "8.7"),
+    "jetson-orin-nx-16gb": ("jetson-ampere", "8.7"), "jetson-orin-nx-16gb-super": ("jetson-ampere", "8.7"),
+    "jetson-orin-nano-8gb": ("jetson-ampere", "8.7"), "jetson-orin-nano-8gb-super": ("jetson-ampere", "8.7"),
+    "jetson-agx-thor": ("jetson-blackwell", "11.0"),
+    "m1-max": ("apple", "3"), "m1-ultra": ("apple", "3"), "m2-max": ("apple", "3"), "m3-ultra": ("apple", "3"),
 }
+# GeForce cards without NVLink: PCIe P2P is disabled by the driver (see gpus.csv p2p)
+GEFORCE_NO_P2P = {"rtx-4060", "rtx-4060-ti-16gb", "rtx-4070", "rtx-4070-super", "rtx-4070-ti", "rtx-4070-ti-super",
+                  "rtx-4080", "rtx-4080-super", "rtx-4090", "rtx-5060-ti-16gb", "rtx-5070", "rtx-5070-ti", "rtx-5080",
+                  "rtx-5090"}
 
 
 def row_for(gid: str) -> dict:
@@ -203,11 +246,11 @@ def row_for(gid: str) -> dict:
     t = TEMPLATES[tpl_name]
     native, emulated = t["native"].split(";"), t["emulated"].split(";")
     fmt, eng = list(t["fmt"]), list(t["eng"])
-    if gid == "b300":   # INT8 tensor throughput cut on Blackwell Ultra (see gpus.csv notes)
+    if gid in ("b300", "gb300"):   # INT8 tensor throughput cut on Blackwell Ultra (see gpus.csv notes)
         native.remove("int8")
         emulated.append("int8")
         fmt.append("int8: Blackwell Ultra cuts INT8 tensor throughput (~150 TOPS dense); use fp8")
-    if gid in ("m3-max", "m4-max"):   # Apple GPU family 9 (M3+) has bf16 in hardware
+    if gid in ("m3-max", "m4-max", "m3-ultra"):   # Apple GPU family 9 (M3+) has bf16 in hardware
         emulated.remove("bf16")
         native.append("bf16")
         fmt = [f for f in fmt if not f.startswith("bf16:")] + ["bf16: M3 and later have hardware bf16 (macOS 14+)"]
@@ -215,9 +258,16 @@ def row_for(gid: str) -> dict:
         native.remove("tf32")
     if gid in ("tpu-v5e", "tpu-v6e", "tpu-v4"):
         fmt = [f.replace("(v5p runs FP8 at the bf16 rate)", "") for f in fmt]
+    if gid == "tpu-v7":   # Ironwood: native FP8 at twice the bf16 rate (Cloud TPU TPU7x page)
+        emulated.remove("fp8")
+        native.append("fp8")
+        native.remove("int8")        # Google lists no INT8 rate for TPU7x
+        emulated.append("int8")
+        fmt = [f for f in fmt if not f.startswith("fp8:")] + ["fp8: native FP8 on TPU7x (Ironwood) at 2x the bf16 rate",
+                                                              "int8: no INT8 rate published for TPU7x; use fp8"]
     if gid in ("a10g",):
         fmt.append("fp16: AWS-only SKU; tensor rates third-party (see gpus.csv)")
-    if gid in ("rtx-4080", "rtx-4080-super", "rtx-4090", "rtx-5080", "rtx-5090"):
+    if gid in GEFORCE_NO_P2P:
         eng.append("p2p: GeForce 40/50 series have no NVLink and PCIe P2P is disabled; multi-GPU collectives go through host memory")
     row = {c: "" for c in COLUMNS}
     row.update(
@@ -239,17 +289,25 @@ def row_for(gid: str) -> dict:
     return row
 
 
-def main() -> None:
-    ids = [r["id"] for r in csv.DictReader(open(DATA / "gpus.csv", newline="", encoding="utf-8"))]
+def main(argv: list[str] | None = None) -> str:
+    """Rebuild software.csv for every id in gpus.csv; print the diff; write with --write."""
+    import argparse
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _csvdiff import render, report
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=DATA, help="folder holding gpus.csv and software.csv")
+    ap.add_argument("--write", action="store_true", help="rewrite software.csv (default: show the diff only)")
+    args = ap.parse_args(argv)
+    with open(args.out / "gpus.csv", newline="", encoding="utf-8") as fh:
+        ids = [r["id"] for r in csv.DictReader(fh)]
     missing = [g for g in ids if g not in GPUS]
     if missing:
         raise SystemExit(f"software data missing for gpu ids: {missing}")
-    with open(DATA / "software.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for gid in ids:
-            w.writerow(row_for(gid))
-    print(f"software.csv: {len(ids)} rows")
+    text = report(args.out / "software.csv", render(COLUMNS, [row_for(g) for g in ids]), ("gpu_id",),
+                  write=args.write)
+    print(text)
+    return text
 
 
 if __name__ == "__main__":

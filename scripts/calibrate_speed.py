@@ -363,15 +363,19 @@ PRIORS: dict[str, Any] = {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
                     "kv_reserve_output_fraction": 0.5, "fp16_accumulate": False, "memory_utilization_applies": True,
-                    "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0},
+                    "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0,
+                    "host_issue_layer_s": 0.0},
         "vllm": {"max_batch": 256, "step_overhead_s": 1.5e-3, "prefill_chunk_tokens": 2048},
         "sglang": {"max_batch": 1024, "step_overhead_s": 1.0e-3, "prefill_chunk_tokens": 8192},
         "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0},
         "llama.cpp": {"max_batch": 1, "step_overhead_s": 0.0, "layer_overhead_s": 5e-5, "fp16_accumulate": True,
                       "memory_utilization_applies": False, "reserve_bytes": 5e8, "kv_reserve_output_fraction": 1.0},
-        "hf": {"max_batch": 64, "step_overhead_s": 0.0, "layer_overhead_s": 2e-4, "decode_bw_scale": 0.6,
+        # HF transformers eager: the host issues every kernel (no CUDA graphs), so a step lasts
+        # max(GPU, host); host seconds per decoder layer from bitsandbytes' benchmarking/README.md
+        # @95f9af3 (H100, BF16 batch 1: 24.4 ms / 32 layers, 50.8 ms / 64): estimate/quant_kernels.py
+        "hf": {"max_batch": 64, "step_overhead_s": 0.0, "layer_overhead_s": 0.0, "decode_bw_scale": 1.0,
                "prefill_eta_scale": 0.7, "kv_reserve_output_fraction": 1.0, "memory_utilization_applies": False,
-               "reserve_bytes": 1e9},
+               "reserve_bytes": 1e9, "host_issue_layer_s": 7.7e-4},
     },
 }
 # Hopper/Blackwell relative to Ampere when no in-sample row pins them (priors, not fits):
@@ -418,6 +422,8 @@ def fit(rows: list[Row], P: dict, spec: list[tuple[tuple, float, float, float, b
     x0 = [math.log(s[1]) if s[4] else s[1] for s in spec]
     lo = [math.log(s[2]) if s[4] else s[2] for s in spec]
     hi = [math.log(s[3]) if s[4] else s[3] for s in spec]
+    if not fit_rows:      # every fit row left out (leave-one-source-out): the priors stand
+        return params_from(x0)
     res = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=1e-3)
     return params_from(res.x)
 
@@ -517,6 +523,106 @@ def write_doc(table, stats, P) -> None:
     DOC_OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def fit_all(trows: list[Row], irows: list[Row]) -> dict:
+    """Every fitted factor, stage by stage, from the rows whose split is "fit" (the protocol above)."""
+    P = json.loads(json.dumps(PRIORS))
+    P["matmul"]["ampere"] = dict(P["matmul"]["default"])
+    P["attention"]["ampere"] = P["attention"]["default"]
+    # 1) training physics on llm-foundry A100-80GB
+    P = fit(trows, P, [
+        (("matmul", "ampere", "bf16"), 0.8, 0.3, 1.0, False),
+        (("matmul_dim_half",), 64.0, 1.0, 2048.0, True),
+        (("attention", "ampere"), 0.5, 0.1, 1.0, False),
+        (("elementwise_passes",), 30.0, 1.0, 300.0, True),
+    ])
+    for dt in ("fp16", "fp32", "tf32"):
+        P["matmul"]["ampere"][dt] = P["matmul"]["ampere"]["bf16"] * (1.0 if dt == "fp16" else 0.93)
+    apply_family_priors(P)
+    # 2) llama.cpp on CUDA GPUs (batch 1): per-layer launch cost, bandwidth, prompt-processing
+    #    factors, and the power-limited tensor clock of Ada and Hopper cards (the fit rows span
+    #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
+    lcpp = [r for r in irows if r.source.startswith("GPU-Benchmarks")]
+    hopper_prior = {k: v for k, v in P["matmul"]["hopper"].items()}, P["attention"]["hopper"]
+    for _ in range(2):   # fixed point: the Hopper priors describe H100 SXM's sustained rate (below)
+        P = fit(lcpp, P, LCPP_SPEC)
+        c = speed.clock_factor(P, get_gpu("h100-sxm"))
+        P["matmul"]["hopper"] = {k: round(min(1.0, v / c), 4) for k, v in hopper_prior[0].items()}
+        P["attention"]["hopper"] = round(min(1.0, hopper_prior[1] / c), 4)
+    # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels):
+    #    its own prompt-processing factors, fitted on the Metal PR source only
+    metal = [r for r in irows if r.source.startswith("llama.cpp Metal")]
+    P = fit(metal, P, [
+        (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), 0.8, 0.1, 1.5, False),
+        (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), 0.8, 0.1, 1.5, False),
+    ])
+    # 4) TensorRT-LLM: Hopper FP8 and Blackwell FP4 GEMM efficiency, forward-only attention
+    #    kernel factor, engine step cost and batch cap
+    trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
+    P = fit(trt, P, [
+        (("matmul", "hopper", "fp8"), 0.6, 0.2, 1.0, False),   # at the sustained clock
+        (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
+        (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
+        (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
+        (("engines", "trtllm", "max_batch"), 2048.0, 64.0, 16384.0, True),
+    ])
+    P["engines"]["trtllm"]["max_batch"] = int(round(P["engines"]["trtllm"]["max_batch"]))
+    # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
+    #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
+    moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
+    P = fit(moe_fit, P, [(("matmul_rows_half",), P["matmul_dim_half"], 50.0, 8192.0, True)])
+    P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
+    P["provenance"] = {
+        "script": "scripts/calibrate_speed.py",
+        "fit_rows": sorted(r.id for r in trows + irows if r.split == "fit"),
+        "note": "family entries other than ampere (bf16/fp16), hopper fp8 and blackwell fp4 are priors scaled "
+                "from the fitted ampere values (FAMILY_PRIOR_RATIO in the script); memory and comm "
+                "efficiencies and overlaps are priors."}
+    _round(P)
+    return P
+
+
+# every fitted factor (path in efficiency.json) and the rows it is fitted on (the stages of fit_all)
+FITTED = [(("matmul", "ampere", "bf16"), "train"), (("matmul_dim_half",), "train"), (("attention", "ampere"), "train"),
+          (("elementwise_passes",), "train")] + [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
+          (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
+          (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
+          (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),
+          (("engines", "trtllm", "prefill_attention_scale"), "TensorRT-LLM"),
+          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"), (("engines", "trtllm", "max_batch"), "TensorRT-LLM"),
+          (("matmul_rows_half",), "TensorRT-LLM")]
+
+
+def get_path(d: dict, path: tuple) -> Any:
+    for k in path:
+        d = d[k]
+    return d
+
+
+def source_key(source: str) -> str:
+    """One key per independent source (llm-foundry's A100-40GB and -80GB tables are one source)."""
+    return "llm-foundry" if source.startswith("llm-foundry") else source
+
+
+def leave_one_source_out(trows: list[Row], irows: list[Row], folds: dict | None = None) -> list[dict]:
+    """Each source's rows predicted with every factor re-fitted without that source's rows. `folds`,
+    when given, receives each fold's factors (source left out -> factors)."""
+    out = []
+
+    def without(rows: list[Row], key: str) -> list[Row]:
+        return [Row(r.id, r.source, r.category, "excluded" if source_key(r.source) == key else r.split,
+                    r.measured, r.predict, r.label) for r in rows]
+    for key in sorted({source_key(r.source) for r in trows + irows}):
+        P = fit_all(without(trows, key), without(irows, key))
+        if folds is not None:
+            folds[key] = P
+        for r in (r for r in trows + irows if source_key(r.source) == key):
+            p = r.predict(P)
+            err = (p - r.measured) / r.measured if p and math.isfinite(p) else float("nan")
+            out.append({"id": r.id, "source": key, "category": r.category, "split": r.split,
+                        "label": r.label, "measured": r.measured, "predicted": p, "rel_err": err})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--validation", default=str(ROOT / "validation" / "public"))
@@ -528,59 +634,7 @@ def main() -> None:
     if args.check:
         P = speed.load_efficiency()
     else:
-        P = json.loads(json.dumps(PRIORS))
-        P["matmul"]["ampere"] = dict(P["matmul"]["default"])
-        P["attention"]["ampere"] = P["attention"]["default"]
-        # 1) training physics on llm-foundry A100-80GB
-        P = fit(trows, P, [
-            (("matmul", "ampere", "bf16"), 0.8, 0.3, 1.0, False),
-            (("matmul_dim_half",), 64.0, 1.0, 2048.0, True),
-            (("attention", "ampere"), 0.5, 0.1, 1.0, False),
-            (("elementwise_passes",), 30.0, 1.0, 300.0, True),
-        ])
-        for dt in ("fp16", "fp32", "tf32"):
-            P["matmul"]["ampere"][dt] = P["matmul"]["ampere"]["bf16"] * (1.0 if dt == "fp16" else 0.93)
-        apply_family_priors(P)
-        # 2) llama.cpp on CUDA GPUs (batch 1): per-layer launch cost, bandwidth, prompt-processing
-        #    factors, and the power-limited tensor clock of Ada and Hopper cards (the fit rows span
-        #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
-        lcpp = [r for r in irows if r.source.startswith("GPU-Benchmarks")]
-        hopper_prior = {k: v for k, v in P["matmul"]["hopper"].items()}, P["attention"]["hopper"]
-        for _ in range(2):   # fixed point: the Hopper priors describe H100 SXM's sustained rate (below)
-            P = fit(lcpp, P, LCPP_SPEC)
-            c = speed.clock_factor(P, get_gpu("h100-sxm"))
-            P["matmul"]["hopper"] = {k: round(min(1.0, v / c), 4) for k, v in hopper_prior[0].items()}
-            P["attention"]["hopper"] = round(min(1.0, hopper_prior[1] / c), 4)
-        # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels):
-        #    its own prompt-processing factors, fitted on the Metal PR source only
-        metal = [r for r in irows if r.source.startswith("llama.cpp Metal")]
-        P = fit(metal, P, [
-            (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), 0.8, 0.1, 1.5, False),
-            (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), 0.8, 0.1, 1.5, False),
-        ])
-        # 4) TensorRT-LLM: Hopper FP8 and Blackwell FP4 GEMM efficiency, forward-only attention
-        #    kernel factor, engine step cost and batch cap
-        trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
-        P = fit(trt, P, [
-            (("matmul", "hopper", "fp8"), 0.6, 0.2, 1.0, False),   # at the sustained clock
-            (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
-            (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
-            (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
-            (("engines", "trtllm", "max_batch"), 2048.0, 64.0, 16384.0, True),
-        ])
-        P["engines"]["trtllm"]["max_batch"] = int(round(P["engines"]["trtllm"]["max_batch"]))
-        # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
-        #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
-        moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
-        P = fit(moe_fit, P, [(("matmul_rows_half",), P["matmul_dim_half"], 50.0, 8192.0, True)])
-        P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
-        P["provenance"] = {
-            "script": "scripts/calibrate_speed.py",
-            "fit_rows": sorted(r.id for r in trows + irows if r.split == "fit"),
-            "note": "family entries other than ampere (bf16/fp16), hopper fp8 and blackwell fp4 are priors scaled "
-                    "from the fitted ampere values (FAMILY_PRIOR_RATIO in the script); memory and comm "
-                    "efficiencies and overlaps are priors."}
-        _round(P)
+        P = fit_all(trows, irows)
         DATA_OUT.write_text(json.dumps(P, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         speed._packaged_efficiency.cache_clear()
     table, stats = summarize(trows + irows, P)

@@ -71,7 +71,7 @@ def test_model_json_contract(capsys):
 
 def test_gpus_json_lists_50_sourced_rows(capsys):
     rc, out, _ = run(["gpus", "--json"], capsys)
-    rows = json.loads(out)["result"]
+    rows = json.loads(out)["result"]["gpus"]
     assert rc == 0 and len(rows) >= 50
     assert all(r["source_url"] and r["retrieved"] for r in rows)
 

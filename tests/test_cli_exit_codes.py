@@ -112,7 +112,7 @@ def test_recommend_without_a_feasible_plan_exits_1(capsys):
 def test_compare_where_nothing_fits_exits_1(capsys):
     rc, out, _ = run(["compare", "--model", "llama-3.1-405b", "--task", "train", "--count", "1",
                       "--gpus", "rtx-4090", "--json"], capsys)
-    rows = json.loads(out)["result"]
+    rows = json.loads(out)["result"]["rows"]
     assert rc == 1 and rows and not any(r["fits"] for r in rows)
 
 

@@ -97,7 +97,7 @@ def test_peak_rates_are_sane():
             assert rates["fp8"] >= rates["bf16"], spec.id
         if "fp16_fp32acc" in rates:
             assert rates["fp16_fp32acc"] <= rates["fp16"], spec.id
-        assert spec.mem_bandwidth_bytes_per_s > 1e11, spec.id
+        assert spec.mem_bandwidth_bytes_per_s > 5e10, spec.id   # slowest row: Jetson Orin Nano, 68 GB/s
 
 
 def test_no_fp8_before_ada_hopper_and_no_fp4_before_blackwell():
@@ -124,7 +124,8 @@ def test_h200_and_h20_are_never_confused():
 def test_h100_is_ambiguous_with_candidates():
     with pytest.raises(AmbiguousNameError) as err:
         get_gpu("H100")
-    assert set(err.value.matches) == {"h100-sxm", "h100-pcie", "h100-nvl"}
+    assert set(err.value.matches) == {"h100-sxm", "h100-pcie", "h100-nvl", "h100-sxm-64gb", "h100-sxm-94gb",
+                                      "h100-sxm-96gb", "h100-sxm-96gb-500w"}
     assert "h100-sxm" in str(err.value)
 
 

@@ -292,3 +292,17 @@ def test_cli_unsupported_engine_raises_before_writing(tmp_path, monkeypatch):
     with pytest.raises(UnsupportedError):
         args.func(args)
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_refusal_names_the_fix(tmp_path, capsys):
+    """issue 17: a plan that does not fit exits 1 with the change that makes it fit (real estimate)."""
+    from gpuplan.launch import cli
+    scen = tmp_path / "s.yaml"
+    scen.write_text(yaml.safe_dump({"model": "llama-3.1-70b", "task": "infer", "hardware": {"gpu": "h100-sxm"}}))
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["launch", str(scen), "--engine", "vllm", "--out", str(tmp_path / "o")])
+    assert args.func(args) == 1 and not (tmp_path / "o").exists()
+    err = capsys.readouterr().err
+    # 70B x 2 bytes = 141 GB of bf16 weights > one 80 GB H100; the what-if path names a change
+    assert "DOES NOT FIT" in err and "Fix: it fits with " in err

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from gpuplan.errors import UnsupportedError
+from gpuplan.errors import InputError, UnsupportedError
 from gpuplan.launch import launch_files
 from gpuplan.scenario import scenario_from_dict
 
@@ -83,12 +83,30 @@ def test_vllm_lengths_memory_and_batching():
 
 @pytest.mark.parametrize("weights,quant,dtype", [("bf16", None, "bfloat16"), ("fp16", None, "float16"),
                                                  ("fp8", "fp8", "auto"), ("fp8-block", "fp8", "auto"),
-                                                 ("awq-int4", "awq", "auto"), ("gptq-int4", "gptq", "auto"),
-                                                 ("gptq-int8", "gptq", "auto"), ("nf4", "bitsandbytes", "auto"),
+                                                 ("awq-int4", "awq_marlin", "auto"), ("gptq-int4", "gptq_marlin", "auto"),
+                                                 ("gptq-int8", "gptq_marlin", "auto"), ("nf4", "bitsandbytes", "auto"),
                                                  ("int8", "bitsandbytes", "auto"), ("nvfp4", "modelopt_fp4", "auto")])
 def test_vllm_quantization_per_weight_format(weights, quant, dtype):
     a = vllm(serve(weights=weights))
     assert flag(a, "--quantization") == quant and flag(a, "--dtype") == dtype
+
+
+def test_awq_gptq_name_the_marlin_kernels_on_sm80_only():
+    # issue 17: an explicit "awq" keeps the slow kernel; Marlin needs compute capability 8.0 (not T4/Turing)
+    for engine, run in (("vllm", vllm), ("sglang", lambda s: sglang(s))):
+        assert flag(run(serve(weights="awq-int4")), "--quantization") == "awq_marlin"
+        assert flag(run(serve(weights="awq-int4", gpu="t4")), "--quantization") == "awq"
+
+
+def test_vllm_bitsandbytes_needs_the_out_of_tree_plugin():
+    # issue 17: vLLM >= 0.28 has no in-tree bitsandbytes; the plugin registers it
+    text = launch_files(serve(weights="nf4"), "vllm")["serve.sh"]
+    assert "import vllm_bnb_plugin" in text and "pip install vllm-bnb-plugin" in text
+    assert text.index("import vllm_bnb_plugin") < text.index("vllm serve")      # checked before serving
+    assert "pre-quantized" not in text                                           # NF4 quantizes in flight
+    text = launch_files(serve(weights="int8"), "vllm")["serve.sh"]
+    assert "load_in_8bit checkpoint" in text and "pre-quantized checkpoint" in text
+    assert "vllm_bnb_plugin" not in launch_files(serve(weights="awq-int4"), "vllm")["serve.sh"]
 
 
 @pytest.mark.parametrize("kv,name", [("bf16", "auto"), ("fp16", "auto"), ("fp8", "fp8")])
@@ -120,14 +138,34 @@ def sglang(s):
 def test_sglang_flags_follow_the_scenario():
     a = sglang(serve(8, {"tp": 2, "pp": 2}, prompt_len=1500, output_len=500, concurrency=20,
                      gpu_memory_utilization=0.8, kv_cache="fp8", weights="gptq-int4", cuda_graphs=False))
-    assert (flag(a, "--tp"), flag(a, "--pp-size"), flag(a, "--dp")) == ("2", "2", "2")
+    assert (flag(a, "--tp-size"), flag(a, "--pp-size"), flag(a, "--dp-size")) == ("2", "2", "2")
+    assert "--tp" not in a and "--dp" not in a and "--enable-dp-attention" not in a   # full names; dp = replicas
     assert flag(a, "--context-length") == "2000" and flag(a, "--max-running-requests") == "20"
     assert flag(a, "--mem-fraction-static") == "0.8"
     assert flag(a, "--kv-cache-dtype") == "fp8_e4m3"                # SGLang spells plain fp8 as e4m3
-    assert flag(a, "--quantization") == "gptq" and flag(a, "--disable-cuda-graph") is True
+    assert flag(a, "--quantization") == "gptq_marlin" and "--disable-cuda-graph" not in a    # deprecated alias
+    assert (flag(a, "--cuda-graph-backend-decode"), flag(a, "--cuda-graph-backend-prefill")) == ("disabled", "disabled")
     a = sglang(serve())
-    assert flag(a, "--dp") is None and flag(a, "--pp-size") is None and flag(a, "--quantization") is None
+    assert flag(a, "--dp-size") is None and flag(a, "--pp-size") is None and flag(a, "--quantization") is None
+    assert flag(a, "--cuda-graph-backend-decode") is None
     assert flag(a, "--nnodes") is None and flag(a, "--dtype") == "bfloat16"
+
+
+def moe_serve(count, parallel):
+    return scenario_from_dict({"model": "qwen3-30b-a3b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": count},
+                               "parallel": parallel, "infer": {}})
+
+
+def test_sglang_moe_attention_dp_with_expert_parallel():
+    # issue 17: tp1 x dp8 with ep8 is ONE engine of 8 ranks: attention split 8 ways, experts over 8.
+    # "--tp 1 --dp 8 --ep-size 8" started 8 replicas of tp 1 whose MoE width tp/ep rounds to 0.
+    a = sglang(moe_serve(8, {"tp": 1, "dp": 8, "ep": 8}))
+    assert (flag(a, "--tp-size"), flag(a, "--dp-size"), flag(a, "--ep-size")) == ("8", "8", "8")
+    assert flag(a, "--enable-dp-attention") is True
+    a = sglang(moe_serve(8, {"tp": 2, "dp": 4, "ep": 4}))          # tp x dp = 8 ranks, experts over 4 of them
+    assert (flag(a, "--tp-size"), flag(a, "--dp-size"), flag(a, "--ep-size")) == ("8", "4", "4")
+    a = sglang(moe_serve(8, {"tp": 8, "ep": 8}))                   # no dp: plain TP + EP, no attention-DP
+    assert (flag(a, "--tp-size"), flag(a, "--ep-size"), flag(a, "--enable-dp-attention")) == ("8", "8", None)
 
 
 def test_sglang_multi_node_and_fp8_on_ampere():
@@ -360,6 +398,48 @@ def test_megatron_precision_flags():
     assert "no fp8 tensor cores" in err.value.message
 
 
+def megatron_model(model, **train_kw):
+    t = {"seq_len": 4096, "micro_batch": 1, "global_batch": 8, **train_kw}
+    return megatron(scenario_from_dict({"model": model, "task": "train", "hardware": {"gpu": "h100-sxm", "count": 8},
+                                        "parallel": {"zero": 1}, "train": t}))
+
+
+def test_megatron_architecture_switches_come_from_the_model():
+    # issue 17. Values from the bundled HF configs: Qwen3-8B rms_norm_eps 1e-06 with q/k norms;
+    # Qwen2.5-7B rms_norm_eps 1e-06 with q/k/v biases and no other bias; Llama-3.1-8B 1e-05, no biases.
+    a = megatron_model("Qwen/Qwen3-8B")
+    assert flag(a, "--qk-layernorm") is True and flag(a, "--norm-epsilon") == "1e-06"
+    assert flag(a, "--add-qkv-bias") is None and flag(a, "--disable-bias-linear") is True
+    a = megatron_model("Qwen/Qwen2.5-7B")
+    assert flag(a, "--add-qkv-bias") is True and flag(a, "--disable-bias-linear") is True
+    assert flag(a, "--qk-layernorm") is None and flag(a, "--norm-epsilon") == "1e-06"
+    a = megatron_model("llama-3.1-8b")
+    assert flag(a, "--qk-layernorm") is None and flag(a, "--add-qkv-bias") is None
+    assert flag(a, "--norm-epsilon") == "1e-05"
+
+
+def test_megatron_rope_scaling_factor_from_the_model():
+    # Llama-3.1 configs say factor 8.0, Llama-3.2 factor 32.0 (bundled HF configs); Megatron's default is 8
+    assert flag(megatron_model("llama-3.1-8b"), "--rope-scaling-factor") == "8"
+    a = megatron_model("meta-llama/Llama-3.2-3B")
+    assert flag(a, "--use-rope-scaling") is True and flag(a, "--rope-scaling-factor") == "32"
+    assert flag(megatron_model("Qwen/Qwen3-8B"), "--use-rope-scaling") is None
+
+
+def test_megatron_refuses_what_the_gpt_arguments_cannot_describe():
+    # Gemma 3: sandwich norms, GeGLU and 5:1 local/global windows -> refused, not silently a Llama
+    with pytest.raises(UnsupportedError) as err:
+        megatron_model("google/gemma-3-1b-it")
+    assert "sandwich norm placement" in err.value.message and "Megatron-Bridge" in err.value.fix
+
+
+def test_megatron_resumes_from_its_checkpoints():
+    # issue 17: --save without --load restarted from scratch
+    a = megatron_model("llama-3.1-8b")
+    assert flag(a, "--load") == flag(a, "--save") == "$CHECKPOINT_DIR"
+    assert "--exit-signal-handler" in a                             # SIGTERM -> save and exit
+
+
 @pytest.mark.parametrize("count,parallel,extra,needle", [
     (6, {"pp": 3, "zero": 0}, {"global_batch": 12}, "32 layers do not split evenly into 3"),
     (8, {"pp": 1, "vpp": 2}, {}, "vpp=2 with pp=1"),
@@ -389,14 +469,39 @@ def test_slurm_nodes_consistent_with_count(count, gpn, nodes, per_node):
     assert int(sb["--nodes"]) * int(sb["--gpus-per-node"]) == count
     assert sb["--cpus-per-task"] == str(max(8, 8 * per_node))
     assert "launch.sh" in fs and "accelerate_config.yaml" in fs             # framework hf -> hf engine
-    assert "no --time" in fs["slurm.sbatch"]
+    assert sbatch_lines(fs["slurm.sbatch"])["--time"] == "1-00:00:00"       # no prediction: the 24 h limit
+    assert 'CHUNKS="${CHUNKS:-1}"' in fs["submit.sh"]
 
 
-@pytest.mark.parametrize("ttt,time", [(7200.0, "0-04:00:00"), (3600.0 * 30, "1-13:00:00")])
-def test_slurm_time_from_estimate(ttt, time):
-    # ceil(ttt x 1.2 / 3600) + 1 h: 7200 -> 3 + 1 = 4 h; 30 h -> 36 + 1 = 37 h = 1 day 13 h
-    fs = launch_files(train(16, global_batch=32), "slurm", estimate={"performance": {"time_to_train_s": ttt}})
-    assert sbatch_lines(fs["slurm.sbatch"])["--time"] == time
+@pytest.mark.parametrize("ttt,limit,time,jobs", [
+    (7200.0, None, "0-04:00:00", 1),           # ceil(7200 x 1.2 / 3600) + 1 = 4 h: one job
+    (3600.0 * 30, None, "1-00:00:00", 2),      # 36 + 1 = 37 h > 24 h: two jobs of 24 h
+    (249 * 86400.0, None, "1-00:00:00", 299),  # issue 17's 249 days: 7172 + 1 = 7173 h / 24 -> 299 jobs
+    (3600.0 * 30, 48, "1-13:00:00", 1),        # a 48 h partition takes the 37 h run in one job
+    (3600.0 * 30, 4.5, "0-04:30:00", 9)])      # 37 / 4.5 -> 9 jobs
+def test_slurm_time_limit_and_chained_jobs(ttt, limit, time, jobs):
+    fs = launch_files(train(16, global_batch=32), "slurm", estimate={"performance": {"time_to_train_s": ttt}},
+                      time_limit_h=limit)
+    sb = fs["slurm.sbatch"]
+    assert sbatch_lines(sb)["--time"] == time
+    assert f'CHUNKS="${{CHUNKS:-{jobs}}}"' in fs["submit.sh"]
+    assert "--dependency=afterany:" in fs["submit.sh"]
+    assert "#SBATCH --requeue" in sb and "#SBATCH --signal=B:USR1@600" in sb and "trap on_usr1 USR1" in sb
+
+
+def test_slurm_srun_cpus_threads_and_fabric():
+    sb = launch_files(train(16, global_batch=32), "slurm")["slurm.sbatch"]
+    srun = argv(sb, "srun")
+    assert "--cpus-per-task=$SLURM_CPUS_PER_TASK" in srun                  # Slurm >= 22.05 does not inherit it
+    assert 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in sb
+    assert "export OMP_NUM_THREADS=8" in sb                                 # 64 cores / 8 workers
+    assert "ib-ndr-400 (infiniband)" in sb and "NCCL_IB_DISABLE=0" in sb   # the H100 node's default fabric
+    efa = launch_files(train(16, hw={"network": "efa-3200"}, global_batch=32), "slurm")["slurm.sbatch"]
+    assert "FI_PROVIDER=efa" in efa
+    eth = launch_files(train(16, hw={"network": "eth-100"}, global_batch=32), "slurm")["slurm.sbatch"]
+    assert "NCCL_IB_DISABLE=1" in eth
+    with pytest.raises(InputError):
+        launch_files(train(16, global_batch=32), "slurm", time_limit_h=0.25)
 
 
 def test_slurm_inner_engines_and_refusals():
@@ -431,3 +536,24 @@ def test_torchrun_zero0_offload_is_honoured_or_refused():
         return
     # train_fsdp2.py applies CPUOffloadPolicy only on its FSDP path, i.e. when [gpuplan] zero > 0
     assert cfg["gpuplan"]["zero"] > 0 and cfg["parallelism"]["data_parallel_shard_degree"] == 2
+
+
+# ---- every training launcher resumes from its latest checkpoint (issue 17) -----------------------
+
+def test_every_training_launcher_resumes():
+    fs = launch_files(train(), "torchrun")
+    toml = tomllib.loads(fs["train_fsdp2.toml"])
+    assert toml["checkpoint"] == {"enable": True, "folder": "checkpoint", "interval": 500}
+    assert "latest_step(ck_dir)" in fs["train_fsdp2.py"] and "load_checkpoint(" in fs["train_fsdp2.py"]
+    assert "torchtitan v0.2.2" in fs["train_fsdp2.toml"]                 # the version whose key names it uses
+    for engine in ("hf", "deepspeed"):
+        script = launch_files(train(), engine)["train_hf.py"]
+        assert "get_last_checkpoint(args.output_dir)" in script and "resume_from_checkpoint=last" in script
+    assert "--load" in megatron(train(parallel={"zero": 1}))
+
+
+def test_hf_training_arguments_use_activation_checkpointing():
+    # transformers 5.x: gradient_checkpointing is a deprecated alias of activation_checkpointing
+    args = body(launch_files(train(recompute="full"), "hf")["training_args.json"])
+    assert args["activation_checkpointing"] is True and args["activation_checkpointing_kwargs"] == {"use_reentrant": False}
+    assert not any(k.startswith("gradient_checkpointing") for k in args)

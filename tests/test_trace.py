@@ -150,7 +150,7 @@ def test_missing_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(MissingExtraError) as e:
         trace(scen(train={"seq_len": 8}))
-    assert "pip install 'gpuplan[trace]'" in str(e.value)
+    assert "pip install '.[trace]'" in str(e.value)
 
 
 TINY_MOE = {"model_type": "mixtral", "hidden_size": H, "intermediate_size": I, "num_attention_heads": A,

@@ -526,7 +526,7 @@ def test_cli_without_web_extra_prints_pip_command(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "uvicorn", None)       # import uvicorn -> ImportError
     rc = cli.run(argparse.Namespace(host="127.0.0.1", port=8000, allow_hub=False, time_limit=30.0, workers=4))
     assert rc == 2
-    assert "pip install 'gpuplan[web]'" in capsys.readouterr().err
+    assert "pip install '.[web]'" in capsys.readouterr().err
 
 
 def test_cli_serves_on_loopback_only(monkeypatch):

@@ -126,7 +126,84 @@ def add_scenario_args(p: argparse.ArgumentParser, positional: bool = True, exclu
             parse = whole_number(name, int(low), int(high), path)
         elif kind is float:
             parse = real_number(name, float(low), float(high), field=path)
-        g.add_argument(name, dest=flag, type=parse, default=None, metavar=flag.upper())
+        g.add_argument(name, dest=flag, type=parse, default=None, metavar=flag.upper(), help=_LAZY_HELP)
+
+
+# what a scenario field is, for the fields whose schema entry carries no description of its own
+_WHAT = {
+    "model": "the model: a registry name, an HF repo id or a path to a config.json (list: `gpuplan models`)",
+    "task": "what to plan for: pre-training, fine-tuning or serving",
+    "framework": "training framework whose memory behaviour (and launch files) to follow",
+    "offload": "what ZeRO/FSDP moves to host (CPU) memory",
+    "method": "full training, LoRA adapters, or QLoRA (4-bit frozen base + adapters)",
+    "precision": "training compute precision",
+    "optimizer": "optimizer (sets the optimizer-state bytes per parameter)",
+    "recompute": "activation recomputation (checkpointing): none, per-block selective, or full",
+    "attention": "attention kernel (eager materialises the score matrix)",
+    "weights": "weight format of the served model (quantisation)",
+    "kv_cache": "KV-cache element format",
+    "engine": "serving engine",
+}
+# a marker: the scenario flags' help is built from the schema only when help is printed (keeps start-up fast)
+_LAZY_HELP = "(scenario field)"
+
+
+def _schema_class(section: str | None):
+    from . import scenario
+    return {None: scenario.Scenario, "hardware": scenario.Hardware, "parallel": scenario.Parallel,
+            "train": scenario.Train, "infer": scenario.Infer}[section]
+
+
+def _allowed(section: str | None, field: str, annotation: Any) -> list[str]:
+    """The values a field accepts, from its Literal type (or the dtype vocabulary for formats)."""
+    from typing import Literal, get_args, get_origin
+    if (section, field) == ("infer", "weights"):
+        from .dtypes import WEIGHT_FORMATS
+        return sorted(WEIGHT_FORMATS)
+    if (section, field) == ("infer", "kv_cache"):
+        from .dtypes import KV_FORMAT_BITS
+        return sorted(KV_FORMAT_BITS)
+    pending, values = [annotation], []
+    while pending:
+        t = pending.pop()
+        if get_origin(t) is Literal:
+            values += [str(v) for v in get_args(t)]
+        else:
+            pending += list(get_args(t))
+    return values
+
+
+def scenario_flag_help(flag: str) -> str:
+    """Help for one scenario flag from the scenario schema: what (with range and unit), allowed values,
+    default, and the field it sets."""
+    section, field, _, _, _ = SCENARIO_FLAGS[flag]
+    info = _schema_class(section).model_fields[field]
+    what = info.description or _WHAT.get(flag, field.replace("_", " "))
+    parts = [what]
+    allowed = _allowed(section, field, info.annotation)
+    if allowed:
+        parts.append("one of: " + ", ".join(allowed))
+    if flag == "gpu":
+        parts.append("list: `gpuplan gpus`")
+    if info.is_required():
+        parts.append("required (here or in the file)")
+    elif info.default is not None:
+        parts.append(f"default: {info.default}")
+    path = f"{section}.{field}" if section else field
+    return ("; ".join(parts) + f" [sets {path}]").replace("%", "%%")
+
+
+def document_flags(parser: argparse.ArgumentParser) -> None:
+    """Fill in the help of scenario flags (from the schema) and of --json, just before help is printed."""
+    for action in parser._actions:
+        if action.help == _LAZY_HELP and action.dest in SCENARIO_FLAGS:
+            action.help = scenario_flag_help(action.dest)
+        elif action.help is None and "--json" in action.option_strings:
+            action.help = JSON_HELP
+
+
+JSON_HELP = ('print one JSON object: {"command", "version", "result"}, or on failure {"command", "version", '
+             '"error"} (its JSON Schema: `gpuplan schema --envelope`)')
 
 
 def scenario_data_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -167,17 +244,38 @@ def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
     """A Scenario from the positional file plus flag overrides."""
-    from .scenario import load_scenario, scenario_from_dict
+    from .inputs import read_mapping_file, short_path
+    from .scenario import scenario_from_dict
     base: dict[str, Any] = {}
     source = "(flags)"
     if getattr(args, "scenario", None):
-        base = load_scenario(args.scenario).model_dump(exclude_none=False)
-        source = f"file '{args.scenario}' with flags"
+        # the file's own fields, not yet validated: flags may fill a section it lacks (e.g. --gpu for a
+        # recommend file with no `hardware:`), and the result is validated once, as a whole
+        base = read_mapping_file(args.scenario, "scenario file")
+        source = f"file '{short_path(args.scenario)}'"
+        check_file_values(base, source)
+        if any(getattr(args, f, None) is not None for f in getattr(args, "_scenario_flags", ())):
+            source += " with flags"
     data = scenario_data_from_args(args, base)
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):
         raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
     data.setdefault("hardware", {})
     return scenario_from_dict(data, source)
+
+
+def check_file_values(data: dict[str, Any], source: str) -> None:
+    """Refuse a file whose own values are wrong (even where a flag overrides them); a missing field or section
+    is left for the flags to fill, and the whole is validated after."""
+    from pydantic import ValidationError
+
+    from .scenario import Scenario, scenario_from_dict
+    try:
+        Scenario.model_validate(data)
+    except ValidationError as err:
+        if any(e.get("type") != "missing" for e in err.errors()):
+            scenario_from_dict(data, source)        # raises the file's own one-paragraph message
+    except (ValueError, TypeError, RecursionError):
+        scenario_from_dict(data, source)
 
 
 def arrival_spec(text: str) -> dict[str, Any]:
@@ -256,6 +354,10 @@ class UsageError(InputError):
 class Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of printing usage and exiting, so a malformed command
     line gets the same one paragraph (and --json envelope) as any other bad input."""
+
+    def format_help(self) -> str:
+        document_flags(self)
+        return super().format_help()
 
     def error(self, message: str):  # type: ignore[override]
         import re

@@ -46,14 +46,22 @@ class TimeLimitError(GpuplanError):
     """Work that ran past its time limit and stopped (the message says what was done and how to narrow it)."""
 
 
+def install_hint(extra: str, packages: str = "") -> str:
+    """How to install an optional extra. gpuplan is installed from a checkout (it is not on a package index
+    yet), so the command is the checkout's: run in the gpuplan folder."""
+    hint = f"from the gpuplan checkout: pip install '.[{extra}]'"
+    return hint + (f" (or just: pip install {packages})" if packages else "")
+
+
 class MissingExtraError(GpuplanError):
     """An optional dependency is not installed."""
 
     def __init__(self, feature: str, extra: str, package: str):
+        packages = " ".join(p.strip() for p in package.replace(" and ", ",").split(",") if p.strip())
         super().__init__(
             f"{feature} needs the optional package '{package}'",
             "it is not installed.",
-            f"pip install 'gpuplan[{extra}]'",
+            install_hint(extra, packages) + ".",
         )
 
 

@@ -164,12 +164,20 @@ def _weights_math_dtype(weights: str) -> str:
 
 def memory(r: Resolved) -> MemoryEstimate:
     from .estimate.memory import estimate_memory
-    return estimate_memory(r.scenario, r.model, r.gpu.usable_memory_bytes)
+    mem = estimate_memory(r.scenario, r.model, r.gpu.usable_memory_bytes)
+    return dataclasses.replace(mem, uncertainty=error_bars(r.scenario)["memory"])
 
 
 def performance(r: Resolved, mem: MemoryEstimate) -> PerformanceEstimate:
     from .estimate.speed import estimate_performance
-    return estimate_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    perf = estimate_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    return dataclasses.replace(perf, uncertainty=error_bars(r.scenario)["speed"])
+
+
+def error_bars(scenario: Scenario) -> dict[str, Any]:
+    """Expected relative error of the memory, speed and cost figures of this kind of scenario."""
+    from .estimate.uncertainty import for_scenario
+    return for_scenario(scenario)
 
 
 def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) -> list[dict[str, Any]]:
@@ -217,7 +225,8 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
 
 def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:
     from .estimate.cost import estimate_cost
-    return estimate_cost(r.scenario, r.gpu, perf, quote=quote)
+    return dataclasses.replace(estimate_cost(r.scenario, r.gpu, perf, quote=quote),
+                               uncertainty=error_bars(r.scenario)["cost"])
 
 
 def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, allow_hub: bool = True,
@@ -230,4 +239,4 @@ def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, 
 
 
 __all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
-           "performance", "serving_curve", "serving_load", "cost", "evaluate"]
+           "performance", "serving_curve", "serving_load", "cost", "evaluate", "error_bars"]

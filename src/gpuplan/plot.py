@@ -12,7 +12,7 @@
   (x, y, label[, on_front]) tuples or dicts with the same keys.
 
 The format follows the file name: `.svg` is written by hand (no dependency), `.html` embeds that
-SVG in a minimal page, `.png` needs matplotlib (`pip install 'gpuplan[plot]'`).
+SVG in a minimal page, `.png` needs matplotlib (the `plot` extra: `pip install '.[plot]'` in the checkout).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import GpuplanError, InputError
+from .errors import GpuplanError, InputError, MissingExtraError, install_hint
 
 __all__ = ["write_plot", "render_svg", "plot_path", "PlotTarget"]
 FORMATS = (".svg", ".html", ".htm", ".png")
@@ -68,6 +68,8 @@ def _check_target(p: Path) -> None:
     if ext not in FORMATS:
         raise InputError(f"--plot {p}", f"unknown chart format '{ext or '(none)'}'.",
                          "name the file .svg, .html or .png.")
+    if ext == ".png" and not _have_matplotlib():
+        raise MissingExtraError(f"--plot {p} (a PNG chart)", "plot", "matplotlib")
     parent = p.parent
     if not parent.is_dir():
         raise InputError(f"--plot {p}", f"the folder '{parent}' does not exist." if not parent.exists() else
@@ -151,6 +153,23 @@ def _fmt(v: float) -> str:
     if a >= 1e3:
         return f"{v / 1e3:.3g}k"
     return f"{v:.3g}"
+
+
+def log_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
+    """Tick values for a log axis from lo to hi (both > 0): 1-2-5 steps of each decade, only the decades when
+    that is too many, and the two ends when not even two steps fall inside (a narrow range)."""
+    if not (lo > 0 and hi > lo):
+        return [lo] if lo > 0 else []
+    values = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+              for m in (1, 2, 5)]
+    inside = [v for v in values if lo <= v * (1 + 1e-12) and v <= hi * (1 + 1e-12)]
+    if len(inside) > most:
+        decades = [v for v in inside if math.log10(v) == round(math.log10(v))]
+        inside = decades if len(decades) >= 2 else inside[::max(1, len(inside) // most + 1)]
+    if len(inside) < 2:
+        ends = [min(max(float(f"{v:.3g}"), lo), hi) for v in (lo, hi)]
+        inside = sorted(set(ends + inside))
+    return inside
 
 
 def _fmt_s(v: float) -> str:
@@ -384,6 +403,13 @@ def _svg_pareto(pts: list[tuple[float, float, str, bool]]) -> str:
                    f'<title>{escape(label)}</title></circle>')
         if label:
             out.append(f'<text x="{X(c) + 6:.1f}" y="{Y(t) - 6:.1f}" font-size="9">{escape(label[:40])}</text>')
+    for v in log_ticks(10 ** a0, 10 ** a1):
+        out.append(f'<line class="tick-x" x1="{X(v):.1f}" y1="{y0}" x2="{X(v):.1f}" y2="{y0 + 4}" stroke="#333"/>')
+        out.append(f'<text class="tick-x" x="{X(v):.1f}" y="{y0 + 16}" text-anchor="middle" font-size="10">'
+                   f'{_fmt(v)}</text>')
+    for v in log_ticks(10 ** b0, 10 ** b1):
+        out.append(f'<text class="tick-y" x="{x0 - 6}" y="{Y(v) + 3:.1f}" text-anchor="end" font-size="10">'
+                   f'{_fmt(v)}</text>')
     out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{H - 18}" text-anchor="middle">cost</text>')
     out.append(f'<text transform="translate(18,{(y0 + y1) / 2:.1f}) rotate(-90)" text-anchor="middle">time</text>')
     out.append("</svg>")
@@ -392,6 +418,15 @@ def _svg_pareto(pts: list[tuple[float, float, str, bool]]) -> str:
 
 # ---- PNG (matplotlib) --------------------------------------------------------------------------
 
+def _have_matplotlib() -> bool:
+    """Whether matplotlib can be imported, without importing it (checked before any work is done)."""
+    import importlib.util
+    import sys
+    if "matplotlib" in sys.modules:
+        return sys.modules["matplotlib"] is not None
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _write_png(path: Path, kind: str, data: Any) -> None:
     try:
         import matplotlib
@@ -399,7 +434,7 @@ def _write_png(path: Path, kind: str, data: Any) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise GpuplanError(f"--plot {path}", "PNG charts need matplotlib, which is not installed.",
-                           "pip install 'gpuplan[plot]'  (or: pip install matplotlib), or write .svg / .html, "
+                           install_hint("plot", "matplotlib") + "; or write .svg / .html, "
                            "which need nothing.") from None
     fig, ax = plt.subplots(figsize=(9, 5))
     if kind == "curve":

@@ -46,9 +46,15 @@ def memory_report(mem, title: str = "") -> str:
     if mem.limits:
         lines.append("Limits: " + ", ".join(f"{k}={fmt_count(v) if isinstance(v, (int, float)) and 'bytes' not in k else fmt_bytes(v) if v is not None else '-'}"
                                              for k, v in mem.limits.items()))
+    lines += _error_bar(mem, "memory")
     for n in mem.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def _error_bar(result, what: str) -> list[str]:
+    u = getattr(result, "uncertainty", None)
+    return [f"error bar ({what}): {u.text()}"] if u is not None else []
 
 
 def performance_report(perf) -> str:
@@ -60,20 +66,49 @@ def performance_report(perf) -> str:
         if v is not None:
             rows.append((key, fmt(v)))
     out = table(rows, ["metric", "value"])
+    for line in _error_bar(perf, "speed"):
+        out += "\n" + line
     if perf.breakdown:
-        out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", "seconds"])
+        # training: every entry is per optimizer step (estimate/speed.py)
+        unit = "seconds per optimizer step" if perf.step_time_s is not None else "seconds"
+        out += "\n\n" + table([(k, fmt_seconds(v)) for k, v in perf.breakdown.items()], ["time goes to", unit])
     for n in perf.notes:
         out += f"\nnote: {n}"
     return out
 
 
-def cost_report(cost) -> str:
-    rows = [(k, f"${v:,.2f}" if v is not None else "-") for k, v in
-            (("usd_per_hour", cost.usd_per_hour), ("usd_total", cost.usd_total),
-             ("usd_per_million_tokens", cost.usd_per_million_tokens))]
+def token_prices(usd_per_million_output: float | None, prompt_len: int, output_len: int) -> dict[str, float | None]:
+    """Serving's price per million tokens three ways, from the price per million output tokens (the plan's whole
+    hourly cost over its output tokens): over the input tokens instead (each request reads prompt_len tokens for
+    output_len it writes, so input tokens flow prompt_len/output_len times as fast), and over both together."""
+    if usd_per_million_output is None:
+        return {"output": None, "input": None, "blended": None}
+    return {"output": usd_per_million_output,
+            "input": usd_per_million_output * output_len / prompt_len,
+            "blended": usd_per_million_output * output_len / (prompt_len + output_len)}
+
+
+def _usd(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"${v:,.2f}" if abs(v) >= 0.1 or v == 0 else f"${v:,.4f}"
+
+
+def cost_report(cost, scenario=None) -> str:
+    rows: list[tuple[str, str]] = [("usd_per_hour", _usd(cost.usd_per_hour)), ("usd_total", _usd(cost.usd_total))]
+    if scenario is not None and scenario.task == "infer" and scenario.infer is not None:
+        prices = token_prices(cost.usd_per_million_tokens, scenario.infer.prompt_len, scenario.infer.output_len)
+        rows += [("per million output tokens (whole cost on output)", _usd(prices["output"])),
+                 ("per million input tokens (whole cost on input)", _usd(prices["input"])),
+                 ("per million tokens, input + output (blended)", _usd(prices["blended"]))]
+    else:
+        label = "per million trained tokens" if scenario is not None else "usd_per_million_tokens"
+        rows.append((label, _usd(cost.usd_per_million_tokens)))
     out = table(rows, ["cost", "USD"])
     if cost.basis:
         out += f"\nbasis: {cost.basis}"
+    for line in _error_bar(cost, "cost, from the time"):
+        out += "\n" + line
     return out
 
 
@@ -87,7 +122,7 @@ def estimate_report(est) -> str:
     head = (f"{m.name} ({fmt_count(m.params_total)} params) · task {s.task} · "
             f"{s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={s.parallel.tp} pp={s.parallel.pp} "
             f"zero={s.parallel.zero}")
-    parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost)]
+    parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost, s)]
     for w in est.warnings:
         parts.append(f"warning: {w}")
     return "\n".join(parts)

@@ -130,7 +130,16 @@ class Train(_Strict):
     seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
-    recompute: Recompute = "none"
+    recompute: Recompute = Field("none", description=(
+        "activation checkpointing: none; selective (torchtitan: per-op save list; Megatron and others: the "
+        "attention core); full (each layer keeps only its input and is recomputed in backward)"))
+    recompute_layers: int | None = _num(None, "with recompute: full, only the first N layers of each pipeline stage "
+                                        "are recomputed (Megatron --recompute-method block --recompute-num-layers N; "
+                                        "torchtitan's every-k-th-layer option is N = layers / k); default all",
+                                        lo=0, hi=100_000)
+    recompute_group: int = _num(1, "with recompute: full, layers per checkpoint (Megatron --recompute-method "
+                                "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
+                                "whole", lo=1, hi=100_000)
     attention: Attention = "flash"
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
@@ -145,6 +154,10 @@ class Train(_Strict):
         "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    compile_loss: bool | None = Field(None, description=(
+        "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
+        "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "
+        "releases before bbb1b61 did not)"))
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
@@ -467,7 +480,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling; DESIGN §3.1 lists the fields)"
+            msg = "is not a scenario field (check the spelling; `gpuplan schema` lists the fields)"
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:

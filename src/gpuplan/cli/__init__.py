@@ -23,7 +23,7 @@ OPTIONAL_COMMANDS: dict[str, tuple[str, str, str]] = {
     "compare": ("gpuplan.search.cli", "add_parsers", "several GPUs side by side for one workload"),
     "whatif": ("gpuplan.search.cli", "add_parsers", "memory saved and time cost of each memory-saving technique"),
     "launch": ("gpuplan.launch.cli", "add_parser", "write runnable launch configuration for a plan"),
-    "trace": ("gpuplan.trace.cli", "add_parser", "measure per-GPU memory with PyTorch fake tensors (gpuplan[trace])"),
+    "trace": ("gpuplan.trace.cli", "add_parser", "measure per-GPU memory with PyTorch fake tensors (the trace extra)"),
     "doctor": ("gpuplan.local.cli", "add_parsers", "your GPUs: what is here, what runs, why it ran out of memory"),
     "calibrate": ("gpuplan.local.cli", "add_parsers", "benchmark the local GPU(s) and write a hardware profile"),
     "measure": ("gpuplan.local.cli", "add_parsers", "run a scenario for a few steps on the local GPU"),

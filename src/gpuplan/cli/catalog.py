@@ -8,7 +8,7 @@ from ..cliargs import MAX_TOKENS_IN_SEQ, print_result, whole_number
 
 def add_parsers(sub) -> None:
     s = sub.add_parser("models", help="list bundled models")
-    s.add_argument("search", nargs="?")
+    s.add_argument("search", nargs="?", help="part of a registry name or HF id to filter by (default: all)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_models)
 
@@ -16,21 +16,23 @@ def add_parsers(sub) -> None:
     s.add_argument("name", help="registry name, HF repo id, or path to config.json")
     s.add_argument("--seq-len", type=whole_number("--seq-len", 1, MAX_TOKENS_IN_SEQ), default=2048,
                    help="context for the FLOPs figure")
-    s.add_argument("--meta", action="store_true", help="also count on the meta device (needs gpuplan[trace])")
+    s.add_argument("--meta", action="store_true", help="also count on the meta device (needs the trace extra: pip install '.[trace]' in the checkout)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_model)
 
     s = sub.add_parser("gpus", help="list accelerators in the catalog")
-    s.add_argument("filter", nargs="?")
+    s.add_argument("filter", nargs="?", help="part of an id, name, vendor, family or segment (e.g. consumer) to filter by (default: all)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpus)
 
     s = sub.add_parser("gpu", help="one accelerator's facts")
-    s.add_argument("id")
+    s.add_argument("id", help="catalog id or alias, e.g. h100-sxm, rtx-4090 (list: `gpuplan gpus`)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gpu)
 
-    s = sub.add_parser("schema", help="JSON schema of the scenario file")
+    s = sub.add_parser("schema", help="JSON schema of the scenario file (or of --json output)")
+    s.add_argument("--envelope", action="store_true",
+                   help="print instead the JSON Schema of every command's --json output")
     s.add_argument("--json", action="store_true", help="wrap the schema in the JSON envelope")
     s.set_defaults(func=cmd_schema)
 
@@ -46,7 +48,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             m = get_model(e.name)
             out.append({"name": e.name, "hf_id": e.hf_id, "aliases": list(e.aliases), "model_type": m.model_type,
                         "params_total": m.params_total, "params_active": m.params_active, "source": e.source})
-        print_result("models", out)
+        print_result("models", {"models": out})
         return 0
     rows = []
     for e in entries:
@@ -60,10 +62,16 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    from ..errors import UnsupportedError
     from ..models import get_model
     from ..report import table
     from ..units import fmt_bytes, fmt_count
-    m = get_model(args.name)
+    try:
+        m = get_model(args.name)
+    except UnsupportedError:
+        if args.meta:                   # an architecture gpuplan's formulas do not know: transformers counts it
+            return _meta_only(args)
+        raise
     d = m.to_dict(args.seq_len)
     if args.meta:
         from ..models.meta import meta_param_count
@@ -76,6 +84,29 @@ def cmd_model(args: argparse.Namespace) -> int:
     print(table(rows, ["field", "value"], "lr"))
     print(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
           f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
+    return 0
+
+
+def _meta_only(args: argparse.Namespace) -> int:
+    """`gpuplan model CONFIG --meta` for an architecture outside gpuplan's families: the exact parameter count
+    from transformers on the meta device, and nothing else (no KV-cache or FLOPs formulas for it)."""
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..inputs import read_mapping_file
+    from ..models.meta import meta_param_count
+    path = Path(args.name)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"model '{args.name}'", "--meta for an architecture gpuplan does not model needs the "
+                         "config.json file itself.", "pass the path to its config.json (download it from the Hub).")
+    counts = meta_param_count(read_mapping_file(path, "model config"))
+    if args.json:
+        print_result("model", {"name": str(args.name), "meta_device": counts, "modelled": False})
+        return 0
+    print(f"{args.name}: {counts['parameters']:,} parameters on the meta device (transformers). gpuplan does not "
+          "model this architecture, so it has no memory, KV-cache or FLOPs estimate for it.")
     return 0
 
 
@@ -100,7 +131,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     from ..report import table
     gpus = list_gpus(args.filter)
     if args.json:
-        print_result("gpus", [g.to_dict() for g in gpus])
+        print_result("gpus", {"gpus": [g.to_dict() for g in gpus]})
         return 0
     rows = gpu_rows(gpus)
     print(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
@@ -121,10 +152,20 @@ def cmd_gpu(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from ..report import dumps
-    from ..scenario import Scenario
-    schema = Scenario.model_json_schema()
+    if args.envelope:
+        schema = envelope_schema()
+    else:
+        from ..scenario import Scenario
+        schema = Scenario.model_json_schema()
     if args.json:
         print_result("schema", schema)
     else:
         print(dumps(schema))
     return 0
+
+
+def envelope_schema() -> dict:
+    """The JSON Schema of `--json` output (envelope.schema.json beside this module)."""
+    import json
+    from importlib.resources import files
+    return json.loads(files(__package__).joinpath("envelope.schema.json").read_text(encoding="utf-8"))

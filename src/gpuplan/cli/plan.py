@@ -57,40 +57,222 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from ..estimate.fit import fit_limits
     from ..pipeline import evaluate
     from ..report import memory_report
+    if _names_no_gpu(args):
+        return memory_without_gpu(args)
     est = evaluate(scenario_from_args(args))
     mem, warnings = est.memory, est.warnings
     limits = fit_limits(est.scenario, est.model, est.gpu.usable_memory_bytes)
+    alternatives = [] if mem.fits else fit_alternatives(est)
     if args.json:
-        print_result("memory", {"memory": mem.to_json(), "fit_limits": limits, "warnings": list(warnings)})
+        print_result("memory", {"memory": mem.to_json(), "fit_limits": limits, "to_fit": alternatives,
+                                "warnings": list(warnings)})
         return _fit_code(mem)
     print(memory_report(mem, f"{est.model.name} on {est.scenario.hardware.count}x {est.gpu.id} ({est.scenario.task})"))
     if limits:
         shown = [f"{k} = {v:,}" if v is not None else f"{k}: nothing fits" for k, v in limits.items()]
         print("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
     if not mem.fits:
-        print("\n" + fit_advice(est))
+        print("\n" + fit_advice(est, alternatives))
     for w in warnings:
         print(f"warning: {w}")
     return _fit_code(mem)
 
 
-def fit_advice(r) -> str:
-    """What to change so it fits: the fewest technique changes on this hardware, else more GPUs."""
-    from ..estimate.fit import fewest_gpus
-    from ..search.whatif import path_to_fit
+# ---- memory with no GPU named: the usual layouts, and which catalog GPUs hold each ------------------------
+
+# a stand-in GPU so the scenario validates; every catalog GPU is then evaluated in its place
+_STAND_IN_GPU = "h100-sxm"
+USUAL_COUNTS = (1, 2, 4, 8)
+
+
+def _names_no_gpu(args: argparse.Namespace) -> bool:
+    if getattr(args, "gpu", None):
+        return False
+    if not getattr(args, "scenario", None):
+        return True
+    from ..inputs import read_mapping_file
+    data = read_mapping_file(args.scenario, "scenario file")
+    if "hardware" not in data or data["hardware"] is None:
+        return True
+    # a malformed `hardware:` goes the usual way, to its one-paragraph error
+    return isinstance(data["hardware"], dict) and data["hardware"].get("gpu") is None
+
+
+def usual_layouts(scn) -> list[tuple[str, dict, dict]]:
+    """(label, hardware update, parallel update) of the layouts people start from: one GPU, then 2, 4 and 8
+    GPUs sharded the usual way - ZeRO-3 / FSDP full shard for training (weights, gradients and optimizer
+    states split across the GPUs), tensor parallel for serving (weights and KV cache split)."""
+    out = []
+    for n in USUAL_COUNTS:
+        if n == 1:
+            out.append(("1 GPU", {"count": 1}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": scn.parallel.zero}))
+        elif scn.is_training:
+            out.append((f"{n} GPUs, ZeRO-3 / FSDP", {"count": n}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": 3}))
+        else:
+            out.append((f"{n} GPUs, tensor parallel", {"count": n}, {"dp": None, "tp": n, "pp": 1, "cp": 1}))
+    return out
+
+
+def layouts_without_gpu(scn) -> list[dict]:
+    """For each usual layout: the per-GPU peak on every catalog GPU (lowest and highest: runtime overheads
+    differ a little by GPU) and the GPUs it fits on, smallest memory first."""
+    from ..errors import GpuplanError
+    from ..hardware import list_gpus
+    from ..models import get_model
+    from ..pipeline import memory, resolve
+    spec = get_model(scn.model)
+    gpus = sorted((g for g in list_gpus() if g.usable_memory_bytes), key=lambda g: (g.usable_memory_bytes, g.id))
+    rows = []
+    for label, hardware, parallel in usual_layouts(scn):
+        peaks, fits_on, refused = [], [], None
+        for g in gpus:
+            try:
+                cand = scn.replace(hardware={**hardware, "gpu": g.id, "gpus_per_node": None}, parallel=parallel)
+                mem = memory(resolve(cand, model=spec, gpu=g))
+            except GpuplanError as err:
+                refused = refused or f"{err.what} {err.why}".rstrip(".")
+                continue                     # this layout or engine does not run on that GPU
+            peaks.append(mem.peak_bytes_per_gpu)
+            if mem.fits:
+                fits_on.append({"gpu": g.id, "usable_bytes": int(g.usable_memory_bytes)})
+        rows.append({"layout": label, "count": hardware["count"], "parallel": parallel,
+                     "peak_bytes_per_gpu_min": min(peaks) if peaks else None,
+                     "peak_bytes_per_gpu_max": max(peaks) if peaks else None, "fits_on": fits_on,
+                     "not_possible": None if peaks else refused})
+    return rows
+
+
+def _scenario_without_gpu(args: argparse.Namespace):
+    from ..cliargs import check_file_values, scenario_data_from_args
+    from ..inputs import read_mapping_file, short_path
+    from ..scenario import scenario_from_dict
+    base = {}
+    if getattr(args, "scenario", None):
+        base = read_mapping_file(args.scenario, "scenario file")
+        check_file_values(base, f"file '{short_path(args.scenario)}'")
+    data = scenario_data_from_args(args, base)
+    hardware = dict(data.get("hardware") or {})
+    hardware["gpu"] = _STAND_IN_GPU
+    return scenario_from_dict({**data, "hardware": hardware},
+                              "(flags)" if not base else f"file '{short_path(args.scenario)}' with flags")
+
+
+def memory_without_gpu(args: argparse.Namespace) -> int:
+    from ..report import table
     from ..units import fmt_bytes
-    lines = ["To make it fit on this hardware:"]
-    steps = path_to_fit(r.scenario)
-    done = [s for s in steps if s.get("technique")]
-    for i, s in enumerate(done, 1):
-        lines.append(f"  {i}. {s['technique']}: peak {fmt_bytes(s['peak_bytes_per_gpu'])} "
-                     f"({'fits' if s['fits'] else 'not yet'}; time vs as given {s['time_change']:+.0%}) - {s['note']}")
-    if not done or not done[-1]["fits"]:
-        lines.append("  no combination of memory-saving techniques makes it fit on this many GPUs.")
-        n = fewest_gpus(r.scenario, r.model, r.gpu.usable_memory_bytes)
-        lines.append(f"  With the same settings it fits on {n} x {r.gpu.id}" + (" (scaling ZeRO-3 data parallel)"
-                     if r.scenario.is_training else " (tensor parallel)") + "." if n else
-                     "  Even 4096 GPUs of this type do not fit it as configured; try `gpuplan recommend`.")
+    scn = _scenario_without_gpu(args)
+    rows = layouts_without_gpu(scn)
+    if args.json:
+        print_result("memory", {"gpu": None, "task": scn.task, "layouts": rows, "warnings": []})
+        return OK
+    what = (f"{scn.train.method}, {scn.train.precision}, {scn.train.optimizer}, seq {scn.train.seq_len}, "
+            f"micro-batch {scn.train.micro_batch}, recompute {scn.train.recompute}" if scn.is_training and scn.train
+            else f"{scn.infer.engine}, weights {scn.infer.weights}, {scn.infer.concurrency} x "
+                 f"({scn.infer.prompt_len} + {scn.infer.output_len}) tokens" if scn.infer else "")
+    print(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
+    shown = []
+    for r in rows:
+        lo, hi = r["peak_bytes_per_gpu_min"], r["peak_bytes_per_gpu_max"]
+        peak = "-" if lo is None else fmt_bytes(hi) if fmt_bytes(lo) == fmt_bytes(hi) else \
+            f"{fmt_bytes(lo)} - {fmt_bytes(hi)}"
+        fits = r["fits_on"]
+        names = ", ".join(f["gpu"] for f in fits[:5]) + (f" and {len(fits) - 5} more" if len(fits) > 5 else "")
+        if r.get("not_possible"):
+            names = f"not possible: {r['not_possible'][:120]}"
+        shown.append((r["layout"], peak, names or "none in the catalog"))
+    print(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
+    print("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
+          "breakdown on one, `gpuplan recommend` adds speed and cost.")
+    return OK
+
+
+def _time_per_token(est) -> float | None:
+    """Seconds per token of the whole plan: training tokens (all GPUs) or one output token (serving)."""
+    perf = est.performance
+    if est.scenario.is_training:
+        total = (perf.tokens_per_s_per_gpu or 0.0) * est.scenario.hardware.count
+        return 1.0 / total if total > 0 else None
+    return perf.tpot_s
+
+
+def _more_gpus(est) -> dict | None:
+    """The fewest GPUs of this type that fit it: training scales data parallel with ZeRO-3 (the weights,
+    gradients and optimizer states shard across the GPUs; tensor/pipeline sizes as given), serving scales
+    tensor parallel. Powers of two up to 4,096 GPUs."""
+    from ..errors import GpuplanError
+    from ..pipeline import evaluate
+    scn, n = est.scenario, 2
+    group = scn.parallel.tp * scn.parallel.pp * scn.parallel.cp
+    while n <= 4096:
+        try:
+            if scn.is_training:
+                cand = scn.replace(hardware={"count": n * group}, parallel={"dp": None, "zero": 3})
+            else:
+                cand = scn.replace(hardware={"count": n}, parallel={"tp": n, "dp": None})
+            if cand.hardware.count > scn.hardware.count:
+                found = evaluate(cand)
+                if found.memory.fits:
+                    return _alternative(est, found, f"{cand.hardware.count} x {est.gpu.id}" + (
+                        f" with ZeRO-3 (dp={cand.dp})" if scn.is_training else f" with tensor parallel (tp={n})"),
+                        "more GPUs of this type; every GPU holds a shard")
+        except GpuplanError:
+            pass
+        n *= 2
+    return None
+
+
+def _alternative(base, est, change: str, note: str) -> dict:
+    t0, t = _time_per_token(base), _time_per_token(est)
+    return {"change": change, "gpus": est.scenario.hardware.count, "peak_bytes_per_gpu": est.memory.peak_bytes_per_gpu,
+            "capacity_bytes_per_gpu": est.memory.capacity_bytes_per_gpu, "fits": est.memory.fits,
+            "time_per_token_change": (t / t0 - 1.0) if (t and t0) else None, "note": note}
+
+
+def fit_alternatives(est) -> list[dict]:
+    """Ways to make a plan that does not fit fit, each applied to the scenario as given and evaluated on its
+    own: every single technique that fits alone, the fewest techniques together (when no single one does),
+    and more GPUs of the same type."""
+    from ..pipeline import evaluate
+    from ..search.whatif import path_to_fit, whatif
+    out = []
+    for row in whatif(est.scenario)[1:]:
+        if row.get("fits") and not row.get("error"):
+            alt = evaluate(est.scenario.replace(**row["change"]))
+            out.append(_alternative(est, alt, row["technique"], row["note"]))
+    if not out:
+        steps = [s for s in path_to_fit(est.scenario) if s.get("technique")]
+        if steps:
+            from ..techniques import techniques_for
+            cand = est.scenario
+            for step in steps:             # replay the path: each step is one technique of the catalog
+                change = next((t.changes for t in techniques_for(cand) if t.name == step["technique"]), None)
+                if change is None:
+                    break
+                cand = cand.replace(**change)
+            out.append(_alternative(est, evaluate(cand), " + ".join(s["technique"] for s in steps),
+                                    "these changes together (no single one fits)"))
+    more = _more_gpus(est)
+    if more:
+        out.append(more)
+    return out
+
+
+def fit_advice(est, alternatives: list[dict] | None = None) -> str:
+    """The alternatives as text: each a separate way to make it fit, with its own result."""
+    from ..units import fmt_bytes
+    alts = fit_alternatives(est) if alternatives is None else alternatives
+    fitting = [a for a in alts if a["fits"]]
+    if not fitting:
+        return ("To make it fit: no single memory-saving technique, no combination of them and no number of "
+                f"{est.gpu.id} GPUs up to 4,096 fits it as configured; try `gpuplan recommend` (other GPUs, "
+                "methods and layouts).")
+    lines = ["To make it fit, any one of these (each applied to the scenario as given, on its own):"]
+    for i, a in enumerate(fitting, 1):
+        change = a["time_per_token_change"]
+        timing = "" if change is None else f"; time per token {change:+.0%}"
+        lines.append(f"  {i}. {a['change']}: peak {fmt_bytes(a['peak_bytes_per_gpu'])} of "
+                     f"{fmt_bytes(a['capacity_bytes_per_gpu'])} per GPU on {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}"
+                     f"{timing} - {a['note']}")
     lines.append("`gpuplan whatif` lists every single change; `gpuplan recommend` searches GPUs and layouts.")
     return "\n".join(lines)
 

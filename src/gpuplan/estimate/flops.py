@@ -35,6 +35,12 @@ def matmul_params_active(model: ModelSpec) -> float:
                      if b.linear is not None and b.layer_scope != "vision"))
 
 
+def _head_params(model: ModelSpec) -> float:
+    """Matmul parameters outside the decoder layers (the lm_head): never recomputed."""
+    return float(sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in model.blocks
+                     if b.linear is not None and b.layer_scope == "model"))
+
+
 def lora_adapter_params(model: ModelSpec, rank: int) -> float:
     """Adapter parameters touched per token with all-linear targets: r·(in+out) per decoder linear."""
     return float(sum(rank * (b.linear[0] + b.linear[1]) * b.count * b.active_fraction
@@ -47,12 +53,16 @@ def attention_flops_per_token_forward(model: ModelSpec, seq_len: int, causal: bo
 
 
 def training_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "none",
-                             method: str = "full", lora_rank: int = 16) -> TrainingFlops:
+                             method: str = "full", lora_rank: int = 16,
+                             shares: tuple[float, float] | None = None) -> TrainingFlops:
     """Model and hardware FLOPs per trained token (forward + backward [+ recompute]).
 
     full:        model = 3·(2N + A)             (6N + 3A)
     lora/qlora:  model = 2·2N + 3A + 6·N_adapter (frozen base: no weight-gradient matmuls)
-    recompute:   full adds 2N + A, selective adds A (attention core only).
+    recompute:   full adds 2N + A, selective adds A (attention core only); `shares` (linear, attention)
+                 overrides that with the shares a framework's checkpointing really recomputes
+                 (estimate/recompute.py: e.g. torchtitan's per-op policy redoes every second matmul,
+                 not attention).
     """
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute must be none|selective|full, got {recompute!r}")
@@ -62,6 +72,9 @@ def training_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "n
         model_flops = 3.0 * (mm + attn)
     else:
         model_flops = 2.0 * mm + 3.0 * attn + 6.0 * lora_adapter_params(model, lora_rank)
-    extra = {"none": 0.0, "selective": attn, "full": mm + attn}[recompute]
+    if shares is None:
+        extra = {"none": 0.0, "selective": attn, "full": mm + attn}[recompute]
+    else:
+        extra = shares[0] * (mm - 2.0 * _head_params(model)) + shares[1] * attn
     return TrainingFlops(model_flops, model_flops + extra, mm, attn)
 

@@ -18,6 +18,7 @@ from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
                           math_path_attention)
 from .layout import RankParams, grad_accum_steps, rank_params, stages
+from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
 # module name (HF, Mixtral w1/w2/w3, GPT-2, NeoX, Falcon, DeepSeek MLA) -> the role a LoRA target plays;
@@ -232,6 +233,40 @@ def _fsdp(ts: _TrainSetup) -> bool:
     return ts.scn.parallel.zero >= 3 and ts.shard > 1
 
 
+# DeepSpeed ZeRO working buffers, in elements, as gpuplan's launch files configure them
+# (launch/deepspeed.py: reduce/allgather buckets 5e8, stage3_prefetch_bucket_size 5e8, overlap_comm on)
+# with DeepSpeed's own defaults for the rest (deepspeed/runtime/zero/config.py:
+# stage3_max_live_parameters = stage3_max_reuse_distance = 1e9).
+DS_REDUCE_BUCKET = 5e8
+DS_PREFETCH_BUCKET = 5e8
+DS_MAX_REUSE_DISTANCE = 1e9
+DS_MAX_LIVE_PARAMETERS = 1e9
+
+
+def _deepspeed_buffers(ts: _TrainSetup) -> float:
+    """Bytes of DeepSpeed ZeRO's communication and prefetch buffers during backward.
+
+    ZeRO-1/2 (runtime/zero/stage_1_and_2.py): with overlap_comm and contiguous_gradients the
+    gradients of a bucket are copied into one of two `ipg_buffer`s of reduce_bucket_size elements, and
+    the bucket is flattened once more for the reduction: three bucket-sized 16-bit tensors.
+    ZeRO-3 (runtime/zero/stage3.py, partitioned_param_coordinator.py): the same two reduce buffers;
+    the prefetcher gathers up to stage3_prefetch_bucket_size parameters ahead of the one in use; a
+    gathered parameter is not released when its next use is closer than stage3_max_reuse_distance
+    parameters, which at the forward/backward turn keeps the last max_reuse_distance / 2 parameters
+    of the model gathered (their next use is the backward right after), within max_live_parameters.
+    Every bucket is capped by the parameters the rank actually holds."""
+    p, rp = ts.scn.parallel, ts.rp
+    if ts.scn.framework != "deepspeed" or p.zero == 0 or ts.shard <= 1:
+        return 0.0
+    trainable = rp.total if not ts.peft else lora_params(ts.model, ts.scn.train.lora_rank, ts.targets) / p.tp
+    reduce = 3 * min(DS_REDUCE_BUCKET, trainable) * ts.low
+    if p.zero < 3:
+        return reduce
+    live = min(DS_MAX_REUSE_DISTANCE / 2, DS_MAX_LIVE_PARAMETERS, rp.total)
+    prefetch = min(DS_PREFETCH_BUCKET, rp.total)
+    return reduce + (live + prefetch) * ts.low
+
+
 def _shard_buffers(ts: _TrainSetup) -> tuple[float, float]:
     """(gather, root_unsharded): transient buffers of sharded weights (ZeRO-3 / FSDP2): the layer being
     processed, all-gathered in 16-bit, and FSDP2's root module (embedding, final norm, lm_head), which
@@ -247,6 +282,25 @@ def _shard_buffers(ts: _TrainSetup) -> tuple[float, float]:
     if fsdp and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt"):
         root_unsharded = (rp.embedding + rp.lm_head + rp.model_norm) * ts.low
     return gather, root_unsharded
+
+
+def _pipeline_fsdp_hold(ts: _TrainSetup, grad_accum: int, notes: list[str]) -> tuple[float, float]:
+    """(unsharded 16-bit weights, unsharded gradients) FSDP2 keeps across micro-batches under pipeline
+    parallelism. torchtitan resolves `fsdp_reshard_after_forward = "default"` to no reshard when PP is
+    on (torchtitan/distributed/fsdp.py @b5bcd76 `get_fsdp_reshard_after_forward_policy`), and torch's
+    pipeline stage turns off reshard-after-backward and gradient sync for every micro-batch but the
+    last (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`), so the stage's
+    parameters stay gathered and its gradients accumulate unsharded, in the reduce dtype (fp32 in
+    torchtitan's mixed-precision policy), until the last micro-batch's backward."""
+    p, t = ts.scn.parallel, ts.scn.train
+    if not (_fsdp(ts) and p.pp > 1 and ts.scn.framework == "torchtitan" and grad_accum > 1):
+        return 0.0, 0.0
+    n = ts.rp.total
+    trainable = n if not ts.peft else lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (
+        ts.rp.stage_layers / ts.model.num_layers)
+    notes.append("FSDP under pipeline parallelism keeps the stage's parameters gathered and its gradients "
+                 "unsharded until the last micro-batch (torchtitan default)")
+    return n * ts.low, trainable * 4.0
 
 
 def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
@@ -276,6 +330,12 @@ def _activation_setup(ts: _TrainSetup, autocast: bool) -> ActivationSetup:
         lora_dropout=ts.peft and t.lora_dropout > 0,
         base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
         attention=t.attention, framework=ts.scn.framework)
+
+
+def _recompute_plan(ts: _TrainSetup) -> RecomputePlan:
+    t = ts.scn.train
+    return recompute_plan(ts.scn.framework, t.recompute, ts.model, ts.rp.stage_layers,
+                          t.recompute_layers, t.recompute_group)
 
 
 def _in_flight(ts: _TrainSetup, grad_accum: int) -> float:
@@ -310,11 +370,19 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
     per_layer_token += la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
     layers = ts.rp.stage_layers
     checkpoint = setup.residual_bytes * model.hidden_size / seq_split   # full recompute keeps each layer's input
-    if t.recompute == "full":
-        saved = tokens * layers * checkpoint * in_flight
-        working = tokens * per_layer_token                   # one layer recomputed during its backward
+    rplan = _recompute_plan(ts)
+    if rplan.kind == "full":
+        # checkpointed layers keep one input per group of `group` layers; the others keep everything;
+        # backward recomputes one group at a time
+        f, g = rplan.full_fraction, rplan.group
+        saved = tokens * layers * in_flight * (f * checkpoint / g + (1.0 - f) * per_layer_token)
+        working = tokens * per_layer_token * min(g, max(layers, 1))
+    elif rplan.kind == "selective-op":
+        rep, shard, per_rank = op_sac_layer_bytes(model, setup.compute_bytes, setup.residual_bytes, p.ep)
+        saved = tokens * layers * in_flight * (rep / seq_split + shard / tp + per_rank)
+        working = tokens * per_layer_token                   # one layer's dropped tensors recomputed
     else:
-        if t.recompute == "selective" and t.attention == "eager":
+        if rplan.kind == "selective-core" and t.attention == "eager":
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0
@@ -325,7 +393,7 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
         # until backward (traced: Qwen3-MoE); under full recompute only the layer being recomputed
         experts = sum(b.total for b in model.blocks if b.kind == "expert") / (p.ep if p.ep > 1 else tp)
         per_layer = experts / max(model.num_moe_layers, 1) * ts.low
-        if t.recompute == "full":
+        if rplan.kind == "full":
             working += per_layer
         else:
             saved += per_layer * model.num_moe_layers * ts.rp.stage_layers / model.num_layers * in_flight
@@ -427,7 +495,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     sv = _saved_activations(ts, setup, _in_flight(ts, grad_accum), notes)
     cpu += sv.cpu
     head_acts, logits = _head_and_loss(ts, setup, sv)
-    temporary = gather + _dequant_temp(ts)
+    ds = _deepspeed_buffers(ts)
+    if ds:
+        notes.append("DeepSpeed ZeRO buckets and gathered parameters (reduce buckets, prefetch, reuse distance) "
+                     "as the generated ds_config sets them")
+    temporary = max(gather, ds) + _dequant_temp(ts)
     weights, grads, optim, optim_temp = states
     if t.optimizer_in_backward:
         if grad_accum > 1:
@@ -436,13 +508,15 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         grads = grads / max(ts.rp.stage_layers, 1)
         optim_temp = 0.0
         grad_accum = 1
-    g_accum = grads if grad_accum > 1 else 0.0
+    held_w, held_g = _pipeline_fsdp_hold(ts, grad_accum, notes)
+    g_accum = (grads if grad_accum > 1 else 0.0) + held_g
+    weights_live = weights + held_w
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
-        "backward": dict(weights=weights + autocast_copies + root_unsharded, gradients=g_accum, optimizer_states=optim,
-                         activations=sv.saved + head_acts, logits=logits, temporary=temporary),
+        "backward": dict(weights=weights_live + autocast_copies + root_unsharded, gradients=g_accum,
+                         optimizer_states=optim, activations=sv.saved + head_acts, logits=logits, temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        "backward_end": dict(weights=weights + root_unsharded, gradients=grads, optimizer_states=optim,
+        "backward_end": dict(weights=weights_live + root_unsharded, gradients=grads + held_g, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
                              temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
@@ -479,7 +553,7 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
     if t.loss == "chunked":
         n = t.loss_chunks
         if scn.framework == "torchtune":
-            if t.compile:
+            if _compiled_loss(scn):
                 # training.compile_loss compiles compute_cross_entropy: the fused graph keeps its bf16
                 # input chunk (and a per-row logsumexp), not the fp32 log-softmax; backward writes
                 # one chunk's 16-bit gradient
@@ -494,7 +568,22 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
             # grad-out and grad-in in its backward
             return 4.0 * vocab_per_rank + 4.0 * vocab_per_rank / n
         return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / n
+    if scn.framework == "torchtitan" and _compiled_loss(scn):
+        # torchtitan compiles its cross-entropy with the model (components/loss.py
+        # build_cross_entropy_loss, since bbb1b61 2025-04-02): the fused graph keeps the 16-bit logits
+        # and a per-row logsumexp, not the fp32 copy and log-softmax; backward writes one 16-bit
+        # gradient. (Releases before April 2025 compiled only the blocks: 12 bytes.)
+        return 4.0 * vocab_per_rank
     return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
+
+
+def _compiled_loss(scn: Scenario) -> bool:
+    """Whether the loss runs compiled: the user's `compile_loss`, else the framework's behaviour with
+    `compile` on (torchtune's training.compile compiles its loss; torchtitan since bbb1b61)."""
+    t = scn.train
+    if t.compile_loss is not None:
+        return t.compile_loss
+    return t.compile and scn.framework in ("torchtune", "torchtitan")
 
 
 def _grad_accum(scn: Scenario) -> int:
@@ -506,6 +595,19 @@ def _grad_accum(scn: Scenario) -> int:
 
 
 # ---- inference ----------------------------------------------------------------------------------------
+# each engine's own name for the share of GPU memory it reserves up front (scenario: infer.gpu_memory_utilization):
+# vLLM --gpu-memory-utilization (vllm/engine/arg_utils.py), SGLang --mem-fraction-static
+# (python/sglang/srt/server_args.py), TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction (tensorrt_llm/llmapi)
+_RESERVE_KNOB = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static",
+                 "trtllm": "free_gpu_memory_fraction"}
+
+
+def _reserve_knob(inf) -> str:
+    knob = _RESERVE_KNOB.get(inf.engine, "gpu_memory_utilization")
+    text = f"{knob}={inf.gpu_memory_utilization:g}"
+    return text if knob == "gpu_memory_utilization" else text + " (scenario infer.gpu_memory_utilization)"
+
+
 CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
 
 
@@ -612,11 +714,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                      # sequences one model copy can hold: each attention-DP rank holds its share
                      max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
         if model.is_mla and tp > 1:
-            notes.append("MLA latent cache is replicated on every TP rank (vLLM)")
+            notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
+                         "parallel)")
         if not model.is_mla and tp > model.num_kv_heads:
             notes.append(f"tp={tp} exceeds {model.num_kv_heads} KV heads: KV heads are replicated")
-        notes.append(f"{inf.engine} reserves gpu_memory_utilization={inf.gpu_memory_utilization} of the GPU up "
-                     "front; the peak shown is what this workload needs inside that reservation")
+        notes.append(f"{inf.engine} reserves {_reserve_knob(inf)} of the GPU up front; the peak shown is what this "
+                     "workload needs inside that reservation")
         temp = graphs
     elif inf.engine == "llama.cpp":
         # compute buffers scale with the micro-batch (512) x context; llama.cpp logs ~0.3-1.5 GiB for 8B at 8k

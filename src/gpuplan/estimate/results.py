@@ -19,6 +19,7 @@ class MemoryEstimate:
     cpu_bytes: int = 0                    # host memory needed (offload, llama.cpp CPU layers)
     limits: dict[str, int | None] = field(default_factory=dict)  # max_micro_batch, max_seq_len, max_concurrency, kv_tokens
     notes: tuple[str, ...] = ()
+    uncertainty: Any = None               # estimate.uncertainty.Uncertainty: the error bar (set by the pipeline)
 
     @property
     def fits(self) -> bool:
@@ -37,7 +38,8 @@ class MemoryEstimate:
                 "phases": {k: int(v) for k, v in self.phases.items()},
                 "cpu_bytes": int(self.cpu_bytes),
                 "limits": dict(self.limits),
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "uncertainty": _uncertainty_json(self.uncertainty)}
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,12 @@ class PerformanceEstimate:
     # non-time values for programs: microbatches, tokens_per_step, batch, limited_by, kv_capacity_tokens,
     # kv_capacity_source, replicas, gpus_per_replica, expert_parallel, decode_bound, clock_factor
     details: dict[str, Any] = field(default_factory=dict)
+    uncertainty: Any = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["uncertainty"] = _uncertainty_json(self.uncertainty)
         return d
 
 
@@ -71,6 +75,14 @@ class CostEstimate:
     usd_per_million_tokens: float | None = None
     basis: str = ""                      # e.g. "on-demand, lambda, 8x h100-sxm instance"
     details: dict[str, Any] = field(default_factory=dict)
+    uncertainty: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["uncertainty"] = _uncertainty_json(self.uncertainty)
+        return d
+
+
+def _uncertainty_json(u: Any) -> dict[str, Any] | None:
+    """The error bar's JSON (estimate/uncertainty.py), or None where no pipeline attached one."""
+    return u.to_json() if u is not None else None

@@ -21,6 +21,8 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
 from .layout import grad_accum_steps
+from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
+from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
@@ -157,13 +159,16 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
 
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
               count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0,
-              grouped: bool = False) -> float:
-    """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem))."""
+              grouped: bool = False, eff_dtype: str | None = None) -> float:
+    """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
+    `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
+    kernels' efficiency: the FP8 table is fitted on inference engines)."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    t_c = flops / (peak_flops(gpu, dtype) * gemm_efficiency(params, fam, dtype, m, k, n, grouped) * clock_factor(params, gpu))
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped)
+    t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
     t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam))
@@ -218,6 +223,7 @@ class _Train:
     L_stage: float          # layers on the bottleneck pipeline stage
     params_local: float     # parameters held per tp x pp rank
     trainable_local: float
+    rc: RecomputePlan       # what activation checkpointing recomputes (estimate/recompute.py)
 
     @property
     def par(self) -> Any:
@@ -246,7 +252,9 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
                   "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16"),
                   4.0 if prec == "fp32" else 2.0, 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0, frozen,
                   _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, model.params_total / tp_pp,
-                  (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / tp_pp)
+                  (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / tp_pp,
+                  recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
+                                 tr.recompute_layers, tr.recompute_group))
 
 
 def _linear_time(c: _Train) -> float:
@@ -268,11 +276,17 @@ def _linear_time(c: _Train) -> float:
             count = b.count / ep / per_stage
         else:
             m_rows, count = c.tokens, b.count / per_stage
-        t_f = gemm_time(c.P, c.gpu, c.mm_dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
-                        grouped=b.kind == "expert")
+        dtype, eff = c.mm_dtype, None
+        if c.mm_dtype == "fp8":
+            # FP8 training recipes (torchao Float8Linear, Transformer Engine) convert the decoder
+            # layers' linears; the lm_head stays 16-bit (torchtitan filters "output"; Megatron's
+            # output layer is not a TE fp8 module)
+            dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
+        t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
+                        grouped=b.kind == "expert", eff_dtype=eff)
         t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0))
-        if c.tr.recompute == "full" and b.layer_scope == "layer":
-            t_lin += t_f
+        if b.layer_scope == "layer":
+            t_lin += t_f * c.rc.linear_share
     return t_lin
 
 
@@ -283,7 +297,31 @@ def _attention_time(c: _Train) -> float:
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
     t_attn_f = attn_f / (peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu))
-    return t_attn_f * 3.0 + (t_attn_f if tr.recompute in ("full", "selective") else 0.0)
+    return t_attn_f * (3.0 + c.rc.attention_share)
+
+
+FP8_CAST_BYTES_PER_ELEMENT = 2.0 + 2.0 + 1.0 + 1.0 + 1.0
+# dynamic (tensorwise) scaling of one 16-bit tensor for an FP8 GEMM: read it for the amax, read it
+# again to scale and cast, write the fp8 copy, and write + read the transposed fp8 copy the other
+# GEMM of the pair needs (Hopper FP8 GEMMs take only the TN layout): torchao float8 tensorwise recipe
+# (torchao/float8/float8_linear.py), Transformer Engine's cast-transpose (Micikevicius et al. 2022 §4).
+
+
+def _fp8_cast_bytes(c: _Train) -> float:
+    """HBM bytes of the FP8 casts per micro-batch: the input and the output gradient of every decoder
+    linear, once per micro-batch, and every weight (re-cast each micro-batch: its amax changes
+    only at the step, but the recipes re-scale per forward)."""
+    if c.mm_dtype != "fp8":
+        return 0.0
+    tp, act, w = c.par.tp, 0.0, 0.0
+    for b in c.model.blocks:
+        if b.linear is None or b.layer_scope != "layer":
+            continue
+        k_in, n_out = b.linear
+        share = b.count * b.active_fraction / c.par.pp
+        act += share * c.tokens * (k_in + n_out) / tp
+        w += b.numel * b.count / (c.par.pp * tp * (c.par.ep if b.kind == "expert" else 1))
+    return FP8_CAST_BYTES_PER_ELEMENT * (act + w)
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
@@ -291,12 +329,12 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
     width = (c.model.hidden_size + _mlp_width_active(c.model)) / tp
     elt_bytes = c.P["elementwise_passes"] * c.act_b * width * c.tokens * c.L_stage
-    if tr.recompute == "full":
-        elt_bytes *= 1.0 + FORWARD_SHARE
+    elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
+    elt_bytes += _fp8_cast_bytes(c)
     t_dequant = 0.0
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
-        passes = 2 + (1 if tr.recompute == "full" else 0)
+        passes = 2 + c.rc.linear_share
         base_local = matmul_params_active(c.model) / tp / c.par.pp
         t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * c.eta_mem)
     return elt_bytes / (bw * c.eta_mem), t_dequant
@@ -310,7 +348,7 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
     exposed, detail = 0.0, {}
     if tp > 1:
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
-        n_ar = TP_ALL_REDUCES_PER_LAYER + (TP_ALL_REDUCES_PER_LAYER // 2 if c.tr.recompute == "full" else 0)
+        n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
         detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
         exposed += t * (1.0 - c.P["overlap"]["tp"])
     if cp > 1:
@@ -388,12 +426,15 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
-    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
+    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+                                  shares=(c.rc.linear_share, c.rc.attention_share))
     peak = peak_flops(gpu, "fp8" if c.mm_dtype == "fp8" else ("fp32" if tr.precision == "fp32" else c.attn_dtype))
     mfu = fl.model * tps_gpu / peak
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
-    breakdown.update({f"comm_{k}_s": v for k, v in detail.items()})
+    # every entry is seconds per optimizer step: the model-parallel and FSDP traffic is per micro-batch (m of
+    # them), the data-parallel reduction once per step
+    breakdown.update({f"comm_{k}_s": v * (1 if k == "dp" else m) for k, v in detail.items()})
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
@@ -552,6 +593,11 @@ class _Serving:
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
+        # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
+        self.bnb = is_bitsandbytes(self.fmt)
+        layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
+        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
+        self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
         # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
@@ -643,6 +689,17 @@ class _Serving:
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
 
+    def _host_issue(self, rows: float) -> float:
+        """Host seconds to issue one forward (engines without CUDA graphs that run eagerly: HF
+        transformers); the GPU runs it asynchronously, so a step lasts max(GPU, host)."""
+        per_layer = self.eng["host_issue_layer_s"]
+        if not per_layer:
+            return 0.0
+        return per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+
+    def _dequant_bytes(self, rows: float) -> float:
+        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
+
     def _tp_comm(self, tokens: float) -> float:
         if self.tp <= 1:
             return 0.0
@@ -661,7 +718,7 @@ class _Serving:
         m = self.model
         w = self._weights_read(batch)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
-        t_mem = (w + kv) / self.bw
+        t_mem = (w + self._dequant_bytes(batch) + kv) / self.bw
         t_lin = self._linear_time(batch, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
         attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
@@ -669,6 +726,7 @@ class _Serving:
         comm = self._tp_comm(batch) + self._ep_comm(batch)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(batch) + comm + self._overhead()
+        t = max(t, self._host_issue(batch))
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
                 "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
@@ -709,8 +767,8 @@ class _Serving:
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + comm
-        t_w = self._weights_read(prompt) / self.bw
-        return max(t_c, t_w) + comm + self._overhead()
+        t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
+        return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
 
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas

@@ -22,7 +22,7 @@ ENV_VAR = "GPUPLAN_GPUS_CSV"
 
 FAMILIES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4",
             "gaudi", "tpu", "apple")
-SEGMENTS = ("geforce", "workstation", "datacenter", "tpu", "apple")
+SEGMENTS = ("geforce", "workstation", "datacenter", "tpu", "apple", "edge")
 SCALE_UP = ("nvswitch", "nvlink-bridge", "nvlink-mesh", "none", "infinity-fabric", "ici", "gaudi-roce",
             "apple-unified")
 # column -> peak_flops_per_s key

@@ -32,7 +32,8 @@ def _engine_name(engine: str) -> str:
     return key
 
 
-def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str | None = None) -> dict[str, str]:
+def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str | None = None,
+              time_limit_h: float | None = None) -> dict[str, str]:
     plan = make_plan(scenario, engine, estimate)
     if engine == "torchrun":
         from . import torchrun as mod
@@ -52,29 +53,33 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
         from . import llamacpp as mod
     else:
         from . import slurm
-        return slurm.files(plan, inner)
+        return slurm.files(plan, inner, time_limit_h)
     return mod.files(plan)
 
 
 def launch_files(scenario: Scenario, engine: str, *, estimate: dict | None = None,
-                 inner: str | None = None) -> dict[str, str]:
+                 inner: str | None = None, time_limit_h: float | None = None) -> dict[str, str]:
     """File name -> text of the launch configuration for `engine`.
 
     estimate: the DESIGN §3.2 JSON dict of `gpuplan estimate` for this scenario (None: headers say
     "not estimated"). inner: for engine 'slurm', the training engine it wraps (default from
-    scenario.framework: hf->hf, deepspeed->deepspeed, megatron->megatron, torchtitan->torchrun)."""
+    scenario.framework: hf->hf, deepspeed->deepspeed, megatron->megatron, torchtitan->torchrun).
+    time_limit_h: for 'slurm', the partition's time limit per job (default 24 h); longer runs are
+    split into chained jobs that resume from the latest checkpoint."""
     name = _engine_name(engine)
     if inner is not None and name != "slurm":
         raise InputError("inner engine", f"only applies to engine 'slurm', not '{name}'.", "drop it.")
-    return _generate(scenario, name, estimate, _engine_name(inner) if inner else None)
+    if time_limit_h is not None and name != "slurm":
+        raise InputError("time limit", f"only applies to engine 'slurm', not '{name}'.", "drop it.")
+    return _generate(scenario, name, estimate, _engine_name(inner) if inner else None, time_limit_h)
 
 
 def write_launch(scenario: Scenario, engine: str, out_dir: str | Path, estimate: dict | None = None,
-                 inner: str | None = None, *, force: bool = False) -> list[Path]:
+                 inner: str | None = None, *, force: bool = False, time_limit_h: float | None = None) -> list[Path]:
     """Write the files of `launch_files` into out_dir (created); scripts are made executable.
     An existing file whose content differs is never overwritten unless `force`: nothing is written
     and the error lists those files."""
-    files = launch_files(scenario, engine, estimate=estimate, inner=inner)
+    files = launch_files(scenario, engine, estimate=estimate, inner=inner, time_limit_h=time_limit_h)
     out = Path(out_dir)
     _check_out_dir(out, files, force)
     out.mkdir(parents=True, exist_ok=True)

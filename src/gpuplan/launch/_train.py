@@ -93,8 +93,10 @@ def hf_training_args(plan: Plan, *, deepspeed_file: str | None = None) -> dict[s
         "max_grad_norm": 1.0,
         "bf16": t.precision == "bf16",
         "fp16": t.precision == "fp16",
-        "gradient_checkpointing": t.recompute != "none",
-        "gradient_checkpointing_kwargs": {"use_reentrant": False} if t.recompute != "none" else None,
+        # transformers 5.x names it activation_checkpointing; gradient_checkpointing is its deprecated
+        # alias, "will be removed in v6" (src/transformers/training_args.py at v5.24.0, TrainingArguments)
+        "activation_checkpointing": t.recompute != "none",
+        "activation_checkpointing_kwargs": {"use_reentrant": False} if t.recompute != "none" else None,
         "optim": ("adamw_torch_fused" if t.optimizer == "adamw" and t.optimizer_impl == "fused" else HF_OPTIM[t.optimizer]),
         "logging_steps": 10,
         "save_strategy": "steps",
@@ -113,10 +115,12 @@ def hf_notes(plan: Plan) -> list[str]:
     t = plan.s.train
     notes = []
     if t.recompute == "selective":
-        notes.append("HF models have no selective recompute; gradient_checkpointing recomputes whole layers "
+        notes.append("HF models have no selective recompute; activation_checkpointing recomputes whole layers "
                      "(less memory, ~+33% compute vs the plan's selective recompute)")
     if plan.train_steps is None:
         notes.append("train.tokens not set: max_steps is a placeholder (1000)")
+    notes.append("activation_checkpointing is transformers 5.x's name (older releases: gradient_checkpointing); "
+                 "train_hf.py resumes from the newest outputs/checkpoint-N")
     if t.precision == "fp16":
         g = grad_scaler(plan)
         notes.append(f"fp16 loss scaling: init_scale {g['init_scale']}, growth_interval {g['growth_interval']} (see run.json)")

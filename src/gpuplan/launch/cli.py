@@ -20,6 +20,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--engine", required=True, help=f"one of: {', '.join(ENGINES)}")
     p.add_argument("--inner", default=None, help="for --engine slurm: the training engine to wrap "
                                                   "(default from the scenario's framework)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="HOURS",
+                   help="for --engine slurm: the partition's time limit per job (default 24); a longer run "
+                        "becomes chained jobs that resume from the latest checkpoint")
     p.add_argument("--out", default=None, help="write the files into this folder instead of printing them")
     p.add_argument("--force", action="store_true", help="write even if the plan does not fit, and overwrite "
                                                         "changed files in --out")
@@ -34,6 +37,24 @@ def _estimate(scenario) -> dict:
     return evaluate(scenario).to_json()
 
 
+def fit_fix(scenario, mem: dict) -> str:
+    """The change that makes the plan fit: the what-if steps (search.whatif.path_to_fit), else the
+    fewest GPUs of this type with the same settings (estimate.fit.fewest_gpus), else a pointer."""
+    try:
+        from ..search.whatif import path_to_fit
+        steps = [s for s in path_to_fit(scenario) if s.get("technique")]
+        if steps and steps[-1].get("fits"):
+            return "it fits with " + ", then ".join(s["technique"] for s in steps) + " (`gpuplan whatif` shows each)"
+        from ..estimate.fit import fewest_gpus
+        from ..models import get_model
+        n = fewest_gpus(scenario, get_model(scenario.model), int(mem["capacity_bytes_per_gpu"]))
+        if n:
+            return f"with the same settings it fits on {n} x {scenario.hardware.gpu} (hardware.count: {n})"
+    except Exception:                       # the advice is a courtesy; the refusal stands without it
+        pass
+    return "`gpuplan memory` shows what to change; `gpuplan recommend` searches GPUs and layouts"
+
+
 def _does_not_fit(est: dict | None) -> bool:
     return bool(est) and (est.get("memory") or {}).get("fits") is False
 
@@ -45,21 +66,23 @@ def run(args) -> int:
     est = None if getattr(args, "no_estimate", False) else _estimate(scenario)
     inner = getattr(args, "inner", None)
     force = getattr(args, "force", False)
-    files = launch_files(scenario, args.engine, estimate=est, inner=inner)    # an engine that cannot run it raises
+    limit = getattr(args, "time_limit", None)
+    files = launch_files(scenario, args.engine, estimate=est, inner=inner, time_limit_h=limit)    # an engine that cannot run it raises
     if _does_not_fit(est):
         mem = est["memory"]
         shown = (f"the plan DOES NOT FIT: peak {fmt_bytes(mem['peak_bytes_per_gpu'])} per GPU > capacity "
                  f"{fmt_bytes(mem['capacity_bytes_per_gpu'])}")
         if not force:
-            message = (f"{shown}; no launch files written. `gpuplan memory` shows what to change; --force writes "
-                       "them anyway.")
+            message = (f"{shown}; no launch files written. Fix: {fit_fix(scenario, mem)}. --force writes them "
+                       "anyway.")
             print(message, file=sys.stderr)
             if args.json:
                 print_result("launch", {"fits": False, "memory": mem, "message": message})
             return NO_PLAN
         print(f"warning: {shown}; writing the files anyway (--force).", file=sys.stderr)
     if args.out:
-        paths = write_launch(scenario, args.engine, args.out, estimate=est, inner=inner, force=force)
+        paths = write_launch(scenario, args.engine, args.out, estimate=est, inner=inner, force=force,
+                             time_limit_h=limit)
         if args.json:
             print_result("launch", {"written": [str(p) for p in paths]})
         else:

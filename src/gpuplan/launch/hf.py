@@ -114,7 +114,7 @@ def main():
     if run["method"] in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
         if quant:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=args.gradient_checkpointing)
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=bool(args.activation_checkpointing))
         model = get_peft_model(model, LoraConfig(**load("lora_config.json")))
         model.print_trainable_parameters()
 
@@ -128,7 +128,12 @@ def main():
     if args.fp16 and not args.deepspeed and run.get("grad_scaler"):
         # Trainer exposes no loss-scale settings; accelerate uses this scaler for backward/step
         trainer.accelerator.scaler = torch.amp.GradScaler("cuda", **run["grad_scaler"])
-    trainer.train()
+    # resume from the newest checkpoint-N in output_dir (a restart, or the next job of a SLURM chain)
+    from transformers.trainer_utils import get_last_checkpoint
+    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    if last:
+        print(f"resuming from {last}", flush=True)
+    trainer.train(resume_from_checkpoint=last)
     if torch.cuda.is_available():
         peak = torch.cuda.max_memory_allocated()
         pred = run.get("predicted_peak_bytes_per_gpu")

@@ -7,30 +7,72 @@ from ._common import (Plan, check_train_precision, hash_header, require_training
 from ._train import grad_scaler, learning_rate, warmup_steps
 
 
-def model_args(plan: Plan) -> list[str]:
-    m = plan.spec
+# Megatron-LM's argument names are cited from megatron/training/arguments.py and the dataclasses its
+# ArgumentGroupFactory turns into flags (megatron/core/transformer/transformer_config.py:
+# layernorm_epsilon -> --norm-epsilon, add_bias_linear -> --disable-bias-linear, add_qkv_bias ->
+# --add-qkv-bias, qk_layernorm -> --qk-layernorm) at tag core_v0.19.0 (5be96267); the table of every
+# flag is launch/data/engine_flags.csv (scripts/engine_facts_megatron.py).
+
+
+def _refuse_unexpressible(plan: Plan) -> None:
+    """Architectures the generic GPT arguments cannot describe: refuse rather than train another model."""
+    m, t = plan.spec, plan.spec.traits
+    why = []
     if m.is_mla:
-        raise unsupported(plan, f"model '{m.name}' (MLA attention)",
-                          "the generic GPT arguments cannot describe multi-latent attention.", ("torchrun", "hf", "deepspeed"),
-                          "use Megatron-Bridge's recipe for this model, or")
+        why.append("multi-latent attention")
+    if t.norm_placement != "pre":
+        why.append(f"{t.norm_placement} norm placement (pretrain_gpt.py builds pre-norm layers)")
+    if t.qk_norm == "full":
+        why.append("a q/k norm over the whole projection (--qk-layernorm normalises per head)")
+    if t.final_logit_softcap or t.attn_logit_softcap:
+        why.append("logit soft-capping")
+    if t.window_pattern not in ("none", "all"):
+        why.append(f"sliding windows on some layers only ({t.window_pattern})")
+    if t.mlp not in ("swiglu", "plain"):
+        why.append(f"a {t.mlp} MLP (the arguments offer --swiglu or a plain MLP)")
+    if t.moe_shared_experts:
+        why.append("shared experts")
+    if t.rope_scaling not in (None, "llama3"):
+        why.append(f"{t.rope_scaling} rope scaling (the arguments express llama3-style scaling only)")
+    if why:
+        raise unsupported(plan, f"model '{m.name}' ({'; '.join(why)})",
+                          "the generic GPT arguments of pretrain_gpt.py cannot describe it.",
+                          ("torchrun", "hf", "deepspeed"), "use Megatron-Bridge's recipe for this model, or")
+
+
+def model_args(plan: Plan) -> list[str]:
+    """Architecture flags, every switch taken from the ModelSpec (models/spec.py, models/traits.py)."""
+    _refuse_unexpressible(plan)
+    m, tr = plan.spec, plan.spec.traits
     args = ["--num-layers", str(m.num_layers), "--hidden-size", str(m.hidden_size),
             "--ffn-hidden-size", str(m.intermediate_size), "--num-attention-heads", str(m.num_heads),
             "--kv-channels", str(m.head_dim)]
     if m.num_kv_heads != m.num_heads:
         args += ["--group-query-attention", "--num-query-groups", str(m.num_kv_heads)]
     args += ["--max-position-embeddings", str(m.max_position), "--position-embedding-type", "rope",
-             "--rotary-base", str(int(m.traits.rope_theta or DEFAULT_ROPE_THETA))]
-    if m.traits.rope_scaling == "llama3":
-        args.append("--use-rope-scaling")        # Llama-3.1 frequency scaling (factor 8)
+             "--rotary-base", str(int(tr.rope_theta or DEFAULT_ROPE_THETA))]
+    if tr.rope_scaling == "llama3":
+        # Megatron's llama3 scaling fixes low/high frequency factors 1/4 and 8192 original positions
+        # (rotary_pos_embedding.py _apply_scaling, core_v0.19.0) as Llama-3.1/3.2 do; the factor varies
+        args += ["--use-rope-scaling", "--rope-scaling-factor", f"{tr.rope_scaling_factor or 8.0:g}"]
     args += ["--normalization", "RMSNorm" if m.norm == "rms" else "LayerNorm"]
+    if tr.norm_eps is not None:
+        args += ["--norm-epsilon", f"{tr.norm_eps:g}"]
+    if tr.qk_norm == "per_head":
+        args.append("--qk-layernorm")            # Qwen3: RMSNorm on q and k per head
+    if tr.window_pattern == "all":
+        args += ["--window-size", f"{tr.sliding_window},0"]
     if m.gated_mlp:
         args.append("--swiglu")
     if not m.tie_embeddings:
         args.append("--untie-embeddings-and-output-weights")
-    if not m.traits.mlp_bias:
-        args.append("--disable-bias-linear")
-        if m.traits.attention_bias:
-            args.append("--add-qkv-bias")        # Qwen2: biases on q/k/v only
+    if not tr.mlp_bias:
+        args.append("--disable-bias-linear")     # add_bias_linear=False: no bias on any linear ...
+        if tr.attention_bias:
+            args.append("--add-qkv-bias")        # ... except q/k/v (Qwen2/2.5)
+    elif not tr.attention_bias:
+        raise unsupported(plan, f"model '{m.name}' (MLP biases without q/k/v biases)",
+                          "Megatron's add_bias_linear puts a bias on every linear layer.", ("torchrun", "hf"))
     if m.is_moe:
         args += ["--num-experts", str(m.num_experts), "--moe-router-topk", str(m.experts_per_tok),
                  "--moe-ffn-hidden-size", str(m.moe_intermediate_size), "--moe-grouped-gemm",
@@ -99,7 +141,10 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
     if t.attention == "eager":
         notes.append("attention 'eager' has no Megatron equivalent; Transformer Engine picks a fused kernel")
     args += ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", plan.model_ref,
-             "--log-interval", "10", "--eval-iters", "0", "--save-interval", "1000", "--save", '"$CHECKPOINT_DIR"']
+             "--log-interval", "10", "--eval-iters", "0", "--save-interval", "1000", "--save", '"$CHECKPOINT_DIR"',
+             # resume: --load reads the latest iteration recorded in CHECKPOINT_DIR (none yet: starts fresh);
+             # --exit-signal-handler saves a checkpoint and exits on SIGTERM (SLURM's pre-emption warning)
+             "--exit-signal-handler", "--load", '"$CHECKPOINT_DIR"']
     return args, notes
 
 

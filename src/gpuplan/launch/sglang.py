@@ -4,22 +4,50 @@ from __future__ import annotations
 from ._common import Plan, check_serve_precision, hash_header, max_model_len, require_serving, shell_command, unsupported
 from ._serve import SGLANG_KV, SGLANG_QUANT, kv_name, model_dtype, prequantized_note, quant_name
 
+# Flag names from SGLang's own definitions (python/sglang/srt/arg_groups/fields/parallel.py, exec_.py;
+# launch/data/engine_flags.csv): --tp-size/--dp-size/--pp-size/--ep-size are the option names (--tp and
+# --dp only worked as argparse prefixes). --dp-size alone means that many engine replicas; with
+# --enable-dp-attention it splits the attention of ONE engine of --tp-size ranks into dp groups
+# (attn_tp = tp_size / dp_size) while the MoE layers use ep_size of those ranks. --disable-cuda-graph
+# is a deprecated alias of --cuda-graph-backend-decode/-prefill disabled.
+
+
+def parallel_args(plan: Plan) -> tuple[list[str], list[str]]:
+    """SGLang's parallel flags for the plan's tp x dp x pp (x ep) layout."""
+    p, dp = plan.s.parallel, plan.s.dp
+    notes: list[str] = []
+    if p.ep > 1 and dp > 1:
+        width = p.tp * dp                      # one engine spans tp x dp ranks: attention-DP + EP
+        if width % p.ep:
+            raise unsupported(plan, f"ep={p.ep} with tp={p.tp} x dp={dp}",
+                              "SGLang's expert parallelism splits the tp_size ranks of one engine; ep must divide "
+                              "tp x dp.", ("vllm", "trtllm"), "choose an ep that divides tp x dp, or")
+        args = ["--tp-size", str(width), "--enable-dp-attention", "--dp-size", str(dp), "--ep-size", str(p.ep)]
+        notes.append(f"attention data-parallel: one engine of {width} ranks, attention {dp} x tp{p.tp}, "
+                     f"experts over ep {p.ep}")
+    else:
+        args = ["--tp-size", str(p.tp)]
+        if dp > 1:
+            args += ["--dp-size", str(dp)]     # replicas, each of tp_size ranks
+        if p.ep > 1:
+            args += ["--ep-size", str(p.ep)]
+    if p.pp > 1:
+        args += ["--pp-size", str(p.pp)]
+    return args, notes
+
 ALTERNATIVES = ("vllm", "trtllm", "llama.cpp")
 
 
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
-    i, p, s = plan.s.infer, plan.s.parallel, plan.s
+    i = plan.s.infer
     notes = prequantized_note(plan)
     notes.append("--mem-fraction-static counts weights + KV pool only; activations and CUDA graphs use the rest "
                  "(lower it if the server runs out of memory at start-up)")
     argv = ["python", "-m", "sglang.launch_server", "--model-path", '"$MODEL"', "--host", "0.0.0.0",
-            "--port", '"${PORT:-30000}"', "--tp", str(p.tp)]
-    if s.dp > 1:
-        argv += ["--dp", str(s.dp)]
-    if p.pp > 1:
-        argv += ["--pp-size", str(p.pp)]
-    if p.ep > 1:
-        argv += ["--ep-size", str(p.ep)]
+            "--port", '"${PORT:-30000}"']
+    par, par_notes = parallel_args(plan)
+    argv += par
+    notes += par_notes
     argv += ["--mem-fraction-static", f"{i.gpu_memory_utilization:g}", "--context-length", str(max_model_len(plan)),
              "--max-running-requests", str(i.concurrency), "--dtype", model_dtype(plan),
              "--kv-cache-dtype", kv_name(plan, SGLANG_KV, ("llama.cpp",))]
@@ -27,7 +55,7 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     if q:
         argv += ["--quantization", q]
     if not i.cuda_graphs:
-        argv.append("--disable-cuda-graph")
+        argv += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
     if plan.multi_node:
         argv += ["--nnodes", str(plan.nodes), "--node-rank", '"${NODE_RANK:?set NODE_RANK (0 on the head node)}"',
                  "--dist-init-addr", '"${MASTER_ADDR:?set MASTER_ADDR to the head node}:${MASTER_PORT:-5000}"']

@@ -1,8 +1,11 @@
 """torchrun + FSDP2: a launch script, a torchtitan-style TOML and a plain train_fsdp2.py that reads it.
 
-The TOML's section and key names follow torchtitan's JobConfig where torchtitan has the setting
-([training], [parallelism], [activation_checkpoint], [optimizer], [lr_scheduler]); [model] and
-[gpuplan] are read only by train_fsdp2.py (torchtitan names models by its own registry).
+The TOML's section and key names follow torchtitan v0.2.2's JobConfig (torchtitan/config/job_config.py
+at tag v0.2.2, 73a0e697) where torchtitan has the setting ([training], [parallelism],
+[activation_checkpoint], [optimizer], [lr_scheduler], [checkpoint]); [model] and [gpuplan] are read
+only by train_fsdp2.py. The TOML is train_fsdp2.py's input, not a torchtitan job file: torchtitan
+after v0.2.x (main at b5bcd76c, torchtitan/config/manager.py) loads no TOML at all but a Python
+function returning Trainer.Config (--module/--config), so the file says which version it mirrors.
 """
 from __future__ import annotations
 
@@ -21,11 +24,15 @@ Weights: [model] init = "random" builds the architecture from model_config.json 
 HF checkpoint on every rank's CPU first (host RAM: ranks per node x checkpoint size).
 Data: random tokens (measures the plan's memory and speed), or [training] dataset = a path to a
 flat binary file of token ids (uint32) read with numpy.memmap.
+Checkpoints: [checkpoint] enable saves model + optimizer with torch.distributed.checkpoint every
+`interval` steps, at the last step and on SIGTERM, into <dump_folder>/<folder>/step-N; a restart
+resumes from the newest complete step-N (the same layout torchtitan uses).
 """
 import argparse
 import json
 import math
 import os
+import signal
 import time
 from functools import partial
 from pathlib import Path
@@ -34,6 +41,31 @@ import torch
 import torch.distributed as dist
 
 HERE = Path(__file__).resolve().parent
+
+
+def latest_step(folder):
+    """The newest step-N folder whose checkpoint finished (dcp writes .metadata last), or 0."""
+    steps = [int(p.name[5:]) for p in folder.glob("step-*") if p.name[5:].isdigit() and (p / ".metadata").exists()]
+    return max(steps, default=0)
+
+
+def checkpoint_state(model, optim):
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    msd, osd = get_state_dict(model, optim)
+    return {"model": msd, "optim": osd}
+
+
+def save_checkpoint(folder, step, model, optim):
+    import torch.distributed.checkpoint as dcp
+    dcp.save(checkpoint_state(model, optim), checkpoint_id=str(folder / f"step-{step}"))
+
+
+def load_checkpoint(folder, step, model, optim):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    state = checkpoint_state(model, optim)
+    dcp.load(state, checkpoint_id=str(folder / f"step-{step}"))
+    set_state_dict(model, optim, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 
 def read_toml(path):
@@ -121,7 +153,7 @@ def main():
     config_dict = json.loads((HERE / mdl["config"]).read_text())
     config_dict.pop("_gpuplan", None)
     if a.smoke:
-        init, attn, seq_len, micro, steps = "random", "sdpa", 32, 1, 2
+        init, attn, seq_len, micro, steps = "random", "sdpa", 32, 1, a.steps or 2
         param_dtype = torch.bfloat16 if param_dtype != torch.float32 else param_dtype
         config_dict.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                            num_key_value_heads=2, head_dim=16, vocab_size=256, bos_token_id=0, eos_token_id=0,
@@ -189,13 +221,26 @@ def main():
         optim, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / max(1, steps)))))
 
     accum = max(1, tr["global_batch_size"] // (micro * world)) if not a.smoke else 1
+    ck = cfg.get("checkpoint", {})
+    ck_dir = (HERE / cfg.get("job", {}).get("dump_folder", "outputs") / ck.get("folder", "checkpoint")).resolve()
+    start = latest_step(ck_dir) if ck.get("enable") else 0
+    if start:
+        load_checkpoint(ck_dir, start, model, optim)
+        for _ in range(start):
+            sched.step()
+        if rank == 0:
+            print(f"resumed from {ck_dir / f'step-{start}'}", flush=True)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))     # torchrun/SLURM: save, then exit
     vocab = config.vocab_size
     data = None
     if tr.get("dataset", "random") != "random" and not a.smoke:
         import numpy as np
         data = np.memmap(tr["dataset"], dtype=np.uint32, mode="r")
-    gen = torch.Generator().manual_seed(1234 + rank)
-    pos = rank * micro * seq_len
+    gen = torch.Generator().manual_seed(1234 + rank + 7919 * start)
+    pos = (rank + start * accum * world) * micro * seq_len         # skip the batches already trained on
+    if data is not None:
+        pos %= max(1, len(data) - micro * seq_len)
 
     def batch():
         nonlocal pos
@@ -211,7 +256,7 @@ def main():
 
     model.train()
     t_last = time.perf_counter()
-    for step in range(1, steps + 1):
+    for step in range(start + 1, steps + 1):
         for _ in range(accum):
             ids = batch()
             loss = model(input_ids=ids, labels=ids).loss / accum
@@ -229,6 +274,15 @@ def main():
             if rank == 0:
                 print(f"step {step}/{steps} loss {loss.item() * accum:.4f} grad_norm {float(norm):.3f} "
                       f"{tok:,.0f} tokens/s/GPU peak {mem:.2f} GiB", flush=True)
+        if ck.get("enable"):
+            flag = torch.tensor([float(bool(stop))], device=device)
+            dist.all_reduce(flag)                                   # every rank saves, or none
+            if step % ck.get("interval", 500) == 0 or step == steps or flag.item():
+                save_checkpoint(ck_dir, step, model, optim)
+                if rank == 0:
+                    print(f"saved {ck_dir / f'step-{step}'}", flush=True)
+            if flag.item():
+                break
     if rank == 0 and device_type == "cuda" and gp.get("predicted_peak_bytes_per_gpu"):
         print(f"gpuplan predicted peak {gp['predicted_peak_bytes_per_gpu'] / 2**30:.2f} GiB per GPU")
     dist.barrier()
@@ -266,7 +320,9 @@ def files(plan: Plan) -> dict[str, str]:
         raise unsupported(plan, "offload with zero 0", "the FSDP2 script offloads through FSDP's CPUOffloadPolicy; "
                           "with zero 0 it runs plain DDP, which cannot offload.", ("deepspeed",),
                           "set parallel.zero to 2 or 3, or")
-    notes = []
+    notes = ["TOML keys as that torchtitan's JobConfig names them; read by train_fsdp2.py (torchtitan after "
+             "v0.2.x takes Python configs via --module/--config, not TOML)",
+             "resumes from the newest ./outputs/checkpoint/step-N ([checkpoint] enable)"]
     if p.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: gradients are sharded too (ZeRO-2 layout, reshard_after_forward=never)")
     if plan.train_steps is None:
@@ -291,6 +347,7 @@ def files(plan: Plan) -> dict[str, str]:
                         "fsdp_reshard_after_forward": "always" if p.zero == 3 else "never",
                         "tensor_parallel_degree": 1, "pipeline_parallel_degree": 1, "context_parallel_degree": 1},
         "activation_checkpoint": {"mode": t.recompute, "selective_ac_option": "op"},
+        "checkpoint": {"enable": True, "folder": "checkpoint", "interval": min(500, plan.train_steps or 500)},
     }
     if t.method == "lora":
         lc = lora_config(plan)

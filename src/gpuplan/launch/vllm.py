@@ -2,7 +2,17 @@
 from __future__ import annotations
 
 from ._common import (Plan, check_serve_precision, hash_header, max_model_len, require_serving, shell_command)
-from ._serve import VLLM_KV, VLLM_QUANT, kv_name, model_dtype, prequantized_note, quant_name
+from ._serve import (BNB_WEIGHTS, VLLM_KV, VLLM_QUANT, canonical_weights, kv_name, model_dtype,
+                     prequantized_note, quant_name)
+
+# bitsandbytes left vLLM's tree in PR #43529 (first release without it: 0.28.0; vllm issue #52802):
+# QuantizationMethods in vllm/model_executor/layers/quantization/__init__.py no longer lists it, and
+# "--quantization bitsandbytes" fails unless the out-of-tree vllm-bnb-plugin registers the method
+# (register_quantization_config). In-flight quantization is 4-bit NF4 only (docs/features/quantization/
+# bnb.md); 8-bit needs a checkpoint saved with load_in_8bit.
+BNB_PLUGIN = "vllm-bnb-plugin"
+BNB_GUARD = (f'python -c "import vllm_bnb_plugin" 2>/dev/null || {{ echo "bitsandbytes weights need {BNB_PLUGIN} '
+             f'on vLLM >= 0.28: pip install {BNB_PLUGIN}" >&2; exit 1; }}')
 
 ALTERNATIVES = ("sglang", "trtllm", "llama.cpp")
 
@@ -21,6 +31,10 @@ def _max_num_seqs(plan: Plan) -> int:
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     i, p, s = plan.s.infer, plan.s.parallel, plan.s
     notes = prequantized_note(plan)
+    if canonical_weights(plan) in BNB_WEIGHTS:
+        notes.append(f"bitsandbytes is the out-of-tree {BNB_PLUGIN} on vLLM >= 0.28 (serve.sh checks it is installed)"
+                     + ("; in-flight quantization is NF4 only, so int8 needs a load_in_8bit checkpoint"
+                        if canonical_weights(plan) == "int8" else ""))
     argv = ["vllm", "serve", '"$MODEL"', "--host", "0.0.0.0", "--port", '"${PORT:-8000}"',
             "--tensor-parallel-size", str(p.tp), "--pipeline-parallel-size", str(p.pp)]
     if s.dp > 1:
@@ -52,6 +66,8 @@ def files(plan: Plan) -> dict[str, str]:
                           "GGUF files are served by llama.cpp; vLLM's GGUF loader is experimental.", ("llama.cpp",))
     argv, notes = serve_argv(plan)
     body = ["set -euo pipefail", f'MODEL="${{MODEL:-{plan.model_ref}}}"']
+    if canonical_weights(plan) in BNB_WEIGHTS:
+        body.append(BNB_GUARD)
     if plan.multi_node:
         body += ["# multi-node (Ray): on the head node   ray start --head --port 6379",
                  f"#                  on the other {plan.nodes - 1} node(s)  ray start --address HEAD_IP:6379",

@@ -45,8 +45,11 @@ def add_parsers(subparsers) -> None:
 MAX_OOM_LOG_BYTES = 16 << 20
 
 
-def _no_gpu(msg: str) -> int:
+def _no_gpu(msg: str, as_json: bool = False, command: str = "") -> int:
+    """Exit 1 with the reason on stderr; under --json also the envelope (it did not run: no result numbers)."""
     print(msg, file=sys.stderr)
+    if as_json:
+        print_result(command, {"ran": False, "message": msg})
     return 1
 
 
@@ -152,7 +155,7 @@ def run_calibrate(args) -> int:
     try:
         profile = calibrate(quick=args.quick)
     except (NoLocalGpuError, MissingExtraError) as err:
-        return _no_gpu(_unusable(err, "calibrate"))
+        return _no_gpu(_unusable(err, "calibrate"), args.json, "calibrate")
     if not is_rank0():
         return 0
     import datetime as dt
@@ -181,7 +184,7 @@ def run_measure(args) -> int:
     try:
         res = measure(scn, steps=args.steps)
     except (NoLocalGpuError, MissingExtraError) as err:
-        return _no_gpu(_unusable(err, "measure"))
+        return _no_gpu(_unusable(err, "measure"), args.json, "measure")
     _print(res, args.json, "measure")
     return 0
 

@@ -178,11 +178,14 @@ class OomExplanation:
     scenario_capacity_bytes: int | None = None
     knobs: tuple[Knob, ...] = ()
     notes: tuple[str, ...] = ()
+    # in use on the GPU but not in this process's PyTorch reserve: its CUDA context and library workspaces
+    # (cuBLAS, NCCL) plus other processes; other_bytes is the other processes' part when the message names this one
+    not_pytorch_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "headline": self.headline, "deficit_bytes": self.deficit_bytes,
                 "deficit_if_defragmented_bytes": self.deficit_if_defragmented_bytes,
-                "other_bytes": self.other_bytes, "reasons": list(self.reasons), "advice": list(self.advice),
+                "other_bytes": self.other_bytes, "not_pytorch_bytes": self.not_pytorch_bytes, "reasons": list(self.reasons), "advice": list(self.advice),
                 "inspect": list(self.inspect), "report": self.report.to_json(),
                 "scenario": None if self.scenario_peak_bytes is None else {
                     "peak_bytes_per_gpu": self.scenario_peak_bytes,
@@ -197,8 +200,11 @@ class OomExplanation:
                    f"requested {fmt_bytes(r.requested_bytes)}")
         out.append(f"  PyTorch: allocated {fmt_bytes(r.allocated_bytes)}, reserved but unallocated "
                    f"{fmt_bytes(r.reserved_unallocated_bytes)} (reserved in total {fmt_bytes(r.reserved_bytes)})")
-        if self.other_bytes:
-            out.append(f"  Outside this process's PyTorch reserve: {fmt_bytes(self.other_bytes)}")
+        if self.not_pytorch_bytes:
+            out.append(f"  In use but not PyTorch's (CUDA context, cuBLAS/NCCL workspaces, other processes): "
+                       f"{fmt_bytes(self.not_pytorch_bytes)}")
+        if self.other_bytes and self.other_bytes != self.not_pytorch_bytes:
+            out.append(f"  Of that, held by other processes: {fmt_bytes(self.other_bytes)}")
         out.append("")
         out += [f"- {x}" for x in self.reasons]
         if self.scenario_peak_bytes is not None:
@@ -355,7 +361,8 @@ def explain_oom(text_or_report: str | OomReport, scenario=None, *,
                           deficit_bytes=deficit if kind != "unexplained" else None,
                           deficit_if_defragmented_bytes=defrag_deficit if kind in ("shortage", "fragmentation") else None,
                           other_bytes=other, reasons=tuple(reasons), advice=tuple(advice), inspect=_inspect(r),
-                          scenario_peak_bytes=peak, scenario_capacity_bytes=cap_bytes, knobs=knobs, notes=tuple(notes))
+                          scenario_peak_bytes=peak, scenario_capacity_bytes=cap_bytes, knobs=knobs, notes=tuple(notes),
+                          not_pytorch_bytes=max(0, in_use - reserved))
 
 
 # ---------------------------------------------------------------------------------------------

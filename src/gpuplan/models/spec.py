@@ -335,6 +335,11 @@ def _window_traits(windows: tuple[int | None, ...], pattern: str) -> dict[str, A
     return dict(sliding_window=max(sizes), window_pattern=pattern)
 
 
+def _norm_eps(c: dict) -> float | None:
+    eps = c.get("rms_norm_eps", c.get("layer_norm_eps", c.get("layer_norm_epsilon")))
+    return float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else None
+
+
 def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
                     windows: tuple[int | None, ...], pattern: str, dense_layers: tuple[int, ...]) -> Traits:
     gemma = mt in ("gemma2", "gemma3_text")
@@ -354,9 +359,10 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
         attention=_t.attention_kind(a, kv, mla), position="rope",
         attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2",
         mlp_bias=bool(c.get("mlp_bias", False)) or mt == "gpt_oss",
-        rope_theta=theta, rope_scaling=scaling, **_window_traits(windows, pattern),
+        rope_theta=theta, rope_scaling=scaling, rope_scaling_factor=_t.rope_factor(c) if scaling else None,
+        **_window_traits(windows, pattern),
         moe_shared_experts=int(c.get("n_shared_experts") or 0) if mla else 0,
-        moe_dense_layers=dense_layers, router_fp32=mla)
+        moe_dense_layers=dense_layers, router_fp32=mla, norm_eps=_norm_eps(c))
 
 
 def _mla_attention(c: dict, h: int, a: int, n: int) -> tuple[list[Block], dict[str, Any]]:
@@ -596,8 +602,8 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     if mt not in _DEFAULTS or mt == "siglip_vision_model":
         raise UnsupportedError(
             f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
-            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With `pip install 'gpuplan[trace]'` "
-            "an exact count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
+            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With the trace extra (`pip install '.[trace]'` in the gpuplan checkout) "
+            "an exact parameter count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
             close_matches(str(mt), SUPPORTED_MODEL_TYPES))
     c = _cfg(config, mt)
     if mt == "gpt2":

@@ -79,11 +79,13 @@ class Traits:
     mlp_bias: bool = False                  # biases on the MLP (and attention output) linears
     rope_theta: float | None = None
     rope_scaling: str | None = None         # rope_type of the config's rope scaling (llama3, yarn, linear...)
+    rope_scaling_factor: float | None = None  # its `factor` (Llama-3.1: 8, Llama-3.2: 32)
     sliding_window: int | None = None       # window length of the sliding-window layers
     window_pattern: str = "none"
     moe_shared_experts: int = 0             # always-active shared experts per MoE layer (DeepSeek)
     moe_dense_layers: tuple[int, ...] = ()  # layer indices of an MoE model that keep a dense MLP
     router_fp32: bool = False               # the router runs its linear on an fp32 copy of the input (DeepSeek)
+    norm_eps: float | None = None           # epsilon of the RMSNorm/LayerNorm layers (None: the config gives none)
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
@@ -158,3 +160,11 @@ def rope(c: Mapping[str, Any]) -> tuple[float, str | None]:
     if kind == "default":
         kind = None
     return float(theta), kind
+
+
+def rope_factor(c: Mapping[str, Any]) -> float | None:
+    """The `factor` of the config's rope scaling (rope_scaling or rope_parameters), or None."""
+    params = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), Mapping) else {}
+    scaling = c.get("rope_scaling") or params or {}
+    f = scaling.get("factor") if isinstance(scaling, Mapping) else None
+    return float(f) if isinstance(f, (int, float)) and not isinstance(f, bool) else None

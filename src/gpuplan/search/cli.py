@@ -22,9 +22,12 @@ def add_parsers(sub: Any) -> None:
                    help="cheapest | fastest | cost_per_token | weighted:cost=0.7,time=0.3")
     s.add_argument("--budget", type=_limit("--budget", 1e15, "budget_usd"), metavar="USD",
                    help="total budget for the run")
-    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD")
-    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS")
-    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N")
+    s.add_argument("--budget-per-hour", type=_limit("--budget-per-hour", 1e12, "budget_usd_per_hour"), metavar="USD",
+                   help="most US dollars per hour for all GPUs together")
+    s.add_argument("--deadline", type=_limit("--deadline", 36500, "deadline_days"), metavar="DAYS",
+                   help="training: finish within this many days")
+    s.add_argument("--max-gpus", type=positive_int("--max-gpus", MAX_GPUS, "constraints.max_gpus"), metavar="N",
+                   help="consider at most N GPUs in one plan")
     s.add_argument("--gpus", default=None, help="comma-separated GPU ids to consider")
     s.add_argument("--owned", default=None, help="GPUs you own, e.g. rtx-4090=4,a100-sxm-80gb=8")
     s.add_argument("--providers", default=None, help="comma-separated cloud providers")
@@ -33,7 +36,8 @@ def add_parsers(sub: Any) -> None:
                    help="serving: time-to-first-token target")
     s.add_argument("--tpot", type=_limit("--tpot", 3600, "tpot_s"), metavar="S",
                    help="serving: time-per-output-token target")
-    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"))
+    s.add_argument("--requests-per-s", type=_limit("--requests-per-s", 1e9, "requests_per_s"), metavar="RPS",
+                   help="serving: requests per second to sustain")
     s.add_argument("--tokens-per-s", type=_limit("--tokens-per-s", 1e12, "tokens_per_s"),
                    help="serving: output tokens/s to sustain")
     s.add_argument("--headroom", type=_limit("--headroom", 1, "min_headroom", low_open=False, high_open=True),
@@ -124,6 +128,46 @@ def _fmt_usd(x: float | None) -> str:
     return f"${x:,.0f}" if x >= 1000 else f"${x:,.2f}"
 
 
+def memory_cell(peak: float, capacity: float) -> str:
+    """'peak/capacity' in GiB with enough decimals that a plan with headroom never reads as full."""
+    for digits in (1, 2):
+        a, b = f"{peak / GiB:.{digits}f}", f"{capacity / GiB:.{digits}f}"
+        if a != b or peak >= capacity:
+            return f"{a}/{b}"
+    return f"<{b}/{b}"
+
+
+def _per_gpu_hour(cost: dict) -> float | None:
+    """The rented price per GPU-hour of a plan (its offering's price over the GPUs it bills)."""
+    rent = (cost.get("details") or {}).get("rent")
+    if rent and rent.get("gpus_billed"):
+        return rent["usd_per_hour"] / rent["gpus_billed"]
+    return None
+
+
+def offering_notes(plans: list) -> list[str]:
+    """A note for each GPU type whose per-GPU hourly price differs between plan sizes: the cheapest offering
+    is picked per GPU count, so a different instance (often another provider) prices each size."""
+    by_gpu: dict[str, dict[float, tuple[int, str]]] = {}
+    for p in plans:
+        cost = p.estimate["cost"]
+        rent = (cost.get("details") or {}).get("rent")
+        price = _per_gpu_hour(cost)
+        if price is None or not rent:
+            continue
+        gpu, count = p.scenario.hardware.gpu, p.scenario.hardware.count
+        by_gpu.setdefault(gpu, {}).setdefault(round(price, 4),
+                                              (count, f"{rent['provider']} {rent['instance_type']}"))
+    notes = []
+    for gpu, prices in by_gpu.items():
+        if len(prices) > 1:
+            shown = "; ".join(f"${price:,.2f}/GPU-h at {count} GPUs ({offer})"
+                              for price, (count, offer) in sorted(prices.items(), key=lambda kv: kv[1][0]))
+            notes.append(f"note: {gpu}'s price per GPU-hour differs by plan size because a different offering is "
+                         f"the cheapest at each GPU count: {shown}.")
+    return notes
+
+
 def recommendation_text(rec: Any) -> str:
     lines = []
     if rec.preset:
@@ -138,15 +182,21 @@ def recommendation_text(rec: Any) -> str:
     if not rec.plans:
         lines.append("No feasible plan.")
     else:
-        head = f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/h':>9} {'cost':>11} {'time':>11} {'$/M tok':>8}"
+        per_m = "$/M out" if rec.task == "infer" else "$/M tok"
+        head = (f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/GPU-h':>8} {'$/h':>9} {'cost':>11} {'time':>11} "
+                f"{per_m:>8}")
         lines += [head, "-" * len(head)]
         for p in rec.plans:
             m, c = p.estimate["memory"], p.estimate["cost"]
-            mem = f"{m['peak_bytes_per_gpu'] / GiB:.0f}/{m['capacity_bytes_per_gpu'] / GiB:.0f}"
+            mem = memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"])
             upm = c.get("usd_per_million_tokens")
-            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(c.get('usd_per_hour')):>9} "
+            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(_per_gpu_hour(c)):>8} "
+                         f"{_fmt_usd(c.get('usd_per_hour')):>9} "
                          f"{_fmt_usd(p.cost_value) if rec.cost_metric != 'usd_per_million_tokens' else _fmt_usd(upm):>11} "
                          f"{_fmt_time(p.time_value, rec.time_metric):>11} {'-' if upm is None else f'{upm:.3f}':>8}")
+        lines.append(("$/M out: the plan's whole hourly cost over its output tokens (input and blended prices: "
+                      "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
+        lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
         best = rec.plans[0]
         lines.append("")
         lines.append(f"Why #1 ({best.summary}):")
@@ -227,13 +277,12 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
            f'<text x="{(W + L) / 2}" y="{H - 12}" text-anchor="middle">{escape(xlabel)} (log)</text>',
            f'<text x="16" y="{(H - B) / 2}" transform="rotate(-90 16 {(H - B) / 2})" text-anchor="middle">'
            f'{escape(ylabel)} (log)</text>']
-    for v, lo, hi, horiz in ((10 ** x0, x0, x1, True), (10 ** y0, y0, y1, False)):
-        for k in range(math.floor(lo), math.ceil(hi) + 1):
-            if lo <= k <= hi:
-                if horiz:
-                    out.append(f'<text x="{X(10 ** k):.1f}" y="{H - B + 15}" text-anchor="middle">1e{k}</text>')
-                else:
-                    out.append(f'<text x="{L - 6}" y="{Y(10 ** k):.1f}" text-anchor="end">1e{k}</text>')
+    from ..plot import log_ticks
+    for v in log_ticks(10 ** x0, 10 ** x1):         # 1-2-5 ticks; the ends when the range is narrower
+        out.append(f'<line class="tick-x" x1="{X(v):.1f}" y1="{H - B}" x2="{X(v):.1f}" y2="{H - B + 4}" stroke="black"/>')
+        out.append(f'<text class="tick-x" x="{X(v):.1f}" y="{H - B + 15}" text-anchor="middle">{v:,.4g}</text>')
+    for v in log_ticks(10 ** y0, 10 ** y1):
+        out.append(f'<text class="tick-y" x="{L - 6}" y="{Y(v):.1f}" text-anchor="end">{v:,.4g}</text>')
     front = sorted([p for p in pts if p[3]], key=lambda p: p[0])
     if len(front) > 1:
         out.append('<polyline fill="none" stroke="#c0392b" stroke-width="1.5" points="'
@@ -249,23 +298,37 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
 def run_compare(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result
     from . import compare
-    rows = compare(partial_from_args(args), _split(args.gpus) or [])
+    partial = partial_from_args(args)
+    task = partial.get("task") or "train"
+    rows = compare(partial, _split(args.gpus) or [])
     code = OK if any(r["fits"] for r in rows) else NO_PLAN
     if args.json:
-        print_result("compare", rows)
+        print_result("compare", {"task": task, "rows": [compare_record(r, task) for r in rows]})
         return code
-    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {'tokens/s':>10} {'$/h':>9} {'$/M tok':>9} {'tok/s/W':>8}"
+    speed = "output tok/s" if task == "infer" else "train tok/s"
+    per_m = "$/M out" if task == "infer" else "$/M tok"
+    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {speed:>12} {'$/h':>9} {per_m:>9} {'tok/s/W':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         if not r["fits"]:
             print(f"{r['gpu']:<16} {'no':>4} {r['reason']}")
             continue
-        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>10,.0f} "
+        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>12,.0f} "
               f"{_fmt_usd(r['usd_per_hour']):>9} "
               f"{'-' if r['usd_per_million_tokens'] is None else format(r['usd_per_million_tokens'], '.3f'):>9} "
               f"{'-' if r['tokens_per_s_per_watt'] is None else format(r['tokens_per_s_per_watt'], '.2f'):>8}")
     return code
+
+
+def compare_record(row: dict, task: str) -> dict:
+    """One compare row as the CLI's JSON says it: serving throughput under the name every other command uses
+    (output_tokens_per_s); training throughput as tokens_per_s, all GPUs of the plan together."""
+    out = dict(row)
+    if task == "infer":
+        out["output_tokens_per_s"] = out.pop("tokens_per_s")
+        out["output_tokens_per_s_per_watt"] = out.pop("tokens_per_s_per_watt")
+    return out
 
 
 def run_whatif(args: argparse.Namespace) -> int:
@@ -274,7 +337,7 @@ def run_whatif(args: argparse.Namespace) -> int:
     scn = scenario_from_args(args)
     rows = whatif(scn)
     if args.json:
-        print_result("whatif", rows)
+        print_result("whatif", {"task": scn.task, "techniques": rows})
     else:
         print(whatif_table(rows, scn.is_training))
     return 0

@@ -12,7 +12,7 @@ _COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logit
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
-        "trace", help="measure per-GPU memory with PyTorch fake tensors (needs gpuplan[trace])",
+        "trace", help="measure per-GPU memory with PyTorch fake tensors (needs the trace extra)",
         description="Run the scenario's model for real on fake tensors (no GPU, no weights) and report the "
                     "peak allocated bytes per GPU, its breakdown and the phase where it happens.")
     from ..cliargs import add_scenario_args, positive_int

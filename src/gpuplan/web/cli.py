@@ -7,7 +7,7 @@ import sys
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 
-PIP_HINT = "pip install 'gpuplan[web]'"
+PIP_HINT = "from the gpuplan checkout: pip install '.[web]'"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -88,6 +88,16 @@ function kpi(label, value, note, id) {
   return el("div", { class: "kpi", "data-kpi": id || null },
     el("div", { class: "label" }, label), el("div", { class: "value" }, value), note ? el("div", { class: "note" }, note) : null);
 }
+function pm(u) {
+  // error bar: the typical relative error of this kind of scenario on validation runs (estimate/uncertainty.py)
+  return u && u.relative_typical != null ? ` ±${Math.round(100 * u.relative_typical)}%` : "";
+}
+function barNote(u) {
+  if (!u) return null;
+  if (u.relative_typical == null) return `${u.quantity}: no error bar (${u.category})`;
+  return `${u.quantity} ±${Math.round(100 * u.relative_typical)}% typical, ±${Math.round(100 * u.relative_p90)}% P90 ` +
+    `(${u.category}; ${u.runs} ${u.basis} runs, ${u.sources} sources)`;
+}
 function notesList(items, cls) {
   // "details: k=v; ..." is the speed model's machine-readable bookkeeping, not a note for people
   const list = (items || []).filter((t) => t && !String(t).startsWith("details:"));
@@ -429,19 +439,21 @@ function renderEstimate(est) {
       el("span", { class: "badge " + (fits ? "good" : "bad"), id: "fit-badge" }, fits ? "fits" : "does not fit")),
     el("div", { class: "hint" }, `${layout} · ${what}`),
     el("div", { class: "kpis" },
-      kpi("Peak memory / GPU", fmtBytes(mem.peak_bytes_per_gpu), `of ${fmtBytes(mem.capacity_bytes_per_gpu)} usable · at ${mem.phase}`, "peak"),
+      kpi("Peak memory / GPU", fmtBytes(mem.peak_bytes_per_gpu) + pm(mem.uncertainty), `of ${fmtBytes(mem.capacity_bytes_per_gpu)} usable · at ${mem.phase}`, "peak"),
       s.task === "infer" ? [
-        kpi("Throughput", fmtCount(perf.output_tokens_per_s) + " tok/s", `output tokens, concurrency ${s.infer.concurrency}`, "throughput"),
-        kpi("TTFT", fmtSeconds(perf.ttft_s), "time to first token", "ttft"),
-        kpi("TPOT", fmtSeconds(perf.tpot_s), "time per output token", "tpot"),
+        kpi("Throughput", fmtCount(perf.output_tokens_per_s) + " tok/s" + pm(perf.uncertainty), `output tokens, concurrency ${s.infer.concurrency}`, "throughput"),
+        kpi("TTFT", fmtSeconds(perf.ttft_s) + pm(perf.uncertainty), "time to first token", "ttft"),
+        kpi("TPOT", fmtSeconds(perf.tpot_s) + pm(perf.uncertainty), "time per output token", "tpot"),
       ] : [
-        kpi("Step time", fmtSeconds(perf.step_time_s), `${fmtCount(perf.tokens_per_s_per_gpu)} tok/s per GPU`, "step"),
+        kpi("Step time", fmtSeconds(perf.step_time_s) + pm(perf.uncertainty), `${fmtCount(perf.tokens_per_s_per_gpu)} tok/s per GPU`, "step"),
         kpi("MFU", fmtPct(perf.mfu), "model FLOPs utilisation", "mfu"),
-        kpi("Time to train", fmtSeconds(perf.time_to_train_s), s.train.tokens ? `${fmtCount(s.train.tokens)} tokens` : "set tokens to train", "ttt"),
+        kpi("Time to train", fmtSeconds(perf.time_to_train_s) + pm(perf.uncertainty), s.train.tokens ? `${fmtCount(s.train.tokens)} tokens` : "set tokens to train", "ttt"),
       ],
       kpi("Cost per hour", fmtUsd(cost.usd_per_hour), cost.basis ? cost.basis.split(",")[0] : "", "usd_hour"),
-      s.task === "infer" ? kpi("$ / M output tokens", fmtUsd(cost.usd_per_million_tokens), "at this concurrency", "usd_mtok")
-        : kpi("Total cost", fmtUsd(cost.usd_total), `${fmtUsd(cost.usd_per_million_tokens)} per M tokens`, "usd_total")));
+      s.task === "infer" ? kpi("$ / M output tokens", fmtUsd(cost.usd_per_million_tokens) + pm(cost.uncertainty), "at this concurrency", "usd_mtok")
+        : kpi("Total cost", fmtUsd(cost.usd_total) + pm(cost.uncertainty), `${fmtUsd(cost.usd_per_million_tokens)} per M tokens`, "usd_total")));
+  const bars = notesList([mem.uncertainty, perf.uncertainty].map(barNote).filter(Boolean), "bar");
+  if (bars) { bars.id = "error-bars"; head.append(bars); }
   const warnings = notesList(est.warnings, "warn");
   if (warnings) head.append(warnings);
 

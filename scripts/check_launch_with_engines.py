@@ -1,0 +1,99 @@
+"""Run the engines' real argument parsers over every generated file in tests/snapshots/launch.
+
+For engines that do not install on the CPU test machine (vLLM, SGLang, Megatron-LM): run this on a
+machine where they are installed (a GPU box or the engine's container). Each engine is skipped with
+a message when its package cannot be imported; nothing is started, only parsed.
+
+  python scripts/check_launch_with_engines.py            # every engine that imports here
+  MEGATRON_LM=/path/to/Megatron-LM python scripts/check_launch_with_engines.py
+
+Parsers used (their module paths move between releases; the ones below are the current ones):
+  vLLM       vllm.entrypoints.openai.cli_args.make_arg_parser(FlexibleArgumentParser())
+  SGLang     sglang.srt.server_args.prepare_server_args(argv)
+  Megatron   megatron.training.arguments.parse_args() + validate_args() with WORLD_SIZE set
+Exit status 1 when a parser refuses a file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+SNAP = Path(__file__).resolve().parents[1] / "tests" / "snapshots" / "launch"
+
+
+def files():
+    for path in sorted(SNAP.glob("*.txt")):
+        parts = re.split(r"^==> (.+?) <==\n", path.read_text(encoding="utf-8"), flags=re.M)
+        for name, text in zip(parts[1::2], parts[2::2]):
+            yield path.stem, name, text
+
+
+def command(text: str, program: str) -> list[str] | None:
+    """argv after `program`, shell defaults ${X:-d} replaced by d and required ${X:?..} by a placeholder."""
+    joined = re.sub(r" *\\\n *", " ", text)
+    for name, default in re.findall(r'^(\w+)="\$\{\1:-([^}]*)\}"$', text, re.M):
+        joined = joined.replace(f'"${name}"', default)
+    line = next((ln.strip() for ln in joined.splitlines() if ln.strip().startswith(program)), None)
+    if line is None:
+        return None
+    line = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", line)
+    line = re.sub(r"\$\{(\w+):\?[^}]*\}", lambda m: "0" if m.group(1).endswith("RANK") else "10.0.0.1", line)
+    line = line.replace('"${DATA_ARGS[@]}"', "--mock-data").replace('"$@"', "").replace('"$CHECKPOINT_DIR"', "/tmp/ck")
+    return shlex.split(line)
+
+
+def vllm_parse(argv):
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils import FlexibleArgumentParser
+    parser = make_arg_parser(FlexibleArgumentParser())
+    parser.parse_args(argv[2:])                       # after "vllm serve"; the model is positional
+
+
+def sglang_parse(argv):
+    from sglang.srt.server_args import prepare_server_args
+    prepare_server_args(argv[3:])                     # after "python -m sglang.launch_server"
+
+
+def megatron_parse(argv):
+    from megatron.training.arguments import parse_args, validate_args
+    script = next(i for i, a in enumerate(argv) if a.endswith("pretrain_gpt.py"))
+    nproc = int(argv[argv.index("--nproc-per-node") + 1])
+    nnodes = int(argv[argv.index("--nnodes") + 1]) if "--nnodes" in argv else 1
+    os.environ.update(WORLD_SIZE=str(nproc * nnodes), RANK="0", LOCAL_RANK="0")
+    sys.argv = ["pretrain_gpt.py", *argv[script + 1:]]
+    validate_args(parse_args())
+
+
+CHECKS = {"vllm": ("serve.sh", "vllm serve", vllm_parse, "vllm.entrypoints.openai.cli_args"),
+          "sglang": ("serve.sh", "python -m sglang", sglang_parse, "sglang.srt.server_args"),
+          "megatron": ("train_megatron.sh", "torchrun", megatron_parse, "megatron.training.arguments")}
+
+
+def main() -> int:
+    if os.environ.get("MEGATRON_LM"):
+        sys.path.insert(0, os.environ["MEGATRON_LM"])
+    failed = 0
+    for engine, (fname, program, parse, module) in CHECKS.items():
+        try:
+            __import__(module)
+        except Exception as e:                             # not installed, or needs a GPU build (triton, TE)
+            print(f"skip {engine}: cannot import {module}: {e!r}")
+            continue
+        for snap, name, text in files():
+            argv = command(text, program) if name == fname else None
+            if not argv:
+                continue
+            try:
+                parse(argv)
+                print(f"ok   {engine}: {snap}/{name}")
+            except (Exception, SystemExit) as e:        # argparse exits on an unknown flag
+                failed += 1
+                print(f"FAIL {engine}: {snap}/{name}: {e!r}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Score gpuplan on the gathered public measurements (validation/gathered/*.csv): runs no constant
+was fitted on. Prints each row's prediction next to the measurement and the error summary.
+
+    PYTHONPATH=src python scripts/validate_gathered.py [--csv]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from gpuplan import api  # noqa: E402
+from gpuplan.errors import GpuplanError  # noqa: E402
+
+GiB = 1024 ** 3
+
+
+def scenario(row: dict) -> dict:
+    """The gpuplan scenario a row's stated settings describe."""
+    dp = int(row["fsdp"])
+    return {
+        "model": row["model"], "task": "train", "framework": row["framework"],
+        "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
+        "parallel": {"tp": int(row["tp"]), "pp": int(row["pp"]), "vpp": int(row["vpp"]), "cp": int(row["cp"]),
+                     "zero": 3 if dp > 1 else 0, "dp": dp},
+        "train": {"precision": row["precision"], "seq_len": int(row["seq_len"]),
+                  "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
+                  "recompute": row["recompute"], "compile": row["compile"] == "true",
+                  "compile_loss": row["compile_loss"] == "true"},
+    }
+
+
+def serve_scenario(row: dict) -> dict:
+    return {"model": row["model"], "task": "infer",
+            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
+            "infer": {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["kv_cache"],
+                      "prompt_len": int(row["prompt_len"]), "output_len": int(row["output_len"]),
+                      "concurrency": int(row["concurrency"])}}
+
+
+def score(path: Path) -> list[dict]:
+    out = []
+    serving = path.stem == "serve"
+    with path.open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
+            try:
+                est = api.estimate(serve_scenario(row) if serving else scenario(row))
+            except GpuplanError as exc:
+                rec["skip"] = str(exc).splitlines()[0]
+                out.append(rec)
+                continue
+            if serving:
+                rec["tpot"] = (est.performance.tpot_s, float(row["tpot_s"]))
+                rec["batch1"] = row["concurrency"] == "1"
+                out.append(rec)
+                continue
+            if row["tokens_per_s_per_gpu"]:
+                rec["tps"] = (est.performance.tokens_per_s_per_gpu, float(row["tokens_per_s_per_gpu"]))
+            if row["memory_gib"]:
+                rec["mem"] = (est.memory.peak_bytes_per_gpu / GiB, float(row["memory_gib"]))
+            out.append(rec)
+    return out
+
+
+def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
+    if not pairs:
+        return f"{name:8s} n=  0"
+    errs = [(p - m) / m for p, m in pairs]
+    abs_ = sorted(abs(e) for e in errs)
+    return (f"{name:8s} n={len(pairs):3d}  median |err| {100 * statistics.median(abs_):5.1f}%  "
+            f"MAPE {100 * statistics.fmean(abs_):5.1f}%  median signed {100 * statistics.median(errs):+5.1f}%  "
+            f"under-predicted >10%: {sum(e < -0.10 for e in errs)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    rows = []
+    for path in sorted((ROOT / "validation" / "gathered").glob("*.csv")):
+        rows += score(path)
+    print(f"{'id':6s} {'tokens/s/GPU pred':>18s} {'meas':>8s} {'err':>7s}   {'memory GiB pred':>15s} {'meas':>6s} {'err':>7s}")
+    for r in rows:
+        if "skip" in r:
+            print(f"{r['id']:6s} SKIP {r['skip']}")
+            continue
+        if "tpot" in r:
+            p, m_ = r["tpot"]
+            print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {100 * (p - m_) / m_:+6.1f}%   "
+                  f"{r['gpu']} {r['weights']}")
+            continue
+        t = r.get("tps")
+        m = r.get("mem")
+        ts = f"{t[0]:18,.0f} {t[1]:8,.0f} {100 * (t[0] - t[1]) / t[1]:+6.1f}%" if t else " " * 35
+        ms = f"{m[0]:15.1f} {m[1]:6.1f} {100 * (m[0] - m[1]) / m[1]:+6.1f}%" if m else ""
+        print(f"{r['id']:6s} {ts}   {ms}")
+    print(_summary("speed", [r["tps"] for r in rows if "tps" in r]))
+    print(_summary("memory", [r["mem"] for r in rows if "mem" in r]))
+    print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
+    print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
+    for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):
+        print(_summary(f"  {gpu}", [r["tpot"] for r in rows if "tpot" in r and r["gpu"] == gpu]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

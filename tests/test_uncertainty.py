@@ -1,0 +1,63 @@
+"""Error bars (estimate/uncertainty.py): every figure of every surface carries one, taken from the
+packaged table that scripts/make_uncertainty.py builds from validation residuals."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuplan import api
+from gpuplan.cli import main as cli_main
+from gpuplan.estimate import uncertainty as U
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = {"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+         "train": {"method": "lora", "seq_len": 2048, "micro_batch": 1}}
+SERVE = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+         "infer": {"engine": "vllm", "concurrency": 8}}
+
+
+def _rows():
+    path = ROOT / "src" / "gpuplan" / "estimate" / "data" / "uncertainty.csv"
+    return list(csv.DictReader(path.open(encoding="utf-8")))
+
+
+def test_table_uses_held_out_residuals_when_there_are_enough():
+    rows = _rows()
+    assert rows, "packaged uncertainty table is empty"
+    for r in rows:
+        if r["basis"] == "held-out":
+            assert int(r["held_out_runs"]) >= 3
+            assert r["relative_typical"] == r["held_out_typical"]
+        else:
+            assert int(r["held_out_runs"]) < 3 and r["relative_typical"] == r["in_sample_typical"]
+        assert float(r["relative_p90"]) >= float(r["relative_typical"]) > 0
+
+
+@pytest.mark.parametrize("scn,mem_cat,speed_cat", [
+    (TRAIN, "fine-tuning, LoRA/QLoRA", "training tokens/s"),
+    (SERVE, "inference", "serving, batched engines (vLLM, SGLang, TensorRT-LLM)"),
+])
+def test_every_figure_of_an_estimate_has_its_bar(scn, mem_cat, speed_cat):
+    est = api.estimate(scn)
+    d = est.to_json()
+    assert d["memory"]["uncertainty"]["category"].startswith(mem_cat)
+    assert d["performance"]["uncertainty"]["category"] == speed_cat
+    assert d["cost"]["uncertainty"]["category"] == speed_cat
+    assert d["performance"]["uncertainty"]["relative_typical"] > 0
+
+
+def test_category_without_runs_says_so():
+    u = U.lookup("memory", "a kind nobody measured")
+    assert u.typical is None and "no validated runs" in u.category
+    assert u.text().startswith("no error bar")
+
+
+def test_text_output_shows_the_bars(capsys, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(TRAIN))
+    assert cli_main(["estimate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "error bar (memory): ±" in out and "error bar (speed): ±" in out and "error bar (cost" in out
