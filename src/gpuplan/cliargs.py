@@ -18,6 +18,7 @@ import sys
 from typing import Any, Callable
 
 from .errors import GpuplanError, InputError
+from .inputs import excerpt
 
 OK, NO_PLAN, BAD_INPUT, BUG, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -275,6 +276,46 @@ def check_file_values(data: dict[str, Any], source: str) -> None:
             scenario_from_dict(data, source)        # raises the file's own one-paragraph message
     except (ValueError, TypeError, RecursionError):
         scenario_from_dict(data, source)
+
+
+def arrival_spec(text: str) -> dict[str, Any]:
+    """--arrival poisson | server | gamma:CV | closed:N | offline | trace:FILE -> infer.load fields
+    (server: MLPerf Server, Poisson at --rate; offline: MLPerf Offline, every request at t=0)."""
+    kind, _, arg = text.strip().partition(":")
+    kind = kind.strip().lower()
+    fix = "use poisson, server, offline, gamma:CV (e.g. gamma:2), closed:N (e.g. closed:64) or trace:FILE."
+    if kind in ("poisson", "server", "offline") and not arg:
+        return {"arrival": "offline" if kind == "offline" else "poisson"}
+    if kind == "trace" and arg.strip():
+        return {"arrival": "trace", "trace": arg.strip()}
+    if kind in ("gamma", "closed") and arg.strip():
+        try:
+            v = float(arg) if kind == "gamma" else int(arg)
+        except ValueError:
+            raise InputError(f"--arrival {excerpt(text)}", f"{excerpt(arg)} is not a "
+                             f"{'number' if kind == 'gamma' else 'whole number'}.", fix) from None
+        return {"arrival": "gamma", "arrival_cv": v} if kind == "gamma" else {"arrival": "closed", "clients": v}
+    from .errors import close_matches
+    raise InputError(f"--arrival {excerpt(text)}", "is not an arrival process.", fix,
+                     close_matches(kind, ["poisson", "server", "offline", "gamma", "closed", "trace"]))
+
+
+def load_from_args(args: argparse.Namespace, current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """infer.load with the serve command's load flags applied (None: no load asked for)."""
+    flags = {"rate_per_s": getattr(args, "rate", None), "requests": getattr(args, "requests", None),
+             "slo_ttft_s": getattr(args, "slo_ttft", None), "slo_tpot_s": getattr(args, "slo_tpot", None),
+             "slo_percentile": getattr(args, "slo_percentile", None), "seed": getattr(args, "seed", None),
+             "prefix_cache_hit": getattr(args, "prefix_cache_hit", None)}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if getattr(args, "arrival", None):
+        given.update(arrival_spec(args.arrival))
+    if not given:
+        return current
+    out = {k: v for k, v in (current or {}).items() if v is not None}
+    if given.get("arrival") not in (None, "trace"):
+        out.pop("trace", None)
+    out.update(given)
+    return out
 
 
 def split_list(text: str | None) -> list[str] | None:

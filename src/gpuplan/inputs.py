@@ -62,8 +62,8 @@ def read_text_file(path: str | os.PathLike, what: str = "input file", max_bytes:
         raise _fail(path, what, "is not a regular file (a pipe, socket or device).",
                     "save the content to a file and pass that file.")
     if st.st_size > max_bytes:
-        raise _fail(path, what, f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte (1 MiB) limit for input "
-                    "files.", "pass the scenario or profile itself, not a data dump.")
+        raise _fail(path, what, f"is {st.st_size:,} bytes, over the {max_bytes:,}-byte ({max_bytes / 2**20:g} MiB) "
+                    "limit for input files.", "pass the scenario or profile itself, not a data dump.")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
@@ -74,7 +74,7 @@ def read_text_file(path: str | os.PathLike, what: str = "input file", max_bytes:
             raise _fail(path, what, "is not a regular file.", "pass a regular .yaml or .json file.")
         raw = fh.read(max_bytes + 1)
     if len(raw) > max_bytes:
-        raise _fail(path, what, f"is over the {max_bytes:,}-byte (1 MiB) limit for input files.",
+        raise _fail(path, what, f"is over the {max_bytes:,}-byte ({max_bytes / 2**20:g} MiB) limit for input files.",
                     "pass the scenario or profile itself, not a data dump.")
     try:
         return raw.decode("utf-8-sig")
@@ -257,3 +257,70 @@ def read_mapping_file(path: str | os.PathLike, what: str = "scenario file") -> d
     text = read_text_file(path, what)
     source = f"{what} '{short_path(path)}'"
     return parse_mapping_text(text, source, json_only=Path(path).suffix.lower() == ".json")
+
+
+# ---- request traces (serving under load) -------------------------------------------------------------
+
+MAX_TRACE_BYTES = 64 << 20        # ~1.5 M requests of CSV
+TRACE_FIELDS = ("arrival_s", "input_tokens", "output_tokens")
+
+
+def _trace_row(path: Any, line: int, row: dict) -> dict:
+    missing = [k for k in TRACE_FIELDS if row.get(k) in (None, "")]
+    if missing:
+        raise _fail(path, "trace file", f"line {line} has no {', '.join(missing)}.",
+                    "give every request arrival_s (seconds), input_tokens and output_tokens.")
+    out: dict[str, Any] = {}
+    for k in TRACE_FIELDS:
+        v = row[k]
+        try:
+            x = float(v) if not isinstance(v, bool) else float("nan")
+        except (TypeError, ValueError):
+            x = float("nan")
+        ok = x == x and abs(x) != float("inf") and x >= (0 if k == "arrival_s" else 1)
+        if ok and k != "arrival_s":
+            ok = x.is_integer() and x <= 10_485_760
+        if not ok:
+            rule = "a finite number of seconds >= 0" if k == "arrival_s" else "a whole number of tokens, 1 to 10,485,760"
+            raise _fail(path, "trace file", f"line {line}: {k} is {excerpt(v)}, not {rule}.",
+                        f"fix {k} on line {line}.")
+        out[k] = x if k == "arrival_s" else int(x)
+    for k in ("prefix_id", "session_id"):
+        if row.get(k) not in (None, ""):
+            out[k] = str(row[k])
+    return out
+
+
+def read_trace_file(path: str | os.PathLike) -> list[dict]:
+    """Requests of a load trace: CSV with a header row, or JSON Lines (one object per line), each with
+    arrival_s, input_tokens, output_tokens (optional prefix_id / session_id are kept, unused)."""
+    import csv
+    import io
+    text = read_text_file(path, "trace file", MAX_TRACE_BYTES)
+    rows: list[dict] = []
+    if Path(str(path)).suffix.lower() in (".jsonl", ".ndjson", ".json") or text.lstrip().startswith("{"):
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = parse_json(line, f"trace file line {n}")
+            except InputError:
+                raise _fail(path, "trace file", f"line {n} is not a JSON object.",
+                            "write one JSON object per line, e.g. {\"arrival_s\": 0.5, \"input_tokens\": 800, "
+                            "\"output_tokens\": 200}.") from None
+            if not isinstance(obj, dict):
+                raise _fail(path, "trace file", f"line {n} is not a JSON object.", "write one object per line.")
+            rows.append(_trace_row(path, n, obj))
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [k for k in TRACE_FIELDS if k not in header]
+        if missing:
+            raise _fail(path, "trace file", f"has no column {', '.join(missing)} (header: {excerpt(header)}).",
+                        "start the CSV with the header arrival_s,input_tokens,output_tokens.")
+        reader.fieldnames = header
+        for n, row in enumerate(reader, 2):
+            rows.append(_trace_row(path, n, row))
+    if not rows:
+        raise _fail(path, "trace file", "has no requests.", "add one request per line.")
+    return rows

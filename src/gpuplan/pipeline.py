@@ -186,6 +186,43 @@ def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) ->
     return curve(r.scenario, r.model, r.gpu, concurrencies, params=r.speed_params, network=r.network, memory=mem)
 
 
+def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep: bool = False) -> dict[str, Any]:
+    """Serving under load (the scenario's `infer.load`): latency percentiles, throughput, goodput,
+    capacity and the highest rate meeting the SLO of one replica, simulated request by request on the
+    speed engine's step cost and the KV pool of `mem` (estimate/load, docs/serving-load.md)."""
+    from .errors import InputError
+    from .estimate.load import serving_load as simulate_load
+    from .estimate.speed import serving_model
+    scn = r.scenario
+    if scn.infer is None or scn.infer.load is None:
+        raise InputError("infer.load", "is not given.", "add infer.load (rate_per_s, ...) or pass --rate.")
+    if scn.infer.engine == "hf":
+        raise InputError("infer.engine hf", "has no continuous-batching scheduler to simulate under load.",
+                         "use vllm, sglang, trtllm or llama.cpp.")
+    rows = None
+    if scn.infer.load.arrival == "trace":
+        from .inputs import read_trace_file
+        rows = read_trace_file(scn.infer.load.trace)
+    notes = []
+    if scn.infer.engine == "vllm" and scn.infer.max_num_seqs is None:
+        # the simulated engine runs up to vLLM's default max_num_seqs, and its start-up profile (which
+        # sizes the KV pool) is taken at that limit, not at the scenario's concurrency
+        from .estimate.memory import engine_max_num_seqs
+        seqs = engine_max_num_seqs(scn, int(r.gpu.usable_memory_bytes), 1 << 30)
+        scn = scn.model_copy(update={"infer": scn.infer.model_copy(update={"max_num_seqs": seqs})})
+        r = dataclasses.replace(r, scenario=scn)
+        mem = memory(r)
+        notes.append(f"vLLM runs up to max_num_seqs={seqs} (its default here); the KV pool is sized for that "
+                     "limit's start-up profile.")
+    sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep)
+    out["notes"] = notes + out["notes"]
+    replicas = max(1, scn.hardware.count // sv.group_gpus)
+    out["replicas"] = replicas
+    out["gpus_per_replica"] = sv.group_gpus
+    return out
+
+
 def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:
     from .estimate.cost import estimate_cost
     return dataclasses.replace(estimate_cost(r.scenario, r.gpu, perf, quote=quote),
@@ -202,4 +239,4 @@ def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, 
 
 
 __all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
-           "performance", "serving_curve", "cost", "evaluate", "error_bars"]
+           "performance", "serving_curve", "serving_load", "cost", "evaluate", "error_bars"]

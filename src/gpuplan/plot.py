@@ -30,7 +30,9 @@ FORMATS = (".svg", ".html", ".htm", ".png")
 
 W, H = 760, 440
 ML, MR, MT, MB = 80, 90, 40, 60          # margins: left, right (second axis), top, bottom
-COLORS = {"throughput": "#1f77b4", "ttft": "#d62728", "tpot": "#2ca02c"}
+COLORS = {"throughput": "#1f77b4", "ttft": "#d62728", "tpot": "#2ca02c", "goodput": "#9467bd"}
+LOAD_SERIES = (("ttft_p50_s", "TTFT p50", "ttft", "6,3"), ("ttft_p99_s", "TTFT p99", "ttft", ""),
+               ("tpot_p50_s", "TPOT p50", "tpot", "6,3"), ("tpot_p99_s", "TPOT p99", "tpot", ""))
 STACK = (("compute", "#1f77b4"), ("exposed_comm", "#ff7f0e"), ("bubble", "#9467bd"),
          ("offload", "#8c564b"), ("optimizer", "#7f7f7f"))
 TRAIN_LABELS = {"compute": "compute", "exposed_comm": "exposed communication", "bubble": "pipeline bubble",
@@ -77,7 +79,8 @@ def _check_target(p: Path) -> None:
 
 
 def write_plot(path: str | Path, *, curve: Sequence[Mapping[str, Any]] | None = None, perf: Any = None,
-               pareto: Iterable[Any] | None = None, overwrite: bool = True) -> Path:
+               pareto: Iterable[Any] | None = None, overwrite: bool = True,
+               load: Mapping[str, Any] | None = None) -> Path:
     """Write a chart of `curve` (serving), `perf` (training breakdown) or `pareto` to `path`
     (.svg, .html or .png) and return the path. With overwrite=False an existing file is an error."""
     p = Path(path)
@@ -86,14 +89,15 @@ def write_plot(path: str | Path, *, curve: Sequence[Mapping[str, Any]] | None = 
         raise InputError(f"--plot {p}", "exists and would be overwritten.",
                          "name that file exactly to overwrite it, or choose another path.")
     ext = p.suffix.lower()
-    kind, data = _choose(curve, perf, pareto)
+    kind, data = ("load", _load_points(load)) if load is not None else _choose(curve, perf, pareto)
     if ext == ".png":
         _write_png(p, kind, data)
         return p
     svg = render_svg(kind, data)
     if ext in (".html", ".htm"):
         title = {"curve": "Serving throughput and latency", "train": "Training step time",
-                 "serve": "Serving latency breakdown", "pareto": "Cost / time trade-off"}[kind]
+                 "serve": "Serving latency breakdown", "pareto": "Cost / time trade-off",
+                 "load": "Serving under load: latency and goodput vs request rate"}[kind]
         text = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpuplan: " + escape(title) +
                 "</title></head>\n<body style=\"font-family:sans-serif\">\n<h1 style=\"font-size:18px\">"
                 + escape(title) + "</h1>\n" + svg + "\n</body></html>\n")
@@ -123,6 +127,14 @@ def _choose(curve, perf, pareto) -> tuple[str, Any]:
         return "serve", perf
     raise InputError("plot", "nothing to draw: no serving curve, time breakdown or plans.",
                      "run `gpuplan train` or `gpuplan serve` on a scenario that fits.")
+
+
+def _load_points(load: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    pts = [p for p in (load.get("sweep") or []) if p.get("rate_per_s")]
+    if not pts:
+        raise InputError("plot", "the load simulation has no rate sweep to draw (a trace, or no capacity).",
+                         "plot a Poisson or gamma load (--rate R).")
+    return pts
 
 
 def _pareto_point(x: Any) -> tuple[float, float, str, bool]:
@@ -193,7 +205,8 @@ def _svg_open(title: str) -> list[str]:
 
 def render_svg(kind: str, data: Any) -> str:
     """The chart as an SVG string (kind: curve | train | serve | pareto)."""
-    return {"curve": _svg_curve, "train": _svg_train, "serve": _svg_serve, "pareto": _svg_pareto}[kind](data)
+    return {"curve": _svg_curve, "train": _svg_train, "serve": _svg_serve, "pareto": _svg_pareto,
+            "load": _svg_load}[kind](data)
 
 
 def _svg_curve(pts: list[Mapping[str, Any]]) -> str:
@@ -251,6 +264,63 @@ def _svg_curve(pts: list[Mapping[str, Any]]) -> str:
         p = limited[0]
         out.append(f'<text x="{x1 - 6}" y="{y0 - 8}" text-anchor="end" fill="#555">batch capped at '
                    f'{p.get("batch")} from concurrency {p["concurrency"]} ({escape(str(p["limited_by"]))})</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _svg_load(pts: list[Mapping[str, Any]]) -> str:
+    """Latency percentiles (right, log scale) and requests/s served and goodput (left) versus the
+    arrival rate, from the load simulator's sweep up to the capacity."""
+    out = _svg_open("Serving under load: latency percentiles and goodput vs request rate")
+    x0, y0, x1, y1 = ML, H - MB, W - MR, MT
+    rates = [float(p["rate_per_s"]) for p in pts]
+    xmax = _nice_max(max(rates) * 1.02)
+    X = lambda r: x0 + r / xmax * (x1 - x0)  # noqa: E731
+    rmax = _nice_max(max(max(rates), max(float(p.get("requests_per_s") or 0) for p in pts)) * 1.05)
+    Yl = lambda v: y0 - v / rmax * (y0 - y1)  # noqa: E731
+    times = [float(p[k]) for p in pts for k, *_ in LOAD_SERIES if p.get(k)]
+    lt0 = math.floor(math.log10(min(times))) if times else -3
+    lt1 = math.ceil(math.log10(max(times))) if times else 0
+    if lt1 <= lt0:
+        lt1 = lt0 + 1
+    Yr = lambda v: y0 - (math.log10(v) - lt0) / (lt1 - lt0) * (y0 - y1)  # noqa: E731
+    out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" fill="none" stroke="#333"/>')
+    for i in range(6):
+        v = rmax * i / 5
+        y = Yl(v)
+        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" fill="{COLORS["goodput"]}">{_fmt(v)}</text>')
+        xv = xmax * i / 5
+        out.append(f'<text x="{X(xv):.1f}" y="{y0 + 16}" text-anchor="middle">{_fmt(xv)}</text>')
+    for e in range(lt0, lt1 + 1):
+        y = Yr(10.0 ** e)
+        out.append(f'<text x="{x1 + 6}" y="{y + 4:.1f}" text-anchor="start">{escape(_fmt_s(10.0 ** e))}</text>')
+    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{H - 18}" text-anchor="middle">arrival rate (requests/s, '
+               f'Poisson; the last point is the capacity)</text>')
+    out.append(f'<text transform="translate(18,{(y0 + y1) / 2:.1f}) rotate(-90)" text-anchor="middle" '
+               f'fill="{COLORS["goodput"]}">requests/s served, goodput</text>')
+    out.append(f'<text transform="translate({W - 14},{(y0 + y1) / 2:.1f}) rotate(90)" text-anchor="middle">'
+               f'latency (log scale)</text>')
+    series = [("served", "requests/s served", "throughput", "",
+               [(X(float(p["rate_per_s"])), Yl(float(p["requests_per_s"]))) for p in pts if p.get("requests_per_s")])]
+    if any(p.get("goodput_requests_per_s") is not None for p in pts):
+        series.append(("goodput", "goodput (meets SLO)", "goodput", "", [
+            (X(float(p["rate_per_s"])), Yl(float(p["goodput_requests_per_s"]))) for p in pts
+            if p.get("goodput_requests_per_s") is not None]))
+    for key, label, color, dash in LOAD_SERIES:
+        series.append((key.replace("_s", ""), label, color, dash,
+                       [(X(float(p["rate_per_s"])), Yr(float(p[key]))) for p in pts if p.get(key)]))
+    for i, (sid, label, color, dash, xy) in enumerate(series):
+        c = COLORS[color]
+        d = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        out.append(f'<polyline id="series-{sid}" class="series" data-label="{escape(label)}" points="{d}" '
+                   f'fill="none" stroke="{c}" stroke-width="2"{dash_attr}/>')
+        for x, y in xy:
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{c}"/>')
+        lx, ly = x0 + 10 + (i % 3) * 160, y1 + 14 + (i // 3) * 14
+        out.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 24}" y2="{ly}" stroke="{c}" stroke-width="2"{dash_attr}/>')
+        out.append(f'<text x="{lx + 30}" y="{ly + 4}">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -383,6 +453,21 @@ def _write_png(path: Path, kind: str, data: Any) -> None:
         lines2 = ax2.get_legend_handles_labels()
         ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left")
         ax.set_title("Serving: output throughput and latency vs concurrency")
+    elif kind == "load":
+        r = [p["rate_per_s"] for p in data]
+        ax.plot(r, [p["requests_per_s"] for p in data], "o-", color=COLORS["throughput"], label="requests/s served")
+        if any(p.get("goodput_requests_per_s") is not None for p in data):
+            ax.plot(r, [p["goodput_requests_per_s"] for p in data], "o-", color=COLORS["goodput"], label="goodput")
+        ax.set_xlabel("arrival rate (requests/s)")
+        ax.set_ylabel("requests/s")
+        ax2 = ax.twinx()
+        for key, label, color, dash in LOAD_SERIES:
+            ax2.plot(r, [p[key] for p in data], "--" if dash else "-", color=COLORS[color], label=label)
+        ax2.set_yscale("log")
+        ax2.set_ylabel("latency (s)")
+        lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left")
+        ax.set_title("Serving under load: latency percentiles and goodput vs request rate")
     elif kind == "train":
         left = 0.0
         for key, color in STACK:

@@ -134,3 +134,37 @@ def gib(n: float) -> str:
 
 def lines(items: Iterable[str]) -> str:
     return "\n".join(items)
+
+
+def load_report(load: dict) -> str:
+    """Serving under load (pipeline.serving_load): the percentile table and the rates."""
+    def rate(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3g}/s"
+    arrival = load.get("arrival")
+    head = (f"Serving under load ({load.get('engine')}, {arrival} arrivals"
+            + (f" at {load['rate_per_s']:.3g} requests/s" if arrival in ("poisson", "gamma") else "")
+            + f", {load.get('requests')} requests simulated, one replica of {load.get('gpus_per_replica')} GPU(s)):")
+    rows = [(name, *(fmt_seconds((load.get(key) or {}).get(p)) for p in ("mean", "p50", "p90", "p99")))
+            for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("end-to-end", "e2e_s"), ("queueing", "queue_s"))]
+    out = [head, table(rows, ["latency", "mean", "p50", "p90", "p99"]), ""]
+    out.append(f"throughput: {rate(load.get('requests_per_s'))} requests, {fmt_count(load.get('output_tokens_per_s'))} "
+               f"output tok/s, {fmt_count(load.get('total_tokens_per_s'))} total tok/s")
+    kv = load.get("kv_occupancy") or {}
+    if kv.get("mean") is not None:
+        out.append(f"KV pool: {kv['mean']:.0%} used on average, {kv['max']:.0%} at most; "
+                   f"{load.get('preemptions', 0)} preemption(s)")
+    slo = load.get("slo")
+    if slo:
+        parts = [f"TTFT <= {fmt_seconds(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                 f"TPOT <= {fmt_seconds(slo['tpot_s'])}" if slo.get("tpot_s") else ""]
+        out.append(f"SLO ({' and '.join(p for p in parts if p)} per request; p{slo['percentile']:g} for the rate "
+                   f"search): goodput {rate(load.get('goodput_requests_per_s'))}")
+    if load.get("overloaded"):
+        out.append(f"OVERLOADED: the queue grows without bound above {rate(load.get('capacity_per_s'))}.")
+    if load.get("capacity_per_s") is not None:
+        out.append(f"capacity (highest rate with a bounded queue): {rate(load['capacity_per_s'])} per replica")
+    if load.get("max_rate_meeting_slo_per_s") is not None:
+        out.append(f"highest rate meeting the SLO: {rate(load['max_rate_meeting_slo_per_s'])} per replica"
+                   f" ({load.get('replicas', 1)} replica(s) in this plan)")
+    out += [f"note: {n}" for n in load.get("notes", [])]
+    return "\n".join(out)

@@ -165,6 +165,71 @@ class Train(_Strict):
     allow_longer_context: bool = _LONGER
 
 
+LengthName = Literal["fixed", "uniform", "normal", "lognormal", "chat", "summarization", "code"]
+Arrival = Literal["poisson", "gamma", "closed", "offline", "trace"]
+
+
+class Lengths(_Strict):
+    """Token counts of requests (serving under load). chat / summarization / code are bundled
+    synthetic shapes (docs/serving-load.md says how each was made)."""
+    dist: LengthName = "fixed"
+    mean: float | None = _num(None, "mean tokens (fixed, normal, lognormal)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    std: float | None = _num(None, "standard deviation (normal)", lo=0, hi=MAX_TOKENS_LEN, unit="tokens")
+    cv: float | None = _num(None, "coefficient of variation (lognormal)", lo=0, hi=100)
+    min: int = _num(1, "smallest draw", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    max: int | None = _num(None, "largest draw", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+
+    @model_validator(mode="after")
+    def _needs(self):
+        d = self.dist
+        if d in ("fixed", "normal", "lognormal") and self.mean is None:
+            raise ValueError(f"dist {d} needs `mean` (tokens), e.g. {{dist: {d}, mean: 512"
+                             + (", std: 128}" if d == "normal" else ", cv: 1.0}" if d == "lognormal" else "}"))
+        if d == "normal" and self.std is None:
+            raise ValueError("dist normal needs `std` (tokens), e.g. {dist: normal, mean: 512, std: 128}")
+        if d == "uniform" and self.max is None:
+            raise ValueError("dist uniform needs `max` (and optionally `min`), e.g. {dist: uniform, min: 100, max: 900}")
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
+
+
+class Load(_Strict):
+    """Serving under load: a request-level simulation of the engine's scheduler (docs/serving-load.md)."""
+    rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma)", lo=0, hi=1e6, open_lo=True,
+                                    unit="requests/s")
+    requests: int = _num(1000, "requests simulated", lo=1, hi=1_000_000)
+    arrival: Arrival = Field("poisson", description="poisson | gamma (bursty, see arrival_cv) | closed (clients "
+                             "that each wait for their answer) | offline (all at t=0, MLPerf Offline) | trace")
+    arrival_cv: float = _num(1.0, "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)", lo=0,
+                             hi=100, open_lo=True)
+    clients: int | None = _num(None, "closed loop: concurrent clients", lo=1, hi=MAX_BATCH)
+    trace: Optional[PathText] = Field(None, description="CSV or JSONL file with arrival_s, input_tokens, "
+                                      "output_tokens per request")
+    input: Lengths | None = Field(None, description="prompt lengths; default: fixed at infer.prompt_len")
+    output: Lengths | None = Field(None, description="output lengths; default: fixed at infer.output_len")
+    prefix_cache_hit: float = _num(0.0, "share of each prompt served from the prefix (radix) cache", lo=0, hi=1,
+                                   open_hi=True)
+    slo_ttft_s: float | None = _num(None, "time-to-first-token objective", lo=0, hi=86_400, open_lo=True, unit="s")
+    slo_tpot_s: float | None = _num(None, "time-per-output-token objective", lo=0, hi=3600, open_lo=True, unit="s")
+    slo_percentile: float = _num(99.0, "percentile the objectives hold at", lo=0, hi=100, open_lo=True)
+    seed: int = _num(0, "random seed (the same seed gives the same answer)", lo=0, hi=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _needs(self):
+        a = self.arrival
+        if a in ("poisson", "gamma") and self.rate_per_s is None:
+            raise ValueError(f"arrival {a} needs rate_per_s (requests/s), e.g. {{arrival: {a}, rate_per_s: 10}}")
+        if a == "closed" and self.clients is None:
+            raise ValueError("arrival closed needs clients (concurrent users), e.g. {arrival: closed, clients: 64}")
+        if a == "trace" and not self.trace:
+            raise ValueError("arrival trace needs trace (a CSV or JSONL file with arrival_s, input_tokens, "
+                             "output_tokens)")
+        if a != "trace" and self.trace:
+            raise ValueError(f"trace is given but arrival is {a}; set arrival: trace to replay the file")
+        return self
+
+
 class Infer(_Strict):
     weights: Format = "bf16"
     kv_cache: Format = "bf16"
@@ -177,11 +242,14 @@ class Infer(_Strict):
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
-                                    "launch files set it", lo=1, hi=MAX_BATCH)
+                                    "launch files set it, at most vLLM's default (1024 on >= 70 GiB GPUs other "
+                                    "than A100, else 256); under infer.load: that default", lo=1, hi=MAX_BATCH)
     max_num_batched_tokens: int | None = _num(None, "engine's tokens per step; default: the engine's own (vLLM: "
                                               "8192 on >= 70 GiB GPUs other than A100, else 2048)",
                                               lo=1, hi=MAX_TOKENS_LEN)
     allow_longer_context: bool = _LONGER
+    load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
+                              "(gpuplan serve --rate)")
 
 
 Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]

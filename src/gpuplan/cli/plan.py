@@ -22,6 +22,19 @@ def add_parsers(sub) -> None:
         if name in ("train", "serve"):
             s.add_argument("--plot", metavar="FILE", help="write a chart (.svg, .png or .html); a folder: "
                                                           f"{name}.svg in it, never overwriting")
+        if name == "serve":
+            g = s.add_argument_group("serving under load (request-level simulation, docs/serving-load.md)")
+            g.add_argument("--rate", type=float, metavar="R", help="requests per second arriving (infer.load.rate_per_s)")
+            g.add_argument("--requests", type=int, metavar="N", help="requests to simulate (default 1000)")
+            g.add_argument("--arrival", metavar="KIND", help="poisson (default) | server | offline | gamma:CV | "
+                                                             "closed:N | trace:FILE")
+            g.add_argument("--slo-ttft", type=float, metavar="S", help="time-to-first-token objective (s)")
+            g.add_argument("--slo-tpot", type=float, metavar="S", help="time-per-output-token objective (s)")
+            g.add_argument("--slo-percentile", type=float, metavar="P", help="percentile the objectives hold at "
+                                                                            "(default 99)")
+            g.add_argument("--prefix-cache-hit", type=float, metavar="F", help="share of each prompt served from "
+                                                                              "the prefix cache (0-1)")
+            g.add_argument("--seed", type=int, help="random seed of the simulated workload (default 0)")
         s.set_defaults(func=func)
 
 
@@ -276,21 +289,48 @@ def cmd_speed(args: argparse.Namespace) -> int:
     from ..plot import plot_path, write_plot
     scn = scenario_from_args(args)
     _check_task(args.command, scn)
+    if args.command == "serve":
+        scn = _with_load(args, scn)
     # the chart's path is checked before any work, so a bad folder fails fast
     target = plot_path(args.plot, args.command) if getattr(args, "plot", None) else None
     r = pipeline.resolve(scn)
     est = pipeline.evaluate(r)
     curve = pipeline.serving_curve(r, est.memory, SERVING_CONCURRENCIES) if args.command == "serve" else None
+    load = None
+    if args.command == "serve" and scn.infer is not None and scn.infer.load is not None and est.memory.fits:
+        load = pipeline.serving_load(r, est.memory, sweep=target is not None)
     if args.json:
-        print_result(args.command, {"performance": est.performance.to_json(), "curve": curve,
-                                    "memory": est.memory.to_json(), "warnings": list(est.warnings)})
+        out = {"performance": est.performance.to_json(), "curve": curve,
+               "memory": est.memory.to_json(), "warnings": list(est.warnings)}
+        if args.command == "serve":
+            out["load"] = load
+        print_result(args.command, out)
     else:
         _print_speed(est, curve)
+        if load is not None:
+            from ..report import load_report
+            print("\n" + load_report(load))
     if target is not None:
-        path = write_plot(target.path, curve=curve, perf=est.performance, overwrite=target.named)
+        if load is not None and load.get("sweep"):    # under load: latency and goodput versus rate
+            path = write_plot(target.path, load=load, overwrite=target.named)
+        else:
+            path = write_plot(target.path, curve=curve, perf=est.performance, overwrite=target.named)
         if not args.json:
             print(f"\nplot written to {path}")
     return _fit_code(est.memory)
+
+
+def _with_load(args: argparse.Namespace, scn):
+    """The scenario with the serve command's load flags (--rate, --arrival, --slo-*) in infer.load."""
+    from ..cliargs import load_from_args
+    from ..scenario import scenario_from_dict
+    cur = scn.infer.load.model_dump() if scn.infer.load is not None else None
+    new = load_from_args(args, cur)
+    if new is cur:
+        return scn
+    data = scn.model_dump(exclude_none=True)
+    data["infer"]["load"] = new
+    return scenario_from_dict(data, "(with --rate/--arrival/--slo flags)")
 
 
 def _print_speed(est, curve) -> None:

@@ -623,6 +623,20 @@ def _engine_batched_tokens(scn: Scenario, capacity: int) -> int:
     return 8192 if big else 2048
 
 
+def engine_max_num_seqs(scn: Scenario, capacity: int, seqs: int | None = None) -> int:
+    """The engine's running-request cap (max_num_seqs): the user's value, else the requests in
+    flight (`seqs`, default the scenario's concurrency, which gpuplan's launch files pass) capped
+    at vLLM V1's `vllm serve` default from EngineArgs.get_batch_defaults (1024 on GPUs with >= 70 GiB
+    other than A100, 256 otherwise; vllm/engine/arg_utils.py). Requests beyond the cap wait in the
+    queue: they do not change what the engine reserves at start-up."""
+    inf = scn.infer
+    assert inf is not None
+    if inf.max_num_seqs:
+        return inf.max_num_seqs
+    big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
+    return max(1, min(inf.concurrency if seqs is None else seqs, 1024 if big else 256))
+
+
 def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:
     """Peak of the serving engine's start-up profile, which it keeps free next to the KV pool.
 
@@ -642,7 +656,9 @@ def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int
     if model.is_moe:
         i_rank = 2 * model.moe_intermediate_size / (tp if scn.parallel.ep == 1 else 1)
         forward += min(tokens, 32768) * model.experts_per_tok * (i_rank + i_rank / 2 + h) * 2
-    requests = inf.max_num_seqs or seqs
+    # the dummy run has min(tokens, max_num_seqs) requests (gpu_model_runner._dummy_run): the engine's
+    # limits, never the number of requests waiting (a huge `concurrency` once emptied the KV pool)
+    requests = min(tokens, engine_max_num_seqs(scn, capacity, seqs))
     sampler = requests * model.vocab_size * 24.0
     return max(forward, sampler)
 

@@ -25,7 +25,7 @@ from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsan
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 
-__all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve",
+__all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
            "performance_details", "clock_factor",
            "load_efficiency", "training_flops_per_token", "pipeline_bubble_fraction",
            "expected_experts_touched", "adp_imbalance", "weight_bytes"]
@@ -736,14 +736,33 @@ class _Serving:
         """Prefill of one prompt. `dense_scale` multiplies the rank-local part (attention, dense
         linears, element-wise work) but not the routed experts, whose work the EP group shares:
         attention-DP imbalance (see point())."""
+        return self.prefill_chunk(prompt, 0, compute_only=compute_only, step_tokens=step_tokens,
+                                  dense_scale=dense_scale)
+
+    def prefill_attention_flops(self, tokens: float, offset: float = 0.0) -> float:
+        """Attention FLOPs (one GPU) of prompt positions [offset, offset + tokens) of one request,
+        each attending causally to everything before it: the difference of the whole-prefix totals."""
         m = self.model
-        t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
-        t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
-        attn = prompt * attention_flops_per_token_forward(m, int(prompt)) / self.tp / self.pp
+
+        def total(n: float) -> float:
+            return n * attention_flops_per_token_forward(m, int(n)) if n > 0 else 0.0
+        return (total(offset + tokens) - total(offset)) / self.tp / self.pp
+
+    def prefill_attention_time(self, flops: float) -> float:
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
-        t_attn = attn / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
-                                              self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
+        return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
+                                             self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
+
+    def prefill_chunk(self, tokens: float, offset: float = 0.0, *, compute_only: bool = False,
+                      step_tokens: float | None = None, dense_scale: float = 1.0) -> float:
+        """Prefill of prompt positions [offset, offset + tokens) of one request (a whole prompt:
+        offset 0). The linears see `tokens` rows; attention covers the prefix already cached.
+        The cost function a serving step is built from (here and in estimate/simulate.py)."""
+        prompt = tokens
+        t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
+        t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
+        t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset))
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
@@ -846,6 +865,14 @@ def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[
     P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     return [sv.point(int(c)) for c in concurrencies]
+
+
+def serving_model(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
+                  kv_capacity_tokens: float | None = None, network: Any = None, memory: Any = None) -> _Serving:
+    """The serving step-cost model `serve` uses (decode_step, prefill_chunk), on the KV pool of `memory`;
+    the load simulator (estimate/load) prices its iterations with it."""
+    P = params if params is not None else _packaged_efficiency()
+    return _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
 
 
 def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,

@@ -17,6 +17,17 @@ BNB_GUARD = (f'python -c "import vllm_bnb_plugin" 2>/dev/null || {{ echo "bitsan
 ALTERNATIVES = ("sglang", "trtllm", "llama.cpp")
 
 
+def _max_num_seqs(plan: Plan) -> int:
+    """The scenario's max_num_seqs, else its concurrency capped at vLLM's default (the same cap the memory
+    estimate's start-up profile uses: estimate.memory.engine_max_num_seqs)."""
+    i = plan.s.infer
+    if i.max_num_seqs:
+        return i.max_num_seqs
+    from ..estimate.memory import engine_max_num_seqs
+    from ..hardware import get_gpu
+    return engine_max_num_seqs(plan.s, int(get_gpu(plan.s.hardware.gpu).usable_memory_bytes))
+
+
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     i, p, s = plan.s.infer, plan.s.parallel, plan.s
     notes = prequantized_note(plan)
@@ -32,7 +43,7 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
         argv.append("--enable-expert-parallel")
         notes.append(f"vLLM sets the expert-parallel size to tp x dp = {p.tp * s.dp} (plan ep={p.ep})")
     argv += ["--max-model-len", str(max_model_len(plan)), "--gpu-memory-utilization", f"{i.gpu_memory_utilization:g}",
-             "--max-num-seqs", str(i.max_num_seqs or i.concurrency), "--dtype", model_dtype(plan),
+             "--max-num-seqs", str(_max_num_seqs(plan)), "--dtype", model_dtype(plan),
              "--kv-cache-dtype", kv_name(plan, VLLM_KV, ("llama.cpp",))]
     q = quant_name(plan, VLLM_QUANT, ("llama.cpp",) if plan.s.infer.weights.startswith("gguf") else ALTERNATIVES)
     if q:

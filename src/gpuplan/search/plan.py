@@ -149,9 +149,23 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
     estimate = {"memory": est.memory.to_json(), "performance": est.performance.to_json(),
                 "cost": est.cost.to_json()}
     warnings = tuple(c.warnings) + tuple(est.performance.notes or ())
+    why = _why(s, c, est, rank, n_feasible)
+    load = (c.perf.details or {}).get("load") if s.space.task == "infer" else None
+    if load is not None:
+        # replicas sized by the load simulator (serve_search._replicas_for_slo)
+        n = c.perf.details["replicas"]
+        goodput = load.get("goodput_requests_per_s")
+        estimate["load"] = {**load, "replicas": n, "rate_per_s": s.cons.requests_per_s,
+                            "goodput_requests_per_s": None if goodput is None else goodput * n,
+                            "usd_per_million_tokens": c.cost.usd_per_million_tokens}
+        pct = f"p{load['slo']['percentile']:g}" if load.get("slo") else "p99"
+        why = why[:1] + (f"sized by simulation: {n} replica(s) at {load['rate_per_replica_s']:.3g} requests/s each; "
+                         f"{pct} TTFT {load['ttft_at_percentile_s'] * 1e3:,.0f} ms, TPOT "
+                         f"{(load['tpot_at_percentile_s'] or 0) * 1e3:,.1f} ms; "
+                         f"${c.cost.usd_per_million_tokens or 0:,.2f}/M output tokens at "
+                         f"{s.cons.requests_per_s:g} requests/s",) + why[1:]
     return Plan(rank=rank, gpu=c.gpu.id, count=c.count, summary=c.summary, scenario=scn, estimate=estimate,
-                cost_value=c.cost_value, time_value=c.time_value, why=_why(s, c, est, rank, n_feasible),
-                warnings=warnings)
+                cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings)
 
 
 def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str, ...]:

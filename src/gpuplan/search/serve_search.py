@@ -119,7 +119,14 @@ def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
     if not perf1.output_tokens_per_s:
         t.miss(gpu.id, 2, 0.5, Rejection(label, "no KV-cache room left after the weights", "memory", gpu.id, group))
         return
-    replicas = _replicas(s, rep, perf1.output_tokens_per_s, group, label)
+    load = None
+    if _sized_by_simulation(s, rep):
+        sized = _replicas_for_slo(s, rep, scn1, gpu, mem, group, label)
+        if sized is None:
+            return
+        replicas, load = sized
+    else:
+        replicas = _replicas(s, rep, perf1.output_tokens_per_s, group, label)
     if replicas is None:
         return
     count = replicas * group
@@ -130,6 +137,13 @@ def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
         return
     scn = scn1 if count == group else build(s, gpu, count, rep.gpn, par, section)
     perf = dataclasses.replace(perf1, output_tokens_per_s=perf1.output_tokens_per_s * replicas)
+    if load is not None:
+        # sized by simulation: the latencies are the SLO percentile's at rate/replicas, the throughput is
+        # what the target rate asks (so $/M tokens is the cost at that rate)
+        perf = dataclasses.replace(
+            perf1, ttft_s=load["ttft_at_percentile_s"], tpot_s=load["tpot_at_percentile_s"],
+            output_tokens_per_s=cons.requests_per_s * load["mean_output_tokens"],
+            details={**perf1.details, "load": load, "replicas": replicas})
     cost = pipeline.cost(s.resolved(scn, gpu), perf)
     cv, tv, upm = values(perf, cost, count, "infer", rep.out_len, bool(rep.target))
     if replicas > 1:
@@ -154,3 +168,46 @@ def _replicas(s: Search, rep: Replica, tokens_per_s: float, group: int, label: s
                      "constraint", rep.gpu.id, group))
         return None
     return min(fitting) // group
+
+
+def _sized_by_simulation(s: Search, rep: Replica) -> bool:
+    """A request rate and a latency SLO: replicas are sized by the load simulator (docs/serving-load.md)."""
+    c = s.cons
+    return bool(c.requests_per_s) and (c.ttft_s is not None or c.tpot_s is not None) and rep.engine != "hf"
+
+
+def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, group: int,
+                      label: str) -> tuple[int, dict] | None:
+    """The fewest replicas whose simulated p99 (or the scenario's infer.load.slo_percentile) TTFT and TPOT
+    meet the constraints at requests_per_s / replicas each (None, with the miss, when none do)."""
+    from ..estimate.load import replicas_for_slo
+    from ..estimate.speed import serving_model
+    cons = s.cons
+    load = scn1.infer.load
+    slo = {"ttft_s": cons.ttft_s, "tpot_s": cons.tpot_s,
+           "percentile": load.slo_percentile if load is not None else 99.0}
+    r = s.resolved(scn1, gpu)
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    sized = replicas_for_slo(r.scenario, sv, int(gpu.usable_memory_bytes), cons.requests_per_s, slo,
+                             max_replicas=max(1, s.max_gpus // group))
+    if sized is None:
+        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"no replica count up to {s.max_gpus} GPUs keeps the "
+                     f"p{slo['percentile']:g} TTFT/TPOT within the target at {cons.requests_per_s:g} requests/s "
+                     "(simulated)", "constraint", rep.gpu.id, group))
+        return None
+    replicas, summary = sized
+    summary["mean_output_tokens"] = summary["output_tokens_per_s"] / summary["requests_per_s"] \
+        if summary["requests_per_s"] else float(scn1.infer.output_len)
+    counts = s.space.counts
+    if counts:
+        fitting = [c for c in counts if c % group == 0 and c // group >= replicas]
+        if not fitting:
+            s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs {replicas * group} GPUs for the SLO at "
+                         f"{cons.requests_per_s:g} requests/s; count fixed at {', '.join(map(str, counts))}",
+                         "constraint", rep.gpu.id, group))
+            return None
+        replicas = min(fitting) // group
+    # latencies stay those simulated at the fewest replicas that meet the SLO (more only lowers them)
+    summary["replicas_needed"] = sized[0]
+    summary["rate_per_replica_s"] = cons.requests_per_s / replicas
+    return replicas, summary

@@ -199,6 +199,9 @@ def estimate_job(scenario: Any, allow_hub: bool) -> dict[str, Any]:
     return clean(out)
 
 
+WEB_MAX_LOAD_REQUESTS = 20_000     # a serving-under-load simulation: ~1 s of CPU plus the capacity search
+
+
 def serving_curve_job(scenario: Any, concurrencies: list[int] | None, allow_hub: bool) -> dict[str, Any]:
     from .. import pipeline
     scn = safe_scenario(scenario, allow_hub=allow_hub)
@@ -207,8 +210,18 @@ def serving_curve_job(scenario: Any, concurrencies: list[int] | None, allow_hub:
     r = pipeline.resolve(scn, allow_hub=False)
     est = pipeline.evaluate(r)      # the same memory (KV pool), profile and network as /api/estimate
     conc = sorted(set(concurrencies or DEFAULT_CONCURRENCIES))
-    return clean({"curve": pipeline.serving_curve(r, est.memory, conc), "warnings": list(est.warnings),
-                  "memory": est.memory.to_json(), "gpu": {"id": r.gpu.id, "name": r.gpu.name}, "model": r.model.name})
+    out = {"curve": pipeline.serving_curve(r, est.memory, conc), "warnings": list(est.warnings),
+           "memory": est.memory.to_json(), "gpu": {"id": r.gpu.id, "name": r.gpu.name}, "model": r.model.name}
+    load = scn.infer.load if scn.infer is not None else None
+    if load is not None:
+        if load.trace:
+            raise WebError(400, "infer.load.trace", "names a file, and the web API never reads files on the server.",
+                           "replay a trace with the CLI (`gpuplan serve SCENARIO --arrival trace:FILE`).")
+        if load.requests > WEB_MAX_LOAD_REQUESTS:
+            raise WebError(400, "infer.load.requests", f"is {load.requests:,}; the web server simulates at most "
+                           f"{WEB_MAX_LOAD_REQUESTS:,} requests.", "use fewer requests, or the CLI.")
+        out["load"] = pipeline.serving_load(r, est.memory) if est.memory.fits else None
+    return clean(out)
 
 
 def launch_job(scenario: Any, engine: str, inner: str | None, include_estimate: bool, allow_hub: bool) -> dict[str, Any]:

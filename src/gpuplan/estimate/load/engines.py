@@ -1,0 +1,55 @@
+"""Each serving engine's scheduler as `Policy` parameters (docs/serving-load.md cites the sources).
+
+* vllm: budget max_num_batched_tokens (8192 / 2048), cap max_num_seqs (1024 / 256), 16-token blocks,
+  chunked prefill, prompt chunks mixed with decodes, KV grows (preempt the newest when full);
+* sglang: budget chunked_prefill_size, cap max_running_requests, 1-token pages, chunked, prefill
+  batches not mixed with decodes, KV grows (retract the newest);
+* trtllm: budget max_num_tokens, cap max_batch_size, 32-token blocks, whole prompts, in-flight
+  batching (mixed), prompt + output reserved at admission (GUARANTEED_NO_EVICT: never preempts);
+* llama.cpp: budget n_batch, cap the slots (-np), whole prompts, mixed, a slot's context reserved.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..memory import _engine_batched_tokens, engine_max_num_seqs
+from .scheduler import Policy
+
+BLOCK_TOKENS = {"vllm": 16, "sglang": 1, "trtllm": 32, "llama.cpp": 1}
+LLAMA_CPP_N_BATCH = 2048        # llama-server's default logical batch (-b)
+
+
+def engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy, list[str]]:
+    """The scheduler of `scn.infer.engine` for one attention replica of `serving` (speed.py _Serving),
+    with the KV pool the memory engine sized (serving.kv_capacity_tokens)."""
+    inf = scn.infer
+    load = inf.load
+    eng = inf.engine
+    notes: list[str] = []
+    if eng not in BLOCK_TOKENS:
+        raise ValueError(f"the serving simulator models vllm, sglang, trtllm and llama.cpp, not {eng!r}")
+    bs = BLOCK_TOKENS[eng]
+    pool_tokens = serving.kv_capacity_tokens / serving.adp
+    kv_blocks = int(pool_tokens // bs) if pool_tokens != float("inf") else 1 << 40
+    hit = float(getattr(load, "prefix_cache_hit", 0.0) or 0.0) if load is not None else 0.0
+    if eng == "vllm":
+        seqs = engine_max_num_seqs(scn, capacity_bytes, 1 << 30)
+        budget = _engine_batched_tokens(scn, capacity_bytes)
+        if budget < seqs:   # vLLM refuses to start with max_num_batched_tokens < max_num_seqs
+            notes.append(f"max_num_batched_tokens {budget} < max_num_seqs {seqs}: vLLM requires at least as many "
+                         f"tokens per step as running requests; simulated with {seqs}.")
+            budget = seqs
+        return Policy("vllm", seqs, budget, bs, kv_blocks, True, True, False, hit), notes
+    cap = int(inf.max_num_seqs or serving.eng["max_batch"])
+    if eng == "sglang":
+        budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)
+        return Policy("sglang", cap, max(budget, 1), bs, kv_blocks, True, False, False, hit), notes
+    if eng == "trtllm":
+        budget = int(inf.max_num_batched_tokens or serving.eng["max_num_tokens"])
+        if hit:
+            notes.append("TensorRT-LLM KV-cache reuse is modelled like prefix caching (the same hit rate).")
+        return Policy("trtllm", cap, budget, bs, kv_blocks, False, True, True, hit), notes
+    budget = int(inf.max_num_batched_tokens or LLAMA_CPP_N_BATCH)
+    if hit:
+        notes.append("llama.cpp reuses a slot's cached prompt prefix; modelled as the same hit rate.")
+    return Policy("llama.cpp", cap, budget, bs, kv_blocks, False, True, True, hit), notes

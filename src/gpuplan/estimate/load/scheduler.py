@@ -1,0 +1,388 @@
+"""Iteration-level simulation of one serving replica's scheduler (continuous batching).
+
+The rules follow vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py `Scheduler.schedule`, read at
+commit 00024d314514900f361ad072af6931e403b7f589; docs/serving-load.md lists them with the other
+engines' parameterisations):
+
+* each iteration has a token budget (max_num_batched_tokens); running requests are served first,
+  one token per decoding request, then the running requests still in prefill get prompt chunks;
+* waiting requests are admitted first-come first-served while the budget lasts, fewer than
+  max_num_seqs run and the KV pool has the blocks for their first chunk — but not in an iteration
+  that had to preempt;
+* the KV pool is allocated in blocks; a decode that crosses a block boundary needs a new block and,
+  when the pool is full, the newest running request is preempted (its blocks freed, its progress
+  recomputed later: it goes back to the head of the waiting queue);
+* prefix caching skips a share of each prompt (whole blocks; at least one token is computed).
+
+Speed: runs of decode-only iterations in which nothing changes (no arrival that could be admitted,
+no completion, no preemption) are skipped in one step whose time is the closed-form sum of the
+tabulated step cost (cost.py), and per-request state of decoding requests is kept implicitly (a
+decode counter), so an iteration costs O(chunks), not O(batch).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One engine's scheduler, as parameters (engines.py builds it for vLLM, SGLang, TensorRT-LLM,
+    llama.cpp)."""
+    engine: str = "vllm"
+    max_num_seqs: int = 256
+    token_budget: int = 8192          # tokens per iteration (decodes + prompt chunks)
+    block_size: int = 16              # KV pool granularity (tokens)
+    kv_blocks: int = 1 << 40          # pool size (blocks)
+    chunked_prefill: bool = True      # a prompt may be split over iterations
+    mixed: bool = True                # prompt chunks share an iteration with the decodes
+    reserve_full: bool = False        # admission reserves prompt + output (no growth, no preemption)
+    prefix_hit: float = 0.0           # share of each prompt served from the prefix cache
+
+
+@dataclass
+class Result:
+    arrival_s: np.ndarray
+    first_scheduled_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    preemptions: int
+    iterations: int
+    engine_steps: int                       # iterations simulated one by one (the rest were skipped in runs)
+    in_system_s: float                      # ∫ requests in the system dt
+    kv_block_s: float                       # ∫ KV blocks in use dt
+    kv_blocks: int
+    kv_max_blocks: int
+    horizon_s: float
+    timeline: list[tuple[float, float, int, int]] = field(default_factory=list)  # (t, kv share, running, waiting)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: int = 200) -> Result:
+    """Serve every request of `workload` under `policy`, iteration by iteration, on `cost`."""
+    pol = policy
+    n = workload.n
+    P = [int(x) for x in workload.input_tokens]
+    O = [int(x) for x in workload.output_tokens]
+    bs = pol.block_size
+    cap = pol.kv_blocks
+    for i in range(n):
+        need = _cdiv(P[i] + O[i], bs)
+        if need > cap:
+            raise ValueError(f"request {i} needs {need} KV blocks ({P[i]} + {O[i]} tokens), more than the "
+                             f"pool's {cap}")
+    arr = [math.nan] * n
+    first_sched = [math.nan] * n
+    first_tok = [math.nan] * n
+    finish = [math.nan] * n
+    comp = [0] * n          # tokens computed (requests not decoding)
+    gen = [0] * n           # tokens generated (requests not decoding)
+    blk = [0] * n           # KV blocks held (requests not decoding, or reserve_full)
+    # decoding requests: state at the decode counter value `it0` they joined with
+    d_it0 = [0] * n
+    d_n0 = [0] * n
+    d_g0 = [0] * n
+    decoding = [False] * n
+    phase = [0] * bs        # decoding requests by the counter residue at which they need a new block
+    ctx0 = 0                # Σ (n0 − it0) over decoding requests: Σ context = ctx0 + D·it
+    D = 0
+    it = 0                  # decode counter: decode iterations run so far
+    fin_heap: list[tuple[int, int]] = []   # (counter value when done, request)
+
+    # arrivals
+    pending: list[tuple[float, int]] = []
+    next_rid = 0
+    if workload.clients:
+        for _ in range(min(workload.clients, n)):
+            arr[next_rid] = 0.0
+            pending.append((0.0, next_rid))
+            next_rid += 1
+    else:
+        for i in range(n):
+            arr[i] = float(workload.arrival_s[i])
+        pending = [(arr[i], i) for i in range(n)]
+        next_rid = n
+    heapq.heapify(pending)
+
+    waiting: deque[int] = deque()
+    running: list[int] = []          # admission order (the newest last: preempted first)
+    prefilling: list[int] = []       # running requests still computing their prompt, admission order
+    used = 0
+    max_used = 0
+    t = 0.0
+    done = 0
+    preemptions = 0
+    iterations = 0
+    steps = 0
+    in_sys = 0                       # requests arrived and not finished
+    in_system_s = 0.0
+    kv_block_s = 0.0
+    tl: list[tuple[float, float, int, int]] = []
+
+    def enqueue_until(now: float) -> None:
+        nonlocal in_sys, in_system_s
+        while pending and pending[0][0] <= now:
+            ta, r = heapq.heappop(pending)
+            waiting.append(r)
+            in_sys += 1
+            in_system_s += now - ta          # it was in the system since ta
+
+    def dec_ctx(r: int) -> int:
+        return d_n0[r] + it - d_it0[r]
+
+    def preempt_last() -> int:
+        nonlocal used, D, ctx0, preemptions
+        v = running.pop()
+        if decoding[v]:
+            nv = dec_ctx(v)
+            gen[v] = d_g0[v] + it - d_it0[v]
+            decoding[v] = False
+            if not pol.reserve_full:
+                phase[(d_it0[v] - d_n0[v]) % bs] -= 1
+                used -= _cdiv(nv, bs)
+            else:
+                used -= blk[v]
+            ctx0 -= d_n0[v] - d_it0[v]
+            D -= 1
+        else:
+            prefilling.remove(v)
+            used -= blk[v]
+        comp[v] = 0
+        blk[v] = 0
+        waiting.appendleft(v)
+        preemptions += 1
+        return v
+
+    def first_chunk_blocks(r: int, budget: int) -> tuple[int, int, int]:
+        """(cached tokens, chunk tokens, new blocks) of admitting waiting request r now."""
+        target = P[r] + gen[r]
+        cached = 0
+        if pol.prefix_hit > 0:
+            cached = min(int(pol.prefix_hit * P[r]) // bs * bs, target - 1)
+        rem = target - cached
+        c = min(rem, budget) if pol.chunked_prefill else rem
+        total = P[r] + O[r] if pol.reserve_full else cached + c
+        return cached, c, _cdiv(total, bs)
+
+    def admissible(budget: int, free: int, busy: bool) -> bool:
+        if not waiting or budget <= 0 or len(running) >= pol.max_num_seqs:
+            return False
+        r = waiting[0]
+        _, c, nb = first_chunk_blocks(r, budget)
+        if not pol.chunked_prefill and c > budget and busy:
+            return False
+        return nb <= free
+
+    def retire(r: int, now: float) -> None:
+        nonlocal used, D, ctx0, done, in_sys, next_rid
+        finish[r] = now
+        done += 1
+        in_sys -= 1
+        running.remove(r)
+        if decoding[r]:
+            decoding[r] = False
+            if pol.reserve_full:
+                used -= blk[r]
+            else:
+                phase[(d_it0[r] - d_n0[r]) % bs] -= 1
+                used -= _cdiv(dec_ctx(r), bs)
+            ctx0 -= d_n0[r] - d_it0[r]
+            D -= 1
+        else:
+            used -= blk[r]
+        blk[r] = 0
+        if workload.clients and next_rid < n:     # the client sends its next request now
+            arr[next_rid] = now
+            heapq.heappush(pending, (now, next_rid))
+            next_rid += 1
+
+    def live_top() -> int | None:
+        """The decode counter at which the next decoding request finishes (stale entries dropped)."""
+        while fin_heap:
+            k, r = fin_heap[0]
+            if decoding[r] and d_it0[r] + O[r] - d_g0[r] == k:
+                return k
+            heapq.heappop(fin_heap)
+        return None
+
+    def complete(now: float) -> None:
+        while True:
+            k = live_top()
+            if k is None or k > it:
+                return
+            _, r = heapq.heappop(fin_heap)
+            retire(r, now)
+
+    max_seqs, chunked = pol.max_num_seqs, pol.chunked_prefill
+    while done < n:
+        enqueue_until(t)
+        if not running and not waiting:
+            t = pending[0][0]                # idle until the next arrival
+            continue
+        iterations += 1
+        steps += 1
+        budget = pol.token_budget
+        free = cap - used
+        # ---- skip a run of decode-only iterations --------------------------------------------------
+        if D > 0 and not prefilling and (pol.reserve_full or phase[it % bs] <= free):
+            need_now = 0 if pol.reserve_full else phase[it % bs]
+            if not admissible(budget - (D if pol.mixed else 0), free - need_now, True):
+                k = live_top() - it
+                if not pol.reserve_full:        # the pool must cover every new block of the run
+                    full, rest = divmod(free, D)   # every decoding request needs one block per bs iterations
+                    kk = full * bs
+                    acc = 0
+                    for j in range(bs):
+                        acc += phase[(it + kk + j) % bs]
+                        if acc > rest:
+                            break
+                        kk += 1
+                    k = min(k, kk)
+                c0 = (ctx0 + D * it) / D
+                if k >= 2 and not waiting and pending:
+                    # stop with the iteration during which the next request arrives
+                    gap = pending[0][0] - t
+                    if cost.decode_sum(D, c0, k) > gap:
+                        lo, hi = 1, k
+                        while lo < hi:
+                            mid = (lo + hi) // 2
+                            if cost.decode_sum(D, c0, mid) >= gap:
+                                hi = mid
+                            else:
+                                lo = mid + 1
+                        k = lo
+                if k >= 2:
+                    dt = cost.decode_sum(D, c0, k)
+                    grow = 0
+                    if not pol.reserve_full:
+                        grow = D * (k // bs) + sum(phase[(it + k - k % bs + j) % bs] for j in range(k % bs))
+                    kv_block_s += (used + grow / 2.0) * dt
+                    used += grow
+                    max_used = max(max_used, used)
+                    in_system_s += in_sys * dt
+                    t += dt
+                    it += k
+                    iterations += k - 1
+                    enqueue_until(t)
+                    if fin_heap and fin_heap[0][0] <= it:
+                        complete(t)
+                    if len(tl) < 100000:
+                        tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
+                    continue
+        # ---- one iteration -----------------------------------------------------------------------
+        preempted = False
+        # an engine that does not mix (SGLang's default) runs a prefill batch whenever it has prompt
+        # work, and the decodes wait
+        prefill_iter = not pol.mixed and bool(prefilling or admissible(budget, cap - used, False))
+        if not prefill_iter and not pol.reserve_full:
+            while D > 0 and phase[it % bs] > cap - used:
+                preempt_last()
+                preempted = True
+            if D > 0:
+                used += phase[it % bs]
+        dec = 0 if prefill_iter else D
+        budget -= dec
+        chunks: list[tuple[int, int, int]] = []       # (request, tokens, offset)
+        for r in list(prefilling):
+            if budget <= 0:
+                break
+            if r not in prefilling:      # preempted while making room for an earlier one
+                continue
+            c = min(P[r] + gen[r] - comp[r], budget)
+            nb = _cdiv(comp[r] + c, bs) - blk[r] if not pol.reserve_full else 0
+            while nb > cap - used and running:
+                v = preempt_last()
+                preempted = True
+                if v == r:
+                    break
+            if r not in prefilling:
+                continue
+            blk[r] += nb
+            used += nb
+            chunks.append((r, c, comp[r]))
+            budget -= c
+        if not preempted:
+            busy = bool(chunks) or dec > 0
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
+                cached, c, nb = first_chunk_blocks(r, budget)
+                if nb > cap - used or (c > budget and busy and not chunked):
+                    break
+                waiting.popleft()
+                busy = True
+                if math.isnan(first_sched[r]):
+                    first_sched[r] = t
+                comp[r] = cached
+                blk[r] = nb
+                used += nb
+                running.append(r)
+                prefilling.append(r)
+                chunks.append((r, c, cached))
+                budget -= c
+        max_used = max(max_used, used)
+        if dec == 0 and not chunks:
+            # everything running was preempted in this iteration, which admits nothing (vLLM): the
+            # next one starts over from the waiting queue
+            iterations -= 1
+            steps -= 1
+            continue
+        ptok = 0
+        att = 0.0
+        for _, c, o in chunks:
+            ptok += c
+            att += cost.attention(c, o)
+        ctx = (ctx0 + D * it) / D if dec else 0.0
+        dt = cost.step(dec, ctx, ptok, att)
+        kv_block_s += used * dt
+        in_system_s += in_sys * dt
+        t += dt
+        if dec:
+            it += 1
+        for r, c, _ in chunks:
+            comp[r] += c
+            if comp[r] < P[r] + gen[r]:
+                continue
+            prefilling.remove(r)          # prompt done: this iteration samples a token
+            gen[r] += 1
+            if math.isnan(first_tok[r]):
+                first_tok[r] = t
+            if gen[r] >= O[r]:
+                retire(r, t)
+                continue
+            decoding[r] = True
+            d_it0[r], d_n0[r], d_g0[r] = it, comp[r], gen[r]
+            if pol.reserve_full:
+                pass
+            else:
+                phase[(it - comp[r]) % bs] += 1
+                used += _cdiv(comp[r], bs) - blk[r]     # = 0: the prompt's blocks
+            ctx0 += comp[r] - it
+            D += 1
+            heapq.heappush(fin_heap, (it + O[r] - gen[r], r))
+        if fin_heap and fin_heap[0][0] <= it:
+            complete(t)
+        if len(tl) < 100000:
+            tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
+
+    return Result(np.array(arr), np.array(first_sched), np.array(first_tok), np.array(finish),
+                  np.asarray(workload.input_tokens), np.asarray(workload.output_tokens), preemptions,
+                  iterations, steps, in_system_s, kv_block_s, cap, max_used, t, _thin(tl, timeline_points))
+
+
+def _thin(tl: list, points: int) -> list:
+    if len(tl) <= points:
+        return tl
+    step = len(tl) / points
+    return [tl[int(i * step)] for i in range(points)] + [tl[-1]]
