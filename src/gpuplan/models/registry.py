@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError, UnknownNameError, close_matches
+from . import hub
 from .spec import ModelSpec, spec_from_config
 
 
@@ -93,22 +94,39 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 
 
 def _from_hub(repo_id: str) -> dict[str, Any]:
-    if os.environ.get("GPUPLAN_OFFLINE") or os.environ.get("HF_HUB_OFFLINE"):
-        raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry and hub look-ups are off (offline).",
-                               "pass the path of its config.json, or run online without GPUPLAN_OFFLINE.",
-                               close_matches(repo_id, _index()))
+    """config.json of a Hub repo: from huggingface_hub's cache when offline, else fetched (see hub.py)."""
+    matches = close_matches(repo_id, _index())
+    cached = hub.cached_config(repo_id)
+    if hub.offline():
+        if cached is not None:
+            return _load_config_file(cached)
+        raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry or the Hugging Face cache, and "
+                               "hub look-ups are off (HF_HUB_OFFLINE or GPUPLAN_OFFLINE is set: offline).",
+                               "pass the path of its config.json, or unset HF_HUB_OFFLINE/GPUPLAN_OFFLINE when online.",
+                               matches)
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry, and huggingface_hub is not installed to fetch it.",
-                               "pip install huggingface_hub, or pass the path of its config.json.",
-                               close_matches(repo_id, _index())) from None
+                               "pip install huggingface_hub, or pass the path of its config.json.", matches) from None
+    url = hub.endpoint()
+    unreachable = hub.probe(hub.probe_target(url))
+    if unreachable is not None:
+        if cached is not None:
+            return _load_config_file(cached)
+        raise UnknownNameError(f"model '{repo_id}'", f"could not be fetched: the Hugging Face Hub at {url} cannot be "
+                               f"reached ({unreachable}) and no cached copy exists.",
+                               "check your network or proxy, set HF_HUB_OFFLINE=1 to skip the Hub, "
+                               "or pass the path of its config.json.", matches)
     try:
-        path = hf_hub_download(repo_id, "config.json")
-    except Exception as err:  # network, 404, gated repo
-        raise UnknownNameError(f"model '{repo_id}'", f"could not be fetched from the Hugging Face Hub ({type(err).__name__}).",
-                               "check the repo id and your network (gated repos need `huggingface-cli login`), "
-                               "or pass the path of its config.json.", close_matches(repo_id, _index())) from None
+        path = hf_hub_download(repo_id, "config.json", endpoint=url)
+    except Exception as err:  # 404, gated repo, a network that fails after the probe
+        gated = "Gated" in type(err).__name__ or "401" in str(err) or "403" in str(err)
+        why = ("is a gated repository: its files need an access token." if gated else
+               f"could not be fetched from the Hugging Face Hub ({type(err).__name__}).")
+        raise UnknownNameError(f"model '{repo_id}'", why,
+                               "check the repo id and your network (gated repos need `hf auth login` or HF_TOKEN), "
+                               "or pass the path of its config.json.", matches) from None
     return _load_config_file(Path(path))
 
 
