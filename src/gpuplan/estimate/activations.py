@@ -298,8 +298,10 @@ def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tu
 
 
 def score_bytes(model: ModelSpec, s: ActivationSetup) -> float:
-    """Bytes kept per attention score (multiply by heads x context): eager softmax, or SDPA's math path."""
-    if s.attention == "eager":
+    """Bytes kept per attention score (multiply by heads x context): eager softmax, or SDPA's math path.
+    A family transformers runs only eagerly (BLOOM: baddbmm + ALiBi, fp32 softmax, 16-bit probabilities
+    for the bmm) keeps them whatever attention the scenario asks for (traced: bloom-560m)."""
+    if s.attention == "eager" or (model.traits.eager_attention_only and s.framework == "hf"):
         return EAGER_SCORE_BYTES
     return MATH_PATH_SCORE_BYTES if math_path_attention(model, s) else 0.0
 
