@@ -69,6 +69,9 @@ class ModelSpec:
     blocks: tuple[Block, ...] = ()
     hf_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # generic (meta-device) specs: structural field -> how it was inferred (models/generic.py); empty for
+    # the hand-written families
+    inferred: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     # ---- derived counts -------------------------------------------------------------------
     @property
@@ -183,6 +186,7 @@ class ModelSpec:
             "kv_cache_bytes_per_token": int(self.kv_cache_bytes_per_token(2.0)),
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
             "flops_seq_len": seq_len,
+            **({"inferred": dict(self.inferred)} if self.inferred else {}),
         }
 
 
@@ -435,7 +439,10 @@ def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int
 def _sparse_moe(c: dict, h: int, i: int, n: int, experts: int, mi: int,
                 dense_layers: tuple[int, ...], correction_bias: bool = False) -> tuple[list[Block], dict[str, Any]]:
     """Qwen3-MoE / DeepSeek: dense MLPs on `dense_layers`, routed (and shared) experts elsewhere."""
-    k = c["num_experts_per_tok"]
+    k = c.get("num_experts_per_tok")
+    if not k:
+        raise InputError("model config", f"has {experts} routed experts but no num_experts_per_tok, so the "
+                         "active parameters per token are unknown.", "set num_experts_per_tok in the config.json.")
     moe_layers = n - len(dense_layers)
     blocks = _gated_mlp(h, i, len(dense_layers)) if dense_layers else []
     blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
@@ -491,6 +498,8 @@ def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block],
         step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
         dense = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
         return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense), dense)
+    if mt in ("deepseek_v2", "deepseek_v3") and not experts:
+        return _gated_mlp(h, i, n), {}, ()       # no routed experts configured: a dense model
     if mt in ("deepseek_v2", "deepseek_v3"):
         first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
         dense = tuple(li for li in range(n) if not (experts and li >= first_dense and li % freq == 0))
@@ -622,6 +631,12 @@ def _falcon(c: dict, where: str) -> dict[str, Any]:
                 traits=traits)
 
 
+def _generic_available() -> bool:
+    """Whether torch and transformers are importable (the generic meta-device path, models/generic.py)."""
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
 def _family_builders() -> dict:
     from .families import BUILDERS   # families.py builds on this module's helpers
     return BUILDERS
@@ -659,6 +674,14 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
         config = {**text, "model_type": "gemma3_text"}
         if config.get("vocab_size") is None:
             config["vocab_size"] = 262208
+    if (mt not in _DEFAULTS or mt == "siglip_vision_model") and _generic_available():
+        from .generic import spec_from_meta
+        try:
+            return spec_from_meta(raw, name=name or hf_id or str(mt), hf_id=hf_id, where=where)
+        except UnsupportedError as err:
+            raise UnsupportedError(err.what, err.why, f"{err.fix} Hand-written families: "
+                                   + ", ".join(SUPPORTED_MODEL_TYPES) + ".",
+                                   err.matches or close_matches(str(mt), SUPPORTED_MODEL_TYPES)) from None
     if mt not in _DEFAULTS or mt == "siglip_vision_model":
         raise UnsupportedError(
             f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
