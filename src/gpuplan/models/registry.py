@@ -6,6 +6,7 @@ Order: dict -> existing path -> bundled registry (short name, alias or HF id, ca
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError, UnknownNameError, close_matches
 from . import hub
+from .checkpoint import read_checkpoint
 from .spec import ModelSpec, spec_from_config
 
 
@@ -145,8 +147,11 @@ def get_model(model: str | Mapping[str, Any] | ModelSpec, *, allow_hub: bool = T
         return spec_from_config(registry_config(entry), name=entry.name, hf_id=entry.hf_id)
     path = Path(key).expanduser()
     if path.exists():
-        return spec_from_config(_load_config_file(path), name=path.stem if path.is_file() else path.name,
-                                where=f"'{path}'")
+        config = _load_config_file(path)
+        spec = spec_from_config(config, name=path.stem if path.is_file() else path.name, where=f"'{path}'")
+        folder = path if path.is_dir() else path.parent if path.name == "config.json" else None
+        ckpt = read_checkpoint(folder, config) if folder is not None else None
+        return dataclasses.replace(spec, checkpoint=ckpt) if ckpt is not None else spec
     if key.endswith(".json") or os.sep in key and not key.count("/") == 1:
         raise InputError(f"model config '{key}'", "does not exist.", "check the path.")
     if "/" in key and key.count("/") == 1 and allow_hub:

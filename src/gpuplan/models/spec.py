@@ -72,6 +72,13 @@ class ModelSpec:
     # generic (meta-device) specs: structural field -> how it was inferred (models/generic.py); empty for
     # the hand-written families
     inferred: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # what the checkpoint's safetensors headers say (models/checkpoint.CheckpointInfo), when read from a folder
+    checkpoint: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def stored_weight_bytes(self) -> int | None:
+        """Bytes of all tensors as stored in the checkpoint (None when only the config is known)."""
+        return self.checkpoint.tensor_bytes if self.checkpoint is not None else None
 
     # ---- derived counts -------------------------------------------------------------------
     @property
@@ -187,6 +194,8 @@ class ModelSpec:
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
             "flops_seq_len": seq_len,
             **({"inferred": dict(self.inferred)} if self.inferred else {}),
+            "weights_from": "checkpoint (safetensors headers)" if self.checkpoint is not None else "config",
+            **({"checkpoint": self.checkpoint.to_dict()} if self.checkpoint is not None else {}),
         }
 
 
