@@ -56,7 +56,8 @@ class LayerActivations:
 # Python tanh approximations save their intermediates (traced, saved_tensors listing):
 # NewGELUActivation 0.5*x*(1+tanh(c*(x+0.044715*x**3))) keeps x (pow), two Mul operands and the tanh
 # result: 5 with fc2's input; FastGELUActivation 0.5*x*(1+tanh(x*c*(1+0.044715*x*x))) keeps 8.
-PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8}
+# ReLU saves its result, which is also fc2's input: 1 (traced: OPT-1.3B through models/generic.py).
+PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8, "relu": 1}
 PLAIN_MLP_SAVES_DEFAULT = 2     # an activation kernel that saves only its input
 
 EAGER_SCORE_BYTES = 6.0         # eager attention: fp32 softmax + its 16-bit copy per score

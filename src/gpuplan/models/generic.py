@@ -282,7 +282,11 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     layer_norms=1 if norms_h == 1 else 2,
                     sliding_window=max((w for w in windows if w), default=None),
                     window_pattern=pattern if any(windows) else "none",
-                    dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop")))
+                    dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
+                                    residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
+                                                   "dropout"),
+                                    embedding=_prob(text_cfg, "embd_pdrop", "embedding_dropout")))
+    inferred["dropout"] = "config attention/residual/embedding dropout keys (resid_pdrop, hidden_dropout, dropout ...)"
     inferred["traits"] = "read from the config and module tree; activation memory uses Llama-like HF terms"
     max_pos = _cfg_int(text_cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length") or 0
     family = "generic:" + mt
