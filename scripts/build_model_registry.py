@@ -78,6 +78,10 @@ def main() -> None:
         (OUT / "configs" / fname).write_text(json.dumps(cfg, indent=2) + "\n")
         rows.append(dict(name=short_name(hf_id), hf_id=hf_id, config=fname, source=note,
                          completeness="structural", notes=""))
+    sys.path.insert(0, str(Path(__file__).parent))
+    import added_model_configs  # configs added for issue 15 (their own sources)
+    for r in added_model_configs.write(OUT):
+        rows.append(dict(name=short_name(r["hf_id"]), **r))
     rows.sort(key=lambda r: r["name"])
     with open(OUT / "registry.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

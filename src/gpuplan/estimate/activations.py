@@ -56,7 +56,8 @@ class LayerActivations:
 # Python tanh approximations save their intermediates (traced, saved_tensors listing):
 # NewGELUActivation 0.5*x*(1+tanh(c*(x+0.044715*x**3))) keeps x (pow), two Mul operands and the tanh
 # result: 5 with fc2's input; FastGELUActivation 0.5*x*(1+tanh(x*c*(1+0.044715*x*x))) keeps 8.
-PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8}
+# ReLU saves its result, which is also fc2's input: 1 (traced: OPT-1.3B through models/generic.py).
+PLAIN_MLP_SAVES = {"gelu_new": 5, "gelu_fast": 8, "relu": 1}
 PLAIN_MLP_SAVES_DEFAULT = 2     # an activation kernel that saves only its input
 
 EAGER_SCORE_BYTES = 6.0         # eager attention: fp32 softmax + its 16-bit copy per score
@@ -298,8 +299,10 @@ def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tu
 
 
 def score_bytes(model: ModelSpec, s: ActivationSetup) -> float:
-    """Bytes kept per attention score (multiply by heads x context): eager softmax, or SDPA's math path."""
-    if s.attention == "eager":
+    """Bytes kept per attention score (multiply by heads x context): eager softmax, or SDPA's math path.
+    A family transformers runs only eagerly (BLOOM: baddbmm + ALiBi, fp32 softmax, 16-bit probabilities
+    for the bmm) keeps them whatever attention the scenario asks for (traced: bloom-560m)."""
+    if s.attention == "eager" or (model.traits.eager_attention_only and s.framework == "hf"):
         return EAGER_SCORE_BYTES
     return MATH_PATH_SCORE_BYTES if math_path_attention(model, s) else 0.0
 

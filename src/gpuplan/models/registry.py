@@ -6,6 +6,7 @@ Order: dict -> existing path -> bundled registry (short name, alias or HF id, ca
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError, UnknownNameError, close_matches
+from . import hub
+from .checkpoint import read_checkpoint
 from .spec import ModelSpec, spec_from_config
 
 
@@ -93,22 +96,39 @@ def _load_config_file(path: Path) -> dict[str, Any]:
 
 
 def _from_hub(repo_id: str) -> dict[str, Any]:
-    if os.environ.get("GPUPLAN_OFFLINE") or os.environ.get("HF_HUB_OFFLINE"):
-        raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry and hub look-ups are off (offline).",
-                               "pass the path of its config.json, or run online without GPUPLAN_OFFLINE.",
-                               close_matches(repo_id, _index()))
+    """config.json of a Hub repo: from huggingface_hub's cache when offline, else fetched (see hub.py)."""
+    matches = close_matches(repo_id, _index())
+    cached = hub.cached_config(repo_id)
+    if hub.offline():
+        if cached is not None:
+            return _load_config_file(cached)
+        raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry or the Hugging Face cache, and "
+                               "hub look-ups are off (HF_HUB_OFFLINE or GPUPLAN_OFFLINE is set: offline).",
+                               "pass the path of its config.json, or unset HF_HUB_OFFLINE/GPUPLAN_OFFLINE when online.",
+                               matches)
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise UnknownNameError(f"model '{repo_id}'", "is not in the bundled registry, and huggingface_hub is not installed to fetch it.",
-                               "pip install huggingface_hub, or pass the path of its config.json.",
-                               close_matches(repo_id, _index())) from None
+                               "pip install huggingface_hub, or pass the path of its config.json.", matches) from None
+    url = hub.endpoint()
+    unreachable = hub.probe(hub.probe_target(url))
+    if unreachable is not None:
+        if cached is not None:
+            return _load_config_file(cached)
+        raise UnknownNameError(f"model '{repo_id}'", f"could not be fetched: the Hugging Face Hub at {url} cannot be "
+                               f"reached ({unreachable}) and no cached copy exists.",
+                               "check your network or proxy, set HF_HUB_OFFLINE=1 to skip the Hub, "
+                               "or pass the path of its config.json.", matches)
     try:
-        path = hf_hub_download(repo_id, "config.json")
-    except Exception as err:  # network, 404, gated repo
-        raise UnknownNameError(f"model '{repo_id}'", f"could not be fetched from the Hugging Face Hub ({type(err).__name__}).",
-                               "check the repo id and your network (gated repos need `huggingface-cli login`), "
-                               "or pass the path of its config.json.", close_matches(repo_id, _index())) from None
+        path = hf_hub_download(repo_id, "config.json", endpoint=url)
+    except Exception as err:  # 404, gated repo, a network that fails after the probe
+        gated = "Gated" in type(err).__name__ or "401" in str(err) or "403" in str(err)
+        why = ("is a gated repository: its files need an access token." if gated else
+               f"could not be fetched from the Hugging Face Hub ({type(err).__name__}).")
+        raise UnknownNameError(f"model '{repo_id}'", why,
+                               "check the repo id and your network (gated repos need `hf auth login` or HF_TOKEN), "
+                               "or pass the path of its config.json.", matches) from None
     return _load_config_file(Path(path))
 
 
@@ -127,8 +147,11 @@ def get_model(model: str | Mapping[str, Any] | ModelSpec, *, allow_hub: bool = T
         return spec_from_config(registry_config(entry), name=entry.name, hf_id=entry.hf_id)
     path = Path(key).expanduser()
     if path.exists():
-        return spec_from_config(_load_config_file(path), name=path.stem if path.is_file() else path.name,
-                                where=f"'{path}'")
+        config = _load_config_file(path)
+        spec = spec_from_config(config, name=path.stem if path.is_file() else path.name, where=f"'{path}'")
+        folder = path if path.is_dir() else path.parent if path.name == "config.json" else None
+        ckpt = read_checkpoint(folder, config) if folder is not None else None
+        return dataclasses.replace(spec, checkpoint=ckpt) if ckpt is not None else spec
     if key.endswith(".json") or os.sep in key and not key.count("/") == 1:
         raise InputError(f"model config '{key}'", "does not exist.", "check the path.")
     if "/" in key and key.count("/") == 1 and allow_hub:

@@ -69,6 +69,16 @@ class ModelSpec:
     blocks: tuple[Block, ...] = ()
     hf_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # generic (meta-device) specs: structural field -> how it was inferred (models/generic.py); empty for
+    # the hand-written families
+    inferred: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # what the checkpoint's safetensors headers say (models/checkpoint.CheckpointInfo), when read from a folder
+    checkpoint: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def stored_weight_bytes(self) -> int | None:
+        """Bytes of all tensors as stored in the checkpoint (None when only the config is known)."""
+        return self.checkpoint.tensor_bytes if self.checkpoint is not None else None
 
     # ---- derived counts -------------------------------------------------------------------
     @property
@@ -183,6 +193,9 @@ class ModelSpec:
             "kv_cache_bytes_per_token": int(self.kv_cache_bytes_per_token(2.0)),
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
             "flops_seq_len": seq_len,
+            **({"inferred": dict(self.inferred)} if self.inferred else {}),
+            "weights_from": "checkpoint (safetensors headers)" if self.checkpoint is not None else "config",
+            **({"checkpoint": self.checkpoint.to_dict()} if self.checkpoint is not None else {}),
         }
 
 
@@ -253,6 +266,36 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                     num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=128,
                     num_experts_per_tok=4, sliding_window=128, max_position_embeddings=131072,
                     tie_word_embeddings=False, attention_bias=True),
+    "gemma": dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+                  num_attention_heads=16, num_key_value_heads=16, head_dim=256, max_position_embeddings=8192,
+                  tie_word_embeddings=True, attention_bias=False, hidden_act="gelu_pytorch_tanh"),
+    "granite": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
+                    tie_word_embeddings=False, attention_bias=False, mlp_bias=False, hidden_act="silu",
+                    logits_scaling=1.0),
+    "qwen2_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=32768,
+                      tie_word_embeddings=False, qkv_bias=True, num_experts=60, num_experts_per_tok=4,
+                      moe_intermediate_size=1408, shared_expert_intermediate_size=5632, decoder_sparse_step=1,
+                      mlp_only_layers=[], use_sliding_window=False, sliding_window=4096, max_window_layers=28),
+    "gptj": dict(vocab_size=50400, n_positions=2048, n_embd=4096, n_layer=28, n_head=16, rotary_dim=64, n_inner=None,
+                 activation_function="gelu_new", tie_word_embeddings=False),
+    "bloom": dict(vocab_size=250880, hidden_size=64, n_layer=2, n_head=8, tie_word_embeddings=True,
+                  hidden_dropout=0.0, attention_dropout=0.0),
+    "phi": dict(vocab_size=51200, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
+                num_key_value_heads=None, hidden_act="gelu_new", max_position_embeddings=2048,
+                tie_word_embeddings=False, qk_layernorm=False, partial_rotary_factor=0.5),
+    "stablelm": dict(vocab_size=50304, intermediate_size=6912, hidden_size=2560, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=32, hidden_act="silu", max_position_embeddings=4096,
+                     tie_word_embeddings=False, use_qkv_bias=False, qk_layernorm=False, use_parallel_residual=False,
+                     partial_rotary_factor=0.25),
+    "cohere": dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, logit_scale=0.0625,
+                   num_hidden_layers=40, num_attention_heads=64, num_key_value_heads=None, hidden_act="silu",
+                   max_position_embeddings=8192, tie_word_embeddings=True, attention_bias=False, use_qk_norm=False),
+    "nemotron": dict(vocab_size=256000, hidden_size=6144, intermediate_size=24576, num_hidden_layers=32,
+                     num_attention_heads=48, head_dim=None, num_key_value_heads=None, hidden_act="relu2",
+                     max_position_embeddings=4096, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+                     partial_rotary_factor=0.5),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }
@@ -322,7 +365,7 @@ def _windows(c: dict, model_type: str, n: int) -> tuple[tuple[int | None, ...], 
     if model_type == "gemma3_text":
         pattern = c.get("sliding_window_pattern") or 6
         return tuple(None if (i + 1) % pattern == 0 else w for i in range(n)), "every_nth"
-    if model_type in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and w:
+    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and c.get("use_sliding_window") and w:
         mwl = c.get("max_window_layers", n)
         return tuple(w if i >= mwl else None for i in range(n)), "top_layers"
     return (None,) * n, "none"
@@ -343,26 +386,33 @@ def _norm_eps(c: dict) -> float | None:
 def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
                     windows: tuple[int | None, ...], pattern: str, dense_layers: tuple[int, ...]) -> Traits:
     gemma = mt in ("gemma2", "gemma3_text")
+    # Gemma 1's MLP runs config.hidden_act (transformers 5.x GemmaMLP), Gemma 2/3 hidden_activation
     act = _t.activation(c.get("hidden_activation") if gemma else (c.get("hidden_act") or "silu"), where)
+    if mt == "gemma" and act == "gelu":
+        act = "gelu_pytorch_tanh"   # GemmaConfig rewrites the released configs' legacy "gelu" (it meant tanh)
     theta, scaling = _t.rope(c)
     # Phi-3 adds residual dropout (resid_pdrop); transformers' Phi3Model has no embedding dropout
     residual = _t.probability(c, "resid_pdrop") if mt == "phi3" else 0.0
     qk = {"qwen3": "per_head", "qwen3_moe": "per_head", "gemma3_text": "per_head", "olmo2": "full"}.get(mt, "none")
     return Traits(
         norm_placement="sandwich" if gemma else "post" if mt == "olmo2" else "pre",
-        norm_dtype="fp32" if gemma else "fp32_upcast", qk_norm=qk,
+        norm_dtype="fp32" if gemma or mt == "gemma" else "fp32_upcast", qk_norm=qk,
         fused_qkv=mt == "phi3", fused_qkv_output_kept=mt == "phi3",
         activation=act, mlp=_t.mlp_kind(True, act),
         final_logit_softcap=c.get("final_logit_softcapping") or None,
         attn_logit_softcap=c.get("attn_logit_softcapping") or None,
         dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=residual),
         attention=_t.attention_kind(a, kv, mla), position="rope",
-        attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2",
+        attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2" or (mt == "qwen2_moe" and bool(c.get("qkv_bias"))),
         mlp_bias=bool(c.get("mlp_bias", False)) or mt == "gpt_oss",
         rope_theta=theta, rope_scaling=scaling, rope_scaling_factor=_t.rope_factor(c) if scaling else None,
         **_window_traits(windows, pattern),
-        moe_shared_experts=int(c.get("n_shared_experts") or 0) if mla else 0,
-        moe_dense_layers=dense_layers, router_fp32=mla, norm_eps=_norm_eps(c))
+        moe_dense_layers=dense_layers, router_fp32=mla, norm_eps=_norm_eps(c),
+        moe_shared_experts=1 if mt == "qwen2_moe" and c.get("shared_expert_intermediate_size") else
+        (int(c.get("n_shared_experts") or 0) if mla else 0),
+        shared_expert_gate=mt == "qwen2_moe" and bool(c.get("shared_expert_intermediate_size")),
+        partial_rotary=_t.partial_rotary(c, 1.0),
+        logit_scale=1.0 / float(c["logits_scaling"]) if mt == "granite" and c.get("logits_scaling") else None)
 
 
 def _mla_attention(c: dict, h: int, a: int, n: int) -> tuple[list[Block], dict[str, Any]]:
@@ -388,8 +438,9 @@ def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int
     if mt in ("deepseek_v2", "deepseek_v3"):
         blocks, info = _mla_attention(c, h, a, n)
     else:
-        bias = bool(c.get("attention_bias", False)) or mt == "qwen2"
-        blocks = _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and mt != "qwen2", n=n)
+        qkv_only = mt == "qwen2" or (mt == "qwen2_moe" and bool(c.get("qkv_bias", True)))
+        bias = bool(c.get("attention_bias", False)) or qkv_only
+        blocks = _attention_blocks(h, a, kv, d, qkv_bias=bias, o_bias=bias and not qkv_only, n=n)
         info = dict(head_dim=d, v_head_dim=d, num_kv_heads=kv)
     if mt == "gpt_oss":
         blocks.append(Block("sinks", "other", a, n))
@@ -403,7 +454,10 @@ def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int
 def _sparse_moe(c: dict, h: int, i: int, n: int, experts: int, mi: int,
                 dense_layers: tuple[int, ...], correction_bias: bool = False) -> tuple[list[Block], dict[str, Any]]:
     """Qwen3-MoE / DeepSeek: dense MLPs on `dense_layers`, routed (and shared) experts elsewhere."""
-    k = c["num_experts_per_tok"]
+    k = c.get("num_experts_per_tok")
+    if not k:
+        raise InputError("model config", f"has {experts} routed experts but no num_experts_per_tok, so the "
+                         "active parameters per token are unknown.", "set num_experts_per_tok in the config.json.")
     moe_layers = n - len(dense_layers)
     blocks = _gated_mlp(h, i, len(dense_layers)) if dense_layers else []
     blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
@@ -417,10 +471,29 @@ def _sparse_moe(c: dict, h: int, i: int, n: int, experts: int, mi: int,
                         shared_expert_intermediate=shared)
 
 
+def _qwen2_moe(c: dict, h: int, i: int, n: int, experts: int) -> tuple[list[Block], dict[str, Any], tuple[int, ...]]:
+    """Qwen1.5-MoE / Qwen2-MoE (transformers models/qwen2_moe): routed experts plus one shared expert
+    of shared_expert_intermediate_size whose output a sigmoid gate (h x 1) scales; dense layers per
+    decoder_sparse_step / mlp_only_layers as Qwen3-MoE."""
+    step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
+    dense = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
+    k, mi = c["num_experts_per_tok"], c["moe_intermediate_size"]
+    moe_layers = n - len(dense)
+    blocks = _gated_mlp(h, i, len(dense)) if dense else []
+    blocks.append(Block("router", "router", h * experts, moe_layers, (h, experts)))
+    blocks += _gated_mlp(h, mi, moe_layers * experts, "expert", k / experts, "experts")
+    shared = c.get("shared_expert_intermediate_size") or 0
+    if shared:
+        blocks += _gated_mlp(h, shared, moe_layers, "shared_expert", 1.0, "shared_expert")
+        blocks.append(Block("shared_expert_gate", "router", h, moe_layers, (h, 1)))
+    return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
+                        shared_expert_intermediate=shared), dense
+
+
 def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block], dict[str, Any], tuple[int, ...]]:
     """MLP or MoE blocks of a Llama-like model, its MoE fields, and the indices of dense MLP layers."""
     experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
-    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma2", "gemma3_text"):
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma", "gemma2", "gemma3_text", "granite"):
         return _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False))), {}, ()
     if mt == "mixtral":
         k = c["num_experts_per_tok"]
@@ -434,10 +507,14 @@ def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block],
                   Block("experts.down_proj", "expert", i * h, n * experts, (i, h), k / experts),
                   Block("experts.bias", "bias", 2 * i + h, n * experts, None, k / experts)]
         return blocks, dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=i, num_moe_layers=n), ()
+    if mt == "qwen2_moe":
+        return _qwen2_moe(c, h, i, n, experts)
     if mt == "qwen3_moe":
         step, only = c.get("decoder_sparse_step") or 1, set(c.get("mlp_only_layers") or [])
         dense = tuple(li for li in range(n) if not (li not in only and experts > 0 and (li + 1) % step == 0))
         return (*_sparse_moe(c, h, i, n, experts, c["moe_intermediate_size"], dense), dense)
+    if mt in ("deepseek_v2", "deepseek_v3") and not experts:
+        return _gated_mlp(h, i, n), {}, ()       # no routed experts configured: a dense model
     if mt in ("deepseek_v2", "deepseek_v3"):
         first_dense, freq = c.get("first_k_dense_replace") or 0, c.get("moe_layer_freq") or 1
         dense = tuple(li for li in range(n) if not (experts and li >= first_dense and li % freq == 0))
@@ -455,7 +532,7 @@ def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
     i = c.get("intermediate_size") or 0
     tie = bool(c.get("tie_word_embeddings", False))
     blocks, info = _decoder_attention(c, mt, h, a, c.get("num_key_value_heads") or a, c.get("head_dim") or h // a, n)
-    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)          # Gemma adds post-norms
+    norms = {"gemma2": 4, "gemma3_text": 4}.get(mt, 2)          # Gemma 2/3 add post-norms
     blocks.append(Block("layer_norms", "norm", norms * h, n))
     mlp, moe, dense_layers = _decoder_mlp(c, mt, h, i, n)
     blocks += mlp
@@ -489,7 +566,7 @@ def _gpt2(c: dict, where: str) -> dict[str, Any]:
     # (validation/memory.csv) describe Megatron models built that way.
     act = _t.activation(c.get("activation_function") or "gelu", where)
     traits = Traits(norm_dtype="native", fused_qkv=True, activation=act, mlp="plain", attention="mha",
-                    position="learned", attention_bias=True, mlp_bias=True,
+                    position="learned", attention_bias=True, mlp_bias=True, partial_rotary=0.0,
                     dropout=Dropout(attention=_t.probability(c, "attn_pdrop"), residual=_t.probability(c, "resid_pdrop"),
                                     embedding=_t.probability(c, "embd_pdrop")))
     return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
@@ -518,6 +595,7 @@ def _gpt_neox(c: dict, where: str) -> dict[str, Any]:
     traits = Traits(norm_dtype="native", fused_qkv=True, fused_qkv_output_kept=True, activation=act, mlp="plain",
                     attention="mha", parallel_block=bool(c.get("use_parallel_residual")), attention_bias=bias,
                     mlp_bias=True, rope_theta=theta, rope_scaling=scaling,
+                    partial_rotary=float(c.get("rotary_pct") or _t.partial_rotary(c, 0.25)),
                     dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=p, embedding=p))
     return dict(hidden_size=h, num_layers=n, num_heads=a, num_kv_heads=a, head_dim=h // a, v_head_dim=h // a,
                 vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
@@ -554,7 +632,8 @@ def _falcon(c: dict, where: str) -> dict[str, Any]:
     theta, scaling = _t.rope(c)
     traits = Traits(norm_dtype="native", fused_qkv=True, activation=act, mlp="plain",
                     attention=_t.attention_kind(a, kv, False), position="alibi" if c.get("alibi") else "rope",
-                    parallel_block=new_arch or bool(c.get("parallel_attn", True)),
+                    parallel_block=new_arch or bool(c.get("parallel_attn", True)), layer_norms=ln,
+                    partial_rotary=0.0 if c.get("alibi") else 1.0,
                     # the old (7B) architecture hands SDPA its single K/V head un-expanded
                     sdpa_broadcast_kv=not new_arch and kv == 1 < a,
                     attention_bias=bias, mlp_bias=bias, rope_theta=None if c.get("alibi") else theta,
@@ -565,6 +644,17 @@ def _falcon(c: dict, where: str) -> dict[str, Any]:
                 vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=False, norm="layernorm",
                 max_position=c.get("max_position_embeddings") or 0, layer_windows=(None,) * n, blocks=tuple(blocks),
                 traits=traits)
+
+
+def _generic_available() -> bool:
+    """Whether torch and transformers are importable (the generic meta-device path, models/generic.py)."""
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def _family_builders() -> dict:
+    from .families import BUILDERS   # families.py builds on this module's helpers
+    return BUILDERS
 
 
 def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
@@ -599,6 +689,14 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
         config = {**text, "model_type": "gemma3_text"}
         if config.get("vocab_size") is None:
             config["vocab_size"] = 262208
+    if (mt not in _DEFAULTS or mt == "siglip_vision_model") and _generic_available():
+        from .generic import spec_from_meta
+        try:
+            return spec_from_meta(raw, name=name or hf_id or str(mt), hf_id=hf_id, where=where)
+        except UnsupportedError as err:
+            raise UnsupportedError(err.what, err.why, f"{err.fix} Hand-written families: "
+                                   + ", ".join(SUPPORTED_MODEL_TYPES) + ".",
+                                   err.matches or close_matches(str(mt), SUPPORTED_MODEL_TYPES)) from None
     if mt not in _DEFAULTS or mt == "siglip_vision_model":
         raise UnsupportedError(
             f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
@@ -612,6 +710,8 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
         fields = _gpt_neox(c, where)
     elif mt == "falcon":
         fields = _falcon(c, where)
+    elif mt in _family_builders():
+        fields = _family_builders()[mt](c, where)
     else:
         fields = _decoder(c, mt, where)
     if raw is not config and raw.get("vision_config") is not None:

@@ -27,9 +27,13 @@ QK_NORMS = ("none", "per_head", "full")
 """RMSNorm on queries and keys: per head over head_dim (Qwen3, Gemma-3) or over the whole
 projection (OLMo-2)."""
 
-ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu")
+ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2",
+               "bloom_gelu")
 """The MLP activation as transformers implements it (ACT2FN names); gelu_new and gelu_fast are
-Python tanh approximations that save their intermediates, gelu_pytorch_tanh is torch's kernel."""
+Python tanh approximations that save their intermediates, gelu_pytorch_tanh is torch's kernel;
+relu2 is squared ReLU (Nemotron: relu then pow, both save their input); bloom_gelu is BLOOM's
+tanh approximation wrapped in an autograd Function that saves only its input in training
+(transformers models/bloom/modeling_bloom.py GeLUFunction)."""
 
 _ACTIVATION_ALIASES = {"swish": "silu", "gelu_python": "gelu", "gelu_accurate": "gelu_new",
                        "gelu_10": "gelu", "relu6": "relu"}
@@ -86,6 +90,17 @@ class Traits:
     moe_dense_layers: tuple[int, ...] = ()  # layer indices of an MoE model that keep a dense MLP
     router_fp32: bool = False               # the router runs its linear on an fp32 copy of the input (DeepSeek)
     norm_eps: float | None = None           # epsilon of the RMSNorm/LayerNorm layers (None: the config gives none)
+    layer_norms: int = 2                    # norms on the residual stream per layer before attention/MLP:
+                                            # 2 (Llama), 1 when a parallel block shares one (GPT-J, phi, Cohere,
+                                            # Falcon-7B, StableLM-2-12B); sandwich post-norms are extra
+    partial_rotary: float = 1.0             # share of head_dim that gets rotary (GPT-J 64/256, phi 0.4-0.5,
+                                            # StableLM 0.25, Nemotron 0.5); 0 with ALiBi or learned positions
+    lm_head_bias: bool = False              # the output projection has a bias (GPT-J, phi-1.5/2)
+    logit_scale: float | None = None        # logits multiplied by a constant (Cohere 0.0625, Granite 1/logits_scaling)
+    embedding_norm: bool = False            # a LayerNorm right after the token embedding (BLOOM)
+    eager_attention_only: bool = False      # transformers has no SDPA/flash path: scores are materialised
+                                            # in fp32 whatever the scenario asks (BLOOM's baddbmm + ALiBi)
+    shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
@@ -98,6 +113,12 @@ class Traits:
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"trait {name} must be positive or None, got {v!r}")
+        if self.layer_norms not in (1, 2):
+            raise ValueError(f"trait layer_norms must be 1 or 2, got {self.layer_norms!r}")
+        if not 0.0 <= self.partial_rotary <= 1.0:
+            raise ValueError(f"trait partial_rotary must be in [0, 1], got {self.partial_rotary!r}")
+        if self.logit_scale is not None and not self.logit_scale > 0:
+            raise ValueError(f"trait logit_scale must be positive or None, got {self.logit_scale!r}")
         if (self.sliding_window is None) != (self.window_pattern == "none"):
             raise ValueError("sliding_window and window_pattern must both be set or both be unset")
 
@@ -149,6 +170,13 @@ def probability(c: Mapping[str, Any], *keys: str) -> float:
 
 DEFAULT_ROPE_THETA = 10000.0
 """rope_theta when a config leaves it out: the default of transformers' LlamaConfig (and RoFormer's 10^4)."""
+
+
+def partial_rotary(c: Mapping[str, Any], default: float = 1.0) -> float:
+    """partial_rotary_factor from the config or transformers' newer rope_parameters."""
+    params = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), Mapping) else {}
+    v = c.get("partial_rotary_factor", params.get("partial_rotary_factor", default))
+    return float(v if v is not None else default)
 
 
 def rope(c: Mapping[str, Any]) -> tuple[float, str | None]:

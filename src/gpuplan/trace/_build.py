@@ -73,6 +73,22 @@ def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
     if cls is None or getattr(cls, "_supports_sdpa", True):
         yield
         return
+    if not getattr(cls, "_supports_flash_attn", True):
+        # no SDPA and no flash path either (BLOOM: baddbmm with the ALiBi bias): transformers runs its
+        # own eager attention code whatever is asked; let `from_config` accept the request and trace that
+        if notes is not None:
+            notes.append(f"{cfg.model_type}: transformers has only an eager attention path (no SDPA, no "
+                         "flash-attention); traced as it runs, with the attention scores materialised.")
+        patched = [c for c in cls.__mro__ if "_supports_sdpa" in vars(c)]
+        saved = {c: vars(c)["_supports_sdpa"] for c in patched}
+        for c in patched:
+            c._supports_sdpa = True
+        try:
+            yield
+        finally:
+            for c, v in saved.items():
+                c._supports_sdpa = v
+        return
     _install_sdpa_standin()
     cls._gpuplan_flash_standin = True
     patched = [c for c in cls.__mro__ if "_supports_sdpa" in vars(c)]

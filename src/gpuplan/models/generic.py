@@ -1,0 +1,305 @@
+"""Any architecture transformers can build: a ModelSpec read from the module tree on the meta device.
+
+For a `model_type` gpuplan has no hand-written family for, `AutoModelForCausalLM.from_config` builds
+the model on the meta device (no weights, no memory). Parameters are then exact: one Block per
+parameter name (layer index replaced by `*`, counted once per layer). The structure the estimators need
+is read from the transformers config object (its attribute_map resolves n_embd, n_head, ...) and
+checked against, or inferred from, the module tree; `spec.inferred` says which field came from where.
+
+Classification of each parameter (kind): the input embedding module and the output embedding are
+found through `get_input_embeddings` / `get_output_embeddings`; norms by class name ("Norm"); a
+parameter inside a decoder layer is attention, MLP, expert or router by its module path (attn /
+attention / mlp / ffn / expert / router / gate ...) or by the leaf name (q_proj, fc1, wi, ...). A
+parameter that fits none is refused by name rather than guessed.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from ..errors import UnsupportedError
+from .spec import Block, ModelSpec, _tied_head_flops_block
+from .traits import ACTIVATIONS, DEFAULT_ROPE_THETA, Dropout, Traits
+from . import traits as _t
+
+_LAYER_INDEX = re.compile(r"\.(\d+)\.")
+_ATTN_PATH = ("attn", "attention", "self_attention", "mixer")
+_MLP_PATH = ("mlp", "ffn", "feed_forward", "feedforward", "ff", "intermediate", "output")
+_ATTN_LEAF = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "query", "key", "value",
+              "c_attn", "out_proj", "wq", "wk", "wv", "wo_attn", "Wqkv", "qkv", "dense"}
+_MLP_LEAF = {"fc1", "fc2", "fc_in", "fc_out", "up_proj", "down_proj", "gate_proj", "gate_up_proj", "c_fc",
+             "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3", "wi", "wo", "wi_0", "wi_1"}
+_ROUTER = ("router", "gate")
+_GATED_LEAF = {"gate_proj", "gate_up_proj", "w1", "w3", "wi_0", "c_fc2"}
+
+
+def _token_in(path: str, tokens) -> bool:
+    """Whether a module-path component is one of `tokens` or contains one of the longer ones
+    (self_attn, cross_attention, block_sparse_moe.mlp ...)."""
+    parts = path.split(".")
+    return any(p in tokens or any(len(t) >= 3 and t != "output" and t in p for t in tokens) for p in parts)
+
+
+def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer: bool) -> str:
+    """kind of one parameter (see spec.Block) or '' when it cannot be classified."""
+    if "Norm" in module_cls or "norm" in leaf_module.lower() or leaf_module.startswith("ln"):
+        return "norm"
+    if not in_layer or ndim < 2:
+        # outside the decoder layers (heads, poolers, vision towers), or a vector inside one (gains,
+        # residual scales, conv/SSM vectors): counted as weights, never as a matmul
+        return "other"
+    parts = path.split(".")
+    if any("shared_expert" in p for p in parts):
+        return "shared_expert" if not parts[-2].endswith("gate") else "router"
+    if any(p.startswith("expert") for p in parts):
+        return "expert"
+    if parts[-2] in _ROUTER or "Router" in module_cls or "Gate" in module_cls:
+        return "router"
+    if _token_in(path, _ATTN_PATH) or parts[-2] in _ATTN_LEAF - {"dense"}:
+        return "attn"
+    if _token_in(path, _MLP_PATH) or parts[-2] in _MLP_LEAF:
+        return "mlp"
+    return ""
+
+
+def _cfg_int(cfg, *names) -> int | None:
+    for n in names:
+        try:
+            v = getattr(cfg, n, None)
+        except Exception:   # per-layer attributes of heterogeneous configs raise on global access
+            v = None
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def _decoder_layers(model):
+    """(path, ModuleList) of the decoder layers: the longest ModuleList whose children share one class."""
+    import torch.nn as nn
+    best = ("", None)
+    for path, mod in model.named_modules():
+        if isinstance(mod, nn.ModuleList) and len(mod) > 0:
+            kinds = {type(c).__name__ for c in mod}
+            if len(kinds) == 1 and (best[1] is None or len(mod) > len(best[1])):
+                best = (path, mod)
+    return best
+
+
+def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, where: str) -> ModelSpec:
+    """A ModelSpec for any model_type transformers builds as a causal LM (see the module docstring)."""
+    import torch.nn as nn                 # torch + transformers, imported lazily
+    from .meta import build_meta_model
+
+    mt0 = str(config.get("model_type"))
+    if config.get("is_encoder_decoder"):
+        raise UnsupportedError(f"model_type '{mt0}' in {where}", "is an encoder-decoder model (T5/BART style): "
+                               "encoder activations and cross-attention KV are not modelled yet.",
+                               "use a decoder-only model; `gpuplan model CONFIG --meta` still counts its parameters.")
+    model = build_meta_model(config)
+    cfg = model.config
+    text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    inferred: dict[str, str] = {}
+    mt = str(config.get("model_type"))
+
+    layers_path, layers = _decoder_layers(model)
+    if layers is None:
+        raise UnsupportedError(f"model_type '{mt}' in {where}", "has no list of repeated decoder layers in its "
+                               "transformers module tree, so its structure cannot be read.",
+                               "use a decoder-only model, or pass a config of a supported family.")
+    n = len(layers)
+    inferred["num_layers"] = f"length of the module list '{layers_path}'"
+
+    emb = model.get_input_embeddings()
+    v, h = emb.weight.shape
+    inferred["vocab_size"] = inferred["hidden_size"] = "input embedding weight shape"
+    out = model.get_output_embeddings()
+    tie = out is not None and out.weight is emb.weight
+    a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
+    if a is None:
+        raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
+                               "its config: state-space and recurrent models (Mamba, RWKV) are not modelled yet.",
+                               "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
+    d = _cfg_int(text_cfg, "head_dim") or h // a
+    inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"
+
+    # ---- parameters -> blocks --------------------------------------------------------------------
+    modules = dict(model.named_modules())
+    groups: dict[str, list] = {}
+    emb_names = {f"{p}.weight" for p, m in modules.items() if m is emb}
+    out_names = {f"{p}.weight" for p, m in modules.items() if out is not None and m is out}
+    layer_prefix = layers_path + "."
+    for pname, p in model.named_parameters():
+        in_layer = pname.startswith(layer_prefix)
+        key = _LAYER_INDEX.sub(".*.", pname, count=1) if in_layer else pname
+        # layers of one list may differ (dense first layers of an MoE model): group by shape too
+        shaped = key if key not in groups or groups[key][0].shape == p.shape else f"{key}{list(p.shape)}"
+        groups.setdefault(shaped, []).append(p)
+    for bname, buf in model.named_buffers():
+        # DeepSeek's routing bias: a buffer in transformers, a parameter in checkpoints (see meta.py)
+        if bname.endswith("e_score_correction_bias"):
+            key = _LAYER_INDEX.sub(".*.", bname, count=1)
+            groups.setdefault(key, []).append(buf)
+    blocks: list[Block] = []
+    shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
+    experts = _cfg_int(text_cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
+    k = _cfg_int(text_cfg, "num_experts_per_tok", "top_k", "moe_top_k", "moe_topk",
+                "num_selected_experts") or 0
+    for key, params in groups.items():
+        p = params[0]
+        count, numel = len(params), p.numel()
+        mod_path, _, leaf = key.rpartition(".")
+        leaf = leaf.split("[")[0]
+        mod = modules.get(_LAYER_INDEX.sub(".0.", mod_path.replace(".*.", ".0."), count=1) if ".*." in key
+                          else mod_path)
+        mod_cls = type(mod).__name__ if mod is not None else ""
+        in_layer = key.startswith(layer_prefix)
+        if key in emb_names:
+            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))
+            continue
+        if key in out_names:
+            blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
+            continue
+        # a bias is classified by its module (it follows its linear), other vectors by their rank
+        kind = _classify(key, mod_path.rpartition(".")[2], mod_cls, 2 if leaf == "bias" else p.ndim, in_layer)
+        if kind == "other" and p.ndim == 2 and isinstance(mod, nn.Embedding):
+            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))   # learned positions
+            continue
+        if not kind:
+            raise UnsupportedError(f"model_type '{mt}' in {where}",
+                                   f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
+                                   "as attention, MLP, expert, router, norm or embedding, so gpuplan will not guess "
+                                   "its role.", "count it with `gpuplan model CONFIG --meta` (total only), or add a "
+                                   "hand-written family in gpuplan/models.")
+        if leaf == "bias" and kind in ("attn", "mlp", "expert", "shared_expert", "router"):
+            blocks.append(Block(key, "bias", numel, count, None, k / experts if kind == "expert" and experts else 1.0,
+                                "layer" if in_layer else "model"))
+            continue
+        linear = None
+        active = 1.0
+        if kind == "expert":
+            if not experts or not k:
+                raise UnsupportedError(f"model_type '{mt}' in {where}", f"has expert parameters ('{key}') but its "
+                                       "config names no expert count or top-k.", "pass a config of a supported family.")
+            active = k / experts
+            if p.ndim == 3:      # transformers 5.x fused experts: (E, out, in)
+                count, numel = count * p.shape[0], numel // p.shape[0]
+                linear = (int(p.shape[2]), int(p.shape[1]))
+            elif p.ndim == 2:
+                linear = (int(p.shape[1]), int(p.shape[0]))
+        elif p.ndim == 2 and kind in ("attn", "mlp", "shared_expert", "router"):
+            linear = (int(p.shape[1]), int(p.shape[0]))     # nn.Linear weight (out, in)
+            if "Conv1D" in mod_cls:                       # GPT-2 style Conv1D stores (in, out)
+                linear = (int(p.shape[0]), int(p.shape[1]))
+        blocks.append(Block(key, kind, numel, count, linear, active, "layer" if in_layer else "model"))
+        shapes[key] = (kind, tuple(int(s) for s in p.shape))
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+
+    # ---- structure -------------------------------------------------------------------------------
+    attn_lin = {kk: b for b in blocks for kk in [b.name] if b.kind == "attn" and b.linear}
+    q_like = [b for b in attn_lin.values() if b.name.endswith(("q_proj.weight", "query.weight", "wq.weight"))]
+    k_like = [b for b in attn_lin.values() if b.name.endswith(("k_proj.weight", "key.weight", "wk.weight"))]
+    kv = _cfg_int(text_cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if kv:
+        inferred["num_kv_heads"] = "config"
+    elif k_like and k_like[0].linear[1] % d == 0:
+        kv = k_like[0].linear[1] // d
+        inferred["num_kv_heads"] = f"out_features of '{k_like[0].name}' / head_dim"
+    else:
+        fused = [b for b in attn_lin.values() if b.linear[0] == h and b.linear[1] > a * d]
+        if fused and (fused[0].linear[1] - a * d) % (2 * d) == 0:
+            kv = (fused[0].linear[1] - a * d) // (2 * d)
+            inferred["num_kv_heads"] = f"fused projection '{fused[0].name}': (out - heads*head_dim) / (2*head_dim)"
+        else:
+            kv = a
+            inferred["num_kv_heads"] = "assumed equal to the attention heads (no k projection found)"
+    if q_like and q_like[0].linear[1] != a * d:
+        inferred["head_dim"] += f" (q projection is {q_like[0].linear[1]} wide, not heads*head_dim: check)"
+
+    mlp_in = [b for b in blocks if b.kind == "mlp" and b.linear and b.linear[0] == h]
+    i = _cfg_int(text_cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
+    names = {b.name.rsplit(".", 2)[-2] for b in mlp_in}
+    gated = len(mlp_in) >= 2 or bool(names & _GATED_LEAF)
+    inferred["gated_mlp"] = (f"{len(mlp_in)} MLP input projection(s) per layer: {sorted(names)}" if mlp_in
+                             else "no dense MLP found")
+    if i is None and mlp_in:
+        widest = max(b.linear[1] for b in mlp_in)
+        i = widest // 2 if len(mlp_in) == 1 and gated else widest
+        inferred["intermediate_size"] = "out_features of the MLP input projection"
+    elif i is not None:
+        inferred["intermediate_size"] = "config"
+    i = i or 0
+
+    norm_cls = {type(m).__name__ for m in layers[0].modules() if "Norm" in type(m).__name__}
+    rms = any("RMS" in c or "Rms" in c for c in norm_cls)
+    inferred["norm"] = f"norm classes in a layer: {sorted(norm_cls) or 'none'}"
+    norms_h = sum(1 for m in layers[0].children() if "Norm" in type(m).__name__)
+
+    moe: dict[str, Any] = {}
+    expert_blocks = [b for b in blocks if b.kind == "expert" and b.linear and b.linear[0] == h]
+    mi_cfg = _cfg_int(text_cfg, "moe_intermediate_size", "expert_intermediate_size")
+    if not mlp_in and expert_blocks:
+        gated = len(expert_blocks) >= 2 or (mi_cfg is not None and expert_blocks[0].linear[1] == 2 * mi_cfg) or (
+            "gate" in expert_blocks[0].name)
+        inferred["gated_mlp"] = f"expert input projection(s): {[b.name for b in expert_blocks]}"
+    if expert_blocks:
+        moe_layers = expert_blocks[0].count // experts
+        mi = mi_cfg or (expert_blocks[0].linear[1] // (2 if len(expert_blocks) == 1 and gated else 1))
+        shared = [b for b in blocks if b.kind == "shared_expert" and b.linear and b.linear[0] == h]
+        moe = dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
+                   shared_expert_intermediate=max((b.linear[1] for b in shared), default=0))
+        inferred["moe"] = f"{experts} experts, top-{k} from config; {moe_layers} MoE layers from the expert tensors"
+
+    act_name = str(getattr(text_cfg, "hidden_act", None) or getattr(text_cfg, "activation_function", None)
+                   or getattr(text_cfg, "hidden_activation", None) or "silu")
+    act = {"swish": "silu", "gelu_python": "gelu", "gelu_accurate": "gelu_new"}.get(act_name, act_name)
+    if act not in ACTIVATIONS:
+        inferred["activation"] = f"'{act_name}' is not modelled; counted as gelu (saves its input only)"
+        act = "gelu"
+    pos_emb = [b for b in blocks if b.kind == "embedding" and b.name not in emb_names]
+    position = "learned" if pos_emb else ("alibi" if getattr(text_cfg, "alibi", False) or mt in ("mpt",) else "rope")
+    inferred["position"] = ("a learned position embedding" if pos_emb else
+                            "config alibi / family" if position == "alibi" else "assumed rotary (no position table)")
+    windows_cfg = getattr(text_cfg, "sliding_window", None)
+    lt = getattr(text_cfg, "layer_types", None)
+    if isinstance(lt, (list, tuple)) and len(lt) == n and windows_cfg:
+        windows = tuple(windows_cfg if t == "sliding_attention" else None for t in lt)
+        pattern = "layer_types"
+    else:
+        windows, pattern = (None,) * n, "none"
+    qkv_bias = any(b.kind == "bias" and _token_in(b.name, _ATTN_PATH) for b in blocks)
+    mlp_bias = any(b.kind == "bias" and (_token_in(b.name, _MLP_PATH) or b.name.rsplit(".", 2)[-2] in _MLP_LEAF)
+                   for b in blocks)
+    fused_qkv = bool(attn_lin) and not q_like and any(b.linear[1] >= (a + 2 * kv) * d - 0 and b.linear[0] == h
+                                                       for b in attn_lin.values())
+    theta, scaling = _t.rope(config)
+    traits = Traits(norm_dtype="fp32_upcast" if rms else "native", activation=act, mlp=_t.mlp_kind(gated, act),
+                    attention=_t.attention_kind(a, kv, False), position=position, fused_qkv=fused_qkv,
+                    attention_bias=qkv_bias, mlp_bias=mlp_bias,
+                    rope_theta=theta if position == "rope" else None, rope_scaling=scaling,
+                    parallel_block=bool(getattr(text_cfg, "use_parallel_residual", False)
+                                        or getattr(text_cfg, "parallel_attn", False)),
+                    layer_norms=1 if norms_h == 1 else 2,
+                    sliding_window=max((w for w in windows if w), default=None),
+                    window_pattern=pattern if any(windows) else "none",
+                    dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
+                                    residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
+                                                   "dropout"),
+                                    embedding=_prob(text_cfg, "embd_pdrop", "embedding_dropout")))
+    inferred["dropout"] = "config attention/residual/embedding dropout keys (resid_pdrop, hidden_dropout, dropout ...)"
+    inferred["traits"] = "read from the config and module tree; activation memory uses Llama-like HF terms"
+    max_pos = _cfg_int(text_cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length") or 0
+    family = "generic:" + mt
+    return ModelSpec(name=name, hf_id=hf_id, model_type=mt, family=family, hidden_size=h, num_layers=n, num_heads=a,
+                     num_kv_heads=kv, head_dim=d, v_head_dim=d, intermediate_size=i, vocab_size=v, tie_embeddings=tie,
+                     max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
+                     layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
+                     inferred=inferred, **moe)
+
+
+def _prob(cfg, *names) -> float:
+    for n in names:
+        v = getattr(cfg, n, None)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
+            return float(v)
+    return 0.0

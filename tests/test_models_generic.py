@@ -1,0 +1,74 @@
+"""Generic architectures (models/generic.py): any model_type transformers builds, read on the meta device.
+
+A CI-sized sample of the table docs/generic-architectures.md (scripts/generic_arch_table.py runs all):
+exact totals against transformers' own count, structure read from the module tree, clear refusals.
+"""
+import pytest
+
+pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from gpuplan.errors import UnsupportedError  # noqa: E402
+from gpuplan.models import get_model, spec_from_config  # noqa: E402
+from gpuplan.models.meta import meta_param_count  # noqa: E402
+
+
+def _default(mt, **kw):
+    cfg = transformers.AutoConfig.for_model(mt, **kw).to_dict()
+    cfg["model_type"] = mt
+    return cfg
+
+
+# families without a hand-written builder: dense, learned positions, fused qkv, ALiBi, MoE, BERT-style
+SAMPLE = ["opt", "gpt_neo", "starcoder2", "mpt", "gpt_bigcode", "olmo", "granitemoe", "exaone4", "bert"]
+
+
+@pytest.mark.parametrize("mt", SAMPLE)
+def test_generic_total_equals_transformers(mt):
+    cfg = _default(mt)
+    m = spec_from_config(cfg, name=mt)
+    assert m.family == "generic:" + mt
+    assert m.params_total == meta_param_count(cfg)["parameters_plus_stored_buffers"]
+    assert m.inferred["num_layers"].startswith("length of the module list")
+
+
+def test_opt_structure_by_hand():
+    # OPT-1.3B shape (facebook/opt-1.3b config values): learned positions (+2 offset rows), fc1/fc2 with
+    # ReLU, biases everywhere, tied head. Count by hand from modeling_opt.py.
+    cfg = _default("opt", hidden_size=2048, num_hidden_layers=24, ffn_dim=8192, num_attention_heads=32,
+                   max_position_embeddings=2048, vocab_size=50272, word_embed_proj_dim=2048)
+    m = spec_from_config(cfg, name="opt-1.3b")
+    h, n, i, v = 2048, 24, 8192, 50272
+    per_layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h
+    assert m.params_total == v * h + (2048 + 2) * h + n * per_layer + 2 * h
+    assert (m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim, m.intermediate_size) == (
+        24, 2048, 32, 32, 64, 8192)
+    assert m.tie_embeddings and not m.gated_mlp and m.norm == "layernorm"
+    assert m.traits.position == "learned" and m.traits.attention_bias and m.traits.activation == "relu"
+
+
+def test_moe_structure_from_expert_tensors():
+    m = spec_from_config(_default("granitemoe"), name="granitemoe")
+    assert m.is_moe and m.num_experts == 8 and m.experts_per_tok == 2
+    assert m.params_active < m.params_total
+    assert "moe" in m.inferred
+
+
+def test_refusals_name_the_reason():
+    with pytest.raises(UnsupportedError, match="encoder-decoder"):
+        spec_from_config(_default("t5"), name="t5")
+    with pytest.raises(UnsupportedError, match="state-space") as err:
+        spec_from_config(_default("mamba"), name="mamba")
+    assert "llama" in str(err.value)          # the hand-written families are listed in the fix
+    with pytest.raises(UnsupportedError, match="could not be classified") as err:
+        spec_from_config(_default("lfm3"), name="lfm3")
+    assert "conv" in str(err.value)           # the module that could not be classified is named
+
+
+def test_meta_flag_works_for_an_unknown_family(tmp_path):
+    import json
+    from gpuplan.cli import main
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(_default("gpt_neo")))
+    assert main(["model", str(p), "--meta", "--json"]) == 0
+    assert get_model(str(p)).params_total == meta_param_count(json.loads(p.read_text()))["parameters"]
