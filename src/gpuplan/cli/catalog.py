@@ -61,6 +61,15 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_CELL = 96
+
+
+def _short(value) -> str:
+    """A table cell: nested values (traits, inferred fields) cut to one readable line; --json has them whole."""
+    text = str(value)
+    return text if len(text) <= MAX_CELL else text[:MAX_CELL - 20] + f"… (+{len(text) - MAX_CELL + 20} chars; --json)"
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     from ..errors import UnsupportedError
     from ..models import get_model
@@ -80,8 +89,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         print_result("model", d)
         return 0
     rows = [(k, f"{v:,} ({fmt_count(v)})" if k.startswith("params") and v else
-             f"{v:.4g}" if k.startswith("flops_per") else v) for k, v in d.items()]
-    print(table(rows, ["field", "value"], "lr"))
+             f"{v:.4g}" if k.startswith("flops_per") else _short(v)) for k, v in d.items()]
+    print(table(rows, ["field", "value"], "ll"))
     print(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
           f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
     return 0
