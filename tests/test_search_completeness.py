@@ -58,3 +58,31 @@ def test_530b_on_5128_a100_finds_a_plan_that_estimate_confirms():
     # `estimate` of the very scenario shown agrees that it fits
     est = api.estimate(best.scenario)
     assert est.memory.fits and est.memory.peak_bytes_per_gpu == best.estimate["memory"]["peak_bytes_per_gpu"]
+
+
+def test_405b_over_the_catalog_answers_beyond_the_default_limits():
+    # 405B x 15.6T tokens: ~6 x 405e9 x 1.56e13 = 3.8e25 FLOPs; 4,096 H100 at a perfect 989 TFLOP/s
+    # take 3.8e25 / (4096 x 9.89e14) s = 108 days > 90: the default cap and deadline leave nothing.
+    from gpuplan.search.cli import recommendation_text
+    rec = recommend({"model": "llama-3.1-405b", "task": "train", "train": {"seq_len": 8192, "tokens": 1.56e13}},
+                    top=3, progress=False)
+    assert not rec.plans                                   # nothing within the default limits ...
+    assert rec.beyond_default_limits                       # ... but an answer beyond them
+    assert rec.relaxed_limits == ("max_gpus 4,096 (default)", "deadline 90 days (default)")
+    for p in rec.beyond_default_limits:
+        labels = [w for w in p.warnings if w.startswith("outside the default limit")]
+        assert labels, p.warnings
+        days = p.estimate["performance"]["time_to_train_s"] / 86400
+        # every label is true of the plan, and the plan is labelled for every default it exceeds
+        assert any("4,096" in w for w in labels) == (p.count > 4096)
+        assert any("90-day" in w for w in labels) == (days > 90)
+    js = rec.to_json()
+    assert js["plans"] == [] and len(js["beyond_default_limits"]) == len(rec.beyond_default_limits)
+    text = recommendation_text(rec)
+    assert "No feasible plan within the default limits" in text and "outside the default limit" in text
+
+
+def test_limits_the_user_sets_are_not_relaxed():
+    rec = recommend({"model": "llama-3.1-405b", "task": "train", "train": {"seq_len": 8192, "tokens": 1.56e13}},
+                    gpus=["h100-sxm"], deadline_days=90, max_gpus=4096, progress=False)
+    assert not rec.plans and not rec.beyond_default_limits and not rec.relaxed_limits

@@ -69,6 +69,10 @@ class Recommendation:
     time_metric: str                 # what time_value means
     assumptions: tuple[str, ...]
     stats: Mapping[str, Any]
+    # when nothing is feasible within the default limits (not limits the user set): the best plans
+    # beyond them, each with the limit it exceeds in its warnings, and the limits that were relaxed
+    beyond_default_limits: tuple[Plan, ...] = ()
+    relaxed_limits: tuple[str, ...] = ()
 
     @property
     def best(self) -> Plan | None:
@@ -82,7 +86,9 @@ class Recommendation:
                               "cost_metric": self.cost_metric, "time_metric": self.time_metric},
                 "constraints": self.constraints.to_json(),
                 "preset": self.preset.to_json() if self.preset else None,
-                "task": self.task, "assumptions": list(self.assumptions), "stats": dict(self.stats)}
+                "task": self.task, "assumptions": list(self.assumptions), "stats": dict(self.stats),
+                "beyond_default_limits": [p.to_json() for p in self.beyond_default_limits],
+                "relaxed_limits": list(self.relaxed_limits)}
 
 
 @dataclass(frozen=True)
