@@ -86,3 +86,22 @@ def test_limits_the_user_sets_are_not_relaxed():
     rec = recommend({"model": "llama-3.1-405b", "task": "train", "train": {"seq_len": 8192, "tokens": 1.56e13}},
                     gpus=["h100-sxm"], deadline_days=90, max_gpus=4096, progress=False)
     assert not rec.plans and not rec.beyond_default_limits and not rec.relaxed_limits
+
+
+def test_top_n_returns_n_layouts_of_one_gpu():
+    # Before issue 17 `top` listed the best plan of each GPU type only: one plan for one GPU type.
+    scn = {"model": "llama-3.1-8b", "task": "train", "train": {"seq_len": 4096, "tokens": 1e11}}
+    five = recommend(scn, gpus=["h100-sxm"], top=5, progress=False)
+    assert five.stats["feasible"] >= 20
+    assert len(five.plans) == 5 and len({p.summary for p in five.plans}) == 5
+    assert [p.rank for p in five.plans] == [1, 2, 3, 4, 5]
+    assert [p.cost_value for p in five.plans] == sorted(p.cost_value for p in five.plans)   # cheapest first
+    # asking for more changes nothing at the head: the pruning for N plans loses none of them
+    many = recommend(scn, gpus=["h100-sxm"], top=12, progress=False)
+    assert [p.summary for p in many.plans[:5]] == [p.summary for p in five.plans]
+
+
+def test_top_n_still_shows_one_plan_per_gpu_type_first():
+    scn = {"model": "llama-3.1-8b", "task": "train", "train": {"seq_len": 4096, "tokens": 1e11}}
+    rec = recommend(scn, gpus=["h100-sxm", "a100-sxm-80gb", "l40s"], top=3, progress=False)
+    assert sorted(p.gpu for p in rec.plans) == ["a100-sxm-80gb", "h100-sxm", "l40s"]

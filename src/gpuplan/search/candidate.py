@@ -2,6 +2,7 @@
 and the check of the user's limits that makes it feasible or a miss."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from typing import Any, Mapping
 
@@ -157,6 +158,9 @@ def accept(s: Search, cand: Cand) -> None:
         first *= cand.pref
         if cand.group not in t.group_best or first < t.group_best[cand.group]:
             t.group_best[cand.group] = first
+        best = t.group_top.setdefault(cand.group, [])
+        bisect.insort(best, first)
+        del best[s.top:]
 
 
 def closeness(s: Search, cand: Cand) -> float:

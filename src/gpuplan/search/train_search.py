@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from ..estimate.layout import grad_accum_steps
 from . import frameworks as F
 from . import space as S
-from .bounds import pruned, screened_out
+from .bounds import pipeline_pruned, pruned, screened_out
 from .candidate import accept, fast, layout_text, performance, train_memory, values
 from .constraints import check_gpus, memory_reason
 from .plan import Cand, Rejection
@@ -151,7 +151,7 @@ def _splits(s: Search, job: Job, count: int, method: str) -> None:
             new = s.tally.feasible[n_before:]
             if not new and not s.tally.misses.get(job.gpu.id):
                 break
-            if new and screened_out(s, new, method):
+            if new and screened_out(s, new, method, (job.gpu.id, method)):
                 break
         _pipelines(s, job, count, method, tp, cp, ep)
 
@@ -276,13 +276,18 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
                 f"{gpu.id} x{count} dp={dp}", f"no listed micro-batch gives the global batch of {gb:,} sequences "
                 f"with dp={dp}", "layout", gpu.id, count))
             continue
+        vpp = int(sp.base.get("_parallel_rest", {}).get("vpp", 1))
+        if pp > 1 and pipeline_pruned(s, gpu, count, method, job.precision, job.seq_len, pp,
+                                      gb // (dp * min(mbs)), vpp):
+            continue
         s.tally.layouts += 1
         lay = Layout(count, method, par, mbs, gb, tuple(opts))
         fitting = fitting_techniques(s, job, lay)
         for tech in fitting:
             time_train(s, job, lay, tech)
-        if any(t["recompute"] == "none" and t["offload"] == "none" for t in fitting):
-            break       # deeper pipelines only add bubble and p2p time
+        # no early stop at the first pipeline depth that fits without recompute: a deeper pipeline
+        # also shrinks dp, and with it the data-parallel gradient traffic and the ZeRO stage needed,
+        # so it can be cheaper (found by the exhaustiveness test, tests/test_search_exhaustive.py)
 
 
 # ---- techniques ------------------------------------------------------------------------------------
