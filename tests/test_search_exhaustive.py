@@ -79,7 +79,9 @@ def _brute_force(scn: dict, gpu: str) -> list[tuple[float, float, str]]:
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# seeds 2 (a deeper pipeline cheaper than the first that fits), 5 and 9 (offload without recompute
+# cheaper than recompute without offload) caught search shortcuts that issue 17 removed
+@pytest.mark.parametrize("seed", [1, 2, 5, 9])
 def test_every_fitting_layout_is_returned_or_dominated(seed):
     rng = random.Random(seed)
     scn = _scenario(rng)

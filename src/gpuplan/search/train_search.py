@@ -352,13 +352,16 @@ def fitting_techniques(s: Search, job: Job, lay: Layout) -> list[dict]:
         return []
     found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb, rec, off, opt, framework)
     best_miss = None
-    # offload and 8-bit optimizer states are last resorts: tried only when nothing lighter fits.
-    # Sets of different frameworks dominate each other like sets of one framework: a lower ZeRO
-    # stage, less recompute and a larger micro-batch are never slower in the speed model.
-    for phase in sorted({(c[2], c[3]) for c in combos}):
+    # 8-bit optimizer states change the optimisation, so they are a last resort: tried only when
+    # nothing with full-precision states fits. Offload is tried beside recompute (offloading with
+    # no recompute can be faster than full recompute without offload: the exhaustiveness test
+    # found such plans). Sets of different frameworks dominate each other like sets of one
+    # framework: a lower ZeRO stage, less recompute or offload and a larger micro-batch are never
+    # slower in the speed model.
+    for phase in sorted({c[3] for c in combos}):
         if found:
             break
-        for combo in (c for c in combos if (c[2], c[3]) == phase):
+        for combo in (c for c in combos if c[3] == phase):
             best_miss = _try_combo(s, job, lay, mbs, combo, found, best_miss)
     if not found and best_miss is not None:
         _memory_miss(s, job, lay, *best_miss)
