@@ -137,7 +137,8 @@ def recommendation_text(rec: Any) -> str:
     lines.append("")
     if not rec.plans:
         lines.append("No feasible plan." if not rec.beyond_default_limits else
-                     f"No feasible plan within the default limits ({', '.join(rec.relaxed_limits)}).")
+                     "No feasible plan within the default limits: "
+                     + ", ".join(x.replace(" (default)", "") for x in rec.relaxed_limits) + ".")
         if rec.beyond_default_limits:
             lines.append("Best plans beyond them (outside the default limits, not within your constraints):")
             for p in rec.beyond_default_limits:
