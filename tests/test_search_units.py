@@ -226,11 +226,26 @@ def test_lower_bound_time_is_the_matmul_flops_at_peak():
 
 def test_hopeless_needs_a_dominating_plan_and_a_full_top():
     s = _search({"model": "llama-3.1-8b"}, top=1)
-    assert not hopeless(s, 5.0, 5.0, 1.0, "full")            # nothing found yet
+    g = ("y", "full")
+    assert not hopeless(s, 5.0, 5.0, 1.0, "full", g)            # nothing found yet
     s.tally.add_to_front(1.0, 1.0)
     s.tally.group_best[("x", "full")] = 1.0
-    assert hopeless(s, 5.0, 5.0, 1.0, "full")
-    assert not hopeless(s, 0.5, 5.0, 1.0, "full")             # cheaper than anything found
+    assert hopeless(s, 5.0, 5.0, 1.0, "full", g)
+    assert not hopeless(s, 0.5, 5.0, 1.0, "full", g)             # cheaper than anything found
+
+
+def test_hopeless_within_one_gpu_type_needs_top_n_better_plans_of_it():
+    # issue 17: with fewer GPU types than N the top N fills with more plans of one type, so a plan
+    # of that type is hopeless only when N of its own plans are better
+    s = _search({"model": "llama-3.1-8b"}, top=3)
+    g = ("x", "full")
+    s.tally.add_to_front(1.0, 1.0)
+    s.tally.group_best[g] = 1.0
+    s.tally.group_top[g] = [1.0, 2.0]
+    assert not hopeless(s, 5.0, 5.0, 1.0, "full", g)             # only 2 better plans, 3 wanted
+    s.tally.group_top[g] = [1.0, 2.0, 3.0]
+    assert hopeless(s, 5.0, 5.0, 1.0, "full", g)
+    assert not hopeless(s, 2.5, 5.0, 1.0, "full", g)             # would be the 3rd
 
 
 def test_promising_first_puts_unpriced_gpus_last():

@@ -81,22 +81,50 @@ def pruned(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len
         t.miss(gpu.id, 4, c.budget_usd / cost_lb, Rejection(label, "at least " + check_money(c, None, cost_lb),
                                                             "constraint", gpu.id, count))
         return True
-    return hopeless(s, cost_lb, t_lb, upm_lb, method)
+    return hopeless(s, cost_lb, t_lb, upm_lb, method, (gpu.id, method))
 
 
-def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str) -> bool:
+def pipeline_pruned(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len: int, pp: int,
+                    microbatches: int, vpp: int) -> bool:
+    """True (and the miss recorded) when no plan with a `pp`-stage pipeline running `microbatches`
+    micro-batches per step on `count` x `gpu` can meet the deadline or matter: the speed model's step
+    is at least (m + (pp - 1) / vpp) micro-batch times (estimate/speed.py train_performance), so the
+    count's lower bounds grow by 1 + (pp - 1) / (vpp x m) (the pipeline bubble)."""
+    b = lower_bounds(s, gpu, count, method, precision, seq_len)
+    if b is None or pp <= 1:
+        return False
+    f = 1.0 + (pp - 1) / (vpp * max(1, microbatches))
+    cost_lb, t_lb, upm_lb = b[0] * f, b[1] * f, b[2] * f
+    c = s.cons
+    tokens = s.space.base.get("train", {}).get("tokens")
+    if c.deadline_s is not None and tokens and t_lb > c.deadline_s:
+        label = f"{count} x {gpu.id} (pp={pp}, {microbatches} micro-batches per step)"
+        reason = check_time(c, t_lb).replace("misses the deadline by", "misses the deadline by at least") \
+            .replace("(takes", "(takes at least")
+        s.tally.miss(gpu.id, 4, c.deadline_s / t_lb, Rejection(label, reason, "constraint", gpu.id, count))
+        return True
+    if c.budget_usd is not None and tokens and cost_lb > c.budget_usd:
+        return True
+    return hopeless(s, cost_lb, t_lb, upm_lb, method, (gpu.id, method))
+
+
+def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str, group: tuple) -> bool:
     """True when plans bounded below by these values are dominated on the cost/time front by a plan
-    already found and cannot enter the top N."""
+    already found and cannot enter the top N (plan.ranked: the best plan of each group, then the
+    next best plans of any group up to N). They cannot when N groups already have a better best plan
+    (then the top N are those groups' best plans), or when N plans of their own group are better
+    (then they are neither their group's best nor among the next best)."""
     if not any(fc <= cost_lb and ft <= t_lb for fc, ft in s.tally.front):
         return False
     if s.objective == "weighted":
         return True
-    first = {"cheapest": cost_lb, "fastest": t_lb, "cost_per_token": upm_lb}[s.objective]
+    first = {"cheapest": cost_lb, "fastest": t_lb, "cost_per_token": upm_lb}[s.objective] * s.pref(method=method)
     best = sorted(s.tally.group_best.values())
-    return len(best) >= s.top and first * s.pref(method=method) >= best[s.top - 1]
+    mine = s.tally.group_top.get(group, [])
+    return (len(best) >= s.top and first >= best[s.top - 1]) or (len(mine) >= s.top and first >= mine[s.top - 1])
 
 
-def screened_out(s: Search, cands: list, method: str) -> bool:
+def screened_out(s: Search, cands: list, method: str, group: tuple) -> bool:
     """True when the plans found with the widest tensor-parallel split, improved by SCREEN_GAIN, still
     could not reach the front or the top N (so the narrower splits are not tried)."""
     best_c = min((c.cost_value for c in cands if c.cost_value is not None), default=None)
@@ -104,7 +132,7 @@ def screened_out(s: Search, cands: list, method: str) -> bool:
     if best_c is None or best_t is None:
         return False
     upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
-    return hopeless(s, best_c / SCREEN_GAIN, best_t / SCREEN_GAIN, upm_lb, method)
+    return hopeless(s, best_c / SCREEN_GAIN, best_t / SCREEN_GAIN, upm_lb, method, group)
 
 
 def promising_first(s: Search, gpus: list) -> list:

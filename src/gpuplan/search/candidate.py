@@ -2,6 +2,7 @@
 and the check of the user's limits that makes it feasible or a miss."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from typing import Any, Mapping
 
@@ -21,9 +22,9 @@ TRAIN_MEMORY_KEY = (("tp", "pp", "cp", "ep", "dp", "zero", "offload"),
 # ---- scenarios ----------------------------------------------------------------------------------
 
 def framework_for(s: Search, par: Mapping[str, Any]) -> str | None:
-    """Training plans must be launchable: HF Trainer/accelerate (the default framework) shards data
-    (DDP/FSDP/ZeRO) but has no pipeline or context parallelism, so a full-training plan that needs
-    model parallelism runs on Megatron-LM unless the user chose a framework."""
+    """The framework the search prefers for a layout when the user named none: HF Trainer/accelerate
+    (None: the scenario default) shards data only, so a model-parallel layout runs on Megatron-LM
+    first (frameworks.py lists every framework the search tries)."""
     if s.space.task == "infer" or "framework" in s.space.base:
         return None
     if par.get("tp", 1) > 1 or par.get("pp", 1) > 1 or par.get("cp", 1) > 1:
@@ -48,9 +49,11 @@ def build(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict) -
     return scenario_from_dict(data, "(recommend candidate)")
 
 
-def fast(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict) -> Scenario:
+def fast(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict,
+         framework: str | None = None) -> Scenario:
     """Like `build` without re-validation: copies a validated template (the search has already checked
-    every value it sets). Plans that are shown are re-validated in plan.build_plan."""
+    every value it sets). Plans that are shown are re-validated in plan.build_plan. `framework`: the
+    framework the search chose (None: the scenario's own)."""
     tmpl = s.cache.templates.get(gpu.id)
     if tmpl is None:
         tmpl = s.cache.templates[gpu.id] = build(s, gpu, 1, gpn, {}, {})
@@ -58,7 +61,6 @@ def fast(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict) ->
     update = {"hardware": tmpl.hardware.model_copy(update={"count": count, "gpus_per_node": gpn}),
               "parallel": tmpl.parallel.model_copy(update=par),
               sec: getattr(tmpl, sec).model_copy(update=section)}
-    framework = framework_for(s, par)
     if framework:
         update["framework"] = framework
     return tmpl.model_copy(update=update)
@@ -78,13 +80,15 @@ def layout_text(par: Mapping[str, Any], extra: Mapping[str, Any] = ()) -> str:
 
 # ---- evaluation through the pipeline ----------------------------------------------------------
 
-def train_memory(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict) -> MemoryEstimate:
+def train_memory(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict,
+                 framework: str | None = None) -> MemoryEstimate:
     """The memory of a training layout, estimated once per distinct layout: memory does not depend on
     the GPU type, only the capacity it is compared with does (see `for_gpu`)."""
-    key = tuple(par[k] for k in TRAIN_MEMORY_KEY[0]) + tuple(section[k] for k in TRAIN_MEMORY_KEY[1]) + (count > 1,)
+    key = (tuple(par[k] for k in TRAIN_MEMORY_KEY[0]) + tuple(section[k] for k in TRAIN_MEMORY_KEY[1])
+           + (section.get("global_batch"), count > 1, framework))
     mem = s.cache.memory.get(key)
     if mem is None:
-        mem = s.cache.memory[key] = memory(s, fast(s, gpu, count, gpn, par, section), gpu)
+        mem = s.cache.memory[key] = memory(s, fast(s, gpu, count, gpn, par, section, framework), gpu)
     return mem
 
 
@@ -154,6 +158,9 @@ def accept(s: Search, cand: Cand) -> None:
         first *= cand.pref
         if cand.group not in t.group_best or first < t.group_best[cand.group]:
             t.group_best[cand.group] = first
+        best = t.group_top.setdefault(cand.group, [])
+        bisect.insort(best, first)
+        del best[s.top:]
 
 
 def closeness(s: Search, cand: Cand) -> float:

@@ -180,7 +180,15 @@ def recommendation_text(rec: Any) -> str:
         lines.append("Constraints: " + ", ".join(f"{k}={v}" for k, v in rec.constraints.to_json().items()))
     lines.append("")
     if not rec.plans:
-        lines.append("No feasible plan.")
+        lines.append("No feasible plan." if not rec.beyond_default_limits else
+                     "No feasible plan within the default limits: "
+                     + ", ".join(x.replace(" (default)", "") for x in rec.relaxed_limits) + ".")
+        if rec.beyond_default_limits:
+            lines.append("Best plans beyond them (outside the default limits, not within your constraints):")
+            for p in rec.beyond_default_limits:
+                lines.append(f"  {p.rank:>2}. {p.summary}: {_fmt_usd(p.cost_value)}, "
+                             f"{_fmt_time(p.time_value, rec.time_metric)}")
+                lines += [f"      ! {w}" for w in p.warnings if w.startswith("outside the default limit")]
     else:
         per_m = "$/M out" if rec.task == "infer" else "$/M tok"
         head = (f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/GPU-h':>8} {'$/h':>9} {'cost':>11} {'time':>11} "

@@ -69,6 +69,10 @@ class Recommendation:
     time_metric: str                 # what time_value means
     assumptions: tuple[str, ...]
     stats: Mapping[str, Any]
+    # when nothing is feasible within the default limits (not limits the user set): the best plans
+    # beyond them, each with the limit it exceeds in its warnings, and the limits that were relaxed
+    beyond_default_limits: tuple[Plan, ...] = ()
+    relaxed_limits: tuple[str, ...] = ()
 
     @property
     def best(self) -> Plan | None:
@@ -82,7 +86,9 @@ class Recommendation:
                               "cost_metric": self.cost_metric, "time_metric": self.time_metric},
                 "constraints": self.constraints.to_json(),
                 "preset": self.preset.to_json() if self.preset else None,
-                "task": self.task, "assumptions": list(self.assumptions), "stats": dict(self.stats)}
+                "task": self.task, "assumptions": list(self.assumptions), "stats": dict(self.stats),
+                "beyond_default_limits": [p.to_json() for p in self.beyond_default_limits],
+                "relaxed_limits": list(self.relaxed_limits)}
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,10 @@ class Cand:
 # ---- ranking and the plans shown ---------------------------------------------------------------------
 
 def ranked(s: Search) -> tuple[list[Cand], list[Cand]]:
-    """The best candidate of each plan group in objective order (top N), and the cost/time front."""
+    """The top N in objective order: the best candidate of each plan group (GPU type and method;
+    serving: engine and formats) so that N plans show alternatives, then, while fewer than N groups
+    have plans, the next best candidates of any group (other layouts of the same GPU); and the
+    cost/time front."""
     feas = s.tally.feasible
     key = score_fn(s.objective, s.weights, feas)
 
@@ -118,6 +127,10 @@ def ranked(s: Search) -> tuple[list[Cand], list[Cand]]:
     for c in feas:
         best_per_group.setdefault(c.group, c)
     top = list(best_per_group.values())[:max(0, s.top)]
+    if len(top) < s.top:
+        chosen = {id(c) for c in top}
+        top += [c for c in feas if id(c) not in chosen][:s.top - len(top)]
+        top.sort(key=k)
     front = pareto_front(feas, lambda c: None if c.cost_value is None or c.time_value is None
                          else (c.cost_value, c.time_value))
     if len(front) > PARETO_SHOWN:

@@ -24,7 +24,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from .. import pipeline
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
 from ..models import get_model
 from ..scenario import Scenario
 from . import guard
@@ -39,6 +39,11 @@ from .state import Search
 from .train_search import train_gpu
 
 DEFAULT_DEADLINE_DAYS = 90.0
+# When the default limits (the 90-day deadline, the 4,096-GPU cap) leave no feasible plan, the search
+# runs again beyond them so "how many GPUs for X" always has an answer: first with the GPU cap raised
+# to this (whole nodes doubling up to 65,536 GPUs; the largest published training clusters are ~100k),
+# then, if still nothing, without the default deadline too.
+RELAXED_MAX_GPUS = 65_536
 CONSTRAINT_ARGS = ("budget_usd", "budget_usd_per_hour", "deadline_days", "max_gpus", "owned", "providers", "spot",
                    "ttft_s", "tpot_s", "requests_per_s", "tokens_per_s", "min_headroom")
 
@@ -83,7 +88,56 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     candidates, named_ids = _candidate_gpus(sp, cons)
     guard.check_budget(s, candidates)
     _run(s, candidates, named_ids, progress, t0)
-    return _finish(s, named_ids, time.perf_counter() - t0)
+    beyond = _beyond_default_limits(s, data, candidates, named_ids, progress, t0)
+    return _finish(s, named_ids, time.perf_counter() - t0, beyond)
+
+
+def _default_cap(s: Search) -> bool:
+    return s.cons.max_gpus is None and not s.space.counts and not s.cons.owned
+
+
+def _beyond_default_limits(s: Search, data: dict[str, Any], candidates: list, named_ids: set[str],
+                           progress: bool | None, t0: float) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+    """When nothing is feasible and a default limit (not one the user set) may be why, the best plans
+    beyond the default limits, each labelled with the limit it exceeds; and the limits relaxed."""
+    if s.tally.feasible or not (_default_cap(s) or s.default_deadline):
+        return (), ()
+    cap_name = (f"max_gpus {S.DEFAULT_MAX_GPUS:,} (default)",) if _default_cap(s) else ()
+    cap = RELAXED_MAX_GPUS if _default_cap(s) else s.max_gpus
+    steps = [(s.cons, s.objective, cap_name)] if cap_name else []
+    if s.default_deadline:
+        # the smallest relaxation first: twice, four and eight times the default deadline with the
+        # user's objective; then no deadline, ranked by time (the plan that comes closest to it)
+        dl_name = (f"deadline {DEFAULT_DEADLINE_DAYS:g} days (default)",)
+        steps += [(dataclasses.replace(s.cons, deadline_days=DEFAULT_DEADLINE_DAYS * k), s.objective, cap_name + dl_name)
+                  for k in (2, 4, 8)]
+        steps.append((dataclasses.replace(s.cons, deadline_days=None), "fastest", cap_name + dl_name))
+    for cons, objective, names in steps:
+        s2 = dataclasses.replace(s, cons=cons, max_gpus=cap, objective=objective, default_deadline=False,
+                                 tally=type(s.tally)(), cache=s.cache)
+        try:
+            guard.check_budget(s2, candidates)
+        except InputError:
+            return (), ()
+        _run(s2, candidates, named_ids, progress, t0)
+        if s2.tally.feasible:
+            top, _ = ranked(s2)
+            plans, _ = build_plans(s2, top, [])
+            return tuple(_labelled(p, s) for p in plans), names
+    return (), ()
+
+
+def _labelled(p: Plan, s: Search) -> Plan:
+    """A plan found beyond the default limits, with the limits it exceeds in its warnings."""
+    out = []
+    if p.count > S.DEFAULT_MAX_GPUS and _default_cap(s):
+        out.append(f"outside the default limit: needs {p.count:,} GPUs, more than the default max_gpus of "
+                   f"{S.DEFAULT_MAX_GPUS:,} (set --max-gpus / constraints.max_gpus to search this far)")
+    t = p.estimate["performance"].get("time_to_train_s")
+    if s.default_deadline and t and t > DEFAULT_DEADLINE_DAYS * 86400:
+        out.append(f"outside the default limit: takes {t / 86400:,.1f} days, more than the default "
+                   f"{DEFAULT_DEADLINE_DAYS:g}-day deadline (set --deadline DAYS / constraints.deadline_days)")
+    return dataclasses.replace(p, warnings=tuple(out) + p.warnings)
 
 
 def _constraints(data: dict[str, Any], preset_obj: Preset | None,
@@ -187,7 +241,8 @@ def _bar(s: Search) -> None:
     sys.stderr.flush()
 
 
-def _finish(s: Search, named_ids: set[str], elapsed: float) -> Recommendation:
+def _finish(s: Search, named_ids: set[str], elapsed: float,
+            beyond: tuple[tuple[Plan, ...], tuple[str, ...]] = ((), ())) -> Recommendation:
     top, front = ranked(s)
     plans, pareto = build_plans(s, top, front)
     t = s.tally
@@ -198,7 +253,8 @@ def _finish(s: Search, named_ids: set[str], elapsed: float) -> Recommendation:
              "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None}
     return Recommendation(plans=plans, pareto=pareto, rejected=rejections(s, named_ids), objective=s.objective,
                           objective_weights=s.weights, constraints=s.cons, preset=s.preset, task=s.space.task,
-                          cost_metric=cost_metric, time_metric=time_metric, assumptions=_assumptions(s), stats=stats)
+                          cost_metric=cost_metric, time_metric=time_metric, assumptions=_assumptions(s), stats=stats,
+                          beyond_default_limits=beyond[0], relaxed_limits=beyond[1])
 
 
 def _metrics(s: Search) -> tuple[str, str]:

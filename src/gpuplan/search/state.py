@@ -32,6 +32,7 @@ class Tally:
     seen_named: set = field(default_factory=set)
     front: list = field(default_factory=list)           # (cost, time) of the Pareto front found so far
     group_best: dict = field(default_factory=dict)      # plan group -> best first ranking component
+    group_top: dict = field(default_factory=dict)       # plan group -> its `top` best first components, sorted
     memory_evaluations: int = 0
     speed_evaluations: int = 0
     layouts: int = 0

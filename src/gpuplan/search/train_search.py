@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..estimate.layout import grad_accum_steps
+from . import frameworks as F
 from . import space as S
-from .bounds import pruned, screened_out
-from .candidate import accept, fast, framework_for, layout_text, performance, train_memory, values
+from .bounds import pipeline_pruned, pruned, screened_out
+from .candidate import accept, fast, layout_text, performance, train_memory, values
 from .constraints import check_gpus, memory_reason
 from .plan import Cand, Rejection
 from .pricing import has_price, no_price_reason, quick_cost
@@ -23,6 +24,10 @@ from .state import LIMITED_SUPPORT_PENALTY, Search, first_error, software_proble
 
 TRAIN_ENGINE = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "fsdp", "hf": "pytorch"}
 OPT_RANK = {"adamw": 0, "lion": 0, "sgd": 0, "adafactor": 0, "adamw-8bit": 1}
+# The global batch is a target: a layout runs the nearest whole number of dp-sized steps to it. A
+# layout whose nearest batch is further than this share from the target is rejected (a policy, not
+# physics: a batch that far off changes the optimisation the user planned).
+BATCH_TOLERANCE = 0.25
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class Job:
     gpn: int                      # GPUs per node
     cap: int                      # bytes per GPU a plan may use (after the headroom)
     seq_len: int
-    global_batch: int
+    global_batch: int             # the target (sequences per step)
     precision: str
     attention: str
     optimizers: tuple
@@ -45,7 +50,9 @@ class Layout:
     count: int
     method: str
     par: dict                     # tp, pp, cp, ep, dp
-    micro_batches: tuple          # those that divide the global batch exactly
+    micro_batches: tuple          # those that give `global_batch` exactly
+    global_batch: int             # the achievable batch nearest the target (batch_for)
+    options: tuple = ()           # frameworks.Option: who runs this layout, with which ZeRO/offload
 
 
 def train_gpu(s: Search, gpu: Any) -> None:
@@ -121,7 +128,9 @@ def counts(s: Search, gpu: Any, gpn: int) -> list[int]:
     if owned:
         limit = min(limit, cons.owned[gpu.id])
     if s.space.counts:
-        return [c for c in s.space.counts if c <= limit]
+        # counts the user named are capped only by a max_gpus they set, not by the default cap
+        default_cap_only = cons.max_gpus is None and not owned
+        return [c for c in s.space.counts if default_cap_only or c <= limit]
     out = S.node_aligned_counts(gpn, limit)
     if owned and limit not in out:
         out.append(limit)
@@ -142,7 +151,7 @@ def _splits(s: Search, job: Job, count: int, method: str) -> None:
             new = s.tally.feasible[n_before:]
             if not new and not s.tally.misses.get(job.gpu.id):
                 break
-            if new and screened_out(s, new, method):
+            if new and screened_out(s, new, method, (job.gpu.id, method)):
                 break
         _pipelines(s, job, count, method, tp, cp, ep)
 
@@ -179,20 +188,57 @@ def model_splits(s: Search, count: int, gpn: int, seq_len: int):
                 yield tp, cp, ep
 
 
+def batch_for(target: int, dp: int) -> int:
+    """The global batch nearest `target` that `dp` data-parallel ranks run in whole steps of one
+    sequence each: dp x round(target / dp), at least dp (ties round down)."""
+    k = max(1, (2 * target + dp - 1) // (2 * dp))
+    return k * dp
+
+
 def _exact(global_batch: int, micro_batch: int, dp: int) -> bool:
     """True when whole gradient-accumulation steps give the global batch exactly."""
     return grad_accum_steps(global_batch, micro_batch, dp) * micro_batch * dp == global_batch
 
 
-def _framework_error(s: Search, gpu: Any, par: dict) -> Any:
-    """The software error of the framework a model-parallel layout runs on (Megatron-LM), if any."""
-    framework = framework_for(s, par)
+def _framework_error(s: Search, gpu: Any, framework: str | None) -> Any:
+    """The software error of the framework a layout runs on, if any (None: the scenario's own,
+    checked once per GPU in train_gpu)."""
     if framework is None:
         return None
     key = (gpu.id, framework)
     if key not in s.cache.engine_error:
-        s.cache.engine_error[key] = first_error(software_problems(gpu, engine=TRAIN_ENGINE[framework]))
+        s.cache.engine_error[key] = first_error(software_problems(gpu, engine=TRAIN_ENGINE.get(framework, "pytorch")))
     return s.cache.engine_error[key]
+
+
+def _framework_warning(s: Search, gpu: Any, framework: str) -> Any:
+    key = (gpu.id, framework, "warning")
+    if key not in s.cache.engine_error:
+        s.cache.engine_error[key] = next(iter(software_problems(gpu, engine=TRAIN_ENGINE.get(framework, "pytorch"))),
+                                         None)
+    return s.cache.engine_error[key]
+
+
+def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
+    """The framework options that run this layout on this GPU (misses recorded when none does)."""
+    named = s.space.base.get("framework")
+    opts, why = F.options(named, par, par["dp"] * par["cp"])
+    label = f"{gpu.id} x{count} ({layout_text(par)})"
+    good = []
+    for o in opts:
+        err = _framework_error(s, gpu, o.framework)
+        if err is None and named is None and o.framework in ("torchtitan", "deepspeed"):
+            # the alternatives to Megatron must be fully supported here: a "limited" FSDP/DeepSpeed
+            # (PyTorch/XLA on TPU, Gaudi's fork) runs data-parallel sharding at best, not TP with it
+            err = _framework_warning(s, gpu, o.framework)
+        if err:
+            why_not = Rejection(label, err.message, "software", gpu.id, count, alternative=err.alternative)
+            s.tally.miss(gpu.id, 1, 0, why_not)
+            continue
+        good.append(o)
+    if not good and why:
+        s.tally.miss(gpu.id, 0, 0, Rejection(label, "; ".join(why), "layout", gpu.id, count))
+    return good
 
 
 def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, ep: int) -> None:
@@ -210,48 +256,62 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
         if ep > 1 and (dp * cp) % ep:
             continue
         s.check_time(f"at {count} x {gpu.id} (tp={tp}, pp={pp})")
-        if err := _framework_error(s, gpu, {"tp": tp, "pp": pp, "cp": cp}):
-            s.tally.miss(gpu.id, 1, 0, Rejection(f"{gpu.id} x{count} (tp={tp}, pp={pp}, cp={cp})", err.message,
-                                                 "software", gpu.id, count, alternative=err.alternative))
+        par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
+        opts = _options(s, gpu, count, par)
+        if not opts:
             continue
-        # the search proposes only micro-batches that give the global batch exactly
-        mbs = tuple(m for m in job.micro_batches if _exact(job.global_batch, m, dp))
+        # the global batch is a target: the nearest batch this dp runs in whole steps, and the
+        # micro-batches that give exactly that batch
+        gb = batch_for(job.global_batch, dp)
+        if abs(gb - job.global_batch) > BATCH_TOLERANCE * job.global_batch:
+            s.tally.miss(gpu.id, 0, 0, Rejection(
+                f"{gpu.id} x{count} dp={dp}", f"the nearest global batch dp={dp} runs is {gb:,} sequences, "
+                f"{abs(gb - job.global_batch) / job.global_batch:.0%} from the {job.global_batch:,} asked "
+                f"(more than {BATCH_TOLERANCE:.0%})", "layout", gpu.id, count,
+                alternative=f"set train.global_batch to {gb:,}, or use fewer or more GPUs"))
+            continue
+        mbs = tuple(m for m in job.micro_batches if _exact(gb, m, dp))
         if not mbs:
             s.tally.miss(gpu.id, 0, 0, Rejection(
-                f"{gpu.id} x{count} dp={dp}", f"dp={dp} x micro_batch does not divide the global batch of "
-                f"{job.global_batch} sequences", "layout", gpu.id, count))
+                f"{gpu.id} x{count} dp={dp}", f"no listed micro-batch gives the global batch of {gb:,} sequences "
+                f"with dp={dp}", "layout", gpu.id, count))
+            continue
+        vpp = int(sp.base.get("_parallel_rest", {}).get("vpp", 1))
+        if pp > 1 and pipeline_pruned(s, gpu, count, method, job.precision, job.seq_len, pp,
+                                      gb // (dp * min(mbs)), vpp):
             continue
         s.tally.layouts += 1
-        lay = Layout(count, method, {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}, mbs)
+        lay = Layout(count, method, par, mbs, gb, tuple(opts))
         fitting = fitting_techniques(s, job, lay)
         for tech in fitting:
             time_train(s, job, lay, tech)
-        if any(t["recompute"] == "none" and t["offload"] == "none" for t in fitting):
-            break       # deeper pipelines only add bubble and p2p time
+        # no early stop at the first pipeline depth that fits without recompute: a deeper pipeline
+        # also shrinks dp, and with it the data-parallel gradient traffic and the ZeRO stage needed,
+        # so it can be cheaper (found by the exhaustiveness test, tests/test_search_exhaustive.py)
 
 
 # ---- techniques ------------------------------------------------------------------------------------
 
 def _combos(s: Search, job: Job, lay: Layout) -> list[tuple]:
-    """(recompute rank, zero, offload rank, optimizer rank, recompute, offload, optimizer), cheapest first."""
-    sp, par = s.space, lay.par
-    n_shard = par["dp"] * par["cp"]
-    zeros = sp.parallel["zero"] or ((0,) if n_shard == 1 else (1, 2, 3))
-    if framework_for(s, par) == "megatron" and not sp.parallel["zero"]:
-        zeros = (0,) if n_shard == 1 else (1,)      # Megatron's distributed optimizer is ZeRO-1
-    offloads = sp.parallel["offload"] or S.OFFLOADS
+    """(recompute rank, zero, offload rank, optimizer rank, recompute, offload, optimizer, framework),
+    cheapest first, over every framework option of the layout."""
+    sp = s.space
     combos = []
-    for rec, z, off, opt in itertools.product(job.recomputes, zeros, offloads, job.optimizers):
-        if off == "optimizer+params" and z < 3 and not sp.parallel["offload"]:
-            continue
-        combos.append((S.RECOMPUTE_RANK[rec], z, S.OFFLOAD_RANK[off], OPT_RANK.get(opt, 0), rec, off, opt))
-    combos.sort(key=lambda c: (c[2], sum(c[:4]), c))
+    for fi, opt_fw in enumerate(lay.options):
+        zeros = sp.parallel["zero"] or opt_fw.zeros
+        offloads = sp.parallel["offload"] or opt_fw.offloads
+        for rec, z, off, opt in itertools.product(job.recomputes, zeros, offloads, job.optimizers):
+            if off == "optimizer+params" and z < 3 and not sp.parallel["offload"]:
+                continue
+            combos.append((S.RECOMPUTE_RANK[rec], z, S.OFFLOAD_RANK[off], OPT_RANK.get(opt, 0), rec, off, opt,
+                           opt_fw.framework, fi))
+    combos.sort(key=lambda c: (c[2], sum(c[:4]), c[8], c[:8]))
     return combos
 
 
 def _section(job: Job, lay: Layout, rec: str, mb: int, opt: str) -> dict:
     return {"method": lay.method, "precision": job.precision, "attention": job.attention,
-            "global_batch": job.global_batch, "recompute": rec, "micro_batch": mb, "optimizer": opt}
+            "global_batch": lay.global_batch, "recompute": rec, "micro_batch": mb, "optimizer": opt}
 
 
 def _memory_miss(s: Search, job: Job, lay: Layout, peak: int, par: dict, section: dict) -> None:
@@ -262,27 +322,46 @@ def _memory_miss(s: Search, job: Job, lay: Layout, peak: int, par: dict, section
                                                       gpu.id, lay.count))
 
 
+def _lightest_fits(s: Search, job: Job, lay: Layout, combos: list[tuple]) -> tuple[list[tuple], tuple | None]:
+    """The combinations of the frameworks whose lightest combination fits (a lower bound on memory:
+    if even that does not fit, nothing of that framework will), and the closest miss."""
+    mbs = sorted(lay.micro_batches)
+    keep, miss = [], None
+    for fi in sorted({c[8] for c in combos}):
+        mine = [c for c in combos if c[8] == fi]
+        lightest = max(mine, key=lambda c: (c[2], c[1], c[0], c[3]))
+        p_l = {**lay.par, "zero": lightest[1], "offload": lightest[5]}
+        s_l = _section(job, lay, lightest[4], mbs[0], lightest[6])
+        peak = train_memory(s, job.gpu, lay.count, job.gpn, p_l, s_l, lightest[7]).peak_bytes_per_gpu
+        if peak <= job.cap:
+            keep.extend(mine)
+        elif miss is None or peak < miss[0]:
+            miss = (peak, p_l, s_l)
+    return keep, miss
+
+
 def fitting_techniques(s: Search, job: Job, lay: Layout) -> list[dict]:
     """Non-dominated technique sets that fit, each with the largest micro-batch that fits."""
     combos = _combos(s, job, lay)
     if not combos:
         return []
     mbs = sorted(lay.micro_batches)
-    # lower bound first: the lightest combination; if even that does not fit, nothing will
-    lightest = max(combos, key=lambda c: (c[2], c[1], c[0], c[3]))
-    p_l = {**lay.par, "zero": lightest[1], "offload": lightest[5]}
-    s_l = _section(job, lay, lightest[4], mbs[0], lightest[6])
-    peak_l = train_memory(s, job.gpu, lay.count, job.gpn, p_l, s_l).peak_bytes_per_gpu
-    if peak_l > job.cap:
-        _memory_miss(s, job, lay, peak_l, p_l, s_l)
+    combos, light_miss = _lightest_fits(s, job, lay, combos)
+    if not combos:
+        _memory_miss(s, job, lay, *light_miss)
         return []
-    found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb, rec, off, opt)
+    found: list[tuple] = []          # (rec_rank, zero, off_rank, opt_rank, mb, rec, off, opt, framework)
     best_miss = None
-    # offload and 8-bit optimizer states are last resorts: tried only when nothing lighter fits
-    for phase in sorted({(c[2], c[3]) for c in combos}):
+    # 8-bit optimizer states change the optimisation, so they are a last resort: tried only when
+    # nothing with full-precision states fits. Offload is tried beside recompute (offloading with
+    # no recompute can be faster than full recompute without offload: the exhaustiveness test
+    # found such plans). Sets of different frameworks dominate each other like sets of one
+    # framework: a lower ZeRO stage, less recompute or offload and a larger micro-batch are never
+    # slower in the speed model.
+    for phase in sorted({c[3] for c in combos}):
         if found:
             break
-        for combo in (c for c in combos if (c[2], c[3]) == phase):
+        for combo in (c for c in combos if c[3] == phase):
             best_miss = _try_combo(s, job, lay, mbs, combo, found, best_miss)
     if not found and best_miss is not None:
         _memory_miss(s, job, lay, *best_miss)
@@ -301,13 +380,14 @@ def _minimal(found: list[tuple], lay: Layout, mbs: list[int]) -> list[dict]:
         key = (f[5], f[1], f[6], f[7], mb)
         if key not in seen:
             seen.add(key)
-            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb})
+            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb,
+                        "framework": f[8]})
     return out
 
 
 def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tuple, found: list, best_miss):
     """Grow the micro-batch of one technique combination until it no longer fits; record the fit."""
-    rr, z, orank, oprank, rec, off, opt = combo
+    rr, z, orank, oprank, rec, off, opt, fw, _ = combo
 
     def covered(mb: int) -> bool:
         return any(f[0] <= rr and f[1] <= z and f[2] <= orank and f[3] <= oprank and f[4] >= mb for f in found)
@@ -320,7 +400,7 @@ def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tupl
             continue
         section = _section(job, lay, rec, mb, opt)
         p = {**lay.par, "zero": z, "offload": off}
-        peak = train_memory(s, job.gpu, lay.count, job.gpn, p, section).peak_bytes_per_gpu
+        peak = train_memory(s, job.gpu, lay.count, job.gpn, p, section, fw).peak_bytes_per_gpu
         if peak <= job.cap:
             best_mb = mb
         else:
@@ -328,25 +408,37 @@ def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tupl
                 best_miss = (peak, p, section)
             break
     if best_mb is not None:
-        found.append((rr, z, orank, oprank, best_mb, rec, off, opt))
+        found.append((rr, z, orank, oprank, best_mb, rec, off, opt, fw))
     return best_miss
 
 
 def time_train(s: Search, job: Job, lay: Layout, tech: dict) -> None:
-    gpu, count, method = job.gpu, lay.count, lay.method
+    gpu, count, method, fw = job.gpu, lay.count, lay.method, tech["framework"]
     par = {**lay.par, "zero": tech["zero"], "offload": tech["offload"]}
     section = _section(job, lay, tech["recompute"], tech["micro_batch"], tech["optimizer"])
-    scn = fast(s, gpu, count, job.gpn, par, section)
-    mem = train_memory(s, gpu, count, job.gpn, par, section)      # capacity set for the plans shown
+    scn = fast(s, gpu, count, job.gpn, par, section, fw)
+    mem = train_memory(s, gpu, count, job.gpn, par, section, fw)      # capacity set for the plans shown
     perf = performance(s, scn, gpu, mem)
     cost = quick_cost(s, gpu, count, perf)
     cv, tv, upm = values(perf, cost, count, "train", 0, False)
     extra = {"mb": tech["micro_batch"]} if tech["recompute"] == "none" else \
         {"recompute": tech["recompute"], "mb": tech["micro_batch"]}
+    if lay.global_batch != job.global_batch:
+        extra["gb"] = lay.global_batch
     layout = layout_text(par, extra)
     if tech["optimizer"] != "adamw":
         layout += f", {tech['optimizer']}"
     summary = f"{count} x {gpu.id}" + (f" [{method}]" if method != "full" else "") + (f" ({layout})" if layout else "")
-    limited = s.cache.limited.get(gpu.id, ())
+    if fw and "framework" not in s.space.base:
+        summary += f" on {fw}"
+    notes = s.cache.limited.get(gpu.id, ())
+    limited = bool(notes)
+    if lay.global_batch != job.global_batch:
+        notes += (batch_note(job.global_batch, lay.global_batch, par["dp"]),)
     accept(s, Cand(gpu, count, scn, mem, perf, cost, cv, tv, upm, (gpu.id, method), summary,
-                   s.pref(method=method) * (LIMITED_SUPPORT_PENALTY if limited else 1.0), limited))
+                   s.pref(method=method) * (LIMITED_SUPPORT_PENALTY if limited else 1.0), notes))
+
+
+def batch_note(target: int, achieved: int, dp: int) -> str:
+    return (f"global batch {achieved:,} sequences instead of the {target:,} asked: the nearest batch that "
+            f"dp={dp} runs in whole steps ({achieved // dp} sequences per data-parallel rank per step)")
