@@ -348,3 +348,26 @@ def estimate_posttrain_performance(scn: Scenario, model: ModelSpec, gpu: Any, *,
         from .rl import rl_performance
         return rl_performance(scn, model, gpu, params=params, network=network, memory=memory)
     return train_speed(scn, model, gpu, params=params, network=network, memory=memory)
+
+
+# which memory phase (MemoryEstimate.phases) each timed phase (details['phases_s']) runs in; None: the
+# training step's own phases (backward, optimizer step, ...), whose largest peak is shown
+TRAINING_STEP = None
+MEMORY_PHASE_OF = {"rollout": "rollout", "actor_logprob": "logprob_forward", "reference_logprob": "logprob_forward",
+                   "reward": "logprob_forward", "critic_values": "logprob_forward",
+                   "reference_forward": "reference_forward", "policy_pass": TRAINING_STEP,
+                   "actor_update": TRAINING_STEP, "critic_update": TRAINING_STEP, "policy_kl_forward": TRAINING_STEP,
+                   "teacher_forward": TRAINING_STEP, "weight_sync": "-"}
+
+
+def phase_table(mem: MemoryEstimate, perf: PerformanceEstimate) -> list[tuple[str, int | None, float | None]]:
+    """(timed phase, peak bytes per GPU while it runs, seconds per step) for each phase of the step."""
+    times = dict((perf.details or {}).get("phases_s") or {})
+    mapped = {v for v in MEMORY_PHASE_OF.values() if v}
+    step_peak = max((v for k, v in mem.phases.items() if k not in mapped), default=None)
+    rows = []
+    for name, secs in times.items():
+        where = MEMORY_PHASE_OF.get(name, TRAINING_STEP)
+        peak = step_peak if where is TRAINING_STEP else mem.phases.get(where)
+        rows.append((name, peak, secs))
+    return rows
