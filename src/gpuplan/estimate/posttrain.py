@@ -371,3 +371,36 @@ def phase_table(mem: MemoryEstimate, perf: PerformanceEstimate) -> list[tuple[st
         peak = step_peak if where is TRAINING_STEP else mem.phases.get(where)
         rows.append((name, peak, secs))
     return rows
+
+
+def check_models(scn: Scenario, model: ModelSpec, *, allow_hub: bool = True) -> list[str]:
+    """Rules of the post-training objectives that need the models (called by pipeline.resolve): the
+    teacher and reward model exist (an unknown name is an error naming the field, with close matches);
+    the teacher shares the student's vocabulary (TRL GKD raises otherwise: gkd_trainer.py L192-199);
+    an RL sequence (prompt + max_new_tokens) within the model's context."""
+    from ..errors import InputError
+    from ..models import get_model
+    t = scn.train
+    if t is None or t.objective == "sft":
+        return []
+    notes: list[str] = []
+    if t.objective == "distill":
+        try:
+            teacher = get_model(t.teacher, allow_hub=allow_hub)
+        except InputError as err:
+            raise type(err)(f"train.teacher: {err.what}", err.why, err.fix, err.matches) from None
+        if teacher.vocab_size != model.vocab_size:
+            raise InputError(f"train.teacher {teacher.name}",
+                             f"has a vocabulary of {teacher.vocab_size:,} tokens; the student {model.name} has "
+                             f"{model.vocab_size:,}. Distillation on the full next-token distribution (TRL GKD) "
+                             "needs one shared vocabulary.", "pick a teacher of the student's family.")
+    rl = t.rl
+    if rl is not None and rl.reward_model:
+        try:
+            get_model(rl.reward_model, allow_hub=allow_hub)
+        except InputError as err:
+            raise type(err)(f"train.rl.reward_model: {err.what}", err.why, err.fix, err.matches) from None
+    if rl is not None and rl.prompt_len + rl.max_new_tokens > model.max_position:
+        notes.append(f"rl.prompt_len + max_new_tokens = {rl.prompt_len + rl.max_new_tokens:,} exceeds {model.name}'s "
+                     f"context of {model.max_position:,} tokens")
+    return notes
