@@ -160,6 +160,11 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
     last = stage in ("last", "only")
     low = _low(scn)
     held = 0.0
+    loss_block = _preference_loss_block(scn, model, sh) if last else None
+    if loss_block is not None:
+        for ph in phases.values():
+            if ph.get("logits"):
+                ph["logits"] = loss_block
     if sh.reference == "copy":
         held = frozen_model_bytes(scn, model, stage)
         facts["reference_weights_bytes"] = int(held)
@@ -190,8 +195,9 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         ref_logits = ref_tokens * vocab * low
         facts["reference_logits_bytes"] = int(ref_logits)
         base = phases["backward"]
+        pol_logits = loss_block if loss_block is not None else pol_tokens * vocab * low
         phases["reference_forward"] = dict(
-            base, logits=pol_tokens * vocab * low + ref_logits,
+            base, logits=pol_logits + ref_logits,
             temporary=base.get("temporary", 0.0) + _forward_layer_bytes(scn, model, ref_tokens) + seq_logsoftmax)
     if sh.teacher and teacher is not None and last:
         tokens = _tokens_rank(scn, 1)
@@ -203,6 +209,20 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
     if not sh.lm_head:
         _score_head(scn, model, stage, phases, notes)
     return phases, notes, cpu
+
+
+def _preference_loss_block(scn: Scenario, model: ModelSpec, sh: ObjectiveShape) -> float | None:
+    """Bytes of the policy's loss block in TRL's preference trainers (train.loss: full), which read
+    log-probs straight from the model-dtype logits, not an fp32 cross-entropy: the logits and the
+    log-softmax `selective_log_softmax` saves row by row for backward, 2 x dtype bytes per logit
+    (trl/trainer/utils.py L479-515); ORPO and CPO/SimPO add an NLL on the chosen half
+    (nn.CrossEntropyLoss on the 16-bit logits saves its log-softmax: orpo_trainer.py L782-803,
+    cpo_trainer.py L825-844, cpo_alpha default 1.0), + 1 dtype byte per logit averaged over both
+    halves. None: keep the SFT loss block (other objectives, chunked or fused losses)."""
+    if sh.name not in PREFERENCE or scn.train.loss != "full":
+        return None
+    per_logit = {"orpo": 2.5, "simpo": 2.5}.get(sh.name, 2.0) * _low(scn)
+    return per_logit * _vocab_rank(scn, model) * _tokens_rank(scn, sh.grad_sequences)
 
 
 def _score_head(scn: Scenario, model: ModelSpec, stage: str, phases: dict[str, dict[str, float]],
