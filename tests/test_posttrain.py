@@ -254,3 +254,22 @@ def test_dpo_loss_block_is_bf16_logits_and_saved_log_softmax():
     assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 4) <= 1
     # ORPO adds the NLL on the chosen half: + 2 B per logit on half the tokens
     assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 5) <= 1
+
+
+@pytest.mark.parametrize("name, phases", [
+    ("dpo-full-8b", ["policy_pass", "reference_forward"]),
+    ("dpo-lora-8b", ["policy_pass", "reference_forward"]),
+    ("grpo-7b-colocated", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
+    ("grpo-7b-split", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
+])
+def test_examples_print_per_phase_memory_and_time(name, phases):
+    from pathlib import Path
+
+    from gpuplan.report import estimate_report
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.yaml"
+    est = evaluate(str(path))
+    assert list(est.performance.details["phases_s"]) == phases
+    text = estimate_report(est)
+    assert "phase by phase" in text and "step bounded by" in text
+    for ph in phases:
+        assert ph in text

@@ -262,11 +262,16 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
             notes.insert(0, f"{sh.name}: chosen and rejected sequences go through the policy together: "
                          f"{sh.grad_sequences} x micro_batch = {scn.train.micro_batch * sh.grad_sequences} "
                          "sequences per micro-step")
+        notes.append(UNVALIDATED)
         est = _finish(phases, scn, capacity_bytes, notes, cpu)
         if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
             best = est
     assert best is not None
     return best
+
+
+UNVALIDATED = ("post-training estimates are built from the trainers' code, not yet checked against measured "
+               "runs; the error bar shown is that of supervised fine-tuning")
 
 
 def teacher_spec(scn: Scenario) -> ModelSpec:
@@ -345,6 +350,7 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     notes.append(f"{sh.name} step: " + ", ".join(f"{k} {v:.3g} s" for k, v in phases.items())
                  + f"; tokens per step count the {sh.grad_sequences} sequence(s) per example the policy trains on"
                  + (" (the reference and KL forwards are no-grad, 2N FLOPs per token)" if extra else ""))
+    notes.append(UNVALIDATED)
     details = dict(base.details)
     details.update({"objective": sh.name, "reference": sh.reference, "examples_per_step": int(per_example // t.seq_len),
                     "sequences_per_example": sh.grad_sequences, "bound_by": bound,

@@ -138,7 +138,7 @@ def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEst
     """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
     placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
     from .memory import _finish, _train_components
-    from .posttrain import _forward_layer_bytes, frozen_model_bytes
+    from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
     rl = scn.train.rl
     train = training_scenario(scn)
     frozen = _frozen_models(scn, model, train)
@@ -192,6 +192,7 @@ def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEst
             notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
                          f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
                          "GPU's memory, the others a training GPU's")
+        notes.append(UNVALIDATED)
         kv_tokens = engine_mem.limits.get("kv_tokens")
         est = _finish(phases, scn, capacity_bytes, notes, cpu,
                       limits={"rollout_kv_tokens": kv_tokens, "rollout_kv_pool_bytes": int(engine["kv_cache"])})
@@ -253,7 +254,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
     the bounding phase in `details['bound_by']`."""
     from .calibration import packaged
-    from .posttrain import forward_seconds_per_token
+    from .posttrain import UNVALIDATED, forward_seconds_per_token
     from .speed import _network, train_performance
     P = params if params is not None else packaged()
     net = network if network is not None else _network(scn, gpu)
@@ -294,6 +295,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
              f"{roll.get('batch')} sequences at once per replica in {roll.get('waves')} wave(s)",
              how + f"; bounded by {bound}",
              "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
+    notes.append(UNVALIDATED)
     if not roll["fits"]:
         notes.append("the rollout engine has no KV-cache room after its weights: raise rl.gpu_memory_utilization "
                      "or rl.rollout_tp")
