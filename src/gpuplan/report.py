@@ -98,7 +98,8 @@ def estimate_report(est) -> str:
             f"{s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={s.parallel.tp} pp={s.parallel.pp} "
             f"zero={s.parallel.zero}")
     parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost)]
-    if s.train is not None and s.train.objective != "sft":       # post-training: per-phase memory and time
+    train = getattr(s, "train", None)
+    if train is not None and getattr(train, "objective", "sft") != "sft":   # post-training: per-phase table
         parts += ["", posttrain_phases(est)]
     for w in est.warnings:
         parts.append(f"warning: {w}")
