@@ -755,7 +755,7 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
 
 def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak for the scenario on a GPU with `capacity_bytes` of usable memory."""
-    if scn.is_training and scn.train.objective != "sft":        # post-training objectives: estimate/posttrain.py
+    if scn.is_training and getattr(scn.train, "objective", "sft") != "sft":   # post-training: estimate/posttrain.py
         from .posttrain import estimate_posttrain_memory
         return estimate_posttrain_memory(scn, model, capacity_bytes)
     if scn.is_training:

@@ -312,7 +312,7 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     base = train_performance(pol, model, gpu, params=params, network=network, memory=memory)
     t, n = scn.train, scn.hardware.count
     tokens = base.details["tokens_per_step"]                  # policy (with-grad) tokens per step
-    per_example = tokens / sh.grad_sequences
+    per_example = tokens / sh.grad_sequences                 # tokens of one sequence per example
     fwd = forward_seconds_per_token(base, pol, model)
     extra: dict[str, float] = {}
     extra_flops = 0.0
