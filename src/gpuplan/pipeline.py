@@ -89,6 +89,9 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
     card = gpu if gpu is not None else get_gpu(scn.hardware.gpu)
     _check_formats(scn)                                          # a misspelled format is named first
     model_notes = check_scenario_against_model(scn, spec)     # cross-field rules that need the model
+    if scn.train is not None and scn.train.objective != "sft":  # post-training: teacher, reward model, lengths
+        from .estimate.posttrain import check_models
+        model_notes = list(model_notes or ()) + check_models(scn, spec, allow_hub=allow_hub)
     net = network if network is not None else resolve_network(scn.hardware.network, card)
     profile = profile_path_for(scn)
     params = speed_params

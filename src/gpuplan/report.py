@@ -123,9 +123,23 @@ def estimate_report(est) -> str:
             f"{s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={s.parallel.tp} pp={s.parallel.pp} "
             f"zero={s.parallel.zero}")
     parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost, s)]
+    train = getattr(s, "train", None)
+    if train is not None and getattr(train, "objective", "sft") != "sft":   # post-training: per-phase table
+        parts += ["", posttrain_phases(est)]
     for w in est.warnings:
         parts.append(f"warning: {w}")
     return "\n".join(parts)
+
+
+def posttrain_phases(est) -> str:
+    """Post-training (estimate/posttrain.py, estimate/rl.py): each phase's seconds per step and the peak
+    memory per GPU while it runs, and the phase that bounds the step."""
+    from .estimate.posttrain import phase_table
+    rows = [(k, fmt_bytes(b) if b is not None else None, fmt_seconds(t)) for k, b, t in
+            phase_table(est.memory, est.performance)]
+    out = table(rows, ["phase", "peak memory / GPU", "time / step"], "lrr")
+    bound = (est.performance.details or {}).get("bound_by")
+    return f"{est.scenario.train.objective} step, phase by phase\n" + out + (f"\nstep bounded by: {bound}" if bound else "")
 
 
 def gib(n: float) -> str:

@@ -121,7 +121,48 @@ _LONGER = Field(False, description="allow a sequence longer than the model's con
                 "you extend it with RoPE scaling (e.g. YaRN); memory and speed are estimated at that length")
 
 
+# ---- post-training (issue 20; the mechanism lives in estimate/posttrain.py and estimate/rl.py) ----------
+TrainObjective = Literal["sft", "dpo", "ipo", "kto", "orpo", "simpo", "distill", "reward", "grpo", "ppo", "rloo"]
+RL_OBJECTIVES = ("grpo", "ppo", "rloo")
+REFERENCE_OBJECTIVES = ("dpo", "ipo", "kto")       # a frozen reference model's log-probs are in the loss
+
+
+class RL(_Strict):
+    """One RL step (GRPO/PPO/RLOO): rollouts by a serving engine, log-prob passes, reward, training."""
+    prompts_per_step: int = _num(64, "prompts per RL step", lo=1, hi=MAX_BATCH)
+    group_size: int = _num(8, "responses sampled per prompt (TRL num_generations default 8)", lo=1, hi=4096)
+    prompt_len: int = _num(512, "prompt tokens", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    max_new_tokens: int = _num(1024, "longest response", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    mean_response_len: int | None = _num(None, "mean response length; default max_new_tokens (every response "
+                                         "runs to the limit)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    engine: Literal["vllm", "sglang"] = "vllm"
+    placement: Literal["colocated", "split"] = Field("colocated", description=(
+        "colocated: rollout engine and trainer share every GPU, the engine sleeps while training; split: "
+        "rollout_gpus generate, the rest train"))
+    rollout_gpus: int | None = _num(None, "split: GPUs of the rollout engine", lo=1, hi=MAX_GPUS)
+    rollout_tp: int = _num(1, "tensor-parallel size of one rollout engine", lo=1, hi=MAX_GPUS)
+    gpu_memory_utilization: float = _num(0.5, "share of each rollout GPU the engine takes (verl default 0.5; "
+                                         "TRL colocate 0.3)", lo=0, hi=1, open_lo=True)
+    reference: bool = Field(True, description="a frozen reference model for the KL term (TRL GRPO: beta > 0)")
+    critic: bool | None = Field(None, description="a value model trained beside the actor; default on for ppo")
+    reward_model: Optional[Name] = Field(None, description="model id of a reward model; none: rule-based reward")
+    old_logprob_pass: bool = Field(True, description="a forward of the actor for the old log-probs (verl always; "
+                                   "TRL only with num_iterations > 1)")
+    async_steps: int = _num(0, "split: rollouts run k steps ahead of training (off-policy by k); 0 synchronous",
+                            lo=0, hi=64)
+    offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
+                                       "go to host memory during rollout (verl param/optimizer offload)")
+
+
 class Train(_Strict):
+    objective: TrainObjective = Field("sft", description=(
+        "sft | dpo, ipo, kto, orpo, simpo (preference) | distill (needs teacher) | reward | grpo, ppo, rloo (RL)"))
+    reference: Optional[Literal["copy", "base", "precomputed", "none"]] = Field(None, description=(
+        "dpo/ipo/kto reference model: copy (a frozen second copy), base (LoRA: adapters disabled), precomputed "
+        "(log-probs computed before training); default base under LoRA/QLoRA, copy otherwise"))
+    teacher: Optional[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        None, description="distill: the teacher model (registry name or HF id)")
+    rl: Optional[RL] = Field(None, description="RL step settings (grpo, ppo, rloo)")
     method: Literal["full", "lora", "qlora"] = "full"
     precision: Precision = "bf16"
     master_weights: bool = True
@@ -394,6 +435,8 @@ class Scenario(_Strict):
             object.__setattr__(self, "train", Train())
         if self.task == "infer" and infer is None:
             object.__setattr__(self, "infer", Infer())
+        if self.train is not None:
+            _check_posttrain(self)                                   # issue 20: objective cross-field rules
         p, n = self.parallel, self.hardware.count
         if self.task == "infer" and p.cp > 1:
             raise ValueError(_CP_INFER.format(cp=p.cp))
@@ -435,6 +478,64 @@ class Scenario(_Strict):
         elif "hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates:
             data["parallel"]["dp"] = None
         return scenario_from_dict(data)
+
+
+def _check_posttrain(scn: "Scenario") -> None:
+    """Cross-field rules of train.objective: a teacher only for distill, a reference only where the loss
+    uses one, RL settings only for RL objectives, a group of at least two for group baselines, a split
+    placement that leaves GPUs for training."""
+    t = scn.train
+    obj = t.objective
+    if t.teacher is not None and obj != "distill":
+        raise ValueError(f"train.teacher is set but train.objective is {obj}; a teacher is used only by "
+                         "objective: distill (remove teacher, or set objective: distill)")
+    if obj == "distill" and t.teacher is None:
+        raise ValueError("train.objective distill needs train.teacher: the teacher model's name or HF id")
+    if t.reference is not None and obj not in REFERENCE_OBJECTIVES:
+        why = {"orpo": "ORPO has no reference model", "simpo": "SimPO has no reference model"}.get(
+            obj, f"objective {obj} has no reference log-probs")
+        fix = "set rl.reference instead" if obj in RL_OBJECTIVES else "remove train.reference"
+        raise ValueError(f"train.reference = {t.reference}: {why} ({fix})")
+    if obj in REFERENCE_OBJECTIVES and t.reference == "none":
+        raise ValueError(f"train.reference = none: {obj} compares the policy's log-probs with a reference's; use "
+                         "reference: precomputed to drop the reference model at train time, or objective orpo/simpo")
+    if t.reference == "base" and t.method == "full":
+        raise ValueError("train.reference = base means the LoRA base with adapters disabled; train.method is full "
+                         "(no adapters): use reference: copy or precomputed")
+    if t.rl is not None and obj not in RL_OBJECTIVES:
+        raise ValueError(f"train.rl is set but train.objective is {obj}; rl settings apply to grpo, ppo, rloo")
+    if obj not in RL_OBJECTIVES:
+        return
+    if t.rl is None:
+        object.__setattr__(t, "rl", RL())
+    rl = t.rl
+    if obj in ("grpo", "rloo") and rl.group_size < 2:
+        raise ValueError(f"train.rl.group_size = {rl.group_size}: {obj} baselines each response against the "
+                         "other responses to its prompt, so it needs at least 2 (TRL/verl default 8)")
+    if rl.critic and obj != "ppo":
+        raise ValueError(f"train.rl.critic is on but {obj} has no value model (only ppo does)")
+    if (rl.mean_response_len or 0) > rl.max_new_tokens:
+        raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
+                         f"{rl.max_new_tokens}")
+    n = scn.hardware.count
+    if rl.placement == "split":
+        if rl.rollout_gpus is None or rl.rollout_gpus >= n:
+            raise ValueError(f"train.rl.placement split needs rl.rollout_gpus between 1 and hardware.count - 1 = "
+                             f"{n - 1} (got {rl.rollout_gpus}); the other GPUs train")
+        train_gpus, rollout = n - rl.rollout_gpus, rl.rollout_gpus
+    else:
+        if rl.rollout_gpus is not None:
+            raise ValueError("train.rl.rollout_gpus is for placement: split; colocated rollouts use every GPU")
+        if rl.async_steps:
+            raise ValueError("train.rl.async_steps needs placement: split (colocated phases take turns on the "
+                             "same GPUs)")
+        train_gpus, rollout = n, n
+    if rollout % rl.rollout_tp:
+        raise ValueError(f"train.rl.rollout_tp = {rl.rollout_tp} does not divide the {rollout} rollout GPUs")
+    p = scn.parallel
+    model_par = p.tp * p.pp * p.cp
+    if train_gpus % model_par:
+        raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide the {train_gpus} training GPUs")
 
 
 _CP_INFER = ("parallel.cp = {cp}: context parallelism splits a training sequence; serving engines have no context "

@@ -785,6 +785,9 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
 
 def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak for the scenario on a GPU with `capacity_bytes` of usable memory."""
+    if scn.is_training and getattr(scn.train, "objective", "sft") != "sft":   # post-training: estimate/posttrain.py
+        from .posttrain import estimate_posttrain_memory
+        return estimate_posttrain_memory(scn, model, capacity_bytes)
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):

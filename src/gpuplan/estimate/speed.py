@@ -879,6 +879,9 @@ def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mappin
                          network: Any = None, memory: Any = None) -> PerformanceEstimate:
     """Dispatch on the task: train/finetune -> train_performance, infer -> infer_performance.
     `memory` is the plan's MemoryEstimate (the pipeline computes it once): serving takes its KV pool."""
+    if scn.task in ("train", "finetune") and getattr(scn.train, "objective", "sft") != "sft":   # posttrain.py
+        from .posttrain import estimate_posttrain_performance
+        return estimate_posttrain_performance(scn, model, gpu, params=params, network=network, memory=memory)
     if scn.task in ("train", "finetune"):
         return train_performance(scn, model, gpu, params=params, network=network, memory=memory)
     return infer_performance(scn, model, gpu, params=params, network=network, memory=memory)

@@ -1,0 +1,314 @@
+"""One RL step (GRPO, PPO, RLOO; issue 20): rollout generation by a serving engine, the log-prob
+passes of the actor and the reference, the reward, the critic (PPO), the actor's training pass and
+the weight sync from trainer to rollout engine — per-phase time and memory, and which phase bounds
+the step. docs/posttrain.md has the equations and sources.
+
+The phases reuse the existing engines, so they agree with `gpuplan serve` and `gpuplan train`:
+- rollout: an inference scenario (engine, rollout_tp, gpu_memory_utilization; prompts x group
+  sequences spread over the rollout replicas) through the memory engine (weights, KV pool, CUDA graphs,
+  profile run) and the serving speed engine (`speed._Serving`: prefill and decode steps at the batch
+  the KV pool allows);
+- training: the SFT step of the generated batch (prompt + max_new_tokens per sequence,
+  prompts x group sequences per optimizer step) on the training GPUs;
+- log-prob passes and the reward model: no-grad forwards over the same tokens at the training step's
+  efficiency (posttrain.forward_seconds_per_token);
+- weight sync: the 16-bit weights gathered from the trainer's shards into the engine (colocated: an
+  all-gather over the training GPUs) or sent to the rollout GPUs (split: over the link between them).
+
+Placement. Colocated (verl's hybrid engine, TRL `vllm_mode="colocate"`): every GPU holds the trainer
+and a rollout engine; the engine frees its KV cache (verl rollout `free_cache_engine: true`,
+verl/trainer/config/rollout/rollout.yaml @b178a3c) or sleeps (TRL `llm.sleep(level=2)`,
+trl/generation/vllm_generation.py L370 @v1.9.0: weights and KV cache released) while the trainer runs,
+and the trainer's states stay resident while the engine generates. The phases run one after the
+other. Split (OpenRLHF / verl disaggregated): `rollout_gpus` generate while the others train; with
+`async_steps` >= 1 the rollout of step k+1 overlaps the training of step k (off-policy by k), so the
+step lasts as long as the slower side plus the weight sync; with 0 the two sides take turns.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from ..models.spec import ModelSpec
+from ..scenario import Scenario, scenario_from_dict
+from .layout import stages
+from .results import MemoryEstimate, PerformanceEstimate
+
+VERL_REF = "verl @b178a3c"
+TRL_REF = "TRL v1.9.0 (a785283)"
+
+
+# ---- the derived scenarios ------------------------------------------------------------------------------
+def sequences_per_step(scn: Scenario) -> int:
+    """Responses generated and trained on per RL step: prompts x group size."""
+    rl = scn.train.rl
+    return rl.prompts_per_step * rl.group_size
+
+
+def gpu_groups(scn: Scenario) -> tuple[int, int]:
+    """(rollout GPUs, training GPUs)."""
+    rl, n = scn.train.rl, scn.hardware.count
+    if rl.placement == "split":
+        return rl.rollout_gpus, n - rl.rollout_gpus
+    return n, n
+
+
+def response_len(scn: Scenario) -> int:
+    rl = scn.train.rl
+    return rl.mean_response_len or rl.max_new_tokens
+
+
+def training_scenario(scn: Scenario) -> Scenario:
+    """The actor's update as an SFT step: every generated sequence padded to prompt + max_new_tokens,
+    all prompts x group sequences in one optimizer step, on the training GPUs."""
+    rl = scn.train.rl
+    data = scn.model_dump()
+    _, train_gpus = gpu_groups(scn)
+    data["hardware"]["count"] = train_gpus
+    data["parallel"]["dp"] = None
+    data["task"] = "finetune" if scn.task == "finetune" else scn.task
+    t = data["train"]
+    t.update(objective="sft", rl=None, reference=None, teacher=None, seq_len=rl.prompt_len + rl.max_new_tokens,
+             global_batch=sequences_per_step(scn), allow_longer_context=True, tokens=None)
+    data["constraints"] = None
+    return scenario_from_dict(data, "(RL training pass)")
+
+
+def rollout_scenario(scn: Scenario) -> Scenario:
+    """One rollout engine replica (rollout_tp GPUs) serving its share of the step's sequences."""
+    rl = scn.train.rl
+    rollout_gpus, _ = gpu_groups(scn)
+    replicas = rollout_gpus // rl.rollout_tp
+    per_replica = math.ceil(sequences_per_step(scn) / replicas)
+    weights = "fp16" if scn.train.precision == "fp16" else "bf16"
+    data = {"model": scn.model, "task": "infer",
+            "hardware": {"gpu": scn.hardware.gpu, "count": rl.rollout_tp,
+                         "gpus_per_node": scn.hardware.gpus_per_node, "network": scn.hardware.network},
+            "parallel": {"tp": rl.rollout_tp},
+            "infer": {"engine": rl.engine, "weights": weights, "kv_cache": weights, "prompt_len": rl.prompt_len,
+                      "output_len": rl.max_new_tokens, "concurrency": per_replica,
+                      "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True},
+            "cost": scn.cost.model_dump()}
+    if scn.overhead_bytes is not None:
+        data["overhead_bytes"] = scn.overhead_bytes
+    return scenario_from_dict(data, "(RL rollout engine)")
+
+
+def _frozen_models(scn: Scenario, model: ModelSpec, train: Scenario) -> dict[str, ModelSpec]:
+    """The frozen models the step holds: reference (a copy under full fine-tuning; under LoRA the base
+    with adapters disabled, TRL grpo_trainer.py L955-961) and the reward model."""
+    rl, out = scn.train.rl, {}
+    if rl.reference and scn.train.method == "full":
+        out["reference"] = model
+    if rl.reward_model:
+        out["reward_model"] = reward_model_spec(scn)
+    return out
+
+
+def reward_model_spec(scn: Scenario) -> ModelSpec:
+    from ..errors import InputError
+    from ..models import get_model
+    try:
+        return get_model(scn.train.rl.reward_model)
+    except InputError as err:
+        raise type(err)(f"train.rl.reward_model: {err.what}", err.why, err.fix, err.matches) from None
+
+
+def _critic(scn: Scenario) -> bool:
+    rl = scn.train.rl
+    return rl.critic if rl.critic is not None else scn.train.objective == "ppo"
+
+
+# ---- memory -----------------------------------------------------------------------------------------------
+def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[MemoryEstimate, dict[str, float]]:
+    """The rollout engine on one GPU: its own memory estimate and the reservation split by component
+    (weights, KV pool, CUDA graphs + profile-run activations; the engine's CUDA context is the GPU's)."""
+    from .memory import estimate_memory
+    inf = rollout_scenario(scn)
+    mem = estimate_memory(inf, model, capacity)
+    budget = capacity * scn.train.rl.gpu_memory_utilization
+    pool = float(mem.limits.get("kv_pool_bytes") or 0)
+    weights = float(mem.components.get("weights", 0))
+    rest = max(0.0, budget - weights - pool)
+    return mem, {"weights": weights, "kv_cache": pool, "temporary": rest}
+
+
+def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
+    """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
+    placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
+    from .memory import _finish, _train_components
+    from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    frozen = _frozen_models(scn, model, train)
+    engine_mem, engine = _engine_memory(scn, model, capacity_bytes)
+    best: MemoryEstimate | None = None
+    for stage in stages(train.parallel.pp):
+        phases, notes = _train_components(train, model, stage)
+        cpu = phases.pop("_cpu")["cpu"]
+        notes = list(notes)
+        held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+        for name, m in frozen.items():
+            notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
+                         f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
+        critic_w = critic_o = 0.0
+        if _critic(scn):
+            # the critic (verl default: the actor's architecture) keeps its weights and optimizer states
+            # while the actor trains; its gradients exist only in its own update
+            opt = phases["optimizer_step"]
+            critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
+            notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
+                         "training GPUs (verl critic defaults to the actor's model)")
+        for ph in phases.values():
+            ph["weights"] = ph.get("weights", 0.0) + held + critic_w
+            ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
+        opt = phases["optimizer_step"]
+        resident_w = opt.get("weights", 0.0)
+        resident_o = opt.get("optimizer_states", 0.0)
+        # the log-prob passes: no-grad forwards of the micro-batch over the resident states; logits in
+        # the training dtype for the micro-batch's tokens
+        t = train.train
+        tokens = t.micro_batch * t.seq_len / train.parallel.cp
+        low = 4 if t.precision == "fp32" else 2
+        vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
+        phases["logprob_forward"] = dict(weights=resident_w, optimizer_states=resident_o,
+                                         activations=_forward_layer_bytes(train, model, tokens),
+                                         logits=tokens * vocab * low)
+        if rl.placement == "colocated":
+            offload = rl.offload_train_states
+            phases["rollout"] = dict(weights=(held + (0.0 if offload else resident_w - held)) + engine["weights"],
+                                     optimizer_states=0.0 if offload else resident_o,
+                                     kv_cache=engine["kv_cache"], temporary=engine["temporary"])
+            notes.append(f"colocated: during rollout the {rl.engine} engine holds gpu_memory_utilization="
+                         f"{rl.gpu_memory_utilization} of each GPU next to the trainer's resident states"
+                         + (" (weights and optimizer states offloaded to the host)" if offload else "")
+                         + f"; while training, its KV cache and weights are released (TRL sleep level 2, "
+                         f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
+            if offload:
+                cpu += resident_w - held + resident_o
+        else:
+            phases["rollout"] = dict(engine)
+            notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
+                         f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
+                         "GPU's memory, the others a training GPU's")
+        notes.append(UNVALIDATED)
+        kv_tokens = engine_mem.limits.get("kv_tokens")
+        est = _finish(phases, scn, capacity_bytes, notes, cpu,
+                      limits={"rollout_kv_tokens": kv_tokens, "rollout_kv_pool_bytes": int(engine["kv_cache"])})
+        if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
+            best = est
+    assert best is not None
+    return best
+
+
+# ---- speed ------------------------------------------------------------------------------------------------
+def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any,
+                 capacity: int) -> dict[str, Any]:
+    """Seconds to generate the step's prompts x group responses on the rollout replicas.
+
+    Each replica takes its share; the engine runs as many at once as its KV pool (and max batch)
+    allows, in waves: a wave prefills its prompts, decodes `mean_response_len` steps at the full batch,
+    and the longest responses run on to `max_new_tokens`, once per step, at batch 1 (a decode step is
+    bound by reading the weights, so the stragglers cost about as much as the full batch per step)."""
+    from .memory import estimate_memory
+    from .speed import _Serving
+    rl = scn.train.rl
+    inf = rollout_scenario(scn)
+    mem = estimate_memory(inf, model, capacity)
+    sv = _Serving(inf, model, gpu, P, None, network, mem)
+    n_r = inf.infer.concurrency
+    pt = sv.point(n_r)
+    b = int(pt.get("batch_per_replica") or 0)
+    if b <= 0:
+        return {"time": math.inf, "batch": 0, "waves": 0, "fits": False}
+    waves = math.ceil(n_r / b)
+    mean, top, P_len = response_len(scn), rl.max_new_tokens, rl.prompt_len
+    t_prefill = sv.prefill(P_len) + (b - 1) * sv.prefill(P_len, compute_only=True)
+    t_full = mean * sv.decode_step(b, P_len + mean / 2.0)["time"]
+    t_tail = (top - mean) * sv.decode_step(1, P_len + (mean + top) / 2.0)["time"] if top > mean else 0.0
+    return {"time": waves * (t_prefill + t_full) + t_tail, "batch": b, "waves": waves, "fits": True,
+            "prefill_s": waves * t_prefill, "decode_s": waves * t_full + t_tail, "kv_tokens": mem.limits.get("kv_tokens"),
+            "per_replica": n_r, "replicas": gpu_groups(scn)[0] // rl.rollout_tp}
+
+
+def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any) -> float:
+    """The 16-bit weights from trainer to engine. Colocated: each GPU gathers the full weights of its
+    engine's shard from the training shards (an all-gather over the training GPUs). Split: the trainer
+    sends them to the rollout GPUs over the link between the groups (one pipelined broadcast)."""
+    from .comm import all_gather_time, group_link, p2p_time
+    from .speed import _gpus_per_node
+    rl, n = scn.train.rl, scn.hardware.count
+    gpn = _gpus_per_node(scn, gpu)
+    wbytes = model.params_total * 2.0 / rl.rollout_tp
+    if rl.placement == "colocated":
+        _, train_gpus = gpu_groups(scn)
+        link = group_link(gpu, train_gpus, train_gpus, gpn, network, P["comm"])
+        return all_gather_time(wbytes, train_gpus, link)
+    link = group_link(gpu, 2, n, gpn, network, P["comm"])
+    return p2p_time(wbytes, link)
+
+
+def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
+                   network: Any = None, memory: Any = None) -> PerformanceEstimate:
+    """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
+    the bounding phase in `details['bound_by']`."""
+    from .calibration import packaged
+    from .posttrain import UNVALIDATED, forward_seconds_per_token
+    from .speed import _network, train_performance
+    P = params if params is not None else packaged()
+    net = network if network is not None else _network(scn, gpu)
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    base = train_performance(train, model, gpu, params=P, network=net)
+    tokens = base.details["tokens_per_step"]
+    fwd = forward_seconds_per_token(base, train, model)
+    capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
+    roll = rollout_time(scn, model, gpu, P, net, capacity)
+    phases: dict[str, float] = {"rollout": roll["time"]}
+    if rl.old_logprob_pass:
+        phases["actor_logprob"] = fwd * tokens
+    if rl.reference:
+        phases["reference_logprob"] = fwd * tokens
+    if rl.reward_model:
+        phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
+    if _critic(scn):
+        phases["critic_values"] = fwd * tokens
+        phases["critic_update"] = base.step_time_s
+    phases["actor_update"] = base.step_time_s
+    phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
+    train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
+    if rl.placement == "split" and rl.async_steps >= 1:
+        step = max(phases["rollout"], train_side) + phases["weight_sync"]
+        bound = "rollout" if phases["rollout"] >= train_side else "training side"
+        how = (f"split, rollouts {rl.async_steps} step(s) ahead: step = max(rollout, training side "
+               f"{train_side:.3g} s) + weight sync")
+    else:
+        step = sum(phases.values())
+        bound = max(phases, key=phases.get)
+        how = ("colocated: the phases take turns on every GPU, step = their sum" if rl.placement == "colocated"
+               else "split, synchronous: the rollout and training GPUs take turns, step = the sum")
+    n = scn.hardware.count
+    generated = sequences_per_step(scn) * response_len(scn)
+    notes = [f"{scn.train.objective} step: {sequences_per_step(scn)} responses ({rl.prompts_per_step} prompts x "
+             f"group {rl.group_size}); rollout on {roll.get('replicas')} {rl.engine} replica(s) of tp={rl.rollout_tp}, "
+             f"{roll.get('batch')} sequences at once per replica in {roll.get('waves')} wave(s)",
+             how + f"; bounded by {bound}",
+             "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
+    notes.append(UNVALIDATED)
+    if not roll["fits"]:
+        notes.append("the rollout engine has no KV-cache room after its weights: raise rl.gpu_memory_utilization "
+                     "or rl.rollout_tp")
+    bd = {f"rl_{k}": float(v) for k, v in phases.items()}
+    details = dict(base.details)
+    details.update({"objective": scn.train.objective, "placement": rl.placement,
+                    "sequences_per_step": sequences_per_step(scn), "rollout_batch_per_replica": roll.get("batch"),
+                    "rollout_waves": roll.get("waves"), "rollout_replicas": roll.get("replicas"),
+                    "rollout_gpus": gpu_groups(scn)[0], "training_gpus": gpu_groups(scn)[1],
+                    "generated_tokens_per_step": generated, "bound_by": bound,
+                    "phases_s": {k: float(v) for k, v in phases.items()}})
+    # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
+    mfu = base.mfu * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
+    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
+                               mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
+                               details=details)

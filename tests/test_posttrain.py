@@ -1,0 +1,275 @@
+"""Post-training objectives (issue 20): preference, distillation, reward, RL.
+
+Expected numbers are hand arithmetic on published parameter counts (the safetensors totals on the
+models' Hugging Face pages): Llama 3.1 8B 8,030,261,248; Llama 3.1 70B 70,553,706,496; Qwen2.5 7B
+7,615,616,512; Llama 3.1's untied lm_head 128,256 x 4,096 = 525,336,576.
+"""
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.errors import InputError
+from gpuplan.pipeline import evaluate
+from gpuplan.scenario import scenario_from_dict
+
+LLAMA_8B = 8_030_261_248
+LLAMA_70B = 70_553_706_496
+QWEN_7B = 7_615_616_512
+LLAMA_HEAD = 128_256 * 4_096
+
+
+def _pref(objective: str, *, method: str = "full", gpus: int = 8, zero: int = 3, mb: int = 1, gb: int = 64,
+          model: str = "llama-3.1-8b", **train):
+    return {"model": model, "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": gpus},
+            "parallel": {"zero": zero},
+            "train": {"objective": objective, "method": method, "seq_len": 2048, "micro_batch": mb,
+                      "global_batch": gb, "recompute": "full", **train}}
+
+
+def _rl(**rl):
+    base = {"prompts_per_step": 64, "group_size": 8, "prompt_len": 512, "max_new_tokens": 1024,
+            "mean_response_len": 600}
+    base.update(rl)
+    return {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+            "parallel": {"zero": 3},
+            "train": {"objective": "grpo", "micro_batch": 4, "recompute": "full", "rl": base}}
+
+
+# ---- preference objectives ---------------------------------------------------------------------------------
+def test_dpo_full_reference_is_params_times_two_bytes_sharded():
+    """DPO holds a frozen bf16 copy; ORPO (same 2x policy pass) holds none. Under FSDP over 8 GPUs the
+    copy is sharded: 8,030,261,248 x 2 / 8 = 2,007,565,312 bytes per GPU."""
+    dpo = evaluate(_pref("dpo")).memory
+    orpo = evaluate(_pref("orpo")).memory
+    assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - 2_007_565_312) <= 1
+    assert any("reference copy" in n for n in dpo.notes)
+
+
+def _held(mem, phase: str) -> int:
+    """A phase's allocated bytes (its peak less the plan's runtime overhead, which every phase shares)."""
+    return mem.phases[phase] - mem.components["runtime_overhead"]
+
+
+def test_dpo_full_reference_unsharded_on_one_gpu():
+    dpo = evaluate(_pref("dpo", gpus=1, zero=0, gb=2)).memory
+    orpo = evaluate(_pref("orpo", gpus=1, zero=0, gb=2)).memory
+    assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - LLAMA_8B * 2) <= 1
+
+
+def test_reference_forward_phase_holds_the_reference_logits():
+    """The reference's no-grad forward over chosen + rejected: bf16 logits of 2 x 2,048 tokens x 128,256
+    = 1,050,673,152 bytes beside the policy's forward-end state; one sequence's bf16 log-softmax row
+    (2,048 x 128,256 x 2 = 525,336,576); one layer's working set, 4,096 tokens x (4 h + 3 i) x 2 B with
+    h = 4,096, i = 14,336: 486,539,264. Total 2,062,548,992."""
+    dpo = evaluate(_pref("dpo")).memory
+    extra = dpo.phases["reference_forward"] - dpo.phases["backward"]
+    assert abs(extra - 2_062_548_992) <= 2
+
+
+def test_dpo_lora_adds_no_reference_copy():
+    dpo = evaluate(_pref("dpo", method="lora", gpus=1, zero=0, gb=8)).memory
+    orpo = evaluate(_pref("orpo", method="lora", gpus=1, zero=0, gb=8)).memory
+    assert dpo.components["weights"] == orpo.components["weights"]
+    assert "reference_forward" in dpo.phases and "reference_forward" not in orpo.phases
+
+
+def test_precomputed_reference_holds_nothing():
+    pre = evaluate(_pref("dpo", reference="precomputed")).memory
+    orpo = evaluate(_pref("orpo")).memory
+    same = ("weights", "gradients", "optimizer_states", "activations", "temporary")
+    assert {k: pre.components[k] for k in same} == {k: orpo.components[k] for k in same}
+    assert "reference_forward" not in pre.phases
+
+
+@pytest.mark.parametrize("objective", ["dpo", "ipo", "orpo", "simpo", "reward"])
+def test_paired_objectives_double_the_tokens(objective):
+    """64 pairs x 2 sequences x 2,048 tokens = 262,144 policy tokens per step (SFT: 131,072)."""
+    perf = evaluate(_pref(objective)).performance
+    assert perf.details["tokens_per_step"] == 262_144
+    assert evaluate(_pref("sft")).performance.details["tokens_per_step"] == 131_072
+
+
+def test_kto_is_unpaired_but_runs_kl_and_reference_forwards():
+    """TRL KTO: one completion per example with gradients; a no-grad KL pass of the policy and the
+    reference over the batch and the KL batch (2 sequences)."""
+    perf = evaluate(_pref("kto")).performance
+    assert perf.details["tokens_per_step"] == 131_072
+    ph = perf.details["phases_s"]
+    assert ph["reference_forward"] == pytest.approx(2 * ph["policy_kl_forward"], rel=1e-12)
+
+
+def test_dpo_policy_pass_is_the_sft_step_of_twice_the_sequences():
+    dpo = evaluate(_pref("dpo"))
+    sft2 = evaluate(_pref("sft", mb=2, gb=128))
+    assert dpo.memory.components["activations"] == sft2.memory.components["activations"]
+    assert dpo.performance.details["phases_s"]["policy_pass"] == pytest.approx(sft2.performance.step_time_s, rel=1e-12)
+
+
+def test_reference_forward_costs_a_third_of_a_non_recomputed_step():
+    """Without recompute the full fine-tuning step is 3 forwards of FLOPs (6N + 3A); the reference's
+    no-grad forward over the same tokens is 1: a third of the compute time."""
+    est = evaluate(_pref("dpo", recompute="none", gb=8, mb=1))
+    ph = est.performance.details["phases_s"]
+    compute = est.performance.breakdown["compute"]
+    assert ph["reference_forward"] == pytest.approx(compute / 3, rel=1e-9)
+
+
+def test_reward_model_has_no_vocabulary_logits_and_no_lm_head_gradients():
+    """Full fine-tuning with torch AMP keeps fp32 gradients (4 B); the score head replaces the
+    untied 525,336,576-parameter lm_head: 2,101,346,304 bytes fewer gradients."""
+    rew = evaluate(_pref("reward", gpus=1, zero=0, gb=2)).memory
+    orpo = evaluate(_pref("orpo", gpus=1, zero=0, gb=2)).memory
+    assert rew.components["logits"] == 0
+    # optimizer step: fp32 weights (4 B), gradients (4 B), AdamW states (8 B) and the foreach
+    # temporary (4 B) per parameter: 20 B x the lm_head's parameters
+    assert abs((_held(orpo, "optimizer_step") - _held(rew, "optimizer_step")) - LLAMA_HEAD * 20) <= 4
+
+
+def test_distill_holds_the_teacher_sharded():
+    """Llama 3.1 70B teacher, bf16, sharded over 8 GPUs: 70,553,706,496 x 2 / 8 = 17,638,426,624 bytes."""
+    dist = evaluate(_pref("distill", teacher="llama-3.1-70b")).memory
+    sft = evaluate(_pref("sft")).memory
+    assert abs((_held(dist, "optimizer_step") - _held(sft, "optimizer_step")) - 17_638_426_624) <= 1
+    # the teacher's logits and log-probs: 2,048 tokens x 128,256 x (2 + 2) bytes on top of the student's
+    assert dist.phase == sft.phase == "backward"
+    assert abs((dist.components["logits"] - sft.components["logits"]) - 2048 * 128_256 * 4) <= 1
+
+
+# ---- RL --------------------------------------------------------------------------------------------------------
+def test_grpo_rollout_batch_is_prompts_times_group():
+    colo = evaluate(_rl()).performance.details
+    split = evaluate(_rl(placement="split", rollout_gpus=4)).performance.details
+    assert colo["sequences_per_step"] == split["sequences_per_step"] == 64 * 8
+    assert colo["rollout_replicas"] == 8 and colo["rollout_batch_per_replica"] == 64
+    assert split["rollout_replicas"] == 4 and split["rollout_batch_per_replica"] == 128
+    # the training pass: 512 sequences of 512 + 1024 tokens
+    assert colo["tokens_per_step"] == 512 * 1536
+    assert (colo["training_gpus"], split["training_gpus"], split["rollout_gpus"]) == (8, 4, 4)
+
+
+def test_colocated_step_is_the_sum_of_its_phases_split_async_the_max():
+    colo = evaluate(_rl()).performance
+    ph = colo.details["phases_s"]
+    assert colo.step_time_s == pytest.approx(sum(ph.values()), rel=1e-12)
+    split = evaluate(_rl(placement="split", rollout_gpus=4, async_steps=1)).performance
+    ph = split.details["phases_s"]
+    train_side = sum(v for k, v in ph.items() if k not in ("rollout", "weight_sync"))
+    assert split.step_time_s == pytest.approx(max(ph["rollout"], train_side) + ph["weight_sync"], rel=1e-12)
+    sync = evaluate(_rl(placement="split", rollout_gpus=4)).performance
+    assert sync.step_time_s == pytest.approx(sum(sync.details["phases_s"].values()), rel=1e-12)
+
+
+def test_grpo_reference_and_old_logprob_passes_are_optional():
+    full = evaluate(_rl()).performance.details["phases_s"]
+    bare = evaluate(_rl(reference=False, old_logprob_pass=False)).performance.details["phases_s"]
+    assert "reference_logprob" in full and "actor_logprob" in full
+    assert "reference_logprob" not in bare and "actor_logprob" not in bare
+    assert full["actor_update"] == bare["actor_update"]
+
+
+def test_ppo_adds_critic_phases():
+    ph = evaluate({**_rl(), "train": {**_rl()["train"], "objective": "ppo"}}).performance.details["phases_s"]
+    assert ph["critic_update"] == ph["actor_update"] and ph["critic_values"] > 0
+
+
+def test_colocated_rollout_holds_engine_and_trainer_states():
+    """Colocated, the rollout phase holds the engine's reservation (0.5 of the GPU) beside the trainer's
+    resident states; offloading them frees the fp32 weights (4 B) and AdamW states (8 B) per parameter,
+    sharded over 8 GPUs: 7,615,616,512 x 4 / 8 = 3,807,808,256 and x 8 / 8 = 7,615,616,512 bytes."""
+    est = evaluate(_rl())
+    mem = est.memory
+    assert mem.phase == "rollout"
+    assert mem.phases["rollout"] > 0.5 * est.gpu.usable_memory_bytes
+    off = evaluate(_rl(offload_train_states=True)).memory
+    assert off.phase == "rollout"
+    assert abs((mem.components["weights"] - off.components["weights"]) - 3_807_808_256) <= 1
+    assert abs((mem.components["optimizer_states"] - off.components["optimizer_states"]) - 7_615_616_512) <= 1
+    assert mem.components["kv_cache"] == off.components["kv_cache"] > 0
+
+
+def test_lora_grpo_has_no_reference_copy():
+    base = _rl()
+    lora = {**base, "train": {**base["train"], "method": "lora"}}
+    mem = evaluate(lora).memory
+    assert not any("reference (" in n for n in mem.notes)
+
+
+# ---- validation ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("train, words", [
+    ({"objective": "grpo", "rl": {"group_size": 1}}, "at least 2"),
+    ({"objective": "distill"}, "needs train.teacher"),
+    ({"objective": "dpo", "teacher": "llama-3.1-70b"}, "teacher is used only"),
+    ({"objective": "orpo", "reference": "copy"}, "ORPO has no reference"),
+    ({"objective": "simpo", "reference": "precomputed"}, "SimPO has no reference"),
+    ({"objective": "dpo", "reference": "none"}, "precomputed"),
+    ({"objective": "dpo", "reference": "base", "method": "full"}, "adapters disabled"),
+    ({"objective": "dpo", "rl": {}}, "rl settings apply"),
+    ({"objective": "grpo", "rl": {"placement": "split"}}, "rollout_gpus"),
+    ({"objective": "grpo", "rl": {"placement": "split", "rollout_gpus": 8}}, "rollout_gpus"),
+    ({"objective": "grpo", "rl": {"critic": True}}, "only ppo"),
+    ({"objective": "grpo", "rl": {"async_steps": 1}}, "placement: split"),
+    ({"objective": "grpo", "rl": {"rollout_tp": 3}}, "does not divide"),
+    ({"objective": "grpo", "rl": {"max_new_tokens": 100, "mean_response_len": 200}}, "exceeds"),
+])
+def test_contradictions_are_clear_errors(train, words):
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({"model": "llama-3.1-8b", "task": "finetune",
+                            "hardware": {"gpu": "h100-sxm", "count": 8}, "train": train})
+    assert words in str(err.value)
+
+
+def test_unknown_teacher_names_the_field():
+    with pytest.raises(InputError) as err:
+        evaluate(_pref("distill", teacher="llama-3.1-70bb"), allow_hub=False)
+    assert "train.teacher" in str(err.value)
+
+
+def test_sft_default_is_unchanged():
+    a = evaluate(_pref("sft"))
+    data = _pref("sft")
+    del data["train"]["objective"]
+    b = evaluate(data)
+    assert a.memory.components == b.memory.components
+    assert a.performance.step_time_s == b.performance.step_time_s
+
+
+def test_teacher_with_another_vocabulary_is_refused():
+    """TRL GKD raises when the vocabularies differ (Llama 3.1: 128,256 tokens; Qwen2.5: 152,064)."""
+    with pytest.raises(InputError) as err:
+        evaluate(_pref("distill", teacher="qwen2.5-7b"))
+    assert "152,064" in str(err.value) and "128,256" in str(err.value)
+
+
+def test_rl_sequence_past_the_context_is_noted():
+    est = evaluate(_rl(prompts_per_step=2, group_size=2, prompt_len=120_000, max_new_tokens=20_000,
+                       mean_response_len=10_000))
+    assert any("exceeds qwen2.5-7b's context" in w for w in est.warnings)
+
+
+def test_dpo_loss_block_is_bf16_logits_and_saved_log_softmax():
+    """TRL's DPO reads log-probs from the bf16 logits: logits + the saved log-softmax, 2 x 2 bytes per
+    logit: 2 x 2,048 tokens x 128,256 x 4 B = 2,101,346,304 bytes (HF's fp32 cross-entropy would be 12 B)."""
+    pre = evaluate(_pref("dpo", reference="precomputed")).memory      # no reference logits beside it
+    assert pre.phase == "backward"
+    assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 4) <= 1
+    # ORPO adds the NLL on the chosen half: + 2 B per logit on half the tokens
+    assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 5) <= 1
+
+
+@pytest.mark.parametrize("name, phases", [
+    ("dpo-full-8b", ["policy_pass", "reference_forward"]),
+    ("dpo-lora-8b", ["policy_pass", "reference_forward"]),
+    ("grpo-7b-colocated", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
+    ("grpo-7b-split", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
+])
+def test_examples_print_per_phase_memory_and_time(name, phases):
+    from pathlib import Path
+
+    from gpuplan.report import estimate_report
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.yaml"
+    est = evaluate(str(path))
+    assert list(est.performance.details["phases_s"]) == phases
+    text = estimate_report(est)
+    assert "phase by phase" in text and "step bounded by" in text
+    for ph in phases:
+        assert ph in text
