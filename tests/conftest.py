@@ -9,6 +9,17 @@ os.environ.setdefault("GPUPLAN_OFFLINE", "1")
 
 
 @pytest.fixture
+def builtin_catalog(monkeypatch):
+    """The packaged GPU catalog, whatever GPUPLAN_GPUS_CSV or an earlier test set."""
+    from gpuplan.hardware import gpus as gpus_mod
+    from gpuplan.hardware import use_user_catalog
+    monkeypatch.delenv(gpus_mod.ENV_VAR, raising=False)
+    use_user_catalog(None)
+    yield
+    use_user_catalog(None)
+
+
+@pytest.fixture
 def validation_dir() -> Path:
     return VALIDATION
 

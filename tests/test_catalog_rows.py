@@ -10,8 +10,7 @@ import re
 import pytest
 
 from gpuplan.errors import AmbiguousNameError, UnknownNameError
-from gpuplan.hardware import get_gpu, list_gpus, use_user_catalog
-from gpuplan.hardware import gpus as gpus_mod
+from gpuplan.hardware import get_gpu, list_gpus
 from gpuplan.hardware._csv import data_path
 
 TFLOPS = 1e12
@@ -23,12 +22,7 @@ NUMERIC = ("release_year", "memory_gb", "usable_memory_mib", "mem_bandwidth_gbps
            "launch_price_usd")
 
 
-@pytest.fixture(autouse=True)
-def _builtin_catalog(monkeypatch):
-    monkeypatch.delenv(gpus_mod.ENV_VAR, raising=False)
-    use_user_catalog(None)
-    yield
-    use_user_catalog(None)
+pytestmark = pytest.mark.usefixtures("builtin_catalog")   # conftest.py
 
 
 def _rows():

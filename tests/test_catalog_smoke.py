@@ -12,7 +12,7 @@ import pytest
 
 from gpuplan.api import estimate
 from gpuplan.errors import UnsupportedError
-from gpuplan.hardware import list_gpus, use_user_catalog
+from gpuplan.hardware import list_gpus
 from gpuplan.hardware import gpus as gpus_mod
 from gpuplan.hardware.software import support_for
 
@@ -25,12 +25,7 @@ LORA_ENOUGH = 40 * GiB
 ENGINES = ("vllm", "sglang", "llama.cpp", "trtllm", "hf")          # first one the GPU's software row allows
 
 
-@pytest.fixture(autouse=True)
-def _builtin_catalog(monkeypatch):
-    monkeypatch.delenv(gpus_mod.ENV_VAR, raising=False)
-    use_user_catalog(None)
-    yield
-    use_user_catalog(None)
+pytestmark = pytest.mark.usefixtures("builtin_catalog")   # conftest.py
 
 
 def _engine(gpu) -> str:

@@ -18,12 +18,7 @@ from gpuplan.units import GiB, MiB
 CSVS = ["gpus.csv", "prices.csv", "nodes.csv", "networks.csv", "software.csv"]
 
 
-@pytest.fixture(autouse=True)
-def _builtin_catalog(monkeypatch):
-    monkeypatch.delenv(gpus_mod.ENV_VAR, raising=False)
-    use_user_catalog(None)
-    yield
-    use_user_catalog(None)
+pytestmark = pytest.mark.usefixtures("builtin_catalog")   # conftest.py
 
 
 def _rows(name):

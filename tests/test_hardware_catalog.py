@@ -15,12 +15,7 @@ MiB = 2 ** 20
 GiB = 2 ** 30
 
 
-@pytest.fixture(autouse=True)
-def _builtin_catalog_only(monkeypatch):
-    monkeypatch.delenv(gpus_mod.ENV_VAR, raising=False)
-    use_user_catalog(None)
-    yield
-    use_user_catalog(None)
+pytestmark = pytest.mark.usefixtures("builtin_catalog")   # conftest.py
 
 
 # ----------------------------------------------------------------------------- lookup

@@ -24,8 +24,6 @@ SMALL = {
                    intermediate_size=1536, vocab_size=1000, max_position_embeddings=1024),
 }
 GAPS = {
-    "gptj": "parallel block with one LayerNorm (trait layer_norms=1): the estimate counts a second norm and a "
-            "separate MLP-input copy",
     "cohere": "Cohere's LayerNorm runs in fp32 Python code and keeps fp32 intermediates; estimated as torch's "
               "native LayerNorm",
 }

@@ -45,6 +45,15 @@ class PlotTarget:
     named: bool            # the user named this exact file (overwriting it is what they asked for)
 
 
+
+def _polyline(sid: str, label: str, xy: list, color: str, dash: str, r: float) -> list[str]:
+    """One data series: the line and a dot per point."""
+    d = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+    dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+    return ([f'<polyline id="series-{sid}" class="series" data-label="{escape(label)}" points="{d}" '
+             f'fill="none" stroke="{color}" stroke-width="2"{dash_attr}/>'] +
+            [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{color}"/>' for x, y in xy])
+
 def plot_path(arg: str | Path, default_name: str) -> PlotTarget:
     """Where `--plot ARG` writes: ARG itself when it names a file (in a folder that exists), else
     `default_name`.svg inside the folder ARG. A derived path never overwrites an existing file."""
@@ -247,13 +256,7 @@ def _svg_curve(pts: list[Mapping[str, Any]]) -> str:
         xy = [(X(float(p["concurrency"])), Yr(float(p[key]))) for p in pts if p.get(key)]
         series.append((key[:4], label, xy, dash))
     for sid, label, xy, dash in series:
-        color = COLORS[sid]
-        d = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
-        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-        out.append(f'<polyline id="series-{sid}" class="series" data-label="{escape(label)}" points="{d}" '
-                   f'fill="none" stroke="{color}" stroke-width="2"{dash_attr}/>')
-        for x, y in xy:
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>')
+        out += _polyline(sid, label, xy, COLORS[sid], dash, 3)
     for i, (sid, label, _, dash) in enumerate(series):   # legend
         lx, ly = x0 + 10 + i * 150, y1 + 14
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -312,12 +315,8 @@ def _svg_load(pts: list[Mapping[str, Any]]) -> str:
                        [(X(float(p["rate_per_s"])), Yr(float(p[key]))) for p in pts if p.get(key)]))
     for i, (sid, label, color, dash, xy) in enumerate(series):
         c = COLORS[color]
-        d = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-        out.append(f'<polyline id="series-{sid}" class="series" data-label="{escape(label)}" points="{d}" '
-                   f'fill="none" stroke="{c}" stroke-width="2"{dash_attr}/>')
-        for x, y in xy:
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{c}"/>')
+        out += _polyline(sid, label, xy, c, dash, 2.5)
         lx, ly = x0 + 10 + (i % 3) * 160, y1 + 14 + (i // 3) * 14
         out.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 24}" y2="{ly}" stroke="{c}" stroke-width="2"{dash_attr}/>')
         out.append(f'<text x="{lx + 30}" y="{ly + 4}">{escape(label)}</text>')

@@ -144,11 +144,12 @@ def norm_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     """Replicated bytes of the layer's norms: the two pre-norms (sandwich placement adds two
     post-norms on the residual path), LayerNorm's per-token mean and rstd, residual dropout masks."""
     h = model.hidden_size
-    out = 2 * _norm_bytes(model, s) * h
+    norms = model.traits.layer_norms      # 1 when a parallel block shares one norm (GPT-J, phi, Cohere)
+    out = norms * _norm_bytes(model, s) * h
     if model.traits.norm_placement == "sandwich":
         out += 2 * _norm_bytes(model, s) * h
     if model.norm == "layernorm" and not s.compile and s.framework == "hf":
-        out += 2 * 2 * (4 if s.residual_bytes == 4 else s.compute_bytes)   # mean + rstd per token, 2 norms
+        out += norms * 2 * (4 if s.residual_bytes == 4 else s.compute_bytes)   # mean + rstd per token, per norm
     return out + dropout_mask_bytes(model)
 
 
@@ -290,6 +291,10 @@ def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tu
               "mlp_in": model.hidden_size, "down_in": i_eff}
     rep = shard = 0.0
     for tensor, width in widths.items():
+        if tensor == "mlp_in" and model.traits.layer_norms == 1 and not s.autocast and not s.frozen_base:
+            # one shared norm feeds attention and MLP: its output is one tensor, kept once (under
+            # autocast each consumer still casts its own copy)
+            continue
         saved = base_input_bytes(model, s, tensor, width) + adapter_input_bytes(model, s, tensor, width)
         if tensor in ("attn_in", "mlp_in"):
             rep += saved

@@ -382,7 +382,7 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
         saved = tokens * layers * in_flight * (rep / seq_split + shard / tp + per_rank)
         working = tokens * per_layer_token                   # one layer's dropped tensors recomputed
     else:
-        if rplan.kind == "selective-core" and t.attention == "eager":
+        if rplan.kind == "selective-core" and (t.attention == "eager" or model.traits.eager_attention_only):
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0

@@ -172,8 +172,9 @@ function gpuOptions(gpus) {
   select.replaceChildren(el("option", { value: "" }, "choose a GPU…"));
   const groups = {};
   for (const g of gpus) (groups[g.segment || "other"] = groups[g.segment || "other"] || []).push(g);
-  const order = ["datacenter", "workstation", "geforce", "tpu", "apple", "other"];
-  for (const seg of Object.keys(groups).sort((a, b) => order.indexOf(a) - order.indexOf(b))) {
+  const order = ["datacenter", "workstation", "geforce", "edge", "tpu", "apple", "other"];
+  const rank = (seg) => (order.indexOf(seg) < 0 ? order.length : order.indexOf(seg));   // unknown segments last
+  for (const seg of Object.keys(groups).sort((a, b) => rank(a) - rank(b))) {
     const og = el("optgroup", { label: titleCase(seg) });
     for (const g of groups[seg]) {
       const gib = g.usable_memory_gib != null ? g.usable_memory_gib : g.usable_memory_bytes / GiB;
