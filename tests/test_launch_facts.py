@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launch_snapshots import snapshot_files
 
 from gpuplan.launch.facts import all_flags, engine_flags, written_for
 
@@ -24,7 +25,6 @@ if sys.version_info >= (3, 11):
 else:                                              # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-SNAP = Path(__file__).parent / "snapshots" / "launch"
 TABLE = Path(__file__).parents[1] / "src" / "gpuplan" / "launch" / "data" / "engine_flags.csv"
 KINDS = {"bool", "int", "float", "str", "choice", "list", "dict", "plugin", "deprecated"}
 
@@ -33,13 +33,6 @@ COMMANDS = {"vllm": ("vllm serve", 3), "sglang": ("python -m sglang.launch_serve
             "trtllm": ("trtllm-serve", 2), "trtllm-bench": ("trtllm-bench", 4), "llama.cpp": ("llama-server", 1)}
 
 
-def snapshot_files():
-    """(snapshot name, file name, text) of every generated file in tests/snapshots/launch."""
-    out = []
-    for path in sorted(SNAP.glob("*.txt")):
-        parts = re.split(r"^==> (.+?) <==\n", path.read_text(encoding="utf-8"), flags=re.M)
-        out += [(path.stem, name, text) for name, text in zip(parts[1::2], parts[2::2])]
-    return out
 
 
 FILES = snapshot_files()

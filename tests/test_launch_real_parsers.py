@@ -11,24 +11,12 @@ they are installed."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
-
-SNAP = Path(__file__).parent / "snapshots" / "launch"
-
-
-def snapshot_files():
-    out = []
-    for path in sorted(SNAP.glob("*.txt")):
-        parts = re.split(r"^==> (.+?) <==\n", path.read_text(encoding="utf-8"), flags=re.M)
-        out += [(path.stem, name, text) for name, text in zip(parts[1::2], parts[2::2])]
-    return out
-
+from launch_snapshots import snapshot_files
 
 FILES = snapshot_files()
 

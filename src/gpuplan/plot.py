@@ -46,6 +46,15 @@ class PlotTarget:
 
 
 
+
+def _log_time_axis(times: list[float], y0: float, y1: float):
+    """(first decade, last decade, value -> y) of a log-scaled seconds axis spanning whole decades."""
+    lt0 = math.floor(math.log10(min(times))) if times else -3
+    lt1 = math.ceil(math.log10(max(times))) if times else 0
+    if lt1 <= lt0:
+        lt1 = lt0 + 1
+    return lt0, lt1, lambda v: y0 - (math.log10(v) - lt0) / (lt1 - lt0) * (y0 - y1)
+
 def _polyline(sid: str, label: str, xy: list, color: str, dash: str, r: float) -> list[str]:
     """One data series: the line and a dot per point."""
     d = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
@@ -228,12 +237,7 @@ def _svg_curve(pts: list[Mapping[str, Any]]) -> str:
     X = lambda c: x0 + (math.log2(c) - lx0) / (lx1 - lx0) * (x1 - x0)  # noqa: E731
     tmax = _nice_max(max(float(p["output_tokens_per_s"]) for p in pts) * 1.05)
     Yl = lambda v: y0 - v / tmax * (y0 - y1)  # noqa: E731
-    times = [float(p[k]) for p in pts for k in ("ttft_s", "tpot_s") if p.get(k)]
-    lt0 = math.floor(math.log10(min(times))) if times else -3
-    lt1 = math.ceil(math.log10(max(times))) if times else 0
-    if lt1 <= lt0:
-        lt1 = lt0 + 1
-    Yr = lambda v: y0 - (math.log10(v) - lt0) / (lt1 - lt0) * (y0 - y1)  # noqa: E731
+    lt0, lt1, Yr = _log_time_axis([float(p[k]) for p in pts for k in ("ttft_s", "tpot_s") if p.get(k)], y0, y1)
     out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" fill="none" stroke="#333"/>')
     for i in range(6):   # left axis: throughput
         v = tmax * i / 5
@@ -281,12 +285,7 @@ def _svg_load(pts: list[Mapping[str, Any]]) -> str:
     X = lambda r: x0 + r / xmax * (x1 - x0)  # noqa: E731
     rmax = _nice_max(max(max(rates), max(float(p.get("requests_per_s") or 0) for p in pts)) * 1.05)
     Yl = lambda v: y0 - v / rmax * (y0 - y1)  # noqa: E731
-    times = [float(p[k]) for p in pts for k, *_ in LOAD_SERIES if p.get(k)]
-    lt0 = math.floor(math.log10(min(times))) if times else -3
-    lt1 = math.ceil(math.log10(max(times))) if times else 0
-    if lt1 <= lt0:
-        lt1 = lt0 + 1
-    Yr = lambda v: y0 - (math.log10(v) - lt0) / (lt1 - lt0) * (y0 - y1)  # noqa: E731
+    lt0, lt1, Yr = _log_time_axis([float(p[k]) for p in pts for k, *_ in LOAD_SERIES if p.get(k)], y0, y1)
     out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" fill="none" stroke="#333"/>')
     for i in range(6):
         v = rmax * i / 5

@@ -174,11 +174,17 @@ def _train_setup(scn: Scenario, model: ModelSpec, stage: str) -> _TrainSetup:
                        untied_head=untied_head, fabric_bnb=fabric_bnb)
 
 
+def _adapter_params_rank(ts: _TrainSetup) -> float:
+    """LoRA adapter parameters on this rank: the stage's share of the layers, split over TP."""
+    t, p = ts.scn.train, ts.scn.parallel
+    return lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (ts.rp.stage_layers / ts.model.num_layers)
+
+
 def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded."""
     t, p, rp, shard = ts.scn.train, ts.scn.parallel, ts.rp, ts.shard
     if ts.peft:
-        n_train = lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (rp.stage_layers / ts.model.num_layers)
+        n_train = _adapter_params_rank(ts)
         # peft creates fp32 adapters (trained under autocast); pure 16-bit trainers (torchtune,
         # litgpt bf16-true) build them in the training dtype with 16-bit optimizer states
         a_bytes = 4 if (t.master_weights or t.precision == "fp32") else ts.low
@@ -292,12 +298,11 @@ def _pipeline_fsdp_hold(ts: _TrainSetup, grad_accum: int, notes: list[str]) -> t
     last (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`), so the stage's
     parameters stay gathered and its gradients accumulate unsharded, in the reduce dtype (fp32 in
     torchtitan's mixed-precision policy), until the last micro-batch's backward."""
-    p, t = ts.scn.parallel, ts.scn.train
+    p = ts.scn.parallel
     if not (_fsdp(ts) and p.pp > 1 and ts.scn.framework == "torchtitan" and grad_accum > 1):
         return 0.0, 0.0
     n = ts.rp.total
-    trainable = n if not ts.peft else lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (
-        ts.rp.stage_layers / ts.model.num_layers)
+    trainable = _adapter_params_rank(ts) if ts.peft else n
     notes.append("FSDP under pipeline parallelism keeps the stage's parameters gathered and its gradients "
                  "unsharded until the last micro-batch (torchtitan default)")
     return n * ts.low, trainable * 4.0

@@ -195,10 +195,10 @@ def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str,
         why.append(f"rent-vs-buy break-even unknown: no purchase price for {c.gpu.id} in the catalog "
                    "(set cost.capex_usd_per_gpu)" if cost.details.get("own") is None else
                    "buying never pays off: renting costs less than the electricity of owning")
-    bars = pipeline.error_bars(est.scenario)
-    if bars["speed"].typical is not None and bars["memory"].typical is not None:
-        why.append(f"error bars: memory ±{100 * bars['memory'].typical:.0f} % ({bars['memory'].category}), "
-                   f"time and cost ±{100 * bars['speed'].typical:.0f} % ({bars['speed'].category}); "
+    ub_mem, ub_speed = mem.uncertainty, est.performance.uncertainty   # attached by the pipeline
+    if ub_mem is not None and ub_speed is not None and ub_mem.typical is not None and ub_speed.typical is not None:
+        why.append(f"error bars: memory ±{100 * ub_mem.typical:.0f} % ({ub_mem.category}), "
+                   f"time and cost ±{100 * ub_speed.typical:.0f} % ({ub_speed.category}); "
                    "typical, P90 in the JSON")
     if rank == 1:
         why.append(f"best of {n_feasible} feasible plans by {s.objective}")

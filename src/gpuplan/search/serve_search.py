@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .. import pipeline
 from . import space as S
@@ -158,14 +158,20 @@ def _replicas(s: Search, rep: Replica, tokens_per_s: float, group: int, label: s
     """Replicas of `group` GPUs needed for the throughput target (None, with the miss, when the fixed
     GPU counts cannot give them)."""
     replicas = max(1, math.ceil(rep.target / tokens_per_s)) if rep.target else 1
+    return _within_counts(s, rep, replicas, group, label, lambda: f"{rep.target:,.0f} output tokens/s")
+
+
+def _within_counts(s: Search, rep: Replica, replicas: int, group: int, label: str,
+                   need: Callable[[], str]) -> int | None:
+    """The replicas the fixed GPU counts allow for at least `replicas` of `group` GPUs (the smallest such
+    count), or None with the miss recorded; `need` says what the GPUs are for (built only for a miss)."""
     counts = s.space.counts
     if not counts:
         return replicas
     fitting = [c for c in counts if c % group == 0 and c // group >= replicas]
     if not fitting:
-        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs {replicas * group} GPUs for "
-                     f"{rep.target:,.0f} output tokens/s; count fixed at {', '.join(map(str, counts))}",
-                     "constraint", rep.gpu.id, group))
+        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs {replicas * group} GPUs for {need()}; count fixed "
+                     f"at {', '.join(map(str, counts))}", "constraint", rep.gpu.id, group))
         return None
     return min(fitting) // group
 
@@ -198,15 +204,9 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
     replicas, summary = sized
     summary["mean_output_tokens"] = summary["output_tokens_per_s"] / summary["requests_per_s"] \
         if summary["requests_per_s"] else float(scn1.infer.output_len)
-    counts = s.space.counts
-    if counts:
-        fitting = [c for c in counts if c % group == 0 and c // group >= replicas]
-        if not fitting:
-            s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs {replicas * group} GPUs for the SLO at "
-                         f"{cons.requests_per_s:g} requests/s; count fixed at {', '.join(map(str, counts))}",
-                         "constraint", rep.gpu.id, group))
-            return None
-        replicas = min(fitting) // group
+    replicas = _within_counts(s, rep, replicas, group, label, lambda: f"the SLO at {cons.requests_per_s:g} requests/s")
+    if replicas is None:
+        return None
     # latencies stay those simulated at the fewest replicas that meet the SLO (more only lowers them)
     summary["replicas_needed"] = sized[0]
     summary["rate_per_replica_s"] = cons.requests_per_s / replicas
