@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     rows = []
     for path in sorted((ROOT / "validation" / "gathered").glob("*.csv")):
+        if path.stem == "serve-load":     # load tests: scripts/validate_serving_load.py
+            continue
         rows += score(path)
     print(f"{'id':6s} {'tokens/s/GPU pred':>18s} {'meas':>8s} {'err':>7s}   {'memory GiB pred':>15s} {'meas':>6s} {'err':>7s}")
     for r in rows:
