@@ -271,6 +271,33 @@ class Load(_Strict):
         return self
 
 
+SpecMethod = Literal["draft", "ngram", "eagle", "mtp"]
+
+
+class Speculative(_Strict):
+    """Speculative decoding (docs/serving-load.md, *Speculative decoding*): a drafter proposes
+    `num_tokens` tokens per step, the target verifies them in one forward pass."""
+    method: SpecMethod = Field("eagle", description="draft (a smaller model, draft_model) | ngram (prompt lookup, "
+                               "no GPU drafter) | eagle (EAGLE head: one decoder layer on the target's features) "
+                               "| mtp (the checkpoint's multi-token-prediction layer, DeepSeek-V3 style)")
+    draft_model: Optional[Name] = Field(None, description="method draft: registry name, HF repo id or config.json "
+                                        "of the draft model")
+    num_tokens: int = _num(3, "tokens proposed per step (vLLM num_speculative_tokens)", lo=1, hi=16)
+    acceptance_rate: float | None = _num(None, "probability that each proposed token is accepted (default: the "
+                                         "method's cited default; ngram has none)", lo=0, hi=1, open_hi=True)
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("method draft needs draft_model, e.g. {method: draft, draft_model: llama-3.2-1b}")
+        if self.method != "draft" and self.draft_model:
+            raise ValueError(f"draft_model is only read by method draft (this is {self.method})")
+        if self.method == "ngram" and self.acceptance_rate is None:
+            raise ValueError("method ngram needs acceptance_rate: prompt lookup accepts as much as the output copies "
+                             "the prompt, so no default fits (e.g. 0.3 for chat, higher for summarisation / code edits)")
+        return self
+
+
 class Infer(_Strict):
     weights: Format = "bf16"
     kv_cache: Format = "bf16"
@@ -291,6 +318,8 @@ class Infer(_Strict):
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
+    speculative: Speculative | None = Field(None, description="speculative decoding: method, tokens per step, "
+                                            "acceptance rate")
 
 
 Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]

@@ -694,6 +694,15 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
     ctx = inf.prompt_len + inf.output_len
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
+    if getattr(inf, "speculative", None) is not None:
+        # the drafter's weights sit beside the target's and its KV grows with every token (speculative.py)
+        from .speculative import draft_rank_bytes
+        d_w, d_kv = draft_rank_bytes(scn, model)
+        weights += d_w
+        per_token += d_kv
+        if d_w:
+            notes.append(f"speculative decoding ({inf.speculative.method}): the drafter adds {d_w / GiB:.2f} GiB of "
+                         f"weights and {d_kv:,.0f} bytes of KV per token on each GPU")
     block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
     tokens_per_seq = math.ceil(ctx / block) * block
     # with expert parallelism over data-parallel ranks the attention layers run data-parallel across

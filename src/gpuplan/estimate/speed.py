@@ -615,6 +615,19 @@ class _Serving:
             free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
             kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.adp if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
+        # speculative decoding (speculative.py): tokens per verification step and the drafter's model
+        self.spec = getattr(inf, "speculative", None)
+        self.spec_tokens = 1.0
+        if self.spec is not None:
+            from .speculative import acceptance_rate, draft_model, expected_tokens, layer_share
+            self.spec_k = int(self.spec.num_tokens)
+            self.spec_a = acceptance_rate(self.spec)
+            self.spec_tokens = expected_tokens(self.spec_a, self.spec_k)
+            self._spec_share = layer_share(model)
+            self._draft_sv = None
+            if self.spec.method == "draft":   # the draft model on the same GPUs and TP degree
+                dscn = scn.model_copy(update={"infer": inf.model_copy(update={"speculative": None})})
+                self._draft_sv = _Serving(dscn, draft_model(self.spec), gpu, P, float("inf"), network)
 
     # ---- pieces --------------------------------------------------------------------------
     def _weights_rank(self) -> float:
@@ -770,6 +783,28 @@ class _Serving:
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
         return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
 
+    def spec_step_extra(self, batch: float, context: float) -> float:
+        """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
+        `context`: verifying k more positions per sequence (their linears, communication and attention
+        over the cached context, priced as prompt rows riding in the step) plus the drafter's k
+        proposals (speculative.py). 0 without speculative decoding."""
+        if self.spec is None or batch <= 0:
+            return 0.0
+        k = self.spec_k
+        x = batch * k
+        comm = self._tp_comm(x) + self._ep_comm(x)
+        lin = (self.prefill_chunk(x, 0, compute_only=True)
+               - self.prefill_attention_time(self.prefill_attention_flops(x, 0)) - comm)
+        attn = batch * self.prefill_attention_time(self.prefill_attention_flops(k, context))
+        m = self.spec.method
+        if m == "draft":
+            draft = k * self._draft_sv.decode_step(batch, context)["time"]
+        elif m in ("eagle", "mtp"):
+            draft = k * self._spec_share * (self.decode_step(batch, context)["time"] - self._overhead())
+        else:                                  # ngram: a host-side lookup
+            draft = 0.0
+        return lin + comm + attn + draft
+
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -790,6 +825,8 @@ class _Serving:
         # the rows each grouped expert GEMM gets
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
+        if self.spec is not None:   # a speculative step yields spec_tokens per sequence on average
+            step = dict(step, time=(step["time"] + self.spec_step_extra(batch, ctx_avg)) / self.spec_tokens)
         t_pf = self.prefill(P_len)
         # attention data parallel (ep > 1): every MoE layer synchronises the replicas, so a step
         # lasts as long as the replica with the most prompt work; prompts arrive independently
@@ -847,11 +884,18 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
           "overhead": step["overhead"]}
+    if sv.spec is not None:
+        notes.append(f"speculative decoding ({sv.spec.method}, k={sv.spec_k}, acceptance {sv.spec_a:g}): "
+                     f"{sv.spec_tokens:.2f} tokens per verification step (Leviathan et al. 2023); TPOT is one "
+                     "step's time (drafter included) divided by that.")
     details = {"batch": pt["batch"], "limited_by": pt["limited_by"],
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
                "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
+    if sv.spec is not None:
+        details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
+                                  "tokens_per_step": sv.spec_tokens}
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes), details=details)

@@ -12,13 +12,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .cost import ConstantCost, EngineCost
+from .cost import ConstantCost, EngineCost, SpecCost, step_cost
 from .engines import engine_policy
 from .scheduler import Policy, Result, simulate
 from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
-           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "SpecCost", "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
            "saturation", "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
 OVERLOAD_GROWTH = 0.05         # requests in the system growing at > 5 % of the arrival rate: no bound
@@ -191,8 +191,7 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     wl = workload(load.rate_per_s, load.requests)
     max_ctx = int((wl.input_tokens + wl.output_tokens).max())
     if cost is None:
-        cost = EngineCost(serving, policy.max_num_seqs, max_ctx,
-                          max(policy.token_budget, int(wl.input_tokens.max())))
+        cost = step_cost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(wl.input_tokens.max())))
     pool_tokens = policy.kv_blocks * policy.block_size
     if max_ctx > pool_tokens:
         from ...errors import InputError
@@ -214,7 +213,8 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
               "policy": {"max_num_seqs": policy.max_num_seqs, "max_num_batched_tokens": policy.token_budget,
                          "kv_block_tokens": policy.block_size, "kv_pool_tokens": pool_tokens,
                          "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
-                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit}})
+                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
+                         "tokens_per_step": policy.tokens_per_step}})
     s["capacity_per_s"] = None
     s["max_rate_meeting_slo_per_s"] = None
     if search and load.arrival != "trace":
@@ -274,7 +274,7 @@ def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, s
     max_ctx = int((probe.input_tokens + probe.output_tokens).max())
     if max_ctx > policy.kv_blocks * policy.block_size:
         return None
-    cost = EngineCost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
+    cost = step_cost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
     adp = serving.adp
     runs: dict[int, Result] = {}
 

@@ -131,3 +131,42 @@ class EngineCost:
             j += n
             c += n
         return total
+
+
+class SpecCost:
+    """Speculative decoding on top of a step cost: every iteration with decodes also pays the
+    verification of k more positions per sequence and the drafter's k proposals
+    (speed.py `_Serving.spec_step_extra`), cached on a coarse (batch × context) grid — batches exact
+    up to 8 then ×1.25 buckets, contexts ×1.2 buckets, each priced at its bucket's geometric middle."""
+
+    def __init__(self, base, serving):
+        self.base = base
+        self.sv = serving
+        self._cache: dict[tuple[int, int], float] = {}
+
+    def attention(self, tokens: float, offset: float) -> float:
+        return self.base.attention(tokens, offset)
+
+    def extra(self, decodes: int, context: float) -> float:
+        bd = decodes if decodes <= 8 else 8 + int(math.log(decodes / 8.0) / math.log(1.25))
+        bc = int(math.log(max(context, 1.0)) / math.log(1.2))
+        key = (bd, bc)
+        v = self._cache.get(key)
+        if v is None:
+            d = decodes if decodes <= 8 else 8.0 * 1.25 ** (bd - 8 + 0.5)
+            v = self._cache[key] = self.sv.spec_step_extra(d, 1.2 ** (bc + 0.5))
+        return v
+
+    def step(self, decodes: int, context: float, prefill_tokens: float, attention_s: float) -> float:
+        t = self.base.step(decodes, context, prefill_tokens, attention_s)
+        return t + self.extra(decodes, context) if decodes > 0 else t
+
+    def decode_sum(self, decodes: int, context: float, k: int) -> float:
+        return self.base.decode_sum(decodes, context, k) + k * self.extra(decodes, context + (k - 1) / 2.0)
+
+
+def step_cost(serving, max_batch: int, max_context: int, max_prefill_tokens: int):
+    """The step cost of one replica: the tabulated engine, with speculative decoding when the
+    scenario asks for it."""
+    base = EngineCost(serving, max_batch, max_context, max_prefill_tokens)
+    return SpecCost(base, serving) if getattr(serving, "spec", None) is not None else base
