@@ -220,9 +220,9 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
     sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
     out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep)
     out["notes"] = notes + out["notes"]
-    replicas = max(1, scn.hardware.count // sv.group_gpus)
-    out["replicas"] = replicas
-    out["gpus_per_replica"] = sv.group_gpus
+    per = out["disaggregation"]["gpus"] if out.get("disaggregation") else sv.group_gpus
+    out["replicas"] = max(1, scn.hardware.count // per)
+    out["gpus_per_replica"] = per
     return out
 
 

@@ -173,7 +173,23 @@ def load_report(load: dict) -> str:
                  f"TPOT <= {fmt_seconds(slo['tpot_s'])}" if slo.get("tpot_s") else ""]
         out.append(f"SLO ({' and '.join(p for p in parts if p)} per request; p{slo['percentile']:g} for the rate "
                    f"search): goodput {rate(load.get('goodput_requests_per_s'))}")
-    if load.get("overloaded"):
+    dg = load.get("disaggregation")
+    if dg:
+        col = dg["colocated"]
+        out.append(f"disaggregated: {dg['prefill_instances']} prefill + {dg['decode_instances']} decode instance(s), "
+                   f"{dg['gpus']} GPUs; KV transfer over {dg['link']} {fmt_seconds(dg['kv_transfer_s']['mean'])} "
+                   "on average")
+        out.append(table([(name, *(fmt_seconds((src.get(key) or {}).get(p)) for p in ("mean", "p50", "p99")))
+                          for name, src, key in (("TTFT disaggregated", load, "ttft_s"),
+                                                 (f"TTFT colocated x{col['replicas']}", col, "ttft_s"),
+                                                 ("TPOT disaggregated", load, "tpot_s"),
+                                                 (f"TPOT colocated x{col['replicas']}", col, "tpot_s"))],
+                         ["same GPUs", "mean", "p50", "p99"]))
+        out.append(f"colocated: {rate(col.get('requests_per_s'))} requests, goodput "
+                   f"{rate(col.get('goodput_requests_per_s'))}" + (", OVERLOADED" if col.get("overloaded") else ""))
+    if load.get("overloaded") and dg:
+        out.append("OVERLOADED: the disaggregated system's queue grows without bound at this rate.")
+    elif load.get("overloaded"):
         out.append(f"OVERLOADED: the queue grows without bound above {rate(load.get('capacity_per_s'))}.")
     if load.get("capacity_per_s") is not None:
         out.append(f"capacity (highest rate with a bounded queue): {rate(load['capacity_per_s'])} per replica")

@@ -235,6 +235,13 @@ class Lengths(_Strict):
         return self
 
 
+class Disaggregation(_Strict):
+    """Prefill/decode disaggregation: prompts run on prefill instances, their KV moves over the link to
+    decode instances that generate the rest (each instance is the plan's tp x pp GPUs)."""
+    prefill_instances: int = _num(1, "instances that only run prompts", lo=1, hi=4096)
+    decode_instances: int = _num(1, "instances that only decode", lo=1, hi=4096)
+
+
 class Load(_Strict):
     """Serving under load: a request-level simulation of the engine's scheduler (docs/serving-load.md)."""
     rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma)", lo=0, hi=1e6, open_lo=True,
@@ -255,6 +262,8 @@ class Load(_Strict):
     slo_tpot_s: float | None = _num(None, "time-per-output-token objective", lo=0, hi=3600, open_lo=True, unit="s")
     slo_percentile: float = _num(99.0, "percentile the objectives hold at", lo=0, hi=100, open_lo=True)
     seed: int = _num(0, "random seed (the same seed gives the same answer)", lo=0, hi=2**63 - 1)
+    disaggregation: Disaggregation | None = Field(None, description="prefill/decode disaggregation: "
+                                                  "{prefill_instances: N, decode_instances: M}")
 
     @model_validator(mode="after")
     def _needs(self):

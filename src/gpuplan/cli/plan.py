@@ -35,6 +35,14 @@ def add_parsers(sub) -> None:
             g.add_argument("--prefix-cache-hit", type=float, metavar="F", help="share of each prompt served from "
                                                                               "the prefix cache (0-1)")
             g.add_argument("--seed", type=int, help="random seed of the simulated workload (default 0)")
+            g.add_argument("--disaggregate", metavar="N:M", help="prefill/decode disaggregation: N prefill and M "
+                                                                  "decode instances (infer.load.disaggregation)")
+            sp = s.add_argument_group("speculative decoding (infer.speculative)")
+            sp.add_argument("--speculative", metavar="METHOD", help="draft | ngram | eagle | mtp")
+            sp.add_argument("--spec-tokens", type=int, metavar="K", help="tokens proposed per step (default 3)")
+            sp.add_argument("--spec-acceptance", type=float, metavar="A", help="acceptance rate per proposed token "
+                                                                              "(default: the method's cited one)")
+            sp.add_argument("--draft-model", metavar="NAME", help="draft model of method draft")
         s.set_defaults(func=func)
 
 
@@ -291,6 +299,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     _check_task(args.command, scn)
     if args.command == "serve":
         scn = _with_load(args, scn)
+        scn = _with_speculative(args, scn)
     # the chart's path is checked before any work, so a bad folder fails fast
     target = plot_path(args.plot, args.command) if getattr(args, "plot", None) else None
     r = pipeline.resolve(scn)
@@ -331,6 +340,25 @@ def _with_load(args: argparse.Namespace, scn):
     data = scn.model_dump(exclude_none=True)
     data["infer"]["load"] = new
     return scenario_from_dict(data, "(with --rate/--arrival/--slo flags)")
+
+
+def _with_speculative(args: argparse.Namespace, scn):
+    """The scenario with --speculative/--spec-tokens/--spec-acceptance/--draft-model in infer.speculative."""
+    from ..scenario import scenario_from_dict
+    flags = {"method": getattr(args, "speculative", None), "num_tokens": getattr(args, "spec_tokens", None),
+             "acceptance_rate": getattr(args, "spec_acceptance", None),
+             "draft_model": getattr(args, "draft_model", None)}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return scn
+    data = scn.model_dump(exclude_none=True)
+    cur = data["infer"].get("speculative") or {}
+    if "method" not in given and not cur:
+        raise InputError("--spec-tokens / --spec-acceptance / --draft-model", "need a speculative method.",
+                         "add --speculative eagle (or draft, ngram, mtp).")
+    cur.update(given)
+    data["infer"]["speculative"] = cur
+    return scenario_from_dict(data, "(with --speculative flags)")
 
 
 def _print_speed(est, curve) -> None:

@@ -590,6 +590,7 @@ class _Serving:
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
+        self.network, self.gpus_per_node = net, gpn
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])

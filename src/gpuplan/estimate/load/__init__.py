@@ -198,9 +198,11 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
         raise InputError("infer.load request lengths", f"the longest request ({max_ctx:,} tokens) does not fit "
                          f"the KV pool of {pool_tokens:,} tokens.", "shorten the lengths (max:) or add GPUs / "
                          "lower the weights' precision.")
-    res = simulate(wl, policy, cost)
     open_loop = load.arrival in ("poisson", "gamma", "trace")
     slo = {"ttft_s": load.slo_ttft_s, "tpot_s": load.slo_tpot_s, "percentile": load.slo_percentile}
+    if getattr(load, "disaggregation", None) is not None:
+        return _disaggregated(scn, serving, wl, policy, cost, slo, open_loop, notes)
+    res = simulate(wl, policy, cost)
     s = summarize(res, slo=slo, open_loop=open_loop)
     for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
         if s[k] is not None:
@@ -255,6 +257,53 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
                     "goodput_requests_per_s": None if q["goodput_requests_per_s"] is None
                     else q["goodput_requests_per_s"] * adp})
     s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
+    s["notes"] = notes
+    return s
+
+
+def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: Any, slo: Mapping[str, Any],
+                   open_loop: bool, notes: list[str]) -> dict[str, Any]:
+    """Prefill/decode disaggregation (disagg.py) beside colocated serving on the same GPUs."""
+    from ...errors import InputError
+    from .disagg import simulate_disaggregated, split_round_robin, transfer_link, transfer_seconds
+    load = scn.infer.load
+    dg = load.disaggregation
+    n, m = dg.prefill_instances, dg.decode_instances
+    if load.arrival == "closed":
+        raise InputError("infer.load.disaggregation", "needs open-loop or offline arrivals, not a closed loop.",
+                         "use arrival poisson, gamma, offline or trace.")
+    if serving.adp > 1:
+        raise InputError("infer.load.disaggregation", "is not modelled with attention data parallelism (ep over "
+                         "data-parallel ranks).", "drop one of them.")
+    gpus = (n + m) * serving.group_gpus
+    if scn.hardware.count < gpus:
+        raise InputError("infer.load.disaggregation", f"{n} prefill + {m} decode instances of {serving.group_gpus} "
+                         f"GPU(s) need {gpus} GPUs; hardware.count is {scn.hardware.count}.",
+                         f"set hardware.count to at least {gpus} or use fewer instances.")
+    link = transfer_link(serving, n + m)
+    res, tx = simulate_disaggregated(wl, policy, cost, n, m, lambda p: transfer_seconds(serving, link, p))
+    s = summarize(res, slo=slo, open_loop=open_loop)
+    col = summarize(split_round_robin(wl, n + m, policy, cost), slo=slo, open_loop=open_loop)
+    keep = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests_per_s", "output_tokens_per_s", "goodput_requests_per_s",
+            "overloaded", "preemptions")
+    s.update({"engine": policy.engine, "arrival": load.arrival,
+              "rate_per_s": load.rate_per_s if load.arrival in ("poisson", "gamma") else s["requests_per_s"],
+              "policy": {"max_num_seqs": policy.max_num_seqs, "max_num_batched_tokens": policy.token_budget,
+                         "kv_block_tokens": policy.block_size, "kv_pool_tokens": policy.kv_blocks * policy.block_size,
+                         "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
+                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
+                         "tokens_per_step": policy.tokens_per_step},
+              "capacity_per_s": None, "max_rate_meeting_slo_per_s": None,
+              "disaggregation": {
+                  "prefill_instances": n, "decode_instances": m, "gpus": gpus,
+                  "link": link.kind, "link_bytes_per_s_per_gpu": link.effective_bytes_per_s,
+                  "kv_transfer_s": {"mean": float(np.mean(tx)), "p50": float(np.percentile(tx, 50)),
+                                    "p90": float(np.percentile(tx, 90)), "p99": float(np.percentile(tx, 99))},
+                  "colocated": dict({k: col[k] for k in keep}, replicas=n + m)}})
+    s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
+    notes.append(f"prefill/decode disaggregation: {n} prefill + {m} decode instance(s) on {gpus} GPUs, KV over "
+                 f"{link.kind}; rates are the whole system's; 'colocated' serves the same arrivals on {n + m} "
+                 "ordinary replicas. The capacity search is not run for disaggregated plans.")
     s["notes"] = notes
     return s
 

@@ -46,6 +46,8 @@ class Policy:
     reserve_full: bool = False        # admission reserves prompt + output (no growth, no preemption)
     prefix_hit: float = 0.0           # share of each prompt served from the prefix cache
     tokens_per_step: float = 1.0      # speculative decoding: mean tokens a decode step yields per sequence
+    prefilled: bool = False           # disaggregated decode instance: a new request's prompt KV arrives from
+                                      # a prefill instance; all but its last prompt token are computed
 
 
 @dataclass
@@ -180,7 +182,12 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         """(cached tokens, chunk tokens, new blocks) of admitting waiting request r now."""
         target = P[r] + gen[r]
         cached = 0
-        if pol.prefix_hit > 0:
+        if pol.prefilled and gen[r] == 0:
+            # the KV of every prompt token but the last was transferred (vLLM's KV-connector path: the
+            # decode instance computes the last prompt token and samples the first output token); a
+            # request preempted here is recomputed locally like any other
+            cached = target - 1
+        elif pol.prefix_hit > 0:
             cached = min(int(pol.prefix_hit * P[r]) // bs * bs, target - 1)
         rem = target - cached
         c = min(rem, budget) if pol.chunked_prefill else rem
