@@ -91,3 +91,32 @@ def test_too_few_gpus_is_named():
     with pytest.raises(GpuplanError) as e:
         pipeline.serving_load(r, pipeline.memory(r))
     assert "disaggregation" in str(e.value) and "5 GPUs" in str(e.value)
+
+
+# ---- the serve command -----------------------------------------------------------------------------
+
+ARGS = ["serve", "--model", "llama-3.1-8b", "--task", "infer", "--gpu", "h100-sxm", "--count", "2",
+        "--rate", "3", "--requests", "200"]
+
+
+def test_cli_disaggregate_and_speculative(capsys):
+    import json
+
+    from gpuplan.cli import main
+    assert main(ARGS + ["--disaggregate", "1:1", "--speculative", "eagle", "--spec-tokens", "2", "--json"]) == 0
+    load = json.loads(capsys.readouterr().out)["result"]["load"]
+    assert load["disaggregation"]["prefill_instances"] == 1 and load["disaggregation"]["decode_instances"] == 1
+    assert load["policy"]["tokens_per_step"] == pytest.approx(1 + 0.7 + 0.49)     # eagle default a = 0.7, k = 2
+    assert main(ARGS + ["--disaggregate", "1:1"]) == 0
+    assert "colocated x2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags,what", [(["--disaggregate", "1-3"], "--disaggregate"),
+                                        (["--disaggregate", "0:2"], "--disaggregate"),
+                                        (["--spec-tokens", "4"], "--spec-tokens")])
+def test_cli_bad_flags_are_named(flags, what, capsys):
+    import json
+
+    from gpuplan.cli import main
+    assert main(ARGS + flags + ["--json"]) == 2
+    assert what in json.loads(capsys.readouterr().out)["error"]["what"]
