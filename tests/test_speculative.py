@@ -130,3 +130,28 @@ def test_load_speculation_lowers_tpot_at_light_load():
     assert out["eagle"]["tpot_s"]["mean"] < 0.6 * out["plain"]["tpot_s"]["mean"]
     # the same requests are served: throughput is set by the arrivals at light load
     assert out["eagle"]["requests_per_s"] == pytest.approx(out["plain"]["requests_per_s"], rel=0.05)
+
+
+def test_verification_is_cheap_when_bandwidth_bound_and_dear_when_compute_bound():
+    # one forward over batch x (k+1) positions: at batch 1 the step reads the same weights and KV, so
+    # three more rows cost little; at batch 512 the linears are compute-bound and 4x the rows cost more
+    # than the plain step again
+    from gpuplan.estimate.speed import serving_model
+    r = pipeline.resolve(scn({"method": "ngram", "acceptance_rate": 0.5}))
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                       memory=pipeline.memory(r))
+    plain1 = sv.decode_step(1, 1000)["time"]
+    assert sv.spec_step_extra(1, 1000) < 0.1 * plain1
+    plain512 = sv.decode_step(512, 1000)["time"]
+    assert sv.spec_step_extra(512, 1000) > 0.5 * plain512
+
+
+def test_mtp_head_speeds_single_stream_deepseek():
+    # DeepSeek-V3 with its MTP layer (k = 1, a = 0.85 -> 1.85 tokens per step): one extra layer of 61
+    # and one more verified row cannot cost 85 % of a step, so TPOT must drop, by less than 1.85x
+    s = {"model": "deepseek-v3", "task": "infer", "hardware": {"gpu": "h200-sxm", "count": 8},
+         "parallel": {"tp": 8}, "infer": {"engine": "sglang", "weights": "fp8", "kv_cache": "fp8"}}
+    plain = pipeline.evaluate(s).performance.tpot_s
+    s["infer"]["speculative"] = {"method": "mtp", "num_tokens": 1}
+    mtp = pipeline.evaluate(s).performance.tpot_s
+    assert plain / 1.85 < mtp < plain

@@ -728,21 +728,26 @@ class _Serving:
         payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
         return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
 
-    def decode_step(self, batch: float, context: float, step_tokens: float | None = None) -> dict[str, float]:
+    def decode_step(self, batch: float, context: float, step_tokens: float | None = None,
+                    query_rows: float | None = None) -> dict[str, float]:
+        """One decode step of `batch` sequences at mean `context`. `query_rows` (speculative
+        verification: batch x (k + 1)) is how many positions the forward computes; the KV cache is
+        still read once per sequence."""
         m = self.model
-        w = self._weights_read(batch)
+        q = batch if query_rows is None else query_rows
+        w = self._weights_read(q)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
-        t_mem = (w + self._dequant_bytes(batch) + kv) / self.bw
-        t_lin = self._linear_time(batch, prefill=False, step_tokens=step_tokens)
+        t_mem = (w + self._dequant_bytes(q) + kv) / self.bw
+        t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
-        attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
+        attn_flops = q * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
-        comm = self._tp_comm(batch) + self._ep_comm(batch)
+        comm = self._tp_comm(q) + self._ep_comm(q)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
-            + self._elementwise(batch) + comm + self._overhead()
-        t = max(t, self._host_issue(batch))
+            + self._elementwise(q) + comm + self._overhead()
+        t = max(t, self._host_issue(q))
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
-                "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
+                "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
@@ -786,25 +791,23 @@ class _Serving:
 
     def spec_step_extra(self, batch: float, context: float) -> float:
         """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
-        `context`: verifying k more positions per sequence (their linears, communication and attention
-        over the cached context, priced as prompt rows riding in the step) plus the drafter's k
-        proposals (speculative.py). 0 without speculative decoding."""
+        `context`: the target's forward over k + 1 positions per sequence (one step: the weights read
+        once, the linears, attention and TP/EP collectives over batch x (k + 1) rows, each sequence's KV
+        read once) minus the plain step, plus the drafter's k proposals (speculative.py). 0 without
+        speculative decoding."""
         if self.spec is None or batch <= 0:
             return 0.0
         k = self.spec_k
-        x = batch * k
-        comm = self._tp_comm(x) + self._ep_comm(x)
-        lin = (self.prefill_chunk(x, 0, compute_only=True)
-               - self.prefill_attention_time(self.prefill_attention_flops(x, 0)) - comm)
-        attn = batch * self.prefill_attention_time(self.prefill_attention_flops(k, context))
+        plain = self.decode_step(batch, context)["time"]
+        verify = self.decode_step(batch, context, query_rows=batch * (k + 1))["time"] - plain
         m = self.spec.method
         if m == "draft":
             draft = k * self._draft_sv.decode_step(batch, context)["time"]
         elif m in ("eagle", "mtp"):
-            draft = k * self._spec_share * (self.decode_step(batch, context)["time"] - self._overhead())
+            draft = k * self._spec_share * (plain - self._overhead())
         else:                                  # ngram: a host-side lookup
             draft = 0.0
-        return lin + comm + attn + draft
+        return verify + draft
 
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas

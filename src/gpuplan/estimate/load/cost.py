@@ -4,11 +4,13 @@ hundred engine calls instead of one per iteration.
 
 An iteration runs D decode sequences (mean context c) and prompt chunks (c_i tokens at offset o_i):
 
-    D > 0:  decode_step(D, c)  +  linears/element-wise/comm of Σc_i  +  Σ attention(c_i over o_i)
+    D > 0:  decode_step(D, c)  +  linears/element-wise of Σc_i  +  Σ attention(c_i over o_i)
+            +  comm(D + Σc_i) − comm(D)   (the prompt rows share the decode step's collective calls)
     D = 0:  max(linears of Σc_i + Σ attention, weight read) + step overhead
 
-which is how `serve` (speed.py `point`) prices a mixed step: the decode step plus the prompt work
-riding in it. Interpolation error is below 0.5 % on the grid spacing used here (tests check it
+which is how `serve` (speed.py `point`) prices a mixed step — the decode step plus the prompt work
+riding in it — except that `point` charges the prompt's TP/EP collectives as separate calls (their
+per-call latency a second time); here only their extra bytes are charged. Interpolation error is below 0.5 % on the grid spacing used here (tests check it
 against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
 mixed step, share its expert GEMMs (a small over-estimate of the step; docs/serving-load.md).
 """
@@ -113,7 +115,11 @@ class EngineCost:
         lin = self._interp(self.pgrid, self.plin, prefill_tokens)
         comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         if decodes > 0:
-            return self.decode(decodes, context) + lin + attention_s + comm
+            # the prompt rows ride in the decode step's own all-reduce / all-to-all calls: only their
+            # extra bytes cost time, not a second round of per-call latency
+            extra = (self._interp(self.pgrid, self.pcomm, float(decodes) + prefill_tokens)
+                     - self._interp(self.pgrid, self.pcomm, float(decodes)))
+            return self.decode(decodes, context) + lin + attention_s + extra
         return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
