@@ -7,9 +7,9 @@ independently with probability a, the expected tokens per step is
     E = (1 - a^(k+1)) / (1 - a)          (= k + 1 when a = 1)
 
 (Leviathan, Kalman, Matias, *Fast Inference from Transformers via Speculative Decoding*, ICML 2023,
-eq. 1). A step then costs the target's verification forward (the decode step plus k extra query rows
-per sequence: their linears, TP communication and attention over the cached context, priced by the
-speed engine exactly as prompt rows riding in a decode step) plus the drafter's k proposal steps:
+eq. 1). A step then costs the target's verification forward (one decode step over batch x (k + 1)
+positions: weights read once, linears, attention and TP/EP collectives over all rows, each sequence's
+KV read once — speed.py `decode_step(query_rows=...)`) plus the drafter's k proposal steps:
 
 * draft: k decode steps of the draft model at the same batch and context (its own serving model on
   the same GPUs and tensor-parallel degree);
