@@ -36,7 +36,6 @@ draw); tree drafting (EAGLE-2/3 top-k trees) is priced as a chain of k tokens.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 DEFAULT_ACCEPTANCE = {"mtp": 0.85, "eagle": 0.7, "draft": 0.6}
@@ -99,10 +98,3 @@ def draft_rank_bytes(scn: Any, model: Any) -> tuple[float, float]:
     bits = weight_format(inf.weights).bits
     kv_layer = _kv_per_token_rank(model, inf.kv_cache, tp, 1) / L
     return params * bits / 8 / tp, kv_layer
-
-
-def steps_per_request(output_tokens: int, tokens_per_step: float) -> int:
-    """Decode iterations after the first token when each yields `tokens_per_step` on average."""
-    if output_tokens <= 1:
-        return 0
-    return math.ceil((output_tokens - 1) / tokens_per_step)
