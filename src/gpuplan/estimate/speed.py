@@ -119,6 +119,14 @@ def _gpus_per_node(scn: Any, gpu: Any) -> int:
     return int(min(scn.hardware.count, max(1, int(getattr(gpu, "scale_up_max_gpus", 1) or 1)), 8))
 
 
+def _host_speed(scn: Any, gpu: Any) -> tuple[float, str]:
+    """(host issue speed relative to the reference host, the host it describes)."""
+    from ..hardware.hosts import host_speed
+    hw = getattr(scn, "hardware", None)
+    return host_speed(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None),
+                      getattr(gpu, "segment", "datacenter"))
+
+
 def _network(scn: Any, gpu: Any) -> Any:
     try:
         from ..hardware import default_network_for, get_network
@@ -574,6 +582,9 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
+        # packaged host costs were read on (hardware/hosts.py)
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
@@ -695,7 +706,8 @@ class _Serving:
         per_layer = self.eng["host_issue_layer_s"]
         if not per_layer:
             return 0.0
-        return per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        return ref / self.host_speed
 
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
@@ -726,8 +738,9 @@ class _Serving:
         comm = self._tp_comm(batch) + self._ep_comm(batch)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(batch) + comm + self._overhead()
-        t = max(t, self._host_issue(batch))
-        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
+        host = self._host_issue(batch)
+        t = max(t, host)
+        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
@@ -843,6 +856,10 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                      f"{pt['batch_per_replica']} sequences; all-to-all dispatch/combine per MoE layer.")
     step = sv.decode_step(pt["batch_per_replica"], scn.infer.prompt_len + scn.infer.output_len / 2.0,
                           step_tokens=pt.get("step_tokens"))
+    if step["host"] > 0 and step["host"] >= step["time"]:
+        notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
+                     f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
+                     f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
@@ -851,7 +868,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
+               "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
+               "clock_factor": round(sv.clock, 4)}
+    if sv.host_name:
+        details["host_cpu"] = sv.host_name
+        details["host_speed_vs_reference"] = round(sv.host_speed, 3)
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes), details=details)
