@@ -20,6 +20,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
+from .attention_kernels import attention_time, default_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
@@ -298,9 +299,33 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
+def attention_kernel(scn: Any) -> str:
+    """The fused attention kernel a training scenario runs (estimate/attention_kernels.py)."""
+    k = getattr(scn.train, "attention_kernel", "auto")
+    return default_kernel(scn.framework) if k == "auto" else k
+
+
+def _kernel_rates(c: _Train) -> tuple[float, float] | None:
+    """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
+    (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
+    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only:
+        return None
+    kernel, fam = attention_kernel(c.scn), _family(c.gpu)
+    ref = reference_gpu(kernel, fam)
+    if ref is None:
+        return None
+    from ..hardware import get_gpu
+    ref_gpu = get_gpu(ref)
+    scale = (peak_flops(c.gpu, "bf16") * clock_factor(c.P, c.gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(c.P, ref_gpu))
+    return kernel_rates(kernel, fam, c.tr.seq_len / c.par.cp, scale)
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    rates = _kernel_rates(c)
+    if rates is not None:
+        return attention_time(attn_f, c.rc.attention_share, rates)
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
