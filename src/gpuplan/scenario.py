@@ -128,6 +128,9 @@ class Parallel(_Strict):
     ep: int = _num(1, "expert-parallel size (mixture-of-experts models only)", lo=1, hi=MAX_GPUS)
     vpp: int = _num(1, "virtual pipeline chunks per rank (interleaved 1F1B)", lo=1, hi=1024)
     sp: bool = Field(True, description="sequence parallel with TP (Megatron-style)")
+    tp_comm_overlap: bool = Field(False, description="Megatron/Transformer Engine --tp-comm-overlap (userbuffers): "
+                                  "with sequence parallel, TP all-gathers and reduce-scatters are split into tp "
+                                  "chunks pipelined with the GEMMs (NeMo/Megatron-Bridge recipes turn it on)")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
 

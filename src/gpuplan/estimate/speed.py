@@ -373,7 +373,19 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     return elt_bytes / (bw * c.eta_mem), t_dequant
 
 
-def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, float]]:
+def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
+    """TP collectives left on the critical path. With Transformer Engine's userbuffers overlap
+    (`--tp-comm-overlap`, sequence parallel) each all-gather / reduce-scatter is decomposed into tp
+    ring steps pipelined with the matching GEMM chunks (Wang et al., ASPLOS 2023, "Overlap
+    communication with dependent computation via decomposition"): one step of tp stays exposed, plus
+    whatever the GEMMs cannot cover. Otherwise the collectives block (NCCL on the compute stream)."""
+    if c.par.tp_comm_overlap and c.par.sp:
+        return t_tp / c.par.tp + max(0.0, t_tp - t_lin)
+    return t_tp * (1.0 - c.P["overlap"]["tp"])
+
+
+def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
+                         t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
     par, model, comm = c.par, c.model, c.P["comm"]
     tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
@@ -383,7 +395,7 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
         detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
-        exposed += t * (1.0 - c.P["overlap"]["tp"])
+        exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
@@ -398,6 +410,11 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
+        if c.scn.framework == "megatron" and par.vpp > 1:
+            # Megatron's interleaved schedule posts its sends/receives before computing the next chunk
+            # (overlap_p2p_comm: on by default in megatron/training/arguments.py, forced off without
+            # virtual stages): only what the chunk's compute cannot cover is exposed
+            t = max(0.0, t - t_compute)
         exposed += t
     return exposed, detail
 
@@ -448,7 +465,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
-    t_mp, detail = _model_parallel_comm(c, t_attn)
+    t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
     detail.update(dp_detail)
     t_comm_mb = t_mp + t_fsdp
