@@ -33,7 +33,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "framework": (None, "framework", str, None, None),
     "gpu": ("hardware", "gpu", str, None, None), "count": ("hardware", "count", int, 1, MAX_GPUS),
     "gpus_per_node": ("hardware", "gpus_per_node", int, 1, 1024), "network": ("hardware", "network", str, None, None),
-    "profile": ("hardware", "profile", str, None, None),
+    "profile": ("hardware", "profile", str, None, None), "host_cpu": ("hardware", "host_cpu", str, None, None),
     "dp": ("parallel", "dp", int, 1, MAX_GPUS), "tp": ("parallel", "tp", int, 1, 65536),
     "pp": ("parallel", "pp", int, 1, 65536), "cp": ("parallel", "cp", int, 1, 65536),
     "ep": ("parallel", "ep", int, 1, 65536), "vpp": ("parallel", "vpp", int, 1, 1024),

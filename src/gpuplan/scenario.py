@@ -87,6 +87,20 @@ def _not_blank(v: Any) -> Any:
 
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 Network = Annotated[str, Field(max_length=64), AfterValidator(_known_network)]
+
+
+def _known_host(v: str | None) -> str | None:
+    if v is None:
+        return None
+    from .errors import UnknownNameError
+    from .hardware.hosts import get_host_cpu
+    try:
+        return get_host_cpu(v).id
+    except UnknownNameError as err:
+        raise UnknownNameError(f"hardware.host_cpu {excerpt(v)}", err.why, err.fix, err.matches) from None
+
+
+HostCpuName = Annotated[str, Field(max_length=64), AfterValidator(_known_host)]
 PathText = Annotated[str, Field(max_length=4096)]
 Format = Annotated[str, Field(min_length=1, max_length=64)]
 ModelRef = Annotated[Union[Annotated[str, Field(max_length=4096)], dict[str, Any]], AfterValidator(_not_blank)]
@@ -99,6 +113,11 @@ class Hardware(_Strict):
     network: Optional[Network] = Field(None, description="inter-node network id, e.g. ib-ndr-400 (networks.csv)")
     profile: Optional[PathText] = Field(None, description="hardware profile JSON from `gpuplan calibrate` (measured "
                                         "GEMM, bandwidth and NCCL rates replace datasheet x default efficiency)")
+    host_cpu: Optional[HostCpuName] = Field(None, description="host CPU id (hardware/data/host_cpus.csv, docs/data.md): how fast "
+                                            "an eager loop (HF transformers) issues kernels; default: the usual host of "
+                                            "the GPU's segment (desktop for GeForce, server for data-centre cards)")
+    host_single_thread_score: float | None = _num(None, "your host CPU's PassMark single-thread rating, for a CPU "
+                                                  "not in host_cpus.csv (overrides host_cpu)", lo=100, hi=20_000)
 
 
 class Parallel(_Strict):
@@ -109,6 +128,9 @@ class Parallel(_Strict):
     ep: int = _num(1, "expert-parallel size (mixture-of-experts models only)", lo=1, hi=MAX_GPUS)
     vpp: int = _num(1, "virtual pipeline chunks per rank (interleaved 1F1B)", lo=1, hi=1024)
     sp: bool = Field(True, description="sequence parallel with TP (Megatron-style)")
+    tp_comm_overlap: bool = Field(False, description="Megatron/Transformer Engine --tp-comm-overlap (userbuffers): "
+                                  "with sequence parallel, TP all-gathers and reduce-scatters are split into tp "
+                                  "chunks pipelined with the GEMMs (NeMo/Megatron-Bridge recipes turn it on)")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
 
@@ -182,6 +204,10 @@ class Train(_Strict):
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
     attention: Attention = "flash"
+    attention_kernel: Literal["auto", "fa2", "cudnn", "fa3"] = Field(
+        "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
+        "(Megatron/NeMo: cuDNN via Transformer Engine on Hopper+; PyTorch SDPA stacks: FlashAttention-2); "
+        "fa3 when flash-attn 3 is installed (docs/speed.md)")
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
     lora_targets: LoraTargets = "all-linear"

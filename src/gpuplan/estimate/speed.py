@@ -20,6 +20,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
+from .attention_kernels import attention_time, default_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
@@ -117,6 +118,14 @@ def _gpus_per_node(scn: Any, gpu: Any) -> int:
     except Exception:
         pass
     return int(min(scn.hardware.count, max(1, int(getattr(gpu, "scale_up_max_gpus", 1) or 1)), 8))
+
+
+def _host_speed(scn: Any, gpu: Any) -> tuple[float, str]:
+    """(host issue speed relative to the reference host, the host it describes)."""
+    from ..hardware.hosts import host_speed
+    hw = getattr(scn, "hardware", None)
+    return host_speed(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None),
+                      getattr(gpu, "segment", "datacenter"))
 
 
 def _network(scn: Any, gpu: Any) -> Any:
@@ -290,9 +299,33 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
+def attention_kernel(scn: Any) -> str:
+    """The fused attention kernel a training scenario runs (estimate/attention_kernels.py)."""
+    k = getattr(scn.train, "attention_kernel", "auto")
+    return default_kernel(scn.framework) if k == "auto" else k
+
+
+def _kernel_rates(c: _Train) -> tuple[float, float] | None:
+    """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
+    (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
+    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only:
+        return None
+    kernel, fam = attention_kernel(c.scn), _family(c.gpu)
+    ref = reference_gpu(kernel, fam)
+    if ref is None:
+        return None
+    from ..hardware import get_gpu
+    ref_gpu = get_gpu(ref)
+    scale = (peak_flops(c.gpu, "bf16") * clock_factor(c.P, c.gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(c.P, ref_gpu))
+    return kernel_rates(kernel, fam, c.tr.seq_len / c.par.cp, scale)
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    rates = _kernel_rates(c)
+    if rates is not None:
+        return attention_time(attn_f, c.rc.attention_share, rates)
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
@@ -340,7 +373,19 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     return elt_bytes / (bw * c.eta_mem), t_dequant
 
 
-def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, float]]:
+def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
+    """TP collectives left on the critical path. With Transformer Engine's userbuffers overlap
+    (`--tp-comm-overlap`, sequence parallel) each all-gather / reduce-scatter is decomposed into tp
+    ring steps pipelined with the matching GEMM chunks (Wang et al., ASPLOS 2023, "Overlap
+    communication with dependent computation via decomposition"): one step of tp stays exposed, plus
+    whatever the GEMMs cannot cover. Otherwise the collectives block (NCCL on the compute stream)."""
+    if c.par.tp_comm_overlap and c.par.sp:
+        return t_tp / c.par.tp + max(0.0, t_tp - t_lin)
+    return t_tp * (1.0 - c.P["overlap"]["tp"])
+
+
+def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
+                         t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
     par, model, comm = c.par, c.model, c.P["comm"]
     tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
@@ -350,7 +395,7 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
         detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
-        exposed += t * (1.0 - c.P["overlap"]["tp"])
+        exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
@@ -365,6 +410,11 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
+        if c.scn.framework == "megatron" and par.vpp > 1:
+            # Megatron's interleaved schedule posts its sends/receives before computing the next chunk
+            # (overlap_p2p_comm: on by default in megatron/training/arguments.py, forced off without
+            # virtual stages): only what the chunk's compute cannot cover is exposed
+            t = max(0.0, t - t_compute)
         exposed += t
     return exposed, detail
 
@@ -415,7 +465,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
-    t_mp, detail = _model_parallel_comm(c, t_attn)
+    t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
     detail.update(dp_detail)
     t_comm_mb = t_mp + t_fsdp
@@ -574,6 +624,9 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
+        # packaged host costs were read on (hardware/hosts.py)
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
@@ -709,7 +762,8 @@ class _Serving:
         per_layer = self.eng["host_issue_layer_s"]
         if not per_layer:
             return 0.0
-        return per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        return ref / self.host_speed
 
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
@@ -745,8 +799,9 @@ class _Serving:
         comm = self._tp_comm(q) + self._ep_comm(q)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(q) + comm + self._overhead()
-        t = max(t, self._host_issue(q))
-        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
+        host = self._host_issue(q)
+        t = max(t, host)
+        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
@@ -884,6 +939,10 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                      f"{pt['batch_per_replica']} sequences; all-to-all dispatch/combine per MoE layer.")
     step = sv.decode_step(pt["batch_per_replica"], scn.infer.prompt_len + scn.infer.output_len / 2.0,
                           step_tokens=pt.get("step_tokens"))
+    if step["host"] > 0 and step["host"] >= step["time"]:
+        notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
+                     f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
+                     f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
@@ -896,7 +955,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
+               "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
+               "clock_factor": round(sv.clock, 4)}
+    if sv.host_name:
+        details["host_cpu"] = sv.host_name
+        details["host_speed_vs_reference"] = round(sv.host_speed, 3)
     if sv.spec is not None:
         details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
                                   "tokens_per_step": sv.spec_tokens}
