@@ -155,3 +155,17 @@ def test_mtp_head_speeds_single_stream_deepseek():
     s["infer"]["speculative"] = {"method": "mtp", "num_tokens": 1}
     mtp = pipeline.evaluate(s).performance.tpot_s
     assert plain / 1.85 < mtp < plain
+
+
+def test_spec_cost_buckets_do_not_collide():
+    # batches 8 and 9 fall in different cache buckets: 8 is priced at 8 exactly, 9 at its bucket's middle
+    from gpuplan.estimate.load.cost import SpecCost
+
+    class Probe:
+        def spec_step_extra(self, batch, context):
+            return float(batch)
+
+    c = SpecCost(None, Probe())
+    assert c.extra(8, 100.0) == 8.0
+    assert c.extra(9, 100.0) != 8.0
+    assert c.extra(8, 100.0) == 8.0

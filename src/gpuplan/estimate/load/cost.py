@@ -10,8 +10,8 @@ An iteration runs D decode sequences (mean context c) and prompt chunks (c_i tok
 
 which is how `serve` (speed.py `point`) prices a mixed step — the decode step plus the prompt work
 riding in it — except that `point` charges the prompt's TP/EP collectives as separate calls (their
-per-call latency a second time); here only their extra bytes are charged. Interpolation error is below 0.5 % on the grid spacing used here (tests check it
-against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
+per-call latency a second time); here only their extra bytes are charged. Interpolation error is
+below 0.5 % on the grid spacing used here (tests check it against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
 mixed step, share its expert GEMMs (a small over-estimate of the step; docs/serving-load.md).
 """
 from __future__ import annotations
@@ -154,12 +154,12 @@ class SpecCost:
         return self.base.attention(tokens, offset)
 
     def extra(self, decodes: int, context: float) -> float:
-        bd = decodes if decodes <= 8 else 8 + int(math.log(decodes / 8.0) / math.log(1.25))
+        bd = decodes if decodes <= 8 else 9 + int(math.log(decodes / 8.0) / math.log(1.25))
         bc = int(math.log(max(context, 1.0)) / math.log(1.2))
         key = (bd, bc)
         v = self._cache.get(key)
         if v is None:
-            d = decodes if decodes <= 8 else 8.0 * 1.25 ** (bd - 8 + 0.5)
+            d = decodes if decodes <= 8 else 8.0 * 1.25 ** (bd - 9 + 0.5)
             v = self._cache[key] = self.sv.spec_step_extra(d, 1.2 ** (bc + 0.5))
         return v
 
