@@ -47,3 +47,23 @@ def test_families_without_published_kernels_keep_the_calibrated_efficiency():
 
 def test_eager_attention_is_not_a_fused_kernel():
     assert _attn_seconds("megatron", attention="eager") > 3 * _attn_seconds("megatron")
+
+
+def _serving(engine: str, gpu: str = "h100-sxm"):
+    from gpuplan import pipeline
+    from gpuplan.estimate import speed
+    scn = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": gpu, "count": 1},
+           "infer": {"engine": engine, "prompt_len": 8192, "output_len": 16, "concurrency": 1}}
+    r = pipeline.resolve(scn)
+    return speed.serving_model(r.scenario, r.model, r.gpu)
+
+
+def test_serving_prefill_runs_the_engines_kernel_forward_rate():
+    # vLLM and SGLang: FlashAttention-3 on Hopper (602 TFLOP/s forward causal at 8k); HF: FlashAttention-2 (333)
+    assert _serving("vllm").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
+    assert _serving("sglang").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
+    assert _serving("hf").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 333e12, rel=1e-9)
+    # TensorRT-LLM keeps its calibrated factor; Ampere has no published figures
+    assert _serving("trtllm").prefill_attention_time(1e15, 8192) != pytest.approx(1e15 / 602e12, rel=1e-3)
+    a100 = _serving("vllm", "a100-sxm-80gb")
+    assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)

@@ -11,6 +11,8 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
+* Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
+  (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
 
 Where a family has no published kernel figures (Ampere, Ada, Blackwell, AMD, ...) the calibrated
 efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
@@ -45,6 +47,17 @@ def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]
 
 def default_kernel(framework: str) -> str:
     return "cudnn" if framework == "megatron" else "fa2"
+
+
+# Serving engines' prefill kernels where published figures apply: vLLM's FlashAttention backend picks
+# FlashAttention-3 on sm90 (vllm/v1/attention/backends/fa_utils.py `get_flash_attn_version`); SGLang's
+# default attention backend on Hopper is fa3 (python/sglang/srt/server_args.py); HF generate runs SDPA's
+# FlashAttention-2. TensorRT-LLM's own FMHA and llama.cpp's kernels keep their calibrated factors.
+_ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2"}
+
+
+def engine_kernel(engine: str) -> str | None:
+    return _ENGINE_KERNEL.get(engine)
 
 
 def _interp(pts: list[tuple[int, float, float]], seq: float) -> tuple[float, float]:

@@ -20,7 +20,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
-from .attention_kernels import attention_time, default_kernel, kernel_rates, reference_gpu
+from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
@@ -310,14 +310,21 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
     if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only:
         return None
-    kernel, fam = attention_kernel(c.scn), _family(c.gpu)
-    ref = reference_gpu(kernel, fam)
+    return _published_kernel_rates(attention_kernel(c.scn), c.gpu, c.P, c.tr.seq_len / c.par.cp)
+
+
+def _published_kernel_rates(kernel: str | None, gpu: Any, P: Mapping[str, Any],
+                            seq_len: float) -> tuple[float, float] | None:
+    """(forward, backward) FLOP/s of a fused attention kernel on `gpu` at `seq_len`, from its published
+    figures on the family's reference GPU scaled by 16-bit peak x sustained clock; None if unpublished."""
+    fam = _family(gpu)
+    ref = reference_gpu(kernel, fam) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
     ref_gpu = get_gpu(ref)
-    scale = (peak_flops(c.gpu, "bf16") * clock_factor(c.P, c.gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(c.P, ref_gpu))
-    return kernel_rates(kernel, fam, c.tr.seq_len / c.par.cp, scale)
+    scale = (peak_flops(gpu, "bf16") * clock_factor(P, gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(P, ref_gpu))
+    return kernel_rates(kernel, fam, seq_len, scale)
 
 
 def _attention_time(c: _Train) -> float:
@@ -624,6 +631,7 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        self.prefill_kernel = engine_kernel(inf.engine)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
@@ -822,7 +830,15 @@ class _Serving:
             return n * attention_flops_per_token_forward(m, int(n)) if n > 0 else 0.0
         return (total(offset + tokens) - total(offset)) / self.tp / self.pp
 
-    def prefill_attention_time(self, flops: float) -> float:
+    def prefill_attention_time(self, flops: float, context: float | None = None) -> float:
+        """Forward-only attention of a prompt whose causal prefix reaches `context` tokens. Engines whose
+        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
+        HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
+        the calibrated efficiency."""
+        if self.prefill_kernel and context:
+            rates = _published_kernel_rates(self.prefill_kernel, self.gpu, self.P, context)
+            if rates is not None:
+                return flops / rates[0]
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
@@ -836,7 +852,7 @@ class _Serving:
         prompt = tokens
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
-        t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset))
+        t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost

@@ -67,11 +67,11 @@ class EngineCost:
         self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.04, dense_below=16)
         self.pcomm = [sv._tp_comm(x) + sv._ep_comm(x) for x in self.pgrid]
         self.plin = [sv.prefill_chunk(x, 0, compute_only=True) - sv.prefill_attention_time(
-            sv.prefill_attention_flops(x, 0)) - cm for x, cm in zip(self.pgrid, self.pcomm)]
+            sv.prefill_attention_flops(x, 0), x) - cm for x, cm in zip(self.pgrid, self.pcomm)]
         self.pw = [sv._weights_read(x) / sv.bw for x in self.pgrid]
         # causal attention: time of the whole prefix of n tokens (a chunk is a difference of two)
         self.agrid = _grid(1, max(2, max_context, max_prefill_tokens), 1.05, dense_below=64)
-        self.atot = [sv.prefill_attention_time(sv.prefill_attention_flops(x, 0)) for x in self.agrid]
+        self.atot = [sv.prefill_attention_time(sv.prefill_attention_flops(x, 0), x) for x in self.agrid]
 
     @staticmethod
     def _interp(grid: Sequence[float], vals: Sequence[float], x: float) -> float:
