@@ -4,14 +4,25 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Sequence
 
+from . import term
 from .estimate.results import MEMORY_COMPONENTS
 from .units import GiB, fmt_bytes, fmt_count, fmt_seconds
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str | None = None) -> str:
+    """A table as text: on a terminal drawn by rich (fitted to its width, coloured where it helps, see
+    gpuplan.term); otherwise plain columns padded with spaces, the stable text that pipes, tests and
+    docs/guide.md read. The cells are the same either way."""
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     align = align or "l" + "r" * (len(headers) - 1)
+    if term.settings().styled:
+        return term.rich_table(cells[0], cells[1:], align)
+    return plain_table(cells, align)
+
+
+def plain_table(cells: list[list[str]], align: str) -> str:
+    """Header, a dashed rule, then the rows; each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     def fmt(r):
         return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
     sep = "  ".join("-" * w for w in widths)
