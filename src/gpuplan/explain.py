@@ -194,8 +194,8 @@ def _state_gap(est, key: str, value: float, replay: float) -> str:
     phase = est.memory.phase
     why = {"weights": "at this phase the weights also hold autocast's 16-bit copies of the matmul weights, "
                       "FSDP's unsharded root module or pipeline-held shards (see the notes)",
-           "gradients": "gradients at this phase are only those alive then (accumulation, optimizer in backward, "
-                        "pipeline holds)",
+           "gradients": "the peak phase holds only the gradients alive then: none yet at the start of backward "
+                        "unless micro-batches accumulate; all of them after backward and at the optimizer step",
            "optimizer_states": "states are offloaded or paged, or not yet created at this phase"}[key]
     return f"the pipeline's figure differs by {'+' if diff >= 0 else '-'}{fmt_bytes(abs(diff))} at {phase}: {why}."
 
@@ -312,7 +312,10 @@ def _logits(est) -> Explanation:
                   Input("sequences decoding at once", f"{seqs}", "the scenario (infer.concurrency)")]
     gap = "" if math.isclose(value, replay, rel_tol=0.02) else (
         f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits (the loss block is only alive at "
-        "the start of backward; chunked or fused losses keep less).")
+        "the start of backward; chunked or fused losses keep less)." if scn.is_training else
+        f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits: batched engines count the "
+        "sampler's logits inside the start-up profile (memory.activations); only the decode phase of HF generate "
+        "holds them here.")
     return _mem_explanation(est, "logits", "Logits and the loss block", formula, inputs, replay, gap)
 
 
@@ -513,8 +516,9 @@ def _tpot(est) -> Explanation:
     replay = max(b.get("decode_memory", 0.0), b.get("decode_compute", 0.0)) + b.get("tp_comm", 0.0) + \
         b.get("ep_comm", 0.0) + b.get("overhead", 0.0)
     gap = "" if math.isclose(replay, perf.tpot_s or 0, rel_tol=0.01) else (
-        f"TPOT ({fmt_seconds(perf.tpot_s)}) is the mean time per output token of a request, which also carries the "
-        f"other requests' prefills (chunked into decode steps); the decode step alone is {fmt_seconds(replay)}.")
+        f"TPOT ({fmt_seconds(perf.tpot_s)}) is the mean time per output token of a request: besides the decode step "
+        f"({fmt_seconds(replay)}) each step carries a share of new requests' prefills (batch ÷ output length x one "
+        f"prompt's prefill), {fmt_seconds((perf.tpot_s or 0) - replay)} per token here.")
     return _perf_explanation(est, "speed.tpot", "Time per output token (decode)", perf.tpot_s,
                              fmt_seconds(perf.tpot_s), formula, inputs, replay, gap)
 
