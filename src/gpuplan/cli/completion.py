@@ -100,7 +100,7 @@ def _positional_words(command: str, action: argparse.Action) -> list[str]:
     if (command, action.dest) == ("gpu", "id"):
         return gpu_ids()
     if (command, action.dest) == ("explain", "quantity"):
-        from .explain import QUANTITIES
+        from ..explain import QUANTITIES
         return sorted(QUANTITIES)
     return []
 
