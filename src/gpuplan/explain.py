@@ -397,8 +397,8 @@ def _peak(est) -> Explanation:
     inputs.append(_gpu_input(est))
     ex = _mem_explanation(est, "peak", "Peak memory per GPU", formula, inputs, float(sum(comps.values())))
     ex.value, ex.shown = float(mem.peak_bytes_per_gpu), fmt_bytes(mem.peak_bytes_per_gpu)
-    ex.notes.insert(0, f"{'fits' if mem.fits else 'does NOT fit'}: headroom {fmt_bytes(mem.headroom_bytes)} of "
-                       f"{fmt_bytes(mem.capacity_bytes_per_gpu)}")
+    ex.formula.append(f"against {fmt_bytes(mem.capacity_bytes_per_gpu)} usable: "
+                      f"{'fits' if mem.fits else 'does NOT fit'} (headroom {fmt_bytes(mem.headroom_bytes)})")
     return ex
 
 
@@ -554,7 +554,7 @@ def _cost_per_hour(est) -> Explanation:
                     f"{rent['region']})", f"{rent['source_url']} (retrieved {rent['retrieved']})"),
               Input("GPUs per instance / instances / GPUs billed",
                     f"{rent['gpus_per_instance']} / {rent['instances']} / {rent['gpus_billed']}",
-                    "hardware/data price catalog"),
+                    "hardware/data/prices.csv"),
               Input("price per instance-hour", f"${rent['usd_per_instance_hour']:,.2f}",
                     f"{rent['source_url']}")]
     replay = rent["usd_per_instance_hour"] * rent["instances"]
