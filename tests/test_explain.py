@@ -143,3 +143,15 @@ def test_a_quantity_of_the_other_task_is_refused(capsys):
 def test_list_names_every_quantity(capsys):
     assert main(["explain", "--list"]) == 0
     assert capsys.readouterr().out.split() == list(QUANTITIES)
+
+
+def test_estimate_why_adds_the_explanation(capsys):
+    argv = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer"]
+    assert main([*argv, "--why", "memory.kv_cache", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["result"]
+    assert result["why"]["quantity"] == "memory.kv_cache"
+    assert result["why"]["value"] == result["memory"]["components"]["kv_cache"]
+    assert main([*argv, "--why", "speed.tpot"]) == 0
+    out = capsys.readouterr().out
+    assert "peak per GPU" in out and "Time per output token (decode) (speed.tpot)" in out
+    assert main([*argv, "--why", "speed.tpotx"]) == 2

@@ -20,6 +20,9 @@ def add_parsers(sub) -> None:
         s = sub.add_parser(name, help=helptext)
         add_scenario_args(s)
         s.add_argument("--json", action="store_true")
+        if name == "estimate":
+            s.add_argument("--why", metavar="QUANTITY", help="also walk through one number, e.g. memory.activations "
+                                                              "(what `gpuplan explain` prints; --why list shows all)")
         if name in ("train", "serve"):
             s.add_argument("--plot", metavar="FILE", help="write a chart (.svg, .png or .html); a folder: "
                                                           f"{name}.svg in it, never overwriting")
@@ -46,11 +49,25 @@ def _fit_code(mem) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     from ..pipeline import evaluate
     from ..report import estimate_report
+    why = None
+    if args.why:
+        from ..explain import QUANTITIES, quantity_name
+        if args.why == "list":
+            emit("\n".join(QUANTITIES))
+            return OK
+        why = quantity_name(args.why)             # a misspelt quantity fails before the evaluation
     est = evaluate(scenario_from_args(args))
+    ex = None
+    if why:
+        from ..explain import explain_estimate
+        ex = explain_estimate(est, why)
     if args.json:
-        print_result("estimate", est.to_json())
+        print_result("estimate", {**est.to_json(), **({"why": ex.to_json()} if ex else {})})
     else:
         emit(estimate_report(est))
+        if ex is not None:
+            from .explain import explanation_text
+            emit("\n" + explanation_text(ex))
     return _fit_code(est.memory)
 
 
