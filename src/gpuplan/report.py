@@ -1,4 +1,5 @@
-"""Plain-text rendering shared by the CLI (and the web page's text export)."""
+"""Text rendering of results for the CLI: plain text, or rich tables when the CLI runs on a terminal
+(gpuplan.term decides; library callers always get the plain text)."""
 from __future__ import annotations
 
 import json
@@ -43,11 +44,12 @@ def memory_report(mem, title: str = "") -> str:
     lines = [title] if title else []
     peak, cap = mem.peak_bytes_per_gpu, mem.capacity_bytes_per_gpu
     rows = []
+    width = term.bar_width(24)
     for k in MEMORY_COMPONENTS:
         v = mem.components.get(k, 0)
         if v:
-            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, 24)))
-    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, 24)))
+            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, width)))
+    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, width)))
     lines.append(table(rows, ["component", "bytes", "share", "of capacity"], "lrrl"))
     verdict = "fits" if mem.fits else "does NOT fit"
     lines.append(f"\nPeak {fmt_bytes(peak)} at {mem.phase}; capacity {fmt_bytes(cap)}: {verdict} "

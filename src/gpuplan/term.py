@@ -153,7 +153,8 @@ def rich_table(headers: Iterable[str], rows: Iterable[Iterable[str]], align: str
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold" if color else "",
               collapse_padding=True)
     for h, a in zip(headers, align):
-        t.add_column(h, justify="left" if a == "l" else "right", overflow="fold")
+        # numbers (right-aligned) never wrap, so a narrow terminal wraps the text columns instead
+        t.add_column(h, justify="left" if a == "l" else "right", overflow="fold", no_wrap=a != "l")
     for r in rows:
         t.add_row(*(Text(c, style=_cell_style(c) if color else "") for c in r))
     buf = io.StringIO()
@@ -162,6 +163,14 @@ def rich_table(headers: Iterable[str], rows: Iterable[Iterable[str]], align: str
                       legacy_windows=False)
     console.print(t)
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
+
+
+def bar_width(default: int) -> int:
+    """Characters of a memory bar: `default` in plain text; on a terminal what is left beside the other
+    columns of the memory table (about 46 characters), between 8 and `default`."""
+    if not _state.styled:
+        return default
+    return max(8, min(default, _state.width - 46))
 
 
 # ---- progress -------------------------------------------------------------------------------------------
