@@ -201,3 +201,20 @@ def test_serving_load_reports_its_runs_to_the_progress_callback():
     pipeline.serving_load(r, pipeline.memory(r), progress=seen.append)
     assert seen[0] == "simulating 200 requests"
     assert any(s.startswith("capacity and SLO search: probe 1 ") for s in seen)
+
+
+def test_a_narrow_terminal_shrinks_the_memory_bars_instead_of_wrapping_them(monkeypatch, capsys):
+    argv = ["memory", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "infer"]
+    assert main(argv) == 0
+    plain = capsys.readouterr().out.splitlines()
+    _, out, _ = _run_on_tty([*argv, "--no-color"], monkeypatch, columns=60)
+    styled = out.splitlines()
+    first = next(i for i, s in enumerate(styled) if s.startswith("component"))
+    last = next(i for i, s in enumerate(styled) if s.startswith("peak per GPU"))
+    assert all(len(line) <= 60 for line in styled[first:last + 1])
+    # one line per component, as in the plain table: no bar split over two lines
+    for name in ("weights", "kv_cache", "peak per GPU"):
+        line = next(s for s in styled if s.startswith(name))
+        assert "█" in line or "·" in line
+    assert len([s for s in styled if set(s.strip()) <= {"·", "█"} and s.strip()]) == 0
+    assert len(styled) == len(plain)
