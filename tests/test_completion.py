@@ -63,6 +63,7 @@ def test_bash_script_parses(scripts):
     ("gpuplan recommend --gpus h100-sxm,rtx-409", {"h100-sxm,rtx-4090"}),
     ("gpuplan recommend --preset st", {"startup"}),
     ("gpuplan explain memory.act", {"memory.activations"}),
+    ("gpuplan estimate --why speed.t", {"speed.tpot", "speed.ttft", "speed.tokens_per_s"}),
     ("gpuplan completion f", {"fish"}),
     ("gpuplan serve --qu", {"--quiet"}),
     ("gpuplan whatif --no-c", {"--no-color"}),

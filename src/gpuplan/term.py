@@ -75,7 +75,7 @@ def reset() -> None:
 # ---- text ---------------------------------------------------------------------------------------------
 
 # line starts that carry no result: left out under --quiet
-_CHATTER = ("note: ", "How it was measured:", "plot written to", "`gpuplan ")
+_CHATTER = ("note: ", "computed by gpuplan.pipeline", "How it was measured:", "plot written to", "`gpuplan ")
 
 _STYLE_OF_START = (("warning:", "yellow"), ("error:", "bold red"), ("note:", "dim"), ("OVERLOADED", "bold red"),
                    ("DOES NOT FIT", "bold red"))

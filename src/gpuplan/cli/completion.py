@@ -75,6 +75,9 @@ def _values(action: argparse.Action) -> list[str] | None:
         return model_names()
     if action.option_strings and flag in ("gpu", "gpus"):
         return gpu_ids()
+    if action.option_strings and flag == "why":
+        from ..explain import QUANTITIES
+        return ["list", *QUANTITIES]
     if action.option_strings and flag in SCENARIO_FLAGS:
         section, name, _, _, _ = SCENARIO_FLAGS[flag]
         values = _allowed(section, name, _schema_class(section).model_fields[name].annotation)
