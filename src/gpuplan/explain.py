@@ -103,7 +103,7 @@ def _state_source(scn) -> str:
 
 def _shard_inputs(est, ts, divides: bool, what: str) -> list[Input]:
     p = est.scenario.parallel
-    return [Input("ZeRO stage / shard group n = dp x cp", f"stage {p.zero}, n = {ts.shard}"
+    return [Input("ZeRO stage, shard group n = dp x cp", f"stage {p.zero}, n = {ts.shard}"
                   + ("" if divides else f" ({what} not divided at this stage)"), SRC_ZERO)]
 
 
@@ -130,7 +130,7 @@ def _model_states(est, key: str) -> Explanation:
     scn, ts = est.scenario, _train_stage(est)
     t, p = scn.train, scn.parallel
     n_rank = ts.rp.total + ts.untied_head
-    inputs = [_model_input(est), Input("parameters on this GPU before ZeRO (tp/pp split)", f"{n_rank:,.0f}",
+    inputs = [_model_input(est), Input("parameters on this GPU before ZeRO", f"{n_rank:,.0f}",
                                        "estimate/layout.py rank_params (tp divides matrices, pp the layers)")]
     divides = {"weights": p.zero >= 3, "gradients": p.zero >= 2, "optimizer_states": p.zero >= 1}[key]
     div = ts.shard if divides else 1
@@ -168,13 +168,14 @@ def _model_states(est, key: str) -> Explanation:
     else:
         sb = state_bytes(scn)
         per = {"weights": sb.weight, "gradients": sb.grad, "optimizer_states": sb.optim}[key]
-        label = {"weights": "bytes per parameter held as weights",
-                 "gradients": "bytes per gradient element",
-                 "optimizer_states": "optimizer bytes per parameter (states + fp32 master copy where kept "
-                                     "apart)"}[key]
-        inputs.append(Input(label, f"{per:g} (framework {scn.framework}, precision {t.precision}, master_weights "
-                            f"{t.master_weights}, optimizer {t.optimizer})", _state_source(scn)))
-        formula = [f"{key} = parameters on this GPU x {per:g} bytes" + (" ÷ n (ZeRO shard group)" if divides else "")]
+        label = {"weights": "bytes per parameter (weights)", "gradients": "bytes per parameter (gradients)",
+                 "optimizer_states": "bytes per parameter (optimizer)"}[key]
+        inputs.append(Input(label, f"{per:g}", _state_source(scn)))
+        setup = (f"{scn.framework}, {t.precision}" + (" with fp32 master weights" if t.master_weights else "")
+                 + f", {t.optimizer}")
+        formula = [f"{key} = parameters on this GPU x {per:g} bytes" + (" ÷ n (ZeRO shard group)" if divides else ""),
+                   f"bytes per parameter for {setup}: weights {sb.weight:g} + gradients {sb.grad:g} + optimizer "
+                   f"{sb.optim:g} = {sb.weight + sb.grad + sb.optim:g}"]
         replay = n_rank * per / div
     inputs += _shard_inputs(est, ts, divides, key)
     if p.offload != "none" and key in ("optimizer_states", "weights", "gradients"):
@@ -256,9 +257,9 @@ def _activations(est) -> Explanation:
     tokens = t.micro_batch * t.seq_len / p.cp
     ref = 16 * h + 4 * a * d + 4 * kv * d + 8 * i + 4 * a
     layers = math.ceil(L / p.pp)
-    inputs = [Input("hidden h, heads a, KV heads kv, head dim d, MLP intermediate i",
+    inputs = [Input("h, a, kv, d, i (hidden, heads, KV heads, head dim, MLP)",
                     f"h={h:,}, a={a}, kv={kv}, d={d}, i={i:,}", "the model's config.json"),
-              Input("tokens per micro-batch on this GPU (micro_batch x seq_len ÷ cp)", f"{tokens:,.0f}",
+              Input("tokens per micro-batch (micro_batch x seq_len ÷ cp)", f"{tokens:,.0f}",
                     "the scenario"),
               Input("layers on this GPU (÷ pp)", f"{layers}", "the model's config.json, estimate/layout.py"),
               Input("recompute / attention / tp", f"{t.recompute} / {t.attention} / tp={p.tp}", "the scenario")]

@@ -67,7 +67,15 @@ def explanation_text(ex) -> str:
     lines = [f"{ex.title} ({ex.quantity}) = {ex.shown}", ex.scenario, "", "Formula:"]
     lines += [f"  {f}" for f in ex.formula]
     if ex.inputs:
-        lines += ["", table([(i.name, i.value, i.source) for i in ex.inputs], ["input", "value", "source"], "lll")]
+        # sources as numbered notes under the table (one number per distinct source), so the table stays narrow
+        sources: list[str] = []
+        rows = []
+        for i in ex.inputs:
+            if i.source not in sources:
+                sources.append(i.source)
+            rows.append((i.name, i.value, f"[{sources.index(i.source) + 1}]"))
+        lines += ["", table(rows, ["input", "value", "source"], "lll"), "",
+                  "Sources:", *(f"  [{n}] {src}" for n, src in enumerate(sources, 1))]
     if ex.replayed is not None and ex.value is not None:
         shown = _as_value(ex, ex.replayed)
         if _close(ex.replayed, ex.value):
