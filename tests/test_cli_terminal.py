@@ -218,3 +218,27 @@ def test_a_narrow_terminal_shrinks_the_memory_bars_instead_of_wrapping_them(monk
         assert "█" in line or "·" in line
     assert len([s for s in styled if set(s.strip()) <= {"·", "█"} and s.strip()]) == 0
     assert len(styled) == len(plain)
+
+
+def test_calibrate_reports_each_benchmark_to_the_progress_callback(monkeypatch):
+    # no GPU here: a stand-in torch with one GPU and no FP8 (compute capability 8.0), benchmarks stubbed out
+    from types import SimpleNamespace
+
+    from gpuplan.local import calibrate as cal
+    props = SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=80 * 2**30)
+    cuda = SimpleNamespace(set_device=lambda i: None, current_device=lambda: 0, get_device_properties=lambda i: props,
+                           get_device_capability=lambda: (8, 0), mem_get_info=lambda: (70 * 2**30, 80 * 2**30),
+                           device_count=lambda: 1)
+    fake_torch = SimpleNamespace(cuda=cuda, version=SimpleNamespace(cuda="12.4", hip=None), __version__="2.13.0")
+    monkeypatch.setattr(cal, "require_cuda", lambda what: fake_torch)
+    monkeypatch.setattr(cal, "bench_gemm", lambda torch, dtypes, shapes, iters: [])
+    monkeypatch.setattr(cal, "bench_copy_bandwidth", lambda torch, nbytes: 1.5e12)
+    import importlib
+    monkeypatch.setattr(importlib.import_module("gpuplan.local.detect"), "detect",
+                        lambda: SimpleNamespace(driver_version="550"))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    seen: list[str] = []
+    cal.calibrate(quick=True, progress=seen.append)
+    # bf16, fp16, tf32, fp32 over the three quick GEMM sizes, then the copy; one GPU: no collectives
+    assert seen == ["GEMM bf16 (3 sizes)", "GEMM fp16 (3 sizes)", "GEMM tf32 (3 sizes)", "GEMM fp32 (3 sizes)",
+                    "HBM copy bandwidth"]
