@@ -155,3 +155,13 @@ def test_estimate_why_adds_the_explanation(capsys):
     out = capsys.readouterr().out
     assert "peak per GPU" in out and "Time per output token (decode) (speed.tpot)" in out
     assert main([*argv, "--why", "speed.tpotx"]) == 2
+
+
+def test_weights_gap_names_fsdps_unsharded_root():
+    # ZeRO-3 over 8: fp32 weights 4 x 6,738,415,616 / 8 = 3,369,207,808 bytes; FSDP2 keeps the root module
+    # (embedding 32,000 x 4,096 + untied lm_head 32,000 x 4,096 + final norm 4,096) unsharded in 16-bit at the
+    # start of backward: (262,144,000 + 4,096) x 2 = 524,296,192 bytes
+    ex = explain(TRAIN_7B_ZERO3, "memory.weights")
+    assert ex.replayed == pytest.approx(3_369_207_808, rel=1e-9)
+    assert ex.value == pytest.approx(3_369_207_808 + 524_296_192, rel=1e-9)
+    assert "unsharded root module" in ex.gap_note and "0.49 GiB" in ex.gap_note

@@ -190,9 +190,30 @@ def _model_states(est, key: str) -> Explanation:
     return _mem_explanation(est, key, titles[key], formula, inputs, replay, gap)
 
 
+def _weight_terms(est) -> list[tuple[str, float]]:
+    """The weight-sized terms the estimator adds at the peak phase beyond the (sharded) weights themselves:
+    autocast's 16-bit weight copies (start of backward) and FSDP's unsharded root module (embedding, final
+    norm, lm_head; forward to backward), from the estimator's own helpers."""
+    from .estimate.memory import _autocast, _shard_buffers
+    ts, phase = _train_stage(est), est.memory.phase
+    _, copies = _autocast(ts, [])
+    _, root = _shard_buffers(ts)
+    terms = []
+    if phase == "backward" and copies:
+        terms.append(("autocast's 16-bit copies of the matmul weights", copies))
+    if phase in ("backward", "backward_end") and root:
+        terms.append(("FSDP's unsharded root module (embedding, final norm, lm_head in 16-bit)", root))
+    return terms
+
+
 def _state_gap(est, key: str, value: float, replay: float) -> str:
     diff = value - replay
     phase = est.memory.phase
+    if key == "weights" and not est.scenario.train.method in ("lora", "qlora"):
+        terms = _weight_terms(est)
+        if terms and math.isclose(sum(b for _, b in terms), diff, rel_tol=1e-6, abs_tol=1024):
+            return (f"at {phase} the weights also hold " + " and ".join(f"{name} ({fmt_bytes(b)})" for name, b in terms)
+                    + ".")
     why = {"weights": "at this phase the weights also hold autocast's 16-bit copies of the matmul weights, "
                       "FSDP's unsharded root module or pipeline-held shards (see the notes)",
            "gradients": "the peak phase holds only the gradients alive then: none yet at the start of backward "
@@ -394,7 +415,8 @@ def _peak(est) -> Explanation:
     comps = {k: v for k, v in mem.components.items() if v}
     formula = [f"peak = the largest phase ({', '.join(mem.phases) or mem.phase}); at {mem.phase}:",
                "  " + " + ".join(comps) + " = " + fmt_bytes(sum(comps.values()))]
-    inputs = [Input(k, fmt_bytes(v), "`gpuplan explain ... memory." + k + "`") for k, v in comps.items()]
+    inputs = [Input(k, fmt_bytes(v), "the pipeline's breakdown at the peak phase; each one: `gpuplan explain ... "
+                                     "memory.<component>`") for k, v in comps.items()]
     inputs.append(_gpu_input(est))
     ex = _mem_explanation(est, "peak", "Peak memory per GPU", formula, inputs, float(sum(comps.values())))
     ex.value, ex.shown = float(mem.peak_bytes_per_gpu), fmt_bytes(mem.peak_bytes_per_gpu)
