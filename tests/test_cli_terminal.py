@@ -242,3 +242,14 @@ def test_calibrate_reports_each_benchmark_to_the_progress_callback(monkeypatch):
     # bf16, fp16, tf32, fp32 over the three quick GEMM sizes, then the copy; one GPU: no collectives
     assert seen == ["GEMM bf16 (3 sizes)", "GEMM fp16 (3 sizes)", "GEMM tf32 (3 sizes)", "GEMM fp32 (3 sizes)",
                     "HBM copy bandwidth"]
+
+
+def test_errors_are_red_on_a_colour_terminal_only(monkeypatch, capsys):
+    rc, _, err = _run_on_tty(["estimate", "--model", "llama-3.1-8bb", "--gpu", "h100-sxm"], monkeypatch)
+    assert rc == 2 and err.startswith("\x1b[1;31merror:\x1b[0m model")
+    rc, _, err = _run_on_tty(["estimate", "--model", "llama-3.1-8bb", "--gpu", "h100-sxm"], monkeypatch,
+                             env={"NO_COLOR": "1"})
+    assert rc == 2 and err.startswith("error: model")
+    monkeypatch.undo()                                   # back to pytest's captured (piped) streams
+    assert main(["estimate", "--model", "llama-3.1-8bb", "--gpu", "h100-sxm"]) == 2
+    assert capsys.readouterr().err.startswith("error: model")
