@@ -86,11 +86,23 @@ def _describe(est) -> str:
             f"pp={p.pp} zero={p.zero} · framework {s.framework}")
 
 
-def _train_stage(est):
-    """The training setup of the stage whose phase is the peak (the estimator's own helpers)."""
+def _train_stage(est, stage: str | None = None):
+    """The estimator's training setup of one pipeline stage (its own helper). With pp > 1 the pipeline
+    reports the larger of the first and last stage; `_peak_stage` says which."""
     from .estimate.memory import _train_setup
-    stage = "only" if est.scenario.parallel.pp == 1 else "first"
+    if stage is None:
+        stage = "only" if est.scenario.parallel.pp == 1 else _peak_stage(est)
     return _train_setup(est.scenario, est.model, stage)
+
+
+def _peak_stage(est) -> str:
+    """'first' or 'last': the pipeline stage whose peak is the reported one (the estimator's own components)."""
+    from .estimate.memory import _train_components
+    peaks = {}
+    for stage in ("first", "last"):
+        phases, _ = _train_components(est.scenario, est.model, stage)
+        peaks[stage] = max(sum(v for v in c.values()) for k, c in phases.items() if k != "_cpu")
+    return max(peaks, key=lambda k: peaks[k])
 
 
 def _state_source(scn) -> str:

@@ -78,7 +78,7 @@ def explanation_text(ex) -> str:
                   "Sources:", *(f"  [{n}] {src}" for n, src in enumerate(sources, 1))]
     if ex.replayed is not None and ex.value is not None:
         shown = _as_value(ex, ex.replayed)
-        if _close(ex.replayed, ex.value):
+        if _close(ex.replayed, ex.value) and not ex.gap_note:
             lines += ["", f"The formula on these inputs gives {shown}: the pipeline's figure."]
         else:
             lines += ["", f"The formula on these inputs gives {shown}; the pipeline's figure is {ex.shown}."]
