@@ -231,6 +231,11 @@ def _state_gap(est, key: str, value: float, replay: float) -> str:
            "gradients": "the peak phase holds only the gradients alive then: none yet at the start of backward "
                         "unless micro-batches accumulate; all of them after backward and at the optimizer step",
            "optimizer_states": "states are offloaded or paged, or not yet created at this phase"}[key]
+    t, p = est.scenario.train, est.scenario.parallel
+    if key == "optimizer_states" and (p.offload != "none" or t.paged_optimizer):
+        why = (f"offload={p.offload} moves the optimizer states (and the fp32 master copy) to host memory: "
+               f"{fmt_bytes(est.memory.cpu_bytes)} of host memory in all (memory.cpu_bytes)" if p.offload != "none"
+               else "paged optimizer states live in CUDA managed memory, outside PyTorch's allocations")
     return f"the pipeline's figure differs by {'+' if diff >= 0 else '-'}{fmt_bytes(abs(diff))} at {phase}: {why}."
 
 
@@ -347,9 +352,9 @@ def _logits(est) -> Explanation:
     gap = "" if math.isclose(value, replay, rel_tol=0.02) else (
         f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits (the loss block is only alive at "
         "the start of backward; chunked or fused losses keep less)." if scn.is_training else
-        f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits: batched engines count the "
-        "sampler's logits inside the start-up profile (memory.activations); only the decode phase of HF generate "
-        "holds them here.")
+        f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits: {scn.infer.engine} counts them "
+        "inside its activations (vLLM/SGLang/TRT-LLM: the start-up profile's sampler; llama.cpp: its compute "
+        "buffers; HF generate: prefill) - see memory.activations.")
     return _mem_explanation(est, "logits", "Logits and the loss block", formula, inputs, replay, gap)
 
 
