@@ -4,6 +4,7 @@ published parameter counts and the per-parameter bytes of docs/model.md, not gpu
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -175,3 +176,23 @@ def test_pipeline_parallel_states_are_replayed_on_the_reported_stage():
     for q in ("memory.weights", "memory.optimizer_states"):
         ex = explain(scn, q)
         assert ex.replayed == pytest.approx(ex.value, rel=1e-9) and not ex.gap_note, q
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model", "mixtral-8x7b", "--task", "train", "--gpu", "h100-sxm", "--count", "16", "--ep", "8", "--zero", "1"],
+    ["--model", "llama-3.1-70b", "--task", "infer", "--gpu", "rtx-4090", "--engine", "llama.cpp",
+     "--weights", "gguf-q4_k_m"],
+    ["--model", "llama-3.1-8b", "--task", "finetune", "--method", "qlora", "--gpu", "rtx-4090"],
+    ["--model", "llama-3.1-8b", "--task", "train", "--gpu", "mi300x", "--count", "8", "--framework", "deepspeed",
+     "--zero", "2", "--offload", "optimizer"],
+], ids=["moe-ep", "llama.cpp-gguf", "qlora", "deepspeed-offload"])
+def test_every_quantity_answers_or_refuses_for_varied_plans(argv, capsys):
+    # each quantity explains (0/1) or, for the other task, refuses as bad input (2): never a gpuplan bug (3)
+    for q in QUANTITIES:
+        rc = main(["explain", *argv, q])
+        captured = capsys.readouterr()
+        assert rc in (0, 1, 2) and "internal error" not in captured.err, (q, captured.err)
+        if rc != 2:
+            # a number; '-' only where the plan does not fit (exit 1) and the figure does not exist
+            shown = "[$0-9-]" if rc == 1 else "[$0-9]"
+            assert re.search(rf"\({re.escape(q)}\) = {shown}", captured.out.splitlines()[0]), q

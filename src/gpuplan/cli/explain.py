@@ -64,7 +64,11 @@ def _close(a: float, b: float) -> bool:
 
 def explanation_text(ex) -> str:
     from ..report import table
-    lines = [f"{ex.title} ({ex.quantity}) = {ex.shown}", ex.scenario, "", "Formula:"]
+    lines = [f"{ex.title} ({ex.quantity}) = {ex.shown}", ex.scenario]
+    if ex.value is None:
+        lines.append("No figure: the pipeline gives none for this plan (it does not fit in memory, or has no price "
+                     "or speed for it); `gpuplan explain ... memory.peak` shows the memory.")
+    lines += ["", "Formula:"]
     lines += [f"  {f}" for f in ex.formula]
     if ex.inputs:
         # sources as numbered notes under the table (one number per distinct source), so the table stays narrow
