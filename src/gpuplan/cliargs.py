@@ -456,8 +456,9 @@ def _shown_error(err: Exception) -> str:
 def _bad_input(command: str | None, as_json: bool, err: GpuplanError) -> int:
     if as_json:
         print(dumps(error_envelope(command, err)))
+    from .term import paint
     message = " ".join(err.message.split("\n"))
-    print(f"error: {message}", file=sys.stderr)
+    print(f"{paint('error:', 'bold red')} {message}", file=sys.stderr)     # red only on a colour terminal
     return BAD_INPUT
 
 

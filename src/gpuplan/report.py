@@ -1,17 +1,29 @@
-"""Plain-text rendering shared by the CLI (and the web page's text export)."""
+"""Text rendering of results for the CLI: plain text, or rich tables when the CLI runs on a terminal
+(gpuplan.term decides; library callers always get the plain text)."""
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable, Sequence
 
+from . import term
 from .estimate.results import MEMORY_COMPONENTS
 from .units import GiB, fmt_bytes, fmt_count, fmt_seconds
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str | None = None) -> str:
+    """A table as text: on a terminal drawn by rich (fitted to its width, coloured where it helps, see
+    gpuplan.term); otherwise plain columns padded with spaces, the stable text that pipes, tests and
+    docs/guide.md read. The cells are the same either way."""
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     align = align or "l" + "r" * (len(headers) - 1)
+    if term.settings().styled:
+        return term.rich_table(cells[0], cells[1:], align)
+    return plain_table(cells, align)
+
+
+def plain_table(cells: list[list[str]], align: str) -> str:
+    """Header, a dashed rule, then the rows; each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     def fmt(r):
         return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
     sep = "  ".join("-" * w for w in widths)
@@ -32,11 +44,12 @@ def memory_report(mem, title: str = "") -> str:
     lines = [title] if title else []
     peak, cap = mem.peak_bytes_per_gpu, mem.capacity_bytes_per_gpu
     rows = []
+    width = term.bar_width(24)
     for k in MEMORY_COMPONENTS:
         v = mem.components.get(k, 0)
         if v:
-            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, 24)))
-    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, 24)))
+            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, width)))
+    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, width)))
     lines.append(table(rows, ["component", "bytes", "share", "of capacity"], "lrrl"))
     verdict = "fits" if mem.fits else "does NOT fit"
     lines.append(f"\nPeak {fmt_bytes(peak)} at {mem.phase}; capacity {fmt_bytes(cap)}: {verdict} "

@@ -169,9 +169,12 @@ SWEEP_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0)   # of the capacity
 
 
 def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Sequence[Mapping[str, Any]] | None = None,
-                 cost: Any = None, search: bool = True, sweep: bool = False) -> dict[str, Any]:
+                 cost: Any = None, search: bool = True, sweep: bool = False,
+                 progress: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Simulate `scn.infer.load` on one replica of `serving` (speed.py `_Serving`, holding the memory
-    engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO."""
+    engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO.
+    `progress(text)` is called as each simulation run starts (no I/O here: the caller draws it)."""
+    say = progress or (lambda text: None)
     inf = scn.infer
     load = inf.load
     policy, notes = engine_policy(scn, serving, capacity_bytes)
@@ -198,6 +201,7 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
         raise InputError("infer.load request lengths", f"the longest request ({max_ctx:,} tokens) does not fit "
                          f"the KV pool of {pool_tokens:,} tokens.", "shorten the lengths (max:) or add GPUs / "
                          "lower the weights' precision.")
+    say(f"simulating {len(wl.input_tokens):,} requests")
     open_loop = load.arrival in ("poisson", "gamma", "trace")
     slo = {"ttft_s": load.slo_ttft_s, "tpot_s": load.slo_tpot_s, "percentile": load.slo_percentile}
     if getattr(load, "disaggregation", None) is not None:
@@ -225,7 +229,11 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
         # not read as a growing queue
         n_cap = int(min(MAX_CAPACITY_REQUESTS, max(CAPACITY_REQUESTS, 6 * mu * w)))
 
+        probes = [0]
+
         def run(rate: float) -> Result:
+            probes[0] += 1
+            say(f"capacity and SLO search: probe {probes[0]} at {rate:.3g} requests/s")
             return simulate(workload(rate, n_cap, "poisson"), policy, cost)
         cap = find_capacity(run, mu * adp)
         s["capacity_per_s"] = cap
