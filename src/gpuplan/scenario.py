@@ -195,6 +195,8 @@ class Train(_Strict):
         "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    ssm_kernels: bool = Field(True, description="state-space (Mamba) layers run mamba_ssm's fused kernels; false: "
+                              "transformers' torch path, which saves the per-step SSM state (far more memory)")
     compile_loss: bool | None = Field(None, description=(
         "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
         "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "

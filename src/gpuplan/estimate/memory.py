@@ -334,7 +334,7 @@ def _activation_setup(ts: _TrainSetup, autocast: bool) -> ActivationSetup:
         lora_rank=t.lora_rank if ts.peft else 0, lora_copy_per_target=ts.peft and t.master_weights,
         lora_dropout=ts.peft and t.lora_dropout > 0,
         base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
-        attention=t.attention, framework=ts.scn.framework)
+        attention=t.attention, framework=ts.scn.framework, ssm_kernels=t.ssm_kernels)
 
 
 def _recompute_plan(ts: _TrainSetup) -> RecomputePlan:
@@ -486,6 +486,27 @@ def _attention_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, sta
         activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + score_grads)
 
 
+def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, states: tuple, extra: dict,
+                       grad_accum: int) -> dict[str, float] | None:
+    """transformers' torch path of the Mamba-1 scan (kernels absent, `train.ssm_kernels: false`): the
+    backward of the last SSM layer's sequential loop turns each step's slice gradient of exp(dt·A) and of
+    dt·B·x into a zero-filled full-size fp32 tensor (select_backward) that is added into a full-size
+    accumulation buffer: four fp32 d x N tensors per token (16·d·N bytes) while every saved activation is
+    still alive and the loss block is already freed (traced: Mamba-1 small config)."""
+    t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    ssm = model.ssm
+    if ssm is None or setup.ssm_kernels or ssm.variant != "mamba1" or not model.num_ssm_layers \
+            or t.recompute == "full" or not ts.last:
+        return None
+    weights, grads, optim, _ = states
+    grad_div = ts.shard if p.zero >= 2 else 1
+    head = model.vocab_size * model.hidden_size / (p.tp if ts.native_tp else 1) * state_bytes(ts.scn).grad / grad_div
+    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens
+    return dict(weights=weights + extra["root_unsharded"] + extra["autocast_copies"],
+                gradients=grads if grad_accum > 1 else head, optimizer_states=optim,
+                activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
+
+
 def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes)."""
     t, p = scn.train, scn.parallel
@@ -534,6 +555,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     att = _attention_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
     if att is not None:
         phases["attention_backward"] = att
+    scan = _ssm_scan_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
+    if scan is not None:
+        phases["ssm_scan_backward"] = scan
+        notes.append("SSM layers on transformers' torch path (no mamba_ssm kernels): every step's fp32 state is "
+                     "saved for backward")
     if t.full_state_dict and p.zero >= 3 and ts.shard > 1:
         # loading/saving a full state dict materialises the whole 16-bit model next to the shard
         phases["checkpoint"] = dict(weights=weights + ts.rp.total * ts.low, optimizer_states=optim)
