@@ -27,8 +27,10 @@ LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "ga
                  "down_proj": "down", "query_key_value": "q", "dense": "o", "c_attn": "q", "c_proj": "o",
                  "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down", "c_fc": "up",
                  "dense_h_to_4h": "up", "dense_4h_to_h": "down", "gate_up_proj": "gate", "q_a_proj": "q",
-                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v"}
-ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down"))
+                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v",
+                 # Mamba mixers (peft's all-linear picks these four)
+                 "in_proj": "ssm_in", "x_proj": "ssm_x", "dt_proj": "ssm_dt", "out_proj": "ssm_out"}
+ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down", "ssm_in", "ssm_x", "ssm_dt", "ssm_out"))
 
 
 # ---- runtime overhead ---------------------------------------------------------------------------------
@@ -704,12 +706,29 @@ def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: i
     return rp.total * fmt.bits / 8
 
 
+def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int, pp: int) -> float:
+    """SSM state of one sequence on one rank (0 without SSM layers). vLLM keeps d_conv - 1 convolution
+    columns and the recurrent state in the model dtype unless --mamba-ssm-cache-dtype says otherwise
+    (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator / MambaStateDtypeCalculator,
+    "auto" = the model's dtype); an fp8 KV format does not apply to it. transformers' cache keeps d_conv
+    columns in the model dtype and the recurrent state as the scan returns it: fp32 for Mamba-1
+    (mamba_selective_scan computes exp(dt·A) in fp32), the model dtype for Mamba-2 (cache_utils.py
+    LinearAttentionCacheLayerMixin, zeros_like of the scan's final state; modeling_mamba2.py
+    mamba2_chunk_scan). TP splits d_inner (vLLM shards the mixer); PP holds its share of the layers."""
+    if model.ssm is None or not model.num_ssm_layers:
+        return 0.0
+    hf = engine == "hf"
+    state_b = 4.0 if (hf and model.ssm.variant == "mamba1") else 2.0
+    per_seq = model.ssm_state_bytes_per_sequence(state_b, 2.0, conv_columns=model.ssm.d_conv if hf else None)
+    return per_seq / tp * math.ceil(model.num_layers / pp) / model.num_layers
+
+
 def _kv_per_token_rank(model: ModelSpec, kv_fmt: str, tp: int, pp: int) -> float:
     el = model.kv_elements_per_token_layer()
     if not model.is_mla:
         heads = max(1, model.num_kv_heads // tp)     # replicated when tp > kv heads (vLLM)
         el = heads * (model.head_dim + model.v_head_dim)
-    return el * kv_bytes(kv_fmt) * math.ceil(model.num_layers / pp)
+    return el * kv_bytes(kv_fmt) * math.ceil(model.num_attention_layers / pp)
 
 
 def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[dict[str, dict[str, float]], list[str], dict]:
@@ -728,12 +747,17 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     attn_dp = min(scn.dp, p.ep) if p.ep > 1 else 1
     seqs = math.ceil(inf.concurrency / attn_dp)
     kv_need = per_token * tokens_per_seq * seqs
+    state_seq = _ssm_state_per_seq_rank(model, inf.engine, inf.kv_cache, tp, pp)
+    kv_need += state_seq * seqs
+    if state_seq:
+        notes.append(f"kv_cache includes {model.num_ssm_layers} SSM layers' fixed state "
+                     f"({state_seq / 2**20:.1f} MiB per sequence, any length)")
     if inf.engine == "hf" and any(model.layer_windows):
         # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
         # Mistral, Gemma 3, gpt-oss); paged engines size every layer as full
-        L = model.num_layers
-        capped = sum(min(w, tokens_per_seq) if w else tokens_per_seq for w in model.layer_windows[:L])
-        kv_need = per_token * capped / L * seqs
+        L = model.num_attention_layers
+        capped = sum(min(w, tokens_per_seq) if w else tokens_per_seq for w in model.attention_windows[:L])
+        kv_need = per_token * capped / L * seqs + state_seq * seqs
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):
@@ -741,13 +765,16 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         budget = capacity * inf.gpu_memory_utilization
         pool = budget - weights - act - graphs - _overhead(scn, 0)
-        extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
+        per_seq = per_token * tokens_per_seq + state_seq
+        extra = dict(kv_pool_bytes=max(0, int(pool)),
+                     # a pure SSM model keeps no per-token cache: its pool holds whole sequences' states
+                     kv_tokens=max(0, int(pool // per_token)) if per_token else None,
                      # sequences one model copy can hold: each attention-DP rank holds its share
-                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
+                     max_concurrency=max(0, int(pool // per_seq)) * attn_dp)
         if model.is_mla and tp > 1:
             notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
                          "parallel)")
-        if not model.is_mla and tp > model.num_kv_heads:
+        if not model.is_mla and model.num_attention_layers and tp > model.num_kv_heads:
             notes.append(f"tp={tp} exceeds {model.num_kv_heads} KV heads: KV heads are replicated")
         notes.append(f"{inf.engine} reserves {_reserve_knob(inf)} of the GPU up front; the peak shown is what this "
                      "workload needs inside that reservation")
