@@ -711,14 +711,14 @@ def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int,
     columns and the recurrent state in the model dtype unless --mamba-ssm-cache-dtype says otherwise
     (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator / MambaStateDtypeCalculator,
     "auto" = the model's dtype); an fp8 KV format does not apply to it. transformers' cache keeps d_conv
-    columns in the model dtype and the recurrent state as the scan returns it: fp32 for Mamba-1
-    (mamba_selective_scan computes exp(dt·A) in fp32), the model dtype for Mamba-2 (cache_utils.py
-    LinearAttentionCacheLayerMixin, zeros_like of the scan's final state; modeling_mamba2.py
-    mamba2_chunk_scan). TP splits d_inner (vLLM shards the mixer); PP holds its share of the layers."""
+    columns in the model dtype and the recurrent state as the scan returns it (cache_utils.py: zeros_like of
+    the final state): fp32 for both Mamba-1 (mamba_selective_scan computes exp(dt·A) in fp32) and Mamba-2
+    (mamba2_chunk_scan upcasts x, B and C to fp32) (traced). TP splits d_inner (vLLM shards the mixer); PP
+    holds its share of the layers."""
     if model.ssm is None or not model.num_ssm_layers:
         return 0.0
     hf = engine == "hf"
-    state_b = 4.0 if (hf and model.ssm.variant == "mamba1") else 2.0
+    state_b = 4.0 if hf else 2.0
     per_seq = model.ssm_state_bytes_per_sequence(state_b, 2.0, conv_columns=model.ssm.d_conv if hf else None)
     return per_seq / tp * math.ceil(model.num_layers / pp) / model.num_layers
 
@@ -791,7 +791,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             extra["cpu_bytes"] = int(cpu_w)
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
-        act = seqs * inf.prompt_len * _prefill_bytes_per_token(model, tp)
+        act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
+                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
             # full length: the fp32 scores from bmm and the masked/softmaxed copy (2 x 4 bytes x heads x
@@ -808,6 +809,30 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        logits=seqs * model.vocab_size * 4, temporary=temp),
     }
     return phases, notes, extra
+
+
+def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> float:
+    """Bytes per token alive inside an SSM mixer during HF prefill (no_grad), with the residual (fp32) and
+    the norm output. Kernels (mamba_ssm selective_scan_fn / mamba_chunk_scan_combined): the in_proj output,
+    the conv output, x_proj's output and dt (Mamba-1) and the scan output; the state stays on chip.
+    transformers' torch path: Mamba-1 holds exp(dt·A), dt·B and dt·B·x in fp32 for every (channel, state)
+    at once (12·d·N) next to ~18·d of d-wide tensors; Mamba-2 keeps every intermediate of mamba2_chunk_scan
+    until it returns: L, C·Bᵀ and M per chunk and head in fp32 (12·H·Q), B, C and B·decay repeated to every
+    head in fp32 (12·H·N), ~28·d of fp32 d-wide tensors and the chunk states (~10·d·N/Q) (traced)."""
+    s = model.ssm
+    if s is None or not model.num_ssm_layers:
+        return 0.0
+    h, d, N, R, G, H, Q = model.hidden_size, s.d_inner / tp, s.d_state, s.dt_rank, s.n_groups, s.num_heads / tp, \
+        s.chunk_size
+    proj = 2 * d + 2 * G * N + H
+    if s.variant == "mamba1":
+        if kernels:
+            return 6 * h + 10 * d + 2 * (R + 2 * N)
+        return 8 * h + 18 * d + 12 * d * N + 2 * (R + 2 * N) + 4 * N
+    conv = d + 2 * G * N
+    if kernels:
+        return 6 * h + 2 * proj + 2 * conv + 2 * d
+    return 6 * h + 2 * proj + 2 * conv + 28 * d + 12 * H * N + 12 * H * Q + 10 * d * N / Q
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
