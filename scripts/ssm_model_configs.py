@@ -69,7 +69,8 @@ ADDED["ai21labs/Jamba-v0.1"] = (jamba(4096, 32, 32, 14336), hf("ai21labs/Jamba-v
 ADDED["ai21labs/AI21-Jamba-1.5-Mini"] = (jamba(4096, 32, 32, 14336), hf("ai21labs/AI21-Jamba-1.5-Mini"),
                                          "structural", "same architecture as Jamba-v0.1")
 ADDED["ai21labs/AI21-Jamba-1.5-Large"] = (jamba(8192, 72, 64, 24576), hf("ai21labs/AI21-Jamba-1.5-Large"),
-                                          "structural", "attention 1 layer in 8, MoE (16 experts, top-2) every other layer")
+                                          "structural",
+                                          "attention 1 layer in 8, MoE (16 experts, top-2) every other layer")
 
 
 def write(out: Path = OUT) -> list[dict[str, str]]:

@@ -331,8 +331,10 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
 # Bytes per token of one SSM layer's mixer saved for backward, 16-bit compute (b = 2), no autocast.
 # Symbols: d = d_inner, N = d_state, R = dt_rank, H = Mamba-2 heads, G = groups, Q = chunk length.
 #
-# Fused kernels (mamba_ssm v2.2.4 ops/selective_scan_interface.py MambaInnerFn with checkpoint_lvl=1, the
-# default; ops/triton/ssd_combined.py MambaSplitConv1dScanCombinedFn): the conv output and dt are
+# Fused kernels (state-spaces/mamba v2.2.4 @95d8aba, unchanged at e9594ce: ops/selective_scan_interface.py
+# MambaInnerFn with checkpoint_lvl=1, the default, and ops/triton/ssd_combined.py
+# MambaSplitConv1dScanCombinedFn; chunk states every 2048 tokens: csrc/selective_scan/selective_scan.cpp
+# n_chunks = ceil(seqlen / 2048)): the conv output and dt are
 # recomputed in backward; saved are the in_proj output (xz / zxbcdt), x_proj's output and contiguous
 # copies of B and C (Mamba-1), the scan output before the gate (Mamba-1) or before the gated norm (Mamba-2,
 # + fp32 rstd per group), and the scan's fp32 chunk states (Mamba-1: 2N per channel per 2048 tokens).

@@ -709,7 +709,8 @@ def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: i
 def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int, pp: int) -> float:
     """SSM state of one sequence on one rank (0 without SSM layers). vLLM keeps d_conv - 1 convolution
     columns and the recurrent state in the model dtype unless --mamba-ssm-cache-dtype says otherwise
-    (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator / MambaStateDtypeCalculator,
+    (vllm @2afe1e8 vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator /
+    MambaStateDtypeCalculator,
     "auto" = the model's dtype); an fp8 KV format does not apply to it. transformers' cache keeps d_conv
     columns in the model dtype and the recurrent state as the scan returns it (cache_utils.py: zeros_like of
     the final state): fp32 for both Mamba-1 (mamba_selective_scan computes exp(dt·A) in fp32) and Mamba-2
