@@ -162,15 +162,22 @@ SMALL = {
     "jamba": dict(hidden_size=256, num_hidden_layers=4, vocab_size=1000, intermediate_size=512,
                   num_attention_heads=8, num_key_value_heads=2, num_experts=4, attn_layer_period=4,
                   attn_layer_offset=2, expert_layer_period=2, expert_layer_offset=1),
+    # Nemotron-H: single blocks M (Mamba-2), * (attention), - (MLP)
+    "nemotron_h": dict(hidden_size=256, vocab_size=1000, num_attention_heads=8, num_key_value_heads=2, head_dim=32,
+                       intermediate_size=512, mamba_num_heads=8, mamba_head_dim=64, n_groups=2, ssm_state_size=32,
+                       chunk_size=64, hybrid_override_pattern="M-*-M-"),
 }
 VARIANTS = {"mamba": [{}, {"use_bias": True, "tie_word_embeddings": False, "time_step_rank": 8}],
             "falcon_mamba": [{}], "mamba2": [{}, {"n_groups": 1, "use_conv_bias": False}],
-            "jamba": [{}, {"num_experts": 1, "mamba_proj_bias": True}]}
+            "jamba": [{}, {"num_experts": 1, "mamba_proj_bias": True}],
+            "nemotron_h": [{}, {"hybrid_override_pattern": None, "layers_block_type": ["mamba", "mlp", "attention"],
+                                "mlp_bias": True, "tie_word_embeddings": True, "n_groups": 1}]}
 
 
 @pytest.mark.parametrize("mt,extra", [(mt, e) for mt, es in VARIANTS.items() for e in es])
 def test_counts_equal_transformers_meta(mt, extra):
     kw = {**SMALL["mamba" if mt == "falcon_mamba" else mt], **extra}
+    kw = {k: v for k, v in kw.items() if v is not None}
     cfg = transformers.AutoConfig.for_model(mt, **kw)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
@@ -178,7 +185,7 @@ def test_counts_equal_transformers_meta(mt, extra):
         sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("mt", ["mamba", "mamba2", "jamba"])
+@pytest.mark.parametrize("mt", ["mamba", "mamba2", "jamba", "nemotron_h"])
 def test_torch_path_training_within_5_percent_of_the_trace(mt, tmp_path):
     from gpuplan.trace import trace
     cfg = transformers.AutoConfig.for_model(mt, **SMALL[mt]).to_dict()
@@ -196,7 +203,7 @@ def test_torch_path_training_within_5_percent_of_the_trace(mt, tmp_path):
     assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
 
 
-@pytest.mark.parametrize("mt", ["mamba", "mamba2", "jamba"])
+@pytest.mark.parametrize("mt", ["mamba", "mamba2", "jamba", "nemotron_h"])
 def test_torch_path_inference_within_5_percent_of_the_trace(mt, tmp_path):
     from gpuplan.trace import trace
     cfg = transformers.AutoConfig.for_model(mt, **SMALL[mt]).to_dict()
@@ -213,3 +220,10 @@ def test_torch_path_inference_within_5_percent_of_the_trace(mt, tmp_path):
     peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
     assert abs(act) <= 0.05, f"{mt}: prefill activations {act:+.1%}"
     assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
+
+
+def test_nemotron_h_moe_blocks_are_refused_by_name():
+    cfg = {**SMALL["nemotron_h"], "model_type": "nemotron_h", "hybrid_override_pattern": "ME*"}
+    with pytest.raises(InputError) as err:
+        spec_from_config(cfg)
+    assert "mixture-of-experts" in str(err.value) and "'E'" in str(err.value)

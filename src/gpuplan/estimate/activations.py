@@ -392,8 +392,12 @@ def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivati
         shard += f_attn * att_shard
         score = f_attn * score_bytes(model, s)
     if model.intermediate_size:
+        # Jamba: an MLP with its own norm after every mixer; Nemotron-H: MLP-only blocks (their one norm is
+        # norm1 above)
+        f_mlp = model.layer_mixers.count("mlp") / L if "mlp" in model.layer_mixers else 1.0
+        own_norm = 0.0 if "mlp" in model.layer_mixers else _norm_bytes(model, s) * model.hidden_size
         moe_frac, i_eff = _mlp_mix(model)
-        rep += _norm_bytes(model, s) * model.hidden_size + moe_frac * moe_routing_bytes(model, s)
-        rep += base_input_bytes(model, s, "mlp_in", model.hidden_size)
-        shard += mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff)
+        rep += f_mlp * (own_norm + moe_frac * moe_routing_bytes(model, s)
+                        + base_input_bytes(model, s, "mlp_in", model.hidden_size))
+        shard += f_mlp * (mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff))
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)

@@ -120,8 +120,8 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     q_lora_rank: int = 0              # MLA query compression rank; 0 = uncompressed queries
     traits: Traits = field(default_factory=Traits)
-    # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention" or
-    # "mamba"); empty = every layer is attention
+    # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
+    # or "mlp" for Nemotron-H's MLP-only blocks); empty = every layer is attention
     ssm: SSMShape | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
@@ -409,6 +409,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                   expert_layer_offset=1, attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16,
                   mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto", mamba_conv_bias=True,
                   mamba_proj_bias=False, rms_norm_eps=1e-6),
+    "nemotron_h": dict(vocab_size=131072, hidden_size=4096, tie_word_embeddings=False, num_attention_heads=32,
+                       num_key_value_heads=8, head_dim=128, max_position_embeddings=4096, intermediate_size=21504,
+                       mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128,
+                       mamba_head_dim=64, n_groups=8, conv_kernel=4, chunk_size=128, use_conv_bias=True,
+                       use_bias=False, layer_norm_epsilon=1e-5),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }

@@ -1,4 +1,4 @@
-"""State-space (SSM) families and SSM/attention hybrids: Mamba, Falcon-Mamba, Mamba-2 and Jamba.
+"""State-space (SSM) families and SSM/attention hybrids: Mamba, Falcon-Mamba, Mamba-2, Jamba and Nemotron-H.
 
 Each builder reads a merged config (the family's transformers defaults overlaid by config.json, see
 spec._DEFAULTS) and returns the ModelSpec fields, like families.py. Shapes follow transformers 5.24
@@ -6,7 +6,8 @@ spec._DEFAULTS) and returns the ModelSpec fields, like families.py. Shapes follo
 `AutoModelForCausalLM.from_config` on the meta device (tests/test_models_ssm.py).
 
 A layer's token mixer is named per layer in `layer_mixers`: "attention" (keeps a KV cache) or "mamba"
-(keeps a fixed-size recurrent state and a short convolution window instead). `SSMShape` (spec.py) holds
+(keeps a fixed-size recurrent state and a short convolution window instead); Nemotron-H also has layers
+that are only an MLP ("mlp"), each block with its own norm. `SSMShape` (spec.py) holds
 the mixer's sizes that the estimators read: the inner width, state size, convolution width, dt rank
 (Mamba-1) or heads and groups (Mamba-2).
 """
@@ -168,4 +169,74 @@ def jamba(c: dict, where: str) -> dict[str, Any]:
                        traits=traits, ssm=ssm, mixers=mixers, a=a, kv=kv, d=hd, i=i, gated=True, **moe)
 
 
-BUILDERS = {"mamba": mamba, "falcon_mamba": mamba, "mamba2": mamba2, "jamba": jamba}
+_NEMOTRON_H_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "mamba": "mamba", "linear_attention": "mamba",
+                     "attention": "attention", "full_attention": "attention", "mlp": "mlp"}
+
+
+def _nemotron_h_layers(c: dict, where: str) -> tuple[str, ...]:
+    """Per-layer block kinds from layers_block_type / layer_types (names, legacy names remapped as
+    transformers' remap_legacy_layer_types does) or hybrid_override_pattern (M mamba, * attention, - MLP)."""
+    seq = c.get("layers_block_type") or c.get("layer_types") or c.get("hybrid_override_pattern")
+    if not seq:
+        raise InputError(f"model config {where}", "has neither hybrid_override_pattern nor layers_block_type, so "
+                         "its layer order is unknown.", "use the checkpoint's own config.json.")
+    kinds = []
+    for k in seq:
+        if k in ("E", "moe"):
+            raise InputError(f"model config {where}", "has mixture-of-experts blocks (pattern 'E' / 'moe': "
+                             "Nemotron-3 style latent MoE), which gpuplan does not model yet.",
+                             "use a dense Nemotron-H checkpoint (patterns of M, * and -).")
+        if k not in _NEMOTRON_H_KINDS:
+            raise InputError(f"model config {where}", f"layer kind {k!r} is not one of M, *, - (or mamba, attention, "
+                             "mlp).", "fix hybrid_override_pattern / layers_block_type in the config.json.")
+        kinds.append(_NEMOTRON_H_KINDS[k])
+    return tuple(kinds)
+
+
+def nemotron_h(c: dict, where: str) -> dict[str, Any]:
+    """Nemotron-H (modeling_nemotron_h.py): a list of single blocks, each one RMSNorm and one of a Mamba-2
+    mixer (d_inner = mamba_num_heads x mamba_head_dim), attention (q/k/v/o, no bias, no positions) or a
+    squared-ReLU up/down MLP. Mixture-of-experts blocks (Nemotron-3) are refused."""
+    h, v = _positive(c, "hidden_size", where), _positive(c, "vocab_size", where)
+    kinds = _nemotron_h_layers(c, where)
+    n = len(kinds)
+    n_m, n_a, n_f = kinds.count("mamba"), kinds.count("attention"), kinds.count("mlp")
+    a, kv = _positive(c, "num_attention_heads", where), c.get("num_key_value_heads") or c["num_attention_heads"]
+    hd = c.get("head_dim") or h // a
+    i = c.get("intermediate_size") or 0
+    heads, phd = _positive(c, "mamba_num_heads", where), _positive(c, "mamba_head_dim", where)
+    groups = c.get("mamba_n_groups") or c.get("n_groups") or 1
+    n_state = _positive(c, "ssm_state_size", where)
+    conv = c.get("mamba_d_conv") or c.get("conv_kernel") or 4
+    d = heads * phd
+    tie = False     # NemotronHForCausalLM declares no tied weights (_tied_weights_keys = {}): lm_head is its own
+    blocks: list[Block] = []
+    if n_m:
+        conv_bias = c["mamba_conv_bias"] if "mamba_conv_bias" in c else c.get("use_conv_bias", True)
+        blocks += _mamba2_mixer(h, d, n_state, conv, heads, groups, n_m, proj_bias=bool(c.get("use_bias")),
+                                conv_bias=bool(conv_bias))
+    if n_a:
+        blocks += [Block(name, "attn", fi * fo, n_a, (fi, fo)) for name, fi, fo in
+                   (("q_proj", h, a * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd), ("o_proj", a * hd, h))]
+    if n_f:
+        bias = bool(c.get("mlp_bias"))
+        blocks += [Block("mlp.up_proj", "mlp", h * i, n_f, (h, i)), Block("mlp.down_proj", "mlp", i * h, n_f, (i, h))]
+        if bias:
+            blocks.append(Block("mlp.bias", "bias", i + h, n_f))
+    blocks += [Block("norm", "norm", h, n), Block("norm_f", "norm", h, 1, None, 1.0, "model")] + _output(h, v, tie)
+    act = _t.activation(c.get("mlp_hidden_act") or "relu2", where)
+    # NemotronHRMSNorm multiplies the fp32 weight into the fp32 normalized value (weight.to(float32) * x) and
+    # casts afterwards: the whole norm runs in fp32 (saved-tensor listing: fp32 input and normalized value)
+    traits = Traits(norm_dtype="fp32", activation=act, mlp="plain", attention=_t.attention_kind(a, kv, False),
+                    position="rope", layer_norms=1, partial_rotary=0.0, rope_theta=None,
+                    mlp_bias=bool(c.get("mlp_bias")), norm_eps=c.get("layer_norm_epsilon"),
+                    dropout=Dropout(attention=_t.probability(c, "attention_dropout")))
+    ssm = SSMShape(variant="mamba2", d_inner=d, d_state=n_state, d_conv=conv, n_groups=groups, num_heads=heads,
+                   head_dim=phd, chunk_size=int(c.get("mamba_chunk_size") or c.get("chunk_size") or 128),
+                   residual_fp32=bool(c.get("residual_in_fp32", False)))
+    return _ssm_fields(h=h, n=n, v=v, tie=tie, max_position=c.get("max_position_embeddings") or 0, blocks=blocks,
+                       traits=traits, ssm=ssm, mixers=kinds, a=a if n_a else 0, kv=kv if n_a else 0,
+                       d=hd if n_a else 0, i=i if n_f else 0)
+
+
+BUILDERS = {"mamba": mamba, "falcon_mamba": mamba, "mamba2": mamba2, "jamba": jamba, "nemotron_h": nemotron_h}
