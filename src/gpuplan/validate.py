@@ -92,8 +92,9 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
         raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s context of {limit:,} tokens "
                          "(max_position_embeddings).", f"use at most {limit:,} tokens, or set {flag}: true if you "
                          f"extend the context yourself (e.g. YaRN RoPE scaling, factor {factor}).")
-    if model.position_encoding == "alibi":
-        return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token training context; ALiBi runs longer "
+    if model.position_encoding in ("alibi", "none"):
+        how = "ALiBi runs" if model.position_encoding == "alibi" else "without position encodings (SSM/hybrid) it runs"
+        return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token training context; {how} longer "
                 "without scaling, but quality past the trained length is not guaranteed."]
     own = f" on top of its own {model.rope_scaling}" if model.rope_scaling else ""
     return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token context ({flag}): this assumes RoPE "

@@ -70,7 +70,7 @@ def _dt_rank(value: Any, h: int, where: str, key: str) -> int:
 def _ssm_traits(c: dict, where: str, *, residual_fp32: bool) -> Traits:
     # one RMSNorm before each mixer; no positions (the recurrence orders tokens)
     return Traits(norm_dtype="fp32_upcast", activation=_t.activation(c.get("hidden_act") or "silu", where),
-                  mlp="plain", attention="mha", position="rope", layer_norms=1, partial_rotary=0.0,
+                  mlp="plain", attention="mha", position="none", layer_norms=1, partial_rotary=0.0,
                   rope_theta=None, norm_eps=c.get("layer_norm_epsilon"), dropout=Dropout())
 
 
@@ -160,7 +160,7 @@ def jamba(c: dict, where: str) -> dict[str, Any]:
     dense = tuple(li for li in range(n) if not (experts > 1 and li % ep == eo)) if moe_layers else ()
     act = _t.activation(c.get("hidden_act") or "silu", where)
     traits = Traits(norm_dtype="fp32_upcast", activation=act, mlp=_t.mlp_kind(True, act),
-                    attention=_t.attention_kind(a, kv, False), position="rope", partial_rotary=0.0, rope_theta=None,
+                    attention=_t.attention_kind(a, kv, False), position="none", partial_rotary=0.0, rope_theta=None,
                     moe_dense_layers=dense, norm_eps=c.get("rms_norm_eps"),
                     dropout=Dropout(attention=_t.probability(c, "attention_dropout")))
     ssm = SSMShape(variant="mamba1", d_inner=d, d_state=n_state, d_conv=conv, dt_rank=rank, inner_norms="weighted",
@@ -228,7 +228,7 @@ def nemotron_h(c: dict, where: str) -> dict[str, Any]:
     # NemotronHRMSNorm multiplies the fp32 weight into the fp32 normalized value (weight.to(float32) * x) and
     # casts afterwards: the whole norm runs in fp32 (saved-tensor listing: fp32 input and normalized value)
     traits = Traits(norm_dtype="fp32", activation=act, mlp="plain", attention=_t.attention_kind(a, kv, False),
-                    position="rope", layer_norms=1, partial_rotary=0.0, rope_theta=None,
+                    position="none", layer_norms=1, partial_rotary=0.0, rope_theta=None,
                     mlp_bias=bool(c.get("mlp_bias")), norm_eps=c.get("layer_norm_epsilon"),
                     dropout=Dropout(attention=_t.probability(c, "attention_dropout")))
     ssm = SSMShape(variant="mamba2", d_inner=d, d_state=n_state, d_conv=conv, n_groups=groups, num_heads=heads,
