@@ -227,3 +227,11 @@ def test_nemotron_h_moe_blocks_are_refused_by_name():
     with pytest.raises(InputError) as err:
         spec_from_config(cfg)
     assert "mixture-of-experts" in str(err.value) and "'E'" in str(err.value)
+
+
+def test_frameworks_without_mamba_layers_are_refused():
+    sc = _train("mamba-130m-hf")
+    sc["framework"] = "torchtitan"
+    with pytest.raises(InputError) as err:
+        estimate(sc)
+    assert "framework = torchtitan" in str(err.value) and "Mamba" in str(err.value)

@@ -133,6 +133,11 @@ def _ssm_rules(scn: Any, model: Any) -> list[str]:
     if ssm is None or not model.num_ssm_layers:
         return []
     p = scn.parallel
+    if scn.is_training and scn.framework in ("torchtitan", "torchtune", "litgpt"):
+        raise InputError(f"framework = {scn.framework}", f"has no Mamba layers, so it cannot train {model.name} "
+                         f"({model.num_ssm_layers} state-space layers).",
+                         "use framework hf (transformers + mamba_ssm kernels), deepspeed or megatron (Megatron-core's "
+                         "hybrid Mamba models).")
     if p.cp > 1:
         raise InputError(f"parallel.cp = {p.cp}", f"{model.name} has {model.num_ssm_layers} state-space (Mamba) "
                          "layers whose scan carries its state along the whole sequence; context parallelism for them "
