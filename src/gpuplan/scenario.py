@@ -221,6 +221,8 @@ class Train(_Strict):
         "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    ssm_kernels: bool = Field(True, description="state-space (Mamba) layers run mamba_ssm's fused kernels; false: "
+                              "transformers' torch path, which saves the per-step SSM state (far more memory)")
     compile_loss: bool | None = Field(None, description=(
         "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
         "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "
@@ -344,6 +346,8 @@ class Infer(_Strict):
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
+                              "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
                                     "launch files set it, at most vLLM's default (1024 on >= 70 GiB GPUs other "
                                     "than A100, else 256); under infer.load: that default", lo=1, hi=MAX_BATCH)

@@ -372,6 +372,8 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     elt_bytes += _fp8_cast_bytes(c)
+    # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
+    elt_bytes += 3.0 * ssm_scan_bytes(c.model, c.tokens) / tp * c.L_stage / max(c.model.num_layers, 1)
     t_dequant = 0.0
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
         passes = 2 + c.rc.linear_share
@@ -588,6 +590,21 @@ def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> Cal
     return Calibration(eng, getattr(P, "source", "speed parameters"), f"engines.{engine}")
 
 
+SSM_SCAN_TENSORS = 6
+"""16-bit d_inner-wide tensors one SSM layer moves per token in prefill: causal-conv1d reads x and writes
+it, the selective scan reads x, dt and z and writes y (mamba_ssm csrc/selective_scan, causal-conv1d);
+the state stays on chip. B and C (2·N per group) are small next to them."""
+
+
+def ssm_scan_bytes(model: ModelSpec, tokens: float) -> float:
+    """Bytes the SSM layers' conv + scan kernels move for `tokens` tokens (memory-bound elementwise work;
+    their FLOPs, ModelSpec.ssm_scan_flops_per_token, are small next to the projections)."""
+    if model.ssm is None:
+        return 0.0
+    s = model.ssm
+    return model.num_ssm_layers * tokens * 2.0 * (SSM_SCAN_TENSORS * s.d_inner + 2 * s.n_groups * s.d_state)
+
+
 def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any = None) -> float | None:
     """The KV pool (tokens, whole serving group) the memory engine computes for paged-KV engines
     (vLLM, SGLang, TensorRT-LLM): gpu_memory_utilization × usable − weights − profile-run
@@ -690,6 +707,19 @@ class _Serving:
             if self.spec.method == "draft":   # the draft model on the same GPUs and TP degree
                 dscn = scn.model_copy(update={"infer": inf.model_copy(update={"speculative": None})})
                 self._draft_sv = _Serving(dscn, draft_model(self.spec), gpu, P, float("inf"), network)
+        # SSM layers: a fixed state per sequence (read and written every decode step), which bounds the
+        # sequences that fit whatever their length (vLLM: one state slot per running request)
+        self.state_per_seq_gpu = model.ssm_state_bytes_per_sequence(2.0, 2.0) / self.tp / self.pp
+        self.seq_capacity = float("inf")
+        if self.state_per_seq_gpu:
+            lim = memory.limits.get("max_concurrency") if memory is not None else None
+            if lim is not None:
+                self.seq_capacity = float(lim)
+            elif kv_tok_gpu == 0:
+                usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
+                util = inf.gpu_memory_utilization if self.eng["memory_utilization_applies"] else 1.0
+                free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
+                self.seq_capacity = max(0.0, free / self.state_per_seq_gpu) * self.adp
 
     # ---- pieces --------------------------------------------------------------------------
     def _weights_rank(self) -> float:
@@ -759,7 +789,8 @@ class _Serving:
         m = self.model
         width = (m.hidden_size + _mlp_width_active(m)) / self.tp
         passes = self.P["elementwise_passes"] * FORWARD_SHARE
-        return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        t = passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
@@ -799,9 +830,12 @@ class _Serving:
         q = batch if query_rows is None else query_rows
         w = self._weights_read(q)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
+        # SSM layers read and write their fixed state once per token (selective_state_update), whatever
+        # the context: decode cost does not grow with length
+        kv += 2.0 * batch * self.state_per_seq_gpu
         t_mem = (w + self._dequant_bytes(q) + kv) / self.bw
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
-        ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
+        ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
         attn_flops = q * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
         comm = self._tp_comm(q) + self._ep_comm(q)
@@ -888,7 +922,10 @@ class _Serving:
         ctx_avg = P_len + O_len / 2.0
         conc_r = math.ceil(concurrency / self.adp)
         per_seq = P_len + self.eng["kv_reserve_output_fraction"] * O_len  # tokens held per sequence
-        kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) if per_seq > 0 else conc_r
+        kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) \
+            if per_seq > 0 and math.isfinite(self.kv_capacity_tokens) else conc_r
+        if math.isfinite(self.seq_capacity):      # SSM state slots
+            kv_limit = min(kv_limit, int(self.seq_capacity / self.adp))
         max_b = int(self.eng["max_batch"])
         batch = max(0, min(conc_r, kv_limit, max_b))
         limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
