@@ -11,9 +11,6 @@ from .pricing import hourly
 if TYPE_CHECKING:
     from .state import Search
 
-SCREEN_GAIN = 1.5
-
-
 def eta_max(params: Mapping[str, Any], table: str = "matmul") -> float:
     """The largest efficiency the speed model can assign (bounds must not exceed it)."""
     vals = []
@@ -122,17 +119,6 @@ def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str,
     best = sorted(s.tally.group_best.values())
     mine = s.tally.group_top.get(group, [])
     return (len(best) >= s.top and first >= best[s.top - 1]) or (len(mine) >= s.top and first >= mine[s.top - 1])
-
-
-def screened_out(s: Search, cands: list, method: str, group: tuple) -> bool:
-    """True when the plans found with the widest tensor-parallel split, improved by SCREEN_GAIN, still
-    could not reach the front or the top N (so the narrower splits are not tried)."""
-    best_c = min((c.cost_value for c in cands if c.cost_value is not None), default=None)
-    best_t = min((c.time_value for c in cands if c.time_value is not None), default=None)
-    if best_c is None or best_t is None:
-        return False
-    upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
-    return hopeless(s, best_c / SCREEN_GAIN, best_t / SCREEN_GAIN, upm_lb, method, group)
 
 
 def promising_first(s: Search, gpus: list) -> list:
