@@ -304,11 +304,11 @@ def _memory_bound(s: Search, job: Job, count: int, par: dict, opts: list, points
         if not keep:
             lb = min(points[o.framework][0] for o in out)
             gpu = job.gpu
-            text = memory_reason(int(lb), gpu.usable_memory_bytes, s.cons.min_headroom).replace(
-                "needs ", "needs at least ", 1)
-            s.tally.miss(gpu.id, 2, job.cap / lb, Rejection(f"{gpu.id} x{count} ({layout_text(par)})",
-                                                            text + " in model states alone", "memory", gpu.id,
-                                                            count))
+            text = (memory_reason(int(lb), gpu.usable_memory_bytes, s.cons.min_headroom)
+                    + " (at least: the model states alone, before activations, with every ZeRO stage and "
+                      "offload this layout's frameworks offer)")
+            s.tally.miss(gpu.id, 2, job.cap / lb, Rejection(f"{gpu.id} x{count} ({layout_text(par)})", text,
+                                                            "memory", gpu.id, count))
     return keep
 
 
