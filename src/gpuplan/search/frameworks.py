@@ -18,8 +18,11 @@ What each framework composes, from its own code and documentation:
   CPUOffloadPolicy) offloads parameters, gradients and optimizer states.
 * DeepSpeed AutoTP training (`"tensor_parallel": {"autotp_size": N}`, DeepSpeed >= 0.16.4,
   https://www.deepspeed.ai/tutorials/autotp-training): tensor parallel combined with ZeRO stage 0,
-  1 or 2; not ZeRO-3 (DeepSpeedExamples PR #1004: "AutoTP+ZeRO-3 not supported") and no pipeline
-  or context parallelism through that path. ZeRO-Offload moves the optimizer to the host.
+  1 or 2 (the tutorial), and with ZeRO-3 in DeepSpeed 0.19 (0.19.8 runtime/engine.py
+  `_configure_tensor_parallel_states`: "AutoTP + ZeRO stage 3 is supported for both inference and
+  training"; runtime/zero/stage3.py gathers AutoTP shards). No pipeline or context parallelism
+  through that path (HF Trainer + DeepSpeed). ZeRO-Offload moves the optimizer to the host;
+  parameter offload with AutoTP is not offered (not verified in DeepSpeed's sources here).
 
 Megatron-FSDP (`--use-megatron-fsdp`) is not searched: the generated Megatron launch file does not
 write it.
@@ -59,7 +62,7 @@ def rules(framework: str, par: Mapping[str, int], n_shard: int) -> Option | str:
         if pp > 1 or cp > 1:
             return f"DeepSpeed AutoTP has no pipeline or context parallelism (pp={pp}, cp={cp})"
         if tp > 1:
-            return Option("deepspeed", (0,) if single else (1, 2), ("none", "optimizer"))
+            return Option("deepspeed", (0,) if single else (1, 2, 3), ("none", "optimizer"))
         return Option("deepspeed", (0,) if single else (1, 2, 3), OFFLOADS_ALL)
     if framework == "hf":
         if _model_parallel(par):
