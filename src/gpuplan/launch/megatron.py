@@ -116,6 +116,9 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--expert-model-parallel-size", str(p.ep)]
     if p.zero >= 1 or p.offload == "optimizer":
         args.append("--use-distributed-optimizer")
+    if p.zero > 1:
+        notes.append(f"zero {p.zero}: Megatron's distributed optimizer shards optimizer state and master weights "
+                     "(ZeRO-1 layout); gradients and parameters stay replicated across dp")
     if p.offload == "optimizer":
         # core_v0.19.0: validate_args asserts --use-precision-aware-optimizer with --optimizer-cpu-offload
         # (the hybrid device optimizer reuses its code path), and OptimizerConfig asserts that flag runs
@@ -123,9 +126,6 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer"]
         notes.append("optimizer offload: Megatron's hybrid device optimizer steps the fp32 master weights and "
                      "Adam states on the CPU (--optimizer-cpu-offload; --optimizer-offload-fraction 1.0 default)")
-        if p.zero > 1:
-            notes.append(f"zero {p.zero}: Megatron's distributed optimizer shards optimizer state and master weights "
-                         "(ZeRO-1 layout); gradients and parameters stay replicated across dp")
     args += model_args(plan)
     args += ["--seq-length", str(t.seq_len), "--micro-batch-size", str(plan.micro_batch),
              "--global-batch-size", str(plan.global_batch)]
