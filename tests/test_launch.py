@@ -104,6 +104,10 @@ CASES = {
                         "parallel": {"tp": 4, "zero": 3}, "train": {"seq_len": 4096, "micro_batch": 2,
                                                                     "global_batch": 64, "recompute": "selective",
                                                                     "tokens": 1e10}}, None),
+    "train70b_mgoffload": ({"model": "llama-3.1-70b", "task": "train", "framework": "megatron",
+                            "hardware": {"gpu": "h100-sxm", "count": 32, "gpus_per_node": 8},
+                            "parallel": {"tp": 4, "pp": 4, "zero": 1, "offload": "optimizer"},
+                            "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 64, "tokens": 1e11}}, None),
     # llama.cpp: GGUF on a consumer card, q8_0 KV cache
     "gguf4090": ({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "rtx-4090", "count": 1},
                   "infer": {"weights": "gguf-q4_k_m", "kv_cache": "q8_0", "engine": "llama.cpp", "prompt_len": 4096,
@@ -117,7 +121,8 @@ SNAPSHOTS = [("train8b", "torchrun"), ("train8b", "hf"), ("train8b", "deepspeed"
              ("serve405b2n", "vllm"), ("serve405b2n", "sglang"), ("serve405b2n", "trtllm"),
              ("gguf4090", "llama.cpp"), ("serve8b", "llama.cpp_f16"), ("serve8b_nf4", "vllm"),
              ("serve_moe_dpep", "sglang"), ("train_qwen3", "megatron"), ("train_qwen25", "megatron"),
-             ("train70b_titan2d", "torchrun"), ("train70b_titan3d", "torchrun"), ("train8b_autotp", "deepspeed")]
+             ("train70b_titan2d", "torchrun"), ("train70b_titan3d", "torchrun"), ("train8b_autotp", "deepspeed"),
+             ("train70b_mgoffload", "megatron")]
 
 
 def scen(case, **updates):
