@@ -105,6 +105,18 @@ def pipeline_pruned(s: Search, gpu: Any, count: int, method: str, precision: str
     return hopeless(s, cost_lb, t_lb, upm_lb, method, (gpu.id, method))
 
 
+def candidate_hopeless(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len: int, pp: int,
+                       microbatches: int, vpp: int) -> bool:
+    """True when one candidate, a `pp`-stage pipeline running `microbatches` micro-batches per step,
+    is bounded below by a plan already found (the pipeline bound of `pipeline_pruned` at this
+    candidate's own micro-batch count; records nothing: the candidate is simply not timed)."""
+    b = lower_bounds(s, gpu, count, method, precision, seq_len)
+    if b is None:
+        return False
+    f = 1.0 + (pp - 1) / (vpp * max(1, microbatches)) if pp > 1 else 1.0
+    return hopeless(s, b[0] * f, b[1] * f, b[2] * f, method, (gpu.id, method))
+
+
 def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str, group: tuple) -> bool:
     """True when plans bounded below by these values are dominated on the cost/time front by a plan
     already found and cannot enter the top N (plan.ranked: the best plan of each group, then the

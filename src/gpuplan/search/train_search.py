@@ -16,7 +16,7 @@ from ..estimate.layout import grad_accum_steps
 from . import frameworks as F
 from . import space as S
 from . import grid as G
-from .bounds import pipeline_pruned, pruned
+from .bounds import candidate_hopeless, pipeline_pruned, pruned
 from .candidate import accept, fast, layout_text, performance, train_memory, values
 from .constraints import check_gpus, memory_reason
 from .plan import Cand, Rejection
@@ -437,6 +437,11 @@ def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tupl
 
 def time_train(s: Search, job: Job, lay: Layout, tech: dict) -> None:
     gpu, count, method, fw = job.gpu, lay.count, lay.method, tech["framework"]
+    vpp = int(s.space.base.get("_parallel_rest", {}).get("vpp", 1))
+    m = lay.global_batch // (lay.par["dp"] * tech["micro_batch"])
+    if candidate_hopeless(s, gpu, count, method, job.precision, job.seq_len, lay.par["pp"], m, vpp):
+        s.tally.bound_points += 1          # proven dominated before timing (bounds.py)
+        return
     par = {**lay.par, "zero": tech["zero"], "offload": tech["offload"]}
     section = _section(job, lay, tech["recompute"], tech["micro_batch"], tech["optimizer"])
     scn = fast(s, gpu, count, job.gpn, par, section, fw)
