@@ -8,6 +8,9 @@ environment and point this script at its checkout:
     git clone https://github.com/calculon-ai/calculon /tmp/calculon      # needs numpy and psutil
     PYTHONPATH=src python benchmarks/bench_vs_calculon.py --calculon /tmp/calculon [--calculon-seconds 60]
 
+Calculon's executions are run in-process, one at a time, with the options its README command uses
+(`-m`: stop growing the micro-batch once a size fails; fused activations).
+
 Without it the script prints gpuplan's side only and says that Calculon was skipped.
 
 What is counted, on each side:
@@ -77,7 +80,7 @@ def _import_calculon(path: str | None):
     return (calculon, Llm, OptimalExecution), None
 
 
-def calculon_side(path: str | None, seconds: float) -> tuple[float, int, float] | str:
+def calculon_side(path: str | None, seconds: float | None) -> tuple[float, int, float] | str:
     """(executions per second, executions, seconds) of Calculon's own search, or why it was skipped."""
     mods, why = _import_calculon(path)
     if mods is None:
@@ -105,7 +108,7 @@ def calculon_side(path: str | None, seconds: float) -> tuple[float, int, float] 
     execs, t0 = 0, time.perf_counter()
     for p in params:
         execs += OE.search(*p)[1]
-        if time.perf_counter() - t0 > seconds:
+        if seconds is not None and time.perf_counter() - t0 > seconds:
             break
     wall = time.perf_counter() - t0
     return execs / wall, execs, wall
@@ -114,7 +117,9 @@ def calculon_side(path: str | None, seconds: float) -> tuple[float, int, float] 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calculon", default=os.environ.get("CALCULON_DIR"), help="Calculon checkout (or CALCULON_DIR)")
-    ap.add_argument("--calculon-seconds", type=float, default=60.0)
+    ap.add_argument("--calculon-seconds", type=float, default=None,
+                    help="stop Calculon's search after this many seconds (default: its whole parameter list, "
+                         "~2.5 min on one core)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     ours = gpuplan_side(args.repeat)
