@@ -112,7 +112,21 @@ def test_plans_the_search_returns_launch_or_are_refused_cleanly(tmp_path):
             assert paths and all(p.exists() for p in paths)
         except UnsupportedError as e:
             assert not out.exists() and str(e)
+            # the search offers torchtitan and DeepSpeed AutoTP only where their launch files can be
+            # written (search/frameworks.model_reason)
+            assert fw not in ("torchtitan", "deepspeed"), (plan.summary, str(e))
     assert frameworks & {"torchtitan", "megatron"}
+
+
+def test_search_offers_torchtitan_only_for_architectures_it_registers():
+    from gpuplan.models import get_model
+    from gpuplan.search import frameworks as F
+    par = {"tp": 4, "pp": 1, "cp": 1, "ep": 1}
+    titan = lambda name: "torchtitan" in {o.framework for o in F.options(None, par, 8, get_model(name))[0]}
+    assert titan("llama-3.1-70b") and titan("qwen3-8b")
+    assert not titan("mistral-7b") and not titan("qwen2.5-7b")
+    opts, why = F.options(None, par, 8, get_model("qwen3-30b-a3b"))
+    assert "deepspeed" not in {o.framework for o in opts} and any("mixture-of-experts" in w for w in why)
 
 
 def test_megatron_optimizer_offload_flags_from_the_table():

@@ -56,7 +56,7 @@ def _brute_force(scn: dict, gpu: str) -> list[tuple[float, float, str]]:
             gb = batch_for(tr["global_batch"], par["dp"])
             if abs(gb - tr["global_batch"]) > BATCH_TOLERANCE * tr["global_batch"]:
                 continue
-            opts, _ = F.options(None, par, par["dp"] * par["cp"])
+            opts, _ = F.options(None, par, par["dp"] * par["cp"], model)
             for o, rec, mb in itertools.product(opts, RECOMPUTE, MICRO):
                 if gb % (mb * par["dp"]):
                     continue        # exact batch (pipelines included: any micro-batch, issue 17)

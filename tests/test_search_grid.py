@@ -119,7 +119,7 @@ def _independent_count(scn: dict, counts, micro) -> int:
                     continue
                 mbs = [m for m in micro if gb % (m * dp) == 0]
                 par = {"tp": tp, "pp": pp, "cp": 1, "ep": 1}
-                for o in F.options(None, par, dp)[0]:
+                for o in F.options(None, par, dp, model)[0]:
                     pairs = [(z, off) for z, off in itertools.product(o.zeros, o.offloads)
                              if not (off == "optimizer+params" and z < 3)]
                     n += len(pairs) * 3 * len(mbs)

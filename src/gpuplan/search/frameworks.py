@@ -80,9 +80,28 @@ def rules(framework: str, par: Mapping[str, int], n_shard: int) -> Option | str:
 AUTO_MODEL_PARALLEL = ("megatron", "torchtitan", "deepspeed")
 
 
-def options(named: str | None, par: Mapping[str, int], n_shard: int) -> tuple[list[Option], list[str]]:
+def model_reason(framework: str, par: Mapping[str, int], model) -> str | None:
+    """Why `framework` cannot run this model with a model-parallel layout, from what its launch files
+    can express (launch/torchtitan.py, launch/deepspeed.py): torchtitan builds only the
+    architectures it registers by name and flavor; transformers refuses its MoE weight conversions
+    under DeepSpeed tensor parallelism."""
+    if model is None:
+        return None
+    if framework == "torchtitan":
+        from ..launch.torchtitan import VERSION, flavor_for
+        if flavor_for(model) is None:
+            return (f"torchtitan {VERSION} builds only the architectures it registers; "
+                    f"{getattr(model, 'name', 'this model')} is not one of them")
+    if framework == "deepspeed" and par.get("tp", 1) > 1 and getattr(model, "num_experts", 0):
+        return "DeepSpeed AutoTP through transformers does not convert mixture-of-experts weights"
+    return None
+
+
+def options(named: str | None, par: Mapping[str, int], n_shard: int,
+            model=None) -> tuple[list[Option], list[str]]:
     """The framework options for a layout: the user's framework only when one is named, else the
-    default (HF) for data-parallel layouts and every framework that runs a model-parallel one.
+    default (HF) for data-parallel layouts and every framework that runs a model-parallel one (and,
+    given the model, can be launched for it: `model_reason`).
     Returns (options, reasons for the frameworks that cannot run it)."""
     if named is not None:
         r = rules(named, par, n_shard)
@@ -94,5 +113,7 @@ def options(named: str | None, par: Mapping[str, int], n_shard: int) -> tuple[li
     out, why = [], []
     for fw in AUTO_MODEL_PARALLEL:
         r = rules(fw, par, n_shard)
+        if isinstance(r, Option) and (m := model_reason(fw, par, model)):
+            r = m
         (out if isinstance(r, Option) else why).append(r)
     return out, why

@@ -94,7 +94,7 @@ def _layouts(s: Any, job: Any, method: str, counts: list[int]):
                 if not mbs:
                     continue
                 par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep}
-                opts, _ = F.options(named, par, dp * cp)
+                opts, _ = F.options(named, par, dp * cp, model)
                 if opts:
                     yield count, tp, pp, cp, ep, dp, gb, mbs, opts
 
