@@ -200,14 +200,16 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
         weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
-    if p.zero >= 3:
-        weights = weights / shard
-    if p.zero >= 2:
-        grads /= shard
-    if p.zero >= 1:
-        optim /= shard
-        optim_temp /= shard
-    return weights, grads, optim, optim_temp
+    d_w, d_g, d_o = zero_divisors(p.zero, shard)
+    return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def zero_divisors(zero, shard):
+    """(weights, gradients, optimizer states) divisors of ZeRO stage `zero` over `shard` ranks: stage 1
+    shards the optimizer states, 2 also the gradients, 3 also the weights (Rajbhandari et al. 2020 §5).
+    Plain arithmetic, so `zero` and `shard` may be numbers or numpy arrays (the search's batched
+    memory bound, search/grid.py, divides with this same function)."""
+    return 1 + (shard - 1) * (zero >= 3), 1 + (shard - 1) * (zero >= 2), 1 + (shard - 1) * (zero >= 1)
 
 
 def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],

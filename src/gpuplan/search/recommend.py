@@ -247,7 +247,9 @@ def _finish(s: Search, named_ids: set[str], elapsed: float,
     n_eval = t.memory_evaluations + t.speed_evaluations
     stats = {"seconds": round(elapsed, 4), "gpus_searched": t.gpus_done, "layouts": t.layouts,
              "memory_evaluations": t.memory_evaluations, "speed_evaluations": t.speed_evaluations,
-             "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None}
+             "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None,
+             "space_points": t.space_points, "points_decided_by_bound": t.bound_points,
+             "space_points_per_s": round(t.space_points / elapsed) if elapsed > 0 else None}
     return Recommendation(plans=plans, pareto=pareto, rejected=rejections(s, named_ids), objective=s.objective,
                           objective_weights=s.weights, constraints=s.cons, preset=s.preset, task=s.space.task,
                           cost_metric=cost_metric, time_metric=time_metric, assumptions=_assumptions(s), stats=stats,
