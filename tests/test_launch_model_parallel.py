@@ -138,3 +138,14 @@ def test_megatron_optimizer_offload_flags_from_the_table():
     sh = launch_files(scn, "megatron")["train_megatron.sh"]
     for flag in ("--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--use-distributed-optimizer"):
         assert flag in flags and flag in sh
+
+
+def test_megatron_tp_comm_overlap_reaches_the_command_line():
+    # the speed estimate hides TP collectives only when the run asks Transformer Engine for it
+    on = _scn(framework="megatron", par={"tp": 8, "zero": 1, "tp_comm_overlap": True})
+    off = _scn(framework="megatron", par={"tp": 8, "zero": 1})
+    text_on = "\n".join(launch_files(on, "megatron").values())
+    text_off = "\n".join(launch_files(off, "megatron").values())
+    assert "--tp-comm-overlap" in text_on and "--sequence-parallel" in text_on
+    assert "--tp-comm-overlap" not in text_off
+    assert "--tp-comm-overlap" in engine_flags("megatron")

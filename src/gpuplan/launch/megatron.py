@@ -110,6 +110,8 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--num-layers-per-virtual-pipeline-stage", str(plan.spec.num_layers // (p.pp * p.vpp))]
     if p.tp > 1 and p.sp:
         args.append("--sequence-parallel")
+        if p.tp_comm_overlap:   # Transformer Engine userbuffers; what the speed estimate assumed
+            args.append("--tp-comm-overlap")
     if p.cp > 1:
         args += ["--context-parallel-size", str(p.cp)]
     if p.ep > 1:
