@@ -40,9 +40,9 @@ def _flavors() -> tuple[dict, ...]:
 def flavor_for(spec) -> tuple[str, str] | None:
     """(model.name, model.flavor) of the torchtitan architecture with this ModelSpec's shape, or None."""
     for r in _flavors():
-        if (int(r["num_layers"]) == spec.num_layers and int(r["hidden_size"]) == spec.hidden_size
-                and int(r["num_heads"]) == spec.num_heads and int(r["num_kv_heads"]) == spec.num_kv_heads
-                and int(r["intermediate_size"]) == spec.intermediate_size and int(r["vocab_size"]) == spec.vocab_size
+        if (int(r["layers"]) == spec.num_layers and int(r["dim"]) == spec.hidden_size
+                and int(r["heads"]) == spec.num_heads and int(r["kv_heads"]) == spec.num_kv_heads
+                and int(r["ffn_dim"]) == spec.intermediate_size and int(r["vocab"]) == spec.vocab_size
                 and (r["qk_norm"] == "true") == (spec.traits.qk_norm != "none")
                 and (r["tie_embeddings"] == "true") == bool(spec.tie_embeddings) and not spec.num_experts):
             return r["name"], r["flavor"]
