@@ -15,7 +15,13 @@ DIST = {"yaml": "pyyaml"}
 LOCAL = {"gpuplan", "conftest"}
 # serving/training engines whose own argument parsers scripts/check_launch_with_engines.py runs where
 # they happen to be installed (docs/launch.md): multi-GB, GPU builds, never an extra of gpuplan
-ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron"}
+ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron",
+                                   # probes of that engine environment, each inside try/except with a stand-in:
+                                   # Megatron's unconditional triton import and Python 3.12's typing.override
+                                   "triton", "typing_extensions",
+                                   # the peer planner benchmarks/bench_vs_calculon.py compares against, run in a
+                                   # throw-away venv (docs/recommend.md), and the pandas it imports lazily
+                                   "calculon", "pandas"}
 
 
 def _toml():
