@@ -29,7 +29,9 @@ MAX_LIST = 64                      # entries in one list of a partial scenario
 
 Task = Literal["train", "finetune", "infer"]
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]
+# estimate/optim.py: states, temporaries and step cost of each (docs/optimizers.md)
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion", "muon", "galore", "soap", "paged-adamw",
+                    "paged-adamw-8bit"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
@@ -168,6 +170,9 @@ class Train(_Strict):
     master_weights: bool = True
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
+    galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
+    galore_update_gap: int = _num(200, "galore: steps between SVD refreshes of the projector (default 200)",
+                                  lo=1, hi=1_000_000)
     seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
@@ -204,6 +209,13 @@ class Train(_Strict):
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
     full_state_dict: bool = Field(False, description="FSDP loads/saves a full 16-bit state dict on each GPU")
     allow_longer_context: bool = _LONGER
+
+    @model_validator(mode="after")
+    def _optimizer_fits_method(self):
+        if self.optimizer == "galore" and self.method != "full":
+            raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
+                             "the adapters train (use method: full with galore, or adamw for LoRA)")
+        return self
 
 
 LengthName = Literal["fixed", "uniform", "normal", "lognormal", "chat", "summarization", "code"]

@@ -18,6 +18,7 @@ from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
                           math_path_attention)
 from .layout import RankParams, grad_accum_steps, rank_params, stages
+from . import optim as opt
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
@@ -72,13 +73,10 @@ class StateBytes:
     optim_temp: float      # foreach step temporary per parameter
 
 
-def _optimizer_state_bytes(optimizer: str, state_elem: float) -> float:
-    # AdamW: exp_avg + exp_avg_sq; 8-bit Adam: 1 byte each + block statistics (bitsandbytes, 2048-blocks)
-    return {"adamw": 2 * state_elem, "adamw-8bit": 2.0 + 8 / 2048, "sgd": state_elem, "lion": state_elem,
-            "adafactor": 0.0}[optimizer]
-
-
 def state_bytes(scn: Scenario) -> StateBytes:
+    """Per-parameter bytes. For the shape-dependent optimizers (Adafactor, Muon, GaLore, SOAP) `optim` holds
+    only the master copy and `optim_temp` nothing: their states and temporaries are counted per tensor in
+    `_model_states` (estimate/optim.py)."""
     t = scn.train
     assert t is not None
     low = 4 if t.precision == "fp32" else 2
@@ -94,9 +92,39 @@ def state_bytes(scn: Scenario) -> StateBytes:
     else:
         w, g, master = 4, 4, 0            # torch AMP / FSDP2 mixed precision: fp32 params and grads
     state_elem = 4 if (t.master_weights or t.precision == "fp32") else low
-    optim = master + _optimizer_state_bytes(t.optimizer, state_elem)
-    temp = 0.0 if (t.optimizer_impl == "fused" or t.optimizer in ("adamw-8bit", "adafactor")) else state_elem
+    if t.optimizer in opt.SHAPED:
+        return StateBytes(weight=w, grad=g, optim=master, optim_temp=0.0)
+    optim = master + opt.elementwise_state_bytes(t.optimizer, state_elem)
+    temp = 0.0 if (t.optimizer_impl == "fused" or t.optimizer in ("adamw-8bit", "paged-adamw-8bit",
+                                                                 "paged-adamw")) else state_elem
     return StateBytes(weight=w, grad=g, optim=optim, optim_temp=temp)
+
+
+def _state_elem(t) -> float:
+    return 4.0 if (t.master_weights or t.precision == "fp32") else 2.0
+
+
+def _shaped_states(ts: "_TrainSetup", tensors: list) -> tuple[float, float]:
+    """(state bytes, step temporary bytes) of a shape-dependent optimizer over `tensors` (estimate/optim.py)."""
+    t = ts.scn.train
+    se = _state_elem(t)
+    if ts.peft:     # peft's adapters are fp32 unless the trainer is pure 16-bit
+        se = 4.0 if (t.master_weights or t.precision == "fp32") else ts.low
+    states = opt.state_bytes(t.optimizer, tensors, se, t.galore_rank)
+    temp = opt.step_temporary_bytes(t.optimizer, tensors, se, fused=t.optimizer_impl == "fused",
+                                    params_fp32=se == 4.0, galore_rank=t.galore_rank)
+    return states, temp
+
+
+def rank_tensors(scn: Scenario, model: ModelSpec, stage: str) -> list:
+    """The trainable parameter tensors of one rank (full fine-tuning: the model's; LoRA: the adapters)."""
+    t, p = scn.train, scn.parallel
+    native_tp = scn.framework in ("megatron", "torchtitan")
+    if t.method in ("lora", "qlora"):
+        frac = math.ceil(model.num_layers / p.pp) / model.num_layers
+        return opt.adapter_tensors(model, t.lora_rank, _lora_targets(t.lora_targets), LORA_NAME_MAP, tp=p.tp,
+                                   layer_frac=frac)
+    return opt.param_tensors(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
 
 
 def _lora_targets(targets) -> frozenset[str]:
@@ -192,12 +220,19 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
                                         ts.fabric_bnb)
         weights = w_frozen + n_train * a_bytes
         grads = n_train * a_bytes
-        optim = n_train * _optimizer_state_bytes(t.optimizer, a_bytes)
-        optim_temp = n_train * (0 if t.optimizer_impl == "fused" else a_bytes)
+        if t.optimizer in opt.SHAPED:
+            optim, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
+        else:
+            optim = n_train * opt.elementwise_state_bytes(t.optimizer, a_bytes)
+            # bitsandbytes' paged kernels step in place; the older optimizers keep the foreach buffer
+            optim_temp = n_train * (0 if (t.optimizer_impl == "fused" or t.optimizer in opt.PAGED) else a_bytes)
     else:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
         weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
+        if t.optimizer in opt.SHAPED:
+            shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
+            optim += shaped
     if p.zero >= 3:
         weights = weights / shard
     if p.zero >= 2:
@@ -226,7 +261,7 @@ def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
             # the GPU holds only the all-gathered layers
             cpu += weights + grads
             weights, grads = 0.0, 0.0
-    if t.paged_optimizer and optim:
+    if (t.paged_optimizer or t.optimizer in opt.PAGED) and optim:
         # bitsandbytes paged states live in CUDA managed memory: outside PyTorch's allocator, and
         # evicted to host memory under pressure
         cpu += optim
