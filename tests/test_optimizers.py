@@ -158,3 +158,32 @@ def test_galore_refuses_lora():
     with pytest.raises(InputError) as err:
         _ft(optimizer="galore", method="lora")
     assert "galore" in str(err.value).lower()
+
+
+# ---- search and launch --------------------------------------------------------------------------------
+def test_recommend_searches_new_optimizers_and_never_hands_them_to_megatron():
+    from gpuplan.search.recommend import recommend
+    rec = recommend({"model": "llama-3.1-8b", "task": "finetune",
+                     "train": {"seq_len": 4096, "tokens": 1e9, "optimizer": ["muon", "galore"]}},
+                    gpus=["h100-sxm"], progress=False, top=10)
+    assert rec.plans
+    assert {p.scenario.train.optimizer for p in rec.plans} <= {"muon", "galore"}
+    assert all(p.scenario.framework != "megatron" for p in rec.plans)
+
+
+def _json_body(text):
+    import json
+    return json.loads(text[text.index("{"):])
+
+
+def test_hf_launch_writes_galore_and_paged_and_refuses_muon_clearly():
+    from gpuplan.errors import UnsupportedError
+    from gpuplan.launch import launch_files
+    args = _json_body(launch_files(_ft(optimizer="galore", galore_rank=256), "hf")["training_args.json"])
+    assert args["optim"] == "galore_adamw"
+    assert args["optim_args"] == "rank=256, update_proj_gap=200"
+    args = _json_body(launch_files(_ft(optimizer="paged-adamw-8bit"), "hf")["training_args.json"])
+    assert args["optim"] == "paged_adamw_8bit"
+    with pytest.raises(UnsupportedError) as err:
+        launch_files(_ft(optimizer="muon"), "hf")
+    assert "muon" in str(err.value).lower() and "optim" in str(err.value).lower()

@@ -71,6 +71,20 @@ def rules(framework: str, par: Mapping[str, int], n_shard: int) -> Option | str:
     return Option(framework, (0,) if single else (1, 2, 3), OFFLOADS_ALL)
 
 
+# optimizers each model-parallel framework's generated launch file can write (launch/megatron.py: Megatron's
+# --optimizer adam|sgd; launch/torchrun.py: one torch.optim class, AdamW, SGD or Adafactor). Muon, GaLore,
+# SOAP and the bitsandbytes optimizers run through HF Trainer (GaLore, paged) or the user's own loop.
+FRAMEWORK_OPTIMIZERS = {"megatron": ("adamw", "sgd"), "torchtitan": ("adamw", "sgd", "adafactor")}
+
+
+def optimizer_reason(framework: str | None, optimizer: str) -> str | None:
+    """Why `framework` cannot run `optimizer` in a plan the search returns, or None when it can."""
+    allowed = FRAMEWORK_OPTIMIZERS.get(framework or "")
+    if allowed is None or optimizer in allowed:
+        return None
+    return f"{framework} launch files write only {', '.join(allowed)} (not {optimizer})"
+
+
 # frameworks the search may pick for a model-parallel layout, in order of preference when two fit
 # equally (Megatron-LM is the reference for TP/PP; FSDP2+TP when the distributed optimizer does not
 # fit; DeepSpeed AutoTP last)
