@@ -16,7 +16,7 @@ from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
-                          math_path_attention)
+                          math_path_attention, unsloth_layer_bytes)
 from .layout import RankParams, grad_accum_steps, rank_params, stages
 from . import optim as opt
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
@@ -437,8 +437,20 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             working += per_layer
         else:
             saved += per_layer * model.num_moe_layers * ts.rp.stage_layers / model.num_layers * in_flight
+    if ts.scn.tool == "unsloth" and rplan.kind == "full" and ts.peft and unsloth_layer_bytes(model) is not None:
+        # Unsloth's fused LoRA autograd functions save less than HF + peft, and its MLP backward works in
+        # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
+        working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
+        notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
     cpu = 0.0
-    if t.activation_offload:
+    if t.activation_offload and rplan.kind == "full" and rplan.full_fraction >= 1.0:
+        # offloaded gradient checkpointing (Unsloth's "unsloth" mode, Axolotl's "offload", LLaMA-Factory's
+        # use_unsloth_gc): each layer's input goes to host memory in forward and comes back for its recompute;
+        # one checkpoint is in flight on the GPU
+        cpu += saved
+        saved = tokens * checkpoint * in_flight
+        notes.append("offloaded gradient checkpointing: layer inputs in host memory, one in flight on the GPU")
+    elif t.activation_offload:
         # saved activations stream to host memory; about two layers stay on the GPU (in flight)
         cpu += saved
         saved = min(saved, tokens * 2 * per_layer_token * in_flight)
@@ -588,6 +600,10 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
     Megatron's fused vocab-parallel cross-entropy keeps fp32 logits + 16-bit logits: 6 bytes."""
     t = scn.train
     assert t is not None
+    if t.loss == "cce":
+        # Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009; Unsloth's default): logits are computed
+        # blockwise in SRAM and recomputed in backward; only the per-token log-sum-exp (fp32) and loss remain
+        return 8.0
     if t.loss == "fused-linear":
         return 12.0 * vocab_per_rank / t.loss_chunks
     if t.loss == "chunked":
