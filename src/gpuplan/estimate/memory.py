@@ -443,10 +443,11 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
         working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
     cpu = 0.0
-    if t.activation_offload and rplan.kind == "full" and rplan.full_fraction >= 1.0:
-        # offloaded gradient checkpointing (Unsloth's "unsloth" mode, Axolotl's "offload", LLaMA-Factory's
-        # use_unsloth_gc): each layer's input goes to host memory in forward and comes back for its recompute;
-        # one checkpoint is in flight on the GPU
+    if t.activation_offload and ts.scn.tool is not None and rplan.kind == "full" and rplan.full_fraction >= 1.0:
+        # offloaded gradient checkpointing of the HF tools (Unsloth's "unsloth" mode, Axolotl's
+        # gradient_checkpointing: offload, LLaMA-Factory's use_unsloth_gc): each layer's input goes to host
+        # memory in forward and comes back for its recompute; one checkpoint is in flight on the GPU. (torchtune's
+        # OffloadActivations keeps its own rule below, validated on its published rows.)
         cpu += saved
         saved = tokens * checkpoint * in_flight
         notes.append("offloaded gradient checkpointing: layer inputs in host memory, one in flight on the GPU")
