@@ -45,8 +45,8 @@ Tool = Literal["unsloth", "trl", "axolotl", "llama-factory"]
 # * unsloth (unslothai/unsloth): FastLanguageModel.from_pretrained(load_in_4bit=True) loads the bitsandbytes NF4
 #   base; get_peft_model(r=16, all seven projections, use_gradient_checkpointing="unsloth") checkpoints every layer
 #   and moves the checkpoints to host memory; its loss is Apple's Cut Cross-Entropy (no full logits).
-# * trl: every TRL config subclasses BaseConfig, which turns gradient_checkpointing on
-#   (trl/trainer/base_config.py @6c22af6; use_liger_kernel stays False, packing and padding_free False).
+# * trl: every TRL config subclasses _BaseConfig, which turns gradient_checkpointing on
+#   (trl/trainer/base_config.py at v1.9.0, 35def3ee; use_liger_kernel stays False, packing and padding_free False).
 # * llama-factory: ModelArguments.disable_gradient_checkpointing = False, i.e. checkpointing on
 #   (src/llamafactory/hparams/model_args.py @cc22c04; use_unsloth_gc and enable_liger_kernel False).
 # * axolotl: gradient_checkpointing defaults to False (src/axolotl/utils/schemas/config.py); nothing changes.
