@@ -66,3 +66,14 @@ def test_offloaded_checkpoints_live_in_host_memory():
     # on the GPU: the recomputed layer's working set, and at most one checkpoint in flight
     act = phases["backward_end"]["activations"]
     assert 4096 * 147_592 <= act <= 4096 * (147_592 + 8192)
+
+
+def test_recommend_keeps_the_tools_choices_and_the_hf_stack():
+    from gpuplan.search.recommend import recommend
+    rec = recommend({"model": "llama-3.1-8b", "task": "finetune", "tool": "unsloth",
+                     "train": {"seq_len": 16384, "tokens": 1e8}}, gpus=["rtx-4090"], progress=False, top=5)
+    assert rec.plans
+    for p in rec.plans:
+        t = p.scenario.train
+        assert p.scenario.tool == "unsloth" and p.scenario.framework == "hf"
+        assert (t.method, t.recompute, t.loss, t.activation_offload) == ("qlora", "full", "cce", True)

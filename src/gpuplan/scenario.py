@@ -726,6 +726,7 @@ class PartialScenario(_Strict):
     train: Optional[PartialTrain] = None                # type: ignore[valid-type]
     infer: Optional[PartialInfer] = None                # type: ignore[valid-type]
     framework: Framework = "hf"
+    tool: Optional[Tool] = Scenario.model_fields["tool"]
     cost: Cost = Cost()
     constraints: Constraints | None = None
     objective: Optional[Objective] = Scenario.model_fields["objective"]

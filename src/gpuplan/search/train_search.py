@@ -224,6 +224,8 @@ def _framework_warning(s: Search, gpu: Any, framework: str) -> Any:
 def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
     """The framework options that run this layout on this GPU (misses recorded when none does)."""
     named = s.space.base.get("framework")
+    if named is None and s.space.base.get("tool"):
+        named = "hf"                    # a fine-tuning tool (Unsloth, TRL, ...) trains through HF transformers
     opts, why = F.options(named, par, par["dp"] * par["cp"])
     label = f"{gpu.id} x{count} ({layout_text(par)})"
     good = []
