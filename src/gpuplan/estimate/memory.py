@@ -442,6 +442,9 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
         # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
         working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
+        notes.append("Unsloth's published max-context rows need ~1.46x the per-token memory gpuplan counts here "
+                     "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
+                     "limits are optimistic")
     cpu = 0.0
     if t.activation_offload and ts.scn.tool is not None and rplan.kind == "full" and rplan.full_fraction >= 1.0:
         # offloaded gradient checkpointing of the HF tools (Unsloth's "unsloth" mode, Axolotl's
