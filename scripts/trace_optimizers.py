@@ -3,7 +3,7 @@
 
     PYTHONPATH=src python scripts/trace_optimizers.py [--write]
 
-Each case runs gpuplan's trace (transformers' Adafactor on a HF model built from its config, two iterations on
+Each case runs gpuplan's trace (transformers' Adafactor, or torch's Muon + AdamW, on a HF model built from its config, two iterations on
 fake tensors, docs/trace.md) and records the traced peak and phases. Without --write it prints them.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ CASES = {
     "smollm-135m full mw s512 recompute adafactor": {"optimizer": "adafactor", "seq_len": 512, "recompute": "full"},
     "smollm-135m full bf16 s512 recompute adafactor": {"optimizer": "adafactor", "seq_len": 512, "recompute": "full",
                                                        "master_weights": False},
+    "smollm-135m full mw s512 recompute muon": {"optimizer": "muon", "seq_len": 512, "recompute": "full"},
 }
 
 
