@@ -56,3 +56,10 @@ def test_whatif_bigger_group_and_longer_responses_cost_time():
     assert rows["group_size=4"]["step_time_change"] < 0
     longer = next(r for k, r in rows.items() if k.startswith("response length x2"))
     assert longer["step_time_change"] > 0
+
+
+def test_the_answer_does_not_depend_on_the_placement_the_scenario_starts_from():
+    # the two examples describe the same GRPO workload, one colocated (engine share 0.5), one split 4 + 4
+    a = recommend_rl(GRPO, steps=100)
+    b = recommend_rl("examples/grpo-7b-split.yaml", steps=100)
+    assert [(p.label, round(p.step_time_s, 6)) for p in a.plans] == [(p.label, round(p.step_time_s, 6)) for p in b.plans]

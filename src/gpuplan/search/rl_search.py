@@ -69,13 +69,18 @@ class RLRecommendation:
 
 
 def _candidates(scn: Scenario, allow_async: bool) -> list[dict[str, Any]]:
-    """RL-settings updates for every placement of the scenario's GPU count."""
+    """RL-settings updates for every placement of the scenario's GPU count. Colocated engines keep the
+    scenario's memory share when it is colocated, else the RL default (verl's 0.5)."""
+    from ..scenario import RL
     n = scn.hardware.count
     gpn = scn.hardware.gpus_per_node or n
+    rl = scn.train.rl
+    share = rl.gpu_memory_utilization if rl.placement == "colocated" else RL.model_fields["gpu_memory_utilization"].default
     out: list[dict[str, Any]] = []
     for tp in ROLLOUT_TPS:
         if tp <= min(n, gpn) and n % tp == 0:
-            out.append({"placement": "colocated", "rollout_gpus": None, "rollout_tp": tp, "async_steps": 0})
+            out.append({"placement": "colocated", "rollout_gpus": None, "rollout_tp": tp, "async_steps": 0,
+                        "gpu_memory_utilization": share})
     for r in range(1, n):
         for tp in ROLLOUT_TPS:
             if tp > min(r, gpn) or r % tp:
