@@ -82,6 +82,9 @@ def main() -> None:
     import added_model_configs  # configs added for issue 15 (their own sources)
     for r in added_model_configs.write(OUT):
         rows.append(dict(name=short_name(r["hf_id"]), **r))
+    import ssm_model_configs  # state-space and hybrid configs (Mamba, Mamba-2, Jamba)
+    for r in ssm_model_configs.write(OUT):
+        rows.append(dict(name=short_name(r["hf_id"]), **r))
     rows.sort(key=lambda r: r["name"])
     with open(OUT / "registry.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -7,6 +7,18 @@ a message when its package cannot be imported; nothing is started, only parsed.
   python scripts/check_launch_with_engines.py            # every engine that imports here
   MEGATRON_LM=/path/to/Megatron-LM python scripts/check_launch_with_engines.py
 
+Megatron-LM on a CPU-only machine (no pip install: a checkout at the pinned tag, e.g.
+`git archive core_v0.19.0 megatron | tar -x -C /tmp/megatron-core_v0.19.0`): its argument module
+imports megatron.core, whose MoE paged-stash module imports Triton kernels at the top level
+(megatron/core/transformer/moe/ops/paged_stash.py, the only unconditional triton import on that
+path), and megatron/training/models uses typing.override (Python >= 3.12). With
+`--cpu-shims` (or GPUPLAN_MEGATRON_CPU_SHIMS=1) that one module is replaced by a stand-in whose
+functions do nothing (the parser never calls them) and typing.override is taken from
+typing_extensions on Python 3.11; and validate_args' one device query (get_device_arch_version, which
+only picks between two warnings for tp/cp > 1) is answered with the compute capability major of the
+snapshots' GPU (H100: 9; --device-arch N). Nothing else of Megatron is changed; parse_args and
+validate_args run as shipped.
+
 Parsers used (their module paths move between releases; the ones below are the current ones):
   vLLM       vllm.entrypoints.openai.cli_args.make_arg_parser(FlexibleArgumentParser())
   SGLang     sglang.srt.server_args.prepare_server_args(argv)
@@ -57,8 +69,14 @@ def sglang_parse(argv):
     prepare_server_args(argv[3:])                     # after "python -m sglang.launch_server"
 
 
+CPU_SHIMS = {"on": False, "arch": 9}
+
+
 def megatron_parse(argv):
+    import megatron.training.arguments as margs
     from megatron.training.arguments import parse_args, validate_args
+    if CPU_SHIMS["on"]:
+        margs.get_device_arch_version = lambda: CPU_SHIMS["arch"]
     script = next(i for i, a in enumerate(argv) if a.endswith("pretrain_gpt.py"))
     nproc = int(argv[argv.index("--nproc-per-node") + 1])
     nnodes = int(argv[argv.index("--nnodes") + 1]) if "--nnodes" in argv else 1
@@ -72,9 +90,35 @@ CHECKS = {"vllm": ("serve.sh", "vllm serve", vllm_parse, "vllm.entrypoints.opena
           "megatron": ("train_megatron.sh", "torchrun", megatron_parse, "megatron.training.arguments")}
 
 
+def megatron_cpu_shims() -> None:
+    """See the module docstring: only what stands between a CPU-only Python 3.11 and the parser."""
+    import types
+    import typing
+    if not hasattr(typing, "override"):
+        import typing_extensions
+        typing.override = typing_extensions.override
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        name = "megatron.core.transformer.moe.ops.paged_stash"
+        stub = types.ModuleType(name)
+
+        def _attr(attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return lambda *a, **k: None
+        stub.__getattr__ = _attr
+        sys.modules[name] = stub
+
+
 def main() -> int:
     if os.environ.get("MEGATRON_LM"):
         sys.path.insert(0, os.environ["MEGATRON_LM"])
+    if "--cpu-shims" in sys.argv or os.environ.get("GPUPLAN_MEGATRON_CPU_SHIMS") == "1":
+        megatron_cpu_shims()
+        CPU_SHIMS["on"] = True
+        if "--device-arch" in sys.argv:
+            CPU_SHIMS["arch"] = int(sys.argv[sys.argv.index("--device-arch") + 1])
     failed = 0
     for engine, (fname, program, parse, module) in CHECKS.items():
         try:
@@ -86,12 +130,19 @@ def main() -> int:
             argv = command(text, program) if name == fname else None
             if not argv:
                 continue
+            # the script's own `export VAR=value` lines, as the shell would set them (Megatron's
+            # validate_args checks CUDA_DEVICE_MAX_CONNECTIONS)
+            saved = dict(os.environ)
+            os.environ.update(dict(re.findall(r"^export (\w+)=(\S+)", text, re.M)))
             try:
                 parse(argv)
                 print(f"ok   {engine}: {snap}/{name}")
             except (Exception, SystemExit) as e:        # argparse exits on an unknown flag
                 failed += 1
                 print(f"FAIL {engine}: {snap}/{name}: {e!r}")
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
     return 1 if failed else 0
 
 

@@ -23,15 +23,20 @@ GiB = 1024 ** 3
 def scenario(row: dict) -> dict:
     """The gpuplan scenario a row's stated settings describe."""
     dp = int(row["fsdp"])
+    zero = int(row["zero"]) if row.get("zero") else (3 if dp > 1 else 0)
+    train = {"precision": row["precision"], "seq_len": int(row["seq_len"]),
+             "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
+             "recompute": row["recompute"], "compile": row["compile"] == "true",
+             "compile_loss": row["compile_loss"] == "true"}
+    if row.get("recompute_layers"):
+        train["recompute_layers"] = int(row["recompute_layers"])
     return {
         "model": row["model"], "task": "train", "framework": row["framework"],
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
         "parallel": {"tp": int(row["tp"]), "pp": int(row["pp"]), "vpp": int(row["vpp"]), "cp": int(row["cp"]),
-                     "zero": 3 if dp > 1 else 0, "dp": dp},
-        "train": {"precision": row["precision"], "seq_len": int(row["seq_len"]),
-                  "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
-                  "recompute": row["recompute"], "compile": row["compile"] == "true",
-                  "compile_loss": row["compile_loss"] == "true"},
+                     "ep": int(row.get("ep") or 1), "zero": zero, "dp": dp,
+                     "tp_comm_overlap": row.get("tp_comm_overlap") == "true"},
+        "train": train,
     }
 
 
@@ -82,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     rows = []
     for path in sorted((ROOT / "validation" / "gathered").glob("*.csv")):
+        if path.stem == "serve-load":     # load tests: scripts/validate_serving_load.py
+            continue
         rows += score(path)
     print(f"{'id':6s} {'tokens/s/GPU pred':>18s} {'meas':>8s} {'err':>7s}   {'memory GiB pred':>15s} {'meas':>6s} {'err':>7s}")
     for r in rows:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from gpuplan.cli import OPTIONAL_COMMANDS, build_parser, main
+from gpuplan.cli import OPTIONAL_COMMANDS, OWN_COMMANDS, build_parser, main
 from gpuplan.cliargs import SCENARIO_FLAGS, scenario_flag_help
 
 
@@ -20,8 +20,9 @@ def _children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPar
 def _commands() -> dict[str, argparse.ArgumentParser]:
     """Every command's own parser: the core ones from the plain parser, each optional one from the parser
     built for it (placeholders are left out)."""
-    found = {name: p for name, p in _children(build_parser()).items() if name not in OPTIONAL_COMMANDS}
-    for name in OPTIONAL_COMMANDS:
+    lazy = {**OPTIONAL_COMMANDS, **OWN_COMMANDS}
+    found = {name: p for name, p in _children(build_parser()).items() if name not in lazy}
+    for name in lazy:
         found[name] = _children(build_parser(name))[name]
     return found
 

@@ -33,6 +33,7 @@ ANSWERED = {
     "doctor": (["doctor", "--gpu", "h100-sxm", "--count", "8", "--models", "qwen2.5-0.5b"], {0, 1}),
     "calibrate": (["calibrate"], {0, 1}),
     "measure": (["measure", *SMALL, "--task", "infer"], {0, 1}),
+    "explain": (["explain", *SMALL, "memory.weights"], {0}),
 }
 # one bad input per command (exit 2)
 BAD = {name: ([name, "--no-such-flag"]) for name in ANSWERED} | {
@@ -40,6 +41,7 @@ BAD = {name: ([name, "--no-such-flag"]) for name in ANSWERED} | {
     "compare-gpu": ["compare", "--model", "qwen2.5-0.5b", "--gpus", "h100-sxmm"],
     "whatif-file": ["whatif", "/no/such/file.yaml"],
     "unknown-command": ["estimat"],
+    "explain-quantity": ["explain", *SMALL, "memory.weigths"],
 }
 
 
@@ -61,8 +63,9 @@ def test_every_command_is_covered():
     parser = build_parser()
     commands = {n for a in parser._actions if hasattr(a, "choices") and a.choices for n in a.choices}
     assert set(OPTIONAL_COMMANDS) <= commands
-    # web is a server and prints no JSON; trace has its own test below (it needs torch)
-    assert commands - {"web", "trace"} == set(ANSWERED)
+    # web is a server and prints no JSON; trace has its own test below (it needs torch); completion prints a
+    # shell script
+    assert commands - {"web", "trace", "completion"} == set(ANSWERED)
 
 
 @pytest.mark.parametrize("name", sorted(ANSWERED))

@@ -87,6 +87,27 @@ CASES = {
     "train_qwen25": ({"model": "Qwen/Qwen2.5-7B", "task": "train", "hardware": {"gpu": "h100-sxm", "count": 8},
                       "parallel": {"tp": 2, "zero": 1}, "train": {"seq_len": 4096, "micro_batch": 1,
                                                                   "global_batch": 64, "tokens": 1e10}}, None),
+    # issue 17: the model-parallel plans the search returns on torchtitan (FSDP2 + TP, FSDP2 + TP + PP)
+    # and DeepSpeed (AutoTP with ZeRO-3)
+    "train70b_titan2d": ({"model": "llama-3.1-70b", "task": "train", "framework": "torchtitan",
+                          "hardware": {"gpu": "h100-sxm", "count": 64, "gpus_per_node": 8},
+                          "parallel": {"tp": 8, "zero": 3}, "train": {"seq_len": 8192, "micro_batch": 1,
+                                                                      "global_batch": 64, "recompute": "selective",
+                                                                      "tokens": 1e11}}, None),
+    "train70b_titan3d": ({"model": "llama-3.1-70b", "task": "train", "framework": "torchtitan",
+                          "hardware": {"gpu": "h100-sxm", "count": 64, "gpus_per_node": 8},
+                          "parallel": {"tp": 8, "pp": 4, "zero": 3}, "train": {"seq_len": 8192, "micro_batch": 1,
+                                                                               "global_batch": 64, "tokens": 1e11}},
+                         None),
+    "train8b_autotp": ({"model": "llama-3.1-8b", "task": "train", "framework": "deepspeed",
+                        "hardware": {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8},
+                        "parallel": {"tp": 4, "zero": 3}, "train": {"seq_len": 4096, "micro_batch": 2,
+                                                                    "global_batch": 64, "recompute": "selective",
+                                                                    "tokens": 1e10}}, None),
+    "train70b_mgoffload": ({"model": "llama-3.1-70b", "task": "train", "framework": "megatron",
+                            "hardware": {"gpu": "h100-sxm", "count": 32, "gpus_per_node": 8},
+                            "parallel": {"tp": 4, "pp": 4, "zero": 1, "offload": "optimizer"},
+                            "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 64, "tokens": 1e11}}, None),
     # llama.cpp: GGUF on a consumer card, q8_0 KV cache
     "gguf4090": ({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "rtx-4090", "count": 1},
                   "infer": {"weights": "gguf-q4_k_m", "kv_cache": "q8_0", "engine": "llama.cpp", "prompt_len": 4096,
@@ -99,7 +120,9 @@ SNAPSHOTS = [("train8b", "torchrun"), ("train8b", "hf"), ("train8b", "deepspeed"
              ("serve70b_awq", "vllm"), ("serve70b_awq", "sglang"), ("serve70b_awq", "trtllm"),
              ("serve405b2n", "vllm"), ("serve405b2n", "sglang"), ("serve405b2n", "trtllm"),
              ("gguf4090", "llama.cpp"), ("serve8b", "llama.cpp_f16"), ("serve8b_nf4", "vllm"),
-             ("serve_moe_dpep", "sglang"), ("train_qwen3", "megatron"), ("train_qwen25", "megatron")]
+             ("serve_moe_dpep", "sglang"), ("train_qwen3", "megatron"), ("train_qwen25", "megatron"),
+             ("train70b_titan2d", "torchrun"), ("train70b_titan3d", "torchrun"), ("train8b_autotp", "deepspeed"),
+             ("train70b_mgoffload", "megatron")]
 
 
 def scen(case, **updates):
@@ -447,7 +470,8 @@ def test_slurm_sbatch():
     ("serve8b", "megatron", {}, "megatron"),
     ("serve8b", "torchrun", {}, "vllm"),
     ("serve8b", "trtllm", {"hardware": {"gpu": "mi300x"}}, "vllm, sglang"),
-    ("train8b", "torchrun", {"parallel": {"tp": 2, "dp": 4}}, "megatron"),
+    # tp with DDP (zero 0): torchtitan refuses more than one parallel dimension under DDP
+    ("train8b", "torchrun", {"parallel": {"tp": 2, "dp": 4, "zero": 0}}, "megatron"),
     ("train8b", "hf", {"parallel": {"pp": 2, "dp": 4}}, "megatron"),
     ("train8b", "torchrun", {"train": {"method": "qlora"}}, "hf, deepspeed"),
     ("train8b", "megatron", {"train": {"method": "lora"}}, "hf"),

@@ -287,7 +287,7 @@ def test_deepspeed_precision_and_optimizer():
 @pytest.mark.parametrize("parallel,extra,needle", [({"zero": 0, "offload": "optimizer"}, {}, "ZeRO"),
                                                     ({"zero": 2, "offload": "optimizer"}, {"optimizer": "sgd"},
                                                      "adamw"),
-                                                    ({"zero": 3, "tp": 2}, {}, "megatron")])
+                                                    ({"zero": 1, "tp": 2, "pp": 2}, {}, "megatron")])
 def test_deepspeed_refusals(parallel, extra, needle):
     s = train(parallel=parallel, **extra)
     with pytest.raises(UnsupportedError) as err:
@@ -443,7 +443,7 @@ def test_megatron_resumes_from_its_checkpoints():
 @pytest.mark.parametrize("count,parallel,extra,needle", [
     (6, {"pp": 3, "zero": 0}, {"global_batch": 12}, "32 layers do not split evenly into 3"),
     (8, {"pp": 1, "vpp": 2}, {}, "vpp=2 with pp=1"),
-    (8, {"zero": 3, "offload": "optimizer"}, {}, "offload 'optimizer'"),
+    (8, {"zero": 3, "offload": "optimizer+params"}, {}, "offload 'optimizer+params'"),
     (8, {"zero": 1}, {"method": "lora"}, "method 'lora'"),
     (8, {"zero": 1}, {"optimizer": "adafactor"}, "optimizer 'adafactor'")])
 def test_megatron_refusals(count, parallel, extra, needle):

@@ -136,6 +136,26 @@ def test_fsdp2_toml_keys_are_torchtitan_keys(snap, text):
                 assert str(v) in f.choices, f"{s}.{k} = {v}"
 
 
+@pytest.mark.parametrize("snap,text", [(f[0], f[2]) for f in FILES if f[1] == "torchtitan.toml"])
+def test_torchtitan_job_file_keys_are_torchtitan_keys(snap, text):
+    # a job file torchtitan itself loads: every key, [model] included, is a JobConfig key of the
+    # pinned release, every choice one it accepts
+    keys = engine_flags("torchtitan")
+    data = tomllib.loads(text)
+    assert [f"{s}.{k}" for s, kv in data.items() for k in kv if f"{s}.{k}" not in keys] == []
+    for s, kv in data.items():
+        for k, v in kv.items():
+            f = keys[f"{s}.{k}"]
+            assert f.kind != "deprecated", f"{s}.{k}"
+            if f.kind == "choice":
+                assert str(v) in f.choices, f"{s}.{k} = {v}"
+
+
+def test_torchtitan_job_files_exist_among_the_snapshots():
+    assert {s for s, name, _ in FILES if name == "torchtitan.toml"} >= {"train70b_titan2d__torchrun",
+                                                                        "train70b_titan3d__torchrun"}
+
+
 def test_every_file_says_which_engine_version_it_was_written_for():
     for snap, name, text in FILES:
         if name in ("slurm.sbatch", "submit.sh"):

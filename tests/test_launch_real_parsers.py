@@ -10,6 +10,8 @@ tests/test_launch_facts.py, and scripts/check_launch_with_engines.sh runs their 
 they are installed."""
 from __future__ import annotations
 
+import re
+
 import json
 import shutil
 import subprocess
@@ -75,15 +77,26 @@ def test_deepspeed_config(snap, text, monkeypatch):
     pytest.importorskip("deepspeed")
     import deepspeed.runtime.config as dsc
     cfg = body(text)
-    dp = cfg["train_batch_size"] // (cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"])
+    if "tensor_parallel" in cfg:
+        # AutoTP: no train_batch_size (DeepSpeed would check it against the whole world, tp included,
+        # when HF passes no mpu); the header states micro x accumulation x dp = the global batch
+        m = re.search(r"global batch (\d+) x (\d+) x dp (\d+) = (\d+)", text)
+        assert m and int(m[1]) * int(m[2]) * int(m[3]) == int(m[4])
+        assert (int(m[1]), int(m[2])) == (cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"])
+        dp = int(m[3])
+    else:
+        dp = cfg["train_batch_size"] // (cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"])
 
     class DataParallelOnly:                 # DeepSpeed reads the data-parallel world size from an mpu
         def get_data_parallel_world_size(self):
             return dp
     monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
     ds = dsc.DeepSpeedConfig(cfg, mpu=DataParallelOnly())
-    assert ds.train_batch_size == cfg["train_batch_size"]
+    assert ds.train_batch_size == cfg.get("train_batch_size", ds.train_micro_batch_size_per_gpu
+                                          * ds.gradient_accumulation_steps * dp)
     assert ds.zero_optimization_stage == cfg["zero_optimization"]["stage"]
+    if "tensor_parallel" in cfg:
+        assert ds.tensor_parallel_config.autotp_size == cfg["tensor_parallel"]["autotp_size"] > 1
 
 
 @of("model_config.json")

@@ -11,10 +11,14 @@ from gpuplan.dtypes import weight_format
 from gpuplan.estimate.quant_kernels import dequant_extra_bytes, host_issue_per_linear
 
 
-def _tpot(weights: str, batch: int, gpu: str = "h100-sxm", model: str = "llama-3.1-8b") -> float:
-    scn = {"model": model, "task": "infer", "hardware": {"gpu": gpu, "count": 1},
-           "infer": {"engine": "hf", "weights": weights, "prompt_len": 64, "output_len": 64, "concurrency": batch}}
-    return api.estimate(scn).performance.tpot_s
+def _scn(weights: str, batch: int, gpu: str = "h100-sxm", model: str = "llama-3.1-8b", engine: str = "hf",
+         **hardware) -> dict:
+    return {"model": model, "task": "infer", "hardware": {"gpu": gpu, "count": 1, **hardware},
+            "infer": {"engine": engine, "weights": weights, "prompt_len": 64, "output_len": 64, "concurrency": batch}}
+
+
+def _tpot(weights: str, batch: int, gpu: str = "h100-sxm", model: str = "llama-3.1-8b", **hardware) -> float:
+    return api.estimate(_scn(weights, batch, gpu, model, **hardware)).performance.tpot_s
 
 
 def test_one_row_reads_packed_weights_more_rows_materialise_16_bit():
@@ -49,3 +53,50 @@ def test_vllm_nf4_batch1_is_not_host_bound():
     scn = lambda w: {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
                      "infer": {"engine": "vllm", "weights": w, "concurrency": 1}}
     assert api.estimate(scn("nf4")).performance.tpot_s < api.estimate(scn("bf16")).performance.tpot_s
+
+
+# ---- host CPU (hardware/hosts.py): eager decoding is as fast as the host issues kernels ----------------
+# PassMark single-thread ratings from hardware/data/host_cpus.csv: EPYC 9654 2,893 (the reference host),
+# Core i9-12900K 4,243 (the default host of GeForce cards)
+
+def test_desktop_host_issues_faster_by_its_single_thread_ratio():
+    server = _tpot("nf4", 1, gpu="rtx-4090", host_cpu="epyc-9654")
+    # on the reference host: 32 layers x 0.77 ms + 224 linears x 40 us, host-bound as on the H100
+    assert server == pytest.approx(32 * 7.7e-4 + 224 * 4.0e-5, rel=1e-6)
+    assert _tpot("nf4", 1, gpu="rtx-4090") == pytest.approx(server * 2893 / 4243, rel=1e-6)   # default: desktop
+    assert _tpot("nf4", 1, gpu="rtx-4090", host_single_thread_score=2 * 2893) == pytest.approx(server / 2, rel=1e-6)
+    # bitsandbytes' own RTX 4090 row (held out: no constant was read from it): 14.8 ms; the reference host
+    # alone would say 33.6 ms (+127 %)
+    assert abs(_tpot("nf4", 1, gpu="rtx-4090") / 0.0148 - 1) < 0.6
+
+
+def test_host_cpu_does_not_touch_engines_with_cuda_graphs():
+    base = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm")).performance
+    other = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm", host_cpu="epyc-9654")).performance
+    assert other.tpot_s == base.tpot_s
+    assert "host_cpu" not in base.details
+
+
+def test_host_bound_decode_says_so_and_names_the_host():
+    perf = api.estimate(_scn("nf4", 1, gpu="rtx-4090")).performance
+    assert perf.details["decode_bound"] == "host"
+    assert "Core i9-12900K" in perf.details["host_cpu"]
+    assert any("bound by the host CPU" in n for n in perf.notes)
+    gpu_bound = api.estimate(_scn("bf16", 32, gpu="rtx-4090")).performance
+    assert gpu_bound.details["decode_bound"] != "host"
+
+
+def test_unknown_host_cpu_is_named_with_close_matches():
+    from gpuplan.errors import GpuplanError
+    with pytest.raises(GpuplanError) as err:
+        api.estimate(_scn("nf4", 1, gpu="rtx-4090", host_cpu="core-i9-12900"))
+    text = str(err.value)
+    assert "hardware.host_cpu" in text and "core-i9-12900k" in text
+
+
+def test_host_catalog_rows_are_sourced():
+    from gpuplan.hardware.hosts import REFERENCE_HOST, list_host_cpus
+    hosts = list_host_cpus()
+    assert REFERENCE_HOST in {h.id for h in hosts}
+    for h in hosts:
+        assert h.source_url.startswith("https://") and h.retrieved and h.single_thread_score > 0

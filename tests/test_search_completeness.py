@@ -30,7 +30,8 @@ def test_frameworks_offer_what_they_support():
     by = {o.framework: o for o in opts}
     assert by["megatron"].zeros == (1,)                 # distributed optimizer: ZeRO-1 layout
     assert by["torchtitan"].zeros == (3,)               # FSDP2 + TP
-    assert 3 not in by["deepspeed"].zeros and 2 in by["deepspeed"].zeros   # AutoTP: ZeRO 0-2 only
+    assert by["deepspeed"].zeros == (1, 2, 3)           # AutoTP with ZeRO 1-3 (ZeRO-3 in DeepSpeed 0.19)
+    assert by["deepspeed"].offloads == ("none", "optimizer")
     opts, why = F.options(None, {"tp": 8, "pp": 4, "cp": 1, "ep": 1}, 16)
     assert {o.framework for o in opts} == {"megatron", "torchtitan"}
     assert any("DeepSpeed AutoTP" in w for w in why)

@@ -56,10 +56,10 @@ def _brute_force(scn: dict, gpu: str) -> list[tuple[float, float, str]]:
             gb = batch_for(tr["global_batch"], par["dp"])
             if abs(gb - tr["global_batch"]) > BATCH_TOLERANCE * tr["global_batch"]:
                 continue
-            opts, _ = F.options(None, par, par["dp"] * par["cp"])
+            opts, _ = F.options(None, par, par["dp"] * par["cp"], model)
             for o, rec, mb in itertools.product(opts, RECOMPUTE, MICRO):
-                if gb % (mb * par["dp"]) or (par["pp"] > 1 and mb != 1):
-                    continue        # exact batch; pipelines run micro-batch 1 (docs/recommend.md §1)
+                if gb % (mb * par["dp"]):
+                    continue        # exact batch (pipelines included: any micro-batch, issue 17)
                 for zero, off in itertools.product(o.zeros, o.offloads):
                     if off == "optimizer+params" and zero < 3:
                         continue

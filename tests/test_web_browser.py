@@ -228,6 +228,24 @@ def test_serving_plan_with_curve(page):
     _clean(page)
 
 
+def test_serving_under_load_charts(page):
+    # a request rate on the serving form draws the simulator's latency percentiles and goodput versus
+    # rate (8 sweep points from 10 % to 100 % of the capacity) and its percentile table
+    page.goto("/")
+    _ready(page)
+    page.fill("#model", "llama-3.1-8b")
+    _task(page, "infer")
+    page.select_option("#gpu", "h100-sxm")
+    page.fill("#load_rate", "5")
+    page.click("#run")
+    page.wait_for_selector("#load-latency-chart", timeout=120_000)
+    assert page.locator("#load-latency-chart circle").count() == 4 * 8
+    assert page.locator("#load-goodput-chart circle").count() >= 8
+    assert page.locator("#load-table tbody tr").count() == 4
+    page.wait_for_function("() => location.search.includes('load_rate=5')")
+    _clean(page)
+
+
 def test_recommendation(page):
     page.goto("/")
     _ready(page)

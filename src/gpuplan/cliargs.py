@@ -33,7 +33,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "framework": (None, "framework", str, None, None),
     "gpu": ("hardware", "gpu", str, None, None), "count": ("hardware", "count", int, 1, MAX_GPUS),
     "gpus_per_node": ("hardware", "gpus_per_node", int, 1, 1024), "network": ("hardware", "network", str, None, None),
-    "profile": ("hardware", "profile", str, None, None),
+    "profile": ("hardware", "profile", str, None, None), "host_cpu": ("hardware", "host_cpu", str, None, None),
     "dp": ("parallel", "dp", int, 1, MAX_GPUS), "tp": ("parallel", "tp", int, 1, 65536),
     "pp": ("parallel", "pp", int, 1, 65536), "cp": ("parallel", "cp", int, 1, 65536),
     "ep": ("parallel", "ep", int, 1, 65536), "vpp": ("parallel", "vpp", int, 1, 1024),
@@ -300,6 +300,19 @@ def arrival_spec(text: str) -> dict[str, Any]:
                      close_matches(kind, ["poisson", "server", "offline", "gamma", "closed", "trace"]))
 
 
+def disaggregation_spec(text: str) -> dict[str, int]:
+    """--disaggregate N:M -> {prefill_instances: N, decode_instances: M}."""
+    parts = text.split(":")
+    try:
+        n, m = (int(p) for p in parts)
+        if n < 1 or m < 1:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"--disaggregate {excerpt(text)}", "is not two whole numbers >= 1 joined by ':'.",
+                         "write N:M, e.g. --disaggregate 1:3 for one prefill and three decode instances.") from None
+    return {"prefill_instances": n, "decode_instances": m}
+
+
 def load_from_args(args: argparse.Namespace, current: dict[str, Any] | None) -> dict[str, Any] | None:
     """infer.load with the serve command's load flags applied (None: no load asked for)."""
     flags = {"rate_per_s": getattr(args, "rate", None), "requests": getattr(args, "requests", None),
@@ -309,6 +322,8 @@ def load_from_args(args: argparse.Namespace, current: dict[str, Any] | None) -> 
     given = {k: v for k, v in flags.items() if v is not None}
     if getattr(args, "arrival", None):
         given.update(arrival_spec(args.arrival))
+    if getattr(args, "disaggregate", None):
+        given["disaggregation"] = disaggregation_spec(args.disaggregate)
     if not given:
         return current
     out = {k: v for k, v in (current or {}).items() if v is not None}
@@ -441,8 +456,9 @@ def _shown_error(err: Exception) -> str:
 def _bad_input(command: str | None, as_json: bool, err: GpuplanError) -> int:
     if as_json:
         print(dumps(error_envelope(command, err)))
+    from .term import paint
     message = " ".join(err.message.split("\n"))
-    print(f"error: {message}", file=sys.stderr)
+    print(f"{paint('error:', 'bold red')} {message}", file=sys.stderr)     # red only on a colour terminal
     return BAD_INPUT
 
 

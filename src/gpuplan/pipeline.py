@@ -189,10 +189,12 @@ def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) ->
     return curve(r.scenario, r.model, r.gpu, concurrencies, params=r.speed_params, network=r.network, memory=mem)
 
 
-def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep: bool = False) -> dict[str, Any]:
+def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep: bool = False,
+                 progress: Any = None) -> dict[str, Any]:
     """Serving under load (the scenario's `infer.load`): latency percentiles, throughput, goodput,
     capacity and the highest rate meeting the SLO of one replica, simulated request by request on the
-    speed engine's step cost and the KV pool of `mem` (estimate/load, docs/serving-load.md)."""
+    speed engine's step cost and the KV pool of `mem` (estimate/load, docs/serving-load.md).
+    `progress(text)`, if given, is told each simulation run as it starts (the CLI's progress bar)."""
     from .errors import InputError
     from .estimate.load import serving_load as simulate_load
     from .estimate.speed import serving_model
@@ -218,11 +220,12 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
         notes.append(f"vLLM runs up to max_num_seqs={seqs} (its default here); the KV pool is sized for that "
                      "limit's start-up profile.")
     sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
-    out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep)
+    out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep,
+                        progress=progress)
     out["notes"] = notes + out["notes"]
-    replicas = max(1, scn.hardware.count // sv.group_gpus)
-    out["replicas"] = replicas
-    out["gpus_per_replica"] = sv.group_gpus
+    per = out["disaggregation"]["gpus"] if out.get("disaggregation") else sv.group_gpus
+    out["replicas"] = max(1, scn.hardware.count // per)
+    out["gpus_per_replica"] = per
     return out
 
 

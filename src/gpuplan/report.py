@@ -1,17 +1,29 @@
-"""Plain-text rendering shared by the CLI (and the web page's text export)."""
+"""Text rendering of results for the CLI: plain text, or rich tables when the CLI runs on a terminal
+(gpuplan.term decides; library callers always get the plain text)."""
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable, Sequence
 
+from . import term
 from .estimate.results import MEMORY_COMPONENTS
 from .units import GiB, fmt_bytes, fmt_count, fmt_seconds
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str | None = None) -> str:
+    """A table as text: on a terminal drawn by rich (fitted to its width, coloured where it helps, see
+    gpuplan.term); otherwise plain columns padded with spaces, the stable text that pipes, tests and
+    docs/guide.md read. The cells are the same either way."""
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     align = align or "l" + "r" * (len(headers) - 1)
+    if term.settings().styled:
+        return term.rich_table(cells[0], cells[1:], align)
+    return plain_table(cells, align)
+
+
+def plain_table(cells: list[list[str]], align: str) -> str:
+    """Header, a dashed rule, then the rows; each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     def fmt(r):
         return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
     sep = "  ".join("-" * w for w in widths)
@@ -32,11 +44,12 @@ def memory_report(mem, title: str = "") -> str:
     lines = [title] if title else []
     peak, cap = mem.peak_bytes_per_gpu, mem.capacity_bytes_per_gpu
     rows = []
+    width = term.bar_width(24)
     for k in MEMORY_COMPONENTS:
         v = mem.components.get(k, 0)
         if v:
-            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, 24)))
-    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, 24)))
+            rows.append((k, fmt_bytes(v), f"{100 * v / peak:5.1f} %", bar(v / cap if cap else 0, width)))
+    rows.append(("peak per GPU", fmt_bytes(peak), "100.0 %", bar(peak / cap if cap else 0, width)))
     lines.append(table(rows, ["component", "bytes", "share", "of capacity"], "lrrl"))
     verdict = "fits" if mem.fits else "does NOT fit"
     lines.append(f"\nPeak {fmt_bytes(peak)} at {mem.phase}; capacity {fmt_bytes(cap)}: {verdict} "
@@ -173,7 +186,23 @@ def load_report(load: dict) -> str:
                  f"TPOT <= {fmt_seconds(slo['tpot_s'])}" if slo.get("tpot_s") else ""]
         out.append(f"SLO ({' and '.join(p for p in parts if p)} per request; p{slo['percentile']:g} for the rate "
                    f"search): goodput {rate(load.get('goodput_requests_per_s'))}")
-    if load.get("overloaded"):
+    dg = load.get("disaggregation")
+    if dg:
+        col = dg["colocated"]
+        out.append(f"disaggregated: {dg['prefill_instances']} prefill + {dg['decode_instances']} decode instance(s), "
+                   f"{dg['gpus']} GPUs; KV transfer over {dg['link']} {fmt_seconds(dg['kv_transfer_s']['mean'])} "
+                   "on average")
+        out.append(table([(name, *(fmt_seconds((src.get(key) or {}).get(p)) for p in ("mean", "p50", "p99")))
+                          for name, src, key in (("TTFT disaggregated", load, "ttft_s"),
+                                                 (f"TTFT colocated x{col['replicas']}", col, "ttft_s"),
+                                                 ("TPOT disaggregated", load, "tpot_s"),
+                                                 (f"TPOT colocated x{col['replicas']}", col, "tpot_s"))],
+                         ["same GPUs", "mean", "p50", "p99"]))
+        out.append(f"colocated: {rate(col.get('requests_per_s'))} requests, goodput "
+                   f"{rate(col.get('goodput_requests_per_s'))}" + (", OVERLOADED" if col.get("overloaded") else ""))
+    if load.get("overloaded") and dg:
+        out.append("OVERLOADED: the disaggregated system's queue grows without bound at this rate.")
+    elif load.get("overloaded"):
         out.append(f"OVERLOADED: the queue grows without bound above {rate(load.get('capacity_per_s'))}.")
     if load.get("capacity_per_s") is not None:
         out.append(f"capacity (highest rate with a bounded queue): {rate(load['capacity_per_s'])} per replica")

@@ -106,6 +106,20 @@ def _not_blank(v: Any) -> Any:
 
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 Network = Annotated[str, Field(max_length=64), AfterValidator(_known_network)]
+
+
+def _known_host(v: str | None) -> str | None:
+    if v is None:
+        return None
+    from .errors import UnknownNameError
+    from .hardware.hosts import get_host_cpu
+    try:
+        return get_host_cpu(v).id
+    except UnknownNameError as err:
+        raise UnknownNameError(f"hardware.host_cpu {excerpt(v)}", err.why, err.fix, err.matches) from None
+
+
+HostCpuName = Annotated[str, Field(max_length=64), AfterValidator(_known_host)]
 PathText = Annotated[str, Field(max_length=4096)]
 Format = Annotated[str, Field(min_length=1, max_length=64)]
 ModelRef = Annotated[Union[Annotated[str, Field(max_length=4096)], dict[str, Any]], AfterValidator(_not_blank)]
@@ -118,6 +132,11 @@ class Hardware(_Strict):
     network: Optional[Network] = Field(None, description="inter-node network id, e.g. ib-ndr-400 (networks.csv)")
     profile: Optional[PathText] = Field(None, description="hardware profile JSON from `gpuplan calibrate` (measured "
                                         "GEMM, bandwidth and NCCL rates replace datasheet x default efficiency)")
+    host_cpu: Optional[HostCpuName] = Field(None, description="host CPU id (hardware/data/host_cpus.csv, docs/data.md): how fast "
+                                            "an eager loop (HF transformers) issues kernels; default: the usual host of "
+                                            "the GPU's segment (desktop for GeForce, server for data-centre cards)")
+    host_single_thread_score: float | None = _num(None, "your host CPU's PassMark single-thread rating, for a CPU "
+                                                  "not in host_cpus.csv (overrides host_cpu)", lo=100, hi=20_000)
 
 
 class Parallel(_Strict):
@@ -128,6 +147,9 @@ class Parallel(_Strict):
     ep: int = _num(1, "expert-parallel size (mixture-of-experts models only)", lo=1, hi=MAX_GPUS)
     vpp: int = _num(1, "virtual pipeline chunks per rank (interleaved 1F1B)", lo=1, hi=1024)
     sp: bool = Field(True, description="sequence parallel with TP (Megatron-style)")
+    tp_comm_overlap: bool = Field(False, description="Megatron/Transformer Engine --tp-comm-overlap (userbuffers): "
+                                  "with sequence parallel, TP all-gathers and reduce-scatters are split into tp "
+                                  "chunks pipelined with the GEMMs (NeMo/Megatron-Bridge recipes turn it on)")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
 
@@ -204,6 +226,10 @@ class Train(_Strict):
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
     attention: Attention = "flash"
+    attention_kernel: Literal["auto", "fa2", "cudnn", "fa3"] = Field(
+        "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
+        "(Megatron/NeMo: cuDNN via Transformer Engine on Hopper+; PyTorch SDPA stacks: FlashAttention-2); "
+        "fa3 when flash-attn 3 is installed (docs/speed.md)")
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
     lora_targets: LoraTargets = "all-linear"
@@ -218,6 +244,8 @@ class Train(_Strict):
         "(Apple Cut Cross-Entropy, Unsloth's default: logits recomputed blockwise, only a per-token log-sum-exp kept)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
+    ssm_kernels: bool = Field(True, description="state-space (Mamba) layers run mamba_ssm's fused kernels; false: "
+                              "transformers' torch path, which saves the per-step SSM state (far more memory)")
     compile_loss: bool | None = Field(None, description=(
         "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
         "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "
@@ -265,6 +293,13 @@ class Lengths(_Strict):
         return self
 
 
+class Disaggregation(_Strict):
+    """Prefill/decode disaggregation: prompts run on prefill instances, their KV moves over the link to
+    decode instances that generate the rest (each instance is the plan's tp x pp GPUs)."""
+    prefill_instances: int = _num(1, "instances that only run prompts", lo=1, hi=4096)
+    decode_instances: int = _num(1, "instances that only decode", lo=1, hi=4096)
+
+
 class Load(_Strict):
     """Serving under load: a request-level simulation of the engine's scheduler (docs/serving-load.md)."""
     rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma)", lo=0, hi=1e6, open_lo=True,
@@ -285,6 +320,8 @@ class Load(_Strict):
     slo_tpot_s: float | None = _num(None, "time-per-output-token objective", lo=0, hi=3600, open_lo=True, unit="s")
     slo_percentile: float = _num(99.0, "percentile the objectives hold at", lo=0, hi=100, open_lo=True)
     seed: int = _num(0, "random seed (the same seed gives the same answer)", lo=0, hi=2**63 - 1)
+    disaggregation: Disaggregation | None = Field(None, description="prefill/decode disaggregation: "
+                                                  "{prefill_instances: N, decode_instances: M}")
 
     @model_validator(mode="after")
     def _needs(self):
@@ -301,6 +338,33 @@ class Load(_Strict):
         return self
 
 
+SpecMethod = Literal["draft", "ngram", "eagle", "mtp"]
+
+
+class Speculative(_Strict):
+    """Speculative decoding (docs/serving-load.md, *Speculative decoding*): a drafter proposes
+    `num_tokens` tokens per step, the target verifies them in one forward pass."""
+    method: SpecMethod = Field("eagle", description="draft (a smaller model, draft_model) | ngram (prompt lookup, "
+                               "no GPU drafter) | eagle (EAGLE head: one decoder layer on the target's features) "
+                               "| mtp (the checkpoint's multi-token-prediction layer, DeepSeek-V3 style)")
+    draft_model: Optional[Name] = Field(None, description="method draft: registry name, HF repo id or config.json "
+                                        "of the draft model")
+    num_tokens: int = _num(3, "tokens proposed per step (vLLM num_speculative_tokens)", lo=1, hi=16)
+    acceptance_rate: float | None = _num(None, "probability that each proposed token is accepted (default: the "
+                                         "method's cited default; ngram has none)", lo=0, hi=1, open_hi=True)
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("method draft needs draft_model, e.g. {method: draft, draft_model: llama-3.2-1b}")
+        if self.method != "draft" and self.draft_model:
+            raise ValueError(f"draft_model is only read by method draft (this is {self.method})")
+        if self.method == "ngram" and self.acceptance_rate is None:
+            raise ValueError("method ngram needs acceptance_rate: prompt lookup accepts as much as the output copies "
+                             "the prompt, so no default fits (e.g. 0.3 for chat, higher for summarisation / code edits)")
+        return self
+
+
 class Infer(_Strict):
     weights: Format = "bf16"
     kv_cache: Format = "bf16"
@@ -312,6 +376,8 @@ class Infer(_Strict):
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
+                              "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
                                     "launch files set it, at most vLLM's default (1024 on >= 70 GiB GPUs other "
                                     "than A100, else 256); under infer.load: that default", lo=1, hi=MAX_BATCH)
@@ -321,6 +387,8 @@ class Infer(_Strict):
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
+    speculative: Speculative | None = Field(None, description="speculative decoding: method, tokens per step, "
+                                            "acceptance rate")
 
 
 Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]

@@ -92,8 +92,9 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
         raise InputError(f"{what} = {tokens:,}", f"is longer than {model.name}'s context of {limit:,} tokens "
                          "(max_position_embeddings).", f"use at most {limit:,} tokens, or set {flag}: true if you "
                          f"extend the context yourself (e.g. YaRN RoPE scaling, factor {factor}).")
-    if model.position_encoding == "alibi":
-        return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token training context; ALiBi runs longer "
+    if model.position_encoding in ("alibi", "none"):
+        how = "ALiBi runs" if model.position_encoding == "alibi" else "without position encodings (SSM/hybrid) it runs"
+        return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token training context; {how} longer "
                 "without scaling, but quality past the trained length is not guaranteed."]
     own = f" on top of its own {model.rope_scaling}" if model.rope_scaling else ""
     return [f"{tokens:,} tokens is past {model.name}'s {limit:,}-token context ({flag}): this assumes RoPE "
@@ -125,9 +126,38 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
     return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
 
 
+def _ssm_rules(scn: Any, model: Any) -> list[str]:
+    """State-space layers: tensor parallelism splits the mixer by heads (Mamba-2) or channels (Mamba-1), as
+    vLLM's and Megatron's mixers do; context parallelism has no counterpart for the sequential scan here."""
+    ssm = getattr(model, "ssm", None)
+    if ssm is None or not model.num_ssm_layers:
+        return []
+    p = scn.parallel
+    if scn.is_training and scn.framework in ("torchtitan", "torchtune", "litgpt"):
+        raise InputError(f"framework = {scn.framework}", f"has no Mamba layers, so it cannot train {model.name} "
+                         f"({model.num_ssm_layers} state-space layers).",
+                         "use framework hf (transformers + mamba_ssm kernels), deepspeed or megatron (Megatron-core's "
+                         "hybrid Mamba models).")
+    if p.cp > 1:
+        raise InputError(f"parallel.cp = {p.cp}", f"{model.name} has {model.num_ssm_layers} state-space (Mamba) "
+                         "layers whose scan carries its state along the whole sequence; context parallelism for them "
+                         "is not modelled.", "set cp: 1 (use tp, pp or recompute for long sequences).")
+    units, what = (ssm.num_heads, "SSM heads") if ssm.variant == "mamba2" else (ssm.d_inner, "SSM channels (d_inner)")
+    if units % p.tp:
+        raise InputError(f"parallel.tp = {p.tp}", f"does not divide {model.name}'s {units} {what}; the mixer is split "
+                         "across tensor-parallel ranks by whole heads or channels.",
+                         f"use a tp that divides {units}: {_divisors(units, p.tp * 2)}.")
+    notes = []
+    if scn.is_training and scn.train.method in ("lora", "qlora"):
+        notes.append("LoRA on SSM layers: adapters on in_proj/x_proj/dt_proj/out_proj are counted; the mixer's "
+                     "saved activations are those of full fine-tuning (adapter inputs not modelled)")
+    return notes
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
+    notes += _ssm_rules(scn, model)
     notes += _context_rules(scn, model)
     return tuple(notes)

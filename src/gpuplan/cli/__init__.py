@@ -32,25 +32,55 @@ OPTIONAL_COMMANDS: dict[str, tuple[str, str, str]] = {
     "web": ("gpuplan.web.cli", "add_parser", "serve the web page and HTTP API"),
 }
 
+# commands of this package beside catalog/plan (their modules are imported only when they run)
+OWN_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "explain": ("gpuplan.cli.explain", "add_parser", "walk through one number of a scenario: formula, inputs, "
+                                                     "sources, error bar"),
+    "completion": ("gpuplan.cli.completion", "add_parser", "print a shell completion script (bash, zsh, fish)"),
+}
+
+QUIET_FLAGS = ("-q", "--quiet")
+NO_COLOR_FLAG = "--no-color"
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from . import catalog, plan
     p = Parser(prog="gpuplan", description="Plan LLM hardware: memory, speed, cost, and what to choose.")
     p.add_argument("--version", action="version", version=f"gpuplan {__version__}")
+    p.add_argument(*QUIET_FLAGS, dest="_quiet", action="store_true", help="print only results and errors")
+    p.add_argument(NO_COLOR_FLAG, dest="_no_color", action="store_true", help="no colour on a terminal")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     catalog.add_parsers(sub)
     plan.add_parsers(sub)
     _optional_commands(sub, command)
+    add_output_flags(sub)
     return p
 
 
 def _optional_commands(sub, command: str | None) -> None:
-    chosen = OPTIONAL_COMMANDS.get(command or "")
-    if chosen:
-        getattr(importlib.import_module(chosen[0]), chosen[1])(sub)
-    for name, (module, _, helptext) in OPTIONAL_COMMANDS.items():
-        if not chosen or module != chosen[0]:
+    """Commands whose modules load only when they run (or all of them: command '*', for completion)."""
+    table = {**OWN_COMMANDS, **OPTIONAL_COMMANDS}
+    loaded = set()
+    for name, (module, func, helptext) in table.items():
+        if command == "*" or table.get(command or "", ("",))[0] == module:
+            if module not in loaded:
+                getattr(importlib.import_module(module), func)(sub)
+                loaded.add(module)
+        else:
             sub.add_parser(name, help=helptext, add_help=False)
+
+
+def add_output_flags(sub) -> None:
+    """--quiet and --no-color on every command (read from the command line before parsing, see main)."""
+    for parser in sub.choices.values():
+        if not parser.add_help or "--quiet" in parser._option_string_actions:
+            continue                       # a placeholder of a command not loaded this time
+        g = parser.add_argument_group("output")
+        g.add_argument(*QUIET_FLAGS, dest="quiet", action="store_true",
+                       help="print only the result and errors: no notes, hints or progress bars")
+        g.add_argument(NO_COLOR_FLAG, dest="no_color", action="store_true",
+                       help="no colour on a terminal (also: the NO_COLOR environment variable); piped output "
+                            "never has colour")
 
 
 def _command_of(argv: list[str]) -> str | None:
@@ -58,9 +88,15 @@ def _command_of(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .. import term
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_of(argv)
-    return report(command, "--json" in argv, lambda: _run(argv, command))
+    as_json = "--json" in argv
+    term.configure(quiet=any(f in argv for f in QUIET_FLAGS), no_color=NO_COLOR_FLAG in argv, as_json=as_json)
+    try:
+        return report(command, as_json, lambda: _run(argv, command))
+    finally:
+        term.reset()
 
 
 def _run(argv: list[str], command: str | None) -> int:
@@ -75,4 +111,4 @@ def _run(argv: list[str], command: str | None) -> int:
     return int(args.func(args) or 0)
 
 
-__all__ = ["main", "build_parser", "OPTIONAL_COMMANDS"]
+__all__ = ["main", "build_parser", "OPTIONAL_COMMANDS", "OWN_COMMANDS"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..cliargs import MAX_TOKENS_IN_SEQ, print_result, whole_number
+from ..term import emit
 
 
 def add_parsers(sub) -> None:
@@ -56,8 +57,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         active = fmt_count(m.params_active) if m.is_moe else ""
         rows.append((e.name, e.hf_id, m.model_type, fmt_count(m.params_total), active,
                      f"{m.max_position:,}" if m.max_position else "-"))
-    print(table(rows, ["name", "hf id", "type", "params", "active", "context"], "lllrrr"))
-    print(f"\n{len(rows)} models. Also accepted: any HF repo id (online) or a path to a config.json.")
+    emit(table(rows, ["name", "hf id", "type", "params", "active", "context"], "lllrrr"))
+    emit(f"\n{len(rows)} models. Also accepted: any HF repo id (online) or a path to a config.json.", info=True)
     return 0
 
 
@@ -90,8 +91,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         return 0
     rows = [(k, f"{v:,} ({fmt_count(v)})" if k.startswith("params") and v else
              f"{v:.4g}" if k.startswith("flops_per") else _short(v)) for k, v in d.items()]
-    print(table(rows, ["field", "value"], "ll"))
-    print(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
+    emit(table(rows, ["field", "value"], "ll"))
+    emit(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
           f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
     return 0
 
@@ -114,7 +115,7 @@ def _meta_only(args: argparse.Namespace) -> int:
     if args.json:
         print_result("model", {"name": str(args.name), "meta_device": counts, "modelled": False})
         return 0
-    print(f"{args.name}: {counts['parameters']:,} parameters on the meta device (transformers). gpuplan does not "
+    emit(f"{args.name}: {counts['parameters']:,} parameters on the meta device (transformers). gpuplan does not "
           "model this architecture, so it has no memory, KV-cache or FLOPs estimate for it.")
     return 0
 
@@ -143,8 +144,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         print_result("gpus", {"gpus": [g.to_dict() for g in gpus]})
         return 0
     rows = gpu_rows(gpus)
-    print(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
-    print(f"\n{len(rows)} accelerators. Dense peak rates; 'train TF' is the 16-bit rate with fp32 accumulate.")
+    emit(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
+    emit(f"\n{len(rows)} accelerators. Dense peak rates; 'train TF' is the 16-bit rate with fp32 accumulate.",
+         info=True)
     return 0
 
 
@@ -155,7 +157,7 @@ def cmd_gpu(args: argparse.Namespace) -> int:
     if args.json:
         print_result("gpu", d)
         return 0
-    print(table([(k, v) for k, v in d.items()], ["field", "value"], "ll"))
+    emit(table([(k, v) for k, v in d.items()], ["field", "value"], "ll"))
     return 0
 
 

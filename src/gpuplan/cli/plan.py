@@ -7,6 +7,7 @@ import argparse
 
 from ..cliargs import NO_PLAN, OK, add_scenario_args, print_result, scenario_from_args
 from ..errors import InputError
+from ..term import emit
 
 SERVING_CONCURRENCIES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
@@ -19,6 +20,9 @@ def add_parsers(sub) -> None:
         s = sub.add_parser(name, help=helptext)
         add_scenario_args(s)
         s.add_argument("--json", action="store_true")
+        if name == "estimate":
+            s.add_argument("--why", metavar="QUANTITY", help="also walk through one number, e.g. memory.activations "
+                                                              "(what `gpuplan explain` prints; --why list shows all)")
         if name in ("train", "serve"):
             s.add_argument("--plot", metavar="FILE", help="write a chart (.svg, .png or .html); a folder: "
                                                           f"{name}.svg in it, never overwriting")
@@ -35,6 +39,14 @@ def add_parsers(sub) -> None:
             g.add_argument("--prefix-cache-hit", type=float, metavar="F", help="share of each prompt served from "
                                                                               "the prefix cache (0-1)")
             g.add_argument("--seed", type=int, help="random seed of the simulated workload (default 0)")
+            g.add_argument("--disaggregate", metavar="N:M", help="prefill/decode disaggregation: N prefill and M "
+                                                                  "decode instances (infer.load.disaggregation)")
+            sp = s.add_argument_group("speculative decoding (infer.speculative)")
+            sp.add_argument("--speculative", metavar="METHOD", help="draft | ngram | eagle | mtp")
+            sp.add_argument("--spec-tokens", type=int, metavar="K", help="tokens proposed per step (default 3)")
+            sp.add_argument("--spec-acceptance", type=float, metavar="A", help="acceptance rate per proposed token "
+                                                                              "(default: the method's cited one)")
+            sp.add_argument("--draft-model", metavar="NAME", help="draft model of method draft")
         s.set_defaults(func=func)
 
 
@@ -45,11 +57,25 @@ def _fit_code(mem) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     from ..pipeline import evaluate
     from ..report import estimate_report
+    why = None
+    if args.why:
+        from ..explain import QUANTITIES, quantity_name
+        if args.why == "list":
+            emit("\n".join(QUANTITIES))
+            return OK
+        why = quantity_name(args.why)             # a misspelt quantity fails before the evaluation
     est = evaluate(scenario_from_args(args))
+    ex = None
+    if why:
+        from ..explain import explain_estimate
+        ex = explain_estimate(est, why)
     if args.json:
-        print_result("estimate", est.to_json())
+        print_result("estimate", {**est.to_json(), **({"why": ex.to_json()} if ex else {})})
     else:
-        print(estimate_report(est))
+        emit(estimate_report(est))
+        if ex is not None:
+            from .explain import explanation_text
+            emit("\n" + explanation_text(ex))
     return _fit_code(est.memory)
 
 
@@ -67,14 +93,14 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print_result("memory", {"memory": mem.to_json(), "fit_limits": limits, "to_fit": alternatives,
                                 "warnings": list(warnings)})
         return _fit_code(mem)
-    print(memory_report(mem, f"{est.model.name} on {est.scenario.hardware.count}x {est.gpu.id} ({est.scenario.task})"))
+    emit(memory_report(mem, f"{est.model.name} on {est.scenario.hardware.count}x {est.gpu.id} ({est.scenario.task})"))
     if limits:
         shown = [f"{k} = {v:,}" if v is not None else f"{k}: nothing fits" for k, v in limits.items()]
-        print("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
+        emit("\nWhat fits on this hardware (everything else as in the scenario): " + ", ".join(shown))
     if not mem.fits:
-        print("\n" + fit_advice(est, alternatives))
+        emit("\n" + fit_advice(est, alternatives))
     for w in warnings:
-        print(f"warning: {w}")
+        emit(f"warning: {w}")
     return _fit_code(mem)
 
 
@@ -169,7 +195,7 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
             f"micro-batch {scn.train.micro_batch}, recompute {scn.train.recompute}" if scn.is_training and scn.train
             else f"{scn.infer.engine}, weights {scn.infer.weights}, {scn.infer.concurrency} x "
                  f"({scn.infer.prompt_len} + {scn.infer.output_len}) tokens" if scn.infer else "")
-    print(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
+    emit(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
     shown = []
     for r in rows:
         lo, hi = r["peak_bytes_per_gpu_min"], r["peak_bytes_per_gpu_max"]
@@ -180,9 +206,9 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
         if r.get("not_possible"):
             names = f"not possible: {r['not_possible'][:120]}"
         shown.append((r["layout"], peak, names or "none in the catalog"))
-    print(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
-    print("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
-          "breakdown on one, `gpuplan recommend` adds speed and cost.")
+    emit(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
+    emit("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
+         "breakdown on one, `gpuplan recommend` adds speed and cost.", info=True)
     return OK
 
 
@@ -291,6 +317,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
     _check_task(args.command, scn)
     if args.command == "serve":
         scn = _with_load(args, scn)
+        scn = _with_speculative(args, scn)
     # the chart's path is checked before any work, so a bad folder fails fast
     target = plot_path(args.plot, args.command) if getattr(args, "plot", None) else None
     r = pipeline.resolve(scn)
@@ -298,7 +325,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
     curve = pipeline.serving_curve(r, est.memory, SERVING_CONCURRENCIES) if args.command == "serve" else None
     load = None
     if args.command == "serve" and scn.infer is not None and scn.infer.load is not None and est.memory.fits:
-        load = pipeline.serving_load(r, est.memory, sweep=target is not None)
+        from ..term import Progress
+        with Progress("serve") as bar:      # many requests or an SLO search can take seconds
+            load = pipeline.serving_load(r, est.memory, sweep=target is not None, progress=bar)
     if args.json:
         out = {"performance": est.performance.to_json(), "curve": curve,
                "memory": est.memory.to_json(), "warnings": list(est.warnings)}
@@ -309,14 +338,14 @@ def cmd_speed(args: argparse.Namespace) -> int:
         _print_speed(est, curve)
         if load is not None:
             from ..report import load_report
-            print("\n" + load_report(load))
+            emit("\n" + load_report(load))
     if target is not None:
         if load is not None and load.get("sweep"):    # under load: latency and goodput versus rate
             path = write_plot(target.path, load=load, overwrite=target.named)
         else:
             path = write_plot(target.path, curve=curve, perf=est.performance, overwrite=target.named)
         if not args.json:
-            print(f"\nplot written to {path}")
+            emit(f"\nplot written to {path}", info=True)
     return _fit_code(est.memory)
 
 
@@ -333,16 +362,35 @@ def _with_load(args: argparse.Namespace, scn):
     return scenario_from_dict(data, "(with --rate/--arrival/--slo flags)")
 
 
+def _with_speculative(args: argparse.Namespace, scn):
+    """The scenario with --speculative/--spec-tokens/--spec-acceptance/--draft-model in infer.speculative."""
+    from ..scenario import scenario_from_dict
+    flags = {"method": getattr(args, "speculative", None), "num_tokens": getattr(args, "spec_tokens", None),
+             "acceptance_rate": getattr(args, "spec_acceptance", None),
+             "draft_model": getattr(args, "draft_model", None)}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return scn
+    data = scn.model_dump(exclude_none=True)
+    cur = data["infer"].get("speculative") or {}
+    if "method" not in given and not cur:
+        raise InputError("--spec-tokens / --spec-acceptance / --draft-model", "need a speculative method.",
+                         "add --speculative eagle (or draft, ngram, mtp).")
+    cur.update(given)
+    data["infer"]["speculative"] = cur
+    return scenario_from_dict(data, "(with --speculative flags)")
+
+
 def _print_speed(est, curve) -> None:
     from ..report import performance_report, table
     from ..units import fmt_bytes, fmt_count, fmt_seconds
-    print(performance_report(est.performance))
+    emit(performance_report(est.performance))
     if not est.memory.fits:
-        print(f"\nDOES NOT FIT: peak {fmt_bytes(est.memory.peak_bytes_per_gpu)} per GPU > capacity "
+        emit(f"\nDOES NOT FIT: peak {fmt_bytes(est.memory.peak_bytes_per_gpu)} per GPU > capacity "
               f"{fmt_bytes(est.memory.capacity_bytes_per_gpu)} (`gpuplan memory` shows the breakdown and what to change).")
     for w in est.warnings:
-        print(f"warning: {w}")
+        emit(f"warning: {w}")
     if curve:
         rows = [(c.get("concurrency"), fmt_count(c.get("output_tokens_per_s")), fmt_seconds(c.get("ttft_s")),
                  fmt_seconds(c.get("tpot_s")), "yes" if c.get("fits", True) else "no") for c in curve]
-        print("\n" + table(rows, ["concurrency", "output tok/s", "TTFT", "TPOT", "fits"]))
+        emit("\n" + table(rows, ["concurrency", "output tok/s", "TTFT", "TPOT", "fits"]))

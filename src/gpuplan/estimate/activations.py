@@ -37,6 +37,7 @@ class ActivationSetup:
     compile: bool = False                # torch.compile: fused norm and activation kernels
     attention: str = "flash"       # flash | sdpa | eager
     framework: str = "hf"
+    ssm_kernels: bool = True       # SSM mixers run mamba_ssm's fused kernels (False: transformers' torch path)
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,8 @@ def score_bytes(model: ModelSpec, s: ActivationSetup) -> float:
 
 def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     """Bytes per token per layer saved for backward, summed from the pieces above."""
+    if model.ssm is not None:
+        return ssm_layer_activations(model, s)
     if s.framework == "megatron":
         return megatron_layer_activations(model, s)
     moe_frac, i_eff = _mlp_mix(model)
@@ -322,6 +325,82 @@ def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     rep = norm_bytes(model, s) + att_rep + moe_frac * moe_routing_bytes(model, s) + lin_rep
     shard = qk_norm_bytes(model) + att_shard + mlp_bytes(model, s, i_eff) + lin_shard
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score_bytes(model, s))
+
+
+# ---- state-space (Mamba) mixers ----------------------------------------------------------------------
+# Bytes per token of one SSM layer's mixer saved for backward, 16-bit compute (b = 2), no autocast.
+# Symbols: d = d_inner, N = d_state, R = dt_rank, H = Mamba-2 heads, G = groups, Q = chunk length.
+#
+# Fused kernels (state-spaces/mamba v2.2.4 @95d8aba, unchanged at e9594ce: ops/selective_scan_interface.py
+# MambaInnerFn with checkpoint_lvl=1, the default, and ops/triton/ssd_combined.py
+# MambaSplitConv1dScanCombinedFn; chunk states every 2048 tokens: csrc/selective_scan/selective_scan.cpp
+# n_chunks = ceil(seqlen / 2048)): the conv output and dt are
+# recomputed in backward; saved are the in_proj output (xz / zxbcdt), x_proj's output and contiguous
+# copies of B and C (Mamba-1), the scan output before the gate (Mamba-1) or before the gated norm (Mamba-2,
+# + fp32 rstd per group), and the scan's fp32 chunk states (Mamba-1: 2N per channel per 2048 tokens).
+#
+# transformers' torch path (what runs without the kernels, and what the fake-tensor trace runs):
+# Mamba-1 (modeling_mamba.py mamba_selective_scan, sequential loop) materialises exp(dt·A) and dt·B in
+# fp32 for every (channel, state) and saves the fp32 state of every step plus its 16-bit copy:
+# 14·d·N, next to ~24·d of d-wide tensors. Mamba-2 (modeling_mamba2.py mamba2_chunk_scan) builds the
+# chunk's Q x Q decay L, C·Bᵀ (G) and their product M in fp32 per head (12·H·Q); its einsums save
+# contiguous fp32 copies of B, C (repeated to every head) and B·decay (20·H·N); ~42·d of d-wide tensors
+# (x·dt, its chunked copy, the fp32 gated RMSNorm ...) and the chunk states (8·d·N/Q).
+# Both torch-path terms come from saved_tensors_hooks listings of one mixer on real CPU tensors
+# (tests/test_ssm.py re-checks them against fake-tensor traces).
+SELECTIVE_SCAN_CHUNK = 2048     # mamba_ssm selective_scan_cuda: chunk states every 2048 tokens
+
+
+def ssm_mixer_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes per token saved inside one SSM mixer, its input (in_proj's, counted with the norms) excluded."""
+    ssm = model.ssm
+    assert ssm is not None
+    d, N, R, G = ssm.d_inner, ssm.d_state, ssm.dt_rank, ssm.n_groups
+    H, Q = ssm.num_heads, ssm.chunk_size
+    if ssm.variant == "mamba1":
+        if s.ssm_kernels:
+            return 2 * 2 * d + 2 * (R + 2 * N) + 2 * 2 * N + 2 * d + 4 * 2 * N * d / SELECTIVE_SCAN_CHUNK
+        out = 24.0 * d + 2 * (R + 2 * N) + 4 * N + 14.0 * d * N
+        if ssm.inner_norms == "weighted":
+            # Jamba: RMSNorms on dt, B and C keep their fp32 upcast and normalized value (6 bytes per
+            # element); dt's and C's outputs are kept in place of x_proj's output
+            # (+ an fp32 rsqrt per token each)
+            out += -2 * (R + 2 * N) + 6 * (R + 2 * N) + 2 * R + 2 * N + 3 * 4
+        elif ssm.inner_norms == "weightless":
+            out += 4 * (R + 2 * N)        # Falcon-Mamba: the fp32 upcast of each (not traced)
+        return out
+    proj = 2 * d + 2 * G * N + H
+    if s.ssm_kernels:
+        return 2 * proj + 2 * d + 4 * G
+    return 2 * proj + 2 * ssm.conv_dim + 42.0 * d + 20 * H + 12 * H * Q + 20 * H * N + 8.0 * d * N / Q + 4 * G
+
+
+def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    """Per-layer average of an SSM or hybrid model: SSM layers keep their norm, in_proj's input and the
+    mixer's tensors; attention layers (Jamba) what a Llama-like attention block keeps; the MLP (Jamba: every
+    layer, experts on alternate ones) what layer_activations counts for it. TP shards the mixer (vLLM and
+    Megatron split d_inner), so the mixer's tensors count as sharded."""
+    L = max(model.num_layers, 1)
+    f_ssm, f_attn = model.num_ssm_layers / L, model.num_attention_layers / L
+    norm1 = _norm_bytes(model, s) * model.hidden_size
+    rep = norm1 + f_ssm * base_input_bytes(model, s, "mlp_in", model.hidden_size)   # in_proj's input
+    shard = f_ssm * ssm_mixer_bytes(model, s)
+    score = 0.0
+    if f_attn:
+        att_rep, att_shard = attention_bytes(model, s)
+        rep += f_attn * (att_rep + base_input_bytes(model, s, "attn_in", model.hidden_size))
+        shard += f_attn * att_shard
+        score = f_attn * score_bytes(model, s)
+    if model.intermediate_size:
+        # Jamba: an MLP with its own norm after every mixer; Nemotron-H: MLP-only blocks (their one norm is
+        # norm1 above)
+        f_mlp = model.layer_mixers.count("mlp") / L if "mlp" in model.layer_mixers else 1.0
+        own_norm = 0.0 if "mlp" in model.layer_mixers else _norm_bytes(model, s) * model.hidden_size
+        moe_frac, i_eff = _mlp_mix(model)
+        rep += f_mlp * (own_norm + moe_frac * moe_routing_bytes(model, s)
+                        + base_input_bytes(model, s, "mlp_in", model.hidden_size))
+        shard += f_mlp * (mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff))
+    return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
 
 
 def unsloth_layer_bytes(model: ModelSpec) -> float | None:

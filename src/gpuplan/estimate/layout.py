@@ -35,7 +35,7 @@ class RankParams:
 def _tp_divisor(kind: str, tp: int, ep: int, vocab_parallel: bool = True) -> int:
     if kind in ("embedding", "lm_head"):
         return tp if vocab_parallel else 1
-    if kind in ("attn", "mlp", "shared_expert"):
+    if kind in ("attn", "mlp", "shared_expert", "ssm"):
         return tp
     if kind == "expert":
         return ep if ep > 1 else tp

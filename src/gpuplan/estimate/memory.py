@@ -28,8 +28,10 @@ LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "ga
                  "down_proj": "down", "query_key_value": "q", "dense": "o", "c_attn": "q", "c_proj": "o",
                  "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down", "c_fc": "up",
                  "dense_h_to_4h": "up", "dense_4h_to_h": "down", "gate_up_proj": "gate", "q_a_proj": "q",
-                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v"}
-ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down"))
+                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v",
+                 # Mamba mixers (peft's all-linear picks these four)
+                 "in_proj": "ssm_in", "x_proj": "ssm_x", "dt_proj": "ssm_dt", "out_proj": "ssm_out"}
+ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down", "ssm_in", "ssm_x", "ssm_dt", "ssm_out"))
 
 
 # ---- runtime overhead ---------------------------------------------------------------------------------
@@ -71,6 +73,13 @@ class StateBytes:
     grad: float
     optim: float
     optim_temp: float      # foreach step temporary per parameter
+
+
+def _optimizer_state_bytes(optimizer: str, state_elem: float) -> float:
+    """Optimizer-state bytes per parameter of the element-wise optimizers (explain.py replays with it). The
+    shape-dependent ones (Adafactor, Muon, GaLore, SOAP) have no per-parameter figure: 0 here; their states are
+    counted per tensor (estimate/optim.py)."""
+    return opt.elementwise_state_bytes(optimizer, state_elem) if optimizer in opt.ELEMENTWISE else 0.0
 
 
 def state_bytes(scn: Scenario) -> StateBytes:
@@ -233,14 +242,16 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
-    if p.zero >= 3:
-        weights = weights / shard
-    if p.zero >= 2:
-        grads /= shard
-    if p.zero >= 1:
-        optim /= shard
-        optim_temp /= shard
-    return weights, grads, optim, optim_temp
+    d_w, d_g, d_o = zero_divisors(p.zero, shard)
+    return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def zero_divisors(zero, shard):
+    """(weights, gradients, optimizer states) divisors of ZeRO stage `zero` over `shard` ranks: stage 1
+    shards the optimizer states, 2 also the gradients, 3 also the weights (Rajbhandari et al. 2020 §5).
+    Plain arithmetic, so `zero` and `shard` may be numbers or numpy arrays (the search's batched
+    memory bound, search/grid.py, divides with this same function)."""
+    return 1 + (shard - 1) * (zero >= 3), 1 + (shard - 1) * (zero >= 2), 1 + (shard - 1) * (zero >= 1)
 
 
 def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
@@ -369,7 +380,7 @@ def _activation_setup(ts: _TrainSetup, autocast: bool) -> ActivationSetup:
         lora_rank=t.lora_rank if ts.peft else 0, lora_copy_per_target=ts.peft and t.master_weights,
         lora_dropout=ts.peft and t.lora_dropout > 0,
         base_saves_input=t.method == "qlora" and t.qlora_backend == "bitsandbytes", compile=t.compile,
-        attention=t.attention, framework=ts.scn.framework)
+        attention=t.attention, framework=ts.scn.framework, ssm_kernels=t.ssm_kernels)
 
 
 def _recompute_plan(ts: _TrainSetup) -> RecomputePlan:
@@ -537,6 +548,27 @@ def _attention_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, sta
         activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + score_grads)
 
 
+def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, states: tuple, extra: dict,
+                       grad_accum: int) -> dict[str, float] | None:
+    """transformers' torch path of the Mamba-1 scan (kernels absent, `train.ssm_kernels: false`): the
+    backward of the last SSM layer's sequential loop turns each step's slice gradient of exp(dt·A) and of
+    dt·B·x into a zero-filled full-size fp32 tensor (select_backward) that is added into a full-size
+    accumulation buffer: four fp32 d x N tensors per token (16·d·N bytes) while every saved activation is
+    still alive and the loss block is already freed (traced: Mamba-1 small config)."""
+    t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    ssm = model.ssm
+    if ssm is None or setup.ssm_kernels or ssm.variant != "mamba1" or not model.num_ssm_layers \
+            or t.recompute == "full" or not ts.last:
+        return None
+    weights, grads, optim, _ = states
+    grad_div = ts.shard if p.zero >= 2 else 1
+    head = model.vocab_size * model.hidden_size / (p.tp if ts.native_tp else 1) * state_bytes(ts.scn).grad / grad_div
+    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens
+    return dict(weights=weights + extra["root_unsharded"] + extra["autocast_copies"],
+                gradients=grads if grad_accum > 1 else head, optimizer_states=optim,
+                activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
+
+
 def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes)."""
     t, p = scn.train, scn.parallel
@@ -585,6 +617,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     att = _attention_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
     if att is not None:
         phases["attention_backward"] = att
+    scan = _ssm_scan_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
+    if scan is not None:
+        phases["ssm_scan_backward"] = scan
+        notes.append("SSM layers on transformers' torch path (no mamba_ssm kernels): every step's fp32 state is "
+                     "saved for backward")
     if t.full_state_dict and p.zero >= 3 and ts.shard > 1:
         # loading/saving a full state dict materialises the whole 16-bit model next to the shard
         phases["checkpoint"] = dict(weights=weights + ts.rp.total * ts.low, optimizer_states=optim)
@@ -733,12 +770,30 @@ def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: i
     return rp.total * fmt.bits / 8
 
 
+def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int, pp: int) -> float:
+    """SSM state of one sequence on one rank (0 without SSM layers). vLLM keeps d_conv - 1 convolution
+    columns and the recurrent state in the model dtype unless --mamba-ssm-cache-dtype says otherwise
+    (vllm @2afe1e8 vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator /
+    MambaStateDtypeCalculator,
+    "auto" = the model's dtype); an fp8 KV format does not apply to it. transformers' cache keeps d_conv
+    columns in the model dtype and the recurrent state as the scan returns it (cache_utils.py: zeros_like of
+    the final state): fp32 for both Mamba-1 (mamba_selective_scan computes exp(dt·A) in fp32) and Mamba-2
+    (mamba2_chunk_scan upcasts x, B and C to fp32) (traced). TP splits d_inner (vLLM shards the mixer); PP
+    holds its share of the layers."""
+    if model.ssm is None or not model.num_ssm_layers:
+        return 0.0
+    hf = engine == "hf"
+    state_b = 4.0 if hf else 2.0
+    per_seq = model.ssm_state_bytes_per_sequence(state_b, 2.0, conv_columns=model.ssm.d_conv if hf else None)
+    return per_seq / tp * math.ceil(model.num_layers / pp) / model.num_layers
+
+
 def _kv_per_token_rank(model: ModelSpec, kv_fmt: str, tp: int, pp: int) -> float:
     el = model.kv_elements_per_token_layer()
     if not model.is_mla:
         heads = max(1, model.num_kv_heads // tp)     # replicated when tp > kv heads (vLLM)
         el = heads * (model.head_dim + model.v_head_dim)
-    return el * kv_bytes(kv_fmt) * math.ceil(model.num_layers / pp)
+    return el * kv_bytes(kv_fmt) * math.ceil(model.num_attention_layers / pp)
 
 
 def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[dict[str, dict[str, float]], list[str], dict]:
@@ -749,6 +804,15 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
     ctx = inf.prompt_len + inf.output_len
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
+    if getattr(inf, "speculative", None) is not None:
+        # the drafter's weights sit beside the target's and its KV grows with every token (speculative.py)
+        from .speculative import draft_rank_bytes
+        d_w, d_kv = draft_rank_bytes(scn, model)
+        weights += d_w
+        per_token += d_kv
+        if d_w:
+            notes.append(f"speculative decoding ({inf.speculative.method}): the drafter adds {d_w / GiB:.2f} GiB of "
+                         f"weights and {d_kv:,.0f} bytes of KV per token on each GPU")
     block = 16 if inf.engine in ("vllm", "sglang", "trtllm") else 1
     tokens_per_seq = math.ceil(ctx / block) * block
     # with expert parallelism over data-parallel ranks the attention layers run data-parallel across
@@ -757,12 +821,17 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     attn_dp = min(scn.dp, p.ep) if p.ep > 1 else 1
     seqs = math.ceil(inf.concurrency / attn_dp)
     kv_need = per_token * tokens_per_seq * seqs
+    state_seq = _ssm_state_per_seq_rank(model, inf.engine, inf.kv_cache, tp, pp)
+    kv_need += state_seq * seqs
+    if state_seq:
+        notes.append(f"kv_cache includes {model.num_ssm_layers} SSM layers' fixed state "
+                     f"({state_seq / 2**20:.1f} MiB per sequence, any length)")
     if inf.engine == "hf" and any(model.layer_windows):
         # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
         # Mistral, Gemma 3, gpt-oss); paged engines size every layer as full
-        L = model.num_layers
-        capped = sum(min(w, tokens_per_seq) if w else tokens_per_seq for w in model.layer_windows[:L])
-        kv_need = per_token * capped / L * seqs
+        L = model.num_attention_layers
+        capped = sum(min(w, tokens_per_seq) if w else tokens_per_seq for w in model.attention_windows[:L])
+        kv_need = per_token * capped / L * seqs + state_seq * seqs
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):
@@ -770,13 +839,16 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         budget = capacity * inf.gpu_memory_utilization
         pool = budget - weights - act - graphs - _overhead(scn, 0)
-        extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
+        per_seq = per_token * tokens_per_seq + state_seq
+        extra = dict(kv_pool_bytes=max(0, int(pool)),
+                     # a pure SSM model keeps no per-token cache: its pool holds whole sequences' states
+                     kv_tokens=max(0, int(pool // per_token)) if per_token else None,
                      # sequences one model copy can hold: each attention-DP rank holds its share
-                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
+                     max_concurrency=max(0, int(pool // per_seq)) * attn_dp)
         if model.is_mla and tp > 1:
             notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
                          "parallel)")
-        if not model.is_mla and tp > model.num_kv_heads:
+        if not model.is_mla and model.num_attention_layers and tp > model.num_kv_heads:
             notes.append(f"tp={tp} exceeds {model.num_kv_heads} KV heads: KV heads are replicated")
         notes.append(f"{inf.engine} reserves {_reserve_knob(inf)} of the GPU up front; the peak shown is what this "
                      "workload needs inside that reservation")
@@ -793,7 +865,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             extra["cpu_bytes"] = int(cpu_w)
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
-        act = seqs * inf.prompt_len * _prefill_bytes_per_token(model, tp)
+        act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
+                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
             # full length: the fp32 scores from bmm and the masked/softmaxed copy (2 x 4 bytes x heads x
@@ -810,6 +883,30 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        logits=seqs * model.vocab_size * 4, temporary=temp),
     }
     return phases, notes, extra
+
+
+def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> float:
+    """Bytes per token alive inside an SSM mixer during HF prefill (no_grad), with the residual (fp32) and
+    the norm output. Kernels (mamba_ssm selective_scan_fn / mamba_chunk_scan_combined): the in_proj output,
+    the conv output, x_proj's output and dt (Mamba-1) and the scan output; the state stays on chip.
+    transformers' torch path: Mamba-1 holds exp(dt·A), dt·B and dt·B·x in fp32 for every (channel, state)
+    at once (12·d·N) next to ~18·d of d-wide tensors; Mamba-2 keeps every intermediate of mamba2_chunk_scan
+    until it returns: L, C·Bᵀ and M per chunk and head in fp32 (12·H·Q), B, C and B·decay repeated to every
+    head in fp32 (12·H·N), ~28·d of fp32 d-wide tensors and the chunk states (~10·d·N/Q) (traced)."""
+    s = model.ssm
+    if s is None or not model.num_ssm_layers:
+        return 0.0
+    h, d, N, R, G, H, Q = model.hidden_size, s.d_inner / tp, s.d_state, s.dt_rank, s.n_groups, s.num_heads / tp, \
+        s.chunk_size
+    proj = 2 * d + 2 * G * N + H
+    if s.variant == "mamba1":
+        if kernels:
+            return 6 * h + 10 * d + 2 * (R + 2 * N)
+        return 8 * h + 18 * d + 12 * d * N + 2 * (R + 2 * N) + 4 * N
+    conv = d + 2 * G * N
+    if kernels:
+        return 6 * h + 2 * proj + 2 * conv + 2 * d
+    return 6 * h + 2 * proj + 2 * conv + 28 * d + 12 * H * N + 12 * H * Q + 10 * d * N / Q
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:

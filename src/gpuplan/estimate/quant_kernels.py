@@ -20,8 +20,8 @@ takes max(GPU time, host issue time). Host costs below are seconds per call on t
 own H100 benchmark (benchmarking/README.md @95f9af3, transformers 4.46.3, torch 2.5.1, bitsandbytes
 0.45.0.dev), where batch-1 decode is host-bound: per decoder layer of a Llama-style model, and the extra
 per quantized linear, read off the differences between its BF16, NF4, NF4+DQ and INT8 rows for Llama 3.1
-8B and Qwen 2.5 32B (they agree within 15 %). One source and one host: a faster desktop CPU issues
-about twice as fast (the same tables' RTX 4090 rows) — see docs/speed.md.
+8B and Qwen 2.5 32B (they agree within 15 %). They describe that host: the speed engine divides them by the
+scenario's host CPU speed relative to it (hardware/hosts.py; docs/speed.md).
 """
 from __future__ import annotations
 

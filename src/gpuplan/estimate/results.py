@@ -57,7 +57,8 @@ class PerformanceEstimate:
     breakdown: dict[str, float] = field(default_factory=dict)   # where the time goes, seconds
     notes: tuple[str, ...] = ()                                  # for people
     # non-time values for programs: microbatches, tokens_per_step, batch, limited_by, kv_capacity_tokens,
-    # kv_capacity_source, replicas, gpus_per_replica, expert_parallel, decode_bound, clock_factor
+    # kv_capacity_source, replicas, gpus_per_replica, expert_parallel, decode_bound (memory|compute|host),
+    # clock_factor; eager engines: host_cpu, host_speed_vs_reference
     details: dict[str, Any] = field(default_factory=dict)
     uncertainty: Any = None
 

@@ -21,6 +21,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
 from . import optim
+from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
@@ -118,6 +119,14 @@ def _gpus_per_node(scn: Any, gpu: Any) -> int:
     except Exception:
         pass
     return int(min(scn.hardware.count, max(1, int(getattr(gpu, "scale_up_max_gpus", 1) or 1)), 8))
+
+
+def _host_speed(scn: Any, gpu: Any) -> tuple[float, str]:
+    """(host issue speed relative to the reference host, the host it describes)."""
+    from ..hardware.hosts import host_speed
+    hw = getattr(scn, "hardware", None)
+    return host_speed(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None),
+                      getattr(gpu, "segment", "datacenter"))
 
 
 def _network(scn: Any, gpu: Any) -> Any:
@@ -282,9 +291,40 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
+def attention_kernel(scn: Any) -> str:
+    """The fused attention kernel a training scenario runs (estimate/attention_kernels.py)."""
+    k = getattr(scn.train, "attention_kernel", "auto")
+    return default_kernel(scn.framework) if k == "auto" else k
+
+
+def _kernel_rates(c: _Train) -> tuple[float, float] | None:
+    """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
+    (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
+    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only:
+        return None
+    return _published_kernel_rates(attention_kernel(c.scn), c.gpu, c.P, c.tr.seq_len / c.par.cp)
+
+
+def _published_kernel_rates(kernel: str | None, gpu: Any, P: Mapping[str, Any],
+                            seq_len: float) -> tuple[float, float] | None:
+    """(forward, backward) FLOP/s of a fused attention kernel on `gpu` at `seq_len`, from its published
+    figures on the family's reference GPU scaled by 16-bit peak x sustained clock; None if unpublished."""
+    fam = _family(gpu)
+    ref = reference_gpu(kernel, fam) if kernel else None
+    if ref is None:
+        return None
+    from ..hardware import get_gpu
+    ref_gpu = get_gpu(ref)
+    scale = (peak_flops(gpu, "bf16") * clock_factor(P, gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(P, ref_gpu))
+    return kernel_rates(kernel, fam, seq_len, scale)
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    rates = _kernel_rates(c)
+    if rates is not None:
+        return attention_time(attn_f, c.rc.attention_share, rates)
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
@@ -324,6 +364,8 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     elt_bytes += _fp8_cast_bytes(c)
+    # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
+    elt_bytes += 3.0 * ssm_scan_bytes(c.model, c.tokens) / tp * c.L_stage / max(c.model.num_layers, 1)
     t_dequant = 0.0
     if tr.method == "qlora":  # each base weight dequantised to 16-bit for fwd and bwd (+recompute)
         passes = 2 + c.rc.linear_share
@@ -332,7 +374,19 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     return elt_bytes / (bw * c.eta_mem), t_dequant
 
 
-def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, float]]:
+def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
+    """TP collectives left on the critical path. With Transformer Engine's userbuffers overlap
+    (`--tp-comm-overlap`, sequence parallel) each all-gather / reduce-scatter is decomposed into tp
+    ring steps pipelined with the matching GEMM chunks (Wang et al., ASPLOS 2023, "Overlap
+    communication with dependent computation via decomposition"): one step of tp stays exposed, plus
+    whatever the GEMMs cannot cover. Otherwise the collectives block (NCCL on the compute stream)."""
+    if c.par.tp_comm_overlap and c.par.sp:
+        return t_tp / c.par.tp + max(0.0, t_tp - t_lin)
+    return t_tp * (1.0 - c.P["overlap"]["tp"])
+
+
+def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
+                         t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
     par, model, comm = c.par, c.model, c.P["comm"]
     tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
@@ -342,7 +396,7 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
         detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
-        exposed += t * (1.0 - c.P["overlap"]["tp"])
+        exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
@@ -357,6 +411,11 @@ def _model_parallel_comm(c: _Train, t_attn: float) -> tuple[float, dict[str, flo
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
+        if c.scn.framework == "megatron" and par.vpp > 1:
+            # Megatron's interleaved schedule posts its sends/receives before computing the next chunk
+            # (overlap_p2p_comm: on by default in megatron/training/arguments.py, forced off without
+            # virtual stages): only what the chunk's compute cannot cover is exposed
+            t = max(0.0, t - t_compute)
         exposed += t
     return exposed, detail
 
@@ -431,7 +490,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
-    t_mp, detail = _model_parallel_comm(c, t_attn)
+    t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
     detail.update(dp_detail)
     t_comm_mb = t_mp + t_fsdp
@@ -547,6 +606,21 @@ def _engine(P: Mapping[str, Any], engine: str, family: str | None = None) -> Cal
     return Calibration(eng, getattr(P, "source", "speed parameters"), f"engines.{engine}")
 
 
+SSM_SCAN_TENSORS = 6
+"""16-bit d_inner-wide tensors one SSM layer moves per token in prefill: causal-conv1d reads x and writes
+it, the selective scan reads x, dt and z and writes y (mamba_ssm csrc/selective_scan, causal-conv1d);
+the state stays on chip. B and C (2·N per group) are small next to them."""
+
+
+def ssm_scan_bytes(model: ModelSpec, tokens: float) -> float:
+    """Bytes the SSM layers' conv + scan kernels move for `tokens` tokens (memory-bound elementwise work;
+    their FLOPs, ModelSpec.ssm_scan_flops_per_token, are small next to the projections)."""
+    if model.ssm is None:
+        return 0.0
+    s = model.ssm
+    return model.num_ssm_layers * tokens * 2.0 * (SSM_SCAN_TENSORS * s.d_inner + 2 * s.n_groups * s.d_state)
+
+
 def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any = None) -> float | None:
     """The KV pool (tokens, whole serving group) the memory engine computes for paged-KV engines
     (vLLM, SGLang, TensorRT-LLM): gpu_memory_utilization × usable − weights − profile-run
@@ -590,6 +664,10 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        self.prefill_kernel = engine_kernel(inf.engine)
+        # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
+        # packaged host costs were read on (hardware/hosts.py)
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
@@ -606,6 +684,7 @@ class _Serving:
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
+        self.network, self.gpus_per_node = net, gpn
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
         self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
@@ -631,6 +710,32 @@ class _Serving:
             free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
             kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.adp if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
+        # speculative decoding (speculative.py): tokens per verification step and the drafter's model
+        self.spec = getattr(inf, "speculative", None)
+        self.spec_tokens = 1.0
+        if self.spec is not None:
+            from .speculative import acceptance_rate, draft_model, expected_tokens, layer_share
+            self.spec_k = int(self.spec.num_tokens)
+            self.spec_a = acceptance_rate(self.spec)
+            self.spec_tokens = expected_tokens(self.spec_a, self.spec_k)
+            self._spec_share = layer_share(model)
+            self._draft_sv = None
+            if self.spec.method == "draft":   # the draft model on the same GPUs and TP degree
+                dscn = scn.model_copy(update={"infer": inf.model_copy(update={"speculative": None})})
+                self._draft_sv = _Serving(dscn, draft_model(self.spec), gpu, P, float("inf"), network)
+        # SSM layers: a fixed state per sequence (read and written every decode step), which bounds the
+        # sequences that fit whatever their length (vLLM: one state slot per running request)
+        self.state_per_seq_gpu = model.ssm_state_bytes_per_sequence(2.0, 2.0) / self.tp / self.pp
+        self.seq_capacity = float("inf")
+        if self.state_per_seq_gpu:
+            lim = memory.limits.get("max_concurrency") if memory is not None else None
+            if lim is not None:
+                self.seq_capacity = float(lim)
+            elif kv_tok_gpu == 0:
+                usable = float(getattr(gpu, "usable_memory_bytes", 0) or getattr(gpu, "memory_bytes", 0))
+                util = inf.gpu_memory_utilization if self.eng["memory_utilization_applies"] else 1.0
+                free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
+                self.seq_capacity = max(0.0, free / self.state_per_seq_gpu) * self.adp
 
     # ---- pieces --------------------------------------------------------------------------
     def _weights_rank(self) -> float:
@@ -700,7 +805,8 @@ class _Serving:
         m = self.model
         width = (m.hidden_size + _mlp_width_active(m)) / self.tp
         passes = self.P["elementwise_passes"] * FORWARD_SHARE
-        return passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        t = passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
@@ -711,7 +817,8 @@ class _Serving:
         per_layer = self.eng["host_issue_layer_s"]
         if not per_layer:
             return 0.0
-        return per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        return ref / self.host_speed
 
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
@@ -730,21 +837,30 @@ class _Serving:
         payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
         return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
 
-    def decode_step(self, batch: float, context: float, step_tokens: float | None = None) -> dict[str, float]:
+    def decode_step(self, batch: float, context: float, step_tokens: float | None = None,
+                    query_rows: float | None = None) -> dict[str, float]:
+        """One decode step of `batch` sequences at mean `context`. `query_rows` (speculative
+        verification: batch x (k + 1)) is how many positions the forward computes; the KV cache is
+        still read once per sequence."""
         m = self.model
-        w = self._weights_read(batch)
+        q = batch if query_rows is None else query_rows
+        w = self._weights_read(q)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
-        t_mem = (w + self._dequant_bytes(batch) + kv) / self.bw
-        t_lin = self._linear_time(batch, prefill=False, step_tokens=step_tokens)
-        ctx_sum = sum(min(wd, context) if wd else context for wd in m.layer_windows)
-        attn_flops = batch * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
+        # SSM layers read and write their fixed state once per token (selective_state_update), whatever
+        # the context: decode cost does not grow with length
+        kv += 2.0 * batch * self.state_per_seq_gpu
+        t_mem = (w + self._dequant_bytes(q) + kv) / self.bw
+        t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
+        ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
+        attn_flops = q * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
-        comm = self._tp_comm(batch) + self._ep_comm(batch)
+        comm = self._tp_comm(q) + self._ep_comm(q)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
-            + self._elementwise(batch) + comm + self._overhead()
-        t = max(t, self._host_issue(batch))
-        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm,
-                "tp_comm": self._tp_comm(batch), "ep_comm": self._ep_comm(batch),
+            + self._elementwise(q) + comm + self._overhead()
+        host = self._host_issue(q)
+        t = max(t, host)
+        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
+                "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
@@ -764,7 +880,15 @@ class _Serving:
             return n * attention_flops_per_token_forward(m, int(n)) if n > 0 else 0.0
         return (total(offset + tokens) - total(offset)) / self.tp / self.pp
 
-    def prefill_attention_time(self, flops: float) -> float:
+    def prefill_attention_time(self, flops: float, context: float | None = None) -> float:
+        """Forward-only attention of a prompt whose causal prefix reaches `context` tokens. Engines whose
+        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
+        HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
+        the calibrated efficiency."""
+        if self.prefill_kernel and context:
+            rates = _published_kernel_rates(self.prefill_kernel, self.gpu, self.P, context)
+            if rates is not None:
+                return flops / rates[0]
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
@@ -778,13 +902,33 @@ class _Serving:
         prompt = tokens
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
-        t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset))
+        t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
         comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + comm
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
         return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
+
+    def spec_step_extra(self, batch: float, context: float) -> float:
+        """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
+        `context`: the target's forward over k + 1 positions per sequence (one step: the weights read
+        once, the linears, attention and TP/EP collectives over batch x (k + 1) rows, each sequence's KV
+        read once) minus the plain step, plus the drafter's k proposals (speculative.py). 0 without
+        speculative decoding."""
+        if self.spec is None or batch <= 0:
+            return 0.0
+        k = self.spec_k
+        plain = self.decode_step(batch, context)["time"]
+        verify = self.decode_step(batch, context, query_rows=batch * (k + 1))["time"] - plain
+        m = self.spec.method
+        if m == "draft":
+            draft = k * self._draft_sv.decode_step(batch, context)["time"]
+        elif m in ("eagle", "mtp"):
+            draft = k * self._spec_share * (plain - self._overhead())
+        else:                                  # ngram: a host-side lookup
+            draft = 0.0
+        return verify + draft
 
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
@@ -794,7 +938,10 @@ class _Serving:
         ctx_avg = P_len + O_len / 2.0
         conc_r = math.ceil(concurrency / self.adp)
         per_seq = P_len + self.eng["kv_reserve_output_fraction"] * O_len  # tokens held per sequence
-        kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) if per_seq > 0 else conc_r
+        kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) \
+            if per_seq > 0 and math.isfinite(self.kv_capacity_tokens) else conc_r
+        if math.isfinite(self.seq_capacity):      # SSM state slots
+            kv_limit = min(kv_limit, int(self.seq_capacity / self.adp))
         max_b = int(self.eng["max_batch"])
         batch = max(0, min(conc_r, kv_limit, max_b))
         limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
@@ -806,6 +953,8 @@ class _Serving:
         # the rows each grouped expert GEMM gets
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
+        if self.spec is not None:   # a speculative step yields spec_tokens per sequence on average
+            step = dict(step, time=(step["time"] + self.spec_step_extra(batch, ctx_avg)) / self.spec_tokens)
         t_pf = self.prefill(P_len)
         # attention data parallel (ep > 1): every MoE layer synchronises the replicas, so a step
         # lasts as long as the replica with the most prompt work; prompts arrive independently
@@ -859,15 +1008,30 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                      f"{pt['batch_per_replica']} sequences; all-to-all dispatch/combine per MoE layer.")
     step = sv.decode_step(pt["batch_per_replica"], scn.infer.prompt_len + scn.infer.output_len / 2.0,
                           step_tokens=pt.get("step_tokens"))
+    if step["host"] > 0 and step["host"] >= step["time"]:
+        notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
+                     f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
+                     f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
           "overhead": step["overhead"]}
+    if sv.spec is not None:
+        notes.append(f"speculative decoding ({sv.spec.method}, k={sv.spec_k}, acceptance {sv.spec_a:g}): "
+                     f"{sv.spec_tokens:.2f} tokens per verification step (Leviathan et al. 2023); TPOT is one "
+                     "step's time (drafter included) divided by that.")
     details = {"batch": pt["batch"], "limited_by": pt["limited_by"],
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
+               "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
+               "clock_factor": round(sv.clock, 4)}
+    if sv.host_name:
+        details["host_cpu"] = sv.host_name
+        details["host_speed_vs_reference"] = round(sv.host_speed, 3)
+    if sv.spec is not None:
+        details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
+                                  "tokens_per_step": sv.spec_tokens}
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes), details=details)

@@ -17,7 +17,7 @@ from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
 ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "vllm", "sglang", "trtllm", "llama.cpp",
                             "slurm")
-_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
+_ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
             "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
             "megatron-core": "megatron", "sbatch": "slurm"}
 

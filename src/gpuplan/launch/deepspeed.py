@@ -6,13 +6,37 @@ import math
 from typing import Any
 
 from ._common import Plan, json_text, launch_script, torchrun_argv, unsupported
-from ._train import grad_scaler, learning_rate, require_data_parallel_only
+from ._train import grad_scaler, learning_rate
 from .hf import check_hf_family, hf_family_files
+
+
+DEEPSPEED_VERSION = "0.19.8"
+
+
+def _autotp_checks(plan: Plan) -> None:
+    """What DeepSpeed AutoTP training (HF Trainer + DeepSpeed, `tensor_parallel.autotp_size`) runs."""
+    p = plan.s.parallel
+    if p.pp > 1 or p.cp > 1:
+        raise unsupported(plan, f"pp={p.pp}, cp={p.cp}", "DeepSpeed AutoTP through the HF Trainer has no pipeline "
+                          "or context parallelism.", ("megatron", "torchrun"), "set parallel.pp/cp to 1, or")
+    if p.tp > 1:
+        if plan.spec.num_experts:
+            raise unsupported(plan, f"tp={p.tp} on a mixture-of-experts model",
+                              "transformers 5.24 refuses its MoE weight conversions under DeepSpeed tensor "
+                              "parallelism (integrations/deepspeed.py: \"not yet implemented\").", ("megatron",))
+        if p.offload == "optimizer+params":
+            raise unsupported(plan, f"tp={p.tp} with offload 'optimizer+params'", "parameter offload with AutoTP is "
+                              "not verified against DeepSpeed's sources here.", ("megatron",),
+                              "use offload: optimizer, or")
+        if plan.spec.num_kv_heads % p.tp:
+            raise unsupported(plan, f"tp={p.tp}", f"AutoTP needs the {plan.spec.num_kv_heads} KV heads to split "
+                              f"evenly (runtime/engine.py: autotp_size exceeds/divides the KV head count).", ())
 
 
 def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     p, t = plan.s.parallel, plan.s.train
     notes: list[str] = []
+    _autotp_checks(plan)
     if p.offload == "optimizer+params" and p.zero < 3:
         raise unsupported(plan, f"offload 'optimizer+params' with zero {p.zero}",
                           "DeepSpeed offloads parameters only under ZeRO stage 3.", (),
@@ -39,6 +63,16 @@ def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         "gradient_clipping": 1.0,
         "zero_optimization": zero,
     }
+    if p.tp > 1:
+        # AutoTP (DeepSpeed >= 0.16.4; with ZeRO-3 in 0.19): the TP group repeats one batch, so the
+        # data-parallel width is world / tp. DeepSpeedConfig checks train_batch_size against the whole
+        # world when no mpu is passed (runtime/config.py), so the batch is given as micro-batch and
+        # accumulation only: micro x accumulation x dp = the plan's global batch.
+        del cfg["train_batch_size"]
+        cfg["tensor_parallel"] = {"autotp_size": p.tp}
+        notes.append(f"AutoTP: tensor_parallel.autotp_size {p.tp} (DeepSpeed >= 0.16.4, ZeRO-3 with AutoTP in "
+                     f"{DEEPSPEED_VERSION}; transformers and accelerate apply it from this file); global batch "
+                     f"{plan.micro_batch} x {plan.grad_accum} x dp {plan.s.dp} = {plan.global_batch}")
     if t.precision == "bf16":
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
@@ -61,7 +95,6 @@ def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
 
 def files(plan: Plan) -> dict[str, str]:
     check_hf_family(plan)
-    require_data_parallel_only(plan, ("megatron",))
     cfg, notes = ds_config(plan)
     out = {"ds_config.json": json_text(plan, cfg, notes)}
     out.update(hf_family_files(plan, deepspeed_file="ds_config.json", extra_notes=notes))

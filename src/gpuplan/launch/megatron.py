@@ -86,9 +86,15 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
     if t.method != "full":
         raise unsupported(plan, f"method '{t.method}'", "Megatron-LM trains full models; it has no PEFT path here.",
                           ("hf", "deepspeed", "torchrun"))
-    if p.offload != "none":
-        raise unsupported(plan, f"offload '{p.offload}'", "the generated Megatron arguments do not offload to CPU.",
-                          ("deepspeed",))
+    if p.offload == "optimizer+params":
+        raise unsupported(plan, "offload 'optimizer+params'", "Megatron-LM offloads the optimizer "
+                          "(--optimizer-cpu-offload), not the parameters.", ("deepspeed", "torchrun"),
+                          "use offload: optimizer, or")
+    if p.offload == "optimizer" and t.optimizer != "adamw":
+        raise unsupported(plan, f"offload 'optimizer' with optimizer '{t.optimizer}'", "Megatron's optimizer CPU "
+                          "offload needs --use-precision-aware-optimizer, which runs adam only "
+                          "(megatron/core/optimizer/optimizer_config.py at core_v0.19.0).", ("deepspeed",),
+                          "use adamw, or")
     if t.optimizer not in ("adamw", "sgd"):
         raise unsupported(plan, f"optimizer '{t.optimizer}'", "Megatron-LM offers adam (decoupled weight decay) and sgd.",
                           ("hf", "deepspeed"), "use adamw or sgd, or")
@@ -108,11 +114,18 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--context-parallel-size", str(p.cp)]
     if p.ep > 1:
         args += ["--expert-model-parallel-size", str(p.ep)]
-    if p.zero >= 1:
+    if p.zero >= 1 or p.offload == "optimizer":
         args.append("--use-distributed-optimizer")
-        if p.zero > 1:
-            notes.append(f"zero {p.zero}: Megatron's distributed optimizer shards optimizer state and master weights "
-                         "(ZeRO-1 layout); gradients and parameters stay replicated across dp")
+    if p.zero > 1:
+        notes.append(f"zero {p.zero}: Megatron's distributed optimizer shards optimizer state and master weights "
+                     "(ZeRO-1 layout); gradients and parameters stay replicated across dp")
+    if p.offload == "optimizer":
+        # core_v0.19.0: validate_args asserts --use-precision-aware-optimizer with --optimizer-cpu-offload
+        # (the hybrid device optimizer reuses its code path), and OptimizerConfig asserts that flag runs
+        # adam under the distributed optimizer
+        args += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer"]
+        notes.append("optimizer offload: Megatron's hybrid device optimizer steps the fp32 master weights and "
+                     "Adam states on the CPU (--optimizer-cpu-offload; --optimizer-offload-fraction 1.0 default)")
     args += model_args(plan)
     args += ["--seq-length", str(t.seq_len), "--micro-batch-size", str(plan.micro_batch),
              "--global-batch-size", str(plan.global_batch)]

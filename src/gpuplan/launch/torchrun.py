@@ -297,9 +297,13 @@ _OPTIM = {"adamw": "AdamW", "sgd": "SGD", "adafactor": "Adafactor"}
 
 
 def files(plan: Plan) -> dict[str, str]:
+    s, t, p = plan.s, plan.s.train, plan.s.parallel
+    if s.is_training and (p.tp > 1 or p.pp > 1 or p.cp > 1):
+        # tensor/pipeline/context parallel: a job file for torchtitan itself (launch/torchtitan.py)
+        from . import torchtitan
+        return torchtitan.files(plan)
     require_training(plan)
     check_train_precision(plan)
-    s, t, p = plan.s, plan.s.train, plan.s.parallel
     require_data_parallel_only(plan, ("megatron",))
     if p.ep > 1:
         raise unsupported(plan, f"ep={p.ep}", "the FSDP2 script has no expert parallelism.", ("megatron",))

@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import InputError, MissingExtraError, UnsupportedError
 
@@ -164,8 +164,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def calibrate(*, quick: bool = False, dtypes: list[str] | None = None) -> HardwareProfile:
-    """Run the microbenchmarks on this machine and return the profile (rank 0's view under torchrun)."""
+def calibrate(*, quick: bool = False, dtypes: list[str] | None = None,
+              progress: Callable[[str], Any] | None = None) -> HardwareProfile:
+    """Run the microbenchmarks on this machine and return the profile (rank 0's view under torchrun).
+    `progress(text)` is told each benchmark as it starts (the CLI draws it)."""
+    say = progress or (lambda text: None)
     torch = require_cuda("gpuplan calibrate")
     from .detect import detect, match_catalog
     notes: list[str] = []
@@ -184,12 +187,16 @@ def calibrate(*, quick: bool = False, dtypes: list[str] | None = None) -> Hardwa
         if torch.cuda.get_device_capability() >= (8, 9) and hasattr(torch, "_scaled_mm"):
             dtypes.append("fp8")
     shapes = GEMM_SHAPES_QUICK if quick else GEMM_SHAPES_FULL
-    gemm = bench_gemm(torch, dtypes, shapes, iters=5 if quick else 20)
+    gemm = []
+    for dt in dtypes:
+        say(f"GEMM {dt} ({len(shapes)} sizes)")
+        gemm += bench_gemm(torch, [dt], shapes, iters=5 if quick else 20)
     best: dict[str, float] = {}
     for p in gemm:
         best[p.dtype] = max(best.get(p.dtype, 0.0), p.flops_per_s)
     free, _total = torch.cuda.mem_get_info()
     nbytes = min(1 << 30 if quick else 4 << 30, int(free * 0.3))
+    say("HBM copy bandwidth")
     bw = bench_copy_bandwidth(torch, nbytes)
     sizes = COMM_SIZES_QUICK if quick else COMM_SIZES_FULL
     comm: list[CommPoint] = []
@@ -200,9 +207,11 @@ def calibrate(*, quick: bool = False, dtypes: list[str] | None = None) -> Hardwa
         local = int(os.environ.get("LOCAL_WORLD_SIZE", str(count)))
         nodes = max(1, world // max(local, 1))
         count = local
+        say("collectives (NCCL)")
         comm = bench_collectives(torch, sizes)
     elif count > 1:
         import torch.multiprocessing as mp
+        say(f"collectives (NCCL) over {count} GPUs")
         with tempfile.TemporaryDirectory() as tmp:
             res = os.path.join(tmp, "comm.json")
             mp.spawn(_spawn_worker, args=(count, _free_port(), sizes, res), nprocs=count, join=True)

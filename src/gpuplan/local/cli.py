@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..cliargs import MAX_GPUS, NO_PLAN, OK, add_scenario_args, positive_int, print_result
 from ..errors import GpuplanError, InputError, MissingExtraError
+from ..term import emit
 
 
 def add_parsers(subparsers) -> None:
@@ -81,7 +82,7 @@ def _print(obj, as_json: bool, command: str) -> None:
     if as_json:
         print_result(command, obj.to_json())
     else:
-        print(obj.render())
+        emit(obj.render())
 
 
 def run_doctor(args) -> int:
@@ -116,7 +117,7 @@ def run_doctor(args) -> int:
         if args.json:
             print_result("doctor", {"system": system.to_json(), "message": msg})
         else:
-            print(msg)
+            emit(msg)
         return 1
     if scn is not None:
         return _scenario_check(scn.replace(hardware={"gpu": gid, "count": n}), system, args.json)
@@ -135,25 +136,26 @@ def _scenario_check(scn, system, as_json: bool) -> int:
                                 "fits": peak <= cap, "knobs": [k.to_json() for k in knobs]})
         return code
     if system is not None:
-        print(render_system(system) + "\n")
+        emit(render_system(system) + "\n")
     verdict = "fits" if peak <= cap else f"does not fit (short by {fmt_bytes(peak - cap)})"
-    print(f"Scenario on {scn.hardware.count} x {scn.hardware.gpu}: predicted peak {fmt_bytes(peak)} per GPU of "
+    emit(f"Scenario on {scn.hardware.count} x {scn.hardware.gpu}: predicted peak {fmt_bytes(peak)} per GPU of "
           f"{fmt_bytes(cap)}: {verdict}.")
     if knobs:
-        print("Knobs, most memory freed first:")
-        for k in knobs:
-            if k.error:
-                print(f"  {k.name:<34} not evaluated: {k.error}")
-            else:
-                print(f"  {k.name:<34} frees {fmt_bytes(k.bytes_freed):>11} -> {fmt_bytes(k.peak_bytes):>11} "
-                      f"{'fits' if k.fits else 'still short':<11} ({k.tradeoff})")
+        from ..report import table
+        rows = [(k.name, "-", "-", "not evaluated", k.error) if k.error else
+                (k.name, fmt_bytes(k.bytes_freed), fmt_bytes(k.peak_bytes), "fits" if k.fits else "still short",
+                 k.tradeoff) for k in knobs]
+        emit("Knobs, most memory freed first:\n" + table(rows, ["knob", "frees", "peak after", "fits", "trade-off"],
+                                                        "lrrll"))
     return code
 
 
 def run_calibrate(args) -> int:
     from .calibrate import NoLocalGpuError, calibrate, is_rank0, save_profile
     try:
-        profile = calibrate(quick=args.quick)
+        from ..term import Progress
+        with Progress("calibrate") as bar:
+            profile = calibrate(quick=args.quick, progress=bar)
     except (NoLocalGpuError, MissingExtraError) as err:
         return _no_gpu(_unusable(err, "calibrate"), args.json, "calibrate")
     if not is_rank0():
@@ -164,15 +166,15 @@ def run_calibrate(args) -> int:
     if args.json:
         print_result("calibrate", profile.to_json())
         return 0
-    print(f"{profile.gpu_count} x {profile.gpu_name} [{profile.gpu_id or 'not in catalog'}], world {profile.world_size}, "
+    emit(f"{profile.gpu_count} x {profile.gpu_name} [{profile.gpu_id or 'not in catalog'}], world {profile.world_size}, "
           f"torch {profile.torch_version}, CUDA {profile.cuda_version}")
     for dtype, rate in profile.matmul_flops_per_s.items():
-        print(f"  GEMM {dtype:<5} best {rate / 1e12:8.1f} TFLOP/s")
+        emit(f"  GEMM {dtype:<5} best {rate / 1e12:8.1f} TFLOP/s")
     if profile.memory_bandwidth_bytes_per_s:
-        print(f"  HBM copy        {profile.memory_bandwidth_bytes_per_s / 1e9:8.0f} GB/s")
+        emit(f"  HBM copy        {profile.memory_bandwidth_bytes_per_s / 1e9:8.0f} GB/s")
     for op, bw in profile.comm_bus_bandwidth_bytes_per_s.items():
-        print(f"  {op:<14}  {bw / 1e9:8.0f} GB/s bus bandwidth (best size)")
-    print(f"Profile written to {path}")
+        emit(f"  {op:<14}  {bw / 1e9:8.0f} GB/s bus bandwidth (best size)")
+    emit(f"Profile written to {path}")
     return 0
 
 

@@ -117,7 +117,9 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
-                               "its config: state-space and recurrent models (Mamba, RWKV) are not modelled yet.",
+                               "its config: recurrent and state-space models other than the hand-written "
+                               "Mamba, Mamba-2, Jamba and Nemotron-H families (RWKV, Falcon-H1 ...) are not "
+                               "modelled yet.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
     d = _cfg_int(text_cfg, "head_dim") or h // a
     inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"

@@ -22,7 +22,8 @@ from .traits import Dropout, Traits
 class Block:
     """`count` copies of a parameter group of `numel` elements each.
 
-    kind: embedding | lm_head | attn | mlp | expert | shared_expert | router | norm | bias | other
+    kind: embedding | lm_head | attn | mlp | expert | shared_expert | router | ssm | norm | bias | other
+    (ssm: a state-space mixer's tensors, models/ssm.py)
     linear: (in_features, out_features) for a matrix multiplied by activations (None otherwise);
     `active_fraction`: share of this block a token's forward pass touches (top-k/E for routed experts).
     """
@@ -37,6 +38,59 @@ class Block:
     @property
     def total(self) -> int:
         return self.numel * self.count
+
+
+SSM_VARIANTS = ("mamba1", "mamba2")
+SSM_INNER_NORMS = ("none", "weighted", "weightless")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SSMShape:
+    """Sizes of a state-space (Mamba) mixer, read from the config by models/ssm.py.
+
+    mamba1: x_proj makes dt (dt_rank wide), B and C (d_state each) for every channel; A is d_inner x d_state.
+    mamba2: in_proj makes z, x, B and C for `n_groups` groups and dt per head; A, D and dt per head.
+    The recurrent state of one sequence is d_inner x d_state per layer in both (Mamba-2: heads x head_dim
+    x d_state); the convolution keeps the last d_conv - 1 inputs of its conv_dim channels.
+    """
+    variant: str
+    d_inner: int
+    d_state: int
+    d_conv: int
+    dt_rank: int = 0               # mamba1
+    n_groups: int = 1              # mamba2 B/C groups
+    num_heads: int = 0             # mamba2
+    head_dim: int = 0              # mamba2
+    chunk_size: int = 256          # mamba2 SSD chunk length
+    inner_norms: str = "none"      # RMSNorms on dt, B, C: Jamba (weighted), Falcon-Mamba (weightless)
+    residual_fp32: bool = True     # residual_in_fp32: the residual stream is kept in fp32 between layers
+
+    def __post_init__(self) -> None:
+        if self.variant not in SSM_VARIANTS:
+            raise ValueError(f"ssm variant {self.variant!r} is not one of {SSM_VARIANTS}")
+        if self.inner_norms not in SSM_INNER_NORMS:
+            raise ValueError(f"ssm inner_norms {self.inner_norms!r} is not one of {SSM_INNER_NORMS}")
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the depthwise convolution: x (Mamba-1); x, B and C (Mamba-2)."""
+        return self.d_inner + (2 * self.n_groups * self.d_state if self.variant == "mamba2" else 0)
+
+    @property
+    def state_elements(self) -> int:
+        """Recurrent state elements of one sequence in one layer."""
+        return self.d_inner * self.d_state
+
+    def conv_elements(self, columns: int | None = None) -> int:
+        """Convolution-window elements of one sequence in one layer (vLLM keeps d_conv - 1 columns,
+        transformers' cache d_conv)."""
+        return self.conv_dim * (self.d_conv - 1 if columns is None else columns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "d_inner": self.d_inner, "d_state": self.d_state, "d_conv": self.d_conv,
+                "dt_rank": self.dt_rank, "n_groups": self.n_groups, "num_heads": self.num_heads,
+                "head_dim": self.head_dim, "chunk_size": self.chunk_size, "conv_dim": self.conv_dim,
+                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +120,10 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     q_lora_rank: int = 0              # MLA query compression rank; 0 = uncompressed queries
     traits: Traits = field(default_factory=Traits)
+    # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
+    # or "mlp" for Nemotron-H's MLP-only blocks); empty = every layer is attention
+    ssm: SSMShape | None = None
+    layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
     hf_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -129,6 +187,30 @@ class ModelSpec:
         return text
 
     @property
+    def num_attention_layers(self) -> int:
+        """Layers that attend (and keep a KV cache); SSM layers keep a fixed-size state instead."""
+        return self.layer_mixers.count("attention") if self.layer_mixers else self.num_layers
+
+    @property
+    def num_ssm_layers(self) -> int:
+        return self.layer_mixers.count("mamba")
+
+    @property
+    def attention_windows(self) -> tuple[int | None, ...]:
+        """Sliding window per attention layer (SSM layers left out)."""
+        if not self.layer_mixers:
+            return self.layer_windows
+        return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m == "attention")
+
+    def ssm_state_bytes_per_sequence(self, state_bytes: float = 2.0, conv_bytes: float = 2.0,
+                                     conv_columns: int | None = None) -> float:
+        """Recurrent + convolution state of one sequence over all SSM layers (0 without SSM layers)."""
+        if self.ssm is None:
+            return 0.0
+        s = self.ssm
+        return self.num_ssm_layers * (s.state_elements * state_bytes + s.conv_elements(conv_columns) * conv_bytes)
+
+    @property
     def qk_nope_head_dim(self) -> int:
         """MLA: the part of the query/key head dimension without rotary embedding."""
         return self.head_dim - self.qk_rope_head_dim
@@ -145,19 +227,19 @@ class ModelSpec:
 
     def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0) -> float:
         """Per token of one sequence, all layers sized as full attention (vLLM's pool sizing)."""
-        return self.num_layers * self.kv_elements_per_token_layer() * bytes_per_element
+        return self.num_attention_layers * self.kv_elements_per_token_layer() * bytes_per_element
 
     def kv_cache_bytes(self, tokens: int, bytes_per_element: float = 2.0, windowed: bool = True) -> float:
         """Logical KV bytes for one sequence of `tokens`; sliding-window layers keep min(W, T)."""
         per_layer = self.kv_elements_per_token_layer() * bytes_per_element
         if not windowed:
-            return per_layer * tokens * self.num_layers
-        return per_layer * sum(min(w, tokens) if w else tokens for w in self.layer_windows)
+            return per_layer * tokens * self.num_attention_layers
+        return per_layer * sum(min(w, tokens) if w else tokens for w in self.attention_windows)
 
     def attention_context(self, seq_len: int, causal: bool = True) -> float:
         """Average keys each query attends to, summed over layers (window-capped)."""
         total = 0.0
-        for w in self.layer_windows:
+        for w in self.attention_windows:
             if not causal:
                 total += min(w, seq_len) if w else seq_len
             elif w and w < seq_len:
@@ -174,7 +256,17 @@ class ModelSpec:
         matmul = sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in self.blocks
                      if b.linear is not None and b.layer_scope != "vision")
         attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
-        return 2 * matmul + attn
+        return 2 * matmul + attn + self.ssm_scan_flops_per_token()
+
+    def ssm_scan_flops_per_token(self) -> float:
+        """Elementwise FLOPs per token of the selective scan outside the matmuls, all SSM layers: per state
+        element discretise (exp(dt·A), dt·B·x), update (h = dA·h + dBx) and read out (C·h): ~9 (Gu & Dao
+        2023 §3.3.2 count 9·B·L·D·N for the scan); the conv adds 2·d_conv per channel. Small next to the
+        projections; its time is memory-bound (estimate/speed.py)."""
+        if self.ssm is None:
+            return 0.0
+        s = self.ssm
+        return self.num_ssm_layers * (9.0 * s.state_elements + 2.0 * s.d_conv * s.conv_dim)
 
     def to_dict(self, seq_len: int = 2048) -> dict[str, Any]:
         return {
@@ -189,6 +281,10 @@ class ModelSpec:
             "max_position_embeddings": self.max_position,
             "num_experts": self.num_experts, "experts_per_token": self.experts_per_tok,
             "mla": self.is_mla, "sliding_window_layers": sum(1 for w in self.layer_windows if w),
+            **({"ssm": self.ssm.to_dict(), "attention_layers": self.num_attention_layers,
+                "ssm_layers": self.num_ssm_layers,
+                "ssm_state_bytes_per_sequence": int(self.ssm_state_bytes_per_sequence(2.0, 2.0))}
+               if self.ssm is not None else {}),
             "traits": self.traits.to_dict(),
             "kv_cache_bytes_per_token": int(self.kv_cache_bytes_per_token(2.0)),
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
@@ -296,6 +392,28 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                      num_attention_heads=48, head_dim=None, num_key_value_heads=None, hidden_act="relu2",
                      max_position_embeddings=4096, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
                      partial_rotary_factor=0.5),
+    # state-space families (models/ssm.py): MambaConfig / FalconMambaConfig / Mamba2Config / JambaConfig defaults
+    "mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2, conv_kernel=4,
+                  use_bias=False, use_conv_bias=True, hidden_act="silu", time_step_rank="auto",
+                  tie_word_embeddings=True, residual_in_fp32=True, layer_norm_epsilon=1e-5),
+    "falcon_mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2,
+                         conv_kernel=4, use_bias=False, use_conv_bias=True, hidden_act="silu", time_step_rank="auto",
+                         tie_word_embeddings=True, residual_in_fp32=True, layer_norm_epsilon=1e-5),
+    "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
+                   num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
+                   hidden_act="silu", chunk_size=256, tie_word_embeddings=False, residual_in_fp32=True,
+                   layer_norm_epsilon=1e-5),
+    "jamba": dict(vocab_size=65536, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                  num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                  max_position_embeddings=262144, num_experts_per_tok=2, num_experts=16, expert_layer_period=2,
+                  expert_layer_offset=1, attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16,
+                  mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto", mamba_conv_bias=True,
+                  mamba_proj_bias=False, rms_norm_eps=1e-6),
+    "nemotron_h": dict(vocab_size=131072, hidden_size=4096, tie_word_embeddings=False, num_attention_heads=32,
+                       num_key_value_heads=8, head_dim=128, max_position_embeddings=4096, intermediate_size=21504,
+                       mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128,
+                       mamba_head_dim=64, n_groups=8, conv_kernel=4, chunk_size=128, use_conv_bias=True,
+                       use_bias=False, layer_norm_epsilon=1e-5),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }
@@ -653,8 +771,9 @@ def _generic_available() -> bool:
 
 
 def _family_builders() -> dict:
-    from .families import BUILDERS   # families.py builds on this module's helpers
-    return BUILDERS
+    from .families import BUILDERS   # families.py and ssm.py build on this module's helpers
+    from .ssm import BUILDERS as SSM_BUILDERS
+    return {**BUILDERS, **SSM_BUILDERS}
 
 
 def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:

@@ -42,7 +42,9 @@ MLP_KINDS = ("swiglu", "geglu", "reglu", "plain")
 """swiglu/geglu/reglu: gated MLP act(gate) * up with a silu/gelu/relu activation; plain: fc1, act, fc2."""
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
-POSITIONS = ("rope", "alibi", "learned")
+POSITIONS = ("rope", "alibi", "learned", "none")
+"""none: no position encoding at all (SSMs and the attention layers of Jamba / Nemotron-H: the recurrence
+orders tokens)."""
 WINDOW_PATTERNS = ("none", "all", "alternate", "every_nth", "top_layers", "layer_types")
 """How sliding-window layers were chosen: none; all layers; even layers (Gemma-2, gpt-oss);
 all but every n-th (Gemma-3); layers from max_window_layers up (Qwen); an explicit layer_types list."""

@@ -11,9 +11,6 @@ from .pricing import hourly
 if TYPE_CHECKING:
     from .state import Search
 
-SCREEN_GAIN = 1.5
-
-
 def eta_max(params: Mapping[str, Any], table: str = "matmul") -> float:
     """The largest efficiency the speed model can assign (bounds must not exceed it)."""
     vals = []
@@ -108,6 +105,18 @@ def pipeline_pruned(s: Search, gpu: Any, count: int, method: str, precision: str
     return hopeless(s, cost_lb, t_lb, upm_lb, method, (gpu.id, method))
 
 
+def candidate_hopeless(s: Search, gpu: Any, count: int, method: str, precision: str, seq_len: int, pp: int,
+                       microbatches: int, vpp: int) -> bool:
+    """True when one candidate, a `pp`-stage pipeline running `microbatches` micro-batches per step,
+    is bounded below by a plan already found (the pipeline bound of `pipeline_pruned` at this
+    candidate's own micro-batch count; records nothing: the candidate is simply not timed)."""
+    b = lower_bounds(s, gpu, count, method, precision, seq_len)
+    if b is None:
+        return False
+    f = 1.0 + (pp - 1) / (vpp * max(1, microbatches)) if pp > 1 else 1.0
+    return hopeless(s, b[0] * f, b[1] * f, b[2] * f, method, (gpu.id, method))
+
+
 def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str, group: tuple) -> bool:
     """True when plans bounded below by these values are dominated on the cost/time front by a plan
     already found and cannot enter the top N (plan.ranked: the best plan of each group, then the
@@ -122,17 +131,6 @@ def hopeless(s: Search, cost_lb: float, t_lb: float, upm_lb: float, method: str,
     best = sorted(s.tally.group_best.values())
     mine = s.tally.group_top.get(group, [])
     return (len(best) >= s.top and first >= best[s.top - 1]) or (len(mine) >= s.top and first >= mine[s.top - 1])
-
-
-def screened_out(s: Search, cands: list, method: str, group: tuple) -> bool:
-    """True when the plans found with the widest tensor-parallel split, improved by SCREEN_GAIN, still
-    could not reach the front or the top N (so the narrower splits are not tried)."""
-    best_c = min((c.cost_value for c in cands if c.cost_value is not None), default=None)
-    best_t = min((c.time_value for c in cands if c.time_value is not None), default=None)
-    if best_c is None or best_t is None:
-        return False
-    upm_lb = min((c.usd_per_m for c in cands if c.usd_per_m is not None), default=0.0) / SCREEN_GAIN
-    return hopeless(s, best_c / SCREEN_GAIN, best_t / SCREEN_GAIN, upm_lb, method, group)
 
 
 def promising_first(s: Search, gpus: list) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..term import emit, settings
 from ..units import DAY_S, GiB
 
 
@@ -106,15 +107,15 @@ def run_recommend(args: argparse.Namespace) -> int:
                     deadline_days=args.deadline, max_gpus=args.max_gpus, owned=_owned(args.owned),
                     providers=_split(args.providers), spot=args.spot, ttft_s=args.ttft, tpot_s=args.tpot,
                     requests_per_s=args.requests_per_s, tokens_per_s=args.tokens_per_s,
-                    min_headroom=args.headroom, progress=None)
+                    min_headroom=args.headroom, progress=settings().progress)
     if target is not None:
         write_plot(rec, str(target.path))
     if args.json:
         print_result("recommend", rec.to_json())
     else:
-        print(recommendation_text(rec))
+        emit(recommendation_text(rec))
         if target is not None:
-            print(f"\nPareto chart written to {target.path}")
+            emit(f"\nPareto chart written to {target.path}", info=True)
     return OK if rec.plans else NO_PLAN
 
 
@@ -200,18 +201,17 @@ def recommendation_text(rec: Any) -> str:
                              f"{_fmt_time(p.time_value, rec.time_metric)}")
                 lines += [f"      ! {w}" for w in p.warnings if w.startswith("outside the default limit")]
     else:
+        from ..report import table
         per_m = "$/M out" if rec.task == "infer" else "$/M tok"
-        head = (f"{'#':>2}  {'plan':<62} {'peak/cap GiB':>13} {'$/GPU-h':>8} {'$/h':>9} {'cost':>11} {'time':>11} "
-                f"{per_m:>8}")
-        lines += [head, "-" * len(head)]
+        rows = []
         for p in rec.plans:
             m, c = p.estimate["memory"], p.estimate["cost"]
-            mem = memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"])
             upm = c.get("usd_per_million_tokens")
-            lines.append(f"{p.rank:>2}  {p.summary[:62]:<62} {mem:>13} {_fmt_usd(_per_gpu_hour(c)):>8} "
-                         f"{_fmt_usd(c.get('usd_per_hour')):>9} "
-                         f"{_fmt_usd(p.cost_value) if rec.cost_metric != 'usd_per_million_tokens' else _fmt_usd(upm):>11} "
-                         f"{_fmt_time(p.time_value, rec.time_metric):>11} {'-' if upm is None else f'{upm:.3f}':>8}")
+            rows.append((p.rank, p.summary[:62], memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"]),
+                         _fmt_usd(_per_gpu_hour(c)), _fmt_usd(c.get("usd_per_hour")),
+                         _fmt_usd(p.cost_value) if rec.cost_metric != "usd_per_million_tokens" else _fmt_usd(upm),
+                         _fmt_time(p.time_value, rec.time_metric), "-" if upm is None else f"{upm:.3f}"))
+        lines.append(table(rows, ["#", "plan", "peak/cap GiB", "$/GPU-h", "$/h", "cost", "time", per_m], "rlrrrrrr"))
         lines.append(("$/M out: the plan's whole hourly cost over its output tokens (input and blended prices: "
                       "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
         lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
@@ -323,20 +323,24 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.json:
         print_result("compare", {"task": task, "rows": [compare_record(r, task) for r in rows]})
         return code
+    emit(compare_table(rows, task))
+    return code
+
+
+def compare_table(rows: list[dict], task: str) -> str:
+    """compare's rows as a table; a GPU that cannot run the workload gets its reason in the plan column."""
+    from ..report import table
     speed = "output tok/s" if task == "infer" else "train tok/s"
     per_m = "$/M out" if task == "infer" else "$/M tok"
-    head = f"{'gpu':<16} {'fits':>4} {'plan':<48} {speed:>12} {'$/h':>9} {per_m:>9} {'tok/s/W':>8}"
-    print(head)
-    print("-" * len(head))
+    cells = []
     for r in rows:
         if not r["fits"]:
-            print(f"{r['gpu']:<16} {'no':>4} {r['reason']}")
+            cells.append((r["gpu"], "no", r["reason"], "", "", "", ""))
             continue
-        print(f"{r['gpu']:<16} {'yes':>4} {r['plan'][:48]:<48} {r['tokens_per_s'] or 0:>12,.0f} "
-              f"{_fmt_usd(r['usd_per_hour']):>9} "
-              f"{'-' if r['usd_per_million_tokens'] is None else format(r['usd_per_million_tokens'], '.3f'):>9} "
-              f"{'-' if r['tokens_per_s_per_watt'] is None else format(r['tokens_per_s_per_watt'], '.2f'):>8}")
-    return code
+        cells.append((r["gpu"], "yes", r["plan"][:48], f"{r['tokens_per_s'] or 0:,.0f}", _fmt_usd(r["usd_per_hour"]),
+                      "-" if r["usd_per_million_tokens"] is None else format(r["usd_per_million_tokens"], ".3f"),
+                      "-" if r["tokens_per_s_per_watt"] is None else format(r["tokens_per_s_per_watt"], ".2f")))
+    return table(cells, ["gpu", "fits", "plan", speed, "$/h", per_m, "tok/s/W"], "lrlrrrr")
 
 
 def compare_record(row: dict, task: str) -> dict:
@@ -351,14 +355,32 @@ def compare_record(row: dict, task: str) -> dict:
 
 def run_whatif(args: argparse.Namespace) -> int:
     from ..cliargs import print_result, scenario_from_args
-    from .whatif import whatif, whatif_table
+    from .whatif import whatif
     scn = scenario_from_args(args)
     rows = whatif(scn)
     if args.json:
         print_result("whatif", {"task": scn.task, "techniques": rows})
     else:
-        print(whatif_table(rows, scn.is_training))
+        emit(whatif_table(rows, scn.is_training))
     return 0
+
+
+def whatif_table(rows: list[dict[str, Any]], training: bool = True) -> str:
+    """Each technique's peak, memory saved, whether it fits and its time cost, as a table."""
+    from ..report import table
+    cells = []
+    for r in rows:
+        if r["error"]:
+            cells.append((r["technique"], "-", "-", "-", "-", "-", r["error"]))
+            continue
+        t = r["time_s"]
+        tt = "-" if t is None else (f"{t:.3g} s" if t >= 0.1 else f"{t * 1e3:.3g} ms")
+        ch = "-" if r["time_change"] is None else f"{r['time_change']:+.0%}"
+        cells.append((r["technique"], f"{r['peak_bytes_per_gpu'] / GiB:.1f}", f"{r['saved_bytes'] / GiB:.1f}",
+                      "yes" if r["fits"] else "NO", tt, ch, r["note"]))
+    unit = "step" if training else "token"
+    return (table(cells, ["technique", "peak GiB", "saved GiB", "fits", "time", "change", "note"], "lrrrrrl") + "\n"
+            + (f"time = per optimizer {unit}" if training else "time = per output token (TPOT)"))
 
 
 def rl_plan_text(rec: Any, rows: list[dict]) -> str:

@@ -18,8 +18,11 @@ What each framework composes, from its own code and documentation:
   CPUOffloadPolicy) offloads parameters, gradients and optimizer states.
 * DeepSpeed AutoTP training (`"tensor_parallel": {"autotp_size": N}`, DeepSpeed >= 0.16.4,
   https://www.deepspeed.ai/tutorials/autotp-training): tensor parallel combined with ZeRO stage 0,
-  1 or 2; not ZeRO-3 (DeepSpeedExamples PR #1004: "AutoTP+ZeRO-3 not supported") and no pipeline
-  or context parallelism through that path. ZeRO-Offload moves the optimizer to the host.
+  1 or 2 (the tutorial), and with ZeRO-3 in DeepSpeed 0.19 (0.19.8 runtime/engine.py
+  `_configure_tensor_parallel_states`: "AutoTP + ZeRO stage 3 is supported for both inference and
+  training"; runtime/zero/stage3.py gathers AutoTP shards). No pipeline or context parallelism
+  through that path (HF Trainer + DeepSpeed). ZeRO-Offload moves the optimizer to the host;
+  parameter offload with AutoTP is not offered (not verified in DeepSpeed's sources here).
 
 Megatron-FSDP (`--use-megatron-fsdp`) is not searched: the generated Megatron launch file does not
 write it.
@@ -59,7 +62,7 @@ def rules(framework: str, par: Mapping[str, int], n_shard: int) -> Option | str:
         if pp > 1 or cp > 1:
             return f"DeepSpeed AutoTP has no pipeline or context parallelism (pp={pp}, cp={cp})"
         if tp > 1:
-            return Option("deepspeed", (0,) if single else (1, 2), ("none", "optimizer"))
+            return Option("deepspeed", (0,) if single else (1, 2, 3), ("none", "optimizer"))
         return Option("deepspeed", (0,) if single else (1, 2, 3), OFFLOADS_ALL)
     if framework == "hf":
         if _model_parallel(par):
@@ -91,9 +94,28 @@ def optimizer_reason(framework: str | None, optimizer: str) -> str | None:
 AUTO_MODEL_PARALLEL = ("megatron", "torchtitan", "deepspeed")
 
 
-def options(named: str | None, par: Mapping[str, int], n_shard: int) -> tuple[list[Option], list[str]]:
+def model_reason(framework: str, par: Mapping[str, int], model) -> str | None:
+    """Why `framework` cannot run this model with a model-parallel layout, from what its launch files
+    can express (launch/torchtitan.py, launch/deepspeed.py): torchtitan builds only the
+    architectures it registers by name and flavor; transformers refuses its MoE weight conversions
+    under DeepSpeed tensor parallelism."""
+    if model is None:
+        return None
+    if framework == "torchtitan":
+        from ..launch.torchtitan import VERSION, flavor_for
+        if flavor_for(model) is None:
+            return (f"torchtitan {VERSION} builds only the architectures it registers; "
+                    f"{getattr(model, 'name', 'this model')} is not one of them")
+    if framework == "deepspeed" and par.get("tp", 1) > 1 and getattr(model, "num_experts", 0):
+        return "DeepSpeed AutoTP through transformers does not convert mixture-of-experts weights"
+    return None
+
+
+def options(named: str | None, par: Mapping[str, int], n_shard: int,
+            model=None) -> tuple[list[Option], list[str]]:
     """The framework options for a layout: the user's framework only when one is named, else the
-    default (HF) for data-parallel layouts and every framework that runs a model-parallel one.
+    default (HF) for data-parallel layouts and every framework that runs a model-parallel one (and,
+    given the model, can be launched for it: `model_reason`).
     Returns (options, reasons for the frameworks that cannot run it)."""
     if named is not None:
         r = rules(named, par, n_shard)
@@ -105,5 +127,7 @@ def options(named: str | None, par: Mapping[str, int], n_shard: int) -> tuple[li
     out, why = [], []
     for fw in AUTO_MODEL_PARALLEL:
         r = rules(fw, par, n_shard)
+        if isinstance(r, Option) and (m := model_reason(fw, par, model)):
+            r = m
         (out if isinstance(r, Option) else why).append(r)
     return out, why

@@ -27,6 +27,7 @@ from .. import pipeline
 from ..errors import InputError, UnknownNameError
 from ..models import get_model
 from ..scenario import Scenario
+from ..term import Progress
 from . import guard
 from . import space as S
 from .constraints import Constraints
@@ -206,39 +207,35 @@ def _candidate_gpus(sp: S.Space, cons: Constraints) -> tuple[list, set[str]]:
 
 
 def _run(s: Search, candidates: list, named_ids: set[str], progress: bool | None, t0: float) -> None:
-    from ..hardware import software
     from .bounds import promising_first
     candidates = promising_first(s, candidates)
+    # progress=None: a bar when stderr is a terminal (the CLI passes its own decision: never under --quiet/--json)
     show = sys.stderr.isatty() if progress is None else progress
     s.tally.gpus_total = len(candidates)
-    for gpu in candidates:
-        s.check_time(f"before {gpu.id}")
-        why_not = gpu_allowed(s.preset, gpu)
-        if why_not:
-            if gpu.id in named_ids:
-                s.tally.rejected.append(Rejection(gpu.id, why_not, "preset", gpu.id,
-                                                  alternative="drop the preset or override it with --gpus"))
-            continue
-        try:
-            software.support_for(gpu)
-        except UnknownNameError as err:     # a user-added GPU the software table does not cover
-            s.tally.miss(gpu.id, 1, 0, Rejection(gpu.id, err.why, "software", gpu.id, alternative=err.fix))
-            continue
-        (infer_gpu if s.space.task == "infer" else train_gpu)(s, gpu)
-        s.tally.gpus_done += 1
-        if show and time.perf_counter() - t0 > 1.0:
-            _bar(s)
-    if show and time.perf_counter() - t0 > 1.0:
-        sys.stderr.write("\n")
+    with Progress("recommend", len(candidates), enabled=show) as bar:
+        for gpu in candidates:
+            _one_gpu(s, gpu, named_ids)
+            bar.update(s.tally.gpus_done, text=f"{s.tally.memory_evaluations + s.tally.speed_evaluations:,} "
+                                               "evaluations")
 
 
-def _bar(s: Search) -> None:
-    t = s.tally
-    n, total = t.gpus_done, max(t.gpus_total, 1)
-    filled = int(30 * n / total)
-    sys.stderr.write(f"\rrecommend [{'#' * filled}{'.' * (30 - filled)}] {n}/{total} GPUs, "
-                     f"{t.memory_evaluations + t.speed_evaluations:,} evaluations")
-    sys.stderr.flush()
+def _one_gpu(s: Search, gpu: Any, named_ids: set[str]) -> None:
+    """Search one GPU type's counts, layouts and techniques (or record why it is not searched)."""
+    from ..hardware import software
+    s.check_time(f"before {gpu.id}")
+    why_not = gpu_allowed(s.preset, gpu)
+    if why_not:
+        if gpu.id in named_ids:
+            s.tally.rejected.append(Rejection(gpu.id, why_not, "preset", gpu.id,
+                                              alternative="drop the preset or override it with --gpus"))
+        return
+    try:
+        software.support_for(gpu)
+    except UnknownNameError as err:     # a user-added GPU the software table does not cover
+        s.tally.miss(gpu.id, 1, 0, Rejection(gpu.id, err.why, "software", gpu.id, alternative=err.fix))
+        return
+    (infer_gpu if s.space.task == "infer" else train_gpu)(s, gpu)
+    s.tally.gpus_done += 1
 
 
 def _finish(s: Search, named_ids: set[str], elapsed: float,
@@ -250,7 +247,9 @@ def _finish(s: Search, named_ids: set[str], elapsed: float,
     n_eval = t.memory_evaluations + t.speed_evaluations
     stats = {"seconds": round(elapsed, 4), "gpus_searched": t.gpus_done, "layouts": t.layouts,
              "memory_evaluations": t.memory_evaluations, "speed_evaluations": t.speed_evaluations,
-             "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None}
+             "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None,
+             "space_points": t.space_points, "points_decided_by_bound": t.bound_points,
+             "space_points_per_s": round(t.space_points / elapsed) if elapsed > 0 else None}
     return Recommendation(plans=plans, pareto=pareto, rejected=rejections(s, named_ids), objective=s.objective,
                           objective_weights=s.weights, constraints=s.cons, preset=s.preset, task=s.space.task,
                           cost_metric=cost_metric, time_metric=time_metric, assumptions=_assumptions(s), stats=stats,

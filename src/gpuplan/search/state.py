@@ -36,6 +36,8 @@ class Tally:
     memory_evaluations: int = 0
     speed_evaluations: int = 0
     layouts: int = 0
+    space_points: int = 0       # points of the search space (grid.py), every one decided below
+    bound_points: int = 0       # of them, decided by a proven bound or a software rule, not evaluated
     gpus_done: int = 0
     gpus_total: int = 0
 

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from ..estimate.layout import grad_accum_steps
 from . import frameworks as F
 from . import space as S
-from .bounds import pipeline_pruned, pruned, screened_out
+from . import grid as G
+from .bounds import candidate_hopeless, pipeline_pruned, pruned
 from .candidate import accept, fast, layout_text, performance, train_memory, values
 from .constraints import check_gpus, memory_reason
 from .plan import Cand, Rejection
@@ -85,10 +86,15 @@ def train_gpu(s: Search, gpu: Any) -> None:
                                                  f"{gpu.id} runs {stack}", "software", gpu.id,
                                                  alternative="use LoRA on a 16-bit base"))
             continue
-        for count in counts(s, gpu, job.gpn):
+        cs = counts(s, gpu, job.gpn)
+        grid = G.for_search(s, job, method, cs)
+        s.tally.space_points += grid.size
+        for count in cs:
             s.check_time(f"at {count} x {gpu.id}")
-            if not check_gpus(s.cons, gpu.id, count) and not pruned(s, gpu, count, method, job.precision, seq_len):
-                _splits(s, job, count, method)
+            if check_gpus(s.cons, gpu.id, count) or pruned(s, gpu, count, method, job.precision, seq_len):
+                s.tally.bound_points += grid.by_count.get(count, 0)
+            else:
+                _splits(s, job, count, method, grid)
 
 
 def _formats(s: Search, gpu: Any) -> tuple[str, str] | None:
@@ -139,23 +145,16 @@ def counts(s: Search, gpu: Any, gpn: int) -> list[int]:
     return sorted(out)
 
 
-def _splits(s: Search, job: Job, count: int, method: str) -> None:
-    """Screen with the widest tensor-parallel split (least memory); try the others only when the
-    screened plans, improved by SCREEN_GAIN, could still reach the front or the top N."""
+def _splits(s: Search, job: Job, count: int, method: str, grid: G.Grid) -> None:
+    """Every (tp, cp, ep) split, widest tensor-parallel split first (least memory). No split is
+    skipped by a heuristic: a layout is left out only by a proven bound (bounds.py, grid.py)."""
     sp = s.space
     splits = sorted(model_splits(s, count, job.gpn, job.seq_len), key=lambda x: -x[0])
     if method != "full" and not sp.parallel["tp"]:
         # peft adapters train under HF/accelerate: data parallel (DDP/FSDP/ZeRO) only
         splits = [x for x in splits if x[0] == 1 and x[1] == 1] or splits[-1:]
-    n_before = len(s.tally.feasible)
-    for i, (tp, cp, ep) in enumerate(splits):
-        if i == 1 and not sp.parallel["tp"]:
-            new = s.tally.feasible[n_before:]
-            if not new and not s.tally.misses.get(job.gpu.id):
-                break
-            if new and screened_out(s, new, method, (job.gpu.id, method)):
-                break
-        _pipelines(s, job, count, method, tp, cp, ep)
+    for tp, cp, ep in splits:
+        _pipelines(s, job, count, method, tp, cp, ep, grid)
 
 
 def model_splits(s: Search, count: int, gpn: int, seq_len: int):
@@ -226,7 +225,7 @@ def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
     named = s.space.base.get("framework")
     if named is None and s.space.base.get("tool"):
         named = "hf"                    # a fine-tuning tool (Unsloth, TRL, ...) trains through HF transformers
-    opts, why = F.options(named, par, par["dp"] * par["cp"])
+    opts, why = F.options(named, par, par["dp"] * par["cp"], s.model)
     label = f"{gpu.id} x{count} ({layout_text(par)})"
     good = []
     for o in opts:
@@ -245,7 +244,7 @@ def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
     return good
 
 
-def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, ep: int) -> None:
+def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, ep: int, grid: G.Grid) -> None:
     sp, model, gpu = s.space, s.model, job.gpu
     pps = sp.parallel["pp"] or (S.powers_of_two(min(model.num_layers, count // (tp * cp))) if method == "full"
                                 else [1])
@@ -261,7 +260,11 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
             continue
         s.check_time(f"at {count} x {gpu.id} (tp={tp}, pp={pp})")
         par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
+        all_opts, _ = F.options(sp.base.get("framework"), par, dp * cp, model)
+        points = {o.framework: grid.by_option.get((count, tp, pp, cp, ep, o.framework), (0.0, 0)) for o in all_opts}
         opts = _options(s, gpu, count, par)
+        s.tally.bound_points += sum(points[o.framework][1] for o in all_opts if o not in opts)   # software
+        opts = _memory_bound(s, job, count, par, opts, points)
         if not opts:
             continue
         # the global batch is a target: the nearest batch this dp runs in whole steps, and the
@@ -283,6 +286,7 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
         vpp = int(sp.base.get("_parallel_rest", {}).get("vpp", 1))
         if pp > 1 and pipeline_pruned(s, gpu, count, method, job.precision, job.seq_len, pp,
                                       gb // (dp * min(mbs)), vpp):
+            s.tally.bound_points += sum(points[o.framework][1] for o in opts)
             continue
         s.tally.layouts += 1
         lay = Layout(count, method, par, mbs, gb, tuple(opts))
@@ -292,6 +296,24 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
         # no early stop at the first pipeline depth that fits without recompute: a deeper pipeline
         # also shrinks dp, and with it the data-parallel gradient traffic and the ZeRO stage needed,
         # so it can be cheaper (found by the exhaustiveness test, tests/test_search_exhaustive.py)
+
+
+def _memory_bound(s: Search, job: Job, count: int, par: dict, opts: list, points: dict) -> list:
+    """The framework options of a layout whose batched memory bound (grid.py) fits; the others are
+    decided without a scalar estimate (a miss that says "at least" when none is left)."""
+    keep = [o for o in opts if points[o.framework][0] <= job.cap]
+    out = [o for o in opts if o not in keep]
+    if out:
+        s.tally.bound_points += sum(points[o.framework][1] for o in out)
+        if not keep:
+            lb = min(points[o.framework][0] for o in out)
+            gpu = job.gpu
+            text = (memory_reason(int(lb), gpu.usable_memory_bytes, s.cons.min_headroom)
+                    + " (at least: the model states alone, before activations, with every ZeRO stage and "
+                      "offload this layout's frameworks offer)")
+            s.tally.miss(gpu.id, 2, job.cap / lb, Rejection(f"{gpu.id} x{count} ({layout_text(par)})", text,
+                                                            "memory", gpu.id, count))
+    return keep
 
 
 # ---- techniques ------------------------------------------------------------------------------------
@@ -380,14 +402,15 @@ def _minimal(found: list[tuple], lay: Layout, mbs: list[int]) -> list[dict]:
         and g[:5] != f[:5] for g in found)]
     out, seen = [], set()
     for f in minimal:
-        # pipelines run micro-batch 1 (more micro-batches, smaller bubble: Megatron practice);
-        # without a pipeline the largest micro-batch that fits (bigger GEMMs, fewer steps)
-        mb = mbs[0] if lay.par["pp"] > 1 else f[4]
-        key = (f[5], f[1], f[6], f[7], mb)
-        if key not in seen:
-            seen.add(key)
-            out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb,
-                        "framework": f[8]})
+        # without a pipeline the largest micro-batch that fits (bigger GEMMs, fewer steps, never
+        # slower in the speed model); a pipeline also tries the smallest (more micro-batches per
+        # step, a smaller bubble), so neither is assumed better
+        for mb in ((mbs[0], f[4]) if lay.par["pp"] > 1 else (f[4],)):
+            key = (f[5], f[1], f[6], f[7], mb)
+            if key not in seen:
+                seen.add(key)
+                out.append({"recompute": f[5], "zero": f[1], "offload": f[6], "optimizer": f[7], "micro_batch": mb,
+                            "framework": f[8]})
     return out
 
 
@@ -420,6 +443,11 @@ def _try_combo(s: Search, job: Job, lay: Layout, mbs: Sequence[int], combo: tupl
 
 def time_train(s: Search, job: Job, lay: Layout, tech: dict) -> None:
     gpu, count, method, fw = job.gpu, lay.count, lay.method, tech["framework"]
+    vpp = int(s.space.base.get("_parallel_rest", {}).get("vpp", 1))
+    m = lay.global_batch // (lay.par["dp"] * tech["micro_batch"])
+    if candidate_hopeless(s, gpu, count, method, job.precision, job.seq_len, lay.par["pp"], m, vpp):
+        s.tally.bound_points += 1          # proven dominated before timing (bounds.py)
+        return
     par = {**lay.par, "zero": tech["zero"], "offload": tech["offload"]}
     section = _section(job, lay, tech["recompute"], tech["micro_batch"], tech["optimizer"])
     scn = fast(s, gpu, count, job.gpn, par, section, fw)

@@ -8,7 +8,6 @@ from typing import Any, Mapping
 from ..errors import GpuplanError
 from ..scenario import Scenario
 from ..techniques import techniques_for
-from ..units import GiB
 
 
 def _variants(scn: Scenario) -> list[tuple[str, dict[str, Any], str]]:
@@ -52,23 +51,6 @@ def whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, Any]]
                      "time_change": (t / t0 - 1.0) if (t and t0) else None,
                      "usd_per_million_tokens": est.cost.usd_per_million_tokens, "note": note, "error": None})
     return rows
-
-
-def whatif_table(rows: list[dict[str, Any]], training: bool = True) -> str:
-    head = f"{'technique':<36} {'peak GiB':>9} {'saved GiB':>9} {'fits':>5} {'time':>10} {'change':>8}  note"
-    lines = [head, "-" * len(head)]
-    unit = "step" if training else "token"
-    for r in rows:
-        if r["error"]:
-            lines.append(f"{r['technique']:<36} {'-':>9} {'-':>9} {'-':>5} {'-':>10} {'-':>8}  {r['error']}")
-            continue
-        t = r["time_s"]
-        tt = "-" if t is None else (f"{t:.3g} s" if t >= 0.1 else f"{t * 1e3:.3g} ms")
-        ch = "-" if r["time_change"] is None else f"{r['time_change']:+.0%}"
-        lines.append(f"{r['technique']:<36} {r['peak_bytes_per_gpu'] / GiB:>9.1f} {r['saved_bytes'] / GiB:>9.1f} "
-                     f"{'yes' if r['fits'] else 'NO':>5} {tt:>10} {ch:>8}  {r['note']}")
-    lines.append(f"time = per optimizer {unit}" if training else "time = per output token (TPOT)")
-    return "\n".join(lines)
 
 
 def path_to_fit(scenario: Scenario | Mapping[str, Any] | str, max_steps: int = 5) -> list[dict[str, Any]]:

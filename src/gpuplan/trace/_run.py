@@ -522,6 +522,12 @@ def _cache_tensors(cache):
                 t = getattr(layer, name, None)
                 if isinstance(t, torch.Tensor):
                     yield t
+            # state-space layers (Mamba, Mamba-2, Jamba's Mamba layers): per-state dicts of tensors
+            for name in ("conv_states", "recurrent_states"):
+                states = getattr(layer, name, None)
+                for t in (states.values() if isinstance(states, dict) else ()):
+                    if isinstance(t, torch.Tensor):
+                        yield t
         return
     for name in ("key_cache", "value_cache"):
         for t in getattr(cache, name, []) or []:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from ..errors import GpuplanError
 
@@ -27,21 +26,6 @@ def add_parser(subparsers):
     return p
 
 
-class _Spinner:
-    def __init__(self, stream=sys.stderr):
-        self.stream, self.t0, self.last = stream, time.monotonic(), ""
-
-    def __call__(self, msg: str) -> None:
-        self.last = msg
-        self.stream.write(f"\r[trace {time.monotonic() - self.t0:5.1f}s] {msg:<60}")
-        self.stream.flush()
-
-    def done(self):
-        if self.last:
-            self.stream.write("\r" + " " * 80 + "\r")
-            self.stream.flush()
-
-
 def _gib(n) -> str:
     return "-" if n is None else f"{n / 2**30:8.2f}"
 
@@ -49,12 +33,12 @@ def _gib(n) -> str:
 def run(args) -> int:
     from ..cliargs import print_result, scenario_from_args
     from . import trace
-    spinner = _Spinner()
-    try:
-        scenario = scenario_from_args(args)
-        result = trace(scenario, iterations=args.iterations, decode_steps=args.decode_steps, progress=spinner)
-    finally:        # errors are reported by gpuplan.cliargs.report, on a clean line
-        spinner.done()
+    from ..term import Progress
+    scenario = scenario_from_args(args)
+    # a status line on stderr once the trace has run for a second (terminal only; never --quiet/--json);
+    # it is cleared before the result or an error is printed
+    with Progress("trace") as bar:
+        result = trace(scenario, iterations=args.iterations, decode_steps=args.decode_steps, progress=bar)
     estimate, est_msg = None, None
     if args.compare:
         estimate, est_msg = _estimate(scenario)
@@ -66,29 +50,26 @@ def run(args) -> int:
                 out["compare_message"] = est_msg
         print_result("trace", out)
         return 0
+    from ..report import table
+    from ..term import emit
     r = result
-    print(f"{r.model} {r.task}: peak {_gib(r.peak_bytes).strip()} GiB per GPU ({r.peak_bytes:,} bytes) "
-          f"in {r.phase}; world size {r.world_size}; traced in {r.seconds:.1f} s")
+    emit(f"{r.model} {r.task}: peak {_gib(r.peak_bytes).strip()} GiB per GPU ({r.peak_bytes:,} bytes) "
+         f"in {r.phase}; world size {r.world_size}; traced in {r.seconds:.1f} s")
     est_c = (estimate or {}).get("components", {}) if estimate else {}
-    header = f"  {'component':<18}{'trace GiB':>10}"
-    if estimate:
-        header += f"{'estimate GiB':>14}{'diff GiB':>10}"
-    print(header)
-    rows = list(_COMPONENTS) + ["total"]
-    for k in rows:
+    rows = []
+    for k in list(_COMPONENTS) + ["total"]:
         t = r.peak_bytes if k == "total" else r.components.get(k, 0)
-        line = f"  {k:<18}{_gib(t):>10}"
+        row = [k, _gib(t).strip()]
         if estimate:
             e = estimate.get("peak_bytes_per_gpu") if k == "total" else est_c.get(k)
-            line += f"{_gib(e):>14}{_gib(None if e is None else e - t):>10}"
-        print(line)
+            row += [_gib(e).strip(), _gib(None if e is None else e - t).strip()]
+        rows.append(row)
+    emit(table(rows, ["component", "trace GiB"] + (["estimate GiB", "diff GiB"] if estimate else [])))
     if r.kv_cache_bytes is not None:
-        print(f"  KV cache held: {r.kv_cache_bytes:,} bytes")
+        emit(f"KV cache held: {r.kv_cache_bytes:,} bytes")
     if est_msg:
-        print(est_msg)
-    print("How it was measured:")
-    for n in r.method_notes:
-        print(f"  - {n}")
+        emit(est_msg)
+    emit("How it was measured:\n" + "\n".join(f"  - {n}" for n in r.method_notes), info=True)
     return 0
 
 

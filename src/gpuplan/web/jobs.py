@@ -220,7 +220,8 @@ def serving_curve_job(scenario: Any, concurrencies: list[int] | None, allow_hub:
         if load.requests > WEB_MAX_LOAD_REQUESTS:
             raise WebError(400, "infer.load.requests", f"is {load.requests:,}; the web server simulates at most "
                            f"{WEB_MAX_LOAD_REQUESTS:,} requests.", "use fewer requests, or the CLI.")
-        out["load"] = pipeline.serving_load(r, est.memory) if est.memory.fits else None
+        # with the rate sweep, so the page can draw latency percentiles and goodput versus rate
+        out["load"] = pipeline.serving_load(r, est.memory, sweep=True) if est.memory.fits else None
     return clean(out)
 
 

@@ -12,13 +12,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .cost import ConstantCost, EngineCost
+from .cost import ConstantCost, EngineCost, SpecCost, step_cost
 from .engines import engine_policy
 from .scheduler import Policy, Result, simulate
 from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
-           "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "SpecCost", "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
            "saturation", "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
 OVERLOAD_GROWTH = 0.05         # requests in the system growing at > 5 % of the arrival rate: no bound
@@ -169,9 +169,12 @@ SWEEP_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0)   # of the capacity
 
 
 def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Sequence[Mapping[str, Any]] | None = None,
-                 cost: Any = None, search: bool = True, sweep: bool = False) -> dict[str, Any]:
+                 cost: Any = None, search: bool = True, sweep: bool = False,
+                 progress: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Simulate `scn.infer.load` on one replica of `serving` (speed.py `_Serving`, holding the memory
-    engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO."""
+    engine's KV pool). `search`: also find the capacity and the highest rate meeting the SLO.
+    `progress(text)` is called as each simulation run starts (no I/O here: the caller draws it)."""
+    say = progress or (lambda text: None)
     inf = scn.infer
     load = inf.load
     policy, notes = engine_policy(scn, serving, capacity_bytes)
@@ -191,17 +194,19 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     wl = workload(load.rate_per_s, load.requests)
     max_ctx = int((wl.input_tokens + wl.output_tokens).max())
     if cost is None:
-        cost = EngineCost(serving, policy.max_num_seqs, max_ctx,
-                          max(policy.token_budget, int(wl.input_tokens.max())))
+        cost = step_cost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(wl.input_tokens.max())))
     pool_tokens = policy.kv_blocks * policy.block_size
     if max_ctx > pool_tokens:
         from ...errors import InputError
         raise InputError("infer.load request lengths", f"the longest request ({max_ctx:,} tokens) does not fit "
                          f"the KV pool of {pool_tokens:,} tokens.", "shorten the lengths (max:) or add GPUs / "
                          "lower the weights' precision.")
-    res = simulate(wl, policy, cost)
+    say(f"simulating {len(wl.input_tokens):,} requests")
     open_loop = load.arrival in ("poisson", "gamma", "trace")
     slo = {"ttft_s": load.slo_ttft_s, "tpot_s": load.slo_tpot_s, "percentile": load.slo_percentile}
+    if getattr(load, "disaggregation", None) is not None:
+        return _disaggregated(scn, serving, wl, policy, cost, slo, open_loop, notes)
+    res = simulate(wl, policy, cost)
     s = summarize(res, slo=slo, open_loop=open_loop)
     for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
         if s[k] is not None:
@@ -214,7 +219,8 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
               "policy": {"max_num_seqs": policy.max_num_seqs, "max_num_batched_tokens": policy.token_budget,
                          "kv_block_tokens": policy.block_size, "kv_pool_tokens": pool_tokens,
                          "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
-                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit}})
+                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
+                         "tokens_per_step": policy.tokens_per_step}})
     s["capacity_per_s"] = None
     s["max_rate_meeting_slo_per_s"] = None
     if search and load.arrival != "trace":
@@ -223,7 +229,11 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
         # not read as a growing queue
         n_cap = int(min(MAX_CAPACITY_REQUESTS, max(CAPACITY_REQUESTS, 6 * mu * w)))
 
+        probes = [0]
+
         def run(rate: float) -> Result:
+            probes[0] += 1
+            say(f"capacity and SLO search: probe {probes[0]} at {rate:.3g} requests/s")
             return simulate(workload(rate, n_cap, "poisson"), policy, cost)
         cap = find_capacity(run, mu * adp)
         s["capacity_per_s"] = cap
@@ -259,6 +269,53 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     return s
 
 
+def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: Any, slo: Mapping[str, Any],
+                   open_loop: bool, notes: list[str]) -> dict[str, Any]:
+    """Prefill/decode disaggregation (disagg.py) beside colocated serving on the same GPUs."""
+    from ...errors import InputError
+    from .disagg import simulate_disaggregated, split_round_robin, transfer_link, transfer_seconds
+    load = scn.infer.load
+    dg = load.disaggregation
+    n, m = dg.prefill_instances, dg.decode_instances
+    if load.arrival == "closed":
+        raise InputError("infer.load.disaggregation", "needs open-loop or offline arrivals, not a closed loop.",
+                         "use arrival poisson, gamma, offline or trace.")
+    if serving.adp > 1:
+        raise InputError("infer.load.disaggregation", "is not modelled with attention data parallelism (ep over "
+                         "data-parallel ranks).", "drop one of them.")
+    gpus = (n + m) * serving.group_gpus
+    if scn.hardware.count < gpus:
+        raise InputError("infer.load.disaggregation", f"{n} prefill + {m} decode instances of {serving.group_gpus} "
+                         f"GPU(s) need {gpus} GPUs; hardware.count is {scn.hardware.count}.",
+                         f"set hardware.count to at least {gpus} or use fewer instances.")
+    link = transfer_link(serving, n + m)
+    res, tx = simulate_disaggregated(wl, policy, cost, n, m, lambda p: transfer_seconds(serving, link, p))
+    s = summarize(res, slo=slo, open_loop=open_loop)
+    col = summarize(split_round_robin(wl, n + m, policy, cost), slo=slo, open_loop=open_loop)
+    keep = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests_per_s", "output_tokens_per_s", "goodput_requests_per_s",
+            "overloaded", "preemptions")
+    s.update({"engine": policy.engine, "arrival": load.arrival,
+              "rate_per_s": load.rate_per_s if load.arrival in ("poisson", "gamma") else s["requests_per_s"],
+              "policy": {"max_num_seqs": policy.max_num_seqs, "max_num_batched_tokens": policy.token_budget,
+                         "kv_block_tokens": policy.block_size, "kv_pool_tokens": policy.kv_blocks * policy.block_size,
+                         "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
+                         "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
+                         "tokens_per_step": policy.tokens_per_step},
+              "capacity_per_s": None, "max_rate_meeting_slo_per_s": None,
+              "disaggregation": {
+                  "prefill_instances": n, "decode_instances": m, "gpus": gpus,
+                  "link": link.kind, "link_bytes_per_s_per_gpu": link.effective_bytes_per_s,
+                  "kv_transfer_s": {"mean": float(np.mean(tx)), "p50": float(np.percentile(tx, 50)),
+                                    "p90": float(np.percentile(tx, 90)), "p99": float(np.percentile(tx, 99))},
+                  "colocated": dict({k: col[k] for k in keep}, replicas=n + m)}})
+    s["slo"] = slo if (slo["ttft_s"] is not None or slo["tpot_s"] is not None) else None
+    notes.append(f"prefill/decode disaggregation: {n} prefill + {m} decode instance(s) on {gpus} GPUs, KV over "
+                 f"{link.kind}; rates are the whole system's; 'colocated' serves the same arrivals on {n + m} "
+                 "ordinary replicas. The capacity search is not run for disaggregated plans.")
+    s["notes"] = notes
+    return s
+
+
 def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, slo: Mapping[str, Any], *,
                      requests: int = 400, max_replicas: int = 4096) -> tuple[int, dict[str, Any]] | None:
     """The fewest replicas whose simulated `slo['percentile']` TTFT and TPOT meet the SLO when each gets
@@ -274,7 +331,7 @@ def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, s
     max_ctx = int((probe.input_tokens + probe.output_tokens).max())
     if max_ctx > policy.kv_blocks * policy.block_size:
         return None
-    cost = EngineCost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
+    cost = step_cost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
     adp = serving.adp
     runs: dict[int, Result] = {}
 

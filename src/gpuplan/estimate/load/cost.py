@@ -4,12 +4,14 @@ hundred engine calls instead of one per iteration.
 
 An iteration runs D decode sequences (mean context c) and prompt chunks (c_i tokens at offset o_i):
 
-    D > 0:  decode_step(D, c)  +  linears/element-wise/comm of Σc_i  +  Σ attention(c_i over o_i)
+    D > 0:  decode_step(D, c)  +  linears/element-wise of Σc_i  +  Σ attention(c_i over o_i)
+            +  comm(D + Σc_i) − comm(D)   (the prompt rows share the decode step's collective calls)
     D = 0:  max(linears of Σc_i + Σ attention, weight read) + step overhead
 
-which is how `serve` (speed.py `point`) prices a mixed step: the decode step plus the prompt work
-riding in it. Interpolation error is below 0.5 % on the grid spacing used here (tests check it
-against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
+which is how `serve` (speed.py `point`) prices a mixed step — the decode step plus the prompt work
+riding in it — except that `point` charges the prompt's TP/EP collectives as separate calls (their
+per-call latency a second time); here only their extra bytes are charged. Interpolation error is
+below 0.5 % on the grid spacing used here (tests check it against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
 mixed step, share its expert GEMMs (a small over-estimate of the step; docs/serving-load.md).
 """
 from __future__ import annotations
@@ -65,11 +67,11 @@ class EngineCost:
         self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.04, dense_below=16)
         self.pcomm = [sv._tp_comm(x) + sv._ep_comm(x) for x in self.pgrid]
         self.plin = [sv.prefill_chunk(x, 0, compute_only=True) - sv.prefill_attention_time(
-            sv.prefill_attention_flops(x, 0)) - cm for x, cm in zip(self.pgrid, self.pcomm)]
+            sv.prefill_attention_flops(x, 0), x) - cm for x, cm in zip(self.pgrid, self.pcomm)]
         self.pw = [sv._weights_read(x) / sv.bw for x in self.pgrid]
         # causal attention: time of the whole prefix of n tokens (a chunk is a difference of two)
         self.agrid = _grid(1, max(2, max_context, max_prefill_tokens), 1.05, dense_below=64)
-        self.atot = [sv.prefill_attention_time(sv.prefill_attention_flops(x, 0)) for x in self.agrid]
+        self.atot = [sv.prefill_attention_time(sv.prefill_attention_flops(x, 0), x) for x in self.agrid]
 
     @staticmethod
     def _interp(grid: Sequence[float], vals: Sequence[float], x: float) -> float:
@@ -113,7 +115,11 @@ class EngineCost:
         lin = self._interp(self.pgrid, self.plin, prefill_tokens)
         comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         if decodes > 0:
-            return self.decode(decodes, context) + lin + attention_s + comm
+            # the prompt rows ride in the decode step's own all-reduce / all-to-all calls: only their
+            # extra bytes cost time, not a second round of per-call latency
+            extra = (self._interp(self.pgrid, self.pcomm, float(decodes) + prefill_tokens)
+                     - self._interp(self.pgrid, self.pcomm, float(decodes)))
+            return self.decode(decodes, context) + lin + attention_s + extra
         return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
@@ -131,3 +137,42 @@ class EngineCost:
             j += n
             c += n
         return total
+
+
+class SpecCost:
+    """Speculative decoding on top of a step cost: every iteration with decodes also pays the
+    verification of k more positions per sequence and the drafter's k proposals
+    (speed.py `_Serving.spec_step_extra`), cached on a coarse (batch × context) grid — batches exact
+    up to 8 then ×1.25 buckets, contexts ×1.2 buckets, each priced at its bucket's geometric middle."""
+
+    def __init__(self, base, serving):
+        self.base = base
+        self.sv = serving
+        self._cache: dict[tuple[int, int], float] = {}
+
+    def attention(self, tokens: float, offset: float) -> float:
+        return self.base.attention(tokens, offset)
+
+    def extra(self, decodes: int, context: float) -> float:
+        bd = decodes if decodes <= 8 else 9 + int(math.log(decodes / 8.0) / math.log(1.25))
+        bc = int(math.log(max(context, 1.0)) / math.log(1.2))
+        key = (bd, bc)
+        v = self._cache.get(key)
+        if v is None:
+            d = decodes if decodes <= 8 else 8.0 * 1.25 ** (bd - 9 + 0.5)
+            v = self._cache[key] = self.sv.spec_step_extra(d, 1.2 ** (bc + 0.5))
+        return v
+
+    def step(self, decodes: int, context: float, prefill_tokens: float, attention_s: float) -> float:
+        t = self.base.step(decodes, context, prefill_tokens, attention_s)
+        return t + self.extra(decodes, context) if decodes > 0 else t
+
+    def decode_sum(self, decodes: int, context: float, k: int) -> float:
+        return self.base.decode_sum(decodes, context, k) + k * self.extra(decodes, context + (k - 1) / 2.0)
+
+
+def step_cost(serving, max_batch: int, max_context: int, max_prefill_tokens: int):
+    """The step cost of one replica: the tabulated engine, with speculative decoding when the
+    scenario asks for it."""
+    base = EngineCost(serving, max_batch, max_context, max_prefill_tokens)
+    return SpecCost(base, serving) if getattr(serving, "spec", None) is not None else base

@@ -21,7 +21,21 @@ LLAMA_CPP_N_BATCH = 2048        # llama-server's default logical batch (-b)
 
 def engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy, list[str]]:
     """The scheduler of `scn.infer.engine` for one attention replica of `serving` (speed.py _Serving),
-    with the KV pool the memory engine sized (serving.kv_capacity_tokens)."""
+    with the KV pool the memory engine sized (serving.kv_capacity_tokens) and, under speculative
+    decoding, the mean tokens each decode step yields per sequence."""
+    policy, notes = _engine_policy(scn, serving, capacity_bytes)
+    e = float(getattr(serving, "spec_tokens", 1.0) or 1.0)
+    if e > 1.0:
+        from dataclasses import replace
+        policy = replace(policy, tokens_per_step=e)
+        sp = serving.spec
+        notes.append(f"speculative decoding ({sp.method}, k={serving.spec_k}, acceptance {serving.spec_a:g}): each "
+                     f"decode step yields {e:.2f} tokens per sequence on average and costs the verification of "
+                     f"{serving.spec_k} more positions plus the drafter.")
+    return policy, notes
+
+
+def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy, list[str]]:
     inf = scn.infer
     load = inf.load
     eng = inf.engine

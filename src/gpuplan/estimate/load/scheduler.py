@@ -45,6 +45,9 @@ class Policy:
     mixed: bool = True                # prompt chunks share an iteration with the decodes
     reserve_full: bool = False        # admission reserves prompt + output (no growth, no preemption)
     prefix_hit: float = 0.0           # share of each prompt served from the prefix cache
+    tokens_per_step: float = 1.0      # speculative decoding: mean tokens a decode step yields per sequence
+    prefilled: bool = False           # disaggregated decode instance: a new request's prompt KV arrives from
+                                      # a prefill instance; all but its last prompt token are computed
 
 
 @dataclass
@@ -78,6 +81,16 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     O = [int(x) for x in workload.output_tokens]
     bs = pol.block_size
     cap = pol.kv_blocks
+    if pol.tokens_per_step > 1.0:
+        # speculative decoding: a decoding sequence advances tokens_per_step tokens per iteration (the
+        # mean of Leviathan et al.'s accepted-prefix count), so a request needs 1 + ceil((O-1)/E)
+        # iterations' worth of "tokens" here; the pool shrinks by the same ratio, so the KV those
+        # iteration-tokens stand for is held (docs/serving-load.md, approximations)
+        E = pol.tokens_per_step
+        O_real = O
+        O = [1 + (math.ceil((o - 1) / E) if o > 1 else 0) for o in O]
+        real, sim = sum(P) + sum(O_real), sum(P) + sum(O)
+        cap = max(1, int(cap * sim / real))
     for i in range(n):
         need = _cdiv(P[i] + O[i], bs)
         if need > cap:
@@ -169,7 +182,12 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         """(cached tokens, chunk tokens, new blocks) of admitting waiting request r now."""
         target = P[r] + gen[r]
         cached = 0
-        if pol.prefix_hit > 0:
+        if pol.prefilled and gen[r] == 0:
+            # the KV of every prompt token but the last was transferred (vLLM's KV-connector path: the
+            # decode instance computes the last prompt token and samples the first output token); a
+            # request preempted here is recomputed locally like any other
+            cached = target - 1
+        elif pol.prefix_hit > 0:
             cached = min(int(pol.prefix_hit * P[r]) // bs * bs, target - 1)
         rem = target - cached
         c = min(rem, budget) if pol.chunked_prefill else rem

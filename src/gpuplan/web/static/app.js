@@ -9,7 +9,7 @@ const SVG = "http://www.w3.org/2000/svg";
 // fields kept in the URL: form element id -> URL key (same name)
 const FIELDS = ["model", "gpu", "count", "tp", "pp", "zero", "itp",
   "method", "precision", "optimizer", "seq_len", "micro_batch", "global_batch", "recompute", "lora_rank", "tokens",
-  "weights", "kv_cache", "engine", "prompt_len", "output_len", "concurrency",
+  "weights", "kv_cache", "engine", "prompt_len", "output_len", "concurrency", "load_rate",
   "objective", "preset", "top", "budget_usd", "deadline_days", "max_gpus", "ttft_s", "tpot_ms", "requests_per_s",
   "launch_engine"];
 const RADIOS = ["mode", "task"];
@@ -239,6 +239,8 @@ function scenarioFromForm(mode) {
     if (Object.keys(par).length) s.parallel = par;
     const inf = prune({ weights: str("weights"), kv_cache: str("kv_cache"), engine: str("engine"),
       prompt_len: int("prompt_len"), output_len: int("output_len"), concurrency: int("concurrency") });
+    const rate = num("load_rate");
+    if (mode === "estimate" && rate > 0) inf.load = { rate_per_s: rate, requests: 1000 };
     if (Object.keys(inf).length) s.infer = inf;
   } else {
     const zero = val("zero");
@@ -549,8 +551,42 @@ function renderServing(res) {
   const p = panel("Serving: throughput and latency vs concurrency", "hollow points do not fit in memory",
     el("div", { class: "two" }, el("div", {}, c1, chartLegend([tput])), el("div", {}, c2, chartLegend([ttft, tpot]))), table);
   paintSwatches(p);
-  view.replaceChildren(p);
+  const lp = res.load ? loadPanel(res.load) : null;
+  view.replaceChildren(...(lp ? [p, lp] : [p]));
   view.hidden = false;
+}
+
+/* Serving under load (the scenario's infer.load): the percentile table at the simulated rate and the
+   latency / goodput curves versus rate from the simulator's sweep (10 %-100 % of the capacity). */
+function loadPanel(load) {
+  const sw = (load.sweep || []).filter((q) => q.rate_per_s > 0);
+  const line = (name, color, key) => ({ name, color, line: true,
+    points: sw.map((q) => ({ x: q.rate_per_s, y: q[key], title: `${q.rate_per_s.toPrecision(3)} req/s: ${name} ${fmtSeconds(q[key])}` })) });
+  const lat = [line("TTFT p50", "#e08a2c", "ttft_p50_s"), line("TTFT p99", "#b5561b", "ttft_p99_s"),
+    line("TPOT p50", "#8a5cc9", "tpot_p50_s"), line("TPOT p99", "#5b3a8c", "tpot_p99_s")];
+  const hasGood = sw.some((q) => q.goodput_requests_per_s != null);
+  const thr = [{ name: "requests/s served", color: "#2f5fd0", line: true,
+    points: sw.map((q) => ({ x: q.rate_per_s, y: q.requests_per_s, title: `${q.rate_per_s.toPrecision(3)} req/s offered: ${(q.requests_per_s || 0).toPrecision(3)} served` })) }];
+  if (hasGood) thr.push({ name: "goodput (meets the SLO)", color: "#2a9d5b", line: true,
+    points: sw.map((q) => ({ x: q.rate_per_s, y: q.goodput_requests_per_s, title: `${q.rate_per_s.toPrecision(3)} req/s: goodput ${(q.goodput_requests_per_s || 0).toPrecision(3)}` })) });
+  const fmtR = (v) => (v >= 10 ? v.toFixed(0) : v.toPrecision(2));
+  const charts = sw.length ? el("div", { class: "two" },
+    el("div", {}, xyChart(lat, { id: "load-latency-chart", xLabel: "arrival rate (requests/s)", yLabel: "latency (log scale)",
+      logY: true, width: 500, height: 320, fmtX: fmtR, fmtY: fmtTick(fmtSeconds) }), chartLegend(lat)),
+    el("div", {}, xyChart(thr, { id: "load-goodput-chart", xLabel: "arrival rate (requests/s)", yLabel: "requests/s",
+      width: 500, height: 320, fmtX: fmtR, fmtY: (v) => fmtR(v) }), chartLegend(thr))) : null;
+  const rows = [["TTFT", load.ttft_s], ["TPOT", load.tpot_s], ["end-to-end", load.e2e_s], ["queueing", load.queue_s]];
+  const table = el("div", { class: "scroll" }, el("table", { class: "data", id: "load-table" },
+    el("thead", {}, el("tr", {}, ["latency", "mean", "p50", "p90", "p99"].map((h, i) => el("th", { class: i ? "num" : null }, h)))),
+    el("tbody", {}, rows.map(([name, st]) => el("tr", {}, el("td", {}, name),
+      ...["mean", "p50", "p90", "p99"].map((k) => el("td", { class: "num" }, fmtSeconds((st || {})[k]))))))));
+  const cap = load.capacity_per_s != null ? `capacity ${fmtR(load.capacity_per_s)} req/s per replica` : "";
+  const sub = `${load.engine}, ${load.requests} requests at ${fmtR(load.rate_per_s || 0)} req/s` +
+    (load.overloaded ? " — OVERLOADED" : "") + (cap ? ` · ${cap}` : "");
+  const p = panel("Serving under load: latency percentiles and goodput vs arrival rate", sub,
+    ...(charts ? [charts] : []), table, notesList(load.notes));
+  paintSwatches(p);
+  return p;
 }
 
 function renderLaunch(res) {
@@ -695,6 +731,7 @@ function usePlan(p) {
   if (s.task === "infer") {
     set("itp", par.tp);
     for (const k of ["weights", "kv_cache", "engine", "prompt_len", "output_len", "concurrency"]) set(k, (s.infer || {})[k]);
+    set("load_rate", ((s.infer || {}).load || {}).rate_per_s);
   } else {
     set("tp", par.tp); set("pp", par.pp); set("zero", par.zero);
     for (const k of ["method", "precision", "optimizer", "seq_len", "micro_batch", "global_batch", "recompute", "lora_rank", "tokens"]) set(k, (s.train || {})[k]);

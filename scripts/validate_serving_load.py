@@ -1,0 +1,147 @@
+"""Score the serving-under-load simulator (docs/serving-load.md) on published load tests
+(validation/gathered/serve-load.csv): each row's stated engine, GPU, TP, lengths and load (Poisson rate,
+closed loop of N clients, or all requests at t=0) is simulated and the predicted TTFT and TPOT (the
+statistic the source reports: mean or median) are printed beside the measured ones, with the median
+error per source and over all scored rows.
+
+No constant is fitted on these rows (the step cost is the packaged `serve` calibration, the scheduler
+rules are read from the engines), so the leave-one-source-out error equals the in-sample error; the
+script says so rather than computing a refit that does not exist.
+
+    PYTHONPATH=src python scripts/validate_serving_load.py [--rows ID,ID] [--csv OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from gpuplan import pipeline  # noqa: E402
+from gpuplan.errors import GpuplanError  # noqa: E402
+
+CSV = ROOT / "validation" / "gathered" / "serve-load.csv"
+# Length shape of the ShareGPT benchmark workloads (vLLM / SGLang bench_serving): log-normal around the
+# row's stated means, the spreads and the clips are ours (the benchmarks drop prompts over 1024 tokens and
+# pairs over 2048), not fitted to any row.
+SHAREGPT_CV = {"input": 1.0, "output": 1.0}
+SHAREGPT_MAX = {"input": 1024, "output": 1024}
+LIGHT_CLIENTS = 8          # closed loops up to this many clients count as light load in the offset diagnostic
+
+
+def scenario(row: dict) -> dict:
+    tp = int(row["tp"])
+    load: dict = {"arrival": row["arrival"], "requests": int(row["requests"]), "seed": 0}
+    if row["rate_per_s"]:
+        load["rate_per_s"] = float(row["rate_per_s"])
+    if row["clients"]:
+        load["clients"] = int(row["clients"])
+    for k in ("input", "output"):
+        mean = float(row[f"{k}_mean_tokens"])
+        if row["dataset"] == "sharegpt":
+            load[k] = {"dist": "lognormal", "mean": mean, "cv": SHAREGPT_CV[k], "min": 4, "max": SHAREGPT_MAX[k]}
+        else:
+            load[k] = {"dist": "fixed", "mean": mean}
+    return {"model": row["model"], "task": "infer",
+            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
+            "parallel": {"tp": tp},
+            "infer": {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["weights"],
+                      "prompt_len": 1024, "output_len": 256, "load": load}}
+
+
+def predict(row: dict) -> dict:
+    r = pipeline.resolve(scenario(row))
+    mem = pipeline.memory(r)
+    return pipeline.serving_load(r, mem, search=False)
+
+
+def stat(block: dict, which: str) -> float:
+    return block["mean"] if which == "mean" else block["p50"]
+
+
+def _med(errs: list[float]) -> str:
+    if not errs:
+        return "   n/a"
+    return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", help="comma-separated row ids (default: all)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="also print throughput, preemptions, KV pool")
+    ap.add_argument("--csv", help="write the per-row predictions to this CSV file")
+    a = ap.parse_args(argv)
+    want = set(a.rows.split(",")) if a.rows else None
+    with CSV.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if want is None or r["id"] in want]
+    out = []
+    print(f"{'id':5s} {'engine':7s} {'load':12s} {'stat':6s} {'TTFT pred':>10s} {'meas':>9s} {'err':>7s}  "
+          f"{'TPOT pred':>9s} {'meas':>7s} {'err':>7s}  model / gpu")
+    for row in rows:
+        load = (f"{row['rate_per_s']} req/s" if row["arrival"] == "poisson" else
+                f"closed:{row['clients']}" if row["arrival"] == "closed" else f"offline {row['requests']}")
+        try:
+            s = predict(row)
+        except GpuplanError as exc:
+            print(f"{row['id']:5s} SKIP {str(exc).splitlines()[0]}")
+            continue
+        tt, tm = stat(s["ttft_s"], row["statistic"]) * 1e3, float(row["ttft_ms"])
+        pt, pm = stat(s["tpot_s"], row["statistic"]) * 1e3, float(row["tpot_ms"])
+        rec = {"id": row["id"], "source": row["source"], "engine": row["engine"], "scored": row["scored"] == "yes",
+               "ttft_pred_ms": tt, "ttft_meas_ms": tm, "ttft_err": (tt - tm) / tm,
+               "tpot_pred_ms": pt, "tpot_meas_ms": pm, "tpot_err": (pt - pm) / pm,
+               "preemptions": s["preemptions"], "kv_pool_tokens": s["policy"]["kv_pool_tokens"],
+               "rps_pred": s["requests_per_s"], "light": row["arrival"] == "poisson" or (row["arrival"] == "closed" and int(row["clients"]) <= LIGHT_CLIENTS), "rps_meas": float(row["requests_per_s"]) if row["requests_per_s"] else None}
+        out.append(rec)
+        flag = "" if rec["scored"] else "  (not scored: " + row["scored"].removeprefix("no: ") + ")"
+        print(f"{row['id']:5s} {row['engine']:7s} {load:12s} {row['statistic']:6s} {tt:10.1f} {tm:9.1f} "
+              f"{100 * rec['ttft_err']:+6.0f}%  {pt:9.2f} {pm:7.2f} {100 * rec['tpot_err']:+6.0f}%  "
+              f"{row['model']} {row['gpu']} tp{row['tp']}{flag}")
+        if a.verbose:
+            rm = rec["rps_meas"]
+            print(f"      req/s pred {rec['rps_pred']:.2f} meas {rm if rm else '-'}  preemptions {rec['preemptions']}  "
+                  f"KV pool {rec['kv_pool_tokens']:,} tokens  policy {s['policy']}")
+    scored = [r for r in out if r["scored"]]
+    print()
+    print(f"{'source':48s} {'n':>3s} {'TTFT median |err|':>18s} {'TPOT median |err|':>18s}")
+    for src in sorted({r["source"] for r in scored}):
+        rs = [r for r in scored if r["source"] == src]
+        print(f"{src[:48]:48s} {len(rs):3d} {_med([r['ttft_err'] for r in rs]):>18s} "
+              f"{_med([r['tpot_err'] for r in rs]):>18s}")
+    for eng in sorted({r["engine"] for r in scored}):
+        rs = [r for r in scored if r["engine"] == eng]
+        print(f"{'  engine ' + eng:48s} {len(rs):3d} {_med([r['ttft_err'] for r in rs]):>18s} "
+              f"{_med([r['tpot_err'] for r in rs]):>18s}")
+    print(f"{'all scored rows':48s} {len(scored):3d} {_med([r['ttft_err'] for r in scored]):>18s} "
+          f"{_med([r['tpot_err'] for r in scored]):>18s}")
+    print("leave-one-source-out = in-sample: no constant is fitted on these rows (the step cost is the packaged "
+          "serve calibration).")
+    light = [r for r in scored if r["light"]]
+    srcs = sorted({r["source"] for r in light})
+    if len(srcs) > 1:
+        # diagnostic only (nothing ships): would a constant per-request TTFT offset (HTTP, chat template,
+        # tokenisation, IPC, streaming — none modelled) explain the light-load TTFT gap? Fitted on the
+        # other source(s), scored on the held-out one.
+        print("\ndiagnostic, not used by gpuplan: a constant TTFT offset fitted leave-one-source-out on the "
+              f"light-load rows (Poisson; closed loops of <= {LIGHT_CLIENTS} clients)")
+        for src in srcs:
+            train = [r["ttft_meas_ms"] - r["ttft_pred_ms"] for r in light if r["source"] != src]
+            off = statistics.median(train)
+            test = [(r["ttft_pred_ms"] + off - r["ttft_meas_ms"]) / r["ttft_meas_ms"] for r in light
+                    if r["source"] == src]
+            raw = [r["ttft_err"] for r in light if r["source"] == src]
+            print(f"  held out {src[:44]:44s} offset {off:5.1f} ms  TTFT median |err| {_med(raw)} -> {_med(test)}")
+    if a.csv:
+        with open(a.csv, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(out[0]))
+            w.writeheader()
+            w.writerows(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Fused-attention kernels in training: which kernel a framework runs, and how fast it is.
+
+The calibrated attention efficiency (efficiency.json `attention`) was fitted on llm-foundry's A100
+rows and stands for that stack's kernel. Other stacks run other kernels, whose speed on Hopper is
+published (data/attention_kernels.csv: Shah et al. 2024, FlashAttention-3, H100 SXM5, BF16, head
+dim 128, forward causal and backward TFLOP/s by sequence length):
+
+* Megatron-LM / NeMo through Transformer Engine: cuDNN fused attention on Hopper and later — TE's
+  `get_attention_backend` disables FlashAttention "to give FusedAttention preference on Hopper+ for
+  performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py, v2.x).
+* PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
+  the FlashAttention-2 kernel.
+* `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
+* Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
+  (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
+
+Where a family has no published kernel figures (Ampere, Ada, Blackwell, AMD, ...) the calibrated
+efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
+FLOPs: FlashAttention recomputes QK^T and needs five matmuls to the forward's two) at the backward
+rate, both interpolated in log(sequence length) and scaled from the reference GPU by 16-bit peak
+and sustained clock.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from functools import lru_cache
+from importlib import resources
+
+BACKWARD_FLOP_RATIO = 2.5
+KERNELS = ("fa2", "cudnn", "fa3")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]]:
+    path = resources.files("gpuplan.estimate").joinpath("data/attention_kernels.csv")
+    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            key = (r["kernel"], r["family"])
+            ref, pts = out.setdefault(key, (r["reference_gpu"], []))
+            pts.append((int(r["seq_len"]), float(r["fwd_tflops_per_s"]) * 1e12, float(r["bwd_tflops_per_s"]) * 1e12))
+    for _, pts in out.values():
+        pts.sort()
+    return out
+
+
+def default_kernel(framework: str) -> str:
+    return "cudnn" if framework == "megatron" else "fa2"
+
+
+# Serving engines' prefill kernels where published figures apply: vLLM's FlashAttention backend picks
+# FlashAttention-3 on sm90 (vllm/v1/attention/backends/fa_utils.py `get_flash_attn_version`); SGLang's
+# default attention backend on Hopper is fa3 (python/sglang/srt/server_args.py); HF generate runs SDPA's
+# FlashAttention-2. TensorRT-LLM's own FMHA and llama.cpp's kernels keep their calibrated factors.
+_ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2"}
+
+
+def engine_kernel(engine: str) -> str | None:
+    return _ENGINE_KERNEL.get(engine)
+
+
+def _interp(pts: list[tuple[int, float, float]], seq: float) -> tuple[float, float]:
+    x = math.log2(max(seq, 1.0))
+    if x <= math.log2(pts[0][0]):
+        return pts[0][1], pts[0][2]
+    for (s0, f0, b0), (s1, f1, b1) in zip(pts, pts[1:]):
+        x0, x1 = math.log2(s0), math.log2(s1)
+        if x <= x1:
+            w = (x - x0) / (x1 - x0)
+            return f0 + w * (f1 - f0), b0 + w * (b1 - b0)
+    return pts[-1][1], pts[-1][2]
+
+
+def kernel_rates(kernel: str, family: str, seq_len: float, scale: float) -> tuple[float, float] | None:
+    """(forward, backward) FLOP/s of `kernel` on a GPU of `family` whose 16-bit peak x sustained clock
+    is `scale` times the reference GPU's; None when no figures are published for that family."""
+    hit = _table().get((kernel, family))
+    if hit is None:
+        return None
+    f, b = _interp(hit[1], seq_len)
+    return f * scale, b * scale
+
+
+def reference_gpu(kernel: str, family: str) -> str | None:
+    hit = _table().get((kernel, family))
+    return hit[0] if hit else None
+
+
+def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float, float]) -> float:
+    """Seconds for forward + backward (+ the recomputed share of the forward) of `flops_fwd` causal
+    attention FLOPs."""
+    f, b = rates
+    return flops_fwd * ((1.0 + recompute_share) / f + BACKWARD_FLOP_RATIO / b)
+
+
+def describe(kernel: str) -> str:
+    return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3"}.get(kernel, kernel)
+
+

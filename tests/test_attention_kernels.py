@@ -1,0 +1,69 @@
+"""Fused-attention kernels in training (estimate/attention_kernels.py). Kernel figures: Shah et al. 2024
+(FlashAttention-3), H100 SXM5, BF16, head dim 128 — forward causal / backward TFLOP/s at 8k tokens:
+FlashAttention-2 333 / 318, cuDNN 529 / 518, FlashAttention-3 602 / 559."""
+from __future__ import annotations
+
+import pytest
+
+from gpuplan import api
+from gpuplan.estimate.attention_kernels import attention_time, kernel_rates
+
+
+def test_published_rates_at_8k_and_interpolation_between_points():
+    assert kernel_rates("cudnn", "hopper", 8192, 1.0) == (529e12, 518e12)
+    assert kernel_rates("fa2", "hopper", 8192, 1.0) == (333e12, 318e12)
+    # halfway between 4k (319 / 310) and 8k (333 / 318) in log2(sequence): 326 / 314
+    f, b = kernel_rates("fa2", "hopper", 4096 * 2 ** 0.5, 1.0)
+    assert f == pytest.approx(326e12) and b == pytest.approx(314e12)
+    assert kernel_rates("fa2", "hopper", 100, 1.0) == (191e12, 214e12)      # clamped below 512
+    assert kernel_rates("fa2", "ampere", 8192, 1.0) is None                  # nothing published: calibrated
+
+
+def test_forward_backward_and_recompute_by_hand():
+    # 1e15 forward FLOPs: 1e15/333e12 + 2.5e15/318e12 = 3.003 + 7.862 s; full recompute adds a forward
+    assert attention_time(1e15, 0.0, (333e12, 318e12)) == pytest.approx(1e15 / 333e12 + 2.5e15 / 318e12)
+    assert attention_time(1e15, 1.0, (333e12, 318e12)) == pytest.approx(2e15 / 333e12 + 2.5e15 / 318e12)
+
+
+def _attn_seconds(framework: str, gpu: str = "h100-sxm", **train) -> float:
+    scn = {"model": "llama-3.1-8b", "task": "train", "framework": framework,
+           "hardware": {"gpu": gpu, "count": 8}, "parallel": {"zero": 3},
+           "train": {"seq_len": 8192, "micro_batch": 1, "global_batch": 8, **train}}
+    return api.estimate(scn).performance.breakdown["compute_attention"]
+
+
+def test_megatron_runs_cudnn_and_pytorch_stacks_flash_attention_2_on_hopper():
+    # same FLOPs, so the times stand in the ratio of the kernels' (1/F + 2.5/B)
+    fa2 = 1 / 333 + 2.5 / 318
+    cudnn = 1 / 529 + 2.5 / 518
+    assert _attn_seconds("megatron") / _attn_seconds("torchtitan") == pytest.approx(cudnn / fa2, rel=1e-6)
+    assert _attn_seconds("hf", attention_kernel="cudnn") == pytest.approx(_attn_seconds("megatron"), rel=1e-6)
+    assert _attn_seconds("torchtitan", attention_kernel="fa3") < _attn_seconds("megatron")
+
+
+def test_families_without_published_kernels_keep_the_calibrated_efficiency():
+    assert _attn_seconds("megatron", gpu="a100-sxm-80gb") == pytest.approx(_attn_seconds("torchtitan", gpu="a100-sxm-80gb"))
+
+
+def test_eager_attention_is_not_a_fused_kernel():
+    assert _attn_seconds("megatron", attention="eager") > 3 * _attn_seconds("megatron")
+
+
+def _serving(engine: str, gpu: str = "h100-sxm"):
+    from gpuplan import pipeline
+    from gpuplan.estimate import speed
+    scn = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": gpu, "count": 1},
+           "infer": {"engine": engine, "prompt_len": 8192, "output_len": 16, "concurrency": 1}}
+    r = pipeline.resolve(scn)
+    return speed.serving_model(r.scenario, r.model, r.gpu)
+
+
+def test_serving_prefill_runs_the_engines_kernel_forward_rate():
+    # vLLM and SGLang: FlashAttention-3 on Hopper (602 TFLOP/s forward causal at 8k); HF: FlashAttention-2 (333)
+    assert _serving("vllm").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
+    assert _serving("sglang").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
+    assert _serving("hf").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 333e12, rel=1e-9)
+    # TensorRT-LLM keeps its calibrated factor; Ampere has no published figures
+    assert _serving("trtllm").prefill_attention_time(1e15, 8192) != pytest.approx(1e15 / 602e12, rel=1e-3)
+    a100 = _serving("vllm", "a100-sxm-80gb")
+    assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)
