@@ -111,6 +111,15 @@ def model_reason(framework: str, par: Mapping[str, int], model) -> str | None:
     return None
 
 
+def named_framework(base) -> str | None:
+    """The framework a search input fixes: its own, "hf" when it names a fine-tuning tool (Unsloth, TRL, Axolotl
+    and LLaMA-Factory train through HF transformers), else None (the search chooses)."""
+    named = base.get("framework")
+    if named is None and base.get("tool"):
+        return "hf"
+    return named
+
+
 def options(named: str | None, par: Mapping[str, int], n_shard: int,
             model=None) -> tuple[list[Option], list[str]]:
     """The framework options for a layout: the user's framework only when one is named, else the

@@ -74,7 +74,7 @@ def _layouts(s: Any, job: Any, method: str, counts: list[int]):
     before software, limits or memory (the same helpers train_search uses)."""
     from .train_search import BATCH_TOLERANCE, _exact, batch_for, model_splits
     sp, model = s.space, s.model
-    named = sp.base.get("framework")
+    named = F.named_framework(sp.base)
     for count in counts:
         splits = list(model_splits(s, count, job.gpn, job.seq_len))
         if method != "full" and not sp.parallel["tp"]:

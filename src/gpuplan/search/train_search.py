@@ -222,9 +222,7 @@ def _framework_warning(s: Search, gpu: Any, framework: str) -> Any:
 
 def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
     """The framework options that run this layout on this GPU (misses recorded when none does)."""
-    named = s.space.base.get("framework")
-    if named is None and s.space.base.get("tool"):
-        named = "hf"                    # a fine-tuning tool (Unsloth, TRL, ...) trains through HF transformers
+    named = F.named_framework(s.space.base)
     opts, why = F.options(named, par, par["dp"] * par["cp"], s.model)
     label = f"{gpu.id} x{count} ({layout_text(par)})"
     good = []
@@ -260,7 +258,7 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
             continue
         s.check_time(f"at {count} x {gpu.id} (tp={tp}, pp={pp})")
         par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
-        all_opts, _ = F.options(sp.base.get("framework"), par, dp * cp, model)
+        all_opts, _ = F.options(F.named_framework(sp.base), par, dp * cp, model)
         points = {o.framework: grid.by_option.get((count, tp, pp, cp, ep, o.framework), (0.0, 0)) for o in all_opts}
         opts = _options(s, gpu, count, par)
         s.tally.bound_points += sum(points[o.framework][1] for o in all_opts if o not in opts)   # software
