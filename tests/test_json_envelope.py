@@ -28,6 +28,7 @@ ANSWERED = {
     "recommend": (["recommend", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", "l4", "--top", "2"], {0}),
     "compare": (["compare", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", "l4,h100-sxm"], {0}),
     "whatif": (["whatif", *SMALL, "--task", "finetune"], {0}),
+    "rl-plan": (["rl-plan", "examples/grpo-7b-colocated.yaml", "--steps", "10", "--top", "2"], {0}),
     "launch": (["launch", *SMALL, "--engine", "torchrun"], {0}),
     "doctor": (["doctor", "--gpu", "h100-sxm", "--count", "8", "--models", "qwen2.5-0.5b"], {0, 1}),
     "calibrate": (["calibrate"], {0, 1}),

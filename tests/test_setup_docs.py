@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DIST = {"yaml": "pyyaml"}
 LOCAL = {"gpuplan", "conftest"}
 # serving/training engines whose own argument parsers scripts/check_launch_with_engines.py runs where
-# they happen to be installed (docs/launch.md): multi-GB, GPU builds, never an extra of gpuplan
-ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron",
+# they happen to be installed (docs/launch.md): multi-GB, GPU builds, never an extra of gpuplan; trl (its
+# config dataclasses build the generated TRL configs where installed; without it tests/test_launch_trl.py checks
+# the keys against TRL's fields read from its source)
+ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron", "trl",
                                    # probes of that engine environment, each inside try/except with a stand-in:
                                    # Megatron's unconditional triton import and Python 3.12's typing.override
                                    "triton", "typing_extensions",

@@ -29,7 +29,9 @@ MAX_LIST = 64                      # entries in one list of a partial scenario
 
 Task = Literal["train", "finetune", "infer"]
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]
+# estimate/optim.py: states, temporaries and step cost of each (docs/optimizers.md)
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion", "muon", "galore", "soap", "paged-adamw",
+                    "paged-adamw-8bit"]
 Recompute = Literal["none", "selective", "full"]
 Attention = Literal["flash", "sdpa", "eager"]
 Offload = Literal["none", "optimizer", "optimizer+params"]
@@ -37,6 +39,23 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 # attention, their own loss dtype handling; otherwise trained like `hf` (pure 16-bit or FSDP)
 Framework = Literal["hf", "megatron", "torchtitan", "deepspeed", "torchtune", "litgpt"]
 Engine = Literal["vllm", "sglang", "trtllm", "llama.cpp", "hf"]
+# fine-tuning tools that drive the HF stack with their own defaults and kernels (docs/finetune-tools.md)
+Tool = Literal["unsloth", "trl", "axolotl", "llama-factory"]
+# what each tool does when the user does not say otherwise, from its code at a pinned commit:
+# * unsloth (unslothai/unsloth): FastLanguageModel.from_pretrained(load_in_4bit=True) loads the bitsandbytes NF4
+#   base; get_peft_model(r=16, all seven projections, use_gradient_checkpointing="unsloth") checkpoints every layer
+#   and moves the checkpoints to host memory; its loss is Apple's Cut Cross-Entropy (no full logits).
+# * trl: every TRL config subclasses _BaseConfig, which turns gradient_checkpointing on
+#   (trl/trainer/base_config.py at v1.9.0, 35def3ee; use_liger_kernel stays False, packing and padding_free False).
+# * llama-factory: ModelArguments.disable_gradient_checkpointing = False, i.e. checkpointing on
+#   (src/llamafactory/hparams/model_args.py @cc22c04; use_unsloth_gc and enable_liger_kernel False).
+# * axolotl: gradient_checkpointing defaults to False (src/axolotl/utils/schemas/config.py); nothing changes.
+TOOL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "unsloth": {"method": "qlora", "lora_rank": 16, "recompute": "full", "activation_offload": True, "loss": "cce"},
+    "trl": {"recompute": "full"},
+    "llama-factory": {"recompute": "full"},
+    "axolotl": {},
+}
 
 
 class _Strict(BaseModel):
@@ -190,6 +209,9 @@ class Train(_Strict):
     master_weights: bool = True
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
+    galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
+    galore_update_gap: int = _num(200, "galore: steps between SVD refreshes of the projector (default 200)",
+                                  lo=1, hi=1_000_000)
     seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
@@ -217,8 +239,9 @@ class Train(_Strict):
         "bitsandbytes", description="bitsandbytes' 4-bit matmul saves its input for backward; torchao's NF4 linear does not")
     tokens: float | None = _num(None, "total training tokens", lo=0, hi=MAX_TRAIN_TOKENS, open_lo=True, unit="tokens")
     # memory techniques of specific trainers (torchtune, litgpt, Liger, torch.compile)
-    loss: Literal["full", "chunked", "fused-linear"] = Field(
-        "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), or fused linear+CE (Liger)")
+    loss: Literal["full", "chunked", "fused-linear", "cce"] = Field(
+        "full", description="cross-entropy: full logits, chunked (torchtune/litgpt), fused linear+CE (Liger), or cce "
+        "(Apple Cut Cross-Entropy, Unsloth's default: logits recomputed blockwise, only a per-token log-sum-exp kept)")
     loss_chunks: int = _num(8, "chunks of the chunked loss (torchtune default 8)", lo=1, hi=4096)
     compile: bool = Field(False, description="torch.compile fuses norms and activations (fewer saved tensors)")
     ssm_kernels: bool = Field(True, description="state-space (Mamba) layers run mamba_ssm's fused kernels; false: "
@@ -232,6 +255,13 @@ class Train(_Strict):
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
     full_state_dict: bool = Field(False, description="FSDP loads/saves a full 16-bit state dict on each GPU")
     allow_longer_context: bool = _LONGER
+
+    @model_validator(mode="after")
+    def _optimizer_fits_method(self):
+        if self.optimizer == "galore" and self.method != "full":
+            raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
+                             "the adapters train (use method: full with galore, or adamw for LoRA)")
+        return self
 
 
 LengthName = Literal["fixed", "uniform", "normal", "lognormal", "chat", "summarization", "code"]
@@ -489,6 +519,8 @@ class Scenario(_Strict):
     train: Train | None = None
     infer: Infer | None = None
     framework: Framework = "hf"
+    tool: Optional[Tool] = Field(None, description="fine-tuning tool over the HF stack: unsloth | trl | axolotl | "
+                                 "llama-factory; applies its defaults to train fields you leave unset")
     cost: Cost = Cost()
     constraints: Constraints | None = None
     objective: Optional[Objective] = Field(None, description="cheapest | fastest | cost_per_token | "
@@ -503,6 +535,8 @@ class Scenario(_Strict):
             object.__setattr__(self, "train", Train())
         if self.task == "infer" and infer is None:
             object.__setattr__(self, "infer", Infer())
+        if self.tool is not None:
+            _apply_tool(self)
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
         p, n = self.parallel, self.hardware.count
@@ -546,6 +580,19 @@ class Scenario(_Strict):
         elif "hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates:
             data["parallel"]["dp"] = None
         return scenario_from_dict(data)
+
+
+def _apply_tool(scn: "Scenario") -> None:
+    """A tool's defaults fill the train fields the user left unset (TOOL_DEFAULTS); tools drive HF models."""
+    if scn.framework != "hf":
+        raise ValueError(f"tool {scn.tool} trains through Hugging Face transformers; framework is {scn.framework} "
+                         "(remove framework, or remove tool)")
+    if scn.train is None:
+        raise ValueError(f"tool {scn.tool} is a fine-tuning tool; task {scn.task} has no training step (remove tool)")
+    given = scn.train.model_fields_set
+    updates = {k: v for k, v in TOOL_DEFAULTS[scn.tool].items() if k not in given}
+    if updates:
+        object.__setattr__(scn, "train", scn.train.model_copy(update=updates))
 
 
 def _check_posttrain(scn: "Scenario") -> None:
@@ -747,6 +794,7 @@ class PartialScenario(_Strict):
     train: Optional[PartialTrain] = None                # type: ignore[valid-type]
     infer: Optional[PartialInfer] = None                # type: ignore[valid-type]
     framework: Framework = "hf"
+    tool: Optional[Tool] = Scenario.model_fields["tool"]
     cost: Cost = Cost()
     constraints: Constraints | None = None
     objective: Optional[Objective] = Scenario.model_fields["objective"]

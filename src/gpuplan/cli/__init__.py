@@ -22,6 +22,8 @@ OPTIONAL_COMMANDS: dict[str, tuple[str, str, str]] = {
     "recommend": ("gpuplan.search.cli", "add_parsers", "which GPUs, how many, configured how: ranked plans with reasons"),
     "compare": ("gpuplan.search.cli", "add_parsers", "several GPUs side by side for one workload"),
     "whatif": ("gpuplan.search.cli", "add_parsers", "memory saved and time cost of each memory-saving technique"),
+    "rl-plan": ("gpuplan.search.cli", "add_parsers", "RL: colocated or split rollout/training GPUs, cheapest for N "
+                "steps, and what group size, response length and the reference cost"),
     "launch": ("gpuplan.launch.cli", "add_parser", "write runnable launch configuration for a plan"),
     "trace": ("gpuplan.trace.cli", "add_parser", "measure per-GPU memory with PyTorch fake tensors (the trace extra)"),
     "doctor": ("gpuplan.local.cli", "add_parsers", "your GPUs: what is here, what runs, why it ran out of memory"),

@@ -401,3 +401,22 @@ def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivati
                         + base_input_bytes(model, s, "mlp_in", model.hidden_size))
         shard += f_mlp * (mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff))
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
+
+
+def unsloth_layer_bytes(model: ModelSpec) -> float | None:
+    """Bytes per token of one Llama-style layer during its backward under Unsloth (16-bit activations), or None
+    where its fused kernels do not apply (MoE, MLA, LayerNorm, ungated MLP).
+
+    Saved for backward (unslothai/unsloth `unsloth/kernels/fast_lora.py` @f4633d8: LoRA_QKV saves X, LoRA_W
+    saves X, LoRA_MLP saves X, e, g; Fast_RMS_Layernorm saves its input and the fp32 inverse RMS per row; flash
+    attention saves Q, K, V, O and the fp32 log-sum-exp per head; RoPE is applied in place): the layer input and
+    the attention residual (norm inputs, 2 x 2h), the normed inputs of QKV and MLP (2 x 2h), Q (2h), K and V
+    (4 kv d), O (2h, shared with o_proj's input), e and g (4i), 2 x 4 bytes of inverse RMS and 4 a of LSE. In
+    backward the layer also holds the incoming gradient (2h) and DW = dY @ W_down^T (2i); the SwiGLU backward
+    kernel then writes h, df and de over DW, e and g, and dX over X (inplace=True)."""
+    if model.is_moe or model.is_mla or not model.gated_mlp or model.norm != "rms":
+        return None
+    h, i = model.hidden_size, model.intermediate_size
+    kvd = model.num_kv_heads * model.head_dim
+    saved = 12 * h + 4 * kvd + 4 * i + 4 * model.num_heads + 8
+    return float(saved + 2 * h + 2 * i)

@@ -16,8 +16,9 @@ from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
-                          math_path_attention)
+                          math_path_attention, unsloth_layer_bytes)
 from .layout import RankParams, grad_accum_steps, rank_params, stages
+from . import optim as opt
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
 from .results import MEMORY_COMPONENTS, MemoryEstimate
 
@@ -75,12 +76,16 @@ class StateBytes:
 
 
 def _optimizer_state_bytes(optimizer: str, state_elem: float) -> float:
-    # AdamW: exp_avg + exp_avg_sq; 8-bit Adam: 1 byte each + block statistics (bitsandbytes, 2048-blocks)
-    return {"adamw": 2 * state_elem, "adamw-8bit": 2.0 + 8 / 2048, "sgd": state_elem, "lion": state_elem,
-            "adafactor": 0.0}[optimizer]
+    """Optimizer-state bytes per parameter of the element-wise optimizers (explain.py replays with it). The
+    shape-dependent ones (Adafactor, Muon, GaLore, SOAP) have no per-parameter figure: 0 here; their states are
+    counted per tensor (estimate/optim.py)."""
+    return opt.elementwise_state_bytes(optimizer, state_elem) if optimizer in opt.ELEMENTWISE else 0.0
 
 
 def state_bytes(scn: Scenario) -> StateBytes:
+    """Per-parameter bytes. For the shape-dependent optimizers (Adafactor, Muon, GaLore, SOAP) `optim` holds
+    only the master copy and `optim_temp` nothing: their states and temporaries are counted per tensor in
+    `_model_states` (estimate/optim.py)."""
     t = scn.train
     assert t is not None
     low = 4 if t.precision == "fp32" else 2
@@ -96,9 +101,39 @@ def state_bytes(scn: Scenario) -> StateBytes:
     else:
         w, g, master = 4, 4, 0            # torch AMP / FSDP2 mixed precision: fp32 params and grads
     state_elem = 4 if (t.master_weights or t.precision == "fp32") else low
-    optim = master + _optimizer_state_bytes(t.optimizer, state_elem)
-    temp = 0.0 if (t.optimizer_impl == "fused" or t.optimizer in ("adamw-8bit", "adafactor")) else state_elem
+    if t.optimizer in opt.SHAPED:
+        return StateBytes(weight=w, grad=g, optim=master, optim_temp=0.0)
+    optim = master + opt.elementwise_state_bytes(t.optimizer, state_elem)
+    temp = 0.0 if (t.optimizer_impl == "fused" or t.optimizer in ("adamw-8bit", "paged-adamw-8bit",
+                                                                 "paged-adamw")) else state_elem
     return StateBytes(weight=w, grad=g, optim=optim, optim_temp=temp)
+
+
+def _state_elem(t) -> float:
+    return 4.0 if (t.master_weights or t.precision == "fp32") else 2.0
+
+
+def _shaped_states(ts: "_TrainSetup", tensors: list) -> tuple[float, float]:
+    """(state bytes, step temporary bytes) of a shape-dependent optimizer over `tensors` (estimate/optim.py)."""
+    t = ts.scn.train
+    se = _state_elem(t)
+    if ts.peft:     # peft's adapters are fp32 unless the trainer is pure 16-bit
+        se = 4.0 if (t.master_weights or t.precision == "fp32") else ts.low
+    states = opt.state_bytes(t.optimizer, tensors, se, t.galore_rank)
+    temp = opt.step_temporary_bytes(t.optimizer, tensors, se, fused=t.optimizer_impl == "fused",
+                                    params_fp32=se == 4.0, galore_rank=t.galore_rank)
+    return states, temp
+
+
+def rank_tensors(scn: Scenario, model: ModelSpec, stage: str) -> list:
+    """The trainable parameter tensors of one rank (full fine-tuning: the model's; LoRA: the adapters)."""
+    t, p = scn.train, scn.parallel
+    native_tp = scn.framework in ("megatron", "torchtitan")
+    if t.method in ("lora", "qlora"):
+        frac = math.ceil(model.num_layers / p.pp) / model.num_layers
+        return opt.adapter_tensors(model, t.lora_rank, _lora_targets(t.lora_targets), LORA_NAME_MAP, tp=p.tp,
+                                   layer_frac=frac)
+    return opt.param_tensors(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
 
 
 def _lora_targets(targets) -> frozenset[str]:
@@ -194,12 +229,19 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
                                         ts.fabric_bnb)
         weights = w_frozen + n_train * a_bytes
         grads = n_train * a_bytes
-        optim = n_train * _optimizer_state_bytes(t.optimizer, a_bytes)
-        optim_temp = n_train * (0 if t.optimizer_impl == "fused" else a_bytes)
+        if t.optimizer in opt.SHAPED:
+            optim, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
+        else:
+            optim = n_train * opt.elementwise_state_bytes(t.optimizer, a_bytes)
+            # bitsandbytes' paged kernels step in place; the older optimizers keep the foreach buffer
+            optim_temp = n_train * (0 if (t.optimizer_impl == "fused" or t.optimizer in opt.PAGED) else a_bytes)
     else:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
         weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
+        if t.optimizer in opt.SHAPED:
+            shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
+            optim += shaped
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
     return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
 
@@ -230,7 +272,7 @@ def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
             # the GPU holds only the all-gathered layers
             cpu += weights + grads
             weights, grads = 0.0, 0.0
-    if t.paged_optimizer and optim:
+    if (t.paged_optimizer or t.optimizer in opt.PAGED) and optim:
         # bitsandbytes paged states live in CUDA managed memory: outside PyTorch's allocator, and
         # evicted to host memory under pressure
         cpu += optim
@@ -406,8 +448,24 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             working += per_layer
         else:
             saved += per_layer * model.num_moe_layers * ts.rp.stage_layers / model.num_layers * in_flight
+    if ts.scn.tool == "unsloth" and rplan.kind == "full" and ts.peft and unsloth_layer_bytes(model) is not None:
+        # Unsloth's fused LoRA autograd functions save less than HF + peft, and its MLP backward works in
+        # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
+        working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
+        notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
+        notes.append("Unsloth's published max-context rows need ~1.46x the per-token memory gpuplan counts here "
+                     "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
+                     "limits are optimistic")
     cpu = 0.0
-    if t.activation_offload:
+    if t.activation_offload and ts.scn.tool is not None and rplan.kind == "full" and rplan.full_fraction >= 1.0:
+        # offloaded gradient checkpointing of the HF tools (Unsloth's "unsloth" mode, Axolotl's
+        # gradient_checkpointing: offload, LLaMA-Factory's use_unsloth_gc): each layer's input goes to host
+        # memory in forward and comes back for its recompute; one checkpoint is in flight on the GPU. (torchtune's
+        # OffloadActivations keeps its own rule below, validated on its published rows.)
+        cpu += saved
+        saved = tokens * checkpoint * in_flight
+        notes.append("offloaded gradient checkpointing: layer inputs in host memory, one in flight on the GPU")
+    elif t.activation_offload:
         # saved activations stream to host memory; about two layers stay on the GPU (in flight)
         cpu += saved
         saved = min(saved, tokens * 2 * per_layer_token * in_flight)
@@ -583,6 +641,10 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
     Megatron's fused vocab-parallel cross-entropy keeps fp32 logits + 16-bit logits: 6 bytes."""
     t = scn.train
     assert t is not None
+    if t.loss == "cce":
+        # Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009; Unsloth's default): logits are computed
+        # blockwise in SRAM and recomputed in backward; only the per-token log-sum-exp (fp32) and loss remain
+        return 8.0
     if t.loss == "fused-linear":
         return 12.0 * vocab_per_rank / t.loss_chunks
     if t.loss == "chunked":

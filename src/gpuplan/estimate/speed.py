@@ -20,6 +20,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, gro
                    p2p_time, reduce_scatter_time)
 from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
+from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
@@ -195,15 +196,6 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
         return 0.0
     bubble = (pp - 1) / vpp
     return bubble / (microbatches + bubble)
-
-
-_OPT_BYTES_PER_PARAM = {  # optimizer-step HBM traffic per local parameter (reads + writes)
-    "adamw": 30.0,       # read p32, g, m, v (16) + write p32, m, v (12) + 16-bit copy (2)
-    "adamw-8bit": 18.0,  # 8-bit m, v
-    "lion": 22.0,
-    "adafactor": 22.0,
-    "sgd": 14.0,
-}
 
 
 def _mlp_width_active(model: ModelSpec) -> float:
@@ -451,15 +443,39 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     par, P = c.par, c.P
     shard = c.scn.dp * par.cp if par.zero >= 1 else 1
     opt_local = c.trainable_local / shard
-    opt_bytes = _OPT_BYTES_PER_PARAM[c.tr.optimizer]
+    opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
     if par.offload == "none":
-        return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem), 0.0
+        return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem) + _optimizer_matrix_time(c, shard), 0.0
     pcie = float(getattr(c.gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * P["comm"]["pcie"]
     t_off = opt_local * (c.grad_b + 2.0) / pcie + opt_local * opt_bytes / P["host_memory_bytes_per_s"]
     if par.offload == "optimizer+params":
         streamed = c.m * 2 * (c.params_local / shard) * 2.0 / pcie
         t_off += max(0.0, streamed - P["overlap"]["offload"] * c.m * t_compute_mb)
     return 0.0, t_off
+
+
+def _optimizer_matrix_time(c: _Train, shard: int) -> float:
+    """Matrix work of Muon, GaLore and SOAP per step (estimate/optim.py `step_flops`): bf16 Newton-Schulz
+    at the 16-bit tensor rate, fp32 projections, SVDs and eigenbases at the fp32 rate (torch leaves TF32 off
+    for matmuls by default), each at the large-GEMM efficiency. The distributed implementations give each
+    data-parallel rank its share of the matrices (KellerJordan/Muon `Muon.step` strides over the ranks), so
+    the work divides by the shard group. cuSOLVER's SVD runs well below the GEMM rate: GaLore's refresh is a
+    lower bound."""
+    if c.tr.optimizer not in optim.SHAPED or c.tr.optimizer == "adafactor":
+        return 0.0
+    from .memory import rank_tensors
+    fl = optim.step_flops(c.tr.optimizer, rank_tensors(c.scn, c.model, "first" if c.par.pp > 1 else "only"),
+                          c.tr.galore_rank, c.tr.galore_update_gap)
+    fam = _family(c.gpu)
+    big = 4096.0
+    t = 0.0
+    if fl.bf16:
+        t += fl.bf16 / (peak_flops(c.gpu, "bf16") * gemm_efficiency(c.P, fam, "bf16", big, big, big)
+                        * clock_factor(c.P, c.gpu))
+    if fl.fp32:
+        t += fl.fp32 / (peak_flops(c.gpu, "fp32") * gemm_efficiency(c.P, fam, "fp32", big, big, big)
+                        * clock_factor(c.P, c.gpu))
+    return t / shard
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,

@@ -15,7 +15,8 @@ from ..errors import InputError, close_matches
 from ..scenario import Scenario
 from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
-ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "vllm", "sglang", "trtllm", "llama.cpp", "slurm")
+ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "vllm", "sglang", "trtllm", "llama.cpp",
+                            "slurm")
 _ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
             "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
             "megatron-core": "megatron", "sbatch": "slurm"}
@@ -43,6 +44,8 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
         from . import deepspeed as mod
     elif engine == "megatron":
         from . import megatron as mod
+    elif engine == "trl":
+        from . import trl as mod
     elif engine == "vllm":
         from . import vllm as mod
     elif engine == "sglang":

@@ -7,7 +7,26 @@ from ._common import Plan, unsupported
 
 # our optimizer name -> HF TrainingArguments.optim (transformers OptimizerNames)
 HF_OPTIM = {"adamw": "adamw_torch", "adamw-8bit": "adamw_bnb_8bit", "sgd": "sgd",
-            "adafactor": "adafactor", "lion": "lion_32bit"}
+            "adafactor": "adafactor", "lion": "lion_32bit", "paged-adamw": "paged_adamw_32bit",
+            "paged-adamw-8bit": "paged_adamw_8bit", "galore": "galore_adamw"}
+
+
+def hf_optim(plan: Plan) -> dict[str, Any]:
+    """TrainingArguments' optimizer fields. GaLore through the Trainer (transformers v5.24.0
+    `OptimizerNames.GALORE_ADAMW`, needs the galore-torch package) takes its target modules and its rank and
+    projection gap as `optim_target_modules` / `optim_args`; the Trainer has no Muon or SOAP."""
+    t = plan.s.train
+    if t.optimizer not in HF_OPTIM:
+        raise unsupported(plan, f"optimizer '{t.optimizer}'", "HF TrainingArguments.optim has no such optimizer "
+                          "(transformers v5.24.0 OptimizerNames).", (),
+                          "use optimizer adamw, adamw-8bit, paged-adamw(-8bit), adafactor or galore, or write "
+                          f"your own training loop with the {t.optimizer} reference implementation (docs/optimizers.md).")
+    out: dict[str, Any] = {"optim": ("adamw_torch_fused" if t.optimizer == "adamw" and t.optimizer_impl == "fused"
+                                     else HF_OPTIM[t.optimizer])}
+    if t.optimizer == "galore":
+        out["optim_target_modules"] = [r".*.attn.*", r".*.mlp.*"]
+        out["optim_args"] = f"rank={t.galore_rank}, update_proj_gap={t.galore_update_gap}"
+    return out
 
 TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
 
@@ -97,7 +116,7 @@ def hf_training_args(plan: Plan, *, deepspeed_file: str | None = None) -> dict[s
         # alias, "will be removed in v6" (src/transformers/training_args.py at v5.24.0, TrainingArguments)
         "activation_checkpointing": t.recompute != "none",
         "activation_checkpointing_kwargs": {"use_reentrant": False} if t.recompute != "none" else None,
-        "optim": ("adamw_torch_fused" if t.optimizer == "adamw" and t.optimizer_impl == "fused" else HF_OPTIM[t.optimizer]),
+        **hf_optim(plan),
         "logging_steps": 10,
         "save_strategy": "steps",
         "save_steps": 1000,

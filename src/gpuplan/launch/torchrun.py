@@ -315,7 +315,10 @@ def files(plan: Plan) -> dict[str, str]:
                           "the FSDP2 script trains in bf16 or fp32 (fp16 needs loss scaling, fp8 needs torchao).",
                           ("hf", "deepspeed", "megatron"), "use bf16, or")
     if t.optimizer not in _OPTIM:
-        raise unsupported(plan, f"optimizer '{t.optimizer}'", "torch.optim has no such optimizer.", ("hf", "deepspeed"),
+        why = ("the FSDP2 script builds one torch.optim optimizer over all parameters; torch.optim.Muon takes only "
+               "2-D hidden matrices and needs a second AdamW for the rest, which the script does not write."
+               if t.optimizer == "muon" else "torch.optim has no such optimizer.")
+        raise unsupported(plan, f"optimizer '{t.optimizer}'", why, ("hf", "deepspeed"),
                           "use adamw, sgd or adafactor, or")
     if p.offload == "optimizer":
         raise unsupported(plan, "offload 'optimizer' alone", "FSDP2's CPUOffloadPolicy offloads parameters, "

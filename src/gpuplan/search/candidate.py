@@ -25,7 +25,7 @@ def framework_for(s: Search, par: Mapping[str, Any]) -> str | None:
     """The framework the search prefers for a layout when the user named none: HF Trainer/accelerate
     (None: the scenario default) shards data only, so a model-parallel layout runs on Megatron-LM
     first (frameworks.py lists every framework the search tries)."""
-    if s.space.task == "infer" or "framework" in s.space.base:
+    if s.space.task == "infer" or "framework" in s.space.base or s.space.base.get("tool"):
         return None
     if par.get("tp", 1) > 1 or par.get("pp", 1) > 1 or par.get("cp", 1) > 1:
         return "megatron"

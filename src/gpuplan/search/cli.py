@@ -60,6 +60,16 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_whatif)
 
+    s = sub.add_parser("rl-plan", help="RL (grpo/ppo/rloo): colocated or split rollout/training GPUs, cheapest "
+                       "for N steps, and what group size, response length and the reference cost")
+    add_scenario_args(s)
+    s.add_argument("--steps", type=positive_int("--steps", 10_000_000), default=1000,
+                   help="RL steps to price (default 1000)")
+    s.add_argument("--sync-only", action="store_true", help="leave out off-policy (async) split placements")
+    s.add_argument("--top", type=positive_int("--top", 1000), default=10, help="plans to show (1 to 1,000)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_rl_plan)
+
 
 def _split(text: str | None) -> list[str] | None:
     from ..cliargs import split_list
@@ -371,3 +381,38 @@ def whatif_table(rows: list[dict[str, Any]], training: bool = True) -> str:
     unit = "step" if training else "token"
     return (table(cells, ["technique", "peak GiB", "saved GiB", "fits", "time", "change", "note"], "lrrrrrl") + "\n"
             + (f"time = per optimizer {unit}" if training else "time = per output token (TPOT)"))
+
+
+def rl_plan_text(rec: Any, rows: list[dict]) -> str:
+    from ..units import GiB as _G
+    lines = [f"RL placements, cheapest for {rec.steps:,} steps first:"]
+    for p in rec.plans:
+        usd = _fmt_usd(p.usd_total)
+        lines.append(f"  {p.label:62} step {p.step_time_s:8.2f} s  {usd:>10}  peak {p.peak_bytes_per_gpu / _G:5.1f} GiB"
+                     f"  bound by {p.bound_by}")
+    if not rec.plans:
+        lines.append("  (no placement fits)")
+    if rec.rejections:
+        lines.append("Rejected:")
+        lines += [f"  {r.what}: {r.why}" for r in rec.rejections]
+    lines.append("What the workload costs (against the scenario as given):")
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  {r['change']:44} {r['error']}")
+            continue
+        lines.append(f"  {r['change']:44} step {r['step_time_s']:8.2f} s ({r['step_time_change']:+6.1%})  peak "
+                     f"{r['peak_change_bytes'] / _G:+6.2f} GiB  bound by {r['bound_by']}")
+    return "\n".join(lines)
+
+
+def run_rl_plan(args: argparse.Namespace) -> int:
+    from ..cliargs import NO_PLAN, OK, print_result, scenario_from_args
+    from .rl_search import recommend_rl, rl_whatif
+    scn = scenario_from_args(args)
+    rec = recommend_rl(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
+    rows = rl_whatif(scn)
+    if args.json:
+        print_result("rl-plan", {**rec.to_json(), "whatif": rows})
+    else:
+        print(rl_plan_text(rec, rows))
+    return OK if rec.plans else NO_PLAN

@@ -74,6 +74,20 @@ def rules(framework: str, par: Mapping[str, int], n_shard: int) -> Option | str:
     return Option(framework, (0,) if single else (1, 2, 3), OFFLOADS_ALL)
 
 
+# optimizers each model-parallel framework's generated launch file can write (launch/megatron.py: Megatron's
+# --optimizer adam|sgd; launch/torchrun.py: one torch.optim class, AdamW, SGD or Adafactor). Muon, GaLore,
+# SOAP and the bitsandbytes optimizers run through HF Trainer (GaLore, paged) or the user's own loop.
+FRAMEWORK_OPTIMIZERS = {"megatron": ("adamw", "sgd"), "torchtitan": ("adamw", "sgd", "adafactor")}
+
+
+def optimizer_reason(framework: str | None, optimizer: str) -> str | None:
+    """Why `framework` cannot run `optimizer` in a plan the search returns, or None when it can."""
+    allowed = FRAMEWORK_OPTIMIZERS.get(framework or "")
+    if allowed is None or optimizer in allowed:
+        return None
+    return f"{framework} launch files write only {', '.join(allowed)} (not {optimizer})"
+
+
 # frameworks the search may pick for a model-parallel layout, in order of preference when two fit
 # equally (Megatron-LM is the reference for TP/PP; FSDP2+TP when the distributed optimizer does not
 # fit; DeepSpeed AutoTP last)
@@ -95,6 +109,15 @@ def model_reason(framework: str, par: Mapping[str, int], model) -> str | None:
     if framework == "deepspeed" and par.get("tp", 1) > 1 and getattr(model, "num_experts", 0):
         return "DeepSpeed AutoTP through transformers does not convert mixture-of-experts weights"
     return None
+
+
+def named_framework(base) -> str | None:
+    """The framework a search input fixes: its own, "hf" when it names a fine-tuning tool (Unsloth, TRL, Axolotl
+    and LLaMA-Factory train through HF transformers), else None (the search chooses)."""
+    named = base.get("framework")
+    if named is None and base.get("tool"):
+        return "hf"
+    return named
 
 
 def options(named: str | None, par: Mapping[str, int], n_shard: int,

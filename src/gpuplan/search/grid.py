@@ -28,6 +28,7 @@ import numpy as np
 
 from ..estimate.layout import rank_params, stages
 from ..estimate.memory import Overhead, state_bytes, zero_divisors
+from ..estimate.optim import PAGED
 from . import frameworks as F
 from . import space as S
 
@@ -73,7 +74,7 @@ def _layouts(s: Any, job: Any, method: str, counts: list[int]):
     before software, limits or memory (the same helpers train_search uses)."""
     from .train_search import BATCH_TOLERANCE, _exact, batch_for, model_splits
     sp, model = s.space, s.model
-    named = sp.base.get("framework")
+    named = F.named_framework(sp.base)
     for count in counts:
         splits = list(model_splits(s, count, job.gpn, job.seq_len))
         if method != "full" and not sp.parallel["tp"]:
@@ -107,7 +108,10 @@ def _states_per_param(s: Any, job: Any, framework: str | None) -> tuple[float, f
     for opt in job.optimizers:
         section = {"method": "full", "precision": job.precision, "attention": job.attention, "optimizer": opt}
         sb = state_bytes(fast(s, job.gpu, 1, job.gpn, {}, section, framework))
-        cand = (sb.weight, sb.grad, sb.optim + sb.optim_temp)
+        # paged optimizers keep their states in managed (host) memory; the shape-dependent ones (Muon,
+        # GaLore, SOAP, Adafactor) report only the master copy here: both stay lower bounds
+        states = 0.0 if opt in PAGED else sb.optim + sb.optim_temp
+        cand = (sb.weight, sb.grad, states)
         best = cand if best is None else tuple(min(a, b) for a, b in zip(best, cand))
     return best
 

@@ -167,6 +167,11 @@ def space_from(data: dict[str, Any]) -> Space:
 
     if task in ("train", "finetune"):
         tr = dict(data.get("train") or {})
+        if data.get("tool"):
+            # a fine-tuning tool's defaults are fixed choices of the plan, as if the user had written them
+            from ..scenario import TOOL_DEFAULTS
+            for key, value in TOOL_DEFAULTS.get(data["tool"], {}).items():
+                tr.setdefault(key, value)
         _take_options(tr, TRAIN_OPTIONS, TRAIN_DEFAULT_FIXED, sp.train, sp.named, mark_defaulted=True,
                       where="train", model=Train)
         if not tr.get("global_batch"):

@@ -24,7 +24,9 @@ from .pricing import has_price, no_price_reason, quick_cost
 from .state import LIMITED_SUPPORT_PENALTY, Search, first_error, software_problems, stack_of
 
 TRAIN_ENGINE = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "fsdp", "hf": "pytorch"}
-OPT_RANK = {"adamw": 0, "lion": 0, "sgd": 0, "adafactor": 0, "adamw-8bit": 1}
+# 8-bit states change the optimisation: tried after the full-precision ones (new optimizers are the user's choice)
+OPT_RANK = {"adamw": 0, "lion": 0, "sgd": 0, "adafactor": 0, "muon": 0, "galore": 0, "soap": 0, "paged-adamw": 0,
+            "adamw-8bit": 1, "paged-adamw-8bit": 1}
 # The global batch is a target: a layout runs the nearest whole number of dp-sized steps to it. A
 # layout whose nearest batch is further than this share from the target is rejected (a policy, not
 # physics: a batch that far off changes the optimisation the user planned).
@@ -220,7 +222,7 @@ def _framework_warning(s: Search, gpu: Any, framework: str) -> Any:
 
 def _options(s: Search, gpu: Any, count: int, par: dict) -> list:
     """The framework options that run this layout on this GPU (misses recorded when none does)."""
-    named = s.space.base.get("framework")
+    named = F.named_framework(s.space.base)
     opts, why = F.options(named, par, par["dp"] * par["cp"], s.model)
     label = f"{gpu.id} x{count} ({layout_text(par)})"
     good = []
@@ -256,7 +258,7 @@ def _pipelines(s: Search, job: Job, count: int, method: str, tp: int, cp: int, e
             continue
         s.check_time(f"at {count} x {gpu.id} (tp={tp}, pp={pp})")
         par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp}
-        all_opts, _ = F.options(sp.base.get("framework"), par, dp * cp, model)
+        all_opts, _ = F.options(F.named_framework(sp.base), par, dp * cp, model)
         points = {o.framework: grid.by_option.get((count, tp, pp, cp, ep, o.framework), (0.0, 0)) for o in all_opts}
         opts = _options(s, gpu, count, par)
         s.tally.bound_points += sum(points[o.framework][1] for o in all_opts if o not in opts)   # software
@@ -324,6 +326,8 @@ def _combos(s: Search, job: Job, lay: Layout) -> list[tuple]:
         offloads = sp.parallel["offload"] or opt_fw.offloads
         for rec, z, off, opt in itertools.product(job.recomputes, zeros, offloads, job.optimizers):
             if off == "optimizer+params" and z < 3 and not sp.parallel["offload"]:
+                continue
+            if F.optimizer_reason(opt_fw.framework, opt) is not None:
                 continue
             combos.append((S.RECOMPUTE_RANK[rec], z, S.OFFLOAD_RANK[off], OPT_RANK.get(opt, 0), rec, off, opt,
                            opt_fw.framework, fi))

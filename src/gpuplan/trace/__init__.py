@@ -77,3 +77,9 @@ def _check_supported(scenario) -> None:
     if p.offload != "none":
         raise UnsupportedError("gpuplan trace", f"offload '{p.offload}' is not traced.",
                                "trace with offload none and subtract the offloaded states.")
+    t = scenario.train
+    traced = ("adamw", "adamw-8bit", "sgd", "adafactor", "lion", "muon")
+    if t is not None and t.optimizer not in traced:
+        raise UnsupportedError("gpuplan trace", f"optimizer '{t.optimizer}' has no CPU implementation the trace "
+                               "can run (GaLore and SOAP are separate packages; paged optimizers need CUDA).",
+                               f"trace with one of {', '.join(traced)}, or use `gpuplan estimate`.")

@@ -115,7 +115,23 @@ class OptimizerGroup:
         return merged
 
 
+def _muon(named, impl: str, notes: list[str]):
+    """torch.optim.Muon on the hidden 2-D matrices, AdamW on the embedding, the output head and every vector
+    (torch 2.13 `torch/optim/_muon.py` accepts only 2-D parameters; KellerJordan/Muon keeps embeddings and the
+    head on AdamW)."""
+    named = [(n, p) for n, p in named if p.requires_grad]
+    hidden = [p for n, p in named if p.ndim == 2 and "embed" not in n and "lm_head" not in n]
+    ids = {id(p) for p in hidden}
+    rest = [p for _, p in named if id(p) not in ids]
+    notes.append("Muon (torch.optim.Muon, 5 Newton-Schulz steps, nesterov) on hidden matrices; AdamW "
+                 f"({'fused' if impl == 'fused' else 'foreach'}) on embeddings, head and vectors.")
+    return OptimizerGroup([torch.optim.Muon(hidden, lr=0.02),
+                           torch.optim.AdamW(rest, lr=1e-5, foreach=impl != "fused", fused=impl == "fused")])
+
+
 def make_optimizers(name: str, impl: str, params, notes: list[str]):
+    if name == "muon":
+        return _muon(params, impl, notes)
     params = [p for p in params if p.requires_grad]
     dtensor = [p for p in params if hasattr(p, "_local_tensor") or type(p).__name__ == "DTensor"]
     plain = [p for p in params if not (hasattr(p, "_local_tensor") or type(p).__name__ == "DTensor")]

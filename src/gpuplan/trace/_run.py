@@ -393,7 +393,8 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
             autocast_dtype = None if getattr(model, "_gpuplan_fsdp_mp", False) else autocast_dtype
         _label_model(tracker, model)
         from ._optim import make_optimizers
-        opt = make_optimizers(train.optimizer, train.optimizer_impl, model.parameters(), notes)
+        opt = make_optimizers(train.optimizer, train.optimizer_impl,
+                              model.named_parameters() if train.optimizer == "muon" else model.parameters(), notes)
         notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
                      "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
         notes.append("CUDA kernel semantics: SDPA inputs cast to the autocast dtype as CUDA autocast does, "

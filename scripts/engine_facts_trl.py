@@ -1,0 +1,55 @@
+"""TRL's trainer-config fields at a pinned tag -> src/gpuplan/launch/data/engine_flags.csv.
+
+TRL's DPOConfig and GRPOConfig are dataclasses that subclass its BaseConfig, (`_BaseConfig`), which subclasses transformers'
+TrainingArguments. This script reads the TRL-defined fields (AST of trl/trainer/{base,dpo,grpo}_config.py) and
+writes one row per field as engine `trl-dpo` or `trl-grpo` (flag = the field name). The TrainingArguments
+fields come from the `transformers` rows of the same table. trl need not be installed.
+
+Usage: python scripts/engine_facts_trl.py GIT_DIR [--tag v1.9.0]
+  (GIT_DIR: a clone of https://github.com/huggingface/trl)
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+
+from engine_facts_common import annotation_kind, today, write_rows
+
+FILES = {"trl-dpo": ("trl/trainer/dpo_config.py", "DPOConfig"), "trl-grpo": ("trl/trainer/grpo_config.py", "GRPOConfig")}
+BASE = ("trl/trainer/base_config.py", "_BaseConfig")
+
+
+def fields(source: str, cls_name: str) -> list[dict]:
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    rows = []
+    for f in cls.body:
+        if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and not f.target.id.startswith("_"):
+            kind, choices = annotation_kind(f.annotation)
+            rows.append({"flag": f.target.id, "kind": kind, "choices": ";".join(choices)})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("git_dir")
+    ap.add_argument("--tag", default="v1.9.0")
+    a = ap.parse_args()
+
+    def show(path: str) -> str:
+        return subprocess.run(["git", "--git-dir", a.git_dir, "show", f"{a.tag}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-list", "-n1", a.tag], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    version = f"{a.tag} ({commit[:8]})"
+    base = fields(show(BASE[0]), BASE[1])
+    for engine, (path, cls) in FILES.items():
+        url = f"https://github.com/huggingface/trl/blob/{commit}/{path}"
+        rows = [{**r, "engine": engine, "version": version, "source_url": url, "retrieved": today(),
+                 "method": "extracted"} for r in fields(show(path), cls) + base]
+        print(engine, write_rows(engine, rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""RL placement search (issue 20): how to split a GRPO/PPO/RLOO job's GPUs between rollout and training.
+
+For one GPU type and count the search tries every placement the RL step model (estimate/rl.py) can express:
+colocated with each rollout tensor-parallel size that divides the GPUs, and split with every rollout group size
+(1 .. count-1), each rollout TP that divides it, synchronous and (optionally) one step off-policy. Every
+candidate goes through the pipeline (memory, per-phase time, cost); the ones that do not fit or cannot be laid
+out come back as rejections with the reason. Plans are ranked by the cost of the requested number of RL steps
+(then by step time). `rl_whatif` prices the workload knobs: group size, response length, the reference model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import GpuplanError, InputError
+from ..pipeline import as_scenario, evaluate, resolve
+from ..scenario import RL_OBJECTIVES, Scenario
+
+# rollout GPUs in a split placement hold nothing but the engine: vLLM's own default share
+SPLIT_GPU_MEMORY_UTILIZATION = 0.9
+ROLLOUT_TPS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class RLPlan:
+    placement: str                 # colocated | split
+    rollout_gpus: int
+    training_gpus: int
+    rollout_tp: int
+    async_steps: int
+    step_time_s: float
+    bound_by: str
+    peak_bytes_per_gpu: int
+    capacity_bytes_per_gpu: int
+    usd_per_hour: float | None
+    usd_total: float | None        # for `steps` RL steps
+    steps: int
+    phases_s: dict[str, float]
+    scenario: Scenario = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        if self.placement == "colocated":
+            return f"colocated on {self.rollout_gpus} GPUs (rollout tp={self.rollout_tp})"
+        lag = f", {self.async_steps} step off-policy" if self.async_steps else ", synchronous"
+        return (f"split {self.rollout_gpus} rollout (tp={self.rollout_tp}) + {self.training_gpus} training{lag}")
+
+
+@dataclass(frozen=True)
+class RLRejection:
+    what: str
+    why: str
+
+
+@dataclass(frozen=True)
+class RLRecommendation:
+    plans: tuple[RLPlan, ...]
+    rejections: tuple[RLRejection, ...]
+    steps: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps,
+                "plans": [{"plan": p.label, "placement": p.placement, "rollout_gpus": p.rollout_gpus,
+                           "training_gpus": p.training_gpus, "rollout_tp": p.rollout_tp, "async_steps": p.async_steps,
+                           "step_time_s": p.step_time_s, "bound_by": p.bound_by,
+                           "peak_bytes_per_gpu": p.peak_bytes_per_gpu, "usd_per_hour": p.usd_per_hour,
+                           "usd_total": p.usd_total, "phases_s": p.phases_s} for p in self.plans],
+                "rejections": [{"plan": r.what, "why": r.why} for r in self.rejections]}
+
+
+def _candidates(scn: Scenario, allow_async: bool) -> list[dict[str, Any]]:
+    """RL-settings updates for every placement of the scenario's GPU count. Colocated engines keep the
+    scenario's memory share when it is colocated, else the RL default (verl's 0.5)."""
+    from ..scenario import RL
+    n = scn.hardware.count
+    gpn = scn.hardware.gpus_per_node or n
+    rl = scn.train.rl
+    share = rl.gpu_memory_utilization if rl.placement == "colocated" else RL.model_fields["gpu_memory_utilization"].default
+    out: list[dict[str, Any]] = []
+    for tp in ROLLOUT_TPS:
+        if tp <= min(n, gpn) and n % tp == 0:
+            out.append({"placement": "colocated", "rollout_gpus": None, "rollout_tp": tp, "async_steps": 0,
+                        "gpu_memory_utilization": share})
+    for r in range(1, n):
+        for tp in ROLLOUT_TPS:
+            if tp > min(r, gpn) or r % tp:
+                continue
+            for k in ((0, 1) if allow_async else (0,)):
+                out.append({"placement": "split", "rollout_gpus": r, "rollout_tp": tp, "async_steps": k,
+                            "gpu_memory_utilization": SPLIT_GPU_MEMORY_UTILIZATION})
+    return out
+
+
+def _label(c: Mapping[str, Any], n: int) -> str:
+    if c["placement"] == "colocated":
+        return f"colocated on {n} GPUs (rollout tp={c['rollout_tp']})"
+    lag = ", 1 step off-policy" if c["async_steps"] else ", synchronous"
+    return f"split {c['rollout_gpus']} rollout (tp={c['rollout_tp']}) + {n - c['rollout_gpus']} training{lag}"
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:.1f} GiB"
+
+
+def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = 1000, allow_async: bool = True,
+                 top: int | None = None) -> RLRecommendation:
+    """Placements of an RL scenario's GPUs, cheapest for `steps` RL steps first, with the rejected ones.
+
+    The scenario fixes the model, GPU type and count, the RL workload (prompts, group, lengths, reference,
+    critic, reward model) and the training layout (`parallel`, applied to the training group)."""
+    scn = as_scenario(scenario)
+    if scn.train is None or scn.train.objective not in RL_OBJECTIVES:
+        raise InputError("train.objective", "must be an RL objective (grpo, ppo, rloo) for an RL placement search.",
+                         "set train.objective: grpo and train.rl, or use `gpuplan recommend` for other training.")
+    if not 1 <= steps <= 10_000_000:
+        raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "pass --steps N.")
+    base = resolve(scn)
+    plans: list[RLPlan] = []
+    rejections: list[RLRejection] = []
+    n = scn.hardware.count
+    for c in _candidates(scn, allow_async):
+        what = _label(c, n)
+        rl = {**scn.train.rl.model_dump(), **c}
+        try:
+            cand = scn.replace(train={"rl": rl}, parallel={"dp": None})
+            r = resolve(cand, model=base.model, gpu=base.gpu, network=base.network, speed_params=base.speed_params)
+            est = evaluate(r)
+        except GpuplanError as err:
+            rejections.append(RLRejection(what, f"{err.what}: {err.why}"))
+            continue
+        mem, perf = est.memory, est.performance
+        if not mem.fits:
+            side = {"rollout": "a rollout GPU"}.get(mem.phase, "a training GPU" if c["placement"] == "split"
+                                                    else "every GPU")
+            rejections.append(RLRejection(what, f"does not fit: {_gib(mem.peak_bytes_per_gpu)} on {side} in phase "
+                                                f"{mem.phase} > {_gib(mem.capacity_bytes_per_gpu)}"))
+            continue
+        step = perf.step_time_s
+        rate = est.cost.usd_per_hour if est.cost is not None else None
+        plans.append(RLPlan(placement=c["placement"], rollout_gpus=c["rollout_gpus"] or n,
+                            training_gpus=n - (c["rollout_gpus"] or 0) if c["placement"] == "split" else n,
+                            rollout_tp=c["rollout_tp"], async_steps=c["async_steps"], step_time_s=step,
+                            bound_by=str(perf.details.get("bound_by")),
+                            peak_bytes_per_gpu=mem.peak_bytes_per_gpu, capacity_bytes_per_gpu=mem.capacity_bytes_per_gpu,
+                            usd_per_hour=rate, usd_total=None if rate is None else rate * step * steps / 3600.0,
+                            steps=steps, phases_s=dict(perf.details.get("phases_s", {})), scenario=cand))
+    plans.sort(key=lambda p: (p.usd_total if p.usd_total is not None else float("inf"), p.step_time_s))
+    if top is not None:
+        plans = plans[:top]
+    return RLRecommendation(tuple(plans), tuple(rejections), steps)
+
+
+def _knobs(scn: Scenario) -> list[tuple[str, dict[str, Any]]]:
+    rl = scn.train.rl
+    mean = rl.mean_response_len or rl.max_new_tokens
+    out = [(f"group_size={rl.group_size * 2}", {"group_size": rl.group_size * 2})]
+    if rl.group_size // 2 >= 2:
+        out.append((f"group_size={rl.group_size // 2}", {"group_size": rl.group_size // 2}))
+    out.append((f"response length x2 (mean {mean * 2}, max {max(rl.max_new_tokens, mean * 2)})",
+                {"mean_response_len": mean * 2, "max_new_tokens": max(rl.max_new_tokens, mean * 2)}))
+    if mean // 2 >= 1:
+        out.append((f"response length /2 (mean {mean // 2}, max {max(1, rl.max_new_tokens // 2)})",
+                    {"mean_response_len": min(mean // 2, max(1, rl.max_new_tokens // 2)),
+                     "max_new_tokens": max(1, rl.max_new_tokens // 2)}))
+    out.append((f"reference={'off' if rl.reference else 'on'}", {"reference": not rl.reference}))
+    return out
+
+
+def rl_whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, Any]]:
+    """What each RL workload knob costs: step time and peak memory per GPU against the scenario's own.
+    Rows: change, step_time_s, step_time_change (relative), peak_bytes_per_gpu, peak_change_bytes, fits, bound_by."""
+    scn = as_scenario(scenario)
+    if scn.train is None or scn.train.objective not in RL_OBJECTIVES:
+        raise InputError("train.objective", "must be grpo, ppo or rloo for an RL what-if.",
+                         "set train.objective and train.rl.")
+    r0 = resolve(scn)
+    e0 = evaluate(r0)
+    rows = [{"change": "(as given)", "step_time_s": e0.performance.step_time_s, "step_time_change": 0.0,
+             "peak_bytes_per_gpu": e0.memory.peak_bytes_per_gpu, "peak_change_bytes": 0, "fits": e0.memory.fits,
+             "bound_by": e0.performance.details.get("bound_by")}]
+    for name, upd in _knobs(scn):
+        try:
+            cand = scn.replace(train={"rl": {**scn.train.rl.model_dump(), **upd}})
+            e = evaluate(resolve(cand, model=r0.model, gpu=r0.gpu, network=r0.network, speed_params=r0.speed_params))
+        except GpuplanError as err:
+            rows.append({"change": name, "error": f"{err.what}: {err.why}"})
+            continue
+        rows.append({"change": name, "step_time_s": e.performance.step_time_s,
+                     "step_time_change": e.performance.step_time_s / e0.performance.step_time_s - 1.0,
+                     "peak_bytes_per_gpu": e.memory.peak_bytes_per_gpu,
+                     "peak_change_bytes": e.memory.peak_bytes_per_gpu - e0.memory.peak_bytes_per_gpu,
+                     "fits": e.memory.fits, "bound_by": e.performance.details.get("bound_by")})
+    return rows

@@ -1,0 +1,79 @@
+"""Fine-tuning tools as profiles (issue 20): Unsloth, TRL, Axolotl, LLaMA-Factory.
+
+Defaults come from each tool's code (cited in scenario.TOOL_DEFAULTS); expected bytes by hand arithmetic on
+Llama 3.1 8B's published shape (h 4096, 32 layers, 32 heads, 8 KV heads of 128, MLP 14336, vocabulary 128256)."""
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.errors import InputError
+from gpuplan.estimate import memory as M
+from gpuplan.estimate.activations import unsloth_layer_bytes
+from gpuplan.models import get_model
+from gpuplan.scenario import scenario_from_dict
+
+
+def _scn(tool=None, **train):
+    d = {"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+         "train": {"seq_len": 4096, **train}}
+    if tool:
+        d["tool"] = tool
+    return scenario_from_dict(d)
+
+
+def test_unsloth_defaults_fill_only_unset_fields():
+    t = _scn("unsloth").train
+    assert (t.method, t.lora_rank, t.recompute, t.activation_offload, t.loss) == ("qlora", 16, "full", True, "cce")
+    t = _scn("unsloth", method="lora", lora_rank=32).train
+    assert (t.method, t.lora_rank, t.loss) == ("lora", 32, "cce")
+
+
+def test_trl_and_llama_factory_checkpoint_by_default_axolotl_does_not():
+    assert _scn("trl").train.recompute == "full"
+    assert _scn("llama-factory").train.recompute == "full"
+    assert _scn("axolotl").train.recompute == "none"
+    assert _scn("trl", recompute="none").train.recompute == "none"
+
+
+def test_tool_needs_the_hf_stack():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({"model": "llama-3.1-8b", "task": "finetune", "tool": "unsloth", "framework": "megatron",
+                            "hardware": {"gpu": "h100-sxm", "count": 1}})
+    assert "framework" in str(err.value)
+
+
+def test_unsloth_layer_working_set_by_hand():
+    # saved: 12h + 4 kv d + 4i + 4a + 8 = 49152 + 4096 + 57344 + 128 + 8; backward adds dY (2h) and DW (2i)
+    assert unsloth_layer_bytes(get_model("llama-3.1-8b")) == 110_728 + 8_192 + 28_672 == 147_592
+
+
+def test_unsloth_kernels_do_not_apply_to_moe():
+    assert unsloth_layer_bytes(get_model("mixtral-8x7b")) is None
+
+
+def test_cut_cross_entropy_keeps_no_logits():
+    phases, _ = M._train_components(_scn("unsloth"), get_model("llama-3.1-8b"), "only")
+    # 8 bytes per token (fp32 log-sum-exp and loss) instead of 12 x 128256 for HF's full loss
+    assert phases["backward"]["logits"] == 4096 * 8
+    hf, _ = M._train_components(_scn("unsloth", loss="full"), get_model("llama-3.1-8b"), "only")
+    assert hf["backward"]["logits"] == 4096 * 12 * 128256
+
+
+def test_offloaded_checkpoints_live_in_host_memory():
+    phases, _ = M._train_components(_scn("unsloth"), get_model("llama-3.1-8b"), "only")
+    # every layer's bf16 input: 4096 tokens x 2 x 4096 x 32 layers
+    assert phases["_cpu"]["cpu"] == 4096 * 2 * 4096 * 32 == 1_073_741_824
+    # on the GPU: the recomputed layer's working set, and at most one checkpoint in flight
+    act = phases["backward_end"]["activations"]
+    assert 4096 * 147_592 <= act <= 4096 * (147_592 + 8192)
+
+
+def test_recommend_keeps_the_tools_choices_and_the_hf_stack():
+    from gpuplan.search.recommend import recommend
+    rec = recommend({"model": "llama-3.1-8b", "task": "finetune", "tool": "unsloth",
+                     "train": {"seq_len": 16384, "tokens": 1e8}}, gpus=["rtx-4090"], progress=False, top=5)
+    assert rec.plans
+    for p in rec.plans:
+        t = p.scenario.train
+        assert p.scenario.tool == "unsloth" and p.scenario.framework == "hf"
+        assert (t.method, t.recompute, t.loss, t.activation_offload) == ("qlora", "full", "cce", True)
