@@ -253,7 +253,8 @@ def t5(h, ff, dkv, heads, layers, *, v11, vocab=32128, arch="T5ForConditionalGen
            "num_layers": layers, "num_decoder_layers": layers, "vocab_size": vocab,
            "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128, "dropout_rate": 0.1,
            "layer_norm_epsilon": 1e-06, "feed_forward_proj": "gated-gelu" if v11 else "relu",
-           "is_encoder_decoder": True, "tie_word_embeddings": not v11, "n_positions": 512}
+           "is_encoder_decoder": True, "tie_word_embeddings": not v11, "n_positions": 512,
+           "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1}
     return cfg
 
 

@@ -17,6 +17,7 @@ from ..scenario import Scenario
 from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
                           math_path_attention)
+from . import encdec
 from .layout import RankParams, grad_accum_steps, rank_params, stages
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
 from .results import MEMORY_COMPONENTS, MemoryEstimate
@@ -364,8 +365,25 @@ class _Saved:
     cpu: float = 0.0           # offloaded to host memory
 
 
+def _encdec_saved(ts: _TrainSetup, setup: ActivationSetup, notes: list[str]) -> _Saved:
+    """Encoder-decoder (T5): the encoder over seq_len input tokens, the decoder over target_len target
+    tokens (estimate/encdec.py); `tokens` is the target tokens the loss runs over."""
+    t, tp, model = ts.scn.train, ts.scn.parallel.tp, ts.model
+    src, tgt = t.seq_len, t.target_len or t.seq_len
+    notes.append(f"encoder-decoder: encoder activations over {src:,} input tokens, decoder over {tgt:,} target "
+                 "tokens (train.target_len) with cross-attention over the input")
+    if t.recompute == "none":
+        saved, working = encdec.saved_activations(model, setup, t.micro_batch, src, tgt, tp), 0.0
+    else:
+        saved, working = encdec.checkpointed_activations(model, setup, t.micro_batch, src, tgt, tp)
+    per_token = encdec.decoder_token_bytes(model, setup, tp) / max(model.num_layers, 1)
+    return _Saved(saved, working, per_token, t.micro_batch * tgt, 1)
+
+
 def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float, notes: list[str]) -> _Saved:
     t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    if model.is_encoder_decoder:
+        return _encdec_saved(ts, setup, notes)
     tp, cp = p.tp, p.cp
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
@@ -418,6 +436,8 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
     t, model = ts.scn.train, ts.model
     vocab_rank = model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1)
     head_acts = sv.tokens * (setup.residual_bytes * 2 + 2) * model.hidden_size / sv.seq_split
+    if model.is_encoder_decoder:
+        head_acts = 0.0           # the decoder's final norm and lm_head input are in encdec.decoder_token_bytes
     head_acts += sv.tokens * embedding_dropout_bytes(model)
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
     if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":

@@ -182,7 +182,12 @@ class ModelSpec:
         # from the matrix shapes: a tied lm_head has no parameters of its own but still costs its matmul
         matmul = sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in self.blocks
                      if b.linear is not None and b.layer_scope != "vision")
-        attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
+        ctx = self.attention_context(seq_len)
+        if self.is_encoder_decoder:
+            # per target token with an input as long as the target: encoder self-attention (bidirectional,
+            # S keys) and the decoder's cross-attention (S keys) on top of its causal self-attention
+            ctx += (self.encoder_layers + self.num_layers) * seq_len
+        attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * ctx
         return 2 * matmul + attn
 
     def to_dict(self, seq_len: int = 2048) -> dict[str, Any]:
