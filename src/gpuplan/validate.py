@@ -161,6 +161,15 @@ def _encdec_rules(scn: Any, model: Any) -> None:
         if scn.framework != "hf":
             raise InputError(f"framework = {scn.framework}", f"{what}: the memory terms are derived from HF "
                              "transformers' T5 code only.", "use framework: hf (HF Trainer / accelerate).")
+        unmodelled = [f"{k}={v}" for k, v in (("attention", t.attention), ("loss", t.loss), ("compile", t.compile),
+                                               ("activation_offload", t.activation_offload))
+                      if v not in ("flash", "sdpa", "full", False)]
+        if unmodelled:
+            raise InputError(f"train {', '.join(unmodelled)}", f"{what}: gpuplan derives T5's activations for "
+                             "SDPA attention (CUDA's memory-efficient kernel, which takes the position bias), the "
+                             "full cross-entropy, no torch.compile and no activation offload.",
+                             "use attention: sdpa (or flash, run as SDPA: flash kernels take no bias), loss: full, "
+                             "compile: false, activation_offload: false.")
         if t.objective != "sft":
             raise InputError(f"train.objective = {t.objective}", f"{what}: post-training objectives are modelled "
                              "for decoder-only models.", "use objective: sft (seq2seq fine-tuning).")

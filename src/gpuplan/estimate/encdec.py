@@ -10,8 +10,7 @@ integrations/sdpa_attention.py, transformers 5.24) and checked against fake-tens
 * Attention runs through SDPA with the relative position bias as an additive float mask that takes a
   gradient; CUDA's flash kernel takes no mask, so the memory-efficient kernel runs: q, k, v, the output
   (already in the layout o reads) and an fp32 log-sum-exp per head are saved, plus the bias. The encoder's
-  bias (1, heads, S, S) is shared by its layers, but under autocast it is an fp32 embedding output that
-  each layer casts to 16-bit (one copy per layer); the decoder's causal bias is a new `torch.where` per
+  bias (1, heads, S, S) is computed once, but each layer's mask step makes its own 16-bit copy; the decoder's causal bias is a new `torch.where` per
   layer (and its bool causal mask); the cross-attention bias is one shared 16-bit zeros tensor. The bucket
   indices (int64, S x S and T x T) are saved by the bias embedding. A key length that is not a multiple of
   16 makes the kernel pad (and so materialise) the bias per sequence.
@@ -104,11 +103,25 @@ def _bias(model: ModelSpec, batch: int, q_len: int, kv_len: int, tp: int) -> flo
 
 def sequence_bytes(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
     """Bytes that grow with the square of the lengths (position biases, bucket indices, causal masks)."""
-    enc_copies = model.encoder_layers if s.autocast else 1     # fp32 bias cast per layer under autocast
-    enc = enc_copies * _bias(model, batch, src, src, tp) + BUCKET_INDEX_BYTES * src * src
+    # each encoder layer keeps its own copy of the shared bias: the mask step (`torch.where` with the
+    # bidirectional mask, and under autocast the cast of the fp32 embedding output) makes a new tensor (traced)
+    enc = model.encoder_layers * _bias(model, batch, src, src, tp) + BUCKET_INDEX_BYTES * src * src
     dec = model.num_layers * (_bias(model, batch, tgt, tgt, tp) + tgt * tgt) + BUCKET_INDEX_BYTES * tgt * tgt
     cross = _bias(model, batch, tgt, src, tp)
     return enc + dec + cross
+
+
+def loss_bytes_per_token(model: ModelSpec, s: ActivationSetup) -> float:
+    """T5ForConditionalGeneration's loss: CrossEntropyLoss on the 16-bit logits as they are (no upcast, unlike
+    the causal-LM loss): the log-softmax output, its gradient and the logits' gradient, 3 x 2 bytes x V;
+    under autocast log_softmax runs in fp32 (autocast's fp32 list): 12 bytes x V (traced)."""
+    return (12.0 if s.autocast else 3.0 * s.compute_bytes) * model.vocab_size
+
+
+def forward_logits_per_token(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes per target token of the loss at the end of forward: the 16-bit logits plus, under autocast, their
+    fp32 cast and the fp32 log-softmax (traced); in 16-bit the log-softmax output."""
+    return (2.0 + 4.0 + 4.0 if s.autocast else 2.0 * s.compute_bytes) * model.vocab_size
 
 
 def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
@@ -123,10 +136,14 @@ def checkpointed_activations(model: ModelSpec, s: ActivationSetup, batch: int, s
     """Full recompute (HF gradient checkpointing per T5Block): (kept, working). Each block keeps its input
     (the residual stream); the decoder blocks also keep the encoder output they read; backward recomputes
     one block at a time (the largest: a decoder block)."""
-    rb = s.residual_bytes
+    rb, b = s.residual_bytes, s.compute_bytes
     h = model.hidden_size
-    kept = batch * (src * (model.encoder_layers + 1) * rb * h + tgt * (model.num_layers + 1) * rb * h)
-    kept += BUCKET_INDEX_BYTES * (src * src + tgt * tgt)
+    kept = batch * (src * model.encoder_layers * rb * h + tgt * model.num_layers * rb * h)
+    # outside the checkpointed blocks: the embedding dropout, the final norms and dropouts, the encoder
+    # output the decoder blocks read, lm_head's input (traced)
+    enc_ends = 2 * _mask(model, h) + _norm(model) + rb * h
+    dec_ends = 2 * _mask(model, h) + _norm(model) + b * h
+    kept += batch * (src * enc_ends + tgt * dec_ends) + BUCKET_INDEX_BYTES * (src * src + tgt * tgt)
     dec_layer = (decoder_token_bytes(model, s, tp) - (2 * _mask(model, h) + _norm(model) + s.compute_bytes * h)) \
         / max(model.num_layers, 1)
     enc_layer = encoder_token_bytes(model, s, tp) / max(model.encoder_layers, 1)

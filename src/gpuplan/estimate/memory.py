@@ -440,6 +440,8 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
         head_acts = 0.0           # the decoder's final norm and lm_head input are in encdec.decoder_token_bytes
     head_acts += sv.tokens * embedding_dropout_bytes(model)
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
+    if model.is_encoder_decoder and t.loss == "full":
+        logits = encdec.loss_bytes_per_token(model, setup) * sv.tokens
     if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":
         # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
         logits += 2.0 * model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1) * sv.tokens
@@ -546,6 +548,14 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if ts.model.is_encoder_decoder and autocast and t.recompute != "none":
+        # end of forward under checkpointing: autocast's weight cache holds every 16-bit weight copy until the
+        # autocast region exits, next to the checkpoints and the loss's forward tensors (traced)
+        all_copies = (ts.rp.linear + (ts.rp.embedding if ts.model.tie_embeddings else 0.0)) * ts.low
+        phases["forward_end"] = dict(weights=weights_live + all_copies + root_unsharded, gradients=g_accum,
+                                     optimizer_states=optim, activations=sv.saved,
+                                     logits=encdec.forward_logits_per_token(ts.model, setup) * sv.tokens,
+                                     temporary=temporary)
     nxt = _fabric_next_forward(ts, setup, sv, phases["backward"])
     if nxt is not None:
         phases["next_forward"] = nxt
