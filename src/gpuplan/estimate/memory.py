@@ -732,6 +732,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     attn_dp = min(scn.dp, p.ep) if p.ep > 1 else 1
     seqs = math.ceil(inf.concurrency / attn_dp)
     kv_need = per_token * tokens_per_seq * seqs
+    beams = inf.beam_width
+    if beams > 1:
+        kv_need = per_token * beam_kv_tokens(inf, block) * seqs
+        notes.append(beam_note(inf))
+    if model.is_encoder_decoder:
+        return _encdec_infer_components(scn, model, weights, per_token, seqs, notes)
     if inf.engine == "hf" and any(model.layer_windows):
         # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
         # Mistral, Gemma 3, gpt-oss); paged engines size every layer as full
@@ -779,12 +785,84 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             act = max(act, seqs * inf.prompt_len * attn)
         act += seqs * model.vocab_size * 4
         temp = 0.0
+    if beams > 1 and inf.engine == "hf":
+        act = act * beams          # generate expands the prompts by num_beams before the prefill
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
-        "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * (4 * h + 3 * i / tp) * 2,
-                       logits=seqs * model.vocab_size * 4, temporary=temp),
+        "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * beams * (4 * h + 3 * i / tp) * 2,
+                       logits=beam_logits_bytes(model, seqs, beams, inf.engine), temporary=temp),
     }
     return phases, notes, extra
+
+
+# ---- beam search ---------------------------------------------------------------------------------------
+def beam_kv_tokens(inf, block: int) -> int:
+    """KV tokens one request holds under beam search (beam_width k). HF generate repeats the prompt k times
+    before the prefill (generation/utils.py _expand_inputs_for_generation, transformers 5.24), so every beam
+    holds prompt + output. vLLM's LLM.beam_search runs one max_tokens=1 request per beam and step with
+    prefix caching (vllm/entrypoints/llm.py @10fdb8f0): the prompt's full blocks are shared, each beam keeps
+    the rest. TensorRT-LLM is sized like HF (every beam its own prompt copy: an upper bound)."""
+    k, P, O = inf.beam_width, inf.prompt_len, inf.output_len
+    if inf.engine == "vllm":
+        shared = P // block * block
+        return shared + k * (math.ceil((P - shared + O) / block) * block)
+    return k * math.ceil((P + O) / block) * block
+
+
+def beam_note(inf) -> str:
+    if inf.engine == "vllm":
+        return (f"beam search (beam_width {inf.beam_width}): vLLM shares the prompt's KV blocks between beams "
+                "(prefix caching); each beam holds its own output tokens")
+    return (f"beam search (num_beams {inf.beam_width}): every beam holds the whole prompt and output in its KV "
+            "cache (generate expands the prompt before the prefill)")
+
+
+def beam_logits_bytes(model: ModelSpec, seqs: int, beams: int, engine: str) -> float:
+    """Decode-step logits. Greedy/sampling: fp32 logits per sequence. HF beam search (_beam_search,
+    transformers 5.24) keeps an fp32 copy of the last logits, their log-softmax and the log-probs plus the
+    running beam scores for every beam at once: 3 x 4 bytes x V per beam."""
+    if beams > 1 and engine == "hf":
+        return seqs * beams * model.vocab_size * 12.0
+    return seqs * beams * model.vocab_size * 4.0
+
+
+# ---- encoder-decoder serving (HF generate) -------------------------------------------------------------
+T5_BUCKET_TEMP_BYTES = 49     # bytes per (query, key) pair alive while T5 computes its position buckets (traced)
+
+def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, per_token: float, seqs: int,
+                             notes: list[str]) -> tuple[dict[str, dict[str, float]], list[str], dict]:
+    """HF generate for T5: the encoder runs once over the prompts, its output is repeated num_beams times, the
+    first decoder step projects it into the cross-attention cache (prompt_len tokens per beam, computed once),
+    each step appends one token to the self-attention cache (output_len). A T5 layer's cross K/V per input token
+    has the size of its self-attention K/V per output token (both 2·heads·d_kv), so the whole cache is
+    `per_token x (prompt_len + output_len)` per beam."""
+    inf, tp = scn.infer, scn.parallel.tp
+    assert inf is not None
+    k, P, O = inf.beam_width, inf.prompt_len, inf.output_len
+    h, a, d = model.hidden_size, model.num_heads / tp, model.head_dim
+    i = model.intermediate_size / tp
+    kv = per_token * (P + O) * seqs * k
+    notes.append(f"encoder-decoder: cross-attention KV over the {P:,}-token prompt (computed once per request and "
+                 f"beam) plus self-attention KV over {O:,} output tokens")
+    # encoder (no KV yet: the caches fill at the first decoder step), the larger of two moments (traced):
+    # * the first layer's relative-position buckets (T5Attention._relative_position_bucket: int64 position
+    #   differences, their fp32 log-scaled copies, the int64 buckets; ~49 bytes per (query, key) pair at once,
+    #   traced with 6 and 8 heads) while the residual, the norm output and q, k, v are alive;
+    # * an MLP: residual and norm output (4h) with wi's output and the activation's (relu: 2 i-sized tensors;
+    #   gelu_new: 4, its tanh-approximation intermediates) next to the bias, its masked copy and the bool mask
+    n_i = 4 if model.traits.activation == "gelu_new" else 2
+    pp_ = P * P
+    enc = max(seqs * P * (4 * h + 6 * a * d) + T5_BUCKET_TEMP_BYTES * pp_,
+              seqs * P * (4 * h + 2 * n_i * i) + (2 * 2 * a + 1) * pp_)
+    # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
+    first = seqs * k * P * 2 * (h + 2 * a * d)
+    phases = {
+        "encoder": dict(weights=weights, activations=enc),
+        "prefill": dict(weights=weights, kv_cache=kv, activations=first),
+        "decode": dict(weights=weights, kv_cache=kv, activations=seqs * k * (4 * h + 3 * i) * 2,
+                       logits=beam_logits_bytes(model, seqs, k, inf.engine)),
+    }
+    return phases, notes, {}
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
