@@ -753,7 +753,9 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         pool = budget - weights - act - graphs - _overhead(scn, 0)
         extra = dict(kv_pool_bytes=max(0, int(pool)), kv_tokens=max(0, int(pool // per_token)),
                      # sequences one model copy can hold: each attention-DP rank holds its share
-                     max_concurrency=max(0, int(pool // (per_token * tokens_per_seq))) * attn_dp)
+                     # (beam search: a request holds every beam's KV, memory.beam_kv_tokens)
+                     max_concurrency=max(0, int(pool // (per_token * (beam_kv_tokens(inf, block) if beams > 1
+                                                                      else tokens_per_seq)))) * attn_dp)
         if model.is_mla and tp > 1:
             notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
                          "parallel)")

@@ -18,7 +18,8 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
                    p2p_time, reduce_scatter_time)
-from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
+from . import encdec as encdec_flops
+from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
 from .layout import grad_accum_steps
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
@@ -275,7 +276,7 @@ def _linear_time(c: _Train) -> float:
             m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
             count = b.count / ep / per_stage
         else:
-            m_rows, count = c.tokens, b.count / per_stage
+            m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
         if c.mm_dtype == "fp8":
             # FP8 training recipes (torchao Float8Linear, Transformer Engine) convert the decoder
@@ -290,9 +291,33 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
+def encdec_training_flops(model: ModelSpec, src: int, tgt: int, recompute: str, method: str) -> TrainingFlops:
+    """Encoder-decoder FLOPs per input token (tokens_per_step counts input tokens, as the T5 paper counts
+    its 2^16-token batches): one sequence's forward (encoder over src, decoder over tgt, cross-attention
+    k/v over src; estimate/encdec.py) x 3 for training (x 2 for a frozen base's matmuls), + one forward under
+    full recompute."""
+    mm = encdec_flops.matmul_flops_forward(model, src, tgt) / src
+    attn = encdec_flops.attention_flops_forward(model, src, tgt) / src
+    model_flops = 3.0 * (mm + attn) if method == "full" else 2.0 * mm + 3.0 * attn
+    extra = {"none": 0.0, "selective": mm + attn, "full": mm + attn}[recompute]
+    return TrainingFlops(model_flops, model_flops + extra, mm, attn)
+
+
+def _stream_share(c: _Train, b: Any) -> float:
+    """Rows of a linear relative to c.tokens (micro-batch x seq_len): an encoder-decoder's decoder blocks run
+    over the target (train.target_len), its encoder and cross-attention k/v over the input (seq_len)."""
+    if not c.model.is_encoder_decoder or b.stream != "decoder":
+        return 1.0
+    tr = c.tr
+    return (tr.target_len or tr.seq_len) / tr.seq_len
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    if c.model.is_encoder_decoder:
+        attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
+            * tr.micro_batch / c.par.tp
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
@@ -428,6 +453,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     tps_gpu = tok_step / step / n_gpu
     fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
+    if model.is_encoder_decoder:
+        fl = encdec_training_flops(model, tr.seq_len, tr.target_len or tr.seq_len, tr.recompute, tr.method)
     peak = peak_flops(gpu, "fp8" if c.mm_dtype == "fp8" else ("fp32" if tr.precision == "fp32" else c.attn_dtype))
     mfu = fl.model * tps_gpu / peak
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
@@ -599,6 +626,14 @@ class _Serving:
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
+        self.beams = inf.beam_width
+        # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
+        # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
+        # (an encoder-decoder runs its encoder once per request: its prefill covers all beams)
+        self.prompt_per_beam = 1.0 / self.beams if (inf.engine == "vllm" or model.is_encoder_decoder) else 1.0
+        self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
+        dec = sum(b.total for b in model.blocks if b.stream == "decoder")
+        self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
         # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
         self.kv_per_token_gpu = kv_tok_gpu
@@ -628,6 +663,9 @@ class _Serving:
         """Weight bytes one GPU reads in a step of `batch_tokens` tokens per attention replica:
         its dense shard plus the local experts the whole group's tokens touch."""
         m = self.model
+        if m.is_encoder_decoder:
+            # a decode step reads the decoder's weights only (the encoder ran once over the prompt)
+            return self.wb["read"] * self.decoder_weight_share / self.n_gpu_group
         if not m.is_moe:
             return self.wb["read"] / self.n_gpu_group
         layers = m.num_moe_layers or m.num_layers
@@ -637,6 +675,13 @@ class _Serving:
         if self.ep > 1:
             return dense + touched / self.ep * self.wb["per_expert_layer"] * layers / self.pp
         return dense + touched * self.wb["per_expert_layer"] * layers / self.n_gpu_group
+
+    def _streams(self, prefill: bool) -> tuple[str, ...] | None:
+        """Encoder-decoder: the prompt runs the encoder and the cross-attention k/v projections (once per
+        request and beam), each decode step only the decoder; None for decoder-only models (every block)."""
+        if not self.model.is_encoder_decoder:
+            return None
+        return ("encoder", "cross_kv") if prefill else ("decoder",)
 
     def _linear_time(self, tokens: float, prefill: bool, step_tokens: float | None = None,
                      part: str = "all") -> float:
@@ -648,10 +693,13 @@ class _Serving:
         scale = self.eng["prefill_eta_scale"] if prefill else 1.0
         if prefill and self.fmt.family in ("gptq", "awq", "gguf", "nf4") and self.fmt.bits < 16:
             scale *= self.eng["quant_prefill_scale"]
+        streams = self._streams(prefill)
         for b in m.blocks:
             if b.linear is None or b.layer_scope == "vision":
                 continue
             if part != "all" and (b.kind == "expert") != (part == "expert"):
+                continue
+            if streams is not None and b.stream not in streams:
                 continue
             k_in, n_out = b.linear
             ep_split = b.kind == "expert" and self.ep > 1
@@ -671,6 +719,8 @@ class _Serving:
                     rows = 1.0
             else:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
+                if b.stream == "cross_kv":
+                    rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
             flops = 2.0 * rows * k_in * n_out * count
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
             # expert GEMMs are bound by reading the touched experts, which its memory term charges
@@ -743,6 +793,10 @@ class _Serving:
         """Attention FLOPs (one GPU) of prompt positions [offset, offset + tokens) of one request,
         each attending causally to everything before it: the difference of the whole-prefix totals."""
         m = self.model
+        if m.is_encoder_decoder:
+            # the encoder's bidirectional self-attention over the prompt (no causal half)
+            per_pair = 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * m.encoder_layers
+            return per_pair * tokens * (offset + tokens) / self.tp / self.pp
 
         def total(n: float) -> float:
             return n * attention_flops_per_token_forward(m, int(n)) if n > 0 else 0.0
@@ -776,8 +830,10 @@ class _Serving:
         inf = self.inf
         P_len, O_len = inf.prompt_len, inf.output_len
         ctx_avg = P_len + O_len / 2.0
-        conc_r = math.ceil(concurrency / self.adp)
-        per_seq = P_len + self.eng["kv_reserve_output_fraction"] * O_len  # tokens held per sequence
+        k = self.beams                     # beam search: each request decodes k sequences (beams) at once
+        conc_r = math.ceil(concurrency / self.adp) * k
+        # tokens held per sequence (beam): a shared prompt counts once per request
+        per_seq = P_len * self.prompt_per_beam + self.eng["kv_reserve_output_fraction"] * O_len
         kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) if per_seq > 0 else conc_r
         max_b = int(self.eng["max_batch"])
         batch = max(0, min(conc_r, kv_limit, max_b))
@@ -790,13 +846,14 @@ class _Serving:
         # the rows each grouped expert GEMM gets
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
-        t_pf = self.prefill(P_len)
+        # one request's prompt: k copies where every beam runs it (HF generate decoder-only), once otherwise
+        t_pf = self.prefill(P_len) * k * self.prompt_per_beam
         # attention data parallel (ep > 1): every MoE layer synchronises the replicas, so a step
         # lasts as long as the replica with the most prompt work; prompts arrive independently
         # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
         adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
-        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp)
+        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp) * self.prompt_per_beam
         chunk = self.eng["prefill_chunk_tokens"]
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
@@ -814,7 +871,11 @@ class _Serving:
         if conc_r > batch:  # the rest wait in the queue for a free slot
             ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
         thr *= self.adp    # every attention replica of the copy produces its own tokens
+        beam_tokens = thr
+        thr /= k           # beam search returns one sequence per request: its tokens are the output
         return {"concurrency": concurrency, "batch": batch * self.adp, "batch_per_replica": batch,
+                **({"beam_width": k, "requests_in_flight": batch * self.adp / k, "beam_tokens_per_s": beam_tokens}
+                   if k > 1 else {}),
                 "limited_by": limit, "fits": True,
                 "ttft_s": ttft, "tpot_s": tpot, "output_tokens_per_s": thr,
                 "output_tokens_per_s_per_gpu": thr / self.group_gpus,
@@ -851,7 +912,12 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4)}
+               "decode_bound": pt["decode_bound"], "clock_factor": round(sv.clock, 4),
+               **({k: pt[k] for k in ("beam_width", "requests_in_flight", "beam_tokens_per_s")} if "beam_width" in pt
+                  else {})}
+    if sv.beams > 1:
+        notes.append(f"beam search: {sv.beams} beams per request decode together (batch counts beams); output "
+                     "tokens/s counts the one returned sequence per request, beam_tokens_per_s every beam's tokens.")
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes), details=details)
