@@ -59,7 +59,7 @@ def _layout_rules(scn: Any, model: Any) -> None:
                          f"use a seq_len that is a multiple of {2 * p.cp}, or another cp.")
 
 
-def _length(scn: Any) -> tuple[str, int]:
+def _length(scn: Any, model: Any = None) -> tuple[str, int]:
     """(field, tokens) of the longest sequence the scenario runs."""
     if scn.is_training:
         if (scn.train.target_len or 0) > scn.train.seq_len:
@@ -67,6 +67,10 @@ def _length(scn: Any) -> tuple[str, int]:
         return "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)"), scn.train.seq_len
     inf = scn.infer
     total = inf.prompt_len + inf.output_len
+    if getattr(model, "is_encoder_decoder", False):
+        # the prompt goes to the encoder, the output to the decoder: two sequences, each its own length
+        return ("infer.prompt_len", inf.prompt_len) if inf.prompt_len >= inf.output_len else \
+            ("infer.output_len", inf.output_len)
     if inf.max_model_len and inf.max_model_len > total:
         return "infer.max_model_len", inf.max_model_len
     return "infer.prompt_len + output_len", total
@@ -109,7 +113,7 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
 
 
 def _context_rules(scn: Any, model: Any) -> list[str]:
-    what, tokens = _length(scn)
+    what, tokens = _length(scn, model)
     section = scn.train if scn.is_training else scn.infer
     return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context,
                          pretraining=scn.task == "train")
@@ -162,14 +166,20 @@ def _encdec_rules(scn: Any, model: Any) -> None:
             raise InputError(f"framework = {scn.framework}", f"{what}: the memory terms are derived from HF "
                              "transformers' T5 code only.", "use framework: hf (HF Trainer / accelerate).")
         unmodelled = [f"{k}={v}" for k, v in (("attention", t.attention), ("loss", t.loss), ("compile", t.compile),
-                                               ("activation_offload", t.activation_offload))
-                      if v not in ("flash", "sdpa", "full", False)]
+                                               ("activation_offload", t.activation_offload),
+                                               ("recompute", t.recompute))
+                      if v not in ("flash", "sdpa", "full", "none", False)]
         if unmodelled:
             raise InputError(f"train {', '.join(unmodelled)}", f"{what}: gpuplan derives T5's activations for "
                              "SDPA attention (CUDA's memory-efficient kernel, which takes the position bias), the "
-                             "full cross-entropy, no torch.compile and no activation offload.",
+                             "full cross-entropy, no torch.compile, no activation offload, and recompute none or full "
+                             "(HF gradient checkpointing per T5Block; transformers has no selective recompute).",
                              "use attention: sdpa (or flash, run as SDPA: flash kernels take no bias), loss: full, "
-                             "compile: false, activation_offload: false.")
+                             "compile: false, activation_offload: false, recompute: none or full.")
+        if t.method != "full":
+            raise InputError(f"train.method = {t.method}", f"{what}: the activation terms are derived and traced for "
+                             "full fine-tuning; LoRA/QLoRA adapters on T5 (peft) are not modelled yet.",
+                             "use method: full (with recompute: full or a smaller micro_batch to fit).")
         if t.objective != "sft":
             raise InputError(f"train.objective = {t.objective}", f"{what}: post-training objectives are modelled "
                              "for decoder-only models.", "use objective: sft (seq2seq fine-tuning).")
