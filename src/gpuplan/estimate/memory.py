@@ -380,6 +380,14 @@ def _encdec_saved(ts: _TrainSetup, setup: ActivationSetup, notes: list[str]) -> 
     return _Saved(saved, working, per_token, t.micro_batch * tgt, 1)
 
 
+def _encdec_forward_end(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict, weights: float) -> dict:
+    """End of forward under checkpointing (T5): autocast's weight cache holds every 16-bit weight copy until the
+    autocast region exits, next to the checkpoints and the loss's forward tensors (traced)."""
+    all_copies = (ts.rp.linear + (ts.rp.embedding if ts.model.tie_embeddings else 0.0)) * ts.low
+    return dict(backward, weights=weights + all_copies, activations=sv.saved,
+                logits=encdec.forward_logits_per_token(ts.model, setup) * sv.tokens)
+
+
 def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float, notes: list[str]) -> _Saved:
     t, p, model = ts.scn.train, ts.scn.parallel, ts.model
     if model.is_encoder_decoder:
@@ -549,13 +557,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
     if ts.model.is_encoder_decoder and autocast and t.recompute != "none":
-        # end of forward under checkpointing: autocast's weight cache holds every 16-bit weight copy until the
-        # autocast region exits, next to the checkpoints and the loss's forward tensors (traced)
-        all_copies = (ts.rp.linear + (ts.rp.embedding if ts.model.tie_embeddings else 0.0)) * ts.low
-        phases["forward_end"] = dict(weights=weights_live + all_copies + root_unsharded, gradients=g_accum,
-                                     optimizer_states=optim, activations=sv.saved,
-                                     logits=encdec.forward_logits_per_token(ts.model, setup) * sv.tokens,
-                                     temporary=temporary)
+        phases["forward_end"] = _encdec_forward_end(ts, setup, sv, phases["backward"], weights_live + root_unsharded)
     nxt = _fabric_next_forward(ts, setup, sv, phases["backward"])
     if nxt is not None:
         phases["next_forward"] = nxt
