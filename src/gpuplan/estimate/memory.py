@@ -794,7 +794,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
         "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * beams * (4 * h + 3 * i / tp) * 2,
-                       logits=beam_logits_bytes(model, seqs, beams, inf.engine), temporary=temp),
+                       logits=beam_logits_bytes(model, seqs, beams, inf.engine),
+                       temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
 
@@ -819,6 +820,12 @@ def beam_note(inf) -> str:
                 "(prefix caching); each beam holds its own output tokens")
     return (f"beam search (num_beams {inf.beam_width}): every beam holds the whole prompt and output in its KV "
             "cache (generate expands the prompt before the prefill)")
+
+
+def beam_reorder_bytes(model: ModelSpec, kv: float, beams: int, engine: str) -> float:
+    """HF beam search reorders the cache after every step (Cache.reorder_cache: `keys.index_select(0, beam_idx)`
+    per layer, cache_utils.py, transformers 5.24): one layer's K and V exist twice for a moment."""
+    return kv / max(model.num_layers, 1) if beams > 1 and engine == "hf" else 0.0
 
 
 def beam_logits_bytes(model: ModelSpec, seqs: int, beams: int, engine: str) -> float:
@@ -864,7 +871,8 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
         "encoder": dict(weights=weights, activations=enc),
         "prefill": dict(weights=weights, kv_cache=kv, activations=first),
         "decode": dict(weights=weights, kv_cache=kv, activations=seqs * k * (4 * h + 3 * i) * 2,
-                       logits=beam_logits_bytes(model, seqs, k, inf.engine)),
+                       logits=beam_logits_bytes(model, seqs, k, inf.engine),
+                       temporary=beam_reorder_bytes(model, kv, k, inf.engine)),
     }
     return phases, notes, {}
 
