@@ -186,3 +186,31 @@ def test_inference_peak_within_5_percent_of_trace(beams):
     scn = _scn("flan-t5-small", "infer", engine="hf", prompt_len=512, output_len=5, concurrency=8, beam_width=beams)
     est, traced = _trace_vs_estimate(scn, decode_steps=4)
     assert abs(est - traced) / traced < 0.05
+
+
+def test_beam_search_memory_within_5_percent_of_real_hf_generate(tmp_path):
+    """transformers' own generate(num_beams=4) on real CPU tensors (a tiny Llama with a 32k vocabulary), every
+    allocation counted by the trace's allocator tracker: expansion, beam scoring and cache reordering included."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import json
+    from gpuplan.trace._run import CUDA_BLOCK, make_tagger
+    from gpuplan.trace._tracker import AllocTracker
+    cfg = dict(model_type="llama", hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+               intermediate_size=512, vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    P, B, O, k = 256, 2, 8, 4
+    tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(32000))
+    with tracker:
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg),
+                                                              dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+        tracker.reset_peak()
+        ids = torch.randint(5, 32000, (B, P))
+        with torch.no_grad():
+            model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=k, max_new_tokens=O, min_new_tokens=O,
+                           do_sample=False, early_stopping=False, pad_token_id=0, eos_token_id=None)
+    est = evaluate(_scn(str(path), "infer", engine="hf", prompt_len=P, output_len=O, concurrency=B,
+                        beam_width=k)).memory
+    alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]
+    assert abs(alloc - tracker.peak) / tracker.peak < 0.05
