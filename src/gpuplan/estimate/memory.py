@@ -860,11 +860,12 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
     #   differences, their fp32 log-scaled copies, the int64 buckets; ~49 bytes per (query, key) pair at once,
     #   traced with 6 and 8 heads) while the residual, the norm output and q, k, v are alive;
     # * an MLP: residual and norm output (4h) with wi's output and the activation's (relu: 2 i-sized tensors;
-    #   gelu_new: 4, its tanh-approximation intermediates) next to the bias, its masked copy and the bool mask
+    #   gelu_new: 4, its tanh-approximation intermediates) next to the shared bias and the bool mask (a layer's
+    #   masked copy is gone after its attention)
     n_i = 4 if model.traits.activation == "gelu_new" else 2
     pp_ = P * P
     enc = max(seqs * P * (4 * h + 6 * a * d) + T5_BUCKET_TEMP_BYTES * pp_,
-              seqs * P * (4 * h + 2 * n_i * i) + (2 * 2 * a + 1) * pp_)
+              seqs * P * (4 * h + 2 * n_i * i) + (2 * a + 1) * pp_)
     # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
     first = seqs * k * P * 2 * (h + 2 * a * d)
     phases = {

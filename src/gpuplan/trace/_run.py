@@ -33,7 +33,7 @@ def _component(tag: str, phase: str) -> tuple[str, str]:
         return "activations", "inputs"
     if tag:
         return "temporary", tag
-    if phase in ("forward", "prefill", "decode"):
+    if phase in ("forward", "prefill", "decode", "encoder"):
         return "activations", phase
     return "temporary", phase
 
@@ -529,21 +529,22 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
         model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
         model.eval()
         _label_model(tracker, model)
-        cache = EncoderDecoderCache(StaticCache(config=cfg, max_cache_len=decode_steps + 1),
+        steps = max(1, decode_steps)     # the first decoder step fills the cross-attention cache
+        cache = EncoderDecoderCache(StaticCache(config=cfg, max_cache_len=steps),
                                     StaticCache(config=cfg, max_cache_len=P))
         notes.append(f"encoder over {B} x {P} prompt tokens, output repeated x{k} (beams), then "
-                     f"{decode_steps + 1} decoder steps of {B * k} sequences; EncoderDecoderCache of two StaticCaches "
-                     f"(self-attention: {decode_steps + 1} tokens, cross-attention: {P} tokens).")
+                     f"{steps} decoder steps of {B * k} sequences; EncoderDecoderCache of two StaticCaches "
+                     f"(self-attention: {steps} tokens, cross-attention: {P} tokens).")
         tracker.reset_peak()
         with torch.no_grad():
-            tracker.set_phase("prefill")
+            tracker.set_phase("encoder")
             ids = torch.randint(0, vocab, (B, P))
             tracker.label(ids, "inputs")
             enc = model.get_encoder()(input_ids=ids).last_hidden_state
             del ids
             if k > 1:
                 enc = enc.repeat_interleave(k, dim=0)
-            for step in range(decode_steps + 1):
+            for step in range(steps):
                 tracker.set_phase("prefill" if step == 0 else "decode")
                 tok = torch.zeros((B * k, 1), dtype=torch.long)
                 out = model(encoder_outputs=(enc,), decoder_input_ids=tok, past_key_values=cache, use_cache=True)
