@@ -214,3 +214,10 @@ def test_beam_search_memory_within_5_percent_of_real_hf_generate(tmp_path):
                         beam_width=k)).memory
     alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]
     assert abs(alloc - tracker.peak) / tracker.peak < 0.05
+
+
+def test_launch_refuses_encoder_decoders_with_the_reason():
+    from gpuplan.launch import launch_files
+    from gpuplan.scenario import scenario_from_dict
+    with pytest.raises(UnsupportedError, match="encoder-decoder"):
+        launch_files(scenario_from_dict(_scn("flan-t5-small", seq_len=512, target_len=128)), "hf")
