@@ -221,3 +221,12 @@ def test_launch_refuses_encoder_decoders_with_the_reason():
     from gpuplan.scenario import scenario_from_dict
     with pytest.raises(UnsupportedError, match="encoder-decoder"):
         launch_files(scenario_from_dict(_scn("flan-t5-small", seq_len=512, target_len=128)), "hf")
+
+
+def test_multi_gpu_trace_of_an_encoder_decoder_is_a_clear_error():
+    pytest.importorskip("torch")
+    from gpuplan.trace import trace
+    scn = {**_scn("t5-small", seq_len=256, target_len=64), "hardware": {"gpu": "h100-sxm", "count": 2},
+           "parallel": {"zero": 3}}
+    with pytest.raises(UnsupportedError, match="one GPU only"):
+        trace(scn)
