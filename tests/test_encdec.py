@@ -230,3 +230,10 @@ def test_multi_gpu_trace_of_an_encoder_decoder_is_a_clear_error():
            "parallel": {"zero": 3}}
     with pytest.raises(UnsupportedError, match="one GPU only"):
         trace(scn)
+
+
+def test_fsdp_unit_is_the_largest_t5_block():
+    from gpuplan.estimate.layout import rank_params
+    h, i, inner = 4096, 10240, 4096                       # flan-t5-xxl
+    decoder_block = 4 * h * inner + 4 * h * inner + 3 * h * i + 3 * h   # self + cross attention, MLP, 3 norms
+    assert rank_params(get_model("flan-t5-xxl")).layer_max == decoder_block
