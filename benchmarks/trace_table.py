@@ -125,6 +125,19 @@ SCENARIOS = [
     _infer("gpt-oss-20b infer bf16 c4 p2048", "gpt-oss-20b", prompt_len=2048, concurrency=4),
     _infer("deepseek-v2-lite infer bf16 c8 p2048", "deepseek-v2-lite", prompt_len=2048, concurrency=8),
     _infer("qwen3-30b-a3b infer bf16 c4 p2048", "qwen3-30b-a3b", prompt_len=2048, concurrency=4),
+    # encoder-decoders (docs/encoder-decoder.md) and beam search
+    _train("t5-small full mw s512 t128 mb8", "t5-small", task="finetune", seq_len=512, target_len=128, micro_batch=8,
+           attention="sdpa"),
+    _train("flan-t5-small full bf16 s512 t128 mb8", "flan-t5-small", task="finetune", seq_len=512, target_len=128,
+           micro_batch=8, attention="sdpa", master_weights=False),
+    _train("t5-small full mw s512 t128 mb8 recompute", "t5-small", task="finetune", seq_len=512, target_len=128,
+           micro_batch=8, attention="sdpa", recompute="full"),
+    _infer("flan-t5-small infer bf16 c8 p512 beams4", "flan-t5-small", engine="hf", prompt_len=512, concurrency=8,
+           beam_width=4),
+    _infer("flan-t5-small infer bf16 c1 p2048 (encoder peak)", "flan-t5-small", engine="hf", prompt_len=2048,
+           concurrency=1),
+    _infer("qwen2.5-0.5b infer bf16 c4 p1024 beams4", "qwen2.5-0.5b", engine="hf", prompt_len=1024, concurrency=4,
+           beam_width=4),
 ]
 
 

@@ -246,6 +246,31 @@ add("nvidia/Minitron-8B-Base", nemotron(4096, 32, 48, 8, 16384, 128), hf("nvidia
 add("nvidia/Nemotron-4-340B-Base", nemotron(18432, 96, 96, 8, 73728, 192), hf("nvidia/Nemotron-4-340B-Base"),
     "structural", "released as a NeMo checkpoint; HF-format config as in the community conversions")
 
+# ---- encoder-decoders (models/encdec.py) ------------------------------------------------------------
+def t5(h, ff, dkv, heads, layers, *, v11, vocab=32128, arch="T5ForConditionalGeneration", mt="t5"):
+    """T5 v1.0 (relu, tied, scaled head) or v1.1/Flan/mT5 (gated-gelu, own lm_head) config fields."""
+    cfg = {"architectures": [arch], "model_type": mt, "d_model": h, "d_ff": ff, "d_kv": dkv, "num_heads": heads,
+           "num_layers": layers, "num_decoder_layers": layers, "vocab_size": vocab,
+           "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128, "dropout_rate": 0.1,
+           "layer_norm_epsilon": 1e-06, "feed_forward_proj": "gated-gelu" if v11 else "relu",
+           "is_encoder_decoder": True, "tie_word_embeddings": not v11, "n_positions": 512,
+           "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1}
+    return cfg
+
+
+for size, dims in {"small": (512, 2048, 64, 8, 6), "base": (768, 3072, 64, 12, 12), "large": (1024, 4096, 64, 16, 24),
+                   "3b": (1024, 16384, 128, 32, 24), "11b": (1024, 65536, 128, 128, 24)}.items():
+    add(f"google-t5/t5-{size}", t5(*dims, v11=False), hf(f"google-t5/t5-{size}"), "structural",
+        "T5 v1.0: relu MLP, lm_head tied to the shared embedding")
+for size, dims in {"small": (512, 1024, 64, 6, 8), "base": (768, 2048, 64, 12, 12), "large": (1024, 2816, 64, 16, 24),
+                   "xl": (2048, 5120, 64, 32, 24), "xxl": (4096, 10240, 64, 64, 24)}.items():
+    add(f"google/flan-t5-{size}", t5(*dims, v11=True), hf(f"google/flan-t5-{size}"), "structural",
+        "T5 v1.1 architecture: gated-gelu, own lm_head")
+    add(f"google/t5-v1_1-{size}", t5(*dims, v11=True), hf(f"google/t5-v1_1-{size}"), "structural",
+        "gated-gelu, own lm_head")
+    add(f"google/mt5-{size}", t5(*dims, v11=True, vocab=250112, arch="MT5ForConditionalGeneration", mt="mt5"),
+        hf(f"google/mt5-{size}"), "structural", "T5 v1.1 architecture, 250,112-token vocabulary")
+
 # ---- same architecture as a config above or already bundled -----------------------------------------
 SAME_ARCH = {
     "stabilityai/stablelm-2-1_6b": "stabilityai/stablelm-2-zephyr-1_6b",

@@ -40,6 +40,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "zero": ("parallel", "zero", int, 0, 3), "offload": ("parallel", "offload", str, None, None),
     "method": ("train", "method", str, None, None), "precision": ("train", "precision", str, None, None),
     "optimizer": ("train", "optimizer", str, None, None), "seq_len": ("train", "seq_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "target_len": ("train", "target_len", int, 1, MAX_TOKENS_IN_SEQ),
     "micro_batch": ("train", "micro_batch", int, 1, 65536),
     "global_batch": ("train", "global_batch", int, 1, MAX_TOKENS_IN_SEQ),
     "recompute": ("train", "recompute", str, None, None), "attention": ("train", "attention", str, None, None),
@@ -49,6 +50,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "prompt_len": ("infer", "prompt_len", int, 1, MAX_TOKENS_IN_SEQ),
     "output_len": ("infer", "output_len", int, 1, MAX_TOKENS_IN_SEQ),
     "concurrency": ("infer", "concurrency", int, 1, MAX_GPUS),
+    "beam_width": ("infer", "beam_width", int, 1, 1024),
 }
 
 

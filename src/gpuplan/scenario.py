@@ -213,6 +213,9 @@ class Train(_Strict):
     galore_update_gap: int = _num(200, "galore: steps between SVD refreshes of the projector (default 200)",
                                   lo=1, hi=1_000_000)
     seq_len: int = _num(2048, "tokens per sequence", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    target_len: int | None = _num(None, "encoder-decoder models: target (decoder) tokens per sequence; seq_len is "
+                                  "then the input (encoder) length; default: seq_len", lo=1, hi=MAX_TOKENS_LEN,
+                                  unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
     recompute: Recompute = Field("none", description=(
@@ -372,6 +375,8 @@ class Infer(_Strict):
     prompt_len: int = _num(1024, "prompt tokens per request", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     output_len: int = _num(256, "output tokens per request", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     concurrency: int = _num(1, "requests in flight", lo=1, hi=MAX_BATCH)
+    beam_width: int = _num(1, "beam search: beams per request (HF generate num_beams, vLLM BeamSearchParams."
+                           "beam_width); 1 = greedy/sampling", lo=1, hi=1024)
     gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True

@@ -59,12 +59,18 @@ def _layout_rules(scn: Any, model: Any) -> None:
                          f"use a seq_len that is a multiple of {2 * p.cp}, or another cp.")
 
 
-def _length(scn: Any) -> tuple[str, int]:
+def _length(scn: Any, model: Any = None) -> tuple[str, int]:
     """(field, tokens) of the longest sequence the scenario runs."""
     if scn.is_training:
+        if (scn.train.target_len or 0) > scn.train.seq_len:
+            return "train.target_len", scn.train.target_len
         return "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)"), scn.train.seq_len
     inf = scn.infer
     total = inf.prompt_len + inf.output_len
+    if getattr(model, "is_encoder_decoder", False):
+        # the prompt goes to the encoder, the output to the decoder: two sequences, each its own length
+        return ("infer.prompt_len", inf.prompt_len) if inf.prompt_len >= inf.output_len else \
+            ("infer.output_len", inf.output_len)
     if inf.max_model_len and inf.max_model_len > total:
         return "infer.max_model_len", inf.max_model_len
     return "infer.prompt_len + output_len", total
@@ -84,6 +90,11 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
                          "embeddings; a learned position table cannot be stretched (no RoPE to scale).",
                          f"use at most {limit:,} tokens, or a model with a longer context.")
     factor = math.ceil(tokens / limit)
+    if model.position_encoding == "relative":
+        # T5's relative position buckets cover any distance (all beyond relative_attention_max_distance share
+        # one bucket): longer inputs run, and fine-tunes at 1-2k tokens are common
+        return [f"{tokens:,} tokens is past the {limit:,} tokens {model.name} was pre-trained on; its relative "
+                "position buckets run at any length, quality past the trained length is not guaranteed."]
     if pretraining:
         return [f"pre-training at {tokens:,} tokens, past the {limit:,} of {model.name}'s config: the run defines "
                 f"its own context; set max_position_embeddings to {tokens:,} (and the RoPE base as you intend) in "
@@ -103,7 +114,7 @@ def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed
 
 
 def _context_rules(scn: Any, model: Any) -> list[str]:
-    what, tokens = _length(scn)
+    what, tokens = _length(scn, model)
     section = scn.train if scn.is_training else scn.infer
     return context_rules(model, what, tokens, training=scn.is_training, allowed=section.allow_longer_context,
                          pretraining=scn.task == "train")
@@ -154,8 +165,62 @@ def _ssm_rules(scn: Any, model: Any) -> list[str]:
     return notes
 
 
+# serving engines and beam search: which engines run an encoder-decoder model, which run beam search
+# (docs/encoder-decoder.md gives the sources)
+ENCDEC_ENGINES = ("hf",)
+BEAM_ENGINES = ("hf", "vllm", "trtllm")
+
+
+def _encdec_rules(scn: Any, model: Any) -> None:
+    """Encoder-decoder (T5) scenarios: what gpuplan models for them, and target_len only where it means
+    something."""
+    t, inf, p = scn.train, scn.infer, scn.parallel
+    if inf is not None and inf.beam_width > 1 and inf.engine not in BEAM_ENGINES:
+        raise InputError(f"infer.beam_width = {inf.beam_width}", f"engine '{inf.engine}' has no beam search "
+                         "(SGLang and llama.cpp's server decode one sequence per request).",
+                         "use engine hf (generate num_beams), vllm (LLM.beam_search) or trtllm, or beam_width: 1.")
+    if not model.is_encoder_decoder:
+        if t is not None and t.target_len is not None:
+            raise InputError(f"train.target_len = {t.target_len}", f"applies to encoder-decoder models; {model.name} "
+                             "is decoder-only (its input and target are one sequence of train.seq_len).",
+                             "remove train.target_len (put the whole sequence length in seq_len).")
+        return
+    what = f"{model.name} (encoder-decoder)"
+    if p.pp > 1 or p.cp > 1 or p.ep > 1:
+        raise InputError(f"parallel pp={p.pp}, cp={p.cp}, ep={p.ep}", f"{what}: gpuplan models an encoder-decoder "
+                         "with data and tensor parallelism only (no pipeline split of the two stacks, no context "
+                         "parallel).", "set pp: 1, cp: 1, ep: 1 (use dp with zero 1-3, or tp).")
+    if t is not None:
+        if scn.framework != "hf":
+            raise InputError(f"framework = {scn.framework}", f"{what}: the memory terms are derived from HF "
+                             "transformers' T5 code only.", "use framework: hf (HF Trainer / accelerate).")
+        unmodelled = [f"{k}={v}" for k, v in (("attention", t.attention), ("loss", t.loss), ("compile", t.compile),
+                                               ("activation_offload", t.activation_offload),
+                                               ("recompute", t.recompute))
+                      if v not in ("flash", "sdpa", "full", "none", False)]
+        if unmodelled:
+            raise InputError(f"train {', '.join(unmodelled)}", f"{what}: gpuplan derives T5's activations for "
+                             "SDPA attention (CUDA's memory-efficient kernel, which takes the position bias), the "
+                             "full cross-entropy, no torch.compile, no activation offload, and recompute none or full "
+                             "(HF gradient checkpointing per T5Block; transformers has no selective recompute).",
+                             "use attention: sdpa (or flash, run as SDPA: flash kernels take no bias), loss: full, "
+                             "compile: false, activation_offload: false, recompute: none or full.")
+        if t.method != "full":
+            raise InputError(f"train.method = {t.method}", f"{what}: the activation terms are derived and traced for "
+                             "full fine-tuning; LoRA/QLoRA adapters on T5 (peft) are not modelled yet.",
+                             "use method: full (with recompute: full or a smaller micro_batch to fit).")
+        if t.objective != "sft":
+            raise InputError(f"train.objective = {t.objective}", f"{what}: post-training objectives are modelled "
+                             "for decoder-only models.", "use objective: sft (seq2seq fine-tuning).")
+    if inf is not None and inf.engine not in ENCDEC_ENGINES:
+        raise InputError(f"infer.engine = {inf.engine}", f"{what}: gpuplan models encoder-decoder serving with HF "
+                         "generate only (vLLM V1 and SGLang serve no T5; TensorRT-LLM's enc-dec runtime and "
+                         "llama.cpp's T5 path are not modelled).", "use engine: hf.")
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
+    _encdec_rules(scn, model)
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
     notes += _ssm_rules(scn, model)

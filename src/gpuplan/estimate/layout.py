@@ -76,8 +76,16 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
         head += sum(b.total for b in model.blocks if b.kind == "embedding" and "positions" not in b.name) / (
             tp if vocab_parallel else 1)
         linear += head
+    layer_max = layers / max(stage_layers, 1)
+    if model.is_encoder_decoder:
+        # one FSDP unit is one T5 block: the largest is a decoder block (self + cross attention + MLP)
+        def per_block(streams, n):
+            return sum(b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel) for b in model.blocks
+                       if b.layer_scope == "layer" and b.stream in streams and b.kind != "other") / max(n, 1)
+        layer_max = max(per_block(("encoder",), model.encoder_layers),
+                        per_block(("decoder", "cross_kv"), model.num_layers))
     return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision,
-                      linear=linear, layer_max=layers / max(stage_layers, 1), stage_layers=stage_layers)
+                      linear=linear, layer_max=layer_max, stage_layers=stage_layers)
 
 
 def stages(pp: int) -> tuple[str, ...]:

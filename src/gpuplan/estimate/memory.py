@@ -17,6 +17,7 @@ from ..scenario import Scenario
 from ..units import GiB, MiB
 from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, layer_activations,
                           math_path_attention, unsloth_layer_bytes)
+from . import encdec
 from .layout import RankParams, grad_accum_steps, rank_params, stages
 from . import optim as opt
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
@@ -410,8 +411,33 @@ class _Saved:
     cpu: float = 0.0           # offloaded to host memory
 
 
+def _encdec_saved(ts: _TrainSetup, setup: ActivationSetup, notes: list[str]) -> _Saved:
+    """Encoder-decoder (T5): the encoder over seq_len input tokens, the decoder over target_len target
+    tokens (estimate/encdec.py); `tokens` is the target tokens the loss runs over."""
+    t, tp, model = ts.scn.train, ts.scn.parallel.tp, ts.model
+    src, tgt = t.seq_len, t.target_len or t.seq_len
+    notes.append(f"encoder-decoder: encoder activations over {src:,} input tokens, decoder over {tgt:,} target "
+                 "tokens (train.target_len) with cross-attention over the input")
+    if t.recompute == "none":
+        saved, working = encdec.saved_activations(model, setup, t.micro_batch, src, tgt, tp), 0.0
+    else:
+        saved, working = encdec.checkpointed_activations(model, setup, t.micro_batch, src, tgt, tp)
+    per_token = encdec.decoder_token_bytes(model, setup, tp) / max(model.num_layers, 1)
+    return _Saved(saved, working, per_token, t.micro_batch * tgt, 1)
+
+
+def _encdec_forward_end(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict, weights: float) -> dict:
+    """End of forward under checkpointing (T5): autocast's weight cache holds every 16-bit weight copy until the
+    autocast region exits, next to the checkpoints and the loss's forward tensors (traced)."""
+    all_copies = (ts.rp.linear + (ts.rp.embedding if ts.model.tie_embeddings else 0.0)) * ts.low
+    return dict(backward, weights=weights + all_copies, activations=sv.saved,
+                logits=encdec.forward_logits_per_token(ts.model, setup) * sv.tokens)
+
+
 def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float, notes: list[str]) -> _Saved:
     t, p, model = ts.scn.train, ts.scn.parallel, ts.model
+    if model.is_encoder_decoder:
+        return _encdec_saved(ts, setup, notes)
     tp, cp = p.tp, p.cp
     la = layer_activations(model, setup)
     tokens = t.micro_batch * t.seq_len / cp                  # tokens per rank per micro-batch
@@ -480,8 +506,12 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
     t, model = ts.scn.train, ts.model
     vocab_rank = model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1)
     head_acts = sv.tokens * (setup.residual_bytes * 2 + 2) * model.hidden_size / sv.seq_split
+    if model.is_encoder_decoder:
+        head_acts = 0.0           # the decoder's final norm and lm_head input are in encdec.decoder_token_bytes
     head_acts += sv.tokens * embedding_dropout_bytes(model)
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
+    if model.is_encoder_decoder and t.loss == "full":
+        logits = encdec.loss_bytes_per_token(model, setup) * sv.tokens
     if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":
         # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
         logits += 2.0 * model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1) * sv.tokens
@@ -609,6 +639,8 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if ts.model.is_encoder_decoder and autocast and t.recompute != "none":
+        phases["forward_end"] = _encdec_forward_end(ts, setup, sv, phases["backward"], weights_live + root_unsharded)
     nxt = _fabric_next_forward(ts, setup, sv, phases["backward"])
     if nxt is not None:
         phases["next_forward"] = nxt
@@ -821,11 +853,17 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     attn_dp = min(scn.dp, p.ep) if p.ep > 1 else 1
     seqs = math.ceil(inf.concurrency / attn_dp)
     kv_need = per_token * tokens_per_seq * seqs
+    beams = inf.beam_width
+    if beams > 1:
+        kv_need = per_token * beam_kv_tokens(inf, block) * seqs
+        notes.append(beam_note(inf))
     state_seq = _ssm_state_per_seq_rank(model, inf.engine, inf.kv_cache, tp, pp)
     kv_need += state_seq * seqs
     if state_seq:
         notes.append(f"kv_cache includes {model.num_ssm_layers} SSM layers' fixed state "
                      f"({state_seq / 2**20:.1f} MiB per sequence, any length)")
+    if model.is_encoder_decoder:
+        return _encdec_infer_components(scn, model, weights, per_token, seqs, notes)
     if inf.engine == "hf" and any(model.layer_windows):
         # transformers' StaticCache sizes a sliding-window layer's cache to min(W, max_len) (traced:
         # Mistral, Gemma 3, gpt-oss); paged engines size every layer as full
@@ -839,11 +877,12 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         budget = capacity * inf.gpu_memory_utilization
         pool = budget - weights - act - graphs - _overhead(scn, 0)
-        per_seq = per_token * tokens_per_seq + state_seq
+        per_seq = per_token * (beam_kv_tokens(inf, block) if beams > 1 else tokens_per_seq) + state_seq
         extra = dict(kv_pool_bytes=max(0, int(pool)),
                      # a pure SSM model keeps no per-token cache: its pool holds whole sequences' states
                      kv_tokens=max(0, int(pool // per_token)) if per_token else None,
                      # sequences one model copy can hold: each attention-DP rank holds its share
+                     # (beam search: a request holds every beam's KV, memory.beam_kv_tokens)
                      max_concurrency=max(0, int(pool // per_seq)) * attn_dp)
         if model.is_mla and tp > 1:
             notes.append(f"MLA latent cache is replicated on every TP rank ({inf.engine}: attention is tensor "
@@ -877,10 +916,13 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             act = max(act, seqs * inf.prompt_len * attn)
         act += seqs * model.vocab_size * 4
         temp = 0.0
+    if beams > 1 and inf.engine == "hf":
+        act = act * beams          # generate expands the prompts by num_beams before the prefill
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
-        "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * (4 * h + 3 * i / tp) * 2,
-                       logits=seqs * model.vocab_size * 4, temporary=temp),
+        "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * beams * (4 * h + 3 * i / tp) * 2,
+                       logits=beam_logits_bytes(model, seqs, beams, inf.engine),
+                       temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
 
@@ -907,6 +949,84 @@ def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> fl
     if kernels:
         return 6 * h + 2 * proj + 2 * conv + 2 * d
     return 6 * h + 2 * proj + 2 * conv + 28 * d + 12 * H * N + 12 * H * Q + 10 * d * N / Q
+
+
+# ---- beam search ---------------------------------------------------------------------------------------
+def beam_kv_tokens(inf, block: int) -> int:
+    """KV tokens one request holds under beam search (beam_width k). HF generate repeats the prompt k times
+    before the prefill (generation/utils.py _expand_inputs_for_generation, transformers 5.24), so every beam
+    holds prompt + output. vLLM's LLM.beam_search runs one max_tokens=1 request per beam and step with
+    prefix caching (vllm/entrypoints/llm.py @10fdb8f0): the prompt's full blocks are shared, each beam keeps
+    the rest. TensorRT-LLM is sized like HF (every beam its own prompt copy: an upper bound)."""
+    k, P, O = inf.beam_width, inf.prompt_len, inf.output_len
+    if inf.engine == "vllm":
+        shared = P // block * block
+        return shared + k * (math.ceil((P - shared + O) / block) * block)
+    return k * math.ceil((P + O) / block) * block
+
+
+def beam_note(inf) -> str:
+    if inf.engine == "vllm":
+        return (f"beam search (beam_width {inf.beam_width}): vLLM shares the prompt's KV blocks between beams "
+                "(prefix caching); each beam holds its own output tokens")
+    return (f"beam search (num_beams {inf.beam_width}): every beam holds the whole prompt and output in its KV "
+            "cache (generate expands the prompt before the prefill)")
+
+
+def beam_reorder_bytes(model: ModelSpec, kv: float, beams: int, engine: str) -> float:
+    """HF beam search reorders the cache after every step (Cache.reorder_cache: `keys.index_select(0, beam_idx)`
+    per layer, cache_utils.py, transformers 5.24): one layer's K and V exist twice for a moment."""
+    return kv / max(model.num_layers, 1) if beams > 1 and engine == "hf" else 0.0
+
+
+def beam_logits_bytes(model: ModelSpec, seqs: int, beams: int, engine: str) -> float:
+    """Decode-step logits. Greedy/sampling: fp32 logits per sequence. HF beam search (_beam_search,
+    transformers 5.24) keeps an fp32 copy of the last logits, their log-softmax and the log-probs plus the
+    running beam scores for every beam at once: 3 x 4 bytes x V per beam."""
+    if beams > 1 and engine == "hf":
+        return seqs * beams * model.vocab_size * 12.0
+    return seqs * beams * model.vocab_size * 4.0
+
+
+# ---- encoder-decoder serving (HF generate) -------------------------------------------------------------
+T5_BUCKET_TEMP_BYTES = 49     # bytes per (query, key) pair alive while T5 computes its position buckets (traced)
+
+def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, per_token: float, seqs: int,
+                             notes: list[str]) -> tuple[dict[str, dict[str, float]], list[str], dict]:
+    """HF generate for T5: the encoder runs once over the prompts, its output is repeated num_beams times, the
+    first decoder step projects it into the cross-attention cache (prompt_len tokens per beam, computed once),
+    each step appends one token to the self-attention cache (output_len). A T5 layer's cross K/V per input token
+    has the size of its self-attention K/V per output token (both 2·heads·d_kv), so the whole cache is
+    `per_token x (prompt_len + output_len)` per beam."""
+    inf, tp = scn.infer, scn.parallel.tp
+    assert inf is not None
+    k, P, O = inf.beam_width, inf.prompt_len, inf.output_len
+    h, a, d = model.hidden_size, model.num_heads / tp, model.head_dim
+    i = model.intermediate_size / tp
+    kv = per_token * (P + O) * seqs * k
+    notes.append(f"encoder-decoder: cross-attention KV over the {P:,}-token prompt (computed once per request and "
+                 f"beam) plus self-attention KV over {O:,} output tokens")
+    # encoder (no KV yet: the caches fill at the first decoder step), the larger of two moments (traced):
+    # * the first layer's relative-position buckets (T5Attention._relative_position_bucket: int64 position
+    #   differences, their fp32 log-scaled copies, the int64 buckets; ~49 bytes per (query, key) pair at once,
+    #   traced with 6 and 8 heads) while the residual, the norm output and q, k, v are alive;
+    # * an MLP: residual and norm output (4h) with wi's output and the activation's (relu: 2 i-sized tensors;
+    #   gelu_new: 4, its tanh-approximation intermediates) next to the shared bias and the bool mask (a layer's
+    #   masked copy is gone after its attention)
+    n_i = 4 if model.traits.activation == "gelu_new" else 2
+    pp_ = P * P
+    enc = max(seqs * P * (4 * h + 6 * a * d) + T5_BUCKET_TEMP_BYTES * pp_,
+              seqs * P * (4 * h + 2 * n_i * i) + (2 * a + 1) * pp_)
+    # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
+    first = seqs * k * P * 2 * (h + 2 * a * d)
+    phases = {
+        "encoder": dict(weights=weights, activations=enc),
+        "prefill": dict(weights=weights, kv_cache=kv, activations=first),
+        "decode": dict(weights=weights, kv_cache=kv, activations=seqs * k * (4 * h + 3 * i) * 2,
+                       logits=beam_logits_bytes(model, seqs, k, inf.engine),
+                       temporary=beam_reorder_bytes(model, kv, k, inf.engine)),
+    }
+    return phases, notes, {}
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:

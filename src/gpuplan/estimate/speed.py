@@ -18,7 +18,8 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
                    p2p_time, reduce_scatter_time)
-from .flops import (attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
+from . import encdec as encdec_flops
+from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
@@ -276,7 +277,7 @@ def _linear_time(c: _Train) -> float:
             m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
             count = b.count / ep / per_stage
         else:
-            m_rows, count = c.tokens, b.count / per_stage
+            m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
         if c.mm_dtype == "fp8":
             # FP8 training recipes (torchao Float8Linear, Transformer Engine) convert the decoder
@@ -300,7 +301,8 @@ def attention_kernel(scn: Any) -> str:
 def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
-    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only:
+    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only \
+            or c.model.is_encoder_decoder:   # T5 runs SDPA's memory-efficient kernel (it takes the position bias)
         return None
     return _published_kernel_rates(attention_kernel(c.scn), c.gpu, c.P, c.tr.seq_len / c.par.cp)
 
@@ -319,9 +321,33 @@ def _published_kernel_rates(kernel: str | None, gpu: Any, P: Mapping[str, Any],
     return kernel_rates(kernel, fam, seq_len, scale)
 
 
+def encdec_training_flops(model: ModelSpec, src: int, tgt: int, recompute: str, method: str) -> TrainingFlops:
+    """Encoder-decoder FLOPs per input token (tokens_per_step counts input tokens, as the T5 paper counts
+    its 2^16-token batches): one sequence's forward (encoder over src, decoder over tgt, cross-attention
+    k/v over src; estimate/encdec.py) x 3 for training (x 2 for a frozen base's matmuls), + one forward under
+    full recompute."""
+    mm = encdec_flops.matmul_flops_forward(model, src, tgt) / src
+    attn = encdec_flops.attention_flops_forward(model, src, tgt) / src
+    model_flops = 3.0 * (mm + attn) if method == "full" else 2.0 * mm + 3.0 * attn
+    extra = {"none": 0.0, "selective": mm + attn, "full": mm + attn}[recompute]
+    return TrainingFlops(model_flops, model_flops + extra, mm, attn)
+
+
+def _stream_share(c: _Train, b: Any) -> float:
+    """Rows of a linear relative to c.tokens (micro-batch x seq_len): an encoder-decoder's decoder blocks run
+    over the target (train.target_len), its encoder and cross-attention k/v over the input (seq_len)."""
+    if not c.model.is_encoder_decoder or b.stream != "decoder":
+        return 1.0
+    tr = c.tr
+    return (tr.target_len or tr.seq_len) / tr.seq_len
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    if c.model.is_encoder_decoder:
+        attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
+            * tr.micro_batch / c.par.tp
     rates = _kernel_rates(c)
     if rates is not None:
         return attention_time(attn_f, c.rc.attention_share, rates)
@@ -503,6 +529,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     tps_gpu = tok_step / step / n_gpu
     fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
+    if model.is_encoder_decoder:
+        fl = encdec_training_flops(model, tr.seq_len, tr.target_len or tr.seq_len, tr.recompute, tr.method)
     peak = peak_flops(gpu, "fp8" if c.mm_dtype == "fp8" else ("fp32" if tr.precision == "fp32" else c.attn_dtype))
     mfu = fl.model * tps_gpu / peak
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
@@ -664,7 +692,8 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
-        self.prefill_kernel = engine_kernel(inf.engine)
+        # T5 runs SDPA's memory-efficient kernel (position bias): no published flash-kernel figures apply
+        self.prefill_kernel = None if model.is_encoder_decoder else engine_kernel(inf.engine)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
@@ -694,6 +723,14 @@ class _Serving:
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
+        self.beams = inf.beam_width
+        # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
+        # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
+        # (an encoder-decoder runs its encoder once per request: its prefill covers all beams)
+        self.prompt_per_beam = 1.0 / self.beams if (inf.engine == "vllm" or model.is_encoder_decoder) else 1.0
+        self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
+        dec = sum(b.total for b in model.blocks if b.stream == "decoder")
+        self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
         # KV capacity (tokens, whole model copy = ep attention replicas)
         kv_tok_gpu = model.kv_cache_bytes_per_token(self.kvb) / (1 if model.is_mla else self.tp) / self.pp
         self.kv_per_token_gpu = kv_tok_gpu
@@ -749,6 +786,9 @@ class _Serving:
         """Weight bytes one GPU reads in a step of `batch_tokens` tokens per attention replica:
         its dense shard plus the local experts the whole group's tokens touch."""
         m = self.model
+        if m.is_encoder_decoder:
+            # a decode step reads the decoder's weights only (the encoder ran once over the prompt)
+            return self.wb["read"] * self.decoder_weight_share / self.n_gpu_group
         if not m.is_moe:
             return self.wb["read"] / self.n_gpu_group
         layers = m.num_moe_layers or m.num_layers
@@ -758,6 +798,13 @@ class _Serving:
         if self.ep > 1:
             return dense + touched / self.ep * self.wb["per_expert_layer"] * layers / self.pp
         return dense + touched * self.wb["per_expert_layer"] * layers / self.n_gpu_group
+
+    def _streams(self, prefill: bool) -> tuple[str, ...] | None:
+        """Encoder-decoder: the prompt runs the encoder and the cross-attention k/v projections (once per
+        request and beam), each decode step only the decoder; None for decoder-only models (every block)."""
+        if not self.model.is_encoder_decoder:
+            return None
+        return ("encoder", "cross_kv") if prefill else ("decoder",)
 
     def _linear_time(self, tokens: float, prefill: bool, step_tokens: float | None = None,
                      part: str = "all") -> float:
@@ -769,10 +816,13 @@ class _Serving:
         scale = self.eng["prefill_eta_scale"] if prefill else 1.0
         if prefill and self.fmt.family in ("gptq", "awq", "gguf", "nf4") and self.fmt.bits < 16:
             scale *= self.eng["quant_prefill_scale"]
+        streams = self._streams(prefill)
         for b in m.blocks:
             if b.linear is None or b.layer_scope == "vision":
                 continue
             if part != "all" and (b.kind == "expert") != (part == "expert"):
+                continue
+            if streams is not None and b.stream not in streams:
                 continue
             k_in, n_out = b.linear
             ep_split = b.kind == "expert" and self.ep > 1
@@ -792,6 +842,8 @@ class _Serving:
                     rows = 1.0
             else:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
+                if b.stream == "cross_kv":
+                    rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
             flops = 2.0 * rows * k_in * n_out * count
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
             # expert GEMMs are bound by reading the touched experts, which its memory term charges
@@ -875,6 +927,10 @@ class _Serving:
         """Attention FLOPs (one GPU) of prompt positions [offset, offset + tokens) of one request,
         each attending causally to everything before it: the difference of the whole-prefix totals."""
         m = self.model
+        if m.is_encoder_decoder:
+            # the encoder's bidirectional self-attention over the prompt (no causal half)
+            per_pair = 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * m.encoder_layers
+            return per_pair * tokens * (offset + tokens) / self.tp / self.pp
 
         def total(n: float) -> float:
             return n * attention_flops_per_token_forward(m, int(n)) if n > 0 else 0.0
@@ -936,8 +992,10 @@ class _Serving:
         inf = self.inf
         P_len, O_len = inf.prompt_len, inf.output_len
         ctx_avg = P_len + O_len / 2.0
-        conc_r = math.ceil(concurrency / self.adp)
-        per_seq = P_len + self.eng["kv_reserve_output_fraction"] * O_len  # tokens held per sequence
+        k = self.beams                     # beam search: each request decodes k sequences (beams) at once
+        conc_r = math.ceil(concurrency / self.adp) * k
+        # tokens held per sequence (beam): a shared prompt counts once per request
+        per_seq = P_len * self.prompt_per_beam + self.eng["kv_reserve_output_fraction"] * O_len
         kv_limit = int(self.kv_capacity_tokens / self.adp // per_seq) \
             if per_seq > 0 and math.isfinite(self.kv_capacity_tokens) else conc_r
         if math.isfinite(self.seq_capacity):      # SSM state slots
@@ -955,13 +1013,14 @@ class _Serving:
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
         if self.spec is not None:   # a speculative step yields spec_tokens per sequence on average
             step = dict(step, time=(step["time"] + self.spec_step_extra(batch, ctx_avg)) / self.spec_tokens)
-        t_pf = self.prefill(P_len)
+        # one request's prompt: k copies where every beam runs it (HF generate decoder-only), once otherwise
+        t_pf = self.prefill(P_len) * k * self.prompt_per_beam
         # attention data parallel (ep > 1): every MoE layer synchronises the replicas, so a step
         # lasts as long as the replica with the most prompt work; prompts arrive independently
         # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
         adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
-        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp)
+        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp) * self.prompt_per_beam
         chunk = self.eng["prefill_chunk_tokens"]
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
@@ -979,7 +1038,11 @@ class _Serving:
         if conc_r > batch:  # the rest wait in the queue for a free slot
             ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
         thr *= self.adp    # every attention replica of the copy produces its own tokens
+        beam_tokens = thr
+        thr /= k           # beam search returns one sequence per request: its tokens are the output
         return {"concurrency": concurrency, "batch": batch * self.adp, "batch_per_replica": batch,
+                **({"beam_width": k, "requests_in_flight": batch * self.adp / k, "beam_tokens_per_s": beam_tokens}
+                   if k > 1 else {}),
                 "limited_by": limit, "fits": True,
                 "ttft_s": ttft, "tpot_s": tpot, "output_tokens_per_s": thr,
                 "output_tokens_per_s_per_gpu": thr / self.group_gpus,
@@ -1025,13 +1088,18 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
                "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
-               "clock_factor": round(sv.clock, 4)}
+               "clock_factor": round(sv.clock, 4),
+               **({k: pt[k] for k in ("beam_width", "requests_in_flight", "beam_tokens_per_s")} if "beam_width" in pt
+                  else {})}
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
     if sv.spec is not None:
         details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
                                   "tokens_per_step": sv.spec_tokens}
+    if sv.beams > 1:
+        notes.append(f"beam search: {sv.beams} beams per request decode together (batch counts beams); output "
+                     "tokens/s counts the one returned sequence per request, beam_tokens_per_s every beam's tokens.")
     return PerformanceEstimate(ttft_s=pt["ttft_s"], tpot_s=pt["tpot_s"],
                                output_tokens_per_s=pt["output_tokens_per_s"] * replicas,
                                breakdown=bd, notes=tuple(notes), details=details)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError, close_matches
+from ..errors import InputError, UnsupportedError, close_matches
 from ..scenario import Scenario
 from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
@@ -36,6 +36,14 @@ def _engine_name(engine: str) -> str:
 def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str | None = None,
               time_limit_h: float | None = None) -> dict[str, str]:
     plan = make_plan(scenario, engine, estimate)
+    if plan.spec.is_encoder_decoder:
+        # every generated script loads AutoModelForCausalLM / serves a decoder-only engine
+        raise UnsupportedError(f"launch engine '{engine}': model '{plan.spec.name}'",
+                               "is an encoder-decoder (T5): the generated training scripts build "
+                               "AutoModelForCausalLM and the serving engines (vLLM, SGLang, TensorRT-LLM, "
+                               "llama.cpp) are not set up for it here.",
+                               "use `gpuplan estimate/memory/train/serve` for the numbers and transformers' "
+                               "Seq2SeqTrainer / generate() for the run.")
     if engine == "torchrun":
         from . import torchrun as mod
     elif engine == "hf":

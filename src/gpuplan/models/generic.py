@@ -85,16 +85,29 @@ def _decoder_layers(model):
     return best
 
 
+def _config_class_is_encoder_decoder(config: Mapping[str, Any]) -> bool:
+    """The transformers config class's own default (BartConfig sets is_encoder_decoder=True even when the
+    config.json leaves the key out)."""
+    import transformers
+    try:
+        return bool(getattr(transformers.AutoConfig.for_model(str(config.get("model_type"))), "is_encoder_decoder",
+                            False))
+    except Exception:   # noqa: BLE001 - an unbuildable config is refused later, with transformers' reason
+        return False
+
+
 def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, where: str) -> ModelSpec:
     """A ModelSpec for any model_type transformers builds as a causal LM (see the module docstring)."""
     import torch.nn as nn                 # torch + transformers, imported lazily
     from .meta import build_meta_model
 
     mt0 = str(config.get("model_type"))
-    if config.get("is_encoder_decoder"):
-        raise UnsupportedError(f"model_type '{mt0}' in {where}", "is an encoder-decoder model (T5/BART style): "
-                               "encoder activations and cross-attention KV are not modelled yet.",
-                               "use a decoder-only model; `gpuplan model CONFIG --meta` still counts its parameters.")
+    if config.get("is_encoder_decoder") or _config_class_is_encoder_decoder(config):
+        raise UnsupportedError(f"model_type '{mt0}' in {where}", "is an encoder-decoder model: gpuplan models T5, "
+                               "mT5 and Flan-T5 (models/encdec.py); other encoder-decoders (BART, Whisper, ...) are "
+                               "not modelled yet (AutoModelForCausalLM would build only their decoder).",
+                               "use a T5/mT5 config or a decoder-only model; `gpuplan model CONFIG --meta` still "
+                               "counts its parameters.")
     model = build_meta_model(config)
     cfg = model.config
     text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg

@@ -27,6 +27,8 @@ def build_meta_model(config: Mapping[str, Any]):
         with torch.device("meta"):
             if model_type == "gemma3":
                 return transformers.Gemma3ForConditionalGeneration(cfg)
+            if getattr(cfg, "is_encoder_decoder", False):
+                return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
             return transformers.AutoModelForCausalLM.from_config(cfg)
     except GpuplanError:
         raise
@@ -40,4 +42,11 @@ def meta_param_count(config: Mapping[str, Any]) -> dict[str, int]:
     model = build_meta_model(config)
     params = sum(p.numel() for p in model.parameters())
     stored = sum(b.numel() for name, b in model.named_buffers() if name.endswith("e_score_correction_bias"))
+    # T5 v1.1 / Flan-T5 / mT5 checkpoints store their own lm_head.weight (config: tie_word_embeddings false),
+    # but transformers 5.x's T5Config/MT5Config force the tie (configuration_t5.py __post_init__): the
+    # checkpoint's extra matrix is counted as a stored tensor
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if (getattr(model.config, "is_encoder_decoder", False) and config.get("tie_word_embeddings") is False
+            and head is not None and head.weight is model.get_input_embeddings().weight):
+        stored += head.weight.numel()
     return {"parameters": params, "stored_buffers": stored, "parameters_plus_stored_buffers": params + stored}

@@ -34,6 +34,9 @@ class Block:
     linear: tuple[int, int] | None = None
     active_fraction: float = 1.0
     layer_scope: str = "layer"      # layer (inside decoder layers) | model (outside) | vision
+    # which tokens a linear runs over: decoder (every decoder-only block; the target of an encoder-decoder),
+    # encoder (the input of an encoder-decoder), cross_kv (cross-attention k/v: over the input, once)
+    stream: str = "decoder"
 
     @property
     def total(self) -> int:
@@ -119,6 +122,8 @@ class ModelSpec:
     kv_lora_rank: int = 0             # MLA latent; 0 = not MLA
     qk_rope_head_dim: int = 0
     q_lora_rank: int = 0              # MLA query compression rank; 0 = uncompressed queries
+    # encoder-decoder (T5): layers of the encoder stack; num_layers is then the decoder's. 0 = decoder-only
+    encoder_layers: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
     # or "mlp" for Nemotron-H's MLP-only blocks); empty = every layer is attention
@@ -162,6 +167,10 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.encoder_layers > 0
 
     @property
     def is_mla(self) -> bool:
@@ -255,7 +264,12 @@ class ModelSpec:
         # from the matrix shapes: a tied lm_head has no parameters of its own but still costs its matmul
         matmul = sum(b.linear[0] * b.linear[1] * b.count * b.active_fraction for b in self.blocks
                      if b.linear is not None and b.layer_scope != "vision")
-        attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * self.attention_context(seq_len)
+        ctx = self.attention_context(seq_len)
+        if self.is_encoder_decoder:
+            # per target token with an input as long as the target: encoder self-attention (bidirectional,
+            # S keys) and the decoder's cross-attention (S keys) on top of its causal self-attention
+            ctx += (self.encoder_layers + self.num_layers) * seq_len
+        attn = 2 * self.num_heads * (self.head_dim + self.v_head_dim) * ctx
         return 2 * matmul + attn + self.ssm_scan_flops_per_token()
 
     def ssm_scan_flops_per_token(self) -> float:
@@ -275,6 +289,9 @@ class ModelSpec:
             "params_embedding": self.params_embedding, "params_lm_head": self.params_lm_head,
             "params_vision": self.params_vision,
             "num_layers": self.num_layers, "hidden_size": self.hidden_size,
+            **({"encoder_layers": self.encoder_layers, "decoder_layers": self.num_layers,
+                "cross_kv_bytes_per_input_token": int(self.kv_cache_bytes_per_token(2.0))}
+               if self.is_encoder_decoder else {}),
             "num_attention_heads": self.num_heads, "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim, "intermediate_size": self.intermediate_size,
             "vocab_size": self.vocab_size, "tie_word_embeddings": self.tie_embeddings,
@@ -414,6 +431,15 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                        mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128,
                        mamba_head_dim=64, n_groups=8, conv_kernel=4, chunk_size=128, use_conv_bias=True,
                        use_bias=False, layer_norm_epsilon=1e-5),
+    # encoder-decoders (models/encdec.py): transformers T5Config / MT5Config
+    "t5": dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=None,
+               num_heads=8, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+               dropout_rate=0.1, layer_norm_epsilon=1e-6, feed_forward_proj="relu", tie_word_embeddings=True,
+               is_encoder_decoder=True),
+    "mt5": dict(vocab_size=250112, d_model=512, d_kv=64, d_ff=1024, num_layers=8, num_decoder_layers=None,
+                num_heads=6, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                dropout_rate=0.1, layer_norm_epsilon=1e-6, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                is_encoder_decoder=True),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
 }
@@ -771,9 +797,10 @@ def _generic_available() -> bool:
 
 
 def _family_builders() -> dict:
-    from .families import BUILDERS   # families.py and ssm.py build on this module's helpers
+    from .encdec import BUILDERS as ENCDEC   # families.py, ssm.py and encdec.py build on this module's helpers
+    from .families import BUILDERS
     from .ssm import BUILDERS as SSM_BUILDERS
-    return {**BUILDERS, **SSM_BUILDERS}
+    return {**BUILDERS, **SSM_BUILDERS, **ENCDEC}
 
 
 def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:

@@ -42,9 +42,9 @@ MLP_KINDS = ("swiglu", "geglu", "reglu", "plain")
 """swiglu/geglu/reglu: gated MLP act(gate) * up with a silu/gelu/relu activation; plain: fc1, act, fc2."""
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
-POSITIONS = ("rope", "alibi", "learned", "none")
-"""none: no position encoding at all (SSMs and the attention layers of Jamba / Nemotron-H: the recurrence
-orders tokens)."""
+POSITIONS = ("rope", "alibi", "learned", "relative", "none")
+"""relative: T5's learned relative position buckets, added to the attention scores; none: no position
+encoding at all (SSMs and the attention layers of Jamba / Nemotron-H: the recurrence orders tokens)."""
 WINDOW_PATTERNS = ("none", "all", "alternate", "every_nth", "top_layers", "layer_types")
 """How sliding-window layers were chosen: none; all layers; even layers (Gemma-2, gpt-oss);
 all but every n-th (Gemma-3); layers from max_window_layers up (Qwen); an explicit layer_types list."""
@@ -103,6 +103,7 @@ class Traits:
     eager_attention_only: bool = False      # transformers has no SDPA/flash path: scores are materialised
                                             # in fp32 whatever the scenario asks (BLOOM's baddbmm + ALiBi)
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
+    relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),

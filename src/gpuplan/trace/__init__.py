@@ -45,6 +45,11 @@ def trace(scenario, *, iterations: int = 2, decode_steps: int = 4,
     spec = get_model(scenario.model)
     check_model_input(spec)
     _check_supported(scenario)
+    if spec.is_encoder_decoder and (scenario.parallel.dp or 1) * scenario.parallel.tp > 1:
+        raise UnsupportedError(
+            "gpuplan trace", f"traces {spec.name} (encoder-decoder) on one GPU only: FSDP2/TP wrapping of the T5 "
+            "stacks is not set up.", "trace with hardware.count 1 (the per-GPU activations are the same at "
+            "micro_batch) and read sharded states from `gpuplan estimate`.")
     from ._run import run_trace
     try:
         return run_trace(scenario, spec, iterations=iterations, decode_steps=decode_steps, progress=progress)

@@ -31,6 +31,8 @@ def hf_config(spec, attn_impl: str):
             "upgrade transformers (pip install -U transformers) or trace a model of a supported family "
             "(llama, qwen2, qwen3, mistral, gemma, phi3, qwen3_moe, mixtral, deepseek_v2, ...).") from None
     cfg.use_cache = False
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
+        cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0   # T5: the pad token starts decoding
     if getattr(cfg, "tie_word_embeddings", None) is None:
         cfg.tie_word_embeddings = bool(spec.tie_embeddings)
     return cfg
@@ -40,6 +42,8 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
     """AutoModelForCausalLM.from_config(cfg) with parameters of `dtype`; call under FakeTensorMode."""
     from transformers import AutoModelForCausalLM
 
+    if getattr(spec, "is_encoder_decoder", False):
+        return _build_seq2seq(spec, cfg, dtype, attn_impl, notes)
     try:
         with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes):
             kw = {"experts_implementation": experts} if experts else {}
@@ -53,6 +57,31 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
             f"transformers {_tf_version()} cannot build a causal LM for model_type '{cfg.model_type}' "
             f"({_first_line(err)}).",
             "trace a decoder-only model of a family transformers supports.") from None
+    return model
+
+
+def _build_seq2seq(spec, cfg, dtype, attn_impl: str, notes: list | None):
+    """AutoModelForSeq2SeqLM.from_config (T5, mT5). transformers 5.x's T5Config/MT5Config force
+    tie_word_embeddings = True, while T5 v1.1 / Flan-T5 / mT5 checkpoints store their own lm_head.weight
+    (their config says tie_word_embeddings: false): the lm_head gets its own parameter here, as in the
+    checkpoint a user loads."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    try:
+        with _quiet():
+            model = AutoModelForSeq2SeqLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
+    except ValueError as err:
+        raise UnsupportedError(
+            f"tracing model '{spec.name}'",
+            f"transformers {_tf_version()} cannot build a seq2seq LM for model_type '{cfg.model_type}' "
+            f"({_first_line(err)}).", "trace a T5/mT5 configuration.") from None
+    head = model.get_output_embeddings()
+    if not spec.tie_embeddings and head.weight is model.get_input_embeddings().weight:
+        head.weight = torch.nn.Parameter(torch.empty_like(head.weight))
+        if notes is not None:
+            notes.append("lm_head untied from the shared embedding as in the checkpoint (transformers 5.x's "
+                         "T5Config forces tie_word_embeddings; v1.1/Flan/mT5 checkpoints store lm_head.weight).")
     return model
 
 

@@ -33,7 +33,7 @@ def _component(tag: str, phase: str) -> tuple[str, str]:
         return "activations", "inputs"
     if tag:
         return "temporary", tag
-    if phase in ("forward", "prefill", "decode"):
+    if phase in ("forward", "prefill", "decode", "encoder"):
         return "activations", phase
     return "temporary", phase
 
@@ -153,9 +153,10 @@ def _cuda_kernel_semantics(notes):
             query, key, value = (x.to(dt) if x.is_floating_point() else x for x in (query, key, value))
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(dt)
-        if _cuda_takes_mem_efficient_where_cpu_takes_math(query, key, value, args, kwargs):
+        if _cuda_takes_mem_efficient_where_cpu_takes_math(query, key, value, args, {**kwargs, "attn_mask": attn_mask}):
             if not any("memory-efficient" in n for n in notes):
-                notes.append("SDPA with a value head dim different from the query/key head dim (MLA): CUDA runs "
+                notes.append("SDPA with a value head dim different from the query/key head dim (MLA) or a "
+                             "learned additive bias (T5's relative position bias): CUDA runs "
                              "the memory-efficient kernel (q, k, v, output, fp32 log-sum-exp saved; a mask becomes "
                              "a 16-bit bias padded to 16 columns), the CPU the math path (S x S scores kept); "
                              "traced with the CUDA kernel's own op (aten._scaled_dot_product_efficient_attention).")
@@ -194,7 +195,14 @@ def _cuda_takes_mem_efficient_where_cpu_takes_math(query, key, value, args, kwar
         return False
     dq, dk, dv = query.shape[-1], key.shape[-1], value.shape[-1]
     heads = query.shape[:2] == key.shape[:2] == value.shape[:2]
-    return heads and dq == dk and dv != dq and dq % 8 == 0 and dv % 8 == 0
+    if not (heads and dq == dk and dq % 8 == 0 and dv % 8 == 0):
+        return False
+    # a learned additive bias (T5's relative position bias: attn_mask requires grad): CUDA's flash kernel
+    # takes no mask, the memory-efficient kernel takes the bias and returns its gradient
+    # (_efficient_attention_backward bias_requires_grad); the CPU's fused kernel has no bias gradient
+    mask = kwargs.get("attn_mask")
+    learned_bias = mask is not None and mask.is_floating_point() and mask.requires_grad
+    return dv != dq or learned_bias
 
 
 def _mem_efficient_sdpa(query, key, value, attn_mask, is_causal, scale):
@@ -409,7 +417,8 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
                 tracker.reset_peak()
             tracker.set_phase("forward")
             ids = torch.randint(0, vocab, (B, S))
-            labels = ids.clone()
+            # encoder-decoder: labels are the target (decoder) tokens; decoder-only: the input itself
+            labels = torch.randint(0, vocab, (B, train.target_len or S)) if spec.is_encoder_decoder else ids.clone()
             tracker.label(ids, "inputs")
             tracker.label(labels, "inputs")
             ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
@@ -467,6 +476,13 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
                      f"scale kv_cache by {kv_b / compute.itemsize:g} for the real format.")
     tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(vocab))
     B, P = inf.concurrency, inf.prompt_len
+    if spec.is_encoder_decoder:
+        return _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, tracker)
+    if inf.beam_width > 1:
+        # HF generate expands input_ids by num_beams before the prefill (_expand_inputs_for_generation)
+        B *= inf.beam_width
+        notes.append(f"beam search: {inf.beam_width} beams per request traced as a batch of {B} (HF generate "
+                     "expands the prompt by num_beams before prefill); beam reordering and scoring not traced.")
     say(f"building {spec.name} on fake tensors")
     with tracker:
         model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
@@ -497,6 +513,48 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
                 del out, tok
     comps, details = breakdown(tracker)
     kv = _cache_bytes(cache)
+    return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
+                       phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
+
+
+def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, tracker) -> TraceResult:
+    """HF generate's steps for an encoder-decoder (generation/utils.py, transformers 5.24): the encoder runs
+    once over the batch of prompts (_prepare_encoder_decoder_kwargs_for_generation), its output is repeated
+    num_beams times (_expand_inputs_for_generation), the first decoder step fills the cross-attention cache
+    over the prompt, every step appends one token to the self-attention cache."""
+    from transformers import EncoderDecoderCache, StaticCache
+    inf = scenario.infer
+    B, P, k = inf.concurrency, inf.prompt_len, inf.beam_width
+    vocab = cfg.vocab_size
+    with tracker:
+        model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
+        model.eval()
+        _label_model(tracker, model)
+        steps = max(1, decode_steps)     # the first decoder step fills the cross-attention cache
+        cache = EncoderDecoderCache(StaticCache(config=cfg, max_cache_len=steps),
+                                    StaticCache(config=cfg, max_cache_len=P))
+        notes.append(f"encoder over {B} x {P} prompt tokens, output repeated x{k} (beams), then "
+                     f"{steps} decoder steps of {B * k} sequences; EncoderDecoderCache of two StaticCaches "
+                     f"(self-attention: {steps} tokens, cross-attention: {P} tokens).")
+        tracker.reset_peak()
+        with torch.no_grad():
+            tracker.set_phase("encoder")
+            ids = torch.randint(0, vocab, (B, P))
+            tracker.label(ids, "inputs")
+            enc = model.get_encoder()(input_ids=ids).last_hidden_state
+            del ids
+            if k > 1:
+                enc = enc.repeat_interleave(k, dim=0)
+            for step in range(steps):
+                tracker.set_phase("prefill" if step == 0 else "decode")
+                tok = torch.zeros((B * k, 1), dtype=torch.long)
+                out = model(encoder_outputs=(enc,), decoder_input_ids=tok, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                for c in (cache.self_attention_cache, cache.cross_attention_cache):
+                    _label_cache(tracker, c)
+                del out, tok
+    comps, details = breakdown(tracker)
+    kv = _cache_bytes(cache.self_attention_cache) + _cache_bytes(cache.cross_attention_cache)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
 

@@ -1,0 +1,172 @@
+"""Encoder-decoder (T5) memory and FLOPs: the encoder runs over the input, the decoder over the target.
+
+Activation bytes are derived tensor by tensor from transformers' T5 code (models/t5/modeling_t5.py and
+integrations/sdpa_attention.py, transformers 5.24) and checked against fake-tensor traces
+(tests/test_encdec.py, docs/encoder-decoder.md):
+
+* T5LayerNorm (RMS, no mean): `x.to(fp32).pow(2)` keeps an fp32 copy of x (or x itself when the residual is
+  fp32), the product x * rsqrt keeps x, and `weight * normalized` keeps the normalized value: 8h bytes + a
+  per-token fp32 rsqrt in both pure 16-bit and autocast runs.
+* Attention runs through SDPA with the relative position bias as an additive float mask that takes a
+  gradient; CUDA's flash kernel takes no mask, so the memory-efficient kernel runs: q, k, v, the output
+  (already in the layout o reads) and an fp32 log-sum-exp per head are saved, plus the bias. The encoder's
+  bias (1, heads, S, S) is computed once, but each layer's mask step makes its own 16-bit copy; the decoder's causal bias is a new `torch.where` per
+  layer (and its bool causal mask); the cross-attention bias is one shared 16-bit zeros tensor. The bucket
+  indices (int64, S x S and T x T) are saved by the bias embedding. A key length that is not a multiple of
+  16 makes the kernel pad (and so materialise) the bias per sequence.
+* Dropout (dropout_rate 0.1 in every released config): a 1-byte mask after the embedding, after each
+  sub-block, inside the MLP (i-sized) and after each stack's final norm.
+* MLP: `wo` runs in its weight's dtype (`hidden.to(wo.weight.dtype)`, for int8 flan-t5-xxl), so under fp32
+  master weights the MLP output goes to fp32 and autocast casts it back: wo keeps a new 16-bit copy.
+* Cross-attention k and v run over the encoder output once per decoder layer: per input token and decoder
+  layer their inputs (one autocast cast each) and outputs are saved.
+"""
+from __future__ import annotations
+
+import math
+
+from ..models.spec import ModelSpec
+from .activations import DROPOUT_MASK_BYTES, LSE_BYTES, PLAIN_MLP_SAVES, PLAIN_MLP_SAVES_DEFAULT, ActivationSetup
+
+T5_NORM_BYTES_PER_H = 8.0      # see the module docstring: fp32 copy (or fp32 x) + x / normalized
+RSQRT_BYTES = 4.0              # fp32 rsqrt per token per norm
+BUCKET_INDEX_BYTES = 8         # int64 relative-position bucket per (query, key) pair, saved by the embedding
+BIAS_ALIGN = 16                # CUDA memory-efficient attention pads an unaligned bias to 16 columns
+
+
+def _mask(model: ModelSpec, width: float) -> float:
+    return DROPOUT_MASK_BYTES * width if model.traits.dropout.residual > 0 else 0.0
+
+
+def _norm(model: ModelSpec) -> float:
+    return T5_NORM_BYTES_PER_H * model.hidden_size + RSQRT_BYTES
+
+
+def _linear_inputs(s: ActivationSetup, consumers: int, h: int) -> float:
+    """Saved inputs of `consumers` linears reading one h-wide tensor: each casts its own 16-bit copy
+    under autocast; in pure 16-bit they share the tensor."""
+    return (consumers if s.autocast else 1) * s.compute_bytes * h
+
+
+def _mlp(model: ModelSpec, s: ActivationSetup, tp: int) -> float:
+    """MLP bytes per token (wi's input excluded): the activation's saved tensors (its output included),
+    the gated branch's linear output, wo's input copy and the dropout mask."""
+    i, b = model.intermediate_size / tp, s.compute_bytes
+    act = model.traits.activation
+    saves = 1 if act == "relu" else PLAIN_MLP_SAVES.get(act, PLAIN_MLP_SAVES_DEFAULT)
+    dropout = model.traits.dropout.residual > 0
+    # the gated product is always new; a plain MLP's wo reads a new tensor after dropout or a dtype round trip
+    wo_new = 1 if (model.gated_mlp or dropout or s.autocast) else 0
+    return b * i * (saves + (1 if model.gated_mlp else 0) + wo_new) + _mask(model, i)
+
+
+def _attention_core(model: ModelSpec, s: ActivationSetup, tp: int, saved_heads_tensors: int) -> float:
+    """q/k/v/output tensors kept by the memory-efficient kernel (`saved_heads_tensors` of a·d each) + lse."""
+    a = model.num_heads / tp
+    return s.compute_bytes * saved_heads_tensors * a * model.head_dim + LSE_BYTES * a
+
+
+def encoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
+    """Bytes per input token saved for backward: the encoder layers, the embedding and final norm, and what
+    the decoder's cross-attention keeps of every input token (k/v inputs and outputs per decoder layer)."""
+    h, b = model.hidden_size, s.compute_bytes
+    ffn_in = 2 if model.gated_mlp else 1
+    layer = (2 * _norm(model) + _linear_inputs(s, 3, h) + _attention_core(model, s, tp, 4) + 2 * _mask(model, h)
+             + _linear_inputs(s, ffn_in, h) + _mlp(model, s, tp))
+    # cross-attention k/v: inputs (an autocast cast each per decoder layer; in 16-bit one shared tensor)
+    cross_in = 2 * model.num_layers * b * h if s.autocast else b * h
+    cross_kv = model.num_layers * b * 2 * model.num_heads / tp * model.head_dim      # k and v outputs
+    ends = 2 * _mask(model, h) + _norm(model)      # embedding dropout, final norm, final dropout
+    return model.encoder_layers * layer + cross_in + cross_kv + ends
+
+
+def decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
+    """Bytes per target token saved for backward: self-attention, cross-attention (q, output, lse), MLP,
+    the embedding dropout, final norm and dropout, and lm_head's 16-bit input."""
+    h, b = model.hidden_size, s.compute_bytes
+    ffn_in = 2 if model.gated_mlp else 1
+    layer = (3 * _norm(model) + _linear_inputs(s, 3, h) + _attention_core(model, s, tp, 4)
+             + _linear_inputs(s, 1, h) + _attention_core(model, s, tp, 2) + 3 * _mask(model, h)
+             + _linear_inputs(s, ffn_in, h) + _mlp(model, s, tp))
+    ends = 2 * _mask(model, h) + _norm(model) + b * h
+    return model.num_layers * layer + ends
+
+
+def _bias(model: ModelSpec, batch: int, q_len: int, kv_len: int, tp: int) -> float:
+    """One layer's attention bias as the kernel keeps it: (1, heads, q, kv) in 16-bit, or per sequence when
+    kv_len is not a multiple of 16 (padded, so materialised per sequence)."""
+    a = model.num_heads / tp
+    if kv_len % BIAS_ALIGN:
+        return 2.0 * batch * a * q_len * math.ceil(kv_len / BIAS_ALIGN) * BIAS_ALIGN
+    return 2.0 * a * q_len * kv_len
+
+
+def sequence_bytes(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
+    """Bytes that grow with the square of the lengths (position biases, bucket indices, causal masks)."""
+    # each encoder layer keeps its own copy of the shared bias: the mask step (`torch.where` with the
+    # bidirectional mask, and under autocast the cast of the fp32 embedding output) makes a new tensor (traced)
+    enc = model.encoder_layers * _bias(model, batch, src, src, tp) + BUCKET_INDEX_BYTES * src * src
+    dec = model.num_layers * (_bias(model, batch, tgt, tgt, tp) + tgt * tgt) + BUCKET_INDEX_BYTES * tgt * tgt
+    cross = _bias(model, batch, tgt, src, tp)
+    return enc + dec + cross
+
+
+def loss_bytes_per_token(model: ModelSpec, s: ActivationSetup) -> float:
+    """T5ForConditionalGeneration's loss: CrossEntropyLoss on the 16-bit logits as they are (no upcast, unlike
+    the causal-LM loss): the log-softmax output, its gradient and the logits' gradient, 3 x 2 bytes x V;
+    under autocast log_softmax runs in fp32 (autocast's fp32 list): 12 bytes x V (traced)."""
+    return (12.0 if s.autocast else 3.0 * s.compute_bytes) * model.vocab_size
+
+
+def forward_logits_per_token(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes per target token of the loss at the end of forward: the 16-bit logits plus, under autocast, their
+    fp32 cast and the fp32 log-softmax (traced); in 16-bit the log-softmax output."""
+    return (2.0 + 4.0 + 4.0 if s.autocast else 2.0 * s.compute_bytes) * model.vocab_size
+
+
+def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
+    """All activation bytes saved for backward by one micro-batch of `batch` sequences (src input tokens,
+    tgt target tokens each), lm_head's input included, the loss block excluded."""
+    return (batch * (src * encoder_token_bytes(model, s, tp) + tgt * decoder_token_bytes(model, s, tp))
+            + sequence_bytes(model, s, batch, src, tgt, tp))
+
+
+def checkpointed_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int,
+                             tp: int = 1) -> tuple[float, float]:
+    """Full recompute (HF gradient checkpointing per T5Block): (kept, working). Each block keeps its input
+    (the residual stream); the decoder blocks also keep the encoder output they read; backward recomputes
+    one block at a time (the largest: a decoder block)."""
+    rb, b = s.residual_bytes, s.compute_bytes
+    h = model.hidden_size
+    kept = batch * (src * model.encoder_layers * rb * h + tgt * model.num_layers * rb * h)
+    # outside the checkpointed blocks: the embedding dropout, the final norms and dropouts, the encoder
+    # output the decoder blocks read, lm_head's input (traced)
+    enc_ends = 2 * _mask(model, h) + _norm(model) + rb * h
+    dec_ends = 2 * _mask(model, h) + _norm(model) + b * h
+    kept += batch * (src * enc_ends + tgt * dec_ends) + BUCKET_INDEX_BYTES * (src * src + tgt * tgt)
+    dec_layer = (decoder_token_bytes(model, s, tp) - (2 * _mask(model, h) + _norm(model) + s.compute_bytes * h)) \
+        / max(model.num_layers, 1)
+    enc_layer = encoder_token_bytes(model, s, tp) / max(model.encoder_layers, 1)
+    working = batch * max(src * enc_layer, tgt * dec_layer + src * 2 * s.compute_bytes * h)
+    return kept, working
+
+
+# ---- FLOPs -------------------------------------------------------------------------------------------------
+def stream_tokens(stream: str, src: float, tgt: float) -> float:
+    """Tokens a linear of `stream` runs over: the input for the encoder and the cross-attention k/v, the
+    target for the decoder."""
+    return src if stream in ("encoder", "cross_kv") else tgt
+
+
+def matmul_flops_forward(model: ModelSpec, src: float, tgt: float) -> float:
+    """2 x rows x weight elements of every linear, rows by stream (one sequence)."""
+    return 2.0 * sum(b.linear[0] * b.linear[1] * b.count * stream_tokens(b.stream, src, tgt)
+                     for b in model.blocks if b.linear is not None)
+
+
+def attention_flops_forward(model: ModelSpec, src: float, tgt: float) -> float:
+    """QK^T and PV for one sequence: encoder self-attention (src x src, bidirectional), decoder causal
+    self-attention (tgt (tgt+1)/2 pairs) and cross-attention (tgt x src), 2 (d_qk + d_v) per head and pair."""
+    per_pair = 2.0 * model.num_heads * (model.head_dim + model.v_head_dim)
+    pairs = model.encoder_layers * src * src + model.num_layers * (tgt * (tgt + 1) / 2 + tgt * src)
+    return per_pair * pairs
