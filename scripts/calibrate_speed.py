@@ -627,11 +627,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--validation", default=str(ROOT / "validation" / "public"))
     ap.add_argument("--check", action="store_true", help="score the packaged factors; fit and write nothing")
+    ap.add_argument("--doc", action="store_true", help="score the packaged factors and rewrite docs/validation-speed.md "
+                    "(no refit: what the shipped engine predicts today)")
     args = ap.parse_args()
     vdir = Path(args.validation)
     trows = train_rows(vdir / "train-throughput.csv")
     irows = infer_rows(vdir / "inference.csv")
-    if args.check:
+    if args.check or args.doc:
         P = speed.load_efficiency()
     else:
         P = fit_all(trows, irows)
@@ -642,7 +644,7 @@ def main() -> None:
         print(f"{cat:18s} {split:5s} n={s['n']:3d}  MAPE {s['mape']:.1%}  median {s['median']:.1%}  P90 {s['p90']:.1%}")
     for (cat, src, split), s in stats["by_source"].items():
         print(f"   {cat:18s} {src[:40]:40s} {split:5s} n={s['n']:3d} MAPE {s['mape']:.1%}")
-    if not args.check:
+    if args.doc or not args.check:
         write_doc(table, stats, P)
 
 

@@ -88,7 +88,7 @@ def constants_lines(folds: dict, fit_sources: dict) -> list[str]:
 def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
     """(speed held-out, speed in-sample, memory held-out) from validation/gathered."""
     spd_held, spd_in, mem = [], [], []
-    for path in sorted((ROOT / "validation" / "gathered").glob("*.csv")):
+    for path in vg.scored_files():
         rows = {r["id"]: r for r in csv.DictReader(path.open(encoding="utf-8"))}
         for rec in vg.score(path):
             row = rows[rec["id"]]
@@ -102,7 +102,9 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 spd_held.append((speed_category("train"), row["source"], (p - m) / m))
             if "mem" in rec:
                 p, m = rec["mem"]
-                cat = memory_category("train", "full", 3 if int(row["fsdp"]) > 1 else 0, int(row["fsdp"]), None)
+                dp = int(row["fsdp"])
+                zero = int(row["zero"]) if row.get("zero") else (3 if dp > 1 else 0)
+                cat = memory_category("train", "full", zero, dp, None)
                 mem.append((cat, row["source"], (p - m) / m))
     return spd_held, spd_in, mem
 

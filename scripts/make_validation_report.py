@@ -4,7 +4,7 @@ Sections:
 1. parameter counts vs params.csv and transformers' meta device;
 2. memory vs our fake-tensor traces (validation/traces.json);
 3. memory vs published measurements (scripts/validate_memory.py -> docs/validation-memory.md);
-4. speed vs published runs (scripts/calibrate_speed.py --check -> docs/validation-speed.md);
+4. speed vs published runs (scripts/calibrate_speed.py --doc -> docs/validation-speed.md: the packaged factors, no refit);
 0. error bars, leave-one-source-out beside in-sample (scripts/make_uncertainty.py), and the gathered runs
    (scripts/validate_gathered.py);
 5. the traced scenarios (benchmarks/trace_table.py -> docs/trace-table.md; slow, so it is rerun
@@ -133,7 +133,7 @@ def main(argv: list[str]) -> None:
     if retrace:
         _run(["benchmarks/trace_table.py"])
     _run(["scripts/validate_memory.py"])
-    _run(["scripts/calibrate_speed.py", "--check"])
+    _run(["scripts/calibrate_speed.py", "--doc"])
     _run(["scripts/make_uncertainty.py"])
     gathered = subprocess.run([sys.executable, "scripts/validate_gathered.py"], cwd=ROOT, check=True,
                               capture_output=True, text=True,

@@ -83,12 +83,19 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
             f"under-predicted >10%: {sum(e < -0.10 for e in errs)}")
 
 
+# the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
+# scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
+SCORED = ("train", "serve")
+
+
+def scored_files() -> list[Path]:
+    return [ROOT / "validation" / "gathered" / f"{name}.csv" for name in SCORED]
+
+
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     rows = []
-    for path in sorted((ROOT / "validation" / "gathered").glob("*.csv")):
-        if path.stem == "serve-load":     # load tests: scripts/validate_serving_load.py
-            continue
+    for path in scored_files():
         rows += score(path)
     print(f"{'id':6s} {'tokens/s/GPU pred':>18s} {'meas':>8s} {'err':>7s}   {'memory GiB pred':>15s} {'meas':>6s} {'err':>7s}")
     for r in rows:
