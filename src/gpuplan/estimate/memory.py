@@ -639,28 +639,41 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
                              temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
-    if ts.model.is_encoder_decoder and autocast and t.recompute != "none":
-        phases["forward_end"] = _encdec_forward_end(ts, setup, sv, phases["backward"], weights_live + root_unsharded)
-    nxt = _fabric_next_forward(ts, setup, sv, phases["backward"])
-    if nxt is not None:
-        phases["next_forward"] = nxt
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
-                 temporary=temporary)
-    att = _attention_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
+                 temporary=temporary, weights_live=weights_live, autocast=autocast)
+    phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
+                                      grad_accum, notes))
+    if grad_accum > 1:
+        notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
+    return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict[str, float],
+                        states: tuple[float, float, float, float], extra: dict, grad_accum: int,
+                        notes: list[str]) -> dict[str, dict[str, float]]:
+    """Peaks that only some setups have: T5's end of forward under recompute, Lightning Fabric's next forward,
+    eager attention's backward, the SSM torch path's scan backward, a full state-dict save."""
+    t, p = ts.scn.train, ts.scn.parallel
+    weights, grads, optim, optim_temp = states
+    out: dict[str, dict[str, float]] = {}
+    if ts.model.is_encoder_decoder and extra["autocast"] and t.recompute != "none":
+        out["forward_end"] = _encdec_forward_end(ts, setup, sv, backward, extra["weights_live"] + extra["root_unsharded"])
+    nxt = _fabric_next_forward(ts, setup, sv, backward)
+    if nxt is not None:
+        out["next_forward"] = nxt
+    att = _attention_backward(ts, setup, sv, states, extra, grad_accum)
     if att is not None:
-        phases["attention_backward"] = att
-    scan = _ssm_scan_backward(ts, setup, sv, (weights, grads, optim, optim_temp), extra, grad_accum)
+        out["attention_backward"] = att
+    scan = _ssm_scan_backward(ts, setup, sv, states, extra, grad_accum)
     if scan is not None:
-        phases["ssm_scan_backward"] = scan
+        out["ssm_scan_backward"] = scan
         notes.append("SSM layers on transformers' torch path (no mamba_ssm kernels): every step's fp32 state is "
                      "saved for backward")
     if t.full_state_dict and p.zero >= 3 and ts.shard > 1:
         # loading/saving a full state dict materialises the whole 16-bit model next to the shard
-        phases["checkpoint"] = dict(weights=weights + ts.rp.total * ts.low, optimizer_states=optim)
+        out["checkpoint"] = dict(weights=weights + ts.rp.total * ts.low, optimizer_states=optim)
         notes.append("full state-dict load/save holds an unsharded 16-bit copy of the model on each GPU")
-    if grad_accum > 1:
-        notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    return {"_cpu": {"cpu": cpu}, **phases}, notes
+    return out
 
 
 def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
