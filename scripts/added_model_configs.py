@@ -291,13 +291,19 @@ SAME_ARCH = {
 }
 
 
-def write(out: Path = OUT) -> list[dict[str, str]]:
-    """Write the config files; return registry rows (name filled in by the caller)."""
+def write_configs(added: dict, out: Path) -> list[dict[str, str]]:
+    """Write each transcribed config as configs/<owner>__<name>.json; return its registry row."""
     rows = []
-    for hf_id, (cfg, source, completeness, notes) in ADDED.items():
+    for hf_id, (cfg, source, completeness, notes) in added.items():
         fname = hf_id.replace("/", "__") + ".json"
         (out / "configs" / fname).write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
         rows.append(dict(hf_id=hf_id, config=fname, source=source, completeness=completeness, notes=notes[:300]))
+    return rows
+
+
+def write(out: Path = OUT) -> list[dict[str, str]]:
+    """Write the config files; return registry rows (name filled in by the caller)."""
+    rows = write_configs(ADDED, out)
     by_id = {r["hf_id"]: r for r in rows}
     for hf_id, same in SAME_ARCH.items():
         rows.append(dict(by_id[same], hf_id=hf_id, notes=f"same architecture as {same}"))

@@ -9,7 +9,6 @@ ngroups 1, expand 2, d_conv 4) and its vocabulary padded to a multiple of 16 as 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 OUT = Path("src/gpuplan/models")
@@ -75,12 +74,8 @@ ADDED["ai21labs/AI21-Jamba-1.5-Large"] = (jamba(8192, 72, 64, 24576), hf("ai21la
 
 def write(out: Path = OUT) -> list[dict[str, str]]:
     """Write the config files; return registry rows (name filled in by the caller)."""
-    rows = []
-    for hf_id, (cfg, source, completeness, notes) in ADDED.items():
-        fname = hf_id.replace("/", "__") + ".json"
-        (out / "configs" / fname).write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
-        rows.append(dict(hf_id=hf_id, config=fname, source=source, completeness=completeness, notes=notes[:300]))
-    return rows
+    from added_model_configs import write_configs   # scripts/ is on the path of every caller
+    return write_configs(ADDED, out)
 
 
 if __name__ == "__main__":

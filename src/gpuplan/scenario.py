@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
                       ValidationError, create_model, model_validator)
@@ -87,15 +87,27 @@ def _num(default: Any, description: str = "", **bounds: Any) -> Any:
     return Field(default, description=f"{description} ({text})" if description else f"({text})", **kw)
 
 
-def _known_network(v: str | None) -> str | None:
-    if v is None:
-        return None
-    from .errors import UnknownNameError
+def _catalog_id(field: str, lookup: Callable[[str], Any]) -> Callable[[str | None], str | None]:
+    """Validator of a catalog name: its canonical id, or the catalog's error (close matches) naming `field`."""
+    def check(v: str | None) -> str | None:
+        if v is None:
+            return None
+        from .errors import UnknownNameError
+        try:
+            return lookup(v).id
+        except UnknownNameError as err:
+            raise UnknownNameError(f"{field} {excerpt(v)}", err.why, err.fix, err.matches) from None
+    return check
+
+
+def _get_network(v: str) -> Any:
     from .hardware import get_network
-    try:
-        return get_network(v).id
-    except UnknownNameError as err:
-        raise UnknownNameError(f"hardware.network {excerpt(v)}", err.why, err.fix, err.matches) from None
+    return get_network(v)
+
+
+def _get_host_cpu(v: str) -> Any:
+    from .hardware.hosts import get_host_cpu
+    return get_host_cpu(v)
 
 
 def _not_blank(v: Any) -> Any:
@@ -105,21 +117,8 @@ def _not_blank(v: Any) -> Any:
 
 
 Name = Annotated[str, Field(min_length=1, max_length=128)]
-Network = Annotated[str, Field(max_length=64), AfterValidator(_known_network)]
-
-
-def _known_host(v: str | None) -> str | None:
-    if v is None:
-        return None
-    from .errors import UnknownNameError
-    from .hardware.hosts import get_host_cpu
-    try:
-        return get_host_cpu(v).id
-    except UnknownNameError as err:
-        raise UnknownNameError(f"hardware.host_cpu {excerpt(v)}", err.why, err.fix, err.matches) from None
-
-
-HostCpuName = Annotated[str, Field(max_length=64), AfterValidator(_known_host)]
+Network = Annotated[str, Field(max_length=64), AfterValidator(_catalog_id("hardware.network", _get_network))]
+HostCpuName = Annotated[str, Field(max_length=64), AfterValidator(_catalog_id("hardware.host_cpu", _get_host_cpu))]
 PathText = Annotated[str, Field(max_length=4096)]
 Format = Annotated[str, Field(min_length=1, max_length=64)]
 ModelRef = Annotated[Union[Annotated[str, Field(max_length=4096)], dict[str, Any]], AfterValidator(_not_blank)]
