@@ -42,6 +42,17 @@ def test_seven_b_training_does_not_need_84_gb_per_gpu():
     assert peak.value < 84e9
 
 
+def test_muon_states_are_replayed_per_matrix():
+    # Llama-3.2-1B, 1,235,814,400 parameters: the tied embedding (128,256 x 2,048 = 262,668,288) and the 33
+    # RMSNorm weights (67,584) step with AdamW (two fp32 moments, 8 bytes); the other 973,078,528 weights are
+    # 2-D hidden matrices with one fp32 Muon momentum (4 bytes): 2,101,886,976 + 3,892,314,112 bytes
+    ex = explain({"model": "llama-3.2-1b", "task": "train", "hardware": {"gpu": "h100-sxm"},
+                  "train": {"optimizer": "muon"}}, "memory.optimizer_states")
+    assert ex.value == pytest.approx(5_994_201_088, rel=1e-9)
+    assert ex.replayed == pytest.approx(5_994_201_088, rel=1e-9)
+    assert not ex.gap_note
+
+
 def test_weights_of_16_bit_serving_are_two_bytes_a_parameter():
     ex = explain({**SERVE_8B, "infer": {"weights": "bf16"}}, "memory.weights")
     assert ex.value == pytest.approx(2 * LLAMA31_8B, rel=1e-9)

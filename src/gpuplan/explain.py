@@ -27,6 +27,8 @@ SRC_LORA = "LoRA: Hu et al. 2021 (adapters of (in + out) x r per targeted linear
 SRC_QLORA = "QLoRA: Dettmers et al. 2023 (NF4 4.5 bits, 4.127 with double quantization)"
 SRC_KORTHIKANTI = "Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models'"
 SRC_KAPLAN = "Kaplan et al. 2020 §2.1 (forward FLOPs per token = 2N + attention)"
+SRC_OPTIM = ("estimate/optim.py: per-matrix states (Muon momentum; GaLore projected moments + projector; SOAP "
+             "preconditioners; Adafactor row/column factors), each cited there")
 SRC_CALIBRATION = ("estimate/data/efficiency.json, fitted by scripts/calibrate_speed.py on published training and "
                    "serving runs (validation/)")
 
@@ -177,6 +179,8 @@ def _model_states(est, key: str) -> Explanation:
             formula = [f"{key} = adapter parameters x {per:g} bytes" + (" ÷ n" if divides else ""),
                        "the frozen base has no gradients or optimizer states"]
             replay = n_ad * per / div
+            if key == "optimizer_states":
+                formula, replay = _shaped_optimizer(est, ts, inputs, formula, replay, div, divides)
     else:
         sb = state_bytes(scn)
         per = {"weights": sb.weight, "gradients": sb.grad, "optimizer_states": sb.optim}[key]
@@ -189,6 +193,8 @@ def _model_states(est, key: str) -> Explanation:
                    f"bytes per parameter for {setup}: weights {sb.weight:g} + gradients {sb.grad:g} + optimizer "
                    f"{sb.optim:g} = {sb.weight + sb.grad + sb.optim:g}"]
         replay = n_rank * per / div
+        if key == "optimizer_states":
+            formula, replay = _shaped_optimizer(est, ts, inputs, formula, replay, div, divides)
     inputs += _shard_inputs(est, ts, divides, key)
     if p.offload != "none" and key in ("optimizer_states", "weights", "gradients"):
         inputs.append(Input("offload", p.offload, "ZeRO-Offload / FSDP CPUOffload: moved to host memory "
@@ -200,6 +206,21 @@ def _model_states(est, key: str) -> Explanation:
     titles = {"weights": "Weights held on each GPU", "gradients": "Gradients held on each GPU",
               "optimizer_states": "Optimizer states held on each GPU"}
     return _mem_explanation(est, key, titles[key], formula, inputs, replay, gap)
+
+
+def _shaped_optimizer(est, ts, inputs: list[Input], formula: list[str], replay: float, div: float,
+                      divides: bool) -> tuple[list[str], float]:
+    """Optimizers whose state depends on each matrix's shape (Muon, GaLore, SOAP, Adafactor): their states over
+    this GPU's tensors, from the function the memory estimator uses, added to the per-parameter part."""
+    from .estimate import optim as opt
+    from .estimate.memory import _shaped_states, rank_tensors
+    t = est.scenario.train
+    if t.optimizer not in opt.SHAPED:
+        return formula, replay
+    shaped, _ = _shaped_states(ts, rank_tensors(est.scenario, ts.model, ts.stage))
+    inputs.append(Input(f"{t.optimizer} states of this GPU's trainable tensors", fmt_bytes(shaped), SRC_OPTIM))
+    formula = [formula[0] + f" + {t.optimizer}'s per-matrix states" + (" ÷ n" if divides else "")] + formula[1:]
+    return formula, replay + shaped / div
 
 
 def _weight_terms(est) -> list[tuple[str, float]]:
