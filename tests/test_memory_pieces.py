@@ -125,3 +125,22 @@ def test_no_training_piece_is_longer_than_60_lines():
     long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef) and n.name.startswith("_train") and n.end_lineno - n.lineno + 1 > 60]
     assert long == []
+
+
+def test_tied_embedding_gradient_arrives_twice_at_the_end_of_backward():
+    # SmolLM-135M ties embedding and lm_head: 49,152 x 576 parameters; with fp32 gradients (HF mixed
+    # precision) the embedding's own gradient, added into the shared .grad at the end of backward, is
+    # 49,152 x 576 x 4 = 113,246,208 bytes beside it; LoRA (frozen embedding) and ZeRO-2 (sharded gradients) none
+    from gpuplan.estimate.memory import _tied_grad_accumulation, _train_setup
+    from gpuplan.models import get_model
+    from gpuplan.scenario import scenario_from_dict
+    model = get_model("smollm-135m")
+
+    def extra(**kw):
+        train = {"seq_len": 512, "micro_batch": 1, **kw.pop("train", {})}
+        scn = scenario_from_dict({"model": "smollm-135m", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 2},
+                                  "parallel": {"zero": kw.pop("zero", 0)}, "train": train}, "test")
+        return _tied_grad_accumulation(_train_setup(scn, model, "only"))
+    assert extra() == 113_246_208
+    assert extra(zero=2) == 0.0
+    assert extra(train={"method": "lora"}) == 0.0

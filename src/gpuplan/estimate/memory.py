@@ -636,7 +636,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights_live + root_unsharded, gradients=grads + held_g, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
-                             temporary=temporary),
+                             temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
@@ -646,6 +646,18 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
     return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def _tied_grad_accumulation(ts: _TrainSetup) -> float:
+    """A tied embedding's gradient arrives twice: lm_head's contribution early in backward becomes the shared
+    weight's .grad, the embedding's own at the very end is a second full-size gradient that autograd then adds
+    into it (AccumulateGrad: grad += new), so at the end of backward the matrix's gradient exists twice
+    (traced: SmolLM-135M, +vocab x hidden x 4 bytes). Only where the full gradient lives on the rank (no
+    gradient sharding, no pipeline split of the tied pair) and the embedding trains."""
+    m, p = ts.model, ts.scn.parallel
+    if not m.tie_embeddings or ts.peft or ts.untied_head or p.pp > 1 or p.zero >= 2 or ts.stage != "only":
+        return 0.0
+    return ts.rp.embedding * state_bytes(ts.scn).grad
 
 
 def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict[str, float],
