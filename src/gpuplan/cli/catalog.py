@@ -76,6 +76,8 @@ def cmd_model(args: argparse.Namespace) -> int:
     from ..models import get_model
     from ..report import table
     from ..units import fmt_bytes, fmt_count
+    if str(args.name).lower().endswith(".gguf"):
+        return _gguf_model(args)
     try:
         m = get_model(args.name)
     except UnsupportedError:
@@ -94,6 +96,28 @@ def cmd_model(args: argparse.Namespace) -> int:
     emit(table(rows, ["field", "value"], "ll"))
     emit(f"\nKV cache: {d['kv_cache_bytes_per_token']:,} bytes/token at 16-bit "
           f"({fmt_bytes(d['kv_cache_bytes_per_token'] * 8192)} per 8k-token sequence).")
+    return 0
+
+
+def _gguf_model(args: argparse.Namespace) -> int:
+    """`gpuplan model FILE.gguf`: what the file stores, tensor type by tensor type, from its header."""
+    from ..models.gguf import read_gguf
+    from ..report import table
+    from ..units import fmt_bytes, fmt_count
+    info = read_gguf(args.name)
+    d = info.to_dict()
+    if args.json:
+        print_result("model", {"name": str(args.name), "checkpoint": d, "modelled": False})
+        return 0
+    rows = [(t, f"{info.elements_by_type[t]:,}", fmt_bytes(b), f"{8 * b / info.elements_by_type[t]:.3g}")
+            for t, b in sorted(info.bytes_by_type.items(), key=lambda kv: -kv[1])]
+    emit(f"{args.name}: GGUF v{info.version}, architecture {d['architecture'] or '?'}"
+         + (f" ({d['name']})" if d["name"] else "") + f", {info.tensors} tensors, "
+         f"{info.parameters:,} parameters ({fmt_count(info.parameters)}), {fmt_bytes(info.tensor_bytes)} of tensor "
+         f"data in a {fmt_bytes(info.file_bytes)} file")
+    emit(table(rows, ["ggml type", "elements", "bytes", "bits/element"], "lrrr"))
+    emit("\nWeights as stored (read from the header; no tensor data loaded). For llama.cpp serving estimates name "
+          "the model and its format: --model NAME --engine llama.cpp --weights gguf-q4_k_m.")
     return 0
 
 
