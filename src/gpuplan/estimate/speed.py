@@ -298,27 +298,33 @@ def attention_kernel(scn: Any) -> str:
     return default_kernel(scn.framework) if k == "auto" else k
 
 
+def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
+    """The fused attention kernel, or None where the model runs none: eager-only architectures
+    (materialised scores) and T5 (SDPA's memory-efficient kernel, which takes its position bias)."""
+    if kernel is None or model.traits.eager_attention_only or model.is_encoder_decoder:
+        return None
+    return kernel
+
+
 def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
-    if c.tr.attention == "eager" or c.attn_dtype == "fp32" or c.model.traits.eager_attention_only \
-            or c.model.is_encoder_decoder:   # T5 runs SDPA's memory-efficient kernel (it takes the position bias)
+    if c.tr.attention == "eager" or c.attn_dtype == "fp32":
         return None
-    return _published_kernel_rates(attention_kernel(c.scn), c.gpu, c.P, c.tr.seq_len / c.par.cp)
+    kernel = _fused_kernel(c.model, attention_kernel(c.scn))
+    scale = _kernel_scale(kernel, c.gpu, c.P)
+    return None if scale is None else kernel_rates(kernel, _family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
-def _published_kernel_rates(kernel: str | None, gpu: Any, P: Mapping[str, Any],
-                            seq_len: float) -> tuple[float, float] | None:
-    """(forward, backward) FLOP/s of a fused attention kernel on `gpu` at `seq_len`, from its published
-    figures on the family's reference GPU scaled by 16-bit peak x sustained clock; None if unpublished."""
-    fam = _family(gpu)
-    ref = reference_gpu(kernel, fam) if kernel else None
+def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
+    """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
+    sustained clock); None when no figures are published for the GPU's family."""
+    ref = reference_gpu(kernel, _family(gpu)) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
     ref_gpu = get_gpu(ref)
-    scale = (peak_flops(gpu, "bf16") * clock_factor(P, gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(P, ref_gpu))
-    return kernel_rates(kernel, fam, seq_len, scale)
+    return (peak_flops(gpu, "bf16") * clock_factor(P, gpu)) / (peak_flops(ref_gpu, "bf16") * clock_factor(P, ref_gpu))
 
 
 def encdec_training_flops(model: ModelSpec, src: int, tgt: int, recompute: str, method: str) -> TrainingFlops:
@@ -692,8 +698,9 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
-        # T5 runs SDPA's memory-efficient kernel (position bias): no published flash-kernel figures apply
-        self.prefill_kernel = None if model.is_encoder_decoder else engine_kernel(inf.engine)
+        # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
+        self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine))
+        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
@@ -941,10 +948,8 @@ class _Serving:
         kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
         HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
         the calibrated efficiency."""
-        if self.prefill_kernel and context:
-            rates = _published_kernel_rates(self.prefill_kernel, self.gpu, self.P, context)
-            if rates is not None:
-                return flops / rates[0]
+        if self.prefill_scale is not None and context:
+            return flops / kernel_rates(self.prefill_kernel, self.fam, context, self.prefill_scale)[0]
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
