@@ -100,3 +100,25 @@ def test_host_catalog_rows_are_sourced():
     assert REFERENCE_HOST in {h.id for h in hosts}
     for h in hosts:
         assert h.source_url.startswith("https://") and h.retrieved and h.single_thread_score > 0
+
+
+# ---- the T4's usual host: a cloud VM's server Xeon (host_cpus.csv `cloud-xeon-skylake`, `default_for_gpus`) ----
+
+def test_t4_defaults_to_its_cloud_host_not_the_datacenter_reference():
+    from gpuplan.hardware.hosts import default_host_for
+    assert default_host_for("datacenter", "t4").id == "cloud-xeon-skylake"
+    assert default_host_for("datacenter", "h100-sxm").id == "epyc-9654"     # other data-centre cards unchanged
+    assert default_host_for("datacenter").id == "epyc-9654"
+
+
+def test_t4_fp16_batch1_is_host_bound_on_the_cloud_host_by_hand():
+    # Qwen2.5-3B, 36 decoder layers, 16-bit weights: no quantized linear, host = 36 x 0.77 ms on the reference
+    # host (27.72 ms), times 2,893 / 2,030 for the cloud Xeon = 39.50 ms. The GPU reads ~6.2 GB at 320 GB/s
+    # (~24 ms), so the host bounds the step.
+    perf = api.estimate(_scn("fp16", 1, gpu="t4", model="qwen2.5-3b")).performance
+    assert perf.tpot_s == pytest.approx(36 * 7.7e-4 * 2893 / 2030, rel=1e-6)
+    assert perf.details["decode_bound"] == "host"
+    assert "usual host of a t4" in perf.details["host_cpu"]
+    # an explicit host still wins over the GPU's default
+    ref = api.estimate(_scn("fp16", 1, gpu="t4", model="qwen2.5-3b", host_cpu="epyc-9654")).performance
+    assert ref.tpot_s == pytest.approx(36 * 7.7e-4, rel=1e-6)

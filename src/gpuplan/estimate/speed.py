@@ -127,7 +127,7 @@ def _host_speed(scn: Any, gpu: Any) -> tuple[float, str]:
     from ..hardware.hosts import host_speed
     hw = getattr(scn, "hardware", None)
     return host_speed(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None),
-                      getattr(gpu, "segment", "datacenter"))
+                      getattr(gpu, "segment", "datacenter"), getattr(gpu, "id", None))
 
 
 def _network(scn: Any, gpu: Any) -> Any:

@@ -5,7 +5,9 @@ the dispatcher for every kernel it launches; at small batches that host time, no
 decode step. It scales with the CPU's single-thread speed, which differs about 1.5x between a
 data-centre server CPU and a current desktop CPU. The catalog (data/host_cpus.csv) gives each CPU its
 PassMark single-thread rating, with its source; `default_for_segments` names the GPU segments whose
-usual host it is (GeForce cards sit in desktops, data-centre cards in servers).
+usual host it is (GeForce cards sit in desktops, data-centre cards in servers), and `default_for_gpus`
+the GPUs whose usual host differs from their segment's (a T4 is rented as a cloud virtual machine on an
+older, lower-clocked server Xeon); a GPU's own entry wins over its segment's.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class HostCpu:
     source_url: str
     retrieved: str
     notes: str = ""
+    default_for_gpus: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
@@ -48,6 +51,7 @@ def _hosts() -> dict[str, HostCpu]:
             id=row.text("id"), name=row.text("name"), segment=row.text("segment"),
             single_thread_score=row.number("passmark_single_thread_score"),
             default_for_segments=split_list(row.text("default_for_segments", required=False)),
+            default_for_gpus=split_list(row.text("default_for_gpus", required=False)),
             source_url=url, retrieved=date, notes=row.text("notes", required=False))
     return out
 
@@ -61,16 +65,23 @@ def get_host_cpu(host_id: str) -> HostCpu:
     return _by_id(_hosts(), host_id, "host CPU", "host_cpus.csv")
 
 
-def default_host_for(segment: str) -> HostCpu:
-    for host in _hosts().values():
+def default_host_for(segment: str, gpu_id: str | None = None) -> HostCpu:
+    """The usual host of a GPU: the row naming the GPU itself, else the row naming its segment, else the
+    reference host."""
+    hosts = _hosts().values()
+    for host in hosts:
+        if gpu_id and gpu_id in host.default_for_gpus:
+            return host
+    for host in hosts:
         if segment in host.default_for_segments:
             return host
     return _hosts()[REFERENCE_HOST]
 
 
-def host_speed(host_cpu: str | None, single_thread_score: float | None, gpu_segment: str) -> tuple[float, str]:
+def host_speed(host_cpu: str | None, single_thread_score: float | None, gpu_segment: str,
+               gpu_id: str | None = None) -> tuple[float, str]:
     """(issue speed relative to the reference host, what it was taken from). An explicit score wins over
-    a named CPU, which wins over the GPU segment's usual host."""
+    a named CPU, which wins over the GPU's usual host (its own catalog entry, else its segment's)."""
     ref = _hosts()[REFERENCE_HOST].single_thread_score
     if single_thread_score is not None:
         if not single_thread_score > 0:
@@ -80,5 +91,6 @@ def host_speed(host_cpu: str | None, single_thread_score: float | None, gpu_segm
     if host_cpu:
         host = get_host_cpu(host_cpu)
         return host.single_thread_score / ref, host.name
-    host = default_host_for(gpu_segment)
-    return host.single_thread_score / ref, f"{host.name} (usual host of a {gpu_segment} GPU; set hardware.host_cpu)"
+    host = default_host_for(gpu_segment, gpu_id)
+    whose = gpu_id if gpu_id and gpu_id in host.default_for_gpus else f"{gpu_segment} GPU"
+    return host.single_thread_score / ref, f"{host.name} (usual host of a {whose}; set hardware.host_cpu)"
