@@ -122,3 +122,18 @@ def test_t4_fp16_batch1_is_host_bound_on_the_cloud_host_by_hand():
     # an explicit host still wins over the GPU's default
     ref = api.estimate(_scn("fp16", 1, gpu="t4", model="qwen2.5-3b", host_cpu="epyc-9654")).performance
     assert ref.tpot_s == pytest.approx(36 * 7.7e-4, rel=1e-6)
+
+
+# ---- HF's DynamicCache copies the KV cache every step (torch.cat): three passes over its bytes ----------
+
+def test_hf_decode_reads_and_rewrites_the_kv_cache_by_hand():
+    def tpot(prompt: int) -> float:
+        scn = {"model": "llama-2-13b-hf", "task": "infer",
+               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
+               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": prompt, "output_len": 2, "concurrency": 1}}
+        return api.estimate(scn).performance.tpot_s
+    # batch 1 (TPOT = one decode step), 3,072 more context tokens x 819,200 B/token (40 layers x 2 x 40 heads
+    # x 128 x 2 B) = 2.517 GB of KV; read for the cat, written, read by attention: x3 at 0.8 x 2,039 GB/s
+    # = 4.63 ms (one pass would be 1.54 ms). The fast host (4.5 ms of issue) keeps the ~17 ms step GPU-bound.
+    extra = tpot(4000) - tpot(928)
+    assert extra == pytest.approx(3 * 3072 * 819_200 / (0.8 * 2039e9), rel=0.03)

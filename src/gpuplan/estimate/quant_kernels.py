@@ -33,6 +33,11 @@ BNB_4BIT_DEQUANT_ISSUE_S = 1.0e-4      # NF4 - BF16 at batch 8 and 32: 22.1-22.5
 BNB_DOUBLE_QUANT_ISSUE_S = 3.8e-5      # NF4+DQ - NF4 (nested absmax dequantized per call): 8.0-9.1 ms / 224
 BNB_INT8_ISSUE_S = 2.7e-4              # INT8 with outlier decomposition - BF16: 57-60 ms / 224, 131 ms / 448
 DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit and read by the GEMM
+# HF transformers' default DynamicCache grows each layer's K and V with `torch.cat([cache, new], dim=-2)`
+# every decode step (src/transformers/cache_utils.py `DynamicCache.update` @67dd552, the 4.46 line): the
+# past cache is read and written to a new tensor, then read again by attention — three passes over the
+# KV bytes where a paged or static cache makes one.
+HF_DYNAMIC_CACHE_KV_PASSES = 3.0
 
 
 def is_bitsandbytes(fmt: WeightFormat) -> bool:

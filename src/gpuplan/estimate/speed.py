@@ -24,7 +24,7 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
-from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
+from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 
@@ -735,6 +735,8 @@ class _Serving:
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
         # (an encoder-decoder runs its encoder once per request: its prefill covers all beams)
         self.prompt_per_beam = 1.0 / self.beams if (inf.engine == "vllm" or model.is_encoder_decoder) else 1.0
+        # passes over the KV bytes per decode step: HF's DynamicCache copies the cache (quant_kernels.py)
+        self.kv_passes = HF_DYNAMIC_CACHE_KV_PASSES if inf.engine == "hf" else 1.0
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
         dec = sum(b.total for b in model.blocks if b.stream == "decoder")
         self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
@@ -908,7 +910,7 @@ class _Serving:
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
         kv += 2.0 * batch * self.state_per_seq_gpu
-        t_mem = (w + self._dequant_bytes(q) + kv) / self.bw
+        t_mem = (w + self._dequant_bytes(q) + kv * self.kv_passes) / self.bw
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
         attn_flops = q * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
