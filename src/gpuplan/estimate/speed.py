@@ -24,6 +24,7 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
+from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -275,7 +276,7 @@ def _linear_time(c: _Train) -> float:
         per_stage = pp if b.layer_scope == "layer" else 1
         if b.kind == "expert":
             m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
-            count = b.count / ep / per_stage
+            count = b.count / ep / per_stage * _ep_imbalance(c)   # the busiest EP rank sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
@@ -388,6 +389,31 @@ def _fp8_cast_bytes(c: _Train) -> float:
     return FP8_CAST_BYTES_PER_ELEMENT * (act + w)
 
 
+def _moe_layers_stage(c: _Train) -> float:
+    m = c.model
+    return (m.num_moe_layers or m.num_layers) / c.par.pp
+
+
+def _ep_imbalance(c: _Train) -> float:
+    """Busiest expert-parallel rank's routed rows over the mean (estimate/moe.py), 1 without EP."""
+    m = c.model
+    if not m.is_moe or c.par.ep <= 1:
+        return 1.0
+    return ep_rank_imbalance(c.tokens / c.par.tp, m.experts_per_tok, m.num_experts, c.par.ep)
+
+
+def _moe_permute_bytes(c: _Train) -> float:
+    """HBM bytes of the token permutation around the experts per micro-batch (estimate/moe.py): the
+    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward."""
+    m = c.model
+    if not m.is_moe or m.experts_per_tok <= 0:
+        return 0.0
+    ep = c.par.ep
+    local = m.num_experts / ep
+    return permute_bytes(c.tokens / c.par.tp, m.experts_per_tok, m.hidden_size, c.act_b, local, ep,
+                         _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
+
+
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
@@ -396,6 +422,7 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     elt_bytes += _fp8_cast_bytes(c)
+    elt_bytes += _moe_permute_bytes(c)
     # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
     elt_bytes += 3.0 * ssm_scan_bytes(c.model, c.tokens) / tp * c.L_stage / max(c.model.num_layers, 1)
     t_dequant = 0.0
@@ -438,7 +465,10 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
     if model.is_moe and ep > 1:
         link = group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm)
         moe_layers = model.num_moe_layers or model.num_layers
-        detail["ep"] = t = (moe_layers / pp) * 4 * all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
+        # dispatch + combine in forward and their adjoints in backward, 16-bit payload (the dispatcher
+        # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace
+        a2a = all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
+        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
         exposed += t
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
