@@ -224,8 +224,9 @@ class _Train:
     frozen: bool            # LoRA/QLoRA: the base gets no weight gradient
     eta_mem: float
     L_stage: float          # layers on the bottleneck pipeline stage
-    params_local: float     # parameters held per tp x pp rank
+    params_local: float     # parameters held per tp x pp rank (routed experts: E/ep of them under EP)
     trainable_local: float
+    expert_local: float     # of params_local: routed-expert parameters (0 without expert parallelism)
     rc: RecomputePlan       # what activation checkpointing recomputes (estimate/recompute.py)
 
     @property
@@ -251,11 +252,16 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
         notes.append(f"{getattr(gpu, 'id', 'this GPU')} has no FP8 tensor cores; FP8 training timed at 16-bit.")
     frozen = tr.method in ("lora", "qlora")
     tp_pp = par.tp * par.pp
+    # under EP the routed experts are split over ep ranks, whole (not tensor-split; layout.py)
+    experts = sum(b.total for b in model.blocks if b.kind == "expert") if (model.is_moe and par.ep > 1) else 0.0
+    expert_local = experts / (par.ep * par.pp)
+    params_local = (model.params_total - experts) / tp_pp + expert_local
+    trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
     return _Train(scn, model, gpu, P, net, _gpus_per_node(scn, gpu), m, mb * s / par.cp, mm_dtype,
                   "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16"),
                   4.0 if prec == "fp32" else 2.0, 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0, frozen,
-                  _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, model.params_total / tp_pp,
-                  (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / tp_pp,
+                  _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, params_local, trainable_local,
+                  expert_local if not frozen else 0.0,
                   recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
                                  tr.recompute_layers, tr.recompute_group))
 
@@ -490,13 +496,22 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     if n_dp <= 1:
         return 0.0, 0.0, {}
     link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
+    # under expert parallelism each rank holds E/ep of the routed experts, whole (layout.py), and their
+    # gradients are reduced only over the ranks holding the same experts: Megatron's expert-data-parallel
+    # group, tp·dp·cp/ep ranks (megatron/core/parallel_state.py, core_v0.15.0); the rest over dp·cp
+    groups = [(c.params_local - c.expert_local, n_dp)]
+    if c.expert_local > 0:
+        groups.append((c.expert_local, max(1, (par.tp * n_dp) // max(1, par.ep))))
+    train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
-        unit = c.params_local / max(1.0, c.L_stage)
         w_b = 2.0 if c.tr.precision != "fp32" else 4.0
-        t = c.L_stage * 2 * all_gather_time(unit * w_b, n_dp, link)
-        t += c.L_stage * reduce_scatter_time(unit * (c.trainable_local / c.params_local) * c.grad_b, n_dp, link)
+        t = 0.0
+        for params, n in groups:
+            unit = params / max(1.0, c.L_stage)
+            t += c.L_stage * 2 * all_gather_time(unit * w_b, n, link)
+            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, link)
         return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
-    t = all_reduce_time(c.trainable_local * c.grad_b, n_dp, link)
+    t = sum(all_reduce_time(params * train_frac * c.grad_b, n, link) for params, n in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
 
 
@@ -504,14 +519,17 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     """(optimizer step on the GPU, exposed offload traffic and CPU step) per optimizer step."""
     par, P = c.par, c.P
     shard = c.scn.dp * par.cp if par.zero >= 1 else 1
-    opt_local = c.trainable_local / shard
+    # the distributed optimizer shards the routed experts' states over their expert-data-parallel group
+    # (tp·dp·cp/ep ranks holding the same experts), the rest over dp·cp
+    e_shard = max(1, (par.tp * c.scn.dp * par.cp) // max(1, par.ep)) if par.zero >= 1 else 1
+    opt_local = (c.trainable_local - c.expert_local) / shard + c.expert_local / e_shard
     opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
     if par.offload == "none":
         return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem) + _optimizer_matrix_time(c, shard), 0.0
     pcie = float(getattr(c.gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * P["comm"]["pcie"]
     t_off = opt_local * (c.grad_b + 2.0) / pcie + opt_local * opt_bytes / P["host_memory_bytes_per_s"]
     if par.offload == "optimizer+params":
-        streamed = c.m * 2 * (c.params_local / shard) * 2.0 / pcie
+        streamed = c.m * 2 * ((c.params_local - c.expert_local) / shard + c.expert_local / e_shard) * 2.0 / pcie
         t_off += max(0.0, streamed - P["overlap"]["offload"] * c.m * t_compute_mb)
     return 0.0, t_off
 
