@@ -1,0 +1,105 @@
+"""MoE training mechanisms (estimate/moe.py and their use in the training step): token permutation traffic,
+expert-parallel busiest-rank imbalance, and the expert-data-parallel gradient reduction.
+
+Expected numbers are hand arithmetic (written out in each test) or closed forms, never the code under test.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuplan.estimate import speed
+from gpuplan.estimate.moe import (ep_rank_imbalance, expected_max_std_normal, permute_bytes,
+                                  permute_passes_per_row)
+from gpuplan.hardware import get_gpu
+from gpuplan.models import get_model
+from gpuplan.scenario import scenario_from_dict
+
+
+def _moe_train(ep: int, dp: int = 8, gb: int = 8, **train):
+    return scenario_from_dict({
+        "model": "qwen3-30b-a3b", "task": "train", "framework": "megatron",
+        "hardware": {"gpu": "h100-sxm", "count": dp, "gpus_per_node": 8},
+        "parallel": {"dp": dp, "tp": 1, "pp": 1, "ep": ep, "zero": 1},
+        "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": gb, "precision": "bf16",
+                  "recompute": "none", **train}})
+
+
+def test_permute_passes_per_row_hand_counts():
+    # EP with 16 local experts: permute 2 + sort 2 + unsort 2 + unpermute (1 + 1/8), forward; x2 with backward
+    assert permute_passes_per_row(8, 16, 8) == pytest.approx(2 * (2 + 2 + 2 + 1 + 1 / 8))   # 14.25
+    # one GPU (no EP): no regrouping by local expert
+    assert permute_passes_per_row(8, 128, 1) == pytest.approx(2 * (2 + 1 + 1 / 8))           # 6.25
+    # one expert per rank: rows arrive already grouped
+    assert permute_passes_per_row(2, 1, 8) == pytest.approx(2 * (2 + 1 + 1 / 2))              # 7.0
+    assert permute_passes_per_row(0, 16, 8) == 0.0
+
+
+def test_permute_bytes_hand_arithmetic():
+    # T 8192, k 8, h 2048, 2 bytes: T·k·h·2 = 65,536 x 2,048 x 2 = 268,435,456 B per pass
+    # x 14.25 passes = 3,825,205,248 B per layer; x 24 layers = 91,804,925,952 B
+    assert permute_bytes(8192, 8, 2048, 2.0, 16, 8, 24) == pytest.approx(91_804_925_952)
+    # full recompute repeats the forward half: x 1.5
+    assert permute_bytes(8192, 8, 2048, 2.0, 16, 8, 24, 1.0) == pytest.approx(1.5 * 91_804_925_952)
+
+
+def test_expected_max_of_normals_closed_forms():
+    assert expected_max_std_normal(1) == 0.0
+    assert expected_max_std_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-6)          # 0.5642
+    assert expected_max_std_normal(3) == pytest.approx(3 / (2 * math.sqrt(math.pi)), rel=1e-6)    # 0.8463
+    # tabulated expected maxima of normal samples (e.g. Harter 1961): n=4 1.02938, n=8 1.42360
+    assert expected_max_std_normal(4) == pytest.approx(1.02938, abs=1e-4)
+    assert expected_max_std_normal(8) == pytest.approx(1.42360, abs=1e-4)
+
+
+def test_ep_rank_imbalance_hand_arithmetic():
+    # T 8192 per rank, k 8 of E 128, ep 8: per-token variance 8 x 1/8 x 7/8 x 120/127 = 0.826772;
+    # a rank sees 8 x 8192 = 65,536 tokens: sigma = sqrt(65,536 x 0.826772) = 232.77, mean 65,536;
+    # 1 + 1.42360 x 232.77 / 65,536 = 1.005056
+    assert ep_rank_imbalance(8192, 8, 128, 8) == pytest.approx(1.005056, rel=2e-6)
+    # tiny batch: T 1, k 2 of E 8, ep 2: var 2 x 1/2 x 1/2 x 6/7 = 0.428571; sigma = sqrt(2 x 0.428571) = 0.92582;
+    # mean 2; 1 + 0.564190 x 0.92582 / 2 = 1.26117
+    assert ep_rank_imbalance(1, 2, 8, 2) == pytest.approx(1.26117, rel=1e-4)
+    # no EP, or every expert on every token: nothing to be uneven
+    assert ep_rank_imbalance(8192, 8, 128, 1) == 1.0
+    assert ep_rank_imbalance(8192, 8, 8, 8) == 1.0
+
+
+def test_imbalance_shrinks_with_tokens():
+    # sigma / mean falls as 1 / sqrt(T): four times the tokens halves the excess
+    e1 = ep_rank_imbalance(1024, 8, 128, 8) - 1
+    e4 = ep_rank_imbalance(4096, 8, 128, 8) - 1
+    assert e4 == pytest.approx(e1 / 2, rel=1e-9)
+
+
+def test_training_step_charges_permutation_traffic(monkeypatch):
+    scn = _moe_train(ep=8)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    with_perm = speed.train_performance(scn, m, g).breakdown["compute_memory_bound"]
+    monkeypatch.setattr(speed, "permute_bytes", lambda *a, **k: 0.0)
+    without = speed.train_performance(scn, m, g).breakdown["compute_memory_bound"]
+    # one micro-batch (global batch 8 = 1 x dp 8) of T = 4096 tokens, 48 MoE layers, 16 local experts:
+    # 14.25 x 4096 x 8 x 2048 x 2 B x 48 = 91,804,925,952 B, times the busiest-rank factor
+    # 1 + 1.42360 x sqrt(32,768 x 0.826772) / 32,768 = 1.0071508, at 3.35 TB/s x 0.8 (packaged memory efficiency)
+    expected = 91_804_925_952 * 1.0071508 / (3.35e12 * 0.8)
+    assert with_perm - without == pytest.approx(expected, rel=1e-4)
+
+
+def test_expert_gradients_reduced_over_expert_data_parallel_group():
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    t_ep = speed.train_performance(_moe_train(ep=8), m, g).breakdown["comm_dp_s"]
+    t_no = speed.train_performance(_moe_train(ep=1), m, g).breakdown["comm_dp_s"]
+    # ep = dp = 8: each rank holds 16 whole experts that no other rank holds (expert-DP group of 1), so only
+    # the non-expert parameters are all-reduced: 30,532,122,624 - 48 x 128 x 3 x 2048 x 768 (= 28,991,029,248)
+    # = 1,541,093,376 of 30,532,122,624 (the ring's per-hop latency is under 0.1 % of either)
+    assert t_ep / t_no == pytest.approx(1_541_093_376 / 30_532_122_624, rel=1e-2)
+
+
+def test_expert_optimizer_shard_unchanged_by_ep():
+    # the distributed optimizer holds 1/dp of every parameter's states per rank with or without EP
+    # (experts: E/ep per rank sharded over tp·dp/ep ranks = 1/dp), so the optimizer step time is equal
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    a = speed.train_performance(_moe_train(ep=8), m, g).breakdown["optimizer"]
+    b = speed.train_performance(_moe_train(ep=1), m, g).breakdown["optimizer"]
+    assert a == pytest.approx(b, rel=1e-9)
