@@ -35,7 +35,8 @@ def scenario(row: dict) -> dict:
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
         "parallel": {"tp": int(row["tp"]), "pp": int(row["pp"]), "vpp": int(row["vpp"]), "cp": int(row["cp"]),
                      "ep": int(row.get("ep") or 1), "zero": zero, "dp": dp,
-                     "tp_comm_overlap": row.get("tp_comm_overlap") == "true"},
+                     "tp_comm_overlap": row.get("tp_comm_overlap") == "true",
+                     "ep_comm_overlap": row.get("ep_comm_overlap") == "true"},
         "train": train,
     }
 

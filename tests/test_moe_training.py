@@ -103,3 +103,35 @@ def test_expert_optimizer_shard_unchanged_by_ep():
     a = speed.train_performance(_moe_train(ep=8), m, g).breakdown["optimizer"]
     b = speed.train_performance(_moe_train(ep=1), m, g).breakdown["optimizer"]
     assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_ep_overlap_hides_all_but_one_micro_batch_of_all_to_all():
+    # Megatron's combined 1F1B: each micro-batch's EP all-to-all runs beside another's compute, except the
+    # first forward and the last backward; here the compute per micro-batch exceeds its all-to-all, so of
+    # m micro-batches' all-to-all only one micro-batch's worth stays exposed: the saving is (m - 1)/m of it
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    plain = _moe_train(ep=8, gb=64)                                   # 64 / (1 x dp 8) = 8 micro-batches
+    over = plain.replace(parallel={"ep_comm_overlap": True})
+    a, b = speed.train_performance(plain, m, g).breakdown, speed.train_performance(over, m, g).breakdown
+    assert a["comm_ep_s"] == pytest.approx(b["comm_ep_s"])            # the traffic is the same
+    assert a["compute"] > a["comm_ep_s"]
+    assert a["exposed_comm"] - b["exposed_comm"] == pytest.approx(a["comm_ep_s"] * 7 / 8, rel=1e-9)
+
+
+def test_ep_overlap_needs_ep_and_no_full_recompute():
+    from gpuplan.errors import GpuplanError
+    with pytest.raises(GpuplanError, match="ep_comm_overlap"):
+        _moe_train(ep=1).replace(parallel={"ep_comm_overlap": True})
+    with pytest.raises(GpuplanError, match="recompute: full"):
+        _moe_train(ep=8, recompute="full").replace(parallel={"ep_comm_overlap": True})
+
+
+def test_megatron_launch_passes_ep_overlap():
+    # the speed estimate hides the EP all-to-all only when the run asks Megatron for it
+    from gpuplan.launch import launch_files
+    from gpuplan.launch.facts import engine_flags
+    on = _moe_train(ep=8, gb=64).replace(parallel={"ep_comm_overlap": True})
+    off = _moe_train(ep=8, gb=64)
+    assert "--overlap-moe-expert-parallel-comm" in "\n".join(launch_files(on, "megatron").values())
+    assert "--overlap-moe-expert-parallel-comm" not in "\n".join(launch_files(off, "megatron").values())
+    assert "--overlap-moe-expert-parallel-comm" in engine_flags("megatron")

@@ -450,6 +450,18 @@ def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
     return t_tp * (1.0 - c.P["overlap"]["tp"])
 
 
+def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
+    """EP all-to-all left on the critical path per micro-batch. Without overlap it blocks (the dispatcher
+    waits for it before the experts run). With Megatron's overlap_moe_expert_parallel_comm the schedule
+    runs one micro-batch's forward beside another's backward on two streams, so each all-to-all hides
+    behind the other micro-batch's compute (megatron/core/pipeline_parallel/combined_1f1b.py,
+    core_v0.15.0): only what the compute cannot cover stays, plus the first micro-batch's forward and
+    the last one's backward, which have no partner (one micro-batch's all-to-all per step, 1/m each)."""
+    if not c.par.ep_comm_overlap:
+        return t_ep
+    return max(0.0, t_ep - t_compute) + t_ep / max(1, c.m)
+
+
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
@@ -475,7 +487,7 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace
         a2a = all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
         detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
-        exposed += t
+        exposed += _ep_exposed(c, t, t_compute)
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
