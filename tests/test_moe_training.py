@@ -135,3 +135,36 @@ def test_megatron_launch_passes_ep_overlap():
     assert "--overlap-moe-expert-parallel-comm" in "\n".join(launch_files(on, "megatron").values())
     assert "--overlap-moe-expert-parallel-comm" not in "\n".join(launch_files(off, "megatron").values())
     assert "--overlap-moe-expert-parallel-comm" in engine_flags("megatron")
+
+
+def test_all_to_all_across_nodes_hand_arithmetic():
+    from gpuplan.estimate.comm import Link, all_to_all_time, all_to_all_time_nodes
+    intra = Link("scale_up", 450e9, 3e-6, 0.8)
+    nic = Link("network", 50e9, 2e-6, 0.8)
+    # 64 ranks, 8 a node, 1 GB each: 56/64 GB through the rank's own NIC at 40 GB/s = 21.875 ms (the 7/64 GB
+    # over NVLink at 360 GB/s, 0.30 ms, runs beside it), + 63 x 2 us
+    assert all_to_all_time_nodes(1e9, 64, 8, intra, nic) == pytest.approx(56 / 64 * 1e9 / 40e9 + 63 * 2e-6)
+    # all ranks on one node: the plain intra-node all-to-all
+    assert all_to_all_time_nodes(1e9, 8, 8, intra, nic) == pytest.approx(all_to_all_time(1e9, 8, intra))
+    # a ring collective would see 8 NICs (comm.group_link); an all-to-all may not: 8x slower than that
+    assert all_to_all_time_nodes(1e9, 64, 8, intra, nic) > 7 * (56 / 64 * 1e9 / (8 * 40e9))
+
+
+def test_training_ep_all_to_all_bytes_hand_arithmetic():
+    # dispatch + combine, forward and backward: 4 all-to-alls of T·k·h·2 bytes per MoE layer. T 4096, k 8,
+    # h 2048: 134,217,728 B; 7/8 of it over NVLink (450 GB/s x 0.8) = 3.26224e-4 s, + 7 x 3 us latency
+    # = 3.47224e-4 s; x 4 x 48 layers = 0.0666671 s; x busiest-rank factor 1.0071508 = 0.0671438 s (one micro-batch)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    b = speed.train_performance(_moe_train(ep=8), m, g).breakdown
+    assert b["comm_ep_s"] == pytest.approx(0.0671438, rel=1e-5)
+
+
+def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
+    # EP 16 over two 8-GPU nodes (ib-ndr-400: 50 GB/s per GPU x 0.8, 2 us): per all-to-all half of the
+    # 134,217,728 B leaves through the GPU's NIC: 67,108,864 / 40e9 = 1.677722e-3 s (the 7/16 over NVLink,
+    # 0.163 ms, runs beside it) + 15 x 2 us = 1.707722e-3 s; x 4 x 48 = 0.3278826 s; busiest of 16 ranks:
+    # var 8 x 1/16 x 15/16 x 120/127 = 0.4429134, sigma = sqrt(65,536 x 0.4429134) = 170.374, E[max of 16
+    # normals] 1.765991: 1 + 1.765991 x 170.374 / 32,768 = 1.0091822 -> 0.3308954 s
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    b = speed.train_performance(_moe_train(ep=16, dp=16, gb=16), m, g).breakdown
+    assert b["comm_ep_s"] == pytest.approx(0.3308954, rel=1e-4)

@@ -16,8 +16,8 @@ from .calibration import Calibration
 from .calibration import family_entry as _fam
 from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
-from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
-                   p2p_time, reduce_scatter_time)
+from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
+                   group_link, p2p_time, reduce_scatter_time)
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
@@ -481,11 +481,19 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         detail["cp"] = max(0.0, t - t_attn)
         exposed += detail["cp"]
     if model.is_moe and ep > 1:
-        link = group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm)
         moe_layers = model.num_moe_layers or model.num_layers
         # dispatch + combine in forward and their adjoints in backward, 16-bit payload (the dispatcher
-        # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace
-        a2a = all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
+        # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace.
+        # EP ranks are adjacent (inside TP): an EP group wider than a node sends (ep − g)/ep of its rows
+        # through each GPU's own NIC (comm.all_to_all_time_nodes)
+        payload = tokens * model.experts_per_tok * h * act_b
+        if tp * ep > c.gpn:
+            per_node = max(1, c.gpn // tp)
+            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+            nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)     # two ranks a node apart: one NIC
+            a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
+        else:
+            a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm))
         detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
         exposed += _ep_exposed(c, t, t_compute)
     if pp > 1:
@@ -511,19 +519,22 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     # under expert parallelism each rank holds E/ep of the routed experts, whole (layout.py), and their
     # gradients are reduced only over the ranks holding the same experts: Megatron's expert-data-parallel
     # group, tp·dp·cp/ep ranks (megatron/core/parallel_state.py, core_v0.15.0); the rest over dp·cp
-    groups = [(c.params_local - c.expert_local, n_dp)]
+    # (EP ranks are adjacent, so that group's members are ep apart: fewer of them share a node and its NICs)
+    span = par.tp * par.cp * c.scn.dp
+    groups = [(c.params_local - c.expert_local, n_dp, link)]
     if c.expert_local > 0:
-        groups.append((c.expert_local, max(1, (par.tp * n_dp) // max(1, par.ep))))
+        n_e = max(1, span // max(1, par.ep))
+        groups.append((c.expert_local, n_e, group_link(c.gpu, n_e, span, c.gpn, c.net, c.P["comm"])))
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
         w_b = 2.0 if c.tr.precision != "fp32" else 4.0
         t = 0.0
-        for params, n in groups:
+        for params, n, lk in groups:
             unit = params / max(1.0, c.L_stage)
-            t += c.L_stage * 2 * all_gather_time(unit * w_b, n, link)
-            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, link)
+            t += c.L_stage * 2 * all_gather_time(unit * w_b, n, lk)
+            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, lk)
         return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
-    t = sum(all_reduce_time(params * train_frac * c.grad_b, n, link) for params, n in groups)
+    t = sum(all_reduce_time(params * train_frac * c.grad_b, n, lk) for params, n, lk in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
 
 
