@@ -168,3 +168,18 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
     m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
     b = speed.train_performance(_moe_train(ep=16, dp=16, gb=16), m, g).breakdown
     assert b["comm_ep_s"] == pytest.approx(0.3308954, rel=1e-4)
+
+
+def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
+    # packaged Hopper bf16 efficiency 0.9089, d0 = 423.3 (K, N), d0_M = 834.4 (rows of one expert's GEMM):
+    # Qwen3-30B-A3B gate projection (K 2048, N 768) at 4096 rows per expert:
+    # 0.9089 x 2048/2471.3 x 768/1191.3 x 4096/4930.4 = 0.485580 x 0.830764 = 0.403402
+    from gpuplan.estimate.speed import gemm_efficiency, load_efficiency
+    P = load_efficiency()
+    assert P["matmul"]["hopper"]["bf16"] == 0.9089 and P["matmul_dim_half"] == 423.3
+    assert P["matmul_rows_half"] == 834.4
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.403402, rel=1e-5)
+    # 512 rows per expert (one eighth): x (512/1346.4) / (4096/4930.4) = 0.184653
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True) == pytest.approx(0.184653, rel=1e-4)
+    # a dense GEMM leaves M to the roofline's memory term
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485580, rel=1e-5)
