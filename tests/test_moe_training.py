@@ -124,6 +124,12 @@ def test_ep_overlap_needs_ep_and_no_full_recompute():
         _moe_train(ep=1).replace(parallel={"ep_comm_overlap": True})
     with pytest.raises(GpuplanError, match="recompute: full"):
         _moe_train(ep=8, recompute="full").replace(parallel={"ep_comm_overlap": True})
+    with pytest.raises(GpuplanError, match="16-bit model"):
+        _moe_train(ep=8, precision="fp32").replace(parallel={"ep_comm_overlap": True})
+    with pytest.raises(GpuplanError, match="vpp"):
+        _moe_train(ep=8).replace(hardware={"count": 16}, parallel={"pp": 2, "ep_comm_overlap": True})
+    # with virtual stages it is accepted
+    _moe_train(ep=8).replace(hardware={"count": 16}, parallel={"pp": 2, "vpp": 2, "ep_comm_overlap": True})
 
 
 def test_megatron_launch_passes_ep_overlap():

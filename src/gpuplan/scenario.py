@@ -572,6 +572,12 @@ class Scenario(_Strict):
             if self.train is not None and self.train.recompute == "full":
                 raise ValueError("parallel.ep_comm_overlap cannot run with train.recompute: full (Megatron asserts "
                                  "it); use recompute none or selective, or remove ep_comm_overlap")
+            if self.train is not None and self.train.precision == "fp32":
+                raise ValueError("parallel.ep_comm_overlap needs a 16-bit model (Megatron asserts bf16 or fp16; FP8 "
+                                 "recipes keep a bf16 model); use precision bf16, fp16 or fp8, or remove ep_comm_overlap")
+            if p.pp > 1 and p.vpp <= 1:
+                raise ValueError("parallel.ep_comm_overlap with pp > 1 needs the interleaved schedule (Megatron "
+                                 "asserts virtual pipeline stages); set parallel.vpp > 1, or remove ep_comm_overlap")
         return self
 
     @property
