@@ -125,6 +125,35 @@ def test_cost_table_matches_the_engine(engine):
         assert cost.decode_sum(b, c, k) == pytest.approx(sum(cost.decode(b, c + j) for j in range(k)), rel=1e-9)
 
 
+def test_mixed_step_pays_one_set_of_collectives_by_hand(engine):
+    """A prompt chunk riding in a decode iteration is in the same forward: each of the 80 layers'
+    two all-reduces (tp 8) carries the decode and prompt rows together, so the chunk adds its bytes
+    and no second per-call latency."""
+    sv, pol, cost = engine
+    L, h, n = 80, 8192, 8                          # Llama-3.1-70B: 80 layers, hidden 8192; tp 8
+    bw, lat = sv.link.effective_bytes_per_s, sv.link.latency_s
+    assert (bw, lat) == (450e9 * 0.8, 3e-6)        # NVLink 4 per-direction rate × efficiency, latency
+    D, P = 64, 512
+    # ring all-reduce moves 2(n−1)/n of the payload (P rows × 8192 × 2 bytes), twice per layer
+    bytes_only = 2 * L * (2 * (n - 1) / n * P * h * 2.0) / bw
+    assert bytes_only == pytest.approx(6.5245e-3, rel=1e-4)
+    assert sv.riding_comm(D, P) == pytest.approx(bytes_only, rel=1e-9)
+    # alone, the same chunk pays 2 × 80 calls × 2(n−1) hops × 3 µs = 6.72 ms of latency on top
+    assert sv.riding_comm(0, P) - bytes_only == pytest.approx(6.72e-3, rel=1e-9)
+    alone = sv.prefill_chunk(P, 0, compute_only=True)
+    riding = sv.prefill_chunk(P, 0, compute_only=True, riding_with=D)
+    assert alone - riding == pytest.approx(6.72e-3, rel=1e-9)
+    # the simulator's mixed iteration = decode step + prompt compute + bytes (one latency set: the decode's)
+    c = 1000.0
+    step = cost.step(D, c, P, cost.attention(P, 0))
+    assert step - cost.decode(D, c) == pytest.approx(alone - 6.72e-3, rel=0.01)
+    # serve's operating point prices its steady-state mixed steps the same way: TPOT = decode step +
+    # (batch / output) prompts riding per step, each without a second latency set
+    pt = sv.point(64)
+    pf = sv.prefill_chunk(1000, 0, compute_only=True)
+    assert pt["tpot_s"] == pytest.approx(pt["decode_step_s"] + 64 / 300 * (pf - 6.72e-3), rel=1e-9)
+
+
 def test_chunk_attention_adds_up(engine):
     sv = engine[0]
     whole = sv.prefill_attention_flops(3000, 0)
