@@ -364,6 +364,9 @@ def test_recommend_sizes_replicas_by_simulated_slo():
         assert load["rate_per_replica_s"] == pytest.approx(rate / load["replicas"])
         assert load["ttft_at_percentile_s"] <= 0.3 and load["tpot_at_percentile_s"] <= 0.03
         assert any("sized by simulation" in w for w in plan.why)
+        # goodput is the whole plan's (replicas x one replica's), and the price is per million tokens at that rate
+        assert 0 < load["goodput_requests_per_s"] <= rate * 1.2
+        assert load["usd_per_million_tokens"] > 0
         sized[rate] = load["replicas"]
     assert sized[5] == 1 and sized[80] > sized[5]
 
