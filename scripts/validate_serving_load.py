@@ -100,11 +100,65 @@ def _med(errs: list[float]) -> str:
     return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
 
 
+PER_SEQ_GRID_S = (0.0, 5e-6, 10e-6, 20e-6, 40e-6, 80e-6)
+
+
+def per_seq_diagnostic(rows: list[dict]) -> None:
+    """Diagnostic, not used by gpuplan: would a cost per running sequence per iteration (host work that grows
+    with the batch — scheduling, sampling, detokenisation, one streamed chunk per request) explain the
+    heavy-load residuals, and does one value transfer between sources? Each candidate c is added to every
+    simulated iteration as c x (decoding requests); c is chosen on the other sources (median |error| of TTFT
+    and TPOT together) and scored on the held-out one."""
+    import gpuplan.estimate.load as load_mod
+    base_cost = load_mod.step_cost
+    res: dict[tuple[float, str], tuple[float, float]] = {}
+    try:
+        for c in PER_SEQ_GRID_S:
+            class PerSeq:
+                def __init__(self, base, c=c):
+                    self.base, self.c = base, c
+
+                def attention(self, t, o):
+                    return self.base.attention(t, o)
+
+                def step(self, d, ctx, p, att):
+                    return self.base.step(d, ctx, p, att) + self.c * d
+
+                def decode_sum(self, d, ctx, k):
+                    return self.base.decode_sum(d, ctx, k) + self.c * d * k
+            load_mod.step_cost = lambda *args, _P=PerSeq, **kw: _P(base_cost(*args, **kw))
+            for row in rows:
+                s = predict(row)
+                tt, pt = stat(s["ttft_s"], row["statistic"]) * 1e3, stat(s["tpot_s"], row["statistic"]) * 1e3
+                res[(c, row["id"])] = ((tt - float(row["ttft_ms"])) / float(row["ttft_ms"]),
+                                       (pt - float(row["tpot_ms"])) / float(row["tpot_ms"]))
+    finally:
+        load_mod.step_cost = base_cost
+    print("\ndiagnostic, not used by gpuplan: a cost c per running sequence per iteration")
+    srcs = sorted({r["source"] for r in rows})
+    for c in PER_SEQ_GRID_S:
+        per = "  ".join(f"{s_[:12]} {_med([res[(c, r['id'])][0] for r in rows if r['source'] == s_])}/"
+                        f"{_med([res[(c, r['id'])][1] for r in rows if r['source'] == s_])}" for s_ in srcs)
+        print(f"  c {c * 1e6:3.0f} us  all TTFT {_med([res[(c, r['id'])][0] for r in rows])} TPOT "
+              f"{_med([res[(c, r['id'])][1] for r in rows])}   (TTFT/TPOT) {per}")
+    for s_ in srcs:
+        train = [r for r in rows if r["source"] != s_]
+        test = [r for r in rows if r["source"] == s_]
+        best = min(PER_SEQ_GRID_S, key=lambda c: statistics.median(
+            [abs(res[(c, r["id"])][i]) for r in train for i in (0, 1)]))
+        print(f"  held out {s_[:40]:40s} c {best * 1e6:3.0f} us  TTFT {_med([res[(0.0, r['id'])][0] for r in test])}"
+              f" -> {_med([res[(best, r['id'])][0] for r in test])}  TPOT {_med([res[(0.0, r['id'])][1] for r in test])}"
+              f" -> {_med([res[(best, r['id'])][1] for r in test])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
     ap.add_argument("-v", "--verbose", action="store_true", help="also print throughput, preemptions, KV pool")
     ap.add_argument("--csv", help="write the per-row predictions to this CSV file")
+    ap.add_argument("--per-seq-diagnostic", action="store_true",
+                    help="also fit, leave-one-source-out, a per-running-sequence cost per iteration (diagnostic "
+                         "only, ~1 min: six more passes over the rows)")
     a = ap.parse_args(argv)
     want = set(a.rows.split(",")) if a.rows else None
     with CSV.open(newline="", encoding="utf-8") as fh:
@@ -191,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: predicted {got:6.1f} req/s, measured (valid) "
                   f"{meas:6.1f} req/s  {100 * (got - meas) / meas:+5.0f}%   capacity {s['capacity_per_s'] * n:.1f} req/s; "
                   + "; ".join(sens))
+    if a.per_seq_diagnostic:
+        per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.csv:
         with open(a.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(out[0]))

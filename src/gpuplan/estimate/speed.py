@@ -889,7 +889,8 @@ class _Serving:
     def riding_comm(self, rows: float, tokens: float) -> float:
         """Collective seconds `tokens` more rows add to a forward that already runs `rows` rows. One
         iteration of a continuous-batching engine runs one forward over all its scheduled tokens
-        (vLLM V1 `GPUModelRunner.execute_model` flattens decodes and prompt chunks into one batch), so
+        (vLLM V1 `GPUModelRunner._prepare_inputs` builds one input batch of the step's
+        `total_num_scheduled_tokens`, decodes and prompt chunks alike), so
         each layer issues one set of all-reduces / all-to-alls for the whole batch: rows riding in it
         pay their bytes, not a second per-call latency. `rows` = 0 is a forward of its own."""
         return self._comm(rows + tokens) - self._comm(rows)
