@@ -409,3 +409,27 @@ def test_vllm_launch_caps_max_num_seqs_like_the_memory_estimate():
     assert seqs(100_000) == 1024                # vLLM's default on an 80 GB H100 (get_batch_defaults)
     assert seqs(100_000, gpu="a100-sxm-80gb") == 256   # A100 keeps the smaller default
     assert seqs(100_000, max_num_seqs=2048) == 2048
+
+
+# ---- the load-test validation rows: MLPerf Server systems are split into replicas --------------------------
+
+def test_mlperf_server_rows_simulate_one_replica_at_its_share():
+    import csv
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("vsl", root / "scripts" / "validate_serving_load.py")
+    vsl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vsl)
+    rows = {r["id"]: r for r in csv.DictReader(open(vsl.CSV, newline="", encoding="utf-8"))}
+    h100 = vsl.scenario(rows["ML01"])
+    # DGX-H100: 8 GPUs run 4 replicas of tp 2 (NVIDIA's config), 75.10 scheduled samples/s in all
+    assert h100["hardware"]["count"] == 2 and h100["parallel"]["tp"] == 2
+    assert h100["infer"]["load"]["rate_per_s"] == pytest.approx(75.10 / 4)
+    assert h100["infer"]["max_num_seqs"] == 1024
+    assert (h100["infer"]["load"]["slo_ttft_s"], h100["infer"]["load"]["slo_tpot_s"]) == (2.0, 0.2)
+    h200 = vsl.scenario(rows["ML02"])
+    assert h200["hardware"]["count"] == 1 and h200["infer"]["load"]["rate_per_s"] == pytest.approx(101.25 / 8)
+    # a row whose GPUs are one replica keeps its own rate
+    one = vsl.scenario(rows["SG01"])
+    assert one["infer"]["load"]["rate_per_s"] == 4.0 and "max_num_seqs" not in one["infer"]
