@@ -955,6 +955,19 @@ class _Serving:
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
 
+    def _comm(self, tokens: float) -> float:
+        """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
+        return self._tp_comm(tokens) + self._ep_comm(tokens)
+
+    def riding_comm(self, rows: float, tokens: float) -> float:
+        """Collective seconds `tokens` more rows add to a forward that already runs `rows` rows. One
+        iteration of a continuous-batching engine runs one forward over all its scheduled tokens
+        (vLLM V1 `GPUModelRunner._prepare_inputs` builds one input batch of the step's
+        `total_num_scheduled_tokens`, decodes and prompt chunks alike), so
+        each layer issues one set of all-reduces / all-to-alls for the whole batch: rows riding in it
+        pay their bytes, not a second per-call latency. `rows` = 0 is a forward of its own."""
+        return self._comm(rows + tokens) - self._comm(rows)
+
     def _tp_comm(self, tokens: float) -> float:
         if self.tp <= 1:
             return 0.0
@@ -1029,18 +1042,22 @@ class _Serving:
                                              self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
 
     def prefill_chunk(self, tokens: float, offset: float = 0.0, *, compute_only: bool = False,
-                      step_tokens: float | None = None, dense_scale: float = 1.0) -> float:
+                      step_tokens: float | None = None, dense_scale: float = 1.0,
+                      riding_with: float = 0.0) -> float:
         """Prefill of prompt positions [offset, offset + tokens) of one request (a whole prompt:
         offset 0). The linears see `tokens` rows; attention covers the prefix already cached.
-        The cost function a serving step is built from (here and in estimate/simulate.py)."""
+        The cost function a serving step is built from (here, in point(), and in estimate/load/cost.py).
+        `compute_only`: the chunk rides in a step that already runs `riding_with` rows (a mixed
+        decode + prompt iteration): no weight read or step overhead of its own, and its collectives
+        are the extra bytes in the step's own calls (riding_comm), not a second set of calls."""
         prompt = tokens
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
-        comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
-            return t_c + comm
+            return t_c + self.riding_comm(riding_with, prompt)
+        comm = self._comm(prompt)
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
         return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
 
@@ -1098,7 +1115,9 @@ class _Serving:
         # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
         adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
-        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp) * self.prompt_per_beam
+        # the prompt rides in the decode steps: one forward, one set of collectives per layer
+        t_pf_c = self.prefill_chunk(P_len, 0, compute_only=True, step_tokens=step_tok, dense_scale=adp,
+                                    riding_with=batch) * self.prompt_per_beam
         chunk = self.eng["prefill_chunk_tokens"]
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
