@@ -19,6 +19,7 @@ from pathlib import Path
 from engine_facts_common import annotation_kind, literal, today, write_rows
 
 FIELDS = "python/sglang/srt/arg_groups/fields"
+SERVER_ARGS = "python/sglang/srt/server_args.py"      # options registered by hand, deprecated spellings among them
 CHOICES = "python/sglang/srt/arg_groups/choices.py"
 URL = "https://github.com/sgl-project/sglang/blob/{ref}/{path}"
 
@@ -65,6 +66,33 @@ def field_rows(text: str, constants: dict[str, list[str]]) -> list[dict]:
     return rows
 
 
+def registered_rows(text: str) -> list[dict]:
+    """Options server_args.py adds with parser.add_argument(...) itself, outside the field classes: the
+    deprecated spellings (action=Deprecated...Action) and a few plain ones (--config, ...)."""
+    rows = []
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        names = [literal(a) for a in node.args if isinstance(literal(a), str)]
+        longs = [n for n in names if n.startswith("--")]
+        if not longs:
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        action = ast.unparse(kw["action"]) if "action" in kw else ""
+        choices = literal(kw["choices"]) if "choices" in kw else None
+        if action.startswith("Deprecated"):
+            kind = "deprecated"
+        elif action.strip("'\"") in ("store_true", "store_false"):
+            kind = "bool"
+        elif isinstance(choices, (list, tuple)):
+            kind = "choice"
+        else:
+            kind = {"int": "int", "float": "float"}.get(ast.unparse(kw["type"]) if "type" in kw else "", "str")
+        rows.append({"flag": longs[0], "aliases": ";".join(n for n in names if n != longs[0]), "kind": kind,
+                     "choices": ";".join(map(str, choices)) if kind == "choice" else ""})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout")
@@ -78,6 +106,9 @@ def main() -> None:
         rel = path.relative_to(root).as_posix()
         rows += [{**r, "source_url": URL.format(ref=a.ref, path=rel)} for r in
                  field_rows(path.read_text(encoding="utf-8"), constants)]
+    if (root / SERVER_ARGS).exists():
+        rows += [{**r, "source_url": URL.format(ref=a.ref, path=SERVER_ARGS)} for r in
+                 registered_rows((root / SERVER_ARGS).read_text(encoding="utf-8"))]
     rows = [{**r, "engine": "sglang", "version": a.version, "retrieved": today(), "method": "extracted"} for r in rows]
     print(f"sglang {a.version}: {write_rows('sglang', rows)} flags")
 

@@ -160,12 +160,14 @@ def test_sglang_moe_attention_dp_with_expert_parallel():
     # issue 17: tp1 x dp8 with ep8 is ONE engine of 8 ranks: attention split 8 ways, experts over 8.
     # "--tp 1 --dp 8 --ep-size 8" started 8 replicas of tp 1 whose MoE width tp/ep rounds to 0.
     a = sglang(moe_serve(8, {"tp": 1, "dp": 8, "ep": 8}))
-    assert (flag(a, "--tp-size"), flag(a, "--dp-size"), flag(a, "--ep-size")) == ("8", "8", "8")
-    assert flag(a, "--enable-dp-attention") is True
+    # SGLang 0.5.23 spells attention-DP `--attn-dp-size N` (`--dp-size N --enable-dp-attention` is
+    # deprecated there and goes after 2026-12-31); --dp-size would mean replicas
+    assert (flag(a, "--tp-size"), flag(a, "--attn-dp-size"), flag(a, "--ep-size")) == ("8", "8", "8")
+    assert flag(a, "--dp-size") is None and flag(a, "--enable-dp-attention") is None
     a = sglang(moe_serve(8, {"tp": 2, "dp": 4, "ep": 4}))          # tp x dp = 8 ranks, experts over 4 of them
-    assert (flag(a, "--tp-size"), flag(a, "--dp-size"), flag(a, "--ep-size")) == ("8", "4", "4")
+    assert (flag(a, "--tp-size"), flag(a, "--attn-dp-size"), flag(a, "--ep-size")) == ("8", "4", "4")
     a = sglang(moe_serve(8, {"tp": 8, "ep": 8}))                   # no dp: plain TP + EP, no attention-DP
-    assert (flag(a, "--tp-size"), flag(a, "--ep-size"), flag(a, "--enable-dp-attention")) == ("8", "8", None)
+    assert (flag(a, "--tp-size"), flag(a, "--ep-size"), flag(a, "--attn-dp-size")) == ("8", "8", None)
 
 
 def test_sglang_multi_node_and_fp8_on_ampere():

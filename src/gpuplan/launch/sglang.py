@@ -6,9 +6,10 @@ from ._serve import SGLANG_KV, SGLANG_QUANT, kv_name, model_dtype, prequantized_
 
 # Flag names from SGLang's own definitions (python/sglang/srt/arg_groups/fields/parallel.py, exec_.py;
 # launch/data/engine_flags.csv): --tp-size/--dp-size/--pp-size/--ep-size are the option names (--tp and
-# --dp only worked as argparse prefixes). --dp-size alone means that many engine replicas; with
-# --enable-dp-attention it splits the attention of ONE engine of --tp-size ranks into dp groups
-# (attn_tp = tp_size / dp_size) while the MoE layers use ep_size of those ranks. --disable-cuda-graph
+# --dp only worked as argparse prefixes). --dp-size means that many engine replicas; --attn-dp-size N
+# splits the attention of ONE engine of --tp-size ranks into N groups (attn_tp = tp_size / N) while
+# the MoE layers use ep_size of those ranks (0.5.23 fields/parallel.py: the older spelling
+# `--dp-size N --enable-dp-attention` is deprecated, "remove after 2026-12-31"). --disable-cuda-graph
 # is a deprecated alias of --cuda-graph-backend-decode/-prefill disabled.
 
 
@@ -22,7 +23,7 @@ def parallel_args(plan: Plan) -> tuple[list[str], list[str]]:
             raise unsupported(plan, f"ep={p.ep} with tp={p.tp} x dp={dp}",
                               "SGLang's expert parallelism splits the tp_size ranks of one engine; ep must divide "
                               "tp x dp.", ("vllm", "trtllm"), "choose an ep that divides tp x dp, or")
-        args = ["--tp-size", str(width), "--enable-dp-attention", "--dp-size", str(dp), "--ep-size", str(p.ep)]
+        args = ["--tp-size", str(width), "--attn-dp-size", str(dp), "--ep-size", str(p.ep)]
         notes.append(f"attention data-parallel: one engine of {width} ranks, attention {dp} x tp{p.tp}, "
                      f"experts over ep {p.ep}")
     else:
