@@ -101,3 +101,16 @@ def test_allocator_replay_reuses_a_block_that_fits():
     u = 64 * MiB
     events = [(1, 4 * u), (1, -4 * u), (2, 4 * u), (3, 2 * u)]
     assert _replay()(events, False) == (6 * u, 6 * u)
+
+
+def test_deepspeed_zero3_keeps_parameters_below_the_persistence_threshold_gathered():
+    # Llama-3.2-1B: 16 layers x 2 RMSNorm weights of 2,048 + the final norm = 67,584 elements below 1e6; its
+    # smallest matrices (k_proj, v_proj: 2,048 x 512 = 1,048,576) are above it
+    scn = scenario_from_dict({"model": "llama-3.2-1b", "task": "train", "framework": "deepspeed",
+                              "hardware": {"gpu": "h100-sxm", "count": 8, "gpus_per_node": 8},
+                              "parallel": {"dp": 8, "zero": 3}, "train": {"seq_len": 1024, "micro_batch": 1}}, "test")
+    ts = M._train_setup(scn, L1B, "only")
+    assert M._ds_persistent_params(ts) == 16 * 2 * 2048 + 2048 == 67_584
+    z2 = scenario_from_dict({**scn.model_dump(mode="json"), "parallel": {"dp": 8, "zero": 2}}, "test")
+    base = M._deepspeed_buffers(M._train_setup(z2, L1B, "only"))
+    assert base == 3 * 5e8 * 2            # ZeRO-2: the three reduce buckets only

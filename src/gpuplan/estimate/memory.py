@@ -294,6 +294,10 @@ DS_REDUCE_BUCKET = 5e8
 DS_PREFETCH_BUCKET = 5e8
 DS_MAX_REUSE_DISTANCE = 1e9
 DS_MAX_LIVE_PARAMETERS = 1e9
+# stage3_param_persistence_threshold as launch/deepspeed.py writes it (DeepSpeed's own default is 1e5): a
+# parameter with fewer elements is never released once gathered (`ds_persist`, partition_parameters.py /
+# parameter_offload.py mark_persistent_parameters), so every rank keeps it whole in 16-bit
+DS_PERSISTENCE_THRESHOLD = 1e6
 
 
 def _deepspeed_buffers(ts: _TrainSetup) -> float:
@@ -317,7 +321,21 @@ def _deepspeed_buffers(ts: _TrainSetup) -> float:
         return reduce
     live = min(DS_MAX_REUSE_DISTANCE / 2, DS_MAX_LIVE_PARAMETERS, rp.total)
     prefetch = min(DS_PREFETCH_BUCKET, rp.total)
-    return reduce + (live + prefetch) * ts.low
+    return reduce + (live + prefetch + _ds_persistent_params(ts)) * ts.low
+
+
+def _ds_persistent_params(ts: _TrainSetup) -> float:
+    """Parameters of this rank below ZeRO-3's persistence threshold (norm weights, biases, the small matrices of
+    small models): kept gathered for the whole run. Per-tensor sizes after TP; layer tensors on this stage only."""
+    p, m = ts.scn.parallel, ts.model
+    total = 0.0
+    for b in m.blocks:
+        numel = b.numel / (p.tp if b.linear is not None else 1)
+        if numel >= DS_PERSISTENCE_THRESHOLD:
+            continue
+        share = ts.rp.stage_layers / max(m.num_layers, 1) if b.layer_scope == "layer" else (1.0 if ts.last else 0.0)
+        total += numel * b.count * share
+    return total
 
 
 def _shard_buffers(ts: _TrainSetup) -> tuple[float, float]:
