@@ -114,3 +114,18 @@ def test_deepspeed_zero3_keeps_parameters_below_the_persistence_threshold_gather
     z2 = scenario_from_dict({**scn.model_dump(mode="json"), "parallel": {"dp": 8, "zero": 2}}, "test")
     base = M._deepspeed_buffers(M._train_setup(z2, L1B, "only"))
     assert base == 3 * 5e8 * 2            # ZeRO-2: the three reduce buckets only
+
+
+def test_fsdp_under_pipeline_holds_fp32_accumulators_instead_of_sharded_gradients():
+    # Llama-3.2-1B on PP 2 x FSDP 2, 4 micro-batches: the first stage holds 8 layers + the 128,256 x 2,048
+    # embedding = 749,240,320 parameters. During accumulation each is an unsharded fp32 accumulator (4 bytes);
+    # the sharded fp32 gradients (4 bytes / 2) appear only at the last reduce-scatter, as the accumulators go.
+    scn = scenario_from_dict({"model": "llama-3.2-1b", "task": "train", "framework": "torchtitan",
+                              "hardware": {"gpu": "h100-sxm", "count": 4, "gpus_per_node": 8},
+                              "parallel": {"dp": 2, "pp": 2, "zero": 3},
+                              "train": {"seq_len": 1024, "micro_batch": 1, "global_batch": 8}}, "test")
+    phases, _ = M._train_components(scn, L1B, "first")
+    n = 8 * (2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048) + 128256 * 2048
+    assert n == 749_240_320
+    assert phases["backward"]["gradients"] == phases["backward_end"]["gradients"] == n * 4
+    assert phases["optimizer_step"]["gradients"] == n * 4 / 2

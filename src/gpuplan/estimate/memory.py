@@ -671,14 +671,17 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         grad_accum = 1
     held_w, held_g = _pipeline_fsdp_hold(ts, grad_accum, notes)
     head_acts += _pipeline_outputs(ts, sv, in_flight, grad_accum, notes)
-    g_accum = (grads if grad_accum > 1 else 0.0) + held_g
+    # FSDP under PP: the unsharded accumulators stand in for the sharded gradients, which exist only after the
+    # last micro-batch's reduce-scatter (zero_grad(set_to_none) at the step start), group by group as the
+    # accumulators are freed
+    g_accum = held_g or (grads if grad_accum > 1 else 0.0)
     weights_live = weights + held_w
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
         "backward": dict(weights=weights_live + autocast_copies + root_unsharded, gradients=g_accum,
                          optimizer_states=optim, activations=sv.saved + head_acts, logits=logits, temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        "backward_end": dict(weights=weights_live + root_unsharded, gradients=grads + held_g, optimizer_states=optim,
+        "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
