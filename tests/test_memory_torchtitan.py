@@ -66,10 +66,12 @@ def test_torchtitan_lm_head_input_is_all_gathered_under_sequence_parallel():
 
 
 @pytest.mark.parametrize("stage,keep,expected", [
-    ("first", False, 2 * 2 * H * 1024),        # fwd_cache: 2 micro-batches in flight (1F1B, pp 2) x 2h bytes/token
-    ("first", True, 4 * 2 * H * 1024),         # output_chunks: all 4 micro-batches of the step
-    ("last", False, 1 * 2 * V * 1024),         # the current micro-batch's 16-bit logits
-    ("last", True, 4 * 2 * V * 1024),
+    # fwd_cache: 2 micro-batches in flight (1F1B, pp 2) x 2h bytes/token, + 4 output-gradient receive buffers
+    ("first", False, 2 * 2 * H * 1024 + 4 * 2 * H * 1024),
+    ("first", True, 4 * 2 * H * 1024 + 4 * 2 * H * 1024),   # output_chunks: all 4 micro-batches of the step
+    # the current micro-batch's 16-bit logits + 3 activation receive buffers beyond the one in flight
+    ("last", False, 1 * 2 * V * 1024 + 3 * 2 * H * 1024),
+    ("last", True, 4 * 2 * V * 1024 + 3 * 2 * H * 1024),
 ])
 def test_pipeline_stage_outputs(stage, keep, expected):
     scn = _scn(train={"global_batch": 4, "pp_keep_outputs": keep}, parallel={"pp": 2})

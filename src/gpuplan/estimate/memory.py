@@ -374,22 +374,29 @@ def _pipeline_fsdp_hold(ts: _TrainSetup, grad_accum: int, notes: list[str]) -> t
 
 
 def _pipeline_outputs(ts: _TrainSetup, sv: "_Saved", in_flight: float, grad_accum: int, notes: list[str]) -> float:
-    """Bytes of stage outputs torch.distributed.pipelining holds (torchtitan's PP). `forward_one_chunk` caches each
-    micro-batch's output in `fwd_cache` until that micro-batch's backward (torch/distributed/pipelining/stage.py),
-    so the in-flight micro-batches' outputs are alive; on the last stage that is the 16-bit vocabulary-sharded
-    logits, which the schedule's loss keeps through the loss backward (the single-stage loop frees them first).
-    With `train.pp_keep_outputs` every micro-batch's output also goes to `output_chunks`, cleared only when the
-    next step starts (every stage until pytorch#153383, 2025-05; `schedule.step(return_outputs=False)` later):
-    all of the step's outputs are alive at its last backward."""
+    """Bytes of stage outputs and receive buffers torch.distributed.pipelining holds (torchtitan's PP).
+
+    * `forward_one_chunk` caches each micro-batch's output in `fwd_cache` until that micro-batch's backward
+      (torch/distributed/pipelining/stage.py), so the in-flight micro-batches' outputs are alive; on the last stage
+      that is the 16-bit vocabulary-sharded logits, which the schedule's loss keeps through the loss backward
+      (the single-stage loop frees them first). With `train.pp_keep_outputs` every micro-batch's output also goes
+      to `output_chunks`, cleared only when the next step starts (every stage until pytorch#153383, 2025-05;
+      `schedule.step(return_outputs=False)` later): all of the step's outputs are alive at its last backward.
+    * `_prepare_forward_infra` / `_prepare_backward_infra` allocate one receive buffer per micro-batch up front
+      (`_make_tensor_from_meta`): activations on every stage but the first (a buffer is the stage input, counted
+      as a checkpoint while its micro-batch is in flight), output gradients on every stage but the last."""
     t, p, m = ts.scn.train, ts.scn.parallel, ts.model
     if p.pp <= 1 or ts.scn.framework != "torchtitan":
         return 0.0
-    per_token = 2.0 * (m.vocab_size / (p.tp if ts.native_tp else 1) if ts.last else m.hidden_size / sv.seq_split)
+    hidden = 2.0 * m.hidden_size / sv.seq_split * sv.tokens
+    per_output = 2.0 * m.vocab_size / (p.tp if ts.native_tp else 1) * sv.tokens if ts.last else hidden
     held = grad_accum if t.pp_keep_outputs else (1.0 if ts.last else in_flight)
     if t.pp_keep_outputs:
         notes.append(f"pipeline: the stage outputs of all {grad_accum} micro-batches stay alive until the step "
                      "returns (train.pp_keep_outputs)")
-    return per_token * sv.tokens * held
+    recv = (0.0 if ts.stage == "first" else (grad_accum - in_flight) * hidden) \
+        + (0.0 if ts.last else grad_accum * hidden)
+    return per_output * held + recv
 
 
 def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
