@@ -362,7 +362,8 @@ def _logits(est) -> Explanation:
         replay = 12.0 * m.vocab_size * tokens
         inputs = [Input("vocabulary V", f"{m.vocab_size:,}", "the model's config.json"),
                   Input("tokens per micro-batch", f"{tokens:,.0f}", "the scenario"),
-                  Input("bytes per logit", "12", SRC_TRACED + " (Megatron's fused cross-entropy: 6 / tp)")]
+                  Input("bytes per logit", "12", SRC_TRACED + " (Megatron's fused cross-entropy: 6 / tp; torchtitan's "
+                        "loss parallel with TP: 16 / tp, docs/memory-torchtitan.md)")]
     else:
         seqs = scn.infer.concurrency
         formula = ["serving keeps fp32 logits of the last position only: 4 bytes x vocabulary x sequences",
