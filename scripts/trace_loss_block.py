@@ -127,8 +127,8 @@ def main() -> None:
             events = allocation_events(parallel)
             for expandable in (False, True):
                 a, r = replay(events, expandable)
-                print(f"{'loss_parallel' if parallel else 'plain':13s} {'expandable' if expandable else 'segments':10s} "
-                      f"allocated {a / logits:5.2f}  reserved {r / logits:5.2f} bytes per logit")
+                kind = f"{'loss_parallel' if parallel else 'plain':13s} {'expandable' if expandable else 'segments':10s}"
+                print(f"{kind} allocated {a / logits:5.2f}  reserved {r / logits:5.2f} bytes per logit")
     finally:
         dist.destroy_process_group()
 

@@ -1187,8 +1187,8 @@ def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> Mem
             cpu = comps.pop("_cpu")["cpu"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
-                notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching allocator "
-                             "through the loss backward (counted in runtime_overhead)")
+                notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching "
+                             "allocator through the loss backward (counted in runtime_overhead)")
             est = _finish(comps, scn, capacity_bytes, notes, cpu, reserve={"backward": stranded})
             if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
                 best = est
