@@ -27,7 +27,7 @@ def scenario(row: dict) -> dict:
     train = {"precision": row["precision"], "seq_len": int(row["seq_len"]),
              "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
              "recompute": row["recompute"], "compile": row["compile"] == "true",
-             "compile_loss": row["compile_loss"] == "true"}
+             "compile_loss": row["compile_loss"] == "true", "pp_keep_outputs": row.get("pp_keep_outputs") == "true"}
     if row.get("recompute_layers"):
         train["recompute_layers"] = int(row["recompute_layers"])
     return {

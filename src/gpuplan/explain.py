@@ -362,7 +362,8 @@ def _logits(est) -> Explanation:
         replay = 12.0 * m.vocab_size * tokens
         inputs = [Input("vocabulary V", f"{m.vocab_size:,}", "the model's config.json"),
                   Input("tokens per micro-batch", f"{tokens:,.0f}", "the scenario"),
-                  Input("bytes per logit", "12", SRC_TRACED + " (Megatron's fused cross-entropy: 6 / tp)")]
+                  Input("bytes per logit", "12", SRC_TRACED + " (Megatron's fused cross-entropy: 6 / tp; torchtitan's "
+                        "loss parallel with TP: 16 / tp, docs/memory-torchtitan.md)")]
     else:
         seqs = scn.infer.concurrency
         formula = ["serving keeps fp32 logits of the last position only: 4 bytes x vocabulary x sequences",
@@ -432,6 +433,15 @@ def _runtime_overhead(est) -> Explanation:
                     "docs/model.md §5")]
     if est.scenario.overhead_bytes is not None:
         inputs.append(Input("overhead_bytes (scenario)", fmt_bytes(est.scenario.overhead_bytes), "the scenario"))
+    elif est.scenario.is_training and est.memory.phase == "backward":
+        from .estimate.memory import stranded_logits_bytes
+        stranded = stranded_logits_bytes(est.scenario, est.model, "only" if est.scenario.parallel.pp == 1 else "last")
+        if stranded:
+            formula.append("+ the freed 16-bit logits block the caching allocator keeps reserved through the loss "
+                           "backward (2 bytes x vocabulary per rank x tokens)")
+            inputs.append(Input("stranded 16-bit logits", fmt_bytes(stranded), "torchtitan frees the logits before "
+                                "backward; fp32 requests twice their size cannot reuse the block "
+                                "(docs/memory-torchtitan.md, scripts/trace_loss_block.py)"))
     return _mem_explanation(est, "runtime_overhead", "Memory outside PyTorch's allocations", formula, inputs, None)
 
 

@@ -255,6 +255,10 @@ class Train(_Strict):
         "the cross-entropy is compiled too (keeps 16-bit logits instead of fp32 copies); default: what the "
         "framework does with compile on (torchtitan since April 2025 and torchtune compile it; torchtitan "
         "releases before bbb1b61 did not)"))
+    pp_keep_outputs: bool = Field(False, description=(
+        "pipeline parallel (torch.distributed.pipelining): every micro-batch's stage output stays alive until the "
+        "step returns (torch before pytorch#153383, 2025-05, on every stage; torchtitan releases before "
+        "`return_outputs=False`); default: current torchtitan, which keeps only the in-flight micro-batches' outputs"))
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")

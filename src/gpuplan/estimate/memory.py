@@ -294,6 +294,10 @@ DS_REDUCE_BUCKET = 5e8
 DS_PREFETCH_BUCKET = 5e8
 DS_MAX_REUSE_DISTANCE = 1e9
 DS_MAX_LIVE_PARAMETERS = 1e9
+# stage3_param_persistence_threshold as launch/deepspeed.py writes it (DeepSpeed's own default is 1e5): a
+# parameter with fewer elements is never released once gathered (`ds_persist`, partition_parameters.py /
+# parameter_offload.py mark_persistent_parameters), so every rank keeps it whole in 16-bit
+DS_PERSISTENCE_THRESHOLD = 1e6
 
 
 def _deepspeed_buffers(ts: _TrainSetup) -> float:
@@ -317,7 +321,21 @@ def _deepspeed_buffers(ts: _TrainSetup) -> float:
         return reduce
     live = min(DS_MAX_REUSE_DISTANCE / 2, DS_MAX_LIVE_PARAMETERS, rp.total)
     prefetch = min(DS_PREFETCH_BUCKET, rp.total)
-    return reduce + (live + prefetch) * ts.low
+    return reduce + (live + prefetch + _ds_persistent_params(ts)) * ts.low
+
+
+def _ds_persistent_params(ts: _TrainSetup) -> float:
+    """Parameters of this rank below ZeRO-3's persistence threshold (norm weights, biases, the small matrices of
+    small models): kept gathered for the whole run. Per-tensor sizes after TP; layer tensors on this stage only."""
+    p, m = ts.scn.parallel, ts.model
+    total = 0.0
+    for b in m.blocks:
+        numel = b.numel / (p.tp if b.linear is not None else 1)
+        if numel >= DS_PERSISTENCE_THRESHOLD:
+            continue
+        share = ts.rp.stage_layers / max(m.num_layers, 1) if b.layer_scope == "layer" else (1.0 if ts.last else 0.0)
+        total += numel * b.count * share
+    return total
 
 
 def _shard_buffers(ts: _TrainSetup) -> tuple[float, float]:
@@ -353,6 +371,32 @@ def _pipeline_fsdp_hold(ts: _TrainSetup, grad_accum: int, notes: list[str]) -> t
     notes.append("FSDP under pipeline parallelism keeps the stage's parameters gathered and its gradients "
                  "unsharded until the last micro-batch (torchtitan default)")
     return n * ts.low, trainable * 4.0
+
+
+def _pipeline_outputs(ts: _TrainSetup, sv: "_Saved", in_flight: float, grad_accum: int, notes: list[str]) -> float:
+    """Bytes of stage outputs and receive buffers torch.distributed.pipelining holds (torchtitan's PP).
+
+    * `forward_one_chunk` caches each micro-batch's output in `fwd_cache` until that micro-batch's backward
+      (torch/distributed/pipelining/stage.py), so the in-flight micro-batches' outputs are alive; on the last stage
+      that is the 16-bit vocabulary-sharded logits, which the schedule's loss keeps through the loss backward
+      (the single-stage loop frees them first). With `train.pp_keep_outputs` every micro-batch's output also goes
+      to `output_chunks`, cleared only when the next step starts (every stage until pytorch#153383, 2025-05;
+      `schedule.step(return_outputs=False)` later): all of the step's outputs are alive at its last backward.
+    * `_prepare_forward_infra` / `_prepare_backward_infra` allocate one receive buffer per micro-batch up front
+      (`_make_tensor_from_meta`): activations on every stage but the first (a buffer is the stage input, counted
+      as a checkpoint while its micro-batch is in flight), output gradients on every stage but the last."""
+    t, p, m = ts.scn.train, ts.scn.parallel, ts.model
+    if p.pp <= 1 or ts.scn.framework != "torchtitan":
+        return 0.0
+    hidden = 2.0 * m.hidden_size / sv.seq_split * sv.tokens
+    per_output = 2.0 * m.vocab_size / (p.tp if ts.native_tp else 1) * sv.tokens if ts.last else hidden
+    held = grad_accum if t.pp_keep_outputs else (1.0 if ts.last else in_flight)
+    if t.pp_keep_outputs:
+        notes.append(f"pipeline: the stage outputs of all {grad_accum} micro-batches stay alive until the step "
+                     "returns (train.pp_keep_outputs)")
+    recv = (0.0 if ts.stage == "first" else (grad_accum - in_flight) * hidden) \
+        + (0.0 if ts.last else grad_accum * hidden)
+    return per_output * held + recv
 
 
 def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
@@ -506,6 +550,11 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
     t, model = ts.scn.train, ts.model
     vocab_rank = model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1)
     head_acts = sv.tokens * (setup.residual_bytes * 2 + 2) * model.hidden_size / sv.seq_split
+    if sv.seq_split > 1 and ts.scn.framework == "torchtitan":
+        # torchtitan's lm_head is ColwiseParallel(input_layouts=Shard(1)): the sequence-parallel norm output
+        # is all-gathered and the mm saves the whole sequence for its weight gradient (parallelize_llama.py
+        # @9dec370 apply_tp); Megatron's ColumnParallelLinear saves its shard and gathers again in backward
+        head_acts += sv.tokens * 2 * model.hidden_size * (1 - 1 / sv.seq_split)
     if model.is_encoder_decoder:
         head_acts = 0.0           # the decoder's final norm and lm_head input are in encdec.decoder_token_bytes
     head_acts += sv.tokens * embedding_dropout_bytes(model)
@@ -610,7 +659,8 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     autocast, autocast_copies = _autocast(ts, notes)
     setup = _activation_setup(ts, autocast)
     grad_accum = _grad_accum(scn)
-    sv = _saved_activations(ts, setup, _in_flight(ts, grad_accum), notes)
+    in_flight = _in_flight(ts, grad_accum)
+    sv = _saved_activations(ts, setup, in_flight, notes)
     cpu += sv.cpu
     head_acts, logits = _head_and_loss(ts, setup, sv)
     ds = _deepspeed_buffers(ts)
@@ -627,14 +677,18 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
         optim_temp = 0.0
         grad_accum = 1
     held_w, held_g = _pipeline_fsdp_hold(ts, grad_accum, notes)
-    g_accum = (grads if grad_accum > 1 else 0.0) + held_g
+    head_acts += _pipeline_outputs(ts, sv, in_flight, grad_accum, notes)
+    # FSDP under PP: the unsharded accumulators stand in for the sharded gradients, which exist only after the
+    # last micro-batch's reduce-scatter (zero_grad(set_to_none) at the step start), group by group as the
+    # accumulators are freed
+    g_accum = held_g or (grads if grad_accum > 1 else 0.0)
     weights_live = weights + held_w
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
         "backward": dict(weights=weights_live + autocast_copies + root_unsharded, gradients=g_accum,
                          optimizer_states=optim, activations=sv.saved + head_acts, logits=logits, temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        "backward_end": dict(weights=weights_live + root_unsharded, gradients=grads + held_g, optimizer_states=optim,
+        "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
@@ -722,6 +776,13 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
             # grad-out and grad-in in its backward
             return 4.0 * vocab_per_rank + 4.0 * vocab_per_rank / n
         return 2.0 * vocab_per_rank + 12.0 * vocab_per_rank / n
+    if scn.framework == "torchtitan" and loss_parallel(scn) and not _compiled_loss(scn):
+        # torchtitan runs the loss under torch's loss_parallel() when TP > 1 (logits stay vocabulary-sharded
+        # DTensors). Its nll_loss backward (torch/distributed/tensor/parallel/loss.py
+        # _nll_loss_and_log_softmax_backward) folds the log-softmax backward in:
+        # (zeros_like(x) + exp(x)) * grad_output with x the saved fp32 log-softmax: four fp32 vocabulary
+        # tensors at once, 16 bytes (traced on CPU: scripts/trace_loss_block.py)
+        return 16.0 * vocab_per_rank
     if scn.framework == "torchtitan" and _compiled_loss(scn):
         # torchtitan compiles its cross-entropy with the model (components/loss.py
         # build_cross_entropy_loss, since bbb1b61 2025-04-02): the fused graph keeps the 16-bit logits
@@ -729,6 +790,32 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
         # gradient. (Releases before April 2025 compiled only the blocks: 12 bytes.)
         return 4.0 * vocab_per_rank
     return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
+
+
+def loss_parallel(scn: Scenario) -> bool:
+    """torchtitan enables loss parallel whenever TP is on (`training.disable_loss_parallel` defaults to False,
+    torchtitan/parallelisms/parallel_dims.py @9dec370 `loss_parallel_enabled = tp_enabled and enable_loss_parallel`)."""
+    return scn.framework == "torchtitan" and scn.parallel.tp > 1
+
+
+def stranded_logits_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
+    """Bytes the caching allocator holds reserved but cannot use at the loss backward: the freed 16-bit logits.
+
+    torchtitan (uncompiled loss, train.py @9dec370) computes `cross_entropy(pred.flatten(0, 1).float(), labels)`
+    and `del pred` before backward: the 16-bit logits block (2 bytes per logit) and the fp32 copy beside it are
+    freed, and backward then asks for fp32 vocabulary tensors (4 bytes per logit) twice the 16-bit block's size.
+    CUDACachingAllocator serves a request only from one free block (best fit, split) merged with its free
+    neighbours, or from new memory (a new segment, or with expandable segments pages mapped at the segment's
+    end), so the 2-byte block stays reserved beside the 12 (16 with loss parallel) allocated. Replaying the loss
+    block's allocation sequence through that rule gives reserved = allocated + 2 bytes per logit
+    (scripts/trace_loss_block.py). Only the reserved figure (`max reserved`, nvidia-smi, an OOM) sees it."""
+    t = scn.train
+    if scn.framework != "torchtitan" or _compiled_loss(scn) or t.loss != "full" or stage not in ("last", "only"):
+        return 0.0
+    if scn.parallel.pp > 1:
+        return 0.0                      # the pipeline schedule keeps the 16-bit logits alive (_pipeline_outputs)
+    vocab_rank = model.vocab_size / scn.parallel.tp
+    return 2.0 * vocab_rank * t.micro_batch * t.seq_len / scn.parallel.cp
 
 
 def _compiled_loss(scn: Scenario) -> bool:
@@ -1068,8 +1155,11 @@ def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
 
 # ---- public entry --------------------------------------------------------------------------------------
 def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, notes, cpu=0.0, limits=None,
-            world=1) -> MemoryEstimate:
-    totals = {name: sum(c.values()) for name, c in phases.items()}
+            world=1, reserve: dict[str, float] | None = None) -> MemoryEstimate:
+    """`reserve`: per phase, bytes the caching allocator holds but cannot hand out then (not allocated; added to
+    runtime_overhead, and to the phase's total when the peak phase is chosen)."""
+    reserve = reserve or {}
+    totals = {name: sum(c.values()) + reserve.get(name, 0.0) for name, c in phases.items()}
     peak_phase = max(totals, key=totals.get)
     comps = {k: int(round(phases[peak_phase].get(k, 0.0))) for k in MEMORY_COMPONENTS if k != "runtime_overhead"}
     allocated = sum(comps.values())
@@ -1077,9 +1167,9 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
         # weights and the KV cache are allocated once, as whole blocks (a serving engine's KV pool is a
         # single pre-allocation): the caching allocator's reserve grows only with the transient rest
         allocated -= comps["weights"] + comps["kv_cache"]
-    comps["runtime_overhead"] = _overhead(scn, allocated)
+    comps["runtime_overhead"] = _overhead(scn, allocated) + int(reserve.get(peak_phase, 0.0))
     peak = sum(comps.values())
-    phase_peaks = {k: int(v) + comps["runtime_overhead"] for k, v in totals.items()}
+    phase_peaks = {k: int(v) + _overhead(scn, allocated) for k, v in totals.items()}
     return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
                           phase=peak_phase, phases=phase_peaks, cpu_bytes=int(cpu), limits=limits or {},
                           notes=tuple(notes))
@@ -1095,7 +1185,11 @@ def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> Mem
         for stage in stages(scn.parallel.pp):
             comps, notes = _train_components(scn, model, stage)
             cpu = comps.pop("_cpu")["cpu"]
-            est = _finish(comps, scn, capacity_bytes, notes, cpu)
+            stranded = stranded_logits_bytes(scn, model, stage)
+            if stranded:
+                notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching "
+                             "allocator through the loss backward (counted in runtime_overhead)")
+            est = _finish(comps, scn, capacity_bytes, notes, cpu, reserve={"backward": stranded})
             if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
                 best = est
         assert best is not None
