@@ -80,3 +80,31 @@ def test_bad_recipe_is_a_clear_error():
         api.estimate(_scn(recipe="rowwize"))
     msg = str(e.value)
     assert "fp8_recipe" in msg and "rowwise" in msg
+
+
+def _megatron_args(recipe):
+    import shlex
+    import re
+    from gpuplan.launch import launch_files
+    from gpuplan.scenario import scenario_from_dict
+    s = scenario_from_dict({"model": "llama-3.1-8b", "task": "train", "hardware": {"gpu": "h100-sxm", "count": 8},
+                            "parallel": {"zero": 1}, "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 8,
+                                                                "precision": "fp8", "fp8_recipe": recipe}})
+    text = re.sub(r" *\\\n *", " ", launch_files(s, "megatron")["train_megatron.sh"])
+    return shlex.split(next(ln for ln in text.splitlines() if ln.strip().startswith("torchrun")))
+
+
+def _flag(args, name):
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_megatron_launch_follows_the_recipe():
+    # Megatron-LM --fp8-recipe (megatron/training/arguments.py): auto -> tensorwise (current scaling, as timed)
+    a = _megatron_args("auto")
+    assert _flag(a, "--fp8-recipe") == "tensorwise" and "--fp8-amax-history-len" not in a
+    a = _megatron_args("delayed")
+    assert _flag(a, "--fp8-recipe") == "delayed" and _flag(a, "--fp8-amax-history-len") == "1024"
+    from gpuplan.errors import UnsupportedError
+    with pytest.raises(UnsupportedError) as e:
+        _megatron_args("rowwise")
+    assert "fp8_recipe" in e.value.message
