@@ -72,6 +72,8 @@ def test_gw_hp_runs_the_weight_gradient_gemm_in_bf16():
 def test_mxfp8_off_blackwell_is_timed_tensorwise_with_a_note():
     est = api.estimate(_scn(recipe="mxfp8"))
     assert est.performance.breakdown == _bd(_scn(recipe="tensorwise"))
+    assert est.performance.details["fp8_recipe"] == "tensorwise"
+    assert "fp8_recipe" not in api.estimate(_scn("bf16")).performance.details
     assert any("mxfp8" in n and "Blackwell" in n for n in est.performance.notes)
 
 

@@ -562,6 +562,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
+    if c.fp8 is not None:
+        details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu,
