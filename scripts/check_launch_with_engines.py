@@ -20,7 +20,8 @@ snapshots' GPU (H100: 9; --device-arch N). Nothing else of Megatron is changed; 
 validate_args run as shipped.
 
 Parsers used (their module paths move between releases; the ones below are the current ones):
-  vLLM       vllm.entrypoints.openai.cli_args.make_arg_parser(FlexibleArgumentParser())
+  vLLM       vllm.entrypoints.common.cli_args.make_arg_parser(FlexibleArgumentParser()) (>= 0.30;
+             vllm.entrypoints.openai.cli_args before); on a CPU-only machine set VLLM_TARGET_DEVICE=cpu
   SGLang     sglang.srt.server_args.prepare_server_args(argv)
   Megatron   megatron.training.arguments.parse_args() + validate_args() with WORLD_SIZE set
 Exit status 1 when a parser refuses a file.
@@ -58,8 +59,12 @@ def command(text: str, program: str) -> list[str] | None:
 
 
 def vllm_parse(argv):
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-    from vllm.utils import FlexibleArgumentParser
+    try:                                              # vLLM >= 0.30 moved both
+        from vllm.entrypoints.common.cli_args import make_arg_parser
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+        from vllm.utils import FlexibleArgumentParser
     parser = make_arg_parser(FlexibleArgumentParser())
     parser.parse_args(argv[2:])                       # after "vllm serve"; the model is positional
 
@@ -85,7 +90,7 @@ def megatron_parse(argv):
     validate_args(parse_args())
 
 
-CHECKS = {"vllm": ("serve.sh", "vllm serve", vllm_parse, "vllm.entrypoints.openai.cli_args"),
+CHECKS = {"vllm": ("serve.sh", "vllm serve", vllm_parse, "vllm.engine.arg_utils"),
           "sglang": ("serve.sh", "python -m sglang", sglang_parse, "sglang.srt.server_args"),
           "megatron": ("train_megatron.sh", "torchrun", megatron_parse, "megatron.training.arguments")}
 

@@ -125,6 +125,35 @@ def test_cost_table_matches_the_engine(engine):
         assert cost.decode_sum(b, c, k) == pytest.approx(sum(cost.decode(b, c + j) for j in range(k)), rel=1e-9)
 
 
+def test_mixed_step_pays_one_set_of_collectives_by_hand(engine):
+    """A prompt chunk riding in a decode iteration is in the same forward: each of the 80 layers'
+    two all-reduces (tp 8) carries the decode and prompt rows together, so the chunk adds its bytes
+    and no second per-call latency."""
+    sv, pol, cost = engine
+    L, h, n = 80, 8192, 8                          # Llama-3.1-70B: 80 layers, hidden 8192; tp 8
+    bw, lat = sv.link.effective_bytes_per_s, sv.link.latency_s
+    assert (bw, lat) == (450e9 * 0.8, 3e-6)        # NVLink 4 per-direction rate × efficiency, latency
+    D, P = 64, 512
+    # ring all-reduce moves 2(n−1)/n of the payload (P rows × 8192 × 2 bytes), twice per layer
+    bytes_only = 2 * L * (2 * (n - 1) / n * P * h * 2.0) / bw
+    assert bytes_only == pytest.approx(6.5245e-3, rel=1e-4)
+    assert sv.riding_comm(D, P) == pytest.approx(bytes_only, rel=1e-9)
+    # alone, the same chunk pays 2 × 80 calls × 2(n−1) hops × 3 µs = 6.72 ms of latency on top
+    assert sv.riding_comm(0, P) - bytes_only == pytest.approx(6.72e-3, rel=1e-9)
+    alone = sv.prefill_chunk(P, 0, compute_only=True)
+    riding = sv.prefill_chunk(P, 0, compute_only=True, riding_with=D)
+    assert alone - riding == pytest.approx(6.72e-3, rel=1e-9)
+    # the simulator's mixed iteration = decode step + prompt compute + bytes (one latency set: the decode's)
+    c = 1000.0
+    step = cost.step(D, c, P, cost.attention(P, 0))
+    assert step - cost.decode(D, c) == pytest.approx(alone - 6.72e-3, rel=0.01)
+    # serve's operating point prices its steady-state mixed steps the same way: TPOT = decode step +
+    # (batch / output) prompts riding per step, each without a second latency set
+    pt = sv.point(64)
+    pf = sv.prefill_chunk(1000, 0, compute_only=True)
+    assert pt["tpot_s"] == pytest.approx(pt["decode_step_s"] + 64 / 300 * (pf - 6.72e-3), rel=1e-9)
+
+
 def test_chunk_attention_adds_up(engine):
     sv = engine[0]
     whole = sv.prefill_attention_flops(3000, 0)
@@ -335,6 +364,9 @@ def test_recommend_sizes_replicas_by_simulated_slo():
         assert load["rate_per_replica_s"] == pytest.approx(rate / load["replicas"])
         assert load["ttft_at_percentile_s"] <= 0.3 and load["tpot_at_percentile_s"] <= 0.03
         assert any("sized by simulation" in w for w in plan.why)
+        # goodput is the whole plan's (replicas x one replica's), and the price is per million tokens at that rate
+        assert 0 < load["goodput_requests_per_s"] <= rate * 1.2
+        assert load["usd_per_million_tokens"] > 0
         sized[rate] = load["replicas"]
     assert sized[5] == 1 and sized[80] > sized[5]
 
@@ -377,3 +409,27 @@ def test_vllm_launch_caps_max_num_seqs_like_the_memory_estimate():
     assert seqs(100_000) == 1024                # vLLM's default on an 80 GB H100 (get_batch_defaults)
     assert seqs(100_000, gpu="a100-sxm-80gb") == 256   # A100 keeps the smaller default
     assert seqs(100_000, max_num_seqs=2048) == 2048
+
+
+# ---- the load-test validation rows: MLPerf Server systems are split into replicas --------------------------
+
+def test_mlperf_server_rows_simulate_one_replica_at_its_share():
+    import csv
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("vsl", root / "scripts" / "validate_serving_load.py")
+    vsl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vsl)
+    rows = {r["id"]: r for r in csv.DictReader(open(vsl.CSV, newline="", encoding="utf-8"))}
+    h100 = vsl.scenario(rows["ML01"])
+    # DGX-H100: 8 GPUs run 4 replicas of tp 2 (NVIDIA's config), 75.10 scheduled samples/s in all
+    assert h100["hardware"]["count"] == 2 and h100["parallel"]["tp"] == 2
+    assert h100["infer"]["load"]["rate_per_s"] == pytest.approx(75.10 / 4)
+    assert h100["infer"]["max_num_seqs"] == 1024
+    assert (h100["infer"]["load"]["slo_ttft_s"], h100["infer"]["load"]["slo_tpot_s"]) == (2.0, 0.2)
+    h200 = vsl.scenario(rows["ML02"])
+    assert h200["hardware"]["count"] == 1 and h200["infer"]["load"]["rate_per_s"] == pytest.approx(101.25 / 8)
+    # a row whose GPUs are one replica keeps its own rate
+    one = vsl.scenario(rows["SG01"])
+    assert one["infer"]["load"]["rate_per_s"] == 4.0 and "max_num_seqs" not in one["infer"]

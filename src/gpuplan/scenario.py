@@ -149,6 +149,9 @@ class Parallel(_Strict):
     tp_comm_overlap: bool = Field(False, description="Megatron/Transformer Engine --tp-comm-overlap (userbuffers): "
                                   "with sequence parallel, TP all-gathers and reduce-scatters are split into tp "
                                   "chunks pipelined with the GEMMs (NeMo/Megatron-Bridge recipes turn it on)")
+    ep_comm_overlap: bool = Field(False, description="Megatron --overlap-moe-expert-parallel-comm (Megatron-Bridge "
+                                  "moe_a2a_overlap; training, ep > 1): the expert-parallel dispatch/combine of one "
+                                  "micro-batch runs while another micro-batch computes (merged 1F1B forward/backward)")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
 
@@ -565,6 +568,20 @@ class Scenario(_Strict):
         if p.ep > 1 and ep_group % p.ep:
             what = "dp*cp" if self.task != "infer" else "dp*tp"
             raise ValueError(f"parallel.ep = {p.ep} must divide {what} = {ep_group}")
+        if p.ep_comm_overlap:
+            # megatron/core/transformer/transformer_config.py (core_v0.15.0) asserts the same
+            if self.task == "infer" or p.ep <= 1:
+                raise ValueError("parallel.ep_comm_overlap overlaps a training step's expert-parallel all-to-all: "
+                                 "it needs task train/finetune and parallel.ep > 1 (set ep, or remove ep_comm_overlap)")
+            if self.train is not None and self.train.recompute == "full":
+                raise ValueError("parallel.ep_comm_overlap cannot run with train.recompute: full (Megatron asserts "
+                                 "it); use recompute none or selective, or remove ep_comm_overlap")
+            if self.train is not None and self.train.precision == "fp32":
+                raise ValueError("parallel.ep_comm_overlap needs a 16-bit model (Megatron asserts bf16 or fp16; FP8 "
+                                 "recipes keep a bf16 model); use precision bf16, fp16 or fp8, or remove ep_comm_overlap")
+            if p.pp > 1 and p.vpp <= 1:
+                raise ValueError("parallel.ep_comm_overlap with pp > 1 needs the interleaved schedule (Megatron "
+                                 "asserts virtual pipeline stages); set parallel.vpp > 1, or remove ep_comm_overlap")
         return self
 
     @property

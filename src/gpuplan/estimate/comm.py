@@ -141,6 +141,23 @@ reduce_scatter_time = all_gather_time
 all_to_all_time = all_gather_time
 
 
+def all_to_all_time_nodes(size_bytes: float, n: int, per_node: int, intra: Link, nic: Link) -> float:
+    """All-to-all of S bytes per rank over n ranks placed `per_node` to a node. Every rank sends S/n to
+    each peer at once (NCCL all-to-all is a group of point-to-point sends and receives), so the
+    (per_node − 1)/n · S bound for peers on the node crosses the intra-node link and the
+    (n − per_node)/n · S bound elsewhere leaves through the rank's own NIC, both concurrently: the slower
+    side sets the time. Unlike a ring, an all-to-all gets no help from the node's other NICs: each of
+    them carries its own rank's traffic (one NIC per GPU, as the network catalog's DGX-class rows)."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    g = max(1, min(per_node, n))
+    if g >= n:
+        return all_to_all_time(size_bytes, n, intra)
+    t_intra = (g - 1) / n * size_bytes / intra.effective_bytes_per_s if g > 1 else 0.0
+    t_inter = (n - g) / n * size_bytes / nic.effective_bytes_per_s
+    return max(t_intra, t_inter) + (n - 1) * nic.latency_s
+
+
 def p2p_time(size_bytes: float, link: Link) -> float:
     if size_bytes <= 0 or link.kind == "none":
         return 0.0

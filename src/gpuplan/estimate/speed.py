@@ -16,8 +16,8 @@ from .calibration import Calibration
 from .calibration import family_entry as _fam
 from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
-from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, group_link,
-                   p2p_time, reduce_scatter_time)
+from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
+                   group_link, p2p_time, reduce_scatter_time)
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
@@ -25,6 +25,7 @@ from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
+from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -224,8 +225,9 @@ class _Train:
     frozen: bool            # LoRA/QLoRA: the base gets no weight gradient
     eta_mem: float
     L_stage: float          # layers on the bottleneck pipeline stage
-    params_local: float     # parameters held per tp x pp rank
+    params_local: float     # parameters held per tp x pp rank (routed experts: E/ep of them under EP)
     trainable_local: float
+    expert_local: float     # of params_local: routed-expert parameters (0 without expert parallelism)
     rc: RecomputePlan       # what activation checkpointing recomputes (estimate/recompute.py)
     fp8: fp8_recipes.Fp8Recipe | None = None   # the FP8 recipe timed (estimate/fp8.py); None off FP8
 
@@ -252,6 +254,11 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
         notes.append(f"{getattr(gpu, 'id', 'this GPU')} has no FP8 tensor cores; FP8 training timed at 16-bit.")
     frozen = tr.method in ("lora", "qlora")
     tp_pp = par.tp * par.pp
+    # under EP the routed experts are split over ep ranks, whole (not tensor-split; layout.py)
+    experts = sum(b.total for b in model.blocks if b.kind == "expert") if (model.is_moe and par.ep > 1) else 0.0
+    expert_local = experts / (par.ep * par.pp)
+    params_local = (model.params_total - experts) / tp_pp + expert_local
+    trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
     fp8 = None
     if mm_dtype == "fp8":
         name, note = fp8_recipes.resolve_recipe(getattr(tr, "fp8_recipe", "auto"), _family(gpu))
@@ -261,8 +268,8 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
     return _Train(scn, model, gpu, P, net, _gpus_per_node(scn, gpu), m, mb * s / par.cp, mm_dtype,
                   "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16"),
                   4.0 if prec == "fp32" else 2.0, 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0, frozen,
-                  _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, model.params_total / tp_pp,
-                  (lora_adapter_params(model, tr.lora_rank) if frozen else model.params_total) / tp_pp,
+                  _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, params_local, trainable_local,
+                  expert_local if not frozen else 0.0,
                   recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
                                  tr.recompute_layers, tr.recompute_group), fp8)
 
@@ -283,7 +290,7 @@ def _linear_time(c: _Train) -> float:
         per_stage = pp if b.layer_scope == "layer" else 1
         if b.kind == "expert":
             m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
-            count = b.count / ep / per_stage
+            count = b.count / ep / per_stage * _ep_imbalance(c)   # the busiest EP rank sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
@@ -403,6 +410,31 @@ def _fp8_cast_bytes(c: _Train) -> float:
             + fp8_recipes.BWD_RESCALE_BYTES_PER_ELEMENT * rescale)
 
 
+def _moe_layers_stage(c: _Train) -> float:
+    m = c.model
+    return (m.num_moe_layers or m.num_layers) / c.par.pp
+
+
+def _ep_imbalance(c: _Train) -> float:
+    """Busiest expert-parallel rank's routed rows over the mean (estimate/moe.py), 1 without EP."""
+    m = c.model
+    if not m.is_moe or c.par.ep <= 1:
+        return 1.0
+    return ep_rank_imbalance(c.tokens / c.par.tp, m.experts_per_tok, m.num_experts, c.par.ep)
+
+
+def _moe_permute_bytes(c: _Train) -> float:
+    """HBM bytes of the token permutation around the experts per micro-batch (estimate/moe.py): the
+    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward."""
+    m = c.model
+    if not m.is_moe or m.experts_per_tok <= 0:
+        return 0.0
+    ep = c.par.ep
+    local = m.num_experts / ep
+    return permute_bytes(c.tokens / c.par.tp, m.experts_per_tok, m.hidden_size, c.act_b, local, ep,
+                         _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
+
+
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
@@ -411,6 +443,7 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
     elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     elt_bytes += _fp8_cast_bytes(c)
+    elt_bytes += _moe_permute_bytes(c)
     # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
     elt_bytes += 3.0 * ssm_scan_bytes(c.model, c.tokens) / tp * c.L_stage / max(c.model.num_layers, 1)
     t_dequant = 0.0
@@ -432,6 +465,18 @@ def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
     return t_tp * (1.0 - c.P["overlap"]["tp"])
 
 
+def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
+    """EP all-to-all left on the critical path per micro-batch. Without overlap it blocks (the dispatcher
+    waits for it before the experts run). With Megatron's overlap_moe_expert_parallel_comm the schedule
+    runs one micro-batch's forward beside another's backward on two streams, so each all-to-all hides
+    behind the other micro-batch's compute (megatron/core/pipeline_parallel/combined_1f1b.py,
+    core_v0.15.0): only what the compute cannot cover stays, plus the first micro-batch's forward and
+    the last one's backward, which have no partner (one micro-batch's all-to-all per step, 1/m each)."""
+    if not c.par.ep_comm_overlap:
+        return t_ep
+    return max(0.0, t_ep - t_compute) + t_ep / max(1, c.m)
+
+
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
@@ -451,10 +496,21 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         detail["cp"] = max(0.0, t - t_attn)
         exposed += detail["cp"]
     if model.is_moe and ep > 1:
-        link = group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm)
         moe_layers = model.num_moe_layers or model.num_layers
-        detail["ep"] = t = (moe_layers / pp) * 4 * all_to_all_time(tokens * model.experts_per_tok * h * act_b, ep, link)
-        exposed += t
+        # dispatch + combine in forward and their adjoints in backward, 16-bit payload (the dispatcher
+        # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace.
+        # EP ranks are adjacent (inside TP): an EP group wider than a node sends (ep − g)/ep of its rows
+        # through each GPU's own NIC (comm.all_to_all_time_nodes)
+        payload = tokens * model.experts_per_tok * h * act_b
+        if tp * ep > c.gpn:
+            per_node = max(1, c.gpn // tp)
+            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+            nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)     # two ranks a node apart: one NIC
+            a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
+        else:
+            a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm))
+        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
+        exposed += _ep_exposed(c, t, t_compute)
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
@@ -475,13 +531,25 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     if n_dp <= 1:
         return 0.0, 0.0, {}
     link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
+    # under expert parallelism each rank holds E/ep of the routed experts, whole (layout.py), and their
+    # gradients are reduced only over the ranks holding the same experts: Megatron's expert-data-parallel
+    # group, tp·dp·cp/ep ranks (megatron/core/parallel_state.py, core_v0.15.0); the rest over dp·cp
+    # (EP ranks are adjacent, so that group's members are ep apart: fewer of them share a node and its NICs)
+    span = par.tp * par.cp * c.scn.dp
+    groups = [(c.params_local - c.expert_local, n_dp, link)]
+    if c.expert_local > 0:
+        n_e = max(1, span // max(1, par.ep))
+        groups.append((c.expert_local, n_e, group_link(c.gpu, n_e, span, c.gpn, c.net, c.P["comm"])))
+    train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
-        unit = c.params_local / max(1.0, c.L_stage)
         w_b = 2.0 if c.tr.precision != "fp32" else 4.0
-        t = c.L_stage * 2 * all_gather_time(unit * w_b, n_dp, link)
-        t += c.L_stage * reduce_scatter_time(unit * (c.trainable_local / c.params_local) * c.grad_b, n_dp, link)
+        t = 0.0
+        for params, n, lk in groups:
+            unit = params / max(1.0, c.L_stage)
+            t += c.L_stage * 2 * all_gather_time(unit * w_b, n, lk)
+            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, lk)
         return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
-    t = all_reduce_time(c.trainable_local * c.grad_b, n_dp, link)
+    t = sum(all_reduce_time(params * train_frac * c.grad_b, n, lk) for params, n, lk in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
 
 
@@ -489,14 +557,17 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     """(optimizer step on the GPU, exposed offload traffic and CPU step) per optimizer step."""
     par, P = c.par, c.P
     shard = c.scn.dp * par.cp if par.zero >= 1 else 1
-    opt_local = c.trainable_local / shard
+    # the distributed optimizer shards the routed experts' states over their expert-data-parallel group
+    # (tp·dp·cp/ep ranks holding the same experts), the rest over dp·cp
+    e_shard = max(1, (par.tp * c.scn.dp * par.cp) // max(1, par.ep)) if par.zero >= 1 else 1
+    opt_local = (c.trainable_local - c.expert_local) / shard + c.expert_local / e_shard
     opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
     if par.offload == "none":
         return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem) + _optimizer_matrix_time(c, shard), 0.0
     pcie = float(getattr(c.gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * P["comm"]["pcie"]
     t_off = opt_local * (c.grad_b + 2.0) / pcie + opt_local * opt_bytes / P["host_memory_bytes_per_s"]
     if par.offload == "optimizer+params":
-        streamed = c.m * 2 * (c.params_local / shard) * 2.0 / pcie
+        streamed = c.m * 2 * ((c.params_local - c.expert_local) / shard + c.expert_local / e_shard) * 2.0 / pcie
         t_off += max(0.0, streamed - P["overlap"]["offload"] * c.m * t_compute_mb)
     return 0.0, t_off
 
@@ -901,6 +972,19 @@ class _Serving:
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
 
+    def _comm(self, tokens: float) -> float:
+        """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
+        return self._tp_comm(tokens) + self._ep_comm(tokens)
+
+    def riding_comm(self, rows: float, tokens: float) -> float:
+        """Collective seconds `tokens` more rows add to a forward that already runs `rows` rows. One
+        iteration of a continuous-batching engine runs one forward over all its scheduled tokens
+        (vLLM V1 `GPUModelRunner._prepare_inputs` builds one input batch of the step's
+        `total_num_scheduled_tokens`, decodes and prompt chunks alike), so
+        each layer issues one set of all-reduces / all-to-alls for the whole batch: rows riding in it
+        pay their bytes, not a second per-call latency. `rows` = 0 is a forward of its own."""
+        return self._comm(rows + tokens) - self._comm(rows)
+
     def _tp_comm(self, tokens: float) -> float:
         if self.tp <= 1:
             return 0.0
@@ -975,18 +1059,22 @@ class _Serving:
                                              self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
 
     def prefill_chunk(self, tokens: float, offset: float = 0.0, *, compute_only: bool = False,
-                      step_tokens: float | None = None, dense_scale: float = 1.0) -> float:
+                      step_tokens: float | None = None, dense_scale: float = 1.0,
+                      riding_with: float = 0.0) -> float:
         """Prefill of prompt positions [offset, offset + tokens) of one request (a whole prompt:
         offset 0). The linears see `tokens` rows; attention covers the prefix already cached.
-        The cost function a serving step is built from (here and in estimate/simulate.py)."""
+        The cost function a serving step is built from (here, in point(), and in estimate/load/cost.py).
+        `compute_only`: the chunk rides in a step that already runs `riding_with` rows (a mixed
+        decode + prompt iteration): no weight read or step overhead of its own, and its collectives
+        are the extra bytes in the step's own calls (riding_comm), not a second set of calls."""
         prompt = tokens
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
         t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
-        comm = self._tp_comm(prompt) + self._ep_comm(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
-            return t_c + comm
+            return t_c + self.riding_comm(riding_with, prompt)
+        comm = self._comm(prompt)
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
         return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
 
@@ -1044,7 +1132,9 @@ class _Serving:
         # (TensorRT-LLM's ADP balance blog), λ = B/O per output step per replica, and the
         # rank-local prefill work scales by E[max of ep Poisson(λ)]/λ
         adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
-        t_pf_c = self.prefill(P_len, compute_only=True, step_tokens=step_tok, dense_scale=adp) * self.prompt_per_beam
+        # the prompt rides in the decode steps: one forward, one set of collectives per layer
+        t_pf_c = self.prefill_chunk(P_len, 0, compute_only=True, step_tokens=step_tok, dense_scale=adp,
+                                    riding_with=batch) * self.prompt_per_beam
         chunk = self.eng["prefill_chunk_tokens"]
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps

@@ -116,6 +116,8 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--context-parallel-size", str(p.cp)]
     if p.ep > 1:
         args += ["--expert-model-parallel-size", str(p.ep)]
+        if p.ep_comm_overlap:   # what the speed estimate assumed (EP all-to-all beside another micro-batch)
+            args.append("--overlap-moe-expert-parallel-comm")
     if p.zero >= 1 or p.offload == "optimizer":
         args.append("--use-distributed-optimizer")
     if p.zero > 1:

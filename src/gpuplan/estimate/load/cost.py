@@ -5,12 +5,13 @@ hundred engine calls instead of one per iteration.
 An iteration runs D decode sequences (mean context c) and prompt chunks (c_i tokens at offset o_i):
 
     D > 0:  decode_step(D, c)  +  linears/element-wise of Σc_i  +  Σ attention(c_i over o_i)
-            +  comm(D + Σc_i) − comm(D)   (the prompt rows share the decode step's collective calls)
-    D = 0:  max(linears of Σc_i + Σ attention, weight read) + step overhead
+            +  riding_comm(D, Σc_i) = comm(D + Σc_i) − comm(D)   (one forward, one set of collectives)
+    D = 0:  max(linears of Σc_i + Σ attention, weight read) + comm(Σc_i) + step overhead
 
 which is how `serve` (speed.py `point`) prices a mixed step — the decode step plus the prompt work
-riding in it — except that `point` charges the prompt's TP/EP collectives as separate calls (their
-per-call latency a second time); here only their extra bytes are charged. Interpolation error is
+riding in it, the prompt rows sharing the decode rows' all-reduce / all-to-all calls
+(`_Serving.riding_comm`, also what `prefill_chunk(..., compute_only=True, riding_with=D)` charges).
+Interpolation error is
 below 0.5 % on the grid spacing used here (tests check it against direct engine calls). A MoE decode step is tabulated without the prompt rows that, in a
 mixed step, share its expert GEMMs (a small over-estimate of the step; docs/serving-load.md).
 """
@@ -65,7 +66,7 @@ class EngineCost:
         self.cslope: list[list[float] | None] = [None] * (max_batch + 1)
         # prompt chunks: linears + element-wise + comm (no attention) and the weight read, over tokens
         self.pgrid = _grid(1, max(2, max_prefill_tokens), 1.04, dense_below=16)
-        self.pcomm = [sv._tp_comm(x) + sv._ep_comm(x) for x in self.pgrid]
+        self.pcomm = [sv._comm(x) for x in self.pgrid]
         self.plin = [sv.prefill_chunk(x, 0, compute_only=True) - sv.prefill_attention_time(
             sv.prefill_attention_flops(x, 0), x) - cm for x, cm in zip(self.pgrid, self.pcomm)]
         self.pw = [sv._weights_read(x) / sv.bw for x in self.pgrid]
@@ -113,13 +114,11 @@ class EngineCost:
         if prefill_tokens <= 0:
             return self.decode(decodes, context)
         lin = self._interp(self.pgrid, self.plin, prefill_tokens)
-        comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         if decodes > 0:
             # the prompt rows ride in the decode step's own all-reduce / all-to-all calls: only their
-            # extra bytes cost time, not a second round of per-call latency
-            extra = (self._interp(self.pgrid, self.pcomm, float(decodes) + prefill_tokens)
-                     - self._interp(self.pgrid, self.pcomm, float(decodes)))
-            return self.decode(decodes, context) + lin + attention_s + extra
+            # extra bytes cost time, not a second round of per-call latency (exact, not tabulated)
+            return self.decode(decodes, context) + lin + attention_s + self.sv.riding_comm(decodes, prefill_tokens)
+        comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
