@@ -209,7 +209,7 @@ class Train(_Strict):
     method: Literal["full", "lora", "qlora"] = "full"
     precision: Precision = "bf16"
     fp8_recipe: Literal["auto", "tensorwise", "rowwise", "rowwise_gw_hp", "delayed", "mxfp8"] = Field(
-        "auto", description="precision fp8: how the linears are scaled to FP8 (docs/speed.md §2.6): tensorwise "
+        "auto", description="precision fp8: how the linears are scaled to FP8 (docs/speed.md §2.8): tensorwise "
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
