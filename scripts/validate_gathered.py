@@ -30,6 +30,8 @@ def scenario(row: dict) -> dict:
              "compile_loss": row["compile_loss"] == "true", "pp_keep_outputs": row.get("pp_keep_outputs") == "true"}
     if row.get("recompute_layers"):
         train["recompute_layers"] = int(row["recompute_layers"])
+    if row.get("fp8_recipe"):
+        train["fp8_recipe"] = row["fp8_recipe"]
     return {
         "model": row["model"], "task": "train", "framework": row["framework"],
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},

@@ -208,6 +208,10 @@ class Train(_Strict):
     rl: Optional[RL] = Field(None, description="RL step settings (grpo, ppo, rloo)")
     method: Literal["full", "lora", "qlora"] = "full"
     precision: Precision = "bf16"
+    fp8_recipe: Literal["auto", "tensorwise", "rowwise", "rowwise_gw_hp", "delayed", "mxfp8"] = Field(
+        "auto", description="precision fp8: how the linears are scaled to FP8 (docs/speed.md §2.8): tensorwise "
+        "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
+        "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"

@@ -58,7 +58,7 @@ class PerformanceEstimate:
     notes: tuple[str, ...] = ()                                  # for people
     # non-time values for programs: microbatches, tokens_per_step, batch, limited_by, kv_capacity_tokens,
     # kv_capacity_source, replicas, gpus_per_replica, expert_parallel, decode_bound (memory|compute|host),
-    # clock_factor; eager engines: host_cpu, host_speed_vs_reference
+    # clock_factor, fp8_recipe (FP8 training: the recipe timed); eager engines: host_cpu, host_speed_vs_reference
     details: dict[str, Any] = field(default_factory=dict)
     uncertainty: Any = None
 

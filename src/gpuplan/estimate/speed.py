@@ -21,6 +21,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
+from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
@@ -228,6 +229,7 @@ class _Train:
     trainable_local: float
     expert_local: float     # of params_local: routed-expert parameters (0 without expert parallelism)
     rc: RecomputePlan       # what activation checkpointing recomputes (estimate/recompute.py)
+    fp8: fp8_recipes.Fp8Recipe | None = None   # the FP8 recipe timed (estimate/fp8.py); None off FP8
 
     @property
     def par(self) -> Any:
@@ -257,13 +259,19 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
     expert_local = experts / (par.ep * par.pp)
     params_local = (model.params_total - experts) / tp_pp + expert_local
     trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
+    fp8 = None
+    if mm_dtype == "fp8":
+        name, note = fp8_recipes.resolve_recipe(getattr(tr, "fp8_recipe", "auto"), _family(gpu))
+        if note:
+            notes.append(note)
+        fp8 = fp8_recipes.recipe(name)
     return _Train(scn, model, gpu, P, net, _gpus_per_node(scn, gpu), m, mb * s / par.cp, mm_dtype,
                   "fp32" if prec == "fp32" else ("fp16" if prec == "fp16" else "bf16"),
                   4.0 if prec == "fp32" else 2.0, 2.0 if prec in ("bf16", "fp16", "fp8") else 4.0, frozen,
                   _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, params_local, trainable_local,
                   expert_local if not frozen else 0.0,
                   recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
-                                 tr.recompute_layers, tr.recompute_group))
+                                 tr.recompute_layers, tr.recompute_group), fp8)
 
 
 def _linear_time(c: _Train) -> float:
@@ -293,7 +301,14 @@ def _linear_time(c: _Train) -> float:
             dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff)
-        t_lin += t_f * (1.0 + (bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0))
+        bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
+        if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
+            # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
+            t_wgrad = gemm_time(c.P, c.gpu, c.attn_dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
+                                grouped=b.kind == "expert")
+            t_lin += t_f * bwd + t_wgrad
+        else:
+            t_lin += t_f * (1.0 + bwd)
         if b.layer_scope == "layer":
             t_lin += t_f * c.rc.linear_share
     return t_lin
@@ -371,28 +386,28 @@ def _attention_time(c: _Train) -> float:
     return t_attn_f * (3.0 + c.rc.attention_share)
 
 
-FP8_CAST_BYTES_PER_ELEMENT = 2.0 + 2.0 + 1.0 + 1.0 + 1.0
-# dynamic (tensorwise) scaling of one 16-bit tensor for an FP8 GEMM: read it for the amax, read it
-# again to scale and cast, write the fp8 copy, and write + read the transposed fp8 copy the other
-# GEMM of the pair needs (Hopper FP8 GEMMs take only the TN layout): torchao float8 tensorwise recipe
-# (torchao/float8/float8_linear.py), Transformer Engine's cast-transpose (Micikevicius et al. 2022 §4).
-
-
 def _fp8_cast_bytes(c: _Train) -> float:
-    """HBM bytes of the FP8 casts per micro-batch: the input and the output gradient of every decoder
-    linear, once per micro-batch, and every weight (re-cast each micro-batch: its amax changes
-    only at the step, but the recipes re-scale per forward)."""
-    if c.mm_dtype != "fp8":
+    """HBM bytes of the FP8 casts per micro-batch (estimate/fp8.py, torchao's float8 roofline): the input
+    and the output gradient of every decoder linear, the inputs again for the linears the checkpointing
+    recomputes, and every weight (re-cast each micro-batch); rowwise adds the re-scaling pass over each
+    backward GEMM's 16-bit output. The lm_head stays 16-bit and casts nothing."""
+    r = c.fp8
+    if c.mm_dtype != "fp8" or r is None:
         return 0.0
-    tp, act, w = c.par.tp, 0.0, 0.0
+    tp, act, recast, w, rescale = c.par.tp, 0.0, 0.0, 0.0, 0.0
     for b in c.model.blocks:
         if b.linear is None or b.layer_scope != "layer":
             continue
         k_in, n_out = b.linear
         share = b.count * b.active_fraction / c.par.pp
         act += share * c.tokens * (k_in + n_out) / tp
-        w += b.numel * b.count / (c.par.pp * tp * (c.par.ep if b.kind == "expert" else 1))
-    return FP8_CAST_BYTES_PER_ELEMENT * (act + w)
+        recast += share * c.tokens * k_in / tp * c.rc.linear_share
+        numel = b.numel * b.count / (c.par.pp * tp * (c.par.ep if b.kind == "expert" else 1))
+        w += numel
+        if r.bwd_rescale:   # grad-input output (tokens x in) and grad-weight output (in x out)
+            rescale += share * c.tokens * k_in / tp + (0.0 if c.frozen else numel)
+    return (fp8_recipes.cast_bytes(r, act, recast, w, amax_saved=c.rc.kind == "selective-op")
+            + fp8_recipes.BWD_RESCALE_BYTES_PER_ELEMENT * rescale)
 
 
 def _moe_layers_stage(c: _Train) -> float:
@@ -618,6 +633,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
+    if c.fp8 is not None:
+        details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu,

@@ -148,7 +148,7 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         g = grad_scaler(plan)
         args += ["--fp16", "--initial-loss-scale", str(g["init_scale"]), "--loss-scale-window", str(g["growth_interval"])]
     elif t.precision == "fp8":
-        args += ["--bf16", "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
+        args += ["--bf16", "--fp8-format", "hybrid"] + _fp8_recipe_args(plan)
     if not t.master_weights and t.precision != "fp32":
         notes.append("master_weights false: Megatron keeps fp32 master weights in its optimizer regardless")
     if t.recompute == "selective":
@@ -181,3 +181,21 @@ def files(plan: Plan) -> dict[str, str]:
         + ("# multi-node: run this on every node with MASTER_ADDR set, or submit slurm.sbatch\n" if plan.multi_node else "")
         + shell_command(argv) + "\n")
     return {"train_megatron.sh": hash_header(plan, notes, shebang="#!/usr/bin/env bash") + body}
+
+
+# Megatron-LM --fp8-recipe choices (megatron/training/arguments.py: tensorwise, delayed, mxfp8, blockwise);
+# gpuplan's `auto` is tensorwise (Transformer Engine current scaling, what the speed model times)
+MEGATRON_FP8_RECIPE = {"auto": "tensorwise", "tensorwise": "tensorwise", "delayed": "delayed", "mxfp8": "mxfp8"}
+
+
+def _fp8_recipe_args(plan: Plan) -> list[str]:
+    """Megatron's FP8 recipe flags for train.fp8_recipe; torchao's row-wise recipes have no Megatron path."""
+    r = getattr(plan.s.train, "fp8_recipe", "auto")
+    if r not in MEGATRON_FP8_RECIPE:
+        raise unsupported(plan, f"train.fp8_recipe '{r}'", "row-wise FP8 scaling is a torchao recipe; Transformer "
+                          "Engine in Megatron-LM offers tensorwise (current), delayed, mxfp8 and blockwise scaling.",
+                          (), "use fp8_recipe tensorwise or delayed with megatron.")
+    args = ["--fp8-recipe", MEGATRON_FP8_RECIPE[r]]
+    if r == "delayed":
+        args += ["--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
+    return args
