@@ -97,6 +97,9 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 item = (speed_category("infer", row["engine"]), row["source"], (p - m) / m)
                 # the HF host constants were read off the H100 rows (validation/gathered/README.md)
                 (spd_in if row["gpu"] == "h100-sxm" and row["engine"] == "hf" else spd_held).append(item)
+            if "thr" in rec:     # batched-serving tokens/s (rows of unstated kind carry no "thr")
+                p, m = rec["thr"]
+                spd_held.append((speed_category("infer", row["engine"]), row["source"], (p - m) / m))
             if "tps" in rec:
                 p, m = rec["tps"]
                 spd_held.append((speed_category("train"), row["source"], (p - m) / m))

@@ -44,11 +44,28 @@ def scenario(row: dict) -> dict:
 
 
 def serve_scenario(row: dict) -> dict:
-    return {"model": row["model"], "task": "infer",
-            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
-            "infer": {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["kv_cache"],
-                      "prompt_len": int(row["prompt_len"]), "output_len": int(row["output_len"]),
-                      "concurrency": int(row["concurrency"])}}
+    scn = {"model": row["model"], "task": "infer",
+           "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
+           "infer": {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["kv_cache"],
+                     "prompt_len": int(row["prompt_len"]), "output_len": int(row["output_len"]),
+                     "concurrency": int(row["concurrency"])}}
+    if row.get("tp"):
+        scn["parallel"] = {"tp": int(row["tp"])}
+    if row.get("max_num_seqs"):          # the engine's running-request cap, where the source states it
+        scn["infer"]["max_num_seqs"] = int(row["max_num_seqs"])
+    return scn
+
+
+def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
+    """(predicted, measured) tokens/s of a batched-throughput row: output tokens/s, or input + output
+    tokens/s where the source gives the total; None where the source leaves the kind unstated."""
+    kind = row.get("throughput_kind")
+    if not row.get("throughput_tokens_per_s") or kind not in ("output", "total"):
+        return None
+    pred = perf.output_tokens_per_s
+    if kind == "total":
+        pred *= (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
+    return pred, float(row["throughput_tokens_per_s"])
 
 
 UNSCORED = "unscored:"   # a row whose notes start with this is listed, not scored (the reason follows)
@@ -69,6 +86,17 @@ def score(path: Path) -> list[dict]:
                 est = api.estimate(serve_scenario(row) if serving else scenario(row))
             except GpuplanError as exc:
                 rec["skip"] = str(exc).splitlines()[0]
+                out.append(rec)
+                continue
+            if serving and row.get("throughput_tokens_per_s"):
+                rec["engine"] = row["engine"]
+                pair = throughput_pair(row, est.performance)
+                if pair is not None:
+                    rec["thr"] = pair
+                else:   # kind unstated: both readings, kept out of the summary
+                    out_tps = est.performance.output_tokens_per_s
+                    total = out_tps * (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
+                    rec["thr_unstated"] = (out_tps, total, float(row["throughput_tokens_per_s"]))
                 out.append(rec)
                 continue
             if serving:
@@ -116,6 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         if "unscored" in r:
             print(f"{r['id']:6s} UNSCORED {r['unscored']}")
             continue
+        if "thr" in r:
+            p, m_ = r["thr"]
+            print(f"{r['id']:6s} THR  {p:8,.0f} tok/s measured {m_:8,.0f} tok/s {100 * (p - m_) / m_:+6.1f}%   "
+                  f"{r['gpu']} {r['weights']} {r['engine']}")
+            continue
+        if "thr_unstated" in r:
+            o, t, m_ = r["thr_unstated"]
+            print(f"{r['id']:6s} THR? as output {o:8,.0f} ({100 * (o - m_) / m_:+6.1f}%), as total {t:8,.0f} "
+                  f"({100 * (t - m_) / m_:+6.1f}%) measured {m_:8,.0f} tok/s (kind unstated; not in the summary)")
+            continue
         if "tpot" in r:
             p, m_ = r["tpot"]
             print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {100 * (p - m_) / m_:+6.1f}%   "
@@ -132,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
     for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):
         print(_summary(f"  {gpu}", [r["tpot"] for r in rows if "tpot" in r and r["gpu"] == gpu]))
+    print(_summary("serve tok/s", [r["thr"] for r in rows if "thr" in r]))
+    for src in sorted({r["source"] for r in rows if "thr" in r}):
+        print(_summary(f"  {src[:40]}", [r["thr"] for r in rows if "thr" in r and r["source"] == src]))
     return 0
 
 

@@ -459,3 +459,32 @@ def test_golden_trtllm_qwen3_235b_dep8_i287():
     # --ep 8 and enable_attention_dp): 14,898 output tok/s for the 8 GPUs
     e = infer_performance(_dep(conc=3000), QWEN235, gpu("h100-sxm"))
     assert e.output_tokens_per_s == pytest.approx(14898, rel=0.35)
+
+
+# ---- engine caps the scenario states (infer.max_num_seqs / max_num_batched_tokens) -------------
+
+def test_stated_max_num_seqs_caps_the_running_batch():
+    """A stated running-request cap replaces the engine profile's default in the steady-state point:
+    AMD's MI300X vLLM tables raise --max-num-seqs to their request count (validation/gathered/serve.csv)."""
+    g = gpu("h100-sxm")
+    default_cap = int(speed.load_efficiency()["engines"]["vllm"]["max_batch"])   # the profile's value
+    queued = {"prompt_len": 128, "output_len": 128, "concurrency": 2000}
+    base = infer_performance(infer_scn(infer=queued), LLAMA8, g)
+    assert base.details["batch"] == default_cap and base.details["limited_by"] == "max_batch"
+    # 600 sequences of 256 tokens hold 600 x 256 x 128 KiB = 19 GiB of bf16 KV: they fit beside 16 GB of weights
+    wide = infer_performance(infer_scn(infer={**queued, "max_num_seqs": 600}), LLAMA8, g)
+    assert wide.details["batch"] == 600 and wide.details["limited_by"] == "max_batch"
+    narrow = infer_performance(infer_scn(infer={**queued, "max_num_seqs": 100}), LLAMA8, g)
+    assert narrow.details["batch"] == 100
+    # decode at these batches is bound by reading the weights: more sequences per step, more tokens/s
+    assert narrow.output_tokens_per_s < base.output_tokens_per_s < wide.output_tokens_per_s
+
+
+def test_stated_token_budget_sets_the_prefill_chunks():
+    """Chunked prefill: a prompt rides in steps of at most max_num_batched_tokens, so a smaller stated
+    budget means more chunks before the first token (vLLM's default budget is the profile's 2048)."""
+    g = gpu("h100-sxm")
+    long = {"prompt_len": 8192, "output_len": 128, "concurrency": 8}
+    ttft = {b: infer_performance(infer_scn(infer={**long, **({"max_num_batched_tokens": b} if b else {})}),
+                                 LLAMA8, g).ttft_s for b in (None, 512, 16384)}
+    assert ttft[512] > ttft[None] > ttft[16384]

@@ -52,8 +52,13 @@ def default_kernel(framework: str) -> str:
 # Serving engines' prefill kernels where published figures apply: vLLM's FlashAttention backend picks
 # FlashAttention-3 on sm90 (vllm/v1/attention/backends/fa_utils.py `get_flash_attn_version`); SGLang's
 # default attention backend on Hopper is fa3 (python/sglang/srt/server_args.py); HF generate runs SDPA's
-# FlashAttention-2. TensorRT-LLM's own FMHA and llama.cpp's kernels keep their calibrated factors.
-_ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2"}
+# FlashAttention-2. TensorRT-LLM's context FMHA on sm90 is a TMA, warp-specialized flash-attention kernel
+# with two consumer (compute) warp groups (cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/
+# fused_multihead_attention_v2.h @2340c77: NUM_COMPUTE_GROUPS 2, "tma warp-specialized kernels"), the
+# design FA3 publishes figures for, so it takes FA3's Hopper rates; on families without published
+# figures (Blackwell) it keeps the calibrated `prefill_attention_scale`, as llama.cpp's kernels keep theirs.
+# (Leave-one-source-out: the TensorRT-LLM rows' held-out median error 27.9 % -> 24.1 %; docs/speed.md §3.11.)
+_ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2", "trtllm": "fa3"}
 
 
 def engine_kernel(engine: str) -> str | None:

@@ -765,6 +765,10 @@ def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any =
     return float(v) if v is not None else None
 
 
+# continuous-batching engines whose running-request cap and step token budget a scenario may set
+_BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
+
+
 class _Serving:
     """Decode/prefill timing of one serving layout (shared by infer_performance and serving_curve)."""
 
@@ -811,7 +815,15 @@ class _Serving:
         self.network, self.gpus_per_node = net, gpn
         self.link = group_link(gpu, self.tp, self.tp, gpn, net, P["comm"]) if self.tp > 1 else LOCAL
         self.link_ep = group_link(gpu, self.ep, self.tp * self.adp, gpn, net, P["comm"]) if self.ep > 1 else LOCAL
-        self.max_step_tokens = float(self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
+        # the running-request cap and the tokens per step, where the scenario states them (vLLM --max-num-seqs
+        # / --max-num-batched-tokens, SGLang --max-running-requests / --chunked-prefill-size, TensorRT-LLM
+        # max_batch_size / max_num_tokens); the engine profile's defaults otherwise. A source that raises
+        # max_num_seqs to its request count (AMD's MI300X vLLM tables) batches past the default 256.
+        stated = inf.engine in _BATCHED_ENGINES
+        self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
+        budget = inf.max_num_batched_tokens if stated else None
+        self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
+        self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
         self.bnb = is_bitsandbytes(self.fmt)
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
@@ -1112,7 +1124,7 @@ class _Serving:
             if per_seq > 0 and math.isfinite(self.kv_capacity_tokens) else conc_r
         if math.isfinite(self.seq_capacity):      # SSM state slots
             kv_limit = min(kv_limit, int(self.seq_capacity / self.adp))
-        max_b = int(self.eng["max_batch"])
+        max_b = self.max_batch
         batch = max(0, min(conc_r, kv_limit, max_b))
         limit = "concurrency" if batch == conc_r else ("kv_cache" if batch == kv_limit else "max_batch")
         if batch == 0:
@@ -1135,7 +1147,7 @@ class _Serving:
         # the prompt rides in the decode steps: one forward, one set of collectives per layer
         t_pf_c = self.prefill_chunk(P_len, 0, compute_only=True, step_tokens=step_tok, dense_scale=adp,
                                     riding_with=batch) * self.prompt_per_beam
-        chunk = self.eng["prefill_chunk_tokens"]
+        chunk = self.chunk_tokens
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
             ttft = t_pf + step["time"]

@@ -1,0 +1,51 @@
+"""scripts/validate_gathered.py: how a gathered batched-throughput row is read (hand arithmetic)."""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import validate_gathered as vg  # noqa: E402
+
+
+def _row(kind: str, value: str = "1000") -> dict:
+    return {"prompt_len": "300", "output_len": "100", "throughput_tokens_per_s": value, "throughput_kind": kind}
+
+
+def test_output_rows_compare_output_tokens():
+    perf = SimpleNamespace(output_tokens_per_s=250.0)
+    assert vg.throughput_pair(_row("output"), perf) == (250.0, 1000.0)
+
+
+def test_total_rows_add_the_prompt_tokens():
+    # 250 output tok/s of 100-token answers to 300-token prompts: 250 x (300 + 100) / 100 = 1000 tok/s in all
+    perf = SimpleNamespace(output_tokens_per_s=250.0)
+    assert vg.throughput_pair(_row("total"), perf) == (1000.0, 1000.0)
+
+
+def test_unstated_rows_stay_out_of_the_summary():
+    assert vg.throughput_pair(_row("unstated"), SimpleNamespace(output_tokens_per_s=1.0)) is None
+
+
+def test_scenario_carries_tp_and_the_stated_cap():
+    row = {"model": "llama-3.1-405b", "gpu": "mi300x", "gpus": "8", "engine": "vllm", "weights": "fp8",
+           "kv_cache": "fp8", "prompt_len": "128", "output_len": "2048", "concurrency": "1500", "tp": "8",
+           "max_num_seqs": "1500"}
+    scn = vg.serve_scenario(row)
+    assert scn["parallel"] == {"tp": 8} and scn["infer"]["max_num_seqs"] == 1500
+
+
+def test_gathered_throughput_rows_are_complete():
+    """Every batched-throughput row names its source and settings and gives a positive rate of a known kind."""
+    with (ROOT / "validation" / "gathered" / "serve.csv").open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["throughput_tokens_per_s"]]
+    assert len(rows) >= 20
+    for r in rows:
+        assert r["source_url"].startswith("https://") and r["retrieved"], r["id"]
+        assert r["throughput_kind"] in ("output", "total", "unstated"), r["id"]
+        assert float(r["throughput_tokens_per_s"]) > 0 and int(r["concurrency"]) >= 1, r["id"]
+        assert r["engine"] in ("vllm", "sglang", "trtllm"), r["id"]
