@@ -45,6 +45,7 @@ from .layout import rank_params, stages
 from .results import MemoryEstimate, PerformanceEstimate
 
 TRL_REF = "TRL v1.9.0 (a785283)"
+ENTROPY_CHUNK_ROWS = 128        # trl/trainer/utils.py entropy_from_logits(chunk_size=128)
 PREFERENCE = ("dpo", "ipo", "kto", "orpo", "simpo")
 SUPERVISED_LIKE = PREFERENCE + ("distill", "reward")
 
@@ -199,6 +200,19 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         phases["reference_forward"] = dict(
             base, logits=pol_logits + ref_logits,
             temporary=base.get("temporary", 0.0) + _forward_layer_bytes(scn, model, ref_tokens) + seq_logsoftmax)
+    if sh.name in ("dpo", "ipo") and loss_block is not None and last:
+        # TRL's logged metrics, still inside `_compute_loss` (dpo_trainer.py L1588-1625): the entropy of the
+        # shifted logits through `entropy_from_logits`, whose reshape(-1, V) of the shifted view (2 x
+        # micro_batch sequences) copies it, then 128-row chunks (log_softmax, exp, product); the policy's
+        # logits and saved log-softmax rows and the reference's logits are all alive. The layer's working
+        # set of the reference forward is gone.
+        pol_tokens = _tokens_rank(scn, sh.grad_sequences)
+        vocab = _vocab_rank(scn, model)
+        ref_logits = _tokens_rank(scn, sh.reference_at_once) * vocab * low
+        copy = pol_tokens * (scn.train.seq_len - 1) / scn.train.seq_len * vocab * low
+        chunks = 3 * ENTROPY_CHUNK_ROWS * vocab * low
+        facts["metrics_logits_copy_bytes"] = int(copy)
+        phases["loss_metrics"] = dict(phases["backward"], logits=loss_block + ref_logits + copy + chunks)
     if sh.teacher and teacher is not None and last:
         tokens = _tokens_rank(scn, 1)
         t_logits = tokens * _vocab_rank(scn, teacher) * 2 * low     # logits + log-softmax kept for the KL

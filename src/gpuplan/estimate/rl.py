@@ -137,14 +137,32 @@ def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[Memo
 def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
     placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
-    from .memory import _finish, _train_components
+    from .memory import _finish
+    train = training_scenario(scn)
+    engine_mem, _ = _engine_memory(scn, model, capacity_bytes)
+    best: MemoryEstimate | None = None
+    for stage in stages(train.parallel.pp):
+        phases, notes, cpu, engine = rl_stage_phases(scn, model, capacity_bytes, stage)
+        kv_tokens = engine_mem.limits.get("kv_tokens")
+        est = _finish(phases, scn, capacity_bytes, notes, cpu,
+                      limits={"rollout_kv_tokens": kv_tokens, "rollout_kv_pool_bytes": int(engine["kv_cache"])})
+        if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
+            best = est
+    assert best is not None
+    return best
+
+
+def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage: str = "only"):
+    """(phases {name: components}, notes, host bytes, the engine's reservation) of one pipeline stage of
+    an RL step, before the runtime overhead is added (rl_memory; tests compare the training phases
+    with traces)."""
+    from .memory import _train_components
     from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
     rl = scn.train.rl
     train = training_scenario(scn)
     frozen = _frozen_models(scn, model, train)
-    engine_mem, engine = _engine_memory(scn, model, capacity_bytes)
-    best: MemoryEstimate | None = None
-    for stage in stages(train.parallel.pp):
+    _, engine = _engine_memory(scn, model, capacity_bytes)
+    if True:
         phases, notes = _train_components(train, model, stage)
         cpu = phases.pop("_cpu")["cpu"]
         notes = list(notes)
@@ -160,7 +178,10 @@ def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEst
             critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
             notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
                          "training GPUs (verl critic defaults to the actor's model)")
+        block = grpo_loss_block(scn, train, model, stage)
         for ph in phases.values():
+            if block is not None and ph.get("logits"):
+                ph["logits"] = block
             ph["weights"] = ph.get("weights", 0.0) + held + critic_w
             ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
         opt = phases["optimizer_step"]
@@ -193,13 +214,27 @@ def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEst
                          f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
                          "GPU's memory, the others a training GPU's")
         notes.append(UNVALIDATED)
-        kv_tokens = engine_mem.limits.get("kv_tokens")
-        est = _finish(phases, scn, capacity_bytes, notes, cpu,
-                      limits={"rollout_kv_tokens": kv_tokens, "rollout_kv_pool_bytes": int(engine["kv_cache"])})
-        if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
-            best = est
-    assert best is not None
-    return best
+    return phases, notes, cpu, engine
+
+
+def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str) -> float | None:
+    """Bytes of the actor's loss block in TRL's GRPO training pass (grpo_trainer.py
+    `_get_per_token_logps_and_entropies` L1435-1540 and `_compute_loss`, v1.9.0), in place of the SFT
+    step's fp32 cross-entropy: logits only for the completion (`logits_to_keep = C + 1`), in the model
+    dtype, sliced to C and divided *in place* by the temperature. The backward of that in-place division
+    on a view (autograd's CopySlices) holds the incoming gradient of the C + 1 logits, a fresh buffer
+    of that size, a clone of the C-token slice and the division's output: 2 (C + 1) + 2 C logits per
+    sequence — more than the forward end (logits, the saved per-row log-softmax, the entropy's
+    flattening copy: 3 C). Traced (tests/test_trace_posttrain.py). None: not the last pipeline stage, or
+    a chunked/fused loss (its own block is kept)."""
+    t = train.train
+    if stage not in ("last", "only") or t.loss != "full" or scn.train.objective != "grpo":
+        return None
+    rl = scn.train.rl
+    C = rl.max_new_tokens
+    low = 4 if t.precision == "fp32" else 2
+    vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
+    return t.micro_batch / train.parallel.cp * (2 * (C + 1) + 2 * C) * vocab * low
 
 
 # ---- speed ------------------------------------------------------------------------------------------------
