@@ -220,8 +220,9 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
 def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str) -> float | None:
     """Bytes of the actor's loss block in TRL's GRPO training pass (grpo_trainer.py
     `_get_per_token_logps_and_entropies` L1435-1540 and `_compute_loss`, v1.9.0), in place of the SFT
-    step's fp32 cross-entropy: logits only for the completion (`logits_to_keep = C + 1`), in the model
-    dtype, sliced to C and divided *in place* by the temperature. The backward of that in-place division
+    step's cross-entropy: logits only for the completion (`logits_to_keep = C + 1`), in fp32 (accelerate's
+    native AMP, TRL's default bf16=True, returns outputs through convert_outputs_to_fp32), sliced to C and
+    divided *in place* by the temperature. The backward of that in-place division
     on a view (autograd's CopySlices) holds the incoming gradient of the C + 1 logits, a fresh buffer
     of that size, a clone of the C-token slice and the division's output: 2 (C + 1) + 2 C logits per
     sequence — more than the forward end (logits, the saved per-row log-softmax, the entropy's
@@ -232,9 +233,9 @@ def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str
         return None
     rl = scn.train.rl
     C = rl.max_new_tokens
-    low = 4 if t.precision == "fp32" else 2
+    out_bytes = 4      # fp32 logits: accelerate AMP's convert_outputs_to_fp32 (TRL bf16=True default), or fp32 training
     vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
-    return t.micro_batch / train.parallel.cp * (2 * (C + 1) + 2 * C) * vocab * low
+    return t.micro_batch / train.parallel.cp * (2 * (C + 1) + 2 * C) * vocab * out_bytes
 
 
 # ---- speed ------------------------------------------------------------------------------------------------

@@ -30,6 +30,16 @@ TRL = "TRL v1.9.0 (35def3ee)"
 BETA = 0.1
 
 
+def forward_logits(model, autocast_ctx, fp32_outputs: bool, **kw):
+    """The model's logits as TRL sees them. TRL trains with `bf16=True` by default (trl/trainer/
+    base_config.py L105), i.e. accelerate's native AMP, whose `prepare_model` wraps forward in autocast
+    *and* `convert_outputs_to_fp32` (accelerate 1.16 accelerator.py): 16-bit outputs come back as fp32
+    copies, the 16-bit logits are dropped. `fp32_outputs` False: a run without mixed precision."""
+    with autocast_ctx():
+        logits = model(use_cache=False, **kw).logits
+    return logits.float() if fp32_outputs and logits.dtype in (torch.bfloat16, torch.float16) else logits
+
+
 def selective_log_softmax(logits, index):
     """trl/trainer/utils.py L479 (16-bit branch): per row, log_softmax then gather; rows stacked. Each
     row's log_softmax output is saved for backward; the full-size log-softmax never exists at once."""
@@ -57,33 +67,31 @@ def _selected_rows(logits, n_rows: int):
     return logits.new_empty((n_rows, logits.shape[-1]))
 
 
-def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "copy"):
+def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "copy", fp32_outputs: bool = True):
     """One DPO micro-step's loss (sigmoid loss, reverse KL, beta 0.1), TRL's `_compute_loss` op for op.
     `ids` is [chosen; rejected] (2B x S), every token a completion token. `ref_model` None: the
     policy with its adapters disabled (PEFT), as `use_adapter(model, None)`. `reference` 'precomputed':
     the reference log-probs come with the batch (precompute_ref_log_probs), no reference forward."""
     S = ids.shape[1]
-    with autocast_ctx():
-        outputs = model(input_ids=ids, use_cache=False)
-    shift_logits = outputs.logits[..., :-1, :]
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+    shift_logits = logits[..., :-1, :]
     shift_labels = ids[..., 1:]
     mask = torch.ones_like(shift_labels)
     per_token = selective_log_softmax(shift_logits, shift_labels)
     per_token.masked_fill_(mask == 0, 0.0)               # per_token_logps[mask == 0] = 0.0
     chosen_logps, rejected_logps = per_token.sum(dim=1).chunk(2, dim=0)
-    ref_outputs = None
+    ref_logits = None
     if reference == "precomputed":
         ref_chosen, ref_rejected = torch.zeros(2, ids.shape[0] // 2, dtype=per_token.dtype)
     else:
         tracker.set_phase("reference_forward")
         with torch.no_grad():
             if ref_model is None:
-                with model.disable_adapter(), autocast_ctx():
-                    ref_outputs = model(input_ids=ids, use_cache=False)
+                with model.disable_adapter():
+                    ref_logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
             else:
-                with autocast_ctx():
-                    ref_outputs = ref_model(input_ids=ids, use_cache=False)
-            ref_per_token = selective_log_softmax(ref_outputs.logits[..., :-1, :], shift_labels)
+                ref_logits = forward_logits(ref_model, autocast_ctx, fp32_outputs, input_ids=ids)
+            ref_per_token = selective_log_softmax(ref_logits[..., :-1, :], shift_labels)
             ref_per_token.masked_fill_(mask == 0, 0.0)
             ref_chosen, ref_rejected = ref_per_token.sum(dim=1).chunk(2, dim=0)
     delta = (chosen_logps - ref_chosen) - (rejected_logps - ref_rejected)
@@ -99,16 +107,16 @@ def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "cop
         _selected_rows(chosen_logits, n).mean(-1).sum()
         _selected_rows(rejected_logits, n).mean(-1).sum()
         chosen_logits.argmax(dim=-1)
-    del outputs, ref_outputs, shift_logits
+    del logits, ref_logits, shift_logits
     return loss
 
 
-def grpo_logps(model, ids, completion: int, autocast_ctx, temperature: float = 1.0, entropy: bool = False):
+def grpo_logps(model, ids, completion: int, autocast_ctx, temperature: float = 1.0, entropy: bool = False,
+               fp32_outputs: bool = True):
     """`_get_per_token_logps_and_entropies` for one batch: forward with logits_to_keep = completion + 1,
     the logits sliced to the completion and divided in place by the temperature (L1512-1520)."""
-    with autocast_ctx():
-        outputs = model(input_ids=ids, use_cache=False, logits_to_keep=completion + 1)
-    logits = outputs.logits[:, :-1, :][:, -completion:, :]
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids, logits_to_keep=completion + 1)
+    logits = logits[:, :-1, :][:, -completion:, :]
     logits.div_(temperature)
     logps = selective_log_softmax(logits, ids[:, -completion:])
     if entropy:
@@ -117,7 +125,8 @@ def grpo_logps(model, ids, completion: int, autocast_ctx, temperature: float = 1
     return logps
 
 
-def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, reference: bool, old_pass: bool):
+def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, reference: bool, old_pass: bool,
+              fp32_outputs: bool = True):
     """One GRPO micro-step: the no-grad log-prob passes of `_generate_and_score_completions` (policy
     'old' log-probs when `old_pass`, reference log-probs when `reference`), then `_compute_loss`
     (loss_type 'dapo' default in v1.9.0 is a token-mean; the tensors are the same) with beta 0.001."""
@@ -126,15 +135,15 @@ def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, 
         tracker.set_phase("logprob_forward")
         with torch.no_grad():
             if old_pass:
-                old = grpo_logps(model, ids, completion, autocast_ctx)
+                old = grpo_logps(model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
             if reference:
                 if ref_model is None:
                     with model.disable_adapter():
-                        ref = grpo_logps(model, ids, completion, autocast_ctx)
+                        ref = grpo_logps(model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
                 else:
-                    ref = grpo_logps(ref_model, ids, completion, autocast_ctx)
+                    ref = grpo_logps(ref_model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
         tracker.set_phase("forward")
-    per_token = grpo_logps(model, ids, completion, autocast_ctx, entropy=True)
+    per_token = grpo_logps(model, ids, completion, autocast_ctx, entropy=True, fp32_outputs=fp32_outputs)
     mask = torch.ones_like(per_token)
     advantages = torch.zeros(ids.shape[0], 1, dtype=torch.float32)
     old = per_token.detach() if old is None else old

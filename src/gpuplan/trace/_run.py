@@ -489,6 +489,12 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
     elif kind == "base":
         notes.append(f"{objective}: the reference is the PEFT model with its adapters disabled (TRL use_adapter).")
 
+    fp32_out = train.precision != "fp32"
+    if fp32_out:
+        notes.append(f"{objective}: the logits come back as fp32 copies, as accelerate's native AMP returns them "
+                     "(TRL's default bf16=True; prepare_model wraps forward in convert_outputs_to_fp32), so TRL's "
+                     "log-probs take selective_log_softmax's fp32 branch (per-row logsumexp).")
+
     def autocast(dt):
         return (lambda: torch.autocast("cpu", dtype=dt)) if dt else contextlib.nullcontext
 
@@ -504,7 +510,7 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             ids = torch.randint(0, vocab, (B, S))
             tracker.label(ids, "inputs")
             return pt.grpo_loss(model, ref, ids, rl.max_new_tokens, autocast(dt), tracker,
-                                reference=kind != "none", old_pass=bool(rl.old_logprob_pass))
+                                reference=kind != "none", old_pass=bool(rl.old_logprob_pass), fp32_outputs=fp32_out)
         return grpo_step
     S = train.seq_len
     notes.append(f"{objective} step ({pt.TRL} dpo_trainer.py _compute_loss): chosen and rejected in one batch of "
@@ -516,7 +522,7 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
     def dpo_step(B, dt):
         ids = torch.randint(0, vocab, (2 * B, S))
         tracker.label(ids, "inputs")
-        return pt.dpo_loss(model, ref, ids, autocast(dt), tracker, reference=kind)
+        return pt.dpo_loss(model, ref, ids, autocast(dt), tracker, reference=kind, fp32_outputs=fp32_out)
     return dpo_step
 
 
