@@ -27,7 +27,7 @@ from ..scenario import Scenario
 GIB = 2 ** 30
 DEFAULT_GPUS_PER_NODE = 8
 
-TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "llama-factory", "slurm")
+TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "llama-factory", "axolotl", "slurm")
 SERVE_ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 
 
