@@ -43,6 +43,9 @@ CASES = {
     "smollm-135m grpo full bf16 p256 c768 mb2": {
         "model": "smollm-135m", "task": "train", "hardware": H100,
         "train": {"objective": "grpo", "master_weights": False, "micro_batch": 2, "rl": _rl(1, 2, 256, 768)}},
+    "smollm-135m grpo full bf16 p768 c256 mb2": {
+        "model": "smollm-135m", "task": "train", "hardware": H100,
+        "train": {"objective": "grpo", "master_weights": False, "micro_batch": 2, "rl": _rl(1, 2, 768, 256)}},
     "qwen2.5-0.5b dpo full mw s1024 mb1": {
         "model": "qwen2.5-0.5b", "task": "train", "hardware": H100,
         "train": {"objective": "dpo", "master_weights": True, "seq_len": 1024, "micro_batch": 1}},

@@ -97,8 +97,10 @@ LIVE = {
     "dpo full": ("train", {"objective": "dpo", "seq_len": 512, "micro_batch": 1}),
     "dpo full mw": ("train", {"objective": "dpo", "seq_len": 512, "micro_batch": 1, "master_weights": True}),
     "dpo lora": ("finetune", {"objective": "dpo", "method": "lora", "seq_len": 512, "micro_batch": 1}),
+    # a completion of half the sequence: TRL's block (16 B per completion logit) is 8 B per sequence logit here,
+    # HF's fp32 cross-entropy over the whole sequence would be 12 (equal only when the completion is 3/4)
     "grpo full": ("train", {"objective": "grpo", "micro_batch": 2, "rl": {
-        "prompts_per_step": 1, "group_size": 2, "prompt_len": 128, "max_new_tokens": 384}}),
+        "prompts_per_step": 1, "group_size": 2, "prompt_len": 256, "max_new_tokens": 256}}),
 }
 
 
