@@ -162,58 +162,57 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
     train = training_scenario(scn)
     frozen = _frozen_models(scn, model, train)
     _, engine = _engine_memory(scn, model, capacity_bytes)
-    if True:
-        phases, notes = _train_components(train, model, stage)
-        cpu = phases.pop("_cpu")["cpu"]
-        notes = list(notes)
-        held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
-        for name, m in frozen.items():
-            notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
-                         f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
-        critic_w = critic_o = 0.0
-        if _critic(scn):
-            # the critic (verl default: the actor's architecture) keeps its weights and optimizer states
-            # while the actor trains; its gradients exist only in its own update
-            opt = phases["optimizer_step"]
-            critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
-            notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
-                         "training GPUs (verl critic defaults to the actor's model)")
-        block = grpo_loss_block(scn, train, model, stage)
-        for ph in phases.values():
-            if block is not None and ph.get("logits"):
-                ph["logits"] = block
-            ph["weights"] = ph.get("weights", 0.0) + held + critic_w
-            ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
+    phases, notes = _train_components(train, model, stage)
+    cpu = phases.pop("_cpu")["cpu"]
+    notes = list(notes)
+    held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+    for name, m in frozen.items():
+        notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
+                     f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
+    critic_w = critic_o = 0.0
+    if _critic(scn):
+        # the critic (verl default: the actor's architecture) keeps its weights and optimizer states
+        # while the actor trains; its gradients exist only in its own update
         opt = phases["optimizer_step"]
-        resident_w = opt.get("weights", 0.0)
-        resident_o = opt.get("optimizer_states", 0.0)
-        # the log-prob passes: no-grad forwards of the micro-batch over the resident states; logits in
-        # the training dtype for the micro-batch's tokens
-        t = train.train
-        tokens = t.micro_batch * t.seq_len / train.parallel.cp
-        low = 4 if t.precision == "fp32" else 2
-        vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
-        phases["logprob_forward"] = dict(weights=resident_w, optimizer_states=resident_o,
-                                         activations=_forward_layer_bytes(train, model, tokens),
-                                         logits=tokens * vocab * low)
-        if rl.placement == "colocated":
-            offload = rl.offload_train_states
-            phases["rollout"] = dict(weights=(held + (0.0 if offload else resident_w - held)) + engine["weights"],
-                                     optimizer_states=0.0 if offload else resident_o,
-                                     kv_cache=engine["kv_cache"], temporary=engine["temporary"])
-            notes.append(f"colocated: during rollout the {rl.engine} engine holds gpu_memory_utilization="
-                         f"{rl.gpu_memory_utilization} of each GPU next to the trainer's resident states"
-                         + (" (weights and optimizer states offloaded to the host)" if offload else "")
-                         + f"; while training, its KV cache and weights are released (TRL sleep level 2, "
-                         f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
-            if offload:
-                cpu += resident_w - held + resident_o
-        else:
-            phases["rollout"] = dict(engine)
-            notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
-                         f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
-                         "GPU's memory, the others a training GPU's")
-        notes.append(UNVALIDATED)
+        critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
+        notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
+                     "training GPUs (verl critic defaults to the actor's model)")
+    block = grpo_loss_block(scn, train, model, stage)
+    for ph in phases.values():
+        if block is not None and ph.get("logits"):
+            ph["logits"] = block
+        ph["weights"] = ph.get("weights", 0.0) + held + critic_w
+        ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
+    opt = phases["optimizer_step"]
+    resident_w = opt.get("weights", 0.0)
+    resident_o = opt.get("optimizer_states", 0.0)
+    # the log-prob passes: no-grad forwards of the micro-batch over the resident states; logits in
+    # the training dtype for the micro-batch's tokens
+    t = train.train
+    tokens = t.micro_batch * t.seq_len / train.parallel.cp
+    low = 4 if t.precision == "fp32" else 2
+    vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
+    phases["logprob_forward"] = dict(weights=resident_w, optimizer_states=resident_o,
+                                     activations=_forward_layer_bytes(train, model, tokens),
+                                     logits=tokens * vocab * low)
+    if rl.placement == "colocated":
+        offload = rl.offload_train_states
+        phases["rollout"] = dict(weights=(held + (0.0 if offload else resident_w - held)) + engine["weights"],
+                                 optimizer_states=0.0 if offload else resident_o,
+                                 kv_cache=engine["kv_cache"], temporary=engine["temporary"])
+        notes.append(f"colocated: during rollout the {rl.engine} engine holds gpu_memory_utilization="
+                     f"{rl.gpu_memory_utilization} of each GPU next to the trainer's resident states"
+                     + (" (weights and optimizer states offloaded to the host)" if offload else "")
+                     + f"; while training, its KV cache and weights are released (TRL sleep level 2, "
+                     f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
+        if offload:
+            cpu += resident_w - held + resident_o
+    else:
+        phases["rollout"] = dict(engine)
+        notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
+                     f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
+                     "GPU's memory, the others a training GPU's")
+    notes.append(UNVALIDATED)
     return phases, notes, cpu, engine
 
 

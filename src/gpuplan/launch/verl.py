@@ -19,7 +19,8 @@ reward_model.enable + model.path; PPO's critic -> critic.model.path (the actor's
 """
 from __future__ import annotations
 
-from ._common import Plan, hash_header, require_training, unsupported
+from ._common import Plan, hash_header, require_training, reward_ref, unsupported
+
 
 VERL_VERSION = "v0.7.0 (f9c855f7)"
 KL_COEF = 0.001                     # examples/grpo_trainer/run_qwen2-7b.sh @v0.7.0
@@ -97,7 +98,7 @@ def overrides(plan: Plan) -> list[tuple[str, object]]:
     if t.objective == "ppo" or rl.critic:
         out += [("critic.model.path", plan.model_ref), ("critic.ppo_micro_batch_size_per_gpu", mb)]
     if rl.reward_model:
-        out += [("reward_model.enable", True), ("reward_model.model.path", rl.reward_model)]
+        out += [("reward_model.enable", True), ("reward_model.model.path", reward_ref(rl.reward_model))]
     out += [("trainer.n_gpus_per_node", plan.gpus_per_node if plan.multi_node else plan.count),
             ("trainer.nnodes", plan.nodes), ("trainer.logger", '["console"]')]
     return out

@@ -21,8 +21,6 @@ GRPO (trl/trainer/grpo_trainer.py `_compute_loss` L2991, `_get_per_token_logps_a
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 
@@ -154,8 +152,3 @@ def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, 
         kl = torch.exp(ref - per_token) - (ref - per_token) - 1
         per_token_loss = per_token_loss + 0.001 * kl
     return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
-
-
-@contextlib.contextmanager
-def no_autocast():
-    yield
