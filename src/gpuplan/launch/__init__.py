@@ -15,7 +15,7 @@ from ..errors import InputError, UnsupportedError, close_matches
 from ..scenario import Scenario
 from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
-ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "vllm", "sglang", "trtllm", "llama.cpp",
+ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "vllm", "sglang", "trtllm", "llama.cpp",
                             "slurm")
 _ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llamafactory": "llama-factory", "llama_factory": "llama-factory", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
             "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
@@ -62,6 +62,8 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
         from . import llamafactory as mod
     elif engine == "axolotl":
         from . import axolotl as mod
+    elif engine == "unsloth":
+        from . import unsloth as mod
     elif engine == "vllm":
         from . import vllm as mod
     elif engine == "sglang":
