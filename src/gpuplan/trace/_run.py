@@ -403,8 +403,10 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
         from ._optim import make_optimizers
         opt = make_optimizers(train.optimizer, train.optimizer_impl,
                               model.named_parameters() if train.optimizer == "muon" else model.parameters(), notes)
-        notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
-                     "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
+        step = ("TRL's loss (below)" if getattr(train, "objective", "sft") != "sft"
+                else "loss only, labels = input_ids, like HF Trainer")
+        notes.append(f"{iterations} iterations of forward ({step}), backward, optimizer step, "
+                     "zero_grad(set_to_none=True); peak of the last iteration.")
         notes.append("CUDA kernel semantics: SDPA inputs cast to the autocast dtype as CUDA autocast does, "
                      "attention dropout inside the attention kernel (no mask kept), other dropout as CUDA's "
                      "fused native_dropout (1-byte mask).")
@@ -484,8 +486,10 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             tracker.label(p, "weights")
         for b in ref.buffers():
             tracker.label(b, "buffers")
+        where = "grpo_trainer.py L971" if objective == "grpo" \
+            else "dpo_trainer.py L893-905"
         notes.append(f"{objective}: a frozen reference copy in the policy's parameter dtype ({param_dtype}), as TRL "
-                     f"loads it with the policy's model_init_kwargs ({pt.TRL} dpo_trainer.py L893-905).")
+                     f"loads it with the policy's model_init_kwargs ({pt.TRL} {where}).")
     elif kind == "base":
         notes.append(f"{objective}: the reference is the PEFT model with its adapters disabled (TRL use_adapter).")
 
