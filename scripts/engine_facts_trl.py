@@ -16,7 +16,8 @@ import subprocess
 
 from engine_facts_common import annotation_kind, today, write_rows
 
-FILES = {"trl-dpo": ("trl/trainer/dpo_config.py", "DPOConfig"), "trl-grpo": ("trl/trainer/grpo_config.py", "GRPOConfig")}
+FILES = {"trl-dpo": ("trl/trainer/dpo_config.py", "DPOConfig"), "trl-grpo": ("trl/trainer/grpo_config.py", "GRPOConfig"),
+         "trl-sft": ("trl/trainer/sft_config.py", "SFTConfig")}
 BASE = ("trl/trainer/base_config.py", "_BaseConfig")
 
 

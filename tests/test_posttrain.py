@@ -36,11 +36,16 @@ def _rl(**rl):
 
 
 # ---- preference objectives ---------------------------------------------------------------------------------
-def test_dpo_full_reference_is_params_times_two_bytes_sharded():
-    """DPO holds a frozen bf16 copy; ORPO (same 2x policy pass) holds none. Under FSDP over 8 GPUs the
-    copy is sharded: 8,030,261,248 x 2 / 8 = 2,007,565,312 bytes per GPU."""
+def test_dpo_full_reference_is_params_times_weight_bytes_sharded():
+    """DPO holds a frozen copy stored like the policy's parameters (TRL loads it with the policy's
+    model_init_kwargs): fp32 under HF/FSDP master weights; ORPO (same 2x policy pass) holds none. Under FSDP
+    over 8 GPUs the copy is sharded: 8,030,261,248 x 4 / 8 = 4,015,130,624 bytes per GPU; without master
+    weights 2 bytes: 2,007,565,312."""
     dpo = evaluate(_pref("dpo")).memory
     orpo = evaluate(_pref("orpo")).memory
+    assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - 4_015_130_624) <= 1
+    dpo = evaluate(_pref("dpo", master_weights=False)).memory
+    orpo = evaluate(_pref("orpo", master_weights=False)).memory
     assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - 2_007_565_312) <= 1
     assert any("reference copy" in n for n in dpo.notes)
 
@@ -53,17 +58,21 @@ def _held(mem, phase: str) -> int:
 def test_dpo_full_reference_unsharded_on_one_gpu():
     dpo = evaluate(_pref("dpo", gpus=1, zero=0, gb=2)).memory
     orpo = evaluate(_pref("orpo", gpus=1, zero=0, gb=2)).memory
-    assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - LLAMA_8B * 2) <= 1
+    assert abs((_held(dpo, "optimizer_step") - _held(orpo, "optimizer_step")) - LLAMA_8B * 4) <= 1   # fp32 copy
 
 
-def test_reference_forward_phase_holds_the_reference_logits():
-    """The reference's no-grad forward over chosen + rejected: bf16 logits of 2 x 2,048 tokens x 128,256
-    = 1,050,673,152 bytes beside the policy's forward-end state; one sequence's bf16 log-softmax row
-    (2,048 x 128,256 x 2 = 525,336,576); one layer's working set, 4,096 tokens x (4 h + 3 i) x 2 B with
-    h = 4,096, i = 14,336: 486,539,264. Total 2,062,548,992."""
+def test_reference_forward_and_metrics_phases_by_hand():
+    """Logit unit u = 4,096 tokens (2 x 2,048) x 128,256 = 525,336,576 elements; TRL's logits are fp32.
+    backward: 16 B per logit (the logits + three fp32 gradient buffers of selective_log_softmax's fp32 branch).
+    reference_forward: the policy's fp32 logits (4 B) + the reference's bf16 logits and their fp32 copy
+    (6 B) + one layer's working set, 4,096 x (4 h + 3 i) x 2 B = 486,539,264 (h 4,096, i 14,336):
+    (4 + 6 - 16) u + 486,539,264 = -2,665,480,192 against backward.
+    loss_metrics: policy and reference fp32 logits (4 + 4) u, the entropy's flattening copy of the
+    2 x 2,047 shifted rows, 4 x 4,094 x 128,256 = 2,100,322,304, and three 128-row fp32 chunks
+    (3 x 128 x 128,256 x 4 = 197,001,216): 8 u + 2,100,322,304 + 197,001,216 - 16 u = -1,905,371,136."""
     dpo = evaluate(_pref("dpo")).memory
-    extra = dpo.phases["reference_forward"] - dpo.phases["backward"]
-    assert abs(extra - 2_062_548_992) <= 2
+    assert abs(dpo.phases["reference_forward"] - dpo.phases["backward"] + 2_665_480_192) <= 2
+    assert abs(dpo.phases["loss_metrics"] - dpo.phases["backward"] + 1_905_371_136) <= 2
 
 
 def test_dpo_lora_adds_no_reference_copy():
@@ -246,12 +255,14 @@ def test_rl_sequence_past_the_context_is_noted():
     assert any("exceeds qwen2.5-7b's context" in w for w in est.warnings)
 
 
-def test_dpo_loss_block_is_bf16_logits_and_saved_log_softmax():
-    """TRL's DPO reads log-probs from the bf16 logits: logits + the saved log-softmax, 2 x 2 bytes per
-    logit: 2 x 2,048 tokens x 128,256 x 4 B = 2,101,346,304 bytes (HF's fp32 cross-entropy would be 12 B)."""
+def test_dpo_loss_block_is_four_fp32_logit_tensors():
+    """TRL's DPO gets fp32 logits (accelerate AMP's convert_outputs_to_fp32) and takes selective_log_softmax's
+    fp32 branch; its backward holds the logits, the stacked per-row gradients, gather's zero-filled gradient and
+    the scatter_add: 4 x 4 B per logit, 2 x 2,048 tokens x 128,256 x 16 B = 8,405,385,216 bytes (traced,
+    tests/test_trace_posttrain.py)."""
     pre = evaluate(_pref("dpo", reference="precomputed")).memory      # no reference logits beside it
     assert pre.phase == "backward"
-    assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 4) <= 1
+    assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 16) <= 1
     # ORPO adds the NLL on the chosen half: + 2 B per logit on half the tokens
     assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 5) <= 1
 

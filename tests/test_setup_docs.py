@@ -23,7 +23,11 @@ ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron", "trl",
                                    "triton", "typing_extensions",
                                    # the peer planner benchmarks/bench_vs_calculon.py compares against, run in a
                                    # throw-away venv (docs/recommend.md), and the pandas it imports lazily
-                                   "calculon", "pandas"}
+                                   "calculon", "pandas",
+                                   # the fine-tuning/RL tools whose own parsers scripts/check_{verl,llamafactory}_launch.py
+                                   # run by hand from throw-away copies under /tmp (docs/launch.md): verl's Hydra,
+                                   # LLaMA-Factory's hparams (and the datasets enum they import, stubbed when absent)
+                                   "hydra", "llamafactory", "datasets"}
 
 
 def _toml():

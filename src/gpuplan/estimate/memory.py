@@ -522,8 +522,14 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
         # Unsloth's fused LoRA autograd functions save less than HF + peft, and its MLP backward works in
         # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
         working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
+        if t.activation_offload:
+            # Unsloth's offloaded checkpointer recomputes the layer and then calls
+            # torch.autograd.backward(output, dY) with the recomputed layer output still bound in its frame
+            # (unslothai/unsloth-zoo unsloth_zoo/gradient_checkpointing.py, Unsloth_Offloaded_Gradient_Checkpointer
+            # .backward @9c643b6 and @ce232d6): one more hidden-size tensor through the layer's whole backward
+            working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
-        notes.append("Unsloth's published max-context rows need ~1.46x the per-token memory gpuplan counts here "
+        notes.append("Unsloth's published max-context rows need ~1.4x the per-token memory gpuplan counts here "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
                      "limits are optimistic")
     cpu = 0.0

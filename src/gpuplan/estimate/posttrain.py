@@ -45,6 +45,10 @@ from .layout import rank_params, stages
 from .results import MemoryEstimate, PerformanceEstimate
 
 TRL_REF = "TRL v1.9.0 (a785283)"
+ENTROPY_CHUNK_ROWS = 128        # trl/trainer/utils.py entropy_from_logits(chunk_size=128)
+OUT_BYTES = 4                   # TRL's logits are fp32: accelerate's native AMP (TRL default bf16=True)
+                                # returns model outputs through convert_outputs_to_fp32 (accelerate 1.16)
+TRACED_DPO = ("dpo", "ipo")     # DPOTrainer's step, traced op for op (trace/_posttrain.py)
 PREFERENCE = ("dpo", "ipo", "kto", "orpo", "simpo")
 SUPERVISED_LIKE = PREFERENCE + ("distill", "reward")
 
@@ -117,13 +121,21 @@ def _shard(scn: Scenario) -> int:
     return scn.dp * p.cp if p.zero >= 3 else 1
 
 
-def frozen_model_bytes(scn: Scenario, model: ModelSpec, stage: str = "only") -> float:
-    """Bytes per GPU of a frozen copy of `model` in the training dtype, split like the policy (tp, pp,
-    ep) and sharded under ZeRO-3/FSDP."""
+def frozen_model_bytes(scn: Scenario, model: ModelSpec, stage: str = "only", bytes_per_param: float | None = None) -> float:
+    """Bytes per GPU of a frozen copy of `model` in the training dtype (or `bytes_per_param`), split like
+    the policy (tp, pp, ep) and sharded under ZeRO-3/FSDP."""
     p = scn.parallel
     native_tp = scn.framework in ("megatron", "torchtitan")
     rp = rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
-    return rp.total * _low(scn) / _shard(scn)
+    return rp.total * (_low(scn) if bytes_per_param is None else bytes_per_param) / _shard(scn)
+
+
+def reference_bytes_per_param(scn: Scenario) -> float:
+    """TRL's DPO reference is loaded with the policy's `model_init_kwargs` (dpo_trainer.py L893-905), so it
+    is stored like the policy's parameters: fp32 where the policy keeps fp32 parameters (HF Trainer / FSDP
+    mixed precision with master weights), 16-bit where DeepSpeed or Megatron cast the model."""
+    from .memory import state_bytes
+    return float(state_bytes(scn).weight)
 
 
 def _tokens_rank(scn: Scenario, sequences: int) -> float:
@@ -166,9 +178,11 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
             if ph.get("logits"):
                 ph["logits"] = loss_block
     if sh.reference == "copy":
-        held = frozen_model_bytes(scn, model, stage)
+        ref_b = reference_bytes_per_param(scn) if sh.name in TRACED_DPO else low
+        held = frozen_model_bytes(scn, model, stage, ref_b)
         facts["reference_weights_bytes"] = int(held)
-        notes.append(f"{sh.name}: a frozen reference copy of the model ({low}-byte weights) is held on every GPU"
+        notes.append(f"{sh.name}: a frozen reference copy of the model ({ref_b:g}-byte weights, stored like the "
+                     "policy's parameters) is held on every GPU"
                      + (" (sharded like the policy under ZeRO-3/FSDP)" if _shard(scn) > 1 else "")
                      + f" ({TRL_REF} dpo_trainer.py L893-936); counted under weights")
     elif sh.reference == "base":
@@ -191,14 +205,34 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         pol_tokens = _tokens_rank(scn, sh.grad_sequences)
         ref_tokens = _tokens_rank(scn, sh.reference_at_once)
         vocab = _vocab_rank(scn, model)
-        seq_logsoftmax = scn.train.seq_len / scn.parallel.cp * vocab * low   # one row of selective_log_softmax
-        ref_logits = ref_tokens * vocab * low
-        facts["reference_logits_bytes"] = int(ref_logits)
         base = phases["backward"]
-        pol_logits = loss_block if loss_block is not None else pol_tokens * vocab * low
+        if sh.name in TRACED_DPO and loss_block is not None:
+            # TRL's logits are fp32 (accelerate AMP's convert_outputs_to_fp32): the policy's fp32 logits
+            # are alive; the reference's 16-bit logits and their fp32 copy exist together at the cast
+            ref_logits = ref_tokens * vocab * (OUT_BYTES + low)
+            pol_logits = pol_tokens * vocab * OUT_BYTES
+            seq_logsoftmax = 0.0          # the fp32 branch reduces row by row with logsumexp
+        else:
+            seq_logsoftmax = scn.train.seq_len / scn.parallel.cp * vocab * low   # one row of selective_log_softmax
+            ref_logits = ref_tokens * vocab * low
+            pol_logits = loss_block if loss_block is not None else pol_tokens * vocab * low
+        facts["reference_logits_bytes"] = int(ref_logits)
         phases["reference_forward"] = dict(
             base, logits=pol_logits + ref_logits,
             temporary=base.get("temporary", 0.0) + _forward_layer_bytes(scn, model, ref_tokens) + seq_logsoftmax)
+    if sh.name in TRACED_DPO and loss_block is not None and last:
+        # TRL's logged metrics, still inside `_compute_loss` (dpo_trainer.py L1588-1625): the entropy of the
+        # shifted logits through `entropy_from_logits`, whose reshape(-1, V) of the shifted view (2 x
+        # micro_batch sequences) copies it, then 128-row chunks (log_softmax, exp, product); the policy's
+        # and the reference's fp32 logits are alive. The reference forward's layer working set is gone.
+        pol_tokens = _tokens_rank(scn, sh.grad_sequences)
+        vocab = _vocab_rank(scn, model)
+        ref_logits = _tokens_rank(scn, sh.reference_at_once) * vocab * OUT_BYTES
+        copy = pol_tokens * (scn.train.seq_len - 1) / scn.train.seq_len * vocab * OUT_BYTES
+        chunks = 3 * ENTROPY_CHUNK_ROWS * vocab * OUT_BYTES
+        facts["metrics_logits_copy_bytes"] = int(copy)
+        phases["loss_metrics"] = dict(phases["backward"], logits=pol_tokens * vocab * OUT_BYTES + ref_logits + copy
+                                      + chunks)
     if sh.teacher and teacher is not None and last:
         tokens = _tokens_rank(scn, 1)
         t_logits = tokens * _vocab_rank(scn, teacher) * 2 * low     # logits + log-softmax kept for the KL
@@ -221,6 +255,13 @@ def _preference_loss_block(scn: Scenario, model: ModelSpec, sh: ObjectiveShape) 
     halves. None: keep the SFT loss block (other objectives, chunked or fused losses)."""
     if sh.name not in PREFERENCE or scn.train.loss != "full":
         return None
+    if sh.name in TRACED_DPO:
+        # fp32 logits (accelerate AMP returns them as fp32 copies; fp32 training has them anyway), so
+        # selective_log_softmax takes its fp32 branch: gather + per-row logsumexp, which saves its input
+        # (the logits stay alive into backward). Its backward holds, with the logits, the stacked per-row
+        # logsumexp gradients, gather's zero-filled gradient and its scatter_add: 4 fp32 logit tensors
+        # (traced: tests/test_trace_posttrain.py).
+        return 4 * OUT_BYTES * _vocab_rank(scn, model) * _tokens_rank(scn, sh.grad_sequences)
     per_logit = {"orpo": 2.5, "simpo": 2.5}.get(sh.name, 2.0) * _low(scn)
     return per_logit * _vocab_rank(scn, model) * _tokens_rank(scn, sh.grad_sequences)
 
@@ -270,8 +311,9 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
     return best
 
 
-UNVALIDATED = ("post-training estimates are built from the trainers' code, not yet checked against measured "
-               "runs; the error bar shown is that of supervised fine-tuning")
+UNVALIDATED = ("post-training memory is built from the trainers' code and checked against fake-tensor traces of TRL's "
+               "DPO step and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
+               "shown is that of supervised fine-tuning")
 
 
 def teacher_spec(scn: Scenario) -> ModelSpec:

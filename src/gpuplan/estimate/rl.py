@@ -137,62 +137,12 @@ def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[Memo
 def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
     placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
-    from .memory import _finish, _train_components
-    from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
-    rl = scn.train.rl
+    from .memory import _finish
     train = training_scenario(scn)
-    frozen = _frozen_models(scn, model, train)
-    engine_mem, engine = _engine_memory(scn, model, capacity_bytes)
+    engine_mem, _ = _engine_memory(scn, model, capacity_bytes)
     best: MemoryEstimate | None = None
     for stage in stages(train.parallel.pp):
-        phases, notes = _train_components(train, model, stage)
-        cpu = phases.pop("_cpu")["cpu"]
-        notes = list(notes)
-        held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
-        for name, m in frozen.items():
-            notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
-                         f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
-        critic_w = critic_o = 0.0
-        if _critic(scn):
-            # the critic (verl default: the actor's architecture) keeps its weights and optimizer states
-            # while the actor trains; its gradients exist only in its own update
-            opt = phases["optimizer_step"]
-            critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
-            notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
-                         "training GPUs (verl critic defaults to the actor's model)")
-        for ph in phases.values():
-            ph["weights"] = ph.get("weights", 0.0) + held + critic_w
-            ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
-        opt = phases["optimizer_step"]
-        resident_w = opt.get("weights", 0.0)
-        resident_o = opt.get("optimizer_states", 0.0)
-        # the log-prob passes: no-grad forwards of the micro-batch over the resident states; logits in
-        # the training dtype for the micro-batch's tokens
-        t = train.train
-        tokens = t.micro_batch * t.seq_len / train.parallel.cp
-        low = 4 if t.precision == "fp32" else 2
-        vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
-        phases["logprob_forward"] = dict(weights=resident_w, optimizer_states=resident_o,
-                                         activations=_forward_layer_bytes(train, model, tokens),
-                                         logits=tokens * vocab * low)
-        if rl.placement == "colocated":
-            offload = rl.offload_train_states
-            phases["rollout"] = dict(weights=(held + (0.0 if offload else resident_w - held)) + engine["weights"],
-                                     optimizer_states=0.0 if offload else resident_o,
-                                     kv_cache=engine["kv_cache"], temporary=engine["temporary"])
-            notes.append(f"colocated: during rollout the {rl.engine} engine holds gpu_memory_utilization="
-                         f"{rl.gpu_memory_utilization} of each GPU next to the trainer's resident states"
-                         + (" (weights and optimizer states offloaded to the host)" if offload else "")
-                         + f"; while training, its KV cache and weights are released (TRL sleep level 2, "
-                         f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
-            if offload:
-                cpu += resident_w - held + resident_o
-        else:
-            phases["rollout"] = dict(engine)
-            notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
-                         f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
-                         "GPU's memory, the others a training GPU's")
-        notes.append(UNVALIDATED)
+        phases, notes, cpu, engine = rl_stage_phases(scn, model, capacity_bytes, stage)
         kv_tokens = engine_mem.limits.get("kv_tokens")
         est = _finish(phases, scn, capacity_bytes, notes, cpu,
                       limits={"rollout_kv_tokens": kv_tokens, "rollout_kv_pool_bytes": int(engine["kv_cache"])})
@@ -200,6 +150,91 @@ def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEst
             best = est
     assert best is not None
     return best
+
+
+def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage: str = "only"):
+    """(phases {name: components}, notes, host bytes, the engine's reservation) of one pipeline stage of
+    an RL step, before the runtime overhead is added (rl_memory; tests compare the training phases
+    with traces)."""
+    from .memory import _train_components
+    from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    frozen = _frozen_models(scn, model, train)
+    _, engine = _engine_memory(scn, model, capacity_bytes)
+    phases, notes = _train_components(train, model, stage)
+    cpu = phases.pop("_cpu")["cpu"]
+    notes = list(notes)
+    held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+    for name, m in frozen.items():
+        notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
+                     f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
+    critic_w = critic_o = 0.0
+    if _critic(scn):
+        # the critic (verl default: the actor's architecture) keeps its weights and optimizer states
+        # while the actor trains; its gradients exist only in its own update
+        opt = phases["optimizer_step"]
+        critic_w, critic_o = opt.get("weights", 0.0), opt.get("optimizer_states", 0.0)
+        notes.append("ppo: a critic of the actor's size keeps its weights and optimizer states on the "
+                     "training GPUs (verl critic defaults to the actor's model)")
+    block = grpo_loss_block(scn, train, model, stage)
+    for ph in phases.values():
+        if block is not None and ph.get("logits"):
+            ph["logits"] = block
+        ph["weights"] = ph.get("weights", 0.0) + held + critic_w
+        ph["optimizer_states"] = ph.get("optimizer_states", 0.0) + critic_o
+    opt = phases["optimizer_step"]
+    resident_w = opt.get("weights", 0.0)
+    resident_o = opt.get("optimizer_states", 0.0)
+    # the log-prob passes: no-grad forwards of the micro-batch over the resident states; logits in
+    # the training dtype for the micro-batch's tokens
+    t = train.train
+    tokens = t.micro_batch * t.seq_len / train.parallel.cp
+    low = 4 if t.precision == "fp32" else 2
+    vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
+    phases["logprob_forward"] = dict(weights=resident_w, optimizer_states=resident_o,
+                                     activations=_forward_layer_bytes(train, model, tokens),
+                                     logits=tokens * vocab * low)
+    if rl.placement == "colocated":
+        offload = rl.offload_train_states
+        phases["rollout"] = dict(weights=(held + (0.0 if offload else resident_w - held)) + engine["weights"],
+                                 optimizer_states=0.0 if offload else resident_o,
+                                 kv_cache=engine["kv_cache"], temporary=engine["temporary"])
+        notes.append(f"colocated: during rollout the {rl.engine} engine holds gpu_memory_utilization="
+                     f"{rl.gpu_memory_utilization} of each GPU next to the trainer's resident states"
+                     + (" (weights and optimizer states offloaded to the host)" if offload else "")
+                     + f"; while training, its KV cache and weights are released (TRL sleep level 2, "
+                     f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
+        if offload:
+            cpu += resident_w - held + resident_o
+    else:
+        phases["rollout"] = dict(engine)
+        notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
+                     f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
+                     "GPU's memory, the others a training GPU's")
+    notes.append(UNVALIDATED)
+    return phases, notes, cpu, engine
+
+
+def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str) -> float | None:
+    """Bytes of the actor's loss block in TRL's GRPO training pass (grpo_trainer.py
+    `_get_per_token_logps_and_entropies` L1435-1540 and `_compute_loss`, v1.9.0), in place of the SFT
+    step's cross-entropy: logits only for the completion (`logits_to_keep = C + 1`), in fp32 (accelerate's
+    native AMP, TRL's default bf16=True, returns outputs through convert_outputs_to_fp32), sliced to C and
+    divided *in place* by the temperature. The backward of that in-place division
+    on a view (autograd's CopySlices) holds the incoming gradient of the C + 1 logits, a fresh buffer
+    of that size, a clone of the C-token slice and the division's output: 2 (C + 1) + 2 C logits per
+    sequence — more than the forward end (logits, the saved per-row log-softmax, the entropy's
+    flattening copy: 3 C). Traced (tests/test_trace_posttrain.py). None: not the last pipeline stage, or
+    a chunked/fused loss (its own block is kept)."""
+    t = train.train
+    if stage not in ("last", "only") or t.loss != "full" or scn.train.objective != "grpo":
+        return None
+    rl = scn.train.rl
+    C = rl.max_new_tokens
+    out_bytes = 4      # fp32 logits: accelerate AMP's convert_outputs_to_fp32 (TRL bf16=True default), or fp32 training
+    vocab = model.vocab_size / (train.parallel.tp if train.framework in ("megatron", "torchtitan") else 1)
+    return t.micro_batch / train.parallel.cp * (2 * (C + 1) + 2 * C) * vocab * out_bytes
 
 
 # ---- speed ------------------------------------------------------------------------------------------------

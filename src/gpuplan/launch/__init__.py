@@ -15,9 +15,9 @@ from ..errors import InputError, UnsupportedError, close_matches
 from ..scenario import Scenario
 from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
-ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "vllm", "sglang", "trtllm", "llama.cpp",
+ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "vllm", "sglang", "trtllm", "llama.cpp",
                             "slurm")
-_ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
+_ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llamafactory": "llama-factory", "llama_factory": "llama-factory", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
             "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
             "megatron-core": "megatron", "sbatch": "slurm"}
 
@@ -54,6 +54,16 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
         from . import megatron as mod
     elif engine == "trl":
         from . import trl as mod
+    elif engine == "verl":
+        from . import verl as mod
+    elif engine == "openrlhf":
+        from . import openrlhf as mod
+    elif engine == "llama-factory":
+        from . import llamafactory as mod
+    elif engine == "axolotl":
+        from . import axolotl as mod
+    elif engine == "unsloth":
+        from . import unsloth as mod
     elif engine == "vllm":
         from . import vllm as mod
     elif engine == "sglang":

@@ -27,7 +27,7 @@ from ..scenario import Scenario
 GIB = 2 ** 30
 DEFAULT_GPUS_PER_NODE = 8
 
-TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "slurm")
+TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "slurm")
 SERVE_ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 
 
@@ -168,6 +168,11 @@ def make_plan(scenario: Scenario, engine: str, estimate: dict | None) -> Plan:
     else:
         ref = "/path/to/model"
     return Plan(scenario, spec, engine, estimate, gpn, nodes, ref, gpu_info(hw.gpu))
+
+
+def reward_ref(name: str) -> str:
+    """What an RL engine loads for the reward model: its HF id when the registry knows one, else the name."""
+    return get_model(name).hf_id or name
 
 
 # ---- checks shared by engines ------------------------------------------------------------------

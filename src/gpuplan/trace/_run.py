@@ -403,29 +403,35 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
         from ._optim import make_optimizers
         opt = make_optimizers(train.optimizer, train.optimizer_impl,
                               model.named_parameters() if train.optimizer == "muon" else model.parameters(), notes)
-        notes.append(f"{iterations} iterations of forward (loss only, labels = input_ids, like HF Trainer), "
-                     "backward, optimizer step, zero_grad(set_to_none=True); peak of the last iteration.")
+        step = ("TRL's loss (below)" if getattr(train, "objective", "sft") != "sft"
+                else "loss only, labels = input_ids, like HF Trainer")
+        notes.append(f"{iterations} iterations of forward ({step}), backward, optimizer step, "
+                     "zero_grad(set_to_none=True); peak of the last iteration.")
         notes.append("CUDA kernel semantics: SDPA inputs cast to the autocast dtype as CUDA autocast does, "
                      "attention dropout inside the attention kernel (no mask kept), other dropout as CUDA's "
                      "fused native_dropout (1-byte mask).")
         if attn == "sdpa":
             notes.append("no attention mask is passed, so SDPA takes the unmasked is_causal path a real "
                          "unpadded batch takes (transformers cannot see that a fake mask is all ones).")
+        post = _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, notes)
         for it in range(iterations):
             say(f"iteration {it + 1}/{iterations}")
             if it == iterations - 1:
                 tracker.reset_peak()
             tracker.set_phase("forward")
-            ids = torch.randint(0, vocab, (B, S))
-            # encoder-decoder: labels are the target (decoder) tokens; decoder-only: the input itself
-            labels = torch.randint(0, vocab, (B, train.target_len or S)) if spec.is_encoder_decoder else ids.clone()
-            tracker.label(ids, "inputs")
-            tracker.label(labels, "inputs")
-            ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
-            with ctx:
-                out = model(input_ids=ids, labels=labels, use_cache=False)
-            loss = out.loss
-            del out, ids, labels
+            if post is not None:
+                loss = post(B, autocast_dtype)
+            else:
+                ids = torch.randint(0, vocab, (B, S))
+                # encoder-decoder: labels are the target (decoder) tokens; decoder-only: the input itself
+                labels = torch.randint(0, vocab, (B, train.target_len or S)) if spec.is_encoder_decoder else ids.clone()
+                tracker.label(ids, "inputs")
+                tracker.label(labels, "inputs")
+                ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+                with ctx:
+                    out = model(input_ids=ids, labels=labels, use_cache=False)
+                loss = out.loss
+                del out, ids, labels
             tracker.set_phase("backward")
             loss.backward()
             del loss
@@ -445,6 +451,83 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     comps, details = breakdown(tracker)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details)
+
+
+def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, notes):
+    """For objectives dpo/ipo and grpo: build the frozen reference (a copy in the policy's parameter
+    dtype: TRL loads it with the policy's model_init_kwargs, dpo_trainer.py L893-905) and return a
+    function (micro_batch, autocast dtype) -> loss running TRL's step (trace/_posttrain.py).
+    None for sft. Other objectives are refused."""
+    from ..errors import UnsupportedError
+    from . import _posttrain as pt
+    train = scenario.train
+    objective = getattr(train, "objective", "sft")
+    if objective == "sft":
+        return None
+    if objective not in ("dpo", "ipo", "grpo") or spec.is_encoder_decoder or _world(scenario) > 1:
+        raise UnsupportedError(
+            f"tracing objective '{objective}'" + (" on more than one GPU" if _world(scenario) > 1 else ""),
+            "the trace runs TRL's DPO/IPO step and GRPO training pass of a decoder-only model on one GPU.",
+            "trace objective dpo, ipo or grpo with parallel dp = tp = 1, or estimate this scenario instead.")
+    vocab = cfg.vocab_size
+    if objective == "grpo":
+        rl = train.rl
+        wants_ref = bool(rl.reference)
+        kind = ("base" if train.method in ("lora", "qlora") else "copy") if wants_ref else "none"
+    else:
+        from ..estimate.posttrain import reference_kind
+        kind = reference_kind(scenario)
+    ref = None
+    if kind == "copy":
+        ref = build_causal_lm(spec, cfg, param_dtype, attn, notes=notes)
+        ref.eval()
+        ref.requires_grad_(False)
+        for p in ref.parameters():
+            tracker.label(p, "weights")
+        for b in ref.buffers():
+            tracker.label(b, "buffers")
+        where = "grpo_trainer.py L971" if objective == "grpo" \
+            else "dpo_trainer.py L893-905"
+        notes.append(f"{objective}: a frozen reference copy in the policy's parameter dtype ({param_dtype}), as TRL "
+                     f"loads it with the policy's model_init_kwargs ({pt.TRL} {where}).")
+    elif kind == "base":
+        notes.append(f"{objective}: the reference is the PEFT model with its adapters disabled (TRL use_adapter).")
+
+    fp32_out = train.precision != "fp32"
+    if fp32_out:
+        notes.append(f"{objective}: the logits come back as fp32 copies, as accelerate's native AMP returns them "
+                     "(TRL's default bf16=True; prepare_model wraps forward in convert_outputs_to_fp32), so TRL's "
+                     "log-probs take selective_log_softmax's fp32 branch (per-row logsumexp).")
+
+    def autocast(dt):
+        return (lambda: torch.autocast("cpu", dtype=dt)) if dt else contextlib.nullcontext
+
+    if objective == "grpo":
+        rl = train.rl
+        S = rl.prompt_len + rl.max_new_tokens
+        notes.append(f"grpo training pass ({pt.TRL} grpo_trainer.py _compute_loss): {rl.prompt_len} prompt + "
+                     f"{rl.max_new_tokens} completion tokens per sequence, logits_to_keep = completion + 1, "
+                     "selective_log_softmax, entropy under no_grad, clipped ratio loss + KL to the reference; "
+                     "the no-grad log-prob passes (old policy, reference) run first, phase logprob_forward.")
+
+        def grpo_step(B, dt):
+            ids = torch.randint(0, vocab, (B, S))
+            tracker.label(ids, "inputs")
+            return pt.grpo_loss(model, ref, ids, rl.max_new_tokens, autocast(dt), tracker,
+                                reference=kind != "none", old_pass=bool(rl.old_logprob_pass), fp32_outputs=fp32_out)
+        return grpo_step
+    S = train.seq_len
+    notes.append(f"{objective} step ({pt.TRL} dpo_trainer.py _compute_loss): chosen and rejected in one batch of "
+                 "2 x micro_batch sequences, model-dtype logits, selective_log_softmax per row, the reference "
+                 "forward under no_grad (phase reference_forward), then TRL's logged metrics (phase loss_metrics: "
+                 "entropy over a flattened copy of the logits, chosen/rejected logit means); every token is a "
+                 "completion token.")
+
+    def dpo_step(B, dt):
+        ids = torch.randint(0, vocab, (2 * B, S))
+        tracker.label(ids, "inputs")
+        return pt.dpo_loss(model, ref, ids, autocast(dt), tracker, reference=kind, fp32_outputs=fp32_out)
+    return dpo_step
 
 
 # --------------------------------------------------------------------------------------------------

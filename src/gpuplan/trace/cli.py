@@ -81,6 +81,13 @@ def _estimate(scenario):
         est = pipeline.memory(pipeline.resolve(scenario))
     except GpuplanError as err:
         return None, f"--compare: the estimate failed: {err}"
+    t = getattr(scenario, "train", None)
+    if t is not None and getattr(t, "objective", "sft") in ("grpo", "ppo", "rloo"):
+        # the trace runs the training GPU's passes only (no rollout engine): name the estimate's phases
+        phases = ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in est.phases.items())
+        return est.to_json(), ("--compare: an RL estimate's peak includes the rollout engine's reservation, which "
+                               f"the trace does not run; compare the training phases: {phases} (each with the "
+                               "estimate's runtime overhead)")
     return est.to_json(), None
 
 

@@ -1,0 +1,154 @@
+"""Post-training steps on fake tensors (issue 20): a DPO step (policy + frozen reference over a paired
+batch) and a GRPO training pass, written op for op after TRL v1.9.0 (tag v1.9.0, commit 35def3ee).
+TRL itself is not imported (it is not a dependency); what each function does and which lines it
+follows is said next to it. The model forward, backward and optimizer step are the SFT trace's
+(`_run._train`); only the loss differs.
+
+DPO (trl/trainer/dpo_trainer.py `_compute_loss`, L1329-1625):
+  policy forward over [chosen; rejected] (2B sequences, model-dtype logits, no HF loss), shifted
+  logits (a view), `selective_log_softmax` (trl/trainer/utils.py L479: a per-row loop of
+  log_softmax + gather for 16-bit logits, stacked), then the reference forward under no_grad (a frozen
+  copy, or the PEFT model with its adapters disabled), its selective_log_softmax, the sigmoid loss,
+  and the logged metrics: `entropy_from_logits(shift_logits.detach())` (utils.py: a `reshape(-1, V)`
+  of the shifted view, which copies, then 128-row chunks), the chosen/rejected logit means over
+  the completion tokens (boolean indexing copies the selected rows) and the chosen argmax.
+GRPO (trl/trainer/grpo_trainer.py `_compute_loss` L2991, `_get_per_token_logps_and_entropies` L1435):
+  the reference (and, with `old_logprob_pass`, the policy) log-probs over the batch under no_grad
+  before the training pass (`_generate_and_score_completions`), then the training pass: a forward with
+  `logits_to_keep = completion + 1`, the logits sliced to the completion and divided in place by the
+  temperature, selective_log_softmax, entropy under no_grad (the same copying reshape), the clipped
+  ratio loss plus beta x the k3 KL to the reference log-probs, masked mean, backward.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+TRL = "TRL v1.9.0 (35def3ee)"
+BETA = 0.1
+
+
+def forward_logits(model, autocast_ctx, fp32_outputs: bool, **kw):
+    """The model's logits as TRL sees them. TRL trains with `bf16=True` by default (trl/trainer/
+    base_config.py L105), i.e. accelerate's native AMP, whose `prepare_model` wraps forward in autocast
+    *and* `convert_outputs_to_fp32` (accelerate 1.16 accelerator.py): 16-bit outputs come back as fp32
+    copies, the 16-bit logits are dropped. `fp32_outputs` False: a run without mixed precision."""
+    with autocast_ctx():
+        logits = model(use_cache=False, **kw).logits
+    return logits.float() if fp32_outputs and logits.dtype in (torch.bfloat16, torch.float16) else logits
+
+
+def selective_log_softmax(logits, index):
+    """trl/trainer/utils.py L479 (16-bit branch): per row, log_softmax then gather; rows stacked. Each
+    row's log_softmax output is saved for backward; the full-size log-softmax never exists at once."""
+    if logits.dtype in (torch.float32, torch.float64):
+        selected = torch.gather(logits, dim=-1, index=index.unsqueeze(-1)).squeeze(-1)
+        lse = torch.stack([torch.logsumexp(lg, dim=-1) for lg in logits])
+        return selected - lse
+    rows = []
+    for row_logits, row_labels in zip(logits, index.unsqueeze(-1)):
+        rows.append(F.log_softmax(row_logits, dim=-1).gather(dim=-1, index=row_labels))
+    return torch.stack(rows).squeeze(-1)
+
+
+def entropy_from_logits(logits, chunk_size: int = 128):
+    """trl/trainer/utils.py `entropy_from_logits`: flatten (a copy when `logits` is a strided view of
+    more than one sequence) and take the entropy 128 rows at a time."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    out = [-(torch.exp(lp) * lp).sum(-1) for lp in (F.log_softmax(c, dim=-1) for c in flat.split(chunk_size, dim=0))]
+    return torch.cat(out, dim=0).reshape(logits.shape[:-1])
+
+
+def _selected_rows(logits, n_rows: int):
+    """`logits[mask.bool()]` with a mask of `n_rows` ones: a new (n_rows, V) tensor. Boolean indexing
+    has a data-dependent shape that fake tensors cannot run, so the result is allocated with the count."""
+    return logits.new_empty((n_rows, logits.shape[-1]))
+
+
+def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "copy", fp32_outputs: bool = True):
+    """One DPO micro-step's loss (sigmoid loss, reverse KL, beta 0.1), TRL's `_compute_loss` op for op.
+    `ids` is [chosen; rejected] (2B x S), every token a completion token. `ref_model` None: the
+    policy with its adapters disabled (PEFT), as `use_adapter(model, None)`. `reference` 'precomputed':
+    the reference log-probs come with the batch (precompute_ref_log_probs), no reference forward."""
+    S = ids.shape[1]
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+    shift_logits = logits[..., :-1, :]
+    shift_labels = ids[..., 1:]
+    mask = torch.ones_like(shift_labels)
+    per_token = selective_log_softmax(shift_logits, shift_labels)
+    per_token.masked_fill_(mask == 0, 0.0)               # per_token_logps[mask == 0] = 0.0
+    chosen_logps, rejected_logps = per_token.sum(dim=1).chunk(2, dim=0)
+    ref_logits = None
+    if reference == "precomputed":
+        ref_chosen, ref_rejected = torch.zeros(2, ids.shape[0] // 2, dtype=per_token.dtype)
+    else:
+        tracker.set_phase("reference_forward")
+        with torch.no_grad():
+            if ref_model is None:
+                with model.disable_adapter():
+                    ref_logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+            else:
+                ref_logits = forward_logits(ref_model, autocast_ctx, fp32_outputs, input_ids=ids)
+            ref_per_token = selective_log_softmax(ref_logits[..., :-1, :], shift_labels)
+            ref_per_token.masked_fill_(mask == 0, 0.0)
+            ref_chosen, ref_rejected = ref_per_token.sum(dim=1).chunk(2, dim=0)
+    delta = (chosen_logps - ref_chosen) - (rejected_logps - ref_rejected)
+    loss = (-F.logsigmoid(BETA * delta)).mean()
+    # logged metrics (L1588-1625): they run before the function returns, with every tensor above alive
+    tracker.set_phase("loss_metrics")
+    with torch.no_grad():
+        entropy = entropy_from_logits(shift_logits.detach())
+        (entropy * mask).sum()
+        del entropy
+        chosen_logits, rejected_logits = shift_logits.detach().chunk(2, dim=0)
+        n = chosen_logits.shape[0] * (S - 1)
+        _selected_rows(chosen_logits, n).mean(-1).sum()
+        _selected_rows(rejected_logits, n).mean(-1).sum()
+        chosen_logits.argmax(dim=-1)
+    del logits, ref_logits, shift_logits
+    return loss
+
+
+def grpo_logps(model, ids, completion: int, autocast_ctx, temperature: float = 1.0, entropy: bool = False,
+               fp32_outputs: bool = True):
+    """`_get_per_token_logps_and_entropies` for one batch: forward with logits_to_keep = completion + 1,
+    the logits sliced to the completion and divided in place by the temperature (L1512-1520)."""
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids, logits_to_keep=completion + 1)
+    logits = logits[:, :-1, :][:, -completion:, :]
+    logits.div_(temperature)
+    logps = selective_log_softmax(logits, ids[:, -completion:])
+    if entropy:
+        with torch.no_grad():
+            entropy_from_logits(logits)
+    return logps
+
+
+def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, reference: bool, old_pass: bool,
+              fp32_outputs: bool = True):
+    """One GRPO micro-step: the no-grad log-prob passes of `_generate_and_score_completions` (policy
+    'old' log-probs when `old_pass`, reference log-probs when `reference`), then `_compute_loss`
+    (loss_type 'dapo' default in v1.9.0 is a token-mean; the tensors are the same) with beta 0.001."""
+    old = ref = None
+    if old_pass or reference:
+        tracker.set_phase("logprob_forward")
+        with torch.no_grad():
+            if old_pass:
+                old = grpo_logps(model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
+            if reference:
+                if ref_model is None:
+                    with model.disable_adapter():
+                        ref = grpo_logps(model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
+                else:
+                    ref = grpo_logps(ref_model, ids, completion, autocast_ctx, fp32_outputs=fp32_outputs)
+        tracker.set_phase("forward")
+    per_token = grpo_logps(model, ids, completion, autocast_ctx, entropy=True, fp32_outputs=fp32_outputs)
+    mask = torch.ones_like(per_token)
+    advantages = torch.zeros(ids.shape[0], 1, dtype=torch.float32)
+    old = per_token.detach() if old is None else old
+    coef_1 = torch.exp(per_token - old)
+    coef_2 = torch.clamp(coef_1, 1 - 0.2, 1 + 0.2)
+    per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    if ref is not None:
+        kl = torch.exp(ref - per_token) - (ref - per_token) - 1
+        per_token_loss = per_token_loss + 0.001 * kl
+    return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
