@@ -1,0 +1,73 @@
+"""Serving-engine work outside the GPU forward: the engine's per-sequence host work each iteration and
+the front end's latency per request (docs/serving-load.md, *Host and front-end*).
+
+Two mechanisms, each with its own published measurement (none is fitted on the load-test rows in
+validation/gathered/serve-load.csv):
+
+* **Per-sequence host work per iteration** (scheduler bookkeeping, the output update, input preparation):
+  `seq_s` seconds per scheduled sequence. Whether it adds to the GPU step or hides under it depends on
+  the engine: an engine that schedules step n+1 while the GPU runs step n (vLLM's async scheduling,
+  SGLang's overlap scheduler, TensorRT-LLM's overlap scheduler) takes max(GPU, host); one that
+  schedules in between takes GPU + host (`step_with_host`).
+* **Front-end latency per request** (HTTP server, request parsing and tokenisation, hand-off to the
+  engine process, the first streamed chunk): `frontend_s` seconds added to every request's
+  time to first token; it does not occupy the GPU.
+
+The engines' fixed per-step cost (`step_overhead_s`, `layer_overhead_s` in estimate/data/efficiency.json)
+stays where it was: it is calibrated on throughput rows and already holds each step's fixed host share.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineHost:
+    seq_s: float          # host seconds per scheduled sequence per iteration
+    overlapped: bool      # host work of one step runs while the GPU runs another
+    frontend_s: float     # front-end seconds per request, before its first token reaches the client
+    source: str
+
+
+# vLLM V1. seq_s: `Scheduler.update_from_output` microbenchmark in vLLM PR 46112
+# (benchmarks/overheads/benchmark_scheduler_update_from_output.py, medians of 5 at the PR's merge base):
+# 0.142 ms at batch 128 and 0.287 ms at batch 256 -> (0.287 - 0.142) / 128 = 1.13 us per sequence. Only
+# the output update is measured per sequence there; PR 42131 times the other phases of a decode step
+# (schedule 0.2 ms, _update_states 0.18 ms, input preparation ~0.05 ms) without their batch, and those
+# fixed parts are inside the calibrated step_overhead_s. overlapped: async scheduling is on by default
+# from vLLM 0.14.0 (release notes: "Async scheduling is now enabled by default", PR 27614).
+# frontend_s: vLLM PR 17866's own `vllm bench serve` run (V1, Llama-3.2-1B, 100 requests of 500 prompt
+# and 50 output tokens at 0.92 req/s, i.e. one at a time): mean TTFT 21.47 ms, mean TPOT 2.73 ms. The GPU
+# is not named; gpuplan's `serve` prices that prompt on one H100 SXM at 4.0 ms (TPOT 2.43 ms, close to the
+# measured 2.73; on an A100 the TTFT would be 8.2 ms and TPOT 3.03 ms), leaving 21.47 - 4.0 = 17.5 ms
+# outside the GPU (the OpenAI completions endpoint: no chat template).
+VLLM = EngineHost(seq_s=(0.287e-3 - 0.142e-3) / 128, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
+                  source="vLLM PR 46112 (update_from_output per sequence), vLLM 0.14.0 release notes "
+                         "(async scheduling default), vLLM PR 17866 (light-load TTFT less the priced prefill)")
+
+# SGLang: the overlap scheduler is on by default since v0.4 (LMSYS blog, 2024-12-04, "zero-overhead batch
+# scheduler"). No per-sequence or front-end measurement of its own was found: 0, not modelled.
+SGLANG = EngineHost(seq_s=0.0, overlapped=True, frontend_s=0.0,
+                    source="SGLang v0.4 blog (overlap scheduler default); no per-sequence or front-end "
+                           "measurement found")
+
+# TensorRT-LLM: the overlap scheduler is enabled by default (docs/source/features/overlap-scheduler.md,
+# `disable_overlap_scheduler` defaults to False). No per-sequence or front-end measurement found.
+TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=0.0,
+                    source="TensorRT-LLM overlap-scheduler docs (default on); no per-sequence or "
+                           "front-end measurement found")
+
+NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not modelled")
+
+_ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
+
+
+def engine_host(engine: str) -> EngineHost:
+    """The host and front-end constants of `engine` (zeros for engines without a measurement)."""
+    return _ENGINES.get(engine, NONE)
+
+
+def step_with_host(gpu_s: float, host_s: float, overlapped: bool) -> float:
+    """One iteration's wall time: the host work hides under the GPU step when the engine overlaps them
+    (the slower of the two sets the pace), else the two run one after the other."""
+    return max(gpu_s, host_s) if overlapped else gpu_s + host_s
