@@ -18,7 +18,7 @@ stays where it was: it is calibrated on throughput rows and already holds each s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -29,21 +29,27 @@ class EngineHost:
     source: str
 
 
-# vLLM V1. seq_s: `Scheduler.update_from_output` microbenchmark in vLLM PR 46112
-# (benchmarks/overheads/benchmark_scheduler_update_from_output.py, medians of 5 at the PR's merge base):
-# 0.142 ms at batch 128 and 0.287 ms at batch 256 -> (0.287 - 0.142) / 128 = 1.13 us per sequence. Only
-# the output update is measured per sequence there; PR 42131 times the other phases of a decode step
-# (schedule 0.2 ms, _update_states 0.18 ms, input preparation ~0.05 ms) without their batch, and those
-# fixed parts are inside the calibrated step_overhead_s. overlapped: async scheduling is on by default
-# from vLLM 0.14.0 (release notes: "Async scheduling is now enabled by default", PR 27614).
-# frontend_s: vLLM PR 17866's own `vllm bench serve` run (V1, Llama-3.2-1B, 100 requests of 500 prompt
-# and 50 output tokens at 0.92 req/s, i.e. one at a time): mean TTFT 21.47 ms, mean TPOT 2.73 ms. The GPU
-# is not named; gpuplan's `serve` prices that prompt on one H100 SXM at 4.0 ms (TPOT 2.43 ms, close to the
-# measured 2.73; on an A100 the TTFT would be 8.2 ms and TPOT 3.03 ms), leaving 21.47 - 4.0 = 17.5 ms
-# outside the GPU (the OpenAI completions endpoint: no chat template).
-VLLM = EngineHost(seq_s=(0.287e-3 - 0.142e-3) / 128, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
-                  source="vLLM PR 46112 (update_from_output per sequence), vLLM 0.14.0 release notes "
-                         "(async scheduling default), vLLM PR 17866 (light-load TTFT less the priced prefill)")
+# vLLM V1.
+# seq_s: GPUStack's performance lab ran gpt-oss-20b on one H100 with vLLM 0.11.0 (synchronous scheduling)
+# with and without `--async-scheduling`, 1000 ShareGPT requests sent at once (docs/performance-lab/
+# gpt-oss-20b/h100.md, gpustack/gpustack at 7b50d5067ddbdeba0739e7f72d6f40e53d3b9a04): mean TPOT 91.33 ms
+# -> 86.81 ms. The 4.52 ms a step saves is the host work async scheduling hides; over the ~1000 requests
+# the engine runs at once (max_num_seqs 1024 on an H100) that is 4.5 us per sequence. (The model and rows
+# differ from the Qwen3 rows of validation/gathered/serve-load.csv.) For scale, vLLM PR 46112 times one
+# of the phases alone, `Scheduler.update_from_output`: 0.142 ms at batch 128, 0.287 ms at 256 (1.13 us per
+# sequence). The fixed part of a step (PR 42131: schedule 0.2 ms, _update_states 0.18 ms, input
+# preparation ~0.05 ms at small batches) is inside the calibrated step_overhead_s.
+# overlapped: async scheduling is on by default from vLLM 0.14.0 (release notes: "Async scheduling is now
+# enabled by default", PR 27614); infer.async_scheduling false describes older versions.
+# frontend_s: vLLM PR 17866's own `vllm bench serve` run (V1, Llama-3.2-1B, 100 requests of 500 prompt and
+# 50 output tokens at 0.92 req/s, i.e. one at a time): mean TTFT 21.47 ms, mean TPOT 2.73 ms. The GPU is not
+# named; gpuplan's `serve` prices that prompt on one H100 SXM at 4.0 ms (TPOT 2.43 ms, close to the measured
+# 2.73; on an A100 TTFT 8.2 ms and TPOT 3.03 ms), leaving 21.47 - 4.0 = 17.5 ms outside the GPU (the
+# OpenAI completions endpoint: no chat template).
+VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
+                  source="GPUStack performance lab gpt-oss-20b H100 (vLLM 0.11 with/without async scheduling), "
+                         "vLLM 0.14.0 release notes (async scheduling default), vLLM PR 17866 (light-load TTFT "
+                         "less the priced prefill)")
 
 # SGLang: the overlap scheduler is on by default since v0.4 (LMSYS blog, 2024-12-04, "zero-overhead batch
 # scheduler"). No per-sequence or front-end measurement of its own was found: 0, not modelled.
@@ -62,9 +68,13 @@ NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not model
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
-def engine_host(engine: str) -> EngineHost:
-    """The host and front-end constants of `engine` (zeros for engines without a measurement)."""
-    return _ENGINES.get(engine, NONE)
+def engine_host(engine: str, async_scheduling: bool | None = None) -> EngineHost:
+    """The host and front-end constants of `engine` (zeros for engines without a measurement);
+    `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step."""
+    h = _ENGINES.get(engine, NONE)
+    if async_scheduling is not None and h is not NONE:
+        h = replace(h, overlapped=bool(async_scheduling))
+    return h
 
 
 def step_with_host(gpu_s: float, host_s: float, overlapped: bool) -> float:

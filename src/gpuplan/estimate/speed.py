@@ -778,7 +778,7 @@ class _Serving:
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
         # the engine's per-sequence host work each iteration and its front end's latency per request
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
-        self.engine_host = engine_host(inf.engine)
+        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
         self.frontend_s = self.engine_host.frontend_s
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
