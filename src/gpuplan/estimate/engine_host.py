@@ -43,9 +43,10 @@ class EngineHost:
 # enabled by default", PR 27614); infer.async_scheduling false describes older versions.
 # frontend_s: vLLM PR 17866's own `vllm bench serve` run (V1, Llama-3.2-1B, 100 requests of 500 prompt and
 # 50 output tokens at 0.92 req/s, i.e. one at a time): mean TTFT 21.47 ms, mean TPOT 2.73 ms. The GPU is not
-# named; gpuplan's `serve` prices that prompt on one H100 SXM at 4.0 ms (TPOT 2.43 ms, close to the measured
-# 2.73; on an A100 TTFT 8.2 ms and TPOT 3.03 ms), leaving 21.47 - 4.0 = 17.5 ms outside the GPU (the
-# OpenAI completions endpoint: no chat template).
+# named; an H100 SXM is assumed, on which gpuplan's `serve` prices that prompt at 4.0 ms, leaving
+# 21.47 - 4.0 = 17.5 ms outside the GPU (the OpenAI completions endpoint: no chat template). The priced TPOT
+# (2.43 ms on an H100, 3.03 ms on an A100) brackets the measured 2.73 ms and cannot tell the two apart; on an
+# A100 the prefill is 8.2 ms and the front end would be 13.3 ms.
 VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
                   source="GPUStack performance lab gpt-oss-20b H100 (vLLM 0.11 with/without async scheduling), "
                          "vLLM 0.14.0 release notes (async scheduling default), vLLM PR 17866 (light-load TTFT "
