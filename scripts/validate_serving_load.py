@@ -59,7 +59,10 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
             load[k] = {"dist": "lognormal", "mean": mean, "cv": SHAREGPT_CV[k], "min": 4, "max": SHAREGPT_MAX[k]}
         else:
             load[k] = {"dist": "fixed", "mean": mean}
-    infer = {"engine": row["engine"], "weights": row["weights"], "kv_cache": row.get("kv_cache") or row["weights"],
+    # the KV cache is stored in the weights' format for 16-bit and fp8 rows; 4-bit weight formats (mxfp4)
+    # keep a bf16 cache
+    kv = row["weights"] if row["weights"] in ("bf16", "fp16", "fp8") else "bf16"
+    infer = {"engine": row["engine"], "weights": row["weights"], "kv_cache": kv,
              "prompt_len": 1024, "output_len": 256, "load": load}
     if row.get("max_num_seqs"):
         infer["max_num_seqs"] = int(row["max_num_seqs"])
@@ -80,7 +83,7 @@ OVERLAP_FROM = {"vllm": (0, 14), "sglang": (0, 4)}
 
 def overlaps_host(row: dict) -> bool:
     first = OVERLAP_FROM.get(row["engine"])
-    if first is None:
+    if first is None or "--async-scheduling" in row["engine_version"]:
         return True
     parts = row["engine_version"].split()[0].split(".")
     return (int(parts[0]), int(parts[1])) >= first
