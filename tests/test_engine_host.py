@@ -83,3 +83,12 @@ def test_closed_loop_client_waits_for_the_front_end_each_time():
 def test_engine_cost_carries_the_serving_models_front_end():
     sv = _serving()
     assert EngineCost(sv, 64, 2048, 2048).frontend_s == pytest.approx(0.01747)
+
+
+def test_serve_breakdown_names_the_front_end():
+    from gpuplan.estimate.speed import infer_performance
+    for engine, fe in (("vllm", 0.01747), ("sglang", None)):
+        r = pipeline.resolve({**SCN, "infer": {**SCN["infer"], "engine": engine}})
+        perf = infer_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                                 memory=pipeline.memory(r))
+        assert perf.breakdown.get("frontend") == (pytest.approx(fe) if fe else None)

@@ -1192,6 +1192,8 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
           "overhead": step["overhead"]}
+    if sv.frontend_s:   # inside ttft_s: the front end's own latency per request (engine_host.py)
+        bd["frontend"] = sv.frontend_s
     if sv.spec is not None:
         notes.append(f"speculative decoding ({sv.spec.method}, k={sv.spec_k}, acceptance {sv.spec_a:g}): "
                      f"{sv.spec_tokens:.2f} tokens per verification step (Leviathan et al. 2023); TPOT is one "
