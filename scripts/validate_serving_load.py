@@ -59,15 +59,34 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
             load[k] = {"dist": "lognormal", "mean": mean, "cv": SHAREGPT_CV[k], "min": 4, "max": SHAREGPT_MAX[k]}
         else:
             load[k] = {"dist": "fixed", "mean": mean}
-    infer = {"engine": row["engine"], "weights": row["weights"], "kv_cache": row["weights"],
+    # the KV cache is stored in the weights' format for 16-bit and fp8 rows; 4-bit weight formats (mxfp4)
+    # keep a bf16 cache
+    kv = row["weights"] if row["weights"] in ("bf16", "fp16", "fp8") else "bf16"
+    infer = {"engine": row["engine"], "weights": row["weights"], "kv_cache": kv,
              "prompt_len": 1024, "output_len": 256, "load": load}
     if row.get("max_num_seqs"):
         infer["max_num_seqs"] = int(row["max_num_seqs"])
     if row.get("gpu_memory_utilization"):
         infer["gpu_memory_utilization"] = float(row["gpu_memory_utilization"])
+    if not overlaps_host(row):
+        infer["async_scheduling"] = False
     return {"model": row["model"], "task": "infer",
             "hardware": {"gpu": row["gpu"], "count": tp},
             "parallel": {"tp": tp}, "infer": infer}
+
+
+# the first versions whose default overlaps the scheduler's host work with the GPU step (estimate/engine_host.py):
+# vLLM 0.14.0 (async scheduling on by default), SGLang 0.4 (overlap scheduler); TensorRT-LLM 1.x's PyTorch
+# backend and the C++ executor of the MLPerf / NIM rows are taken as overlapped
+OVERLAP_FROM = {"vllm": (0, 14), "sglang": (0, 4)}
+
+
+def overlaps_host(row: dict) -> bool:
+    first = OVERLAP_FROM.get(row["engine"])
+    if first is None or "--async-scheduling" in row["engine_version"]:
+        return True
+    parts = row["engine_version"].split()[0].split(".")
+    return (int(parts[0]), int(parts[1])) >= first
 
 
 def predict(row: dict, search: bool = False, input_mean: float | None = None) -> dict:
@@ -117,6 +136,7 @@ def per_seq_diagnostic(rows: list[dict]) -> None:
             class PerSeq:
                 def __init__(self, base, c=c):
                     self.base, self.c = base, c
+                    self.frontend_s = getattr(base, "frontend_s", 0.0)
 
                 def attention(self, t, o):
                     return self.base.attention(t, o)

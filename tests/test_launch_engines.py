@@ -81,6 +81,14 @@ def test_vllm_lengths_memory_and_batching():
     assert flag(a, "--max-model-len") == "32768" and flag(a, "--enforce-eager") is True
 
 
+def test_vllm_async_scheduling_off_only_when_asked():
+    # async scheduling is vLLM's default from 0.14: the launch file turns it off only for
+    # infer.async_scheduling false (the estimate then adds the host work to every step)
+    assert flag(vllm(serve()), "--no-async-scheduling") is None
+    assert flag(vllm(serve(async_scheduling=True)), "--no-async-scheduling") is None
+    assert flag(vllm(serve(async_scheduling=False)), "--no-async-scheduling") is True
+
+
 @pytest.mark.parametrize("weights,quant,dtype", [("bf16", None, "bfloat16"), ("fp16", None, "float16"),
                                                  ("fp8", "fp8", "auto"), ("fp8-block", "fp8", "auto"),
                                                  ("awq-int4", "awq_marlin", "auto"), ("gptq-int4", "gptq_marlin", "auto"),

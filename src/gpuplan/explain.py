@@ -601,6 +601,12 @@ def _ttft(est) -> Explanation:
                "tokens: matmul FLOPs ÷ (peak x η) + attention)",
                f"  prefill of this batch: {fmt_seconds(perf.breakdown.get('prefill'))}"]
     inputs = [Input("prompt tokens", f"{est.scenario.infer.prompt_len:,}", "the scenario")] + _speed_inputs(est)
+    fe = perf.breakdown.get("frontend")
+    if fe:
+        formula.append(f"  + the engine's front end per request (HTTP, tokenisation, hand-off, first chunk): "
+                       f"{fmt_seconds(fe)}")
+        inputs.append(Input(f"{est.scenario.infer.engine} front-end latency per request", fmt_seconds(fe),
+                            "estimate/engine_host.py (cited light-load measurement)"))
     return _perf_explanation(est, "speed.ttft", "Time to first token", perf.ttft_s, fmt_seconds(perf.ttft_s),
                              formula, inputs, None)
 

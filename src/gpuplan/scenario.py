@@ -399,6 +399,10 @@ class Infer(_Strict):
     max_num_batched_tokens: int | None = _num(None, "engine's tokens per step; default: the engine's own (vLLM: "
                                               "8192 on >= 70 GiB GPUs other than A100, else 2048)",
                                               lo=1, hi=MAX_TOKENS_LEN)
+    async_scheduling: bool | None = Field(None, description="the engine schedules the next step while the GPU "
+                                          "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
+                                          "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
+                                          "false: its per-sequence host work adds to every step. Default: on")
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")

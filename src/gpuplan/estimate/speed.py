@@ -18,6 +18,7 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
+from .engine_host import engine_host, step_with_host
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
@@ -796,6 +797,10 @@ class _Serving:
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
+        # the engine's per-sequence host work each iteration and its front end's latency per request
+        # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
+        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
+        self.frontend_s = self.engine_host.frontend_s
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
@@ -981,6 +986,16 @@ class _Serving:
         ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
         return ref / self.host_speed
 
+    def host_step(self, seqs: float) -> float:
+        """Engine host seconds of one iteration that schedules `seqs` sequences, beyond the calibrated fixed
+        step cost (engine_host.py)."""
+        return self.engine_host.seq_s * seqs
+
+    def with_host(self, gpu_s: float, seqs: float) -> float:
+        """An iteration's wall time: its GPU time and the host work of `seqs` sequences, overlapped or
+        one after the other as the engine runs them (engine_host.step_with_host)."""
+        return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
+
     def _dequant_bytes(self, rows: float) -> float:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
 
@@ -1032,7 +1047,7 @@ class _Serving:
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
             + self._elementwise(q) + comm + self._overhead()
         host = self._host_issue(q)
-        t = max(t, host)
+        t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
@@ -1088,7 +1103,7 @@ class _Serving:
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
-        return max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt))
+        return self.with_host(max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt)), 1)
 
     def spec_step_extra(self, batch: float, context: float) -> float:
         """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
@@ -1163,6 +1178,7 @@ class _Serving:
             thr = O_len / (t_pf + O_len * step["time"])
         if conc_r > batch:  # the rest wait in the queue for a free slot
             ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
+        ttft += self.frontend_s   # the front end's own latency (HTTP, tokenisation, first chunk): no GPU time
         thr *= self.adp    # every attention replica of the copy produces its own tokens
         beam_tokens = thr
         thr /= k           # beam search returns one sequence per request: its tokens are the output
@@ -1205,6 +1221,8 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
           "overhead": step["overhead"]}
+    if sv.frontend_s:   # inside ttft_s: the front end's own latency per request (engine_host.py)
+        bd["frontend"] = sv.frontend_s
     if sv.spec is not None:
         notes.append(f"speculative decoding ({sv.spec.method}, k={sv.spec_k}, acceptance {sv.spec_a:g}): "
                      f"{sv.spec_tokens:.2f} tokens per verification step (Leviathan et al. 2023); TPOT is one "

@@ -52,6 +52,8 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
         argv += ["--max-num-batched-tokens", str(i.max_num_batched_tokens)]
     if not i.cuda_graphs:
         argv.append("--enforce-eager")
+    if i.async_scheduling is False:   # on by default since vLLM 0.14 (release notes: "--no-async-scheduling")
+        argv.append("--no-async-scheduling")
     if plan.multi_node:
         argv += ["--distributed-executor-backend", "ray"]
     return argv, notes

@@ -36,8 +36,9 @@ def _grid(lo: float, hi: float, ratio: float, dense_below: int = 0) -> list[floa
 class ConstantCost:
     """Every iteration costs `step_s` (tests compute such cases by hand)."""
 
-    def __init__(self, step_s: float):
+    def __init__(self, step_s: float, frontend_s: float = 0.0):
         self.step_s = float(step_s)
+        self.frontend_s = float(frontend_s)   # seconds every request spends in the front end before the engine
 
     def attention(self, tokens: float, offset: float) -> float:
         return 0.0
@@ -56,6 +57,9 @@ class EngineCost:
     def __init__(self, serving, max_batch: int, max_context: int, max_prefill_tokens: int):
         sv = serving
         self.overhead = sv._overhead()
+        # the front end's latency per request (speed.py `_Serving.frontend_s`, engine_host.py): the
+        # simulator delays each request's entry into the engine by it
+        self.frontend_s = float(getattr(sv, "frontend_s", 0.0))
         # decode: batch grid (every batch up to 8, then ×1.25) × context grid (×1.2); a grid row is
         # computed when a batch near it first occurs, a batch's own row interpolates its two neighbours
         self.sv = sv
@@ -119,7 +123,8 @@ class EngineCost:
             # extra bytes cost time, not a second round of per-call latency (exact, not tabulated)
             return self.decode(decodes, context) + lin + attention_s + self.sv.riding_comm(decodes, prefill_tokens)
         comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
-        return max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
+        gpu = max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
+        return self.sv.with_host(gpu, 1)
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         """Σ_{j<k} decode(decodes, context + j), exactly for the piecewise-linear table."""
@@ -147,6 +152,7 @@ class SpecCost:
     def __init__(self, base, serving):
         self.base = base
         self.sv = serving
+        self.frontend_s = getattr(base, "frontend_s", 0.0)
         self._cache: dict[tuple[int, int], float] = {}
 
     def attention(self, tokens: float, offset: float) -> float:

@@ -114,18 +114,20 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     it = 0                  # decode counter: decode iterations run so far
     fin_heap: list[tuple[int, int]] = []   # (counter value when done, request)
 
-    # arrivals
+    # arrivals: `arr` is when the client sends a request; it reaches the engine's queue `fe` seconds later,
+    # after the front end (HTTP, tokenisation, hand-off: engine_host.py; 0 for costs without one)
+    fe = float(getattr(cost, "frontend_s", 0.0) or 0.0)
     pending: list[tuple[float, int]] = []
     next_rid = 0
     if workload.clients:
         for _ in range(min(workload.clients, n)):
             arr[next_rid] = 0.0
-            pending.append((0.0, next_rid))
+            pending.append((fe, next_rid))
             next_rid += 1
     else:
         for i in range(n):
             arr[i] = float(workload.arrival_s[i])
-        pending = [(arr[i], i) for i in range(n)]
+        pending = [(arr[i] + fe, i) for i in range(n)]
         next_rid = n
     heapq.heapify(pending)
 
@@ -223,7 +225,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         blk[r] = 0
         if workload.clients and next_rid < n:     # the client sends its next request now
             arr[next_rid] = now
-            heapq.heappush(pending, (now, next_rid))
+            heapq.heappush(pending, (now + fe, next_rid))
             next_rid += 1
 
     def live_top() -> int | None:

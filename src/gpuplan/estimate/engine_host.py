@@ -1,0 +1,84 @@
+"""Serving-engine work outside the GPU forward: the engine's per-sequence host work each iteration and
+the front end's latency per request (docs/serving-load.md, *Host and front-end*).
+
+Two mechanisms, each with its own published measurement (none is fitted on the load-test rows in
+validation/gathered/serve-load.csv):
+
+* **Per-sequence host work per iteration** (scheduler bookkeeping, the output update, input preparation):
+  `seq_s` seconds per scheduled sequence. Whether it adds to the GPU step or hides under it depends on
+  the engine: an engine that schedules step n+1 while the GPU runs step n (vLLM's async scheduling,
+  SGLang's overlap scheduler, TensorRT-LLM's overlap scheduler) takes max(GPU, host); one that
+  schedules in between takes GPU + host (`step_with_host`).
+* **Front-end latency per request** (HTTP server, request parsing and tokenisation, hand-off to the
+  engine process, the first streamed chunk): `frontend_s` seconds added to every request's
+  time to first token; it does not occupy the GPU.
+
+The engines' fixed per-step cost (`step_overhead_s`, `layer_overhead_s` in estimate/data/efficiency.json)
+stays where it was: it is calibrated on throughput rows and already holds each step's fixed host share.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class EngineHost:
+    seq_s: float          # host seconds per scheduled sequence per iteration
+    overlapped: bool      # host work of one step runs while the GPU runs another
+    frontend_s: float     # front-end seconds per request, before its first token reaches the client
+    source: str
+
+
+# vLLM V1.
+# seq_s: GPUStack's performance lab ran gpt-oss-20b on one H100 with vLLM 0.11.0 (synchronous scheduling)
+# with and without `--async-scheduling`, 1000 ShareGPT requests sent at once (docs/performance-lab/
+# gpt-oss-20b/h100.md, gpustack/gpustack at 7b50d5067ddbdeba0739e7f72d6f40e53d3b9a04): mean TPOT 91.33 ms
+# -> 86.81 ms. The 4.52 ms a step saves is the host work async scheduling hides; over the ~1000 requests
+# the engine runs at once (max_num_seqs 1024 on an H100) that is 4.5 us per sequence. (The model and rows
+# differ from the Qwen3 rows of validation/gathered/serve-load.csv.) For scale, vLLM PR 46112 times one
+# of the phases alone, `Scheduler.update_from_output`: 0.142 ms at batch 128, 0.287 ms at 256 (1.13 us per
+# sequence). The fixed part of a step (PR 42131: schedule 0.2 ms, _update_states 0.18 ms, input
+# preparation ~0.05 ms at small batches) is inside the calibrated step_overhead_s.
+# overlapped: async scheduling is on by default from vLLM 0.14.0 (release notes: "Async scheduling is now
+# enabled by default", PR 27614); infer.async_scheduling false describes older versions.
+# frontend_s: vLLM PR 17866's own `vllm bench serve` run (V1, Llama-3.2-1B, 100 requests of 500 prompt and
+# 50 output tokens at 0.92 req/s, i.e. one at a time): mean TTFT 21.47 ms, mean TPOT 2.73 ms. The GPU is not
+# named; an H100 SXM is assumed, on which gpuplan's `serve` prices that prompt at 4.0 ms, leaving
+# 21.47 - 4.0 = 17.5 ms outside the GPU (the OpenAI completions endpoint: no chat template). The priced TPOT
+# (2.43 ms on an H100, 3.03 ms on an A100) brackets the measured 2.73 ms and cannot tell the two apart; on an
+# A100 the prefill is 8.2 ms and the front end would be 13.3 ms.
+VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
+                  source="GPUStack performance lab gpt-oss-20b H100 (vLLM 0.11 with/without async scheduling), "
+                         "vLLM 0.14.0 release notes (async scheduling default), vLLM PR 17866 (light-load TTFT "
+                         "less the priced prefill)")
+
+# SGLang: the overlap scheduler is on by default since v0.4 (LMSYS blog, 2024-12-04, "zero-overhead batch
+# scheduler"). No per-sequence or front-end measurement of its own was found: 0, not modelled.
+SGLANG = EngineHost(seq_s=0.0, overlapped=True, frontend_s=0.0,
+                    source="SGLang v0.4 blog (overlap scheduler default); no per-sequence or front-end "
+                           "measurement found")
+
+# TensorRT-LLM: the overlap scheduler is enabled by default (docs/source/features/overlap-scheduler.md,
+# `disable_overlap_scheduler` defaults to False). No per-sequence or front-end measurement found.
+TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=0.0,
+                    source="TensorRT-LLM overlap-scheduler docs (default on); no per-sequence or "
+                           "front-end measurement found")
+
+NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not modelled")
+
+_ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
+
+
+def engine_host(engine: str, async_scheduling: bool | None = None) -> EngineHost:
+    """The host and front-end constants of `engine` (zeros for engines without a measurement);
+    `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step."""
+    h = _ENGINES.get(engine, NONE)
+    if async_scheduling is not None and h is not NONE:
+        h = replace(h, overlapped=bool(async_scheduling))
+    return h
+
+
+def step_with_host(gpu_s: float, host_s: float, overlapped: bool) -> float:
+    """One iteration's wall time: the host work hides under the GPU step when the engine overlaps them
+    (the slower of the two sets the pace), else the two run one after the other."""
+    return max(gpu_s, host_s) if overlapped else gpu_s + host_s

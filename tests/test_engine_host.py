@@ -1,0 +1,94 @@
+"""Engine host work per sequence and the front end's latency per request (estimate/engine_host.py):
+the constants against their sources' own numbers, the overlap rule, and the same terms in `serve`
+(speed.py `_Serving`) and the load simulator, all by hand."""
+import numpy as np
+import pytest
+
+from gpuplan import pipeline
+from gpuplan.estimate.engine_host import engine_host, step_with_host
+from gpuplan.estimate.load import ConstantCost, EngineCost, Policy, Workload, simulate
+from gpuplan.estimate.speed import serving_model
+
+
+def test_vllm_constants_from_their_sources():
+    h = engine_host("vllm")
+    # GPUStack gpt-oss-20b on one H100, vLLM 0.11, 1000 ShareGPT requests at once: mean TPOT 91.33 ms without
+    # and 86.81 ms with --async-scheduling -> 4.52 ms per step over ~1000 running sequences
+    assert h.seq_s == pytest.approx(4.52e-6)
+    # vLLM PR 17866: mean TTFT 21.47 ms for a 500-token prompt of Llama-3.2-1B, less the 4.0 ms prefill
+    assert h.frontend_s == pytest.approx(0.01747)
+    assert h.overlapped                                   # async scheduling default from vLLM 0.14
+    assert not engine_host("vllm", async_scheduling=False).overlapped
+    assert engine_host("vllm", async_scheduling=False).seq_s == h.seq_s
+    # engines without a measurement add nothing
+    for e in ("sglang", "trtllm", "llama.cpp", "hf"):
+        assert engine_host(e).seq_s == 0.0 and engine_host(e).frontend_s == 0.0
+
+
+def test_step_with_host_overlap_rule():
+    assert step_with_host(0.010, 0.004, True) == pytest.approx(0.010)     # hidden under the GPU step
+    assert step_with_host(0.003, 0.004, True) == pytest.approx(0.004)     # the host sets the pace
+    assert step_with_host(0.010, 0.004, False) == pytest.approx(0.014)    # one after the other
+
+
+SCN = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+       "infer": {"engine": "vllm", "prompt_len": 500, "output_len": 100, "concurrency": 1}}
+
+
+def _serving(**infer):
+    scn = {**SCN, "infer": {**SCN["infer"], **infer}}
+    r = pipeline.resolve(scn)
+    mem = pipeline.memory(r)
+    return serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+
+
+def test_synchronous_scheduling_adds_the_host_work_to_each_step():
+    sync, asy = _serving(async_scheduling=False), _serving()
+    # 512 sequences x 4.52 us = 2.31424 ms per step; the 8B decode step at 512 sequences is longer than that,
+    # so with async scheduling the host work hides entirely
+    gap = sync.decode_step(512, 600)["time"] - asy.decode_step(512, 600)["time"]
+    assert gap == pytest.approx(512 * 4.52e-6, rel=1e-9)
+    assert asy.decode_step(512, 600)["time"] > 512 * 4.52e-6
+    assert sync.with_host(0.010, 512) == pytest.approx(0.010 + 0.00231424)
+    assert asy.with_host(0.010, 512) == pytest.approx(0.010)
+    assert asy.with_host(0.001, 512) == pytest.approx(0.00231424)
+
+
+def test_serve_ttft_includes_the_front_end():
+    sv = _serving()
+    with_fe = sv.point(1)["ttft_s"]
+    sv.frontend_s = 0.0
+    assert with_fe - sv.point(1)["ttft_s"] == pytest.approx(0.01747)
+
+
+def test_simulator_delays_entry_by_the_front_end():
+    # one request, 4-token prompt, 3 output tokens; 10 ms per iteration, 20 ms front end: it reaches the
+    # engine at 0.02, its prompt iteration ends at 0.03 (first token), then two decodes: done at 0.05
+    w = Workload(np.array([0.0]), np.array([4]), np.array([3]))
+    res = simulate(w, Policy(max_num_seqs=8, token_budget=100), ConstantCost(0.01, frontend_s=0.02))
+    assert res.arrival_s == pytest.approx([0.0])
+    assert res.first_token_s == pytest.approx([0.03])
+    assert res.finish_s == pytest.approx([0.05])
+
+
+def test_closed_loop_client_waits_for_the_front_end_each_time():
+    # 1 client, 2 requests of 1 prompt + 1 output token: sent at 0, in the engine at 0.02, done 0.03;
+    # the next is sent at 0.03, in the engine at 0.05, done 0.06
+    w = Workload(np.full(2, np.nan), np.ones(2, int), np.ones(2, int), clients=1)
+    res = simulate(w, Policy(max_num_seqs=8, token_budget=10), ConstantCost(0.01, frontend_s=0.02))
+    assert res.arrival_s == pytest.approx([0.0, 0.03])
+    assert res.finish_s == pytest.approx([0.03, 0.06])
+
+
+def test_engine_cost_carries_the_serving_models_front_end():
+    sv = _serving()
+    assert EngineCost(sv, 64, 2048, 2048).frontend_s == pytest.approx(0.01747)
+
+
+def test_serve_breakdown_names_the_front_end():
+    from gpuplan.estimate.speed import infer_performance
+    for engine, fe in (("vllm", 0.01747), ("sglang", None)):
+        r = pipeline.resolve({**SCN, "infer": {**SCN["infer"], "engine": engine}})
+        perf = infer_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                                 memory=pipeline.memory(r))
+        assert perf.breakdown.get("frontend") == (pytest.approx(fe) if fe else None)
