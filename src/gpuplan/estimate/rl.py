@@ -259,7 +259,9 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
         return {"time": math.inf, "batch": 0, "waves": 0, "fits": False}
     waves = math.ceil(n_r / b)
     mean, top, P_len = response_len(scn), rl.max_new_tokens, rl.prompt_len
-    t_prefill = sv.prefill(P_len) + (b - 1) * sv.prefill(P_len, compute_only=True)
+    # the wave's b prompts run as one forward: the first pays the weight read, step cost and one set of
+    # collectives per layer; the others ride in it and add their compute and collective bytes only
+    t_prefill = sv.prefill(P_len) + (b - 1) * sv.prefill_chunk(P_len, 0, compute_only=True, riding_with=P_len)
     t_full = mean * sv.decode_step(b, P_len + mean / 2.0)["time"]
     t_tail = (top - mean) * sv.decode_step(1, P_len + (mean + top) / 2.0)["time"] if top > mean else 0.0
     return {"time": waves * (t_prefill + t_full) + t_tail, "batch": b, "waves": waves, "fits": True,
