@@ -126,7 +126,8 @@ class ModelSpec:
     encoder_layers: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
-    # or "mlp" for Nemotron-H's MLP-only blocks); empty = every layer is attention
+    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), or "mlp" for
+    # Nemotron-H's MLP-only blocks); empty = every layer is attention
     ssm: SSMShape | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
@@ -198,18 +199,22 @@ class ModelSpec:
     @property
     def num_attention_layers(self) -> int:
         """Layers that attend (and keep a KV cache); SSM layers keep a fixed-size state instead."""
-        return self.layer_mixers.count("attention") if self.layer_mixers else self.num_layers
+        if not self.layer_mixers:
+            return self.num_layers
+        return self.layer_mixers.count("attention") + self.layer_mixers.count("parallel")
 
     @property
     def num_ssm_layers(self) -> int:
-        return self.layer_mixers.count("mamba")
+        """Layers with a Mamba mixer ("parallel": Falcon-H1 / Zamba layers that run attention and a Mamba
+        mixer side by side count as both)."""
+        return self.layer_mixers.count("mamba") + self.layer_mixers.count("parallel")
 
     @property
     def attention_windows(self) -> tuple[int | None, ...]:
         """Sliding window per attention layer (SSM layers left out)."""
         if not self.layer_mixers:
             return self.layer_windows
-        return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m == "attention")
+        return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m in ("attention", "parallel"))
 
     def ssm_state_bytes_per_sequence(self, state_bytes: float = 2.0, conv_bytes: float = 2.0,
                                      conv_columns: int | None = None) -> float:
@@ -857,7 +862,15 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     elif mt == "falcon":
         fields = _falcon(c, where)
     elif mt in _family_builders():
-        fields = _family_builders()[mt](c, where)
+        try:
+            fields = _family_builders()[mt](c, where)
+        except UnsupportedError:
+            # a variant the hand-written family does not model (Nemotron-3's MoE blocks): the generic
+            # meta-device reader, where torch and transformers are installed
+            if not _generic_available():
+                raise
+            from .generic import spec_from_meta
+            return spec_from_meta(raw, name=name or hf_id or str(mt), hf_id=hf_id, where=where)
     else:
         fields = _decoder(c, mt, where)
     if raw is not config and raw.get("vision_config") is not None:
