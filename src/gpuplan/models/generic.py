@@ -28,6 +28,8 @@ _MLP_PATH = ("mlp", "ffn", "feed_forward", "feedforward", "ff", "intermediate", 
 _ATTN_LEAF = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "query", "key", "value",
               "c_attn", "out_proj", "wq", "wk", "wv", "wo_attn", "Wqkv", "qkv", "dense"}
 _MLP_LEAF = {"fc1", "fc2", "fc_in", "fc_out", "up_proj", "down_proj", "gate_proj", "gate_up_proj", "c_fc",
+             # Gemma 3n / Gemma 4 per-layer embeddings: a gate h -> p and a projection p -> h in every layer
+             "per_layer_input_gate", "per_layer_projection",
              "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3", "wi", "wo", "wi_0", "wi_1"}
 _ROUTER = ("router", "gate")
 _GATED_LEAF = {"gate_proj", "gate_up_proj", "w1", "w3", "wi_0", "c_fc2"}
@@ -67,10 +69,33 @@ def _cfg_int(cfg, *names) -> int | None:
         try:
             v = getattr(cfg, n, None)
         except Exception:   # per-layer attributes of heterogeneous configs raise on global access
-            v = None
+            v = _per_layer_value(cfg, n)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return None
+
+
+def _per_layer_value(cfg, name: str):
+    """A per-layer config attribute (transformers' per_layer_config): the value most layers have (spec_from_meta
+    notes in `inferred` when layers differ), None when unreadable."""
+    from collections import Counter
+    try:
+        values = Counter(getattr(pc, name, None) for pc in getattr(cfg, "per_layer_config", None) or ())
+    except Exception:  # noqa: BLE001 - an unreadable per-layer config counts as absent
+        return None
+    return values.most_common(1)[0][0] if values else None
+
+
+def _per_layer_spread(cfg, name: str) -> list:
+    """The distinct per-layer values of a config attribute ([] for a homogeneous config)."""
+    try:
+        getattr(cfg, name, None)
+        return []
+    except Exception:  # noqa: BLE001 - a per-layer attribute
+        try:
+            return sorted({getattr(pc, name, None) for pc in cfg.per_layer_config})
+        except Exception:  # noqa: BLE001
+            return []
 
 
 def _decoder_layers(model):
@@ -188,6 +213,10 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                                "Mamba, Mamba-2, Jamba and Nemotron-H families (RWKV, Falcon-H1 ...) are not "
                                "modelled yet.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
+    spread = _per_layer_spread(text_cfg, "num_attention_heads")
+    if len(spread) > 1:
+        inferred["num_heads"] = (f"per-layer config: layers have {spread} heads; the most common is used for the "
+                                 "attention terms (parameters are counted per tensor, exactly)")
     d = _cfg_int(text_cfg, "head_dim") or h // a
     inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"
 

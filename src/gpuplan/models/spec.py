@@ -337,8 +337,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                   num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=32768,
                   tie_word_embeddings=False, attention_bias=False, use_sliding_window=False, sliding_window=4096,
                   max_window_layers=28),
+    # head_dim: transformers 5.x's Qwen3MoeConfig has none (modeling: hidden_size / heads); every released
+    # Qwen3-MoE config.json names it (128)
     "qwen3_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
-                      num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=32768,
+                      num_attention_heads=32, num_key_value_heads=4, head_dim=None, max_position_embeddings=32768,
                       tie_word_embeddings=False, attention_bias=False, num_experts=128, num_experts_per_tok=8,
                       moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
                       use_sliding_window=False, sliding_window=4096, max_window_layers=28),
@@ -446,7 +448,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                 dropout_rate=0.1, layer_norm_epsilon=1e-6, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
                 is_encoder_decoder=True),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                                num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
+                                num_attention_heads=12, num_channels=3, image_size=224, patch_size=16,
+                                vision_use_head=True),
 }
 _ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
@@ -819,7 +822,11 @@ def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
             Block("vision.mlp", "other", hv * iv + iv + iv * hv + hv, n, (hv, iv), 1.0, s),
             Block("vision.layer_norms", "other", 4 * hv, n, None, 1.0, s),
             Block("vision.post_layernorm", "other", 2 * hv, 1, None, 1.0, s),
-            Block("mm_projector", "other", hv * text_hidden + hv, 1, None, 1.0, s)]
+            Block("mm_projector", "other", hv * text_hidden + hv, 1, None, 1.0, s)] + (
+        # SiglipMultiheadAttentionPoolingHead (SiglipVisionConfig default vision_use_head=True; Gemma 3's configs
+        # say false): a probe token, nn.MultiheadAttention (in_proj 3h x h + bias, out_proj), a LayerNorm, an MLP
+        [Block("vision.head", "other", hv + 3 * hv * hv + 3 * hv + hv * hv + hv + 2 * hv + 2 * hv * iv + iv + hv,
+               1, None, 1.0, s)] if c.get("vision_use_head") else [])
 
 
 def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
