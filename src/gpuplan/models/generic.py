@@ -209,9 +209,8 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
-                               "its config: recurrent and state-space models other than the hand-written "
-                               "Mamba, Mamba-2, Jamba and Nemotron-H families (RWKV, Falcon-H1 ...) are not "
-                               "modelled yet.",
+                               "its config: recurrent models without attention (RWKV ...) and pure state-space "
+                               "models other than the hand-written Mamba and Mamba-2 families are not modelled.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
     spread = _per_layer_spread(text_cfg, "num_attention_heads")
     if len(spread) > 1:
@@ -278,6 +277,11 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         if kind == "other" and p.ndim == 2 and isinstance(mod, nn.Embedding):
             blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))   # learned positions
             continue
+        if not kind and mixers and in_layer and isinstance(mod, nn.Linear) and _in_attention_branch(
+                first_name[key], layers_path, modules):
+            # Zamba's hybrid layers: the shared attention block's output passes a per-layer linear (h x h)
+            # before it joins the Mamba stream: part of the attention branch
+            kind = "attn"
         if not kind:
             raise UnsupportedError(f"model_type '{mt}' in {where}",
                                    f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
@@ -426,6 +430,16 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                      max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
                      layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
                      inferred=inferred, **moe, **ssm_fields)
+
+
+def _in_attention_branch(pname: str, layers_path: str, modules) -> bool:
+    """Whether a parameter sits directly in a layer (not in a sub-block) whose layer also holds an attention
+    sub-block (a hybrid layer with a shared transformer block)."""
+    rest = pname[len(layers_path) + 1:].split(".")
+    if len(rest) != 3:          # index, module, weight|bias
+        return False
+    layer = modules.get(f"{layers_path}.{rest[0]}")
+    return layer is not None and any("attn" in n for n, _ in layer.named_parameters())
 
 
 def _layer_mixer(kinds: set[str]) -> str:
