@@ -148,3 +148,18 @@ def test_inference_within_5_percent_of_the_trace(mt, tmp_path):
     peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
     assert abs(act) <= 0.05, f"{mt}: prefill activations {act:+.1%}"
     assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
+
+
+# ---- vision-language models: the text decoder's structure, the vision tower as params_vision ------------------------
+def test_qwen2_vl_reads_the_text_decoder_and_counts_the_vision_tower():
+    text = dict(hidden_size=256, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=512, vocab_size=1000)
+    vision = dict(depth=5, embed_dim=128, hidden_size=256, num_heads=4, mlp_ratio=2)
+    cfg = _cfg("qwen2_vl", text_config=text, vision_config=vision)
+    m = spec_from_config(cfg, name="qwen2-vl-tiny")
+    # the vision tower's 5 blocks are longer than the 3 text layers, but the decoder is the text model
+    assert (m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads) == (3, 256, 4, 2)
+    assert m.params_total == meta_param_count(cfg)["parameters_plus_stored_buffers"]
+    from gpuplan.models.meta import build_meta_model
+    model = build_meta_model(cfg)
+    assert m.params_vision == sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}")

@@ -98,6 +98,13 @@ def _per_layer_spread(cfg, name: str) -> list:
             return []
 
 
+def _is_vision(path: str) -> bool:
+    """Whether a module path lies in a vision tower or its projector (Qwen2-VL `visual`, LLaVA `vision_tower` and
+    `multi_modal_projector`, mllama `vision_model`, Gemma 3 `vision_tower`)."""
+    return any(p == "visual" or p.startswith(("vision", "image_encoder")) or p in (
+        "multi_modal_projector", "mm_projector") for p in path.split("."))
+
+
 def _decoder_layers(model):
     """(path, ModuleList) of the decoder layers: the longest ModuleList whose children share one class, else
     the longest list of mixed layer classes (hybrids: Zamba's hybrid and Mamba layers, OLMo-hybrid's attention
@@ -105,7 +112,7 @@ def _decoder_layers(model):
     import torch.nn as nn
     best, mixed = ("", None), ("", None)
     for path, mod in model.named_modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) > 0:
+        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and not _is_vision(path):
             kinds = {type(c).__name__ for c in mod}
             if len(kinds) == 1 and (best[1] is None or len(mod) > len(best[1])):
                 best = (path, mod)
@@ -261,6 +268,12 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             continue
         if key in out_names:
             blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
+            continue
+        if _is_vision(key):
+            # the vision tower and projector: weights (params_vision); they run over image patches, not text
+            # tokens, so their matmuls stay out of the per-token FLOPs
+            lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and p.ndim == 2 else None
+            blocks.append(Block(key, "other", p.numel() * len(params), 1, lin, 1.0, "vision"))
             continue
         if id(p) in ssm_ids:
             # a Mamba mixer's tensors: in/out (and Mamba-1 x/dt) projections are matmuls; conv1d, A_log, D and
