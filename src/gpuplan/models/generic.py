@@ -329,6 +329,9 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             kind_of[id(q)] = kind
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
+    if any(b.layer_scope == "vision" for b in blocks):
+        inferred["vision"] = ("tensors under visual / vision* / multi_modal_projector paths: params_vision, outside "
+                              "the decoder layers and the per-token FLOPs")
 
     # ---- structure -------------------------------------------------------------------------------
     attn_lin = {kk: b for b in blocks for kk in [b.name] if b.kind == "attn" and b.linear}
