@@ -65,6 +65,10 @@ def test_falcon_h1_runs_attention_and_mamba_side_by_side():
     m = spec_from_config(_cfg("falcon_h1", **SMALL["falcon_h1"]))
     assert m.layer_mixers == ("parallel",) * 4
     assert m.num_ssm_layers == m.num_attention_layers == 4
+    # FalconH1Config's default mamba_rms_norm is false: no gated RMSNorm in the mixer; Bamba's has one
+    assert m.ssm.gated_norm is False
+    assert spec_from_config(_cfg("falcon_h1", **SMALL["falcon_h1"], mamba_rms_norm=True)).ssm.gated_norm is True
+    assert spec_from_config(_cfg("bamba", **SMALL["bamba"])).ssm.gated_norm is True
 
 
 def test_zamba_hybrid_layers_share_one_attention_block():
@@ -121,7 +125,7 @@ def _scenarios(path):
     return train, infer
 
 
-@pytest.mark.parametrize("mt", ["bamba", "granitemoehybrid"])
+@pytest.mark.parametrize("mt", ["bamba", "granitemoehybrid", "falcon_h1"])
 def test_training_peak_within_5_percent_of_the_trace(mt, tmp_path):
     from gpuplan.trace import trace
     (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **SMALL[mt])))
@@ -130,7 +134,7 @@ def test_training_peak_within_5_percent_of_the_trace(mt, tmp_path):
     est = estimate(sc).memory
     peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
     assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
-    if mt == "bamba":      # measured -1.9 %; GraniteMoeHybrid's shared MLP is read as a dense MLP: -6.6 %
+    if mt != "granitemoehybrid":    # its shared MLP is read as a dense MLP: activations -6.6 % (peak -3.9 %)
         act = est.components["activations"] / traced.components["activations"] - 1
         assert abs(act) <= 0.05, f"{mt}: activations {act:+.1%}"
 

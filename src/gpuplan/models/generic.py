@@ -162,9 +162,12 @@ def _ssm_shape(mixer, variant: str, text_cfg, inferred: dict[str, str]):
                                "add a hand-written family in gpuplan/models/ssm.py.")
     inferred["ssm"] = ("Mamba-2 mixer: heads from A_log, d_inner from out_proj's input, groups and d_state from the "
                        "mixer's n_groups / ssm_state_size (checked against the conv1d channels)")
+    gated_norm = any(n.startswith("norm.") for n, _ in mixer.named_parameters())
+    if not gated_norm:
+        inferred["ssm"] += "; no gated RMSNorm in the mixer (the scan output is gated by silu(z) alone)"
     return SSMShape(variant="mamba2", d_inner=d, d_state=d_state, d_conv=kernel, n_groups=groups, num_heads=heads,
                     head_dim=d // heads, chunk_size=_attr_int(mixer, "chunk_size") or 256,
-                    residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)))
+                    residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)), gated_norm=gated_norm)
 
 
 def _attr_int(obj, *names) -> int | None:

@@ -67,6 +67,9 @@ class SSMShape:
     chunk_size: int = 256          # mamba2 SSD chunk length
     inner_norms: str = "none"      # RMSNorms on dt, B, C: Jamba (weighted), Falcon-Mamba (weightless)
     residual_fp32: bool = True     # residual_in_fp32: the residual stream is kept in fp32 between layers
+    # Mamba-2: a gated RMSNorm over the scan output before out_proj; Falcon-H1 without mamba_rms_norm gates
+    # with y * silu(z) instead (models/generic.py reads which from the mixer)
+    gated_norm: bool = True
 
     def __post_init__(self) -> None:
         if self.variant not in SSM_VARIANTS:
@@ -93,7 +96,7 @@ class SSMShape:
         return {"variant": self.variant, "d_inner": self.d_inner, "d_state": self.d_state, "d_conv": self.d_conv,
                 "dt_rank": self.dt_rank, "n_groups": self.n_groups, "num_heads": self.num_heads,
                 "head_dim": self.head_dim, "chunk_size": self.chunk_size, "conv_dim": self.conv_dim,
-                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32}
+                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32, "gated_norm": self.gated_norm}
 
 
 @dataclass(frozen=True, kw_only=True)
