@@ -51,7 +51,7 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
         # residual scales, conv/SSM vectors): counted as weights, never as a matmul
         return "other"
     parts = path.split(".")
-    if any("shared_expert" in p for p in parts):
+    if any("shared_expert" in p or p == "shared_mlp" for p in parts):     # GraniteMoe*: shared_mlp
         return "shared_expert" if not parts[-2].endswith("gate") else "router"
     if any(p.startswith("expert") for p in parts):
         return "expert"
@@ -386,9 +386,12 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     if expert_blocks:
         moe_layers = expert_blocks[0].count // experts
         mi = mi_cfg or (expert_blocks[0].linear[1] // (2 if len(expert_blocks) == 1 and gated else 1))
-        shared = [b for b in blocks if b.kind == "shared_expert" and b.linear and b.linear[0] == h]
+        # the shared expert's width: the input width of its down projection (out = hidden), which a fused
+        # gate|up input projection (GraniteMoe's shared_mlp.input_linear, 2i wide) would double
+        shared = [b for b in blocks if b.kind == "shared_expert" and b.linear]
+        down = [b for b in shared if b.linear[1] == h and b.linear[0] != h] or [b for b in shared if b.linear[1] == h]
         moe = dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
-                   shared_expert_intermediate=max((b.linear[1] for b in shared), default=0))
+                   shared_expert_intermediate=max((b.linear[0] for b in down), default=0))
         inferred["moe"] = f"{experts} experts, top-{k} from config; {moe_layers} MoE layers from the expert tensors"
 
     act_name = str(getattr(text_cfg, "hidden_act", None) or getattr(text_cfg, "activation_function", None)
