@@ -70,7 +70,10 @@ def main() -> None:
         f"**{len(exact)} of {len(built)} buildable architectures give the exact count "
         f"({100 * len(exact) / max(len(built), 1):.1f} %)**; {len(rows) - len(built)} could not be built from a "
         "default config (their config classes need arguments or files). `refused` rows name the reason "
-        "(no attention heads: state-space models; encoder-decoder; a parameter gpuplan will not guess).",
+        "(no attention heads: recurrent models; a parameter whose role gpuplan will not guess; a default config "
+        "without a field the estimate needs). Encoder-decoders (BART, Whisper ...) are built with "
+        "AutoModelForSeq2SeqLM / AutoModelForSpeechSeq2Seq and counted whole. See docs/generic-coverage.md for "
+        "what each newly read kind of model gets beyond its count.",
         "",
         "| model_type | status | family | parameters (meta) | note |",
         "|---|---|---|---:|---|",

@@ -222,11 +222,23 @@ def test_torch_path_inference_within_5_percent_of_the_trace(mt, tmp_path):
     assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
 
 
-def test_nemotron_h_moe_blocks_are_refused_by_name():
+def test_nemotron_h_moe_blocks_go_to_the_generic_reader():
+    # the hand-written family refuses Nemotron-3's latent-MoE blocks by name; with transformers installed the
+    # meta-device reader (models/generic.py) reads them instead, exactly
+    from gpuplan.models import ssm
+    from gpuplan.errors import UnsupportedError
     cfg = {**SMALL["nemotron_h"], "model_type": "nemotron_h", "hybrid_override_pattern": "ME*"}
-    with pytest.raises(InputError) as err:
-        spec_from_config(cfg)
+    with pytest.raises(UnsupportedError) as err:
+        ssm.nemotron_h(cfg, "(test)")
     assert "mixture-of-experts" in str(err.value) and "'E'" in str(err.value)
+    m = spec_from_config(cfg)
+    full = transformers.AutoConfig.for_model("nemotron_h", **{**SMALL["nemotron_h"], "hybrid_override_pattern": "ME*"})
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(full)
+    assert m.family == "generic:nemotron_h" and m.layer_mixers == ("mamba", "mlp", "attention")
+    # + the router's e_score_correction_bias: a buffer in transformers, a tensor in the checkpoint (meta.py)
+    bias = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
+    assert bias and m.params_total == sum(p.numel() for p in model.parameters()) + bias
 
 
 def test_frameworks_without_mamba_layers_are_refused():

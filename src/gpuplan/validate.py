@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .errors import InputError
+from .errors import InputError, UnsupportedError
 
 
 def _divisors(n: int, limit: int) -> str:
@@ -186,6 +186,14 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                              "remove train.target_len (put the whole sequence length in seq_len).")
         return
     what = f"{model.name} (encoder-decoder)"
+    if model.traits.position != "relative":
+        # BART-style stacks (models/generic.py): LayerNorm, learned positions, biases and unmasked attention
+        # save other tensors than T5's RMSNorm + relative-position-bias layers, which estimate/encdec.py derives
+        raise UnsupportedError(f"model {model.name}", f"is a BART-style encoder-decoder ({model.model_type}: "
+                               f"{model.norm}, {model.position_encoding} positions); gpuplan counts its parameters "
+                               "exactly (`gpuplan model`), but its training and serving memory are derived and "
+                               "traced for T5's stacks only.", "use a T5 / Flan-T5 / mT5 model for memory and speed, "
+                               "or `gpuplan trace` for a measured number.")
     if p.pp > 1 or p.cp > 1 or p.ep > 1:
         raise InputError(f"parallel pp={p.pp}, cp={p.cp}, ep={p.ep}", f"{what}: gpuplan models an encoder-decoder "
                          "with data and tensor parallelism only (no pipeline split of the two stacks, no context "

@@ -104,10 +104,21 @@ def _gguf_model(args: argparse.Namespace) -> int:
     from ..models.gguf import read_gguf
     from ..report import table
     from ..units import fmt_bytes, fmt_count
+    from ..errors import GpuplanError
+    from ..models.gguf import spec_from_gguf
     info = read_gguf(args.name)
     d = info.to_dict()
+    try:
+        spec, why_not = spec_from_gguf(info), None
+    except GpuplanError as err:      # the stored bytes are reported whatever the architecture
+        spec, why_not = None, err.why
+    arch = None
+    if spec is not None:
+        arch = {**spec.to_dict(), "source": "GGUF metadata ({arch}.block_count, embedding_length, attention.* ...)",
+                "params_match_file": spec.params_total == info.weight_parameters}
     if args.json:
-        print_result("model", {"name": str(args.name), "checkpoint": d, "modelled": False})
+        print_result("model", {"name": str(args.name), "checkpoint": d, "modelled": spec is not None,
+                               **({"model": arch} if arch else {"not_modelled": why_not})})
         return 0
     rows = [(t, f"{info.elements_by_type[t]:,}", fmt_bytes(b), f"{8 * b / info.elements_by_type[t]:.3g}")
             for t, b in sorted(info.bytes_by_type.items(), key=lambda kv: -kv[1])]
@@ -116,6 +127,13 @@ def _gguf_model(args: argparse.Namespace) -> int:
          f"{info.parameters:,} parameters ({fmt_count(info.parameters)}), {fmt_bytes(info.tensor_bytes)} of tensor "
          f"data in a {fmt_bytes(info.file_bytes)} file")
     emit(table(rows, ["ggml type", "elements", "bytes", "bits/element"], "lrrr"))
+    if arch is not None:
+        match = "equal to" if arch["params_match_file"] else "NOT equal to"
+        emit(f"\nArchitecture from the GGUF metadata: {spec.model_type}, {spec.num_layers} layers, hidden "
+             f"{spec.hidden_size}, {spec.num_heads} heads ({spec.num_kv_heads} KV), vocabulary {spec.vocab_size:,}: "
+             f"{spec.params_total:,} parameters, {match} the file's {info.weight_parameters:,} weight elements.")
+    else:
+        emit(f"\nArchitecture not read: {why_not}")
     emit("\nWeights as stored (read from the header; no tensor data loaded). For llama.cpp serving estimates name "
           "the model and its format: --model NAME --engine llama.cpp --weights gguf-q4_k_m.")
     return 0

@@ -372,7 +372,13 @@ def ssm_mixer_bytes(model: ModelSpec, s: ActivationSetup) -> float:
     proj = 2 * d + 2 * G * N + H
     if s.ssm_kernels:
         return 2 * proj + 2 * d + 4 * G
-    return 2 * proj + 2 * ssm.conv_dim + 42.0 * d + 20 * H + 12 * H * Q + 20 * H * N + 8.0 * d * N / Q + 4 * G
+    out = 2 * proj + 2 * ssm.conv_dim + 42.0 * d + 20 * H + 12 * H * Q + 20 * H * N + 8.0 * d * N / Q + 4 * G
+    if not ssm.gated_norm:
+        # Falcon-H1 with mamba_rms_norm false: y * silu(z) replaces the fp32 gated RMSNorm, which keeps 14 d + 4 G
+        # bytes more (saved_tensors_hooks listing of transformers 5.24 FalconH1Mixer on CPU bf16 tensors, with
+        # and without the norm: +7,180 bytes per token at d 512, G 2)
+        out -= 14.0 * d + 4 * G
+    return out
 
 
 def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:

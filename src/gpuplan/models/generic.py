@@ -28,6 +28,8 @@ _MLP_PATH = ("mlp", "ffn", "feed_forward", "feedforward", "ff", "intermediate", 
 _ATTN_LEAF = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value", "query", "key", "value",
               "c_attn", "out_proj", "wq", "wk", "wv", "wo_attn", "Wqkv", "qkv", "dense"}
 _MLP_LEAF = {"fc1", "fc2", "fc_in", "fc_out", "up_proj", "down_proj", "gate_proj", "gate_up_proj", "c_fc",
+             # Gemma 3n / Gemma 4 per-layer embeddings: a gate h -> p and a projection p -> h in every layer
+             "per_layer_input_gate", "per_layer_projection",
              "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3", "wi", "wo", "wi_0", "wi_1"}
 _ROUTER = ("router", "gate")
 _GATED_LEAF = {"gate_proj", "gate_up_proj", "w1", "w3", "wi_0", "c_fc2"}
@@ -49,7 +51,7 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
         # residual scales, conv/SSM vectors): counted as weights, never as a matmul
         return "other"
     parts = path.split(".")
-    if any("shared_expert" in p for p in parts):
+    if any("shared_expert" in p or p == "shared_mlp" for p in parts):     # GraniteMoe*: shared_mlp
         return "shared_expert" if not parts[-2].endswith("gate") else "router"
     if any(p.startswith("expert") for p in parts):
         return "expert"
@@ -67,22 +69,113 @@ def _cfg_int(cfg, *names) -> int | None:
         try:
             v = getattr(cfg, n, None)
         except Exception:   # per-layer attributes of heterogeneous configs raise on global access
-            v = None
+            v = _per_layer_value(cfg, n)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return None
 
 
+def _per_layer_value(cfg, name: str):
+    """A per-layer config attribute (transformers' per_layer_config): the value most layers have (spec_from_meta
+    notes in `inferred` when layers differ), None when unreadable."""
+    from collections import Counter
+    try:
+        values = Counter(getattr(pc, name, None) for pc in getattr(cfg, "per_layer_config", None) or ())
+    except Exception:  # noqa: BLE001 - an unreadable per-layer config counts as absent
+        return None
+    return values.most_common(1)[0][0] if values else None
+
+
+def _per_layer_spread(cfg, name: str) -> list:
+    """The distinct per-layer values of a config attribute ([] for a homogeneous config)."""
+    try:
+        getattr(cfg, name, None)
+        return []
+    except Exception:  # noqa: BLE001 - a per-layer attribute
+        try:
+            return sorted({getattr(pc, name, None) for pc in cfg.per_layer_config})
+        except Exception:  # noqa: BLE001
+            return []
+
+
+def _is_vision(path: str) -> bool:
+    """Whether a module path lies in a vision tower or its projector (Qwen2-VL `visual`, LLaVA `vision_tower` and
+    `multi_modal_projector`, mllama `vision_model`, Gemma 3 `vision_tower`)."""
+    return any(p == "visual" or p.startswith(("vision", "image_encoder")) or p in (
+        "multi_modal_projector", "mm_projector") for p in path.split("."))
+
+
 def _decoder_layers(model):
-    """(path, ModuleList) of the decoder layers: the longest ModuleList whose children share one class."""
+    """(path, ModuleList) of the decoder layers: the longest ModuleList whose children share one class, else
+    the longest list of mixed layer classes (hybrids: Zamba's hybrid and Mamba layers, OLMo-hybrid's attention
+    and linear-attention layers, Llama-3.2-Vision's cross-attention layers among self-attention ones)."""
     import torch.nn as nn
-    best = ("", None)
+    best, mixed = ("", None), ("", None)
     for path, mod in model.named_modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) > 0:
+        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and not _is_vision(path):
             kinds = {type(c).__name__ for c in mod}
             if len(kinds) == 1 and (best[1] is None or len(mod) > len(best[1])):
                 best = (path, mod)
-    return best
+            elif len(kinds) > 1 and (mixed[1] is None or len(mod) > len(mixed[1])):
+                mixed = (path, mod)
+    return best if best[1] is not None else mixed
+
+
+def _mamba_mixers(model) -> dict[str, str]:
+    """module path -> "mamba1" | "mamba2" for every Mamba mixer in the tree: a module that holds its own A_log
+    and D parameters and a depthwise `conv1d` child (transformers' MambaMixer, Mamba2Mixer and the mixers of
+    Bamba, Falcon-H1, GraniteMoeHybrid, Zamba, Nemotron-H). Mamba-1 projects dt, B, C from x (x_proj);
+    Mamba-2 makes them in in_proj and keeps dt_bias, A_log and D per head. Gated DeltaNet (Qwen3-Next,
+    OLMo-hybrid linear attention) has A_log and a conv1d but no D: it stays attention."""
+    out = {}
+    for path, mod in model.named_modules():
+        own = {n for n, _ in mod.named_parameters(recurse=False)}
+        if {"A_log", "D"} <= own and hasattr(mod, "conv1d"):
+            mamba1 = hasattr(mod, "x_proj") or "x_proj_weight" in own
+            out[path] = "mamba1" if mamba1 else "mamba2"
+    return out
+
+
+def _ssm_shape(mixer, variant: str, text_cfg, inferred: dict[str, str]):
+    """SSMShape of one Mamba mixer, read from its tensors' shapes and the sizes transformers stores on it
+    (ssm_state_size, n_groups, chunk_size ...)."""
+    from .spec import SSMShape
+    conv_dim, _, kernel = (int(x) for x in mixer.conv1d.weight.shape)
+    a_log = mixer.A_log
+    if variant == "mamba1":
+        d_state = int(a_log.shape[-1])
+        d = conv_dim
+        dt = getattr(mixer, "dt_proj", None)
+        rank = int(dt.weight.shape[1]) if dt is not None else int(mixer.dt_proj_weight.shape[-1])
+        inferred["ssm"] = ("Mamba-1 mixer: d_inner from conv1d channels, d_state from A_log, dt_rank from "
+                           "dt_proj's input")
+        return SSMShape(variant="mamba1", d_inner=d, d_state=d_state, d_conv=kernel, dt_rank=rank,
+                        residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)))
+    heads = int(a_log.numel())
+    d = int(mixer.out_proj.weight.shape[1])
+    gn = (conv_dim - d) // 2                      # conv over x | B | C: B and C are n_groups x d_state each
+    groups = _attr_int(mixer, "n_groups") or 1
+    d_state = _attr_int(mixer, "ssm_state_size", "d_state") or gn // groups
+    if groups * d_state != gn or d % heads:
+        raise UnsupportedError(f"Mamba-2 mixer '{type(mixer).__name__}'", f"conv1d has {conv_dim} channels, which "
+                               f"is not d_inner {d} + 2 x {groups} groups x {d_state} states.",
+                               "add a hand-written family in gpuplan/models/ssm.py.")
+    inferred["ssm"] = ("Mamba-2 mixer: heads from A_log, d_inner from out_proj's input, groups and d_state from the "
+                       "mixer's n_groups / ssm_state_size (checked against the conv1d channels)")
+    gated_norm = any(n.startswith("norm.") for n, _ in mixer.named_parameters())
+    if not gated_norm:
+        inferred["ssm"] += "; no gated RMSNorm in the mixer (the scan output is gated by silu(z) alone)"
+    return SSMShape(variant="mamba2", d_inner=d, d_state=d_state, d_conv=kernel, n_groups=groups, num_heads=heads,
+                    head_dim=d // heads, chunk_size=_attr_int(mixer, "chunk_size") or 256,
+                    residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)), gated_norm=gated_norm)
+
+
+def _attr_int(obj, *names) -> int | None:
+    for n in names:
+        v = getattr(obj, n, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
 def _config_class_is_encoder_decoder(config: Mapping[str, Any]) -> bool:
@@ -103,11 +196,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
 
     mt0 = str(config.get("model_type"))
     if config.get("is_encoder_decoder") or _config_class_is_encoder_decoder(config):
-        raise UnsupportedError(f"model_type '{mt0}' in {where}", "is an encoder-decoder model: gpuplan models T5, "
-                               "mT5 and Flan-T5 (models/encdec.py); other encoder-decoders (BART, Whisper, ...) are "
-                               "not modelled yet (AutoModelForCausalLM would build only their decoder).",
-                               "use a T5/mT5 config or a decoder-only model; `gpuplan model CONFIG --meta` still "
-                               "counts its parameters.")
+        return spec_from_meta_encdec(config, name=name, hf_id=hf_id, where=where)
     model = build_meta_model(config)
     cfg = model.config
     text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
@@ -130,16 +219,20 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
-                               "its config: recurrent and state-space models other than the hand-written "
-                               "Mamba, Mamba-2, Jamba and Nemotron-H families (RWKV, Falcon-H1 ...) are not "
-                               "modelled yet.",
+                               "its config: recurrent models without attention (RWKV ...) and pure state-space "
+                               "models other than the hand-written Mamba and Mamba-2 families are not modelled.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
+    spread = _per_layer_spread(text_cfg, "num_attention_heads")
+    if len(spread) > 1:
+        inferred["num_heads"] = (f"per-layer config: layers have {spread} heads; the most common is used for the "
+                                 "attention terms (parameters are counted per tensor, exactly)")
     d = _cfg_int(text_cfg, "head_dim") or h // a
     inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"
 
     # ---- parameters -> blocks --------------------------------------------------------------------
     modules = dict(model.named_modules())
     groups: dict[str, list] = {}
+    first_name: dict[str, str] = {}       # grouping key -> the first concrete parameter name
     emb_names = {f"{p}.weight" for p, m in modules.items() if m is emb}
     out_names = {f"{p}.weight" for p, m in modules.items() if out is not None and m is out}
     layer_prefix = layers_path + "."
@@ -149,23 +242,28 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         # layers of one list may differ (dense first layers of an MoE model): group by shape too
         shaped = key if key not in groups or groups[key][0].shape == p.shape else f"{key}{list(p.shape)}"
         groups.setdefault(shaped, []).append(p)
+        first_name.setdefault(shaped, pname)
     for bname, buf in model.named_buffers():
         # DeepSeek's routing bias: a buffer in transformers, a parameter in checkpoints (see meta.py)
         if bname.endswith("e_score_correction_bias"):
             key = _LAYER_INDEX.sub(".*.", bname, count=1)
             groups.setdefault(key, []).append(buf)
+            first_name.setdefault(key, bname)
     blocks: list[Block] = []
     shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
     experts = _cfg_int(text_cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
     k = _cfg_int(text_cfg, "num_experts_per_tok", "top_k", "moe_top_k", "moe_topk",
                 "num_selected_experts") or 0
+    mixers = _mamba_mixers(model)
+    ssm_ids = {id(q) for path in mixers for q in modules[path].parameters()}
+    kind_of: dict[int, str] = {}          # id(parameter) -> kind, for the per-layer mixer list below
     for key, params in groups.items():
         p = params[0]
         count, numel = len(params), p.numel()
         mod_path, _, leaf = key.rpartition(".")
         leaf = leaf.split("[")[0]
-        mod = modules.get(_LAYER_INDEX.sub(".0.", mod_path.replace(".*.", ".0."), count=1) if ".*." in key
-                          else mod_path)
+        # the module of the first layer that has this parameter (layers of a hybrid differ)
+        mod = modules.get(first_name[key].rpartition(".")[0]) if key in first_name else modules.get(mod_path)
         mod_cls = type(mod).__name__ if mod is not None else ""
         in_layer = key.startswith(layer_prefix)
         if key in emb_names:
@@ -174,11 +272,32 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         if key in out_names:
             blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
             continue
+        if _is_vision(key):
+            # the vision tower and projector: weights (params_vision); they run over image patches, not text
+            # tokens, so their matmuls stay out of the per-token FLOPs
+            lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and p.ndim == 2 else None
+            blocks.append(Block(key, "other", p.numel() * len(params), 1, lin, 1.0, "vision"))
+            continue
+        if id(p) in ssm_ids:
+            # a Mamba mixer's tensors: in/out (and Mamba-1 x/dt) projections are matmuls; conv1d, A_log, D and
+            # dt_bias are weights only; its gated RMSNorm (Mamba-2) a norm, a Linear's bias a bias
+            kind = "norm" if "norm" in mod_path.rpartition(".")[2].lower() else (
+                "bias" if leaf == "bias" and isinstance(mod, nn.Linear) else "ssm")
+            lin = (int(p.shape[1]), int(p.shape[0])) if kind == "ssm" and isinstance(mod, nn.Linear) else None
+            blocks.append(Block(key, kind, numel, count, lin, 1.0, "layer" if in_layer else "model"))
+            for q in params:
+                kind_of[id(q)] = kind
+            continue
         # a bias is classified by its module (it follows its linear), other vectors by their rank
         kind = _classify(key, mod_path.rpartition(".")[2], mod_cls, 2 if leaf == "bias" else p.ndim, in_layer)
         if kind == "other" and p.ndim == 2 and isinstance(mod, nn.Embedding):
             blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))   # learned positions
             continue
+        if not kind and mixers and in_layer and isinstance(mod, nn.Linear) and _in_attention_branch(
+                first_name[key], layers_path, modules):
+            # Zamba's hybrid layers: the shared attention block's output passes a per-layer linear (h x h)
+            # before it joins the Mamba stream: part of the attention branch
+            kind = "attn"
         if not kind:
             raise UnsupportedError(f"model_type '{mt}' in {where}",
                                    f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
@@ -188,6 +307,8 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         if leaf == "bias" and kind in ("attn", "mlp", "expert", "shared_expert", "router"):
             blocks.append(Block(key, "bias", numel, count, None, k / experts if kind == "expert" and experts else 1.0,
                                 "layer" if in_layer else "model"))
+            for q in params:
+                kind_of[id(q)] = kind
             continue
         linear = None
         active = 1.0
@@ -207,8 +328,13 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                 linear = (int(p.shape[0]), int(p.shape[1]))
         blocks.append(Block(key, kind, numel, count, linear, active, "layer" if in_layer else "model"))
         shapes[key] = (kind, tuple(int(s) for s in p.shape))
+        for q in params:
+            kind_of[id(q)] = kind
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
+    if any(b.layer_scope == "vision" for b in blocks):
+        inferred["vision"] = ("tensors under visual / vision* / multi_modal_projector paths: params_vision, outside "
+                              "the decoder layers and the per-token FLOPs")
 
     # ---- structure -------------------------------------------------------------------------------
     attn_lin = {kk: b for b in blocks for kk in [b.name] if b.kind == "attn" and b.linear}
@@ -260,9 +386,12 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     if expert_blocks:
         moe_layers = expert_blocks[0].count // experts
         mi = mi_cfg or (expert_blocks[0].linear[1] // (2 if len(expert_blocks) == 1 and gated else 1))
-        shared = [b for b in blocks if b.kind == "shared_expert" and b.linear and b.linear[0] == h]
+        # the shared expert's width: the input width of its down projection (out = hidden), which a fused
+        # gate|up input projection (GraniteMoe's shared_mlp.input_linear, 2i wide) would double
+        shared = [b for b in blocks if b.kind == "shared_expert" and b.linear]
+        down = [b for b in shared if b.linear[1] == h and b.linear[0] != h] or [b for b in shared if b.linear[1] == h]
         moe = dict(num_experts=experts, experts_per_tok=k, moe_intermediate_size=mi, num_moe_layers=moe_layers,
-                   shared_expert_intermediate=max((b.linear[1] for b in shared), default=0))
+                   shared_expert_intermediate=max((b.linear[0] for b in down), default=0))
         inferred["moe"] = f"{experts} experts, top-{k} from config; {moe_layers} MoE layers from the expert tensors"
 
     act_name = str(getattr(text_cfg, "hidden_act", None) or getattr(text_cfg, "activation_function", None)
@@ -304,12 +433,42 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     inferred["dropout"] = "config attention/residual/embedding dropout keys (resid_pdrop, hidden_dropout, dropout ...)"
     inferred["traits"] = "read from the config and module tree; activation memory uses Llama-like HF terms"
     max_pos = _cfg_int(text_cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length") or 0
+    ssm_fields: dict[str, Any] = {}
+    if mixers:
+        variants = set(mixers.values())
+        if len(variants) > 1:
+            raise UnsupportedError(f"model_type '{mt}' in {where}", "mixes Mamba-1 and Mamba-2 mixers "
+                                   f"({sorted(mixers)[:2]}), which one SSM shape cannot describe.",
+                                   "add a hand-written family in gpuplan/models/ssm.py.")
+        first = sorted(mixers)[0]
+        ssm = _ssm_shape(modules[first], variants.pop(), text_cfg, inferred)
+        per_layer = [_layer_mixer({kind_of.get(id(q), "") for q in layer.parameters()}) for layer in layers]
+        inferred["layer_mixers"] = ("per layer from its parameters: a Mamba mixer and attention side by side = "
+                                    "parallel")
+        ssm_fields = dict(ssm=ssm, layer_mixers=tuple(per_layer))
     family = "generic:" + mt
     return ModelSpec(name=name, hf_id=hf_id, model_type=mt, family=family, hidden_size=h, num_layers=n, num_heads=a,
                      num_kv_heads=kv, head_dim=d, v_head_dim=d, intermediate_size=i, vocab_size=v, tie_embeddings=tie,
                      max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
                      layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
-                     inferred=inferred, **moe)
+                     inferred=inferred, **moe, **ssm_fields)
+
+
+def _in_attention_branch(pname: str, layers_path: str, modules) -> bool:
+    """Whether a parameter sits directly in a layer (not in a sub-block) whose layer also holds an attention
+    sub-block (a hybrid layer with a shared transformer block)."""
+    rest = pname[len(layers_path) + 1:].split(".")
+    if len(rest) != 3:          # index, module, weight|bias
+        return False
+    layer = modules.get(f"{layers_path}.{rest[0]}")
+    return layer is not None and any("attn" in n for n, _ in layer.named_parameters())
+
+
+def _layer_mixer(kinds: set[str]) -> str:
+    """The token mixer of one layer of a model with Mamba mixers, from its parameters' kinds."""
+    if "ssm" in kinds:
+        return "parallel" if "attn" in kinds else "mamba"
+    return "attention" if "attn" in kinds else "mlp"
 
 
 def _prob(cfg, *names) -> float:
@@ -318,3 +477,126 @@ def _prob(cfg, *names) -> float:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
             return float(v)
     return 0.0
+
+
+# ---- encoder-decoders (BART, mBART, Pegasus, Marian, Blenderbot, PLBART, MVP, ProphetNet ...) -------------------
+_CROSS_PATH = ("encoder_attn", "cross_attn", "crossattention", "cross_attention", "enc_dec_attn")
+_KV_LEAF = ("k_proj", "v_proj", "key_proj", "value_proj", "key", "value", "k", "v")
+
+
+def _stack_layers(model, stack: str):
+    """(path, ModuleList) of one stack's layers: the longest ModuleList under a module path component named
+    `stack` ("encoder" / "decoder")."""
+    import torch.nn as nn
+    best = ("", None)
+    for path, mod in model.named_modules():
+        if isinstance(mod, nn.ModuleList) and len(mod) and stack in path.split(".") and (
+                best[1] is None or len(mod) > len(best[1])):
+            best = (path, mod)
+    return best
+
+
+def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | None, where: str) -> ModelSpec:
+    """A ModelSpec for an encoder-decoder transformers builds with AutoModelForSeq2SeqLM: parameters exact per
+    tensor, each block tagged with the tokens it runs over (`stream`: encoder, decoder, or cross_kv for the
+    cross-attention k/v projections that read the encoder output). Structure from the config and module
+    tree as for decoder-only models; `inferred` says how."""
+    import torch.nn as nn
+    from .meta import build_meta_model
+
+    mt = str(config.get("model_type"))
+    model = build_meta_model(config)
+    cfg = model.config
+    inferred: dict[str, str] = {}
+    (enc_path, enc), (dec_path, dec) = _stack_layers(model, "encoder"), _stack_layers(model, "decoder")
+    if enc is None or dec is None:
+        raise UnsupportedError(f"model_type '{mt}' in {where}", "is an encoder-decoder whose transformers module "
+                               "tree has no list of encoder and decoder layers, so its structure cannot be read.",
+                               "count it with `gpuplan model CONFIG --meta` (total only).")
+    ne, nd = len(enc), len(dec)
+    inferred["num_layers"] = f"length of '{dec_path}' (decoder); encoder_layers: length of '{enc_path}'"
+    emb = model.get_input_embeddings()
+    v, h = emb.weight.shape
+    inferred["vocab_size"] = inferred["hidden_size"] = "input embedding weight shape"
+    out = model.get_output_embeddings()
+    tie = out is not None and out.weight is emb.weight
+    a = _cfg_int(cfg, "decoder_attention_heads", "num_attention_heads", "num_heads", "encoder_attention_heads")
+    if a is None:
+        raise UnsupportedError(f"model_type '{mt}' in {where}", "names no attention heads in its config.",
+                               "count it with `gpuplan model CONFIG --meta` (total only).")
+    d = h // a
+    inferred["head_dim"] = "hidden_size / attention heads"
+    modules = dict(model.named_modules())
+    emb_names = {f"{p}.weight" for p, m in modules.items() if m is emb}
+    out_names = {f"{p}.weight" for p, m in modules.items() if out is not None and m is out}
+    prefixes = (enc_path + ".", dec_path + ".")
+    groups: dict[str, list] = {}
+    first: dict[str, str] = {}
+    for pname, p in model.named_parameters():
+        key = _LAYER_INDEX.sub(".*.", pname, count=1) if pname.startswith(prefixes) else pname
+        key = key if key not in groups or groups[key][0].shape == p.shape else f"{key}{list(p.shape)}"
+        groups.setdefault(key, []).append(p)
+        first.setdefault(key, pname)
+    blocks: list[Block] = []
+    for key, params in groups.items():
+        p, count = params[0], len(params)
+        numel = p.numel()
+        mod_path = first[key].rpartition(".")[0]
+        leaf = first[key].rpartition(".")[2]
+        mod = modules.get(mod_path)
+        mod_cls = type(mod).__name__ if mod is not None else ""
+        in_layer = key.startswith(prefixes)
+        stream = "encoder" if key.startswith(enc_path + ".") or ".encoder." in f".{key}" else "decoder"
+        if key in emb_names:
+            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))
+            continue
+        if key in out_names:
+            blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
+            continue
+        if isinstance(mod, nn.Embedding) and p.ndim == 2:
+            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model", stream=stream))  # learned positions
+            continue
+        kind = _classify(key, mod_path.rpartition(".")[2], mod_cls, 2 if leaf == "bias" else p.ndim, in_layer)
+        if not kind and in_layer and mod_path.rpartition(".")[2] in _MLP_LEAF | {"intermediate", "output"}:
+            kind = "mlp"          # BART-style fc1/fc2 sit directly in the layer
+        if not kind:
+            raise UnsupportedError(f"model_type '{mt}' in {where}",
+                                   f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
+                                   "as attention, MLP, norm or embedding, so gpuplan will not guess its role.",
+                                   "count it with `gpuplan model CONFIG --meta` (total only).")
+        cross = stream == "decoder" and _token_in(key, _CROSS_PATH)
+        if cross and mod_path.rpartition(".")[2] in _KV_LEAF:
+            stream = "cross_kv"
+        scope = "layer" if in_layer else "model"
+        if leaf == "bias" and kind in ("attn", "mlp"):
+            blocks.append(Block(key, "bias", numel, count, None, 1.0, scope, stream=stream))
+            continue
+        linear = (int(p.shape[1]), int(p.shape[0])) if p.ndim == 2 and kind in ("attn", "mlp") and isinstance(
+            mod, nn.Linear) else None
+        blocks.append(Block(key, kind, numel, count, linear, 1.0, scope, stream=stream))
+    if tie:
+        blocks.append(_tied_head_flops_block(h, v))
+    fc_in = [b for b in blocks if b.kind == "mlp" and b.linear and b.linear[0] == h and b.stream == "decoder"]
+    i = _cfg_int(cfg, "decoder_ffn_dim", "ffn_dim", "intermediate_size", "d_ff") or max(
+        (b.linear[1] for b in fc_in), default=0)
+    inferred["intermediate_size"] = "config (decoder_ffn_dim / ffn_dim / intermediate_size) or fc1's out_features"
+    norm_cls = {type(m).__name__ for m in dec[0].modules() if "Norm" in type(m).__name__}
+    rms = any("RMS" in c or "Rms" in c for c in norm_cls)
+    act_name = str(getattr(cfg, "activation_function", None) or getattr(cfg, "hidden_act", None) or "gelu")
+    act = {"swish": "silu", "gelu_python": "gelu"}.get(act_name, act_name)
+    if act not in ACTIVATIONS:
+        inferred["activation"] = f"'{act_name}' is not modelled; counted as gelu (saves its input only)"
+        act = "gelu"
+    pos = any(b.kind == "embedding" and b.name not in emb_names for b in blocks)
+    p_drop = _prob(cfg, "dropout")
+    traits = Traits(norm_dtype="fp32_upcast" if rms else "native", activation=act, mlp=_t.mlp_kind(False, act),
+                    attention="mha", position="learned" if pos else "relative", partial_rotary=0.0, rope_theta=None,
+                    attention_bias=any(b.kind == "bias" for b in blocks),
+                    dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop))
+    inferred["traits"] = "read from the config and module tree"
+    max_pos = _cfg_int(cfg, "max_position_embeddings", "n_positions") or 0
+    return ModelSpec(name=name, hf_id=hf_id, model_type=mt, family="generic:" + mt, hidden_size=h, num_layers=nd,
+                     encoder_layers=ne, num_heads=a, num_kv_heads=a, head_dim=d, v_head_dim=d, intermediate_size=i,
+                     vocab_size=v, tie_embeddings=tie, max_position=max_pos, gated_mlp=False,
+                     norm="rms" if rms else "layernorm", layer_windows=(None,) * nd, traits=traits,
+                     blocks=tuple(blocks), config=dict(config), inferred=inferred)

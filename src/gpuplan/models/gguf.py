@@ -45,6 +45,14 @@ class GGUFInfo:
     bytes_by_type: Mapping[str, int] = field(default_factory=dict)
     elements_by_type: Mapping[str, int] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)     # scalar and string values; arrays as lengths
+    tensor_names: tuple[str, ...] = ()
+    # llama.cpp stores RoPE frequency factors as tensors (rope_freqs, rope_factors_long/short): not model weights
+    rope_tensor_elements: int = 0
+
+    @property
+    def weight_parameters(self) -> int:
+        """Elements of the model's weights: every tensor but the RoPE factor tables."""
+        return self.parameters - self.rope_tensor_elements
 
     @property
     def parameters(self) -> int:
@@ -116,8 +124,11 @@ def read_gguf(path: Path | str) -> GGUFInfo:
                 meta[key] = r.value(r.take("<I"))
             by_bytes: dict[str, int] = {}
             by_elems: dict[str, int] = {}
+            names: list[str] = []
+            rope = 0
             for _ in range(n_tensors):
                 name = r.string()
+                names.append(name)
                 n_dims = r.take("<I")
                 if n_dims > _MAX_DIMS:
                     raise ValueError(f"tensor '{name}' has {n_dims} dimensions")
@@ -133,9 +144,80 @@ def read_gguf(path: Path | str) -> GGUFInfo:
                     raise ValueError(f"tensor '{name}': {numel} elements are not whole {tname} blocks of {block}")
                 by_bytes[tname] = by_bytes.get(tname, 0) + numel // block * nbytes
                 by_elems[tname] = by_elems.get(tname, 0) + numel
+                rope += numel if name.startswith(("rope_freqs", "rope_factors")) else 0
     except (OSError, ValueError, struct.error) as err:
         raise InputError(f"GGUF file '{path}'", f"is not a readable GGUF file: {err}.",
                          "point at a .gguf file written by llama.cpp's convert scripts or gguf-py.") from None
     return GGUFInfo(path=str(p), version=version, file_bytes=size, tensors=n_tensors,
                     tensor_bytes=sum(by_bytes.values()), bytes_by_type=by_bytes, elements_by_type=by_elems,
-                    metadata=meta)
+                    metadata=meta, tensor_names=tuple(names), rope_tensor_elements=rope)
+
+
+# ---- the architecture, from llama.cpp's metadata keys -----------------------------------------------------------
+# general.architecture -> HF model_type (llama.cpp src/llama-arch.cpp LLM_ARCH_NAMES; a "llama" file with experts
+# is Mixtral). Only families gpuplan builds by hand, so no torch/transformers is needed.
+GGUF_ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe",
+              "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text", "phi3": "phi3", "granite": "granite"}
+# HF config key <- "{arch}." + llama.cpp key (gguf-py/gguf/constants.py Keys.LLM / Keys.Attention / Keys.Rope)
+_GGUF_KEYS = {"hidden_size": "embedding_length", "num_hidden_layers": "block_count",
+              "intermediate_size": "feed_forward_length", "num_attention_heads": "attention.head_count",
+              "num_key_value_heads": "attention.head_count_kv", "max_position_embeddings": "context_length",
+              "rope_theta": "rope.freq_base", "rms_norm_eps": "attention.layer_norm_rms_epsilon",
+              "head_dim": "attention.key_length", "sliding_window": "attention.sliding_window",
+              "num_local_experts": "expert_count", "num_experts_per_tok": "expert_used_count",
+              "moe_intermediate_size": "expert_feed_forward_length",
+              "shared_expert_intermediate_size": "expert_shared_feed_forward_length", "vocab_size": "vocab_size"}
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
+
+def config_from_gguf(info: GGUFInfo) -> dict[str, Any]:
+    """An HF-style config.json mapping from a GGUF header's metadata. The vocabulary comes from `{arch}.vocab_size`
+    or the tokenizer's token list; the lm_head is tied when the file stores no `output.weight` (llama.cpp then
+    reads token_embd for both)."""
+    from ..errors import UnsupportedError
+    meta, where = info.metadata, f"GGUF file '{info.path}'"
+    arch = str(meta.get("general.architecture") or "")
+    if arch not in GGUF_ARCHS:
+        raise UnsupportedError(where, f"has architecture '{arch or '?'}', which gpuplan does not read from GGUF "
+                               "metadata (it reads " + ", ".join(GGUF_ARCHS) + ").",
+                               "pass the model's config.json or Hub id for the architecture; the file's stored "
+                               "bytes per type are still reported.")
+    cfg: dict[str, Any] = {}
+    for hf_key, key in _GGUF_KEYS.items():
+        v = meta.get(f"{arch}.{key}")
+        if isinstance(v, str) and v.startswith("["):
+            raise UnsupportedError(where, f"gives '{arch}.{key}' per layer ({v}), which one config value cannot "
+                                   "hold.", "pass the model's config.json instead.")
+        if v is not None:
+            cfg[hf_key] = v
+    missing = [f"{arch}.{_GGUF_KEYS[k]}" for k in _REQUIRED if k not in cfg]
+    if missing:
+        raise InputError(where, f"has no {', '.join(missing)} in its metadata.", "use a GGUF written by llama.cpp's "
+                         "convert_hf_to_gguf.py (it always writes them), or pass the config.json.")
+    if "vocab_size" not in cfg:
+        tokens = str(meta.get("tokenizer.ggml.tokens") or "")
+        if not tokens.startswith("["):
+            raise InputError(where, f"names no vocabulary size ({arch}.vocab_size or tokenizer.ggml.tokens).",
+                             "pass the model's config.json instead.")
+        cfg["vocab_size"] = int(tokens.strip("[]").split()[0])
+    model_type = GGUF_ARCHS[arch]
+    if model_type == "llama" and cfg.get("num_local_experts"):
+        model_type = "mixtral"
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        cfg["num_experts"] = cfg.pop("num_local_experts", None)
+    if model_type == "qwen2_moe":
+        # llama.cpp keeps Qwen2-MoE's shared-expert gate as its own tensor (ffn_gate_inp_shexp)
+        cfg.setdefault("shared_expert_intermediate_size", cfg.get("intermediate_size"))
+    names = set(info.tensor_names)
+    cfg["tie_word_embeddings"] = "output.weight" not in names
+    if model_type in ("qwen2", "qwen2_moe"):
+        cfg["use_sliding_window"] = False
+    cfg["model_type"] = model_type
+    return cfg
+
+
+def spec_from_gguf(info: GGUFInfo):
+    """The ModelSpec of the architecture a GGUF header describes (see config_from_gguf)."""
+    from .spec import spec_from_config
+    name = str(info.metadata.get("general.name") or Path(info.path).stem)
+    return spec_from_config(config_from_gguf(info), name=name, where=f"GGUF file '{info.path}'")

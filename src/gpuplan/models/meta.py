@@ -28,8 +28,17 @@ def build_meta_model(config: Mapping[str, Any]):
             if model_type == "gemma3":
                 return transformers.Gemma3ForConditionalGeneration(cfg)
             if getattr(cfg, "is_encoder_decoder", False):
-                return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
-            return transformers.AutoModelForCausalLM.from_config(cfg)
+                try:
+                    return transformers.AutoModelForSeq2SeqLM.from_config(cfg)
+                except ValueError:      # Whisper & co.: a speech encoder in front of the text decoder
+                    return transformers.AutoModelForSpeechSeq2Seq.from_config(cfg)
+            try:
+                return transformers.AutoModelForCausalLM.from_config(cfg)
+            except ValueError as err:
+                # vision-language models (Qwen2-VL, Qwen2.5-VL, LLaVA ...): their image-text-to-text class
+                if "Unrecognized configuration class" not in str(err):
+                    raise
+                return transformers.AutoModelForImageTextToText.from_config(cfg)
     except GpuplanError:
         raise
     except Exception as err:

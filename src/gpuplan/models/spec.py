@@ -67,6 +67,9 @@ class SSMShape:
     chunk_size: int = 256          # mamba2 SSD chunk length
     inner_norms: str = "none"      # RMSNorms on dt, B, C: Jamba (weighted), Falcon-Mamba (weightless)
     residual_fp32: bool = True     # residual_in_fp32: the residual stream is kept in fp32 between layers
+    # Mamba-2: a gated RMSNorm over the scan output before out_proj; Falcon-H1 without mamba_rms_norm gates
+    # with y * silu(z) instead (models/generic.py reads which from the mixer)
+    gated_norm: bool = True
 
     def __post_init__(self) -> None:
         if self.variant not in SSM_VARIANTS:
@@ -93,7 +96,7 @@ class SSMShape:
         return {"variant": self.variant, "d_inner": self.d_inner, "d_state": self.d_state, "d_conv": self.d_conv,
                 "dt_rank": self.dt_rank, "n_groups": self.n_groups, "num_heads": self.num_heads,
                 "head_dim": self.head_dim, "chunk_size": self.chunk_size, "conv_dim": self.conv_dim,
-                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32}
+                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32, "gated_norm": self.gated_norm}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +129,8 @@ class ModelSpec:
     encoder_layers: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
-    # or "mlp" for Nemotron-H's MLP-only blocks); empty = every layer is attention
+    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), or "mlp" for
+    # Nemotron-H's MLP-only blocks); empty = every layer is attention
     ssm: SSMShape | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
@@ -198,18 +202,22 @@ class ModelSpec:
     @property
     def num_attention_layers(self) -> int:
         """Layers that attend (and keep a KV cache); SSM layers keep a fixed-size state instead."""
-        return self.layer_mixers.count("attention") if self.layer_mixers else self.num_layers
+        if not self.layer_mixers:
+            return self.num_layers
+        return self.layer_mixers.count("attention") + self.layer_mixers.count("parallel")
 
     @property
     def num_ssm_layers(self) -> int:
-        return self.layer_mixers.count("mamba")
+        """Layers with a Mamba mixer ("parallel": Falcon-H1 / Zamba layers that run attention and a Mamba
+        mixer side by side count as both)."""
+        return self.layer_mixers.count("mamba") + self.layer_mixers.count("parallel")
 
     @property
     def attention_windows(self) -> tuple[int | None, ...]:
         """Sliding window per attention layer (SSM layers left out)."""
         if not self.layer_mixers:
             return self.layer_windows
-        return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m == "attention")
+        return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m in ("attention", "parallel"))
 
     def ssm_state_bytes_per_sequence(self, state_bytes: float = 2.0, conv_bytes: float = 2.0,
                                      conv_columns: int | None = None) -> float:
@@ -332,8 +340,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                   num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=32768,
                   tie_word_embeddings=False, attention_bias=False, use_sliding_window=False, sliding_window=4096,
                   max_window_layers=28),
+    # head_dim: transformers 5.x's Qwen3MoeConfig has none (modeling: hidden_size / heads); every released
+    # Qwen3-MoE config.json names it (128)
     "qwen3_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
-                      num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=32768,
+                      num_attention_heads=32, num_key_value_heads=4, head_dim=None, max_position_embeddings=32768,
                       tie_word_embeddings=False, attention_bias=False, num_experts=128, num_experts_per_tok=8,
                       moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
                       use_sliding_window=False, sliding_window=4096, max_window_layers=28),
@@ -441,7 +451,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                 dropout_rate=0.1, layer_norm_epsilon=1e-6, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
                 is_encoder_decoder=True),
     "siglip_vision_model": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
-                                num_attention_heads=12, num_channels=3, image_size=224, patch_size=16),
+                                num_attention_heads=12, num_channels=3, image_size=224, patch_size=16,
+                                vision_use_head=True),
 }
 _ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
 SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
@@ -814,7 +825,11 @@ def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
             Block("vision.mlp", "other", hv * iv + iv + iv * hv + hv, n, (hv, iv), 1.0, s),
             Block("vision.layer_norms", "other", 4 * hv, n, None, 1.0, s),
             Block("vision.post_layernorm", "other", 2 * hv, 1, None, 1.0, s),
-            Block("mm_projector", "other", hv * text_hidden + hv, 1, None, 1.0, s)]
+            Block("mm_projector", "other", hv * text_hidden + hv, 1, None, 1.0, s)] + (
+        # SiglipMultiheadAttentionPoolingHead (SiglipVisionConfig default vision_use_head=True; Gemma 3's configs
+        # say false): a probe token, nn.MultiheadAttention (in_proj 3h x h + bias, out_proj), a LayerNorm, an MLP
+        [Block("vision.head", "other", hv + 3 * hv * hv + 3 * hv + hv * hv + hv + 2 * hv + 2 * hv * iv + iv + hv,
+               1, None, 1.0, s)] if c.get("vision_use_head") else [])
 
 
 def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
@@ -857,7 +872,15 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     elif mt == "falcon":
         fields = _falcon(c, where)
     elif mt in _family_builders():
-        fields = _family_builders()[mt](c, where)
+        try:
+            fields = _family_builders()[mt](c, where)
+        except UnsupportedError:
+            # a variant the hand-written family does not model (Nemotron-3's MoE blocks): the generic
+            # meta-device reader, where torch and transformers are installed
+            if not _generic_available():
+                raise
+            from .generic import spec_from_meta
+            return spec_from_meta(raw, name=name or hf_id or str(mt), hf_id=hf_id, where=where)
     else:
         fields = _decoder(c, mt, where)
     if raw is not config and raw.get("vision_config") is not None:

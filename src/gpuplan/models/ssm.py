@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, UnsupportedError
 from . import traits as _t
 from .spec import Block, SSMShape, _gated_mlp, _positive
 from .families import _output
@@ -183,9 +183,11 @@ def _nemotron_h_layers(c: dict, where: str) -> tuple[str, ...]:
     kinds = []
     for k in seq:
         if k in ("E", "moe"):
-            raise InputError(f"model config {where}", "has mixture-of-experts blocks (pattern 'E' / 'moe': "
-                             "Nemotron-3 style latent MoE), which gpuplan does not model yet.",
-                             "use a dense Nemotron-H checkpoint (patterns of M, * and -).")
+            # UnsupportedError: spec_from_config then reads the model on the meta device (models/generic.py)
+            raise UnsupportedError(f"model config {where}", "has mixture-of-experts blocks (pattern 'E' / 'moe': "
+                                   "Nemotron-3 style latent MoE), which the hand-written Nemotron-H family does "
+                                   "not model.", "use a dense Nemotron-H checkpoint (patterns of M, * and -), or "
+                                   "install the trace extra (the generic meta-device reader reads it).")
         if k not in _NEMOTRON_H_KINDS:
             raise InputError(f"model config {where}", f"layer kind {k!r} is not one of M, *, - (or mamba, attention, "
                              "mlp).", "fix hybrid_override_pattern / layers_block_type in the config.json.")
