@@ -315,10 +315,10 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
-def attention_kernel(scn: Any) -> str:
-    """The fused attention kernel a training scenario runs (estimate/attention_kernels.py)."""
+def attention_kernel(scn: Any, gpu: Any = None) -> str:
+    """The fused attention kernel a training scenario runs on `gpu` (estimate/attention_kernels.py)."""
     k = getattr(scn.train, "attention_kernel", "auto")
-    return default_kernel(scn.framework) if k == "auto" else k
+    return default_kernel(scn.framework, _family(gpu) if gpu is not None else None) if k == "auto" else k
 
 
 def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
@@ -334,7 +334,7 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
     if c.tr.attention == "eager" or c.attn_dtype == "fp32":
         return None
-    kernel = _fused_kernel(c.model, attention_kernel(c.scn))
+    kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
     return None if scale is None else kernel_rates(kernel, _family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
