@@ -30,6 +30,7 @@ from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
+from .sustained_gemm import fp8_vs_16bit
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
            "performance_details", "clock_factor",
@@ -173,15 +174,16 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
 
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
               count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0,
-              grouped: bool = False, eff_dtype: str | None = None) -> float:
+              grouped: bool = False, eff_dtype: str | None = None, eta_scale: float = 1.0) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
     `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
-    kernels' efficiency: the FP8 table is fitted on inference engines)."""
+    kernels' efficiency: the FP8 table is fitted on inference engines); `eta_scale` multiplies η
+    (training FP8 on a family whose vendor publishes FP8 vs 16-bit sustained rates: sustained_gemm.py)."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped)
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped) * eta_scale
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
@@ -300,8 +302,11 @@ def _linear_time(c: _Train) -> float:
             # layers' linears; the lm_head stays 16-bit (torchtitan filters "output"; Megatron's
             # output layer is not a TE fp8 module)
             dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
+        # the 16-bit efficiency times the vendor's published FP8-vs-16-bit sustained ratio (AMD MAF; 1.0
+        # where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
-                        grouped=b.kind == "expert", eff_dtype=eff)
+                        grouped=b.kind == "expert", eff_dtype=eff,
+                        eta_scale=fp8_vs_16bit(_family(c.gpu)) if eff is not None else 1.0)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
