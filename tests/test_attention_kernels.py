@@ -103,3 +103,14 @@ def test_sdpa_on_mi300x_keeps_the_calibrated_efficiency_and_ck_times_by_hand():
     # per query, diagonal included) * 4096 (32 heads x 128) * 32 layers
     f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
     assert ck == pytest.approx(f / 353e12 + 2.5 * f / 194e12, rel=1e-6)
+
+
+def test_vllm_on_rocm_runs_triton_unified_attention_without_figures():
+    # vllm/platforms/rocm.py get_attn_backend_cls: default "Triton Unified Attention" (AITER only with
+    # VLLM_ROCM_USE_AITER=1): no published MI300X prefill rate, so the calibrated prefill factor stays
+    from gpuplan.estimate.attention_kernels import engine_kernel
+    assert engine_kernel("vllm", "cdna3") == "triton" and engine_kernel("vllm", "hopper") == "fa3"
+    assert engine_kernel("sglang", "cdna3") is None and engine_kernel("vllm") == "fa3"
+    mi = _serving("vllm", "mi300x")
+    assert mi.prefill_kernel == "triton"
+    assert mi.prefill_attention_time(1e15, 8192) == pytest.approx(mi.prefill_attention_time(1e15), rel=1e-9)

@@ -75,7 +75,16 @@ def default_kernel(framework: str, family: str | None = None) -> str:
 _ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2", "trtllm": "fa3"}
 
 
-def engine_kernel(engine: str) -> str | None:
+# On ROCm vLLM's V1 selector picks AITER's flash attention only when VLLM_ROCM_USE_AITER=1 (gfx9), else
+# "Default: Triton Unified Attention" (vllm/platforms/rocm.py `get_attn_backend_cls` @e2a00c7b): `triton`,
+# for which no MI300X prefill figures are published, so the calibrated prefill factor stays. Other engines
+# on AMD have no kernel named here (calibrated).
+_ENGINE_KERNEL_AMD = {"vllm": "triton"}
+
+
+def engine_kernel(engine: str, family: str | None = None) -> str | None:
+    if family in AMD_FAMILIES:
+        return _ENGINE_KERNEL_AMD.get(engine)
     return _ENGINE_KERNEL.get(engine)
 
 
@@ -115,6 +124,7 @@ def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float,
 
 def describe(kernel: str) -> str:
     return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3",
-            "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA"}.get(kernel, kernel)
+            "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
+            "triton": "Triton unified attention (vLLM on ROCm)"}.get(kernel, kernel)
 
 

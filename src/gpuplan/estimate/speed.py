@@ -797,7 +797,7 @@ class _Serving:
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
-        self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine))
+        self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
         self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
