@@ -70,3 +70,47 @@ def test_serving_prefill_runs_the_engines_kernel_forward_rate():
     assert b200.prefill_attention_time(1e15, 8192) == pytest.approx(b200.prefill_attention_time(1e15), rel=1e-9)
     a100 = _serving("vllm", "a100-sxm-80gb")
     assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)
+
+
+# AMD Instinct (issue 13). PyTorch SDPA on ROCm runs AOTriton by default (torch/backends/cuda/__init__.py
+# `preferred_rocm_fa_library`, torch 2.13.0): no published MI300X figures, so the calibrated efficiency stays.
+# Composable Kernel FMHA (ROCm TE, ROCm flash-attn): MI300X, ROCm 6.3.2, BF16, d128, 16k tokens:
+# 353 TFLOP/s forward / 194 backward (ROCm/flash-attention#142), one point, so a flat rate.
+
+def test_rocm_defaults_aotriton_for_sdpa_and_ck_for_transformer_engine():
+    from gpuplan.estimate.attention_kernels import default_kernel
+    assert default_kernel("torchtitan", "cdna3") == "aotriton"
+    assert default_kernel("hf", "cdna2") == "aotriton"
+    assert default_kernel("megatron", "cdna3") == "ck"
+    assert default_kernel("torchtitan", "hopper") == "fa2" and default_kernel("megatron", "hopper") == "cudnn"
+    assert default_kernel("megatron") == "cudnn"            # no GPU known: the NVIDIA defaults
+
+
+def test_ck_on_mi300x_is_one_flat_published_point():
+    assert kernel_rates("ck", "cdna3", 16384, 1.0) == (353e12, 194e12)
+    assert kernel_rates("ck", "cdna3", 2048, 1.0) == (353e12, 194e12)
+    assert kernel_rates("aotriton", "cdna3", 8192, 1.0) is None
+    assert kernel_rates("ck", "cdna4", 8192, 1.0) is None       # MI355X: nothing published for CK here
+
+
+def test_sdpa_on_mi300x_keeps_the_calibrated_efficiency_and_ck_times_by_hand():
+    # the calibrated path: forward FLOPs / (peak x eta_attn) x (3 + recompute share); ck: 1/353 + 2.5/194
+    sdpa = _attn_seconds("torchtitan", gpu="mi300x")
+    assert sdpa == pytest.approx(_attn_seconds("torchtitan", gpu="mi300x", attention_kernel="fa2"), rel=1e-9)
+    ck = _attn_seconds("torchtitan", gpu="mi300x", attention_kernel="ck")
+    assert _attn_seconds("megatron", gpu="mi300x") == pytest.approx(ck, rel=1e-9)
+    # llama-3.1-8b, 8k tokens, no recompute: forward causal FLOPs per GPU = 4 * 8192 * (8192+1)/2 (keys seen
+    # per query, diagonal included) * 4096 (32 heads x 128) * 32 layers
+    f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
+    assert ck == pytest.approx(f / 353e12 + 2.5 * f / 194e12, rel=1e-6)
+
+
+def test_vllm_on_rocm_runs_triton_unified_attention_without_figures():
+    # vllm/platforms/rocm.py get_attn_backend_cls: default "Triton Unified Attention" (AITER only with
+    # VLLM_ROCM_USE_AITER=1): no published MI300X prefill rate, so the calibrated prefill factor stays
+    from gpuplan.estimate.attention_kernels import engine_kernel
+    assert engine_kernel("vllm", "cdna3") == "triton" and engine_kernel("vllm", "hopper") == "fa3"
+    assert engine_kernel("sglang", "cdna3") is None and engine_kernel("vllm") == "fa3"
+    mi = _serving("vllm", "mi300x")
+    assert mi.prefill_kernel == "triton"
+    assert mi.prefill_attention_time(1e15, 8192) == pytest.approx(mi.prefill_attention_time(1e15), rel=1e-9)

@@ -14,8 +14,16 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
   (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
 
-Where a family has no published kernel figures (Ampere, Ada, Blackwell, AMD, ...) the calibrated
-efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
+On AMD Instinct (CDNA families) the kernels differ: PyTorch SDPA's flash backend runs AOTriton by
+default ("When Flash Attention is enabled and desired, PyTorch defaults to using AOTriton as the
+backend", torch/backends/cuda/__init__.py `preferred_rocm_fa_library`, torch 2.13.0 @cf30153c; CK only
+with TORCH_ROCM_FA_PREFER_CK=1), and ROCm Transformer Engine's fused attention is Composable Kernel
+(`ck`). `ck` has one published MI300X point (ROCm/flash-attention#142); AOTriton has no published
+MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks on CDNA keep the
+calibrated efficiency (docs/speed.md §2.9).
+
+Where a family has no published kernel figures (Ampere, Ada, Blackwell, AOTriton on AMD, ...) the
+calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
 FLOPs: FlashAttention recomputes QK^T and needs five matmuls to the forward's two) at the backward
 rate, both interpolated in log(sequence length) and scaled from the reference GPU by 16-bit peak
 and sustained clock.
@@ -28,7 +36,8 @@ from functools import lru_cache
 from importlib import resources
 
 BACKWARD_FLOP_RATIO = 2.5
-KERNELS = ("fa2", "cudnn", "fa3")
+KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck")
+AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
 
 @lru_cache(maxsize=1)
@@ -45,7 +54,12 @@ def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]
     return out
 
 
-def default_kernel(framework: str) -> str:
+def default_kernel(framework: str, family: str | None = None) -> str:
+    """The kernel a framework's fused attention runs on a GPU family: on AMD Instinct, AOTriton behind
+    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; elsewhere FlashAttention-2 and
+    cuDNN."""
+    if family in AMD_FAMILIES:
+        return "ck" if framework == "megatron" else "aotriton"
     return "cudnn" if framework == "megatron" else "fa2"
 
 
@@ -61,7 +75,16 @@ def default_kernel(framework: str) -> str:
 _ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2", "trtllm": "fa3"}
 
 
-def engine_kernel(engine: str) -> str | None:
+# On ROCm vLLM's V1 selector picks AITER's flash attention only when VLLM_ROCM_USE_AITER=1 (gfx9), else
+# "Default: Triton Unified Attention" (vllm/platforms/rocm.py `get_attn_backend_cls` @e2a00c7b): `triton`,
+# for which no MI300X prefill figures are published, so the calibrated prefill factor stays. Other engines
+# on AMD have no kernel named here (calibrated).
+_ENGINE_KERNEL_AMD = {"vllm": "triton"}
+
+
+def engine_kernel(engine: str, family: str | None = None) -> str | None:
+    if family in AMD_FAMILIES:
+        return _ENGINE_KERNEL_AMD.get(engine)
     return _ENGINE_KERNEL.get(engine)
 
 
@@ -100,6 +123,8 @@ def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float,
 
 
 def describe(kernel: str) -> str:
-    return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3"}.get(kernel, kernel)
+    return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3",
+            "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
+            "triton": "Triton unified attention (vLLM on ROCm)"}.get(kernel, kernel)
 
 

@@ -30,6 +30,7 @@ from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
+from .sustained_gemm import fp8_vs_16bit
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
            "performance_details", "clock_factor",
@@ -173,15 +174,16 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
 
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
               count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0,
-              grouped: bool = False, eff_dtype: str | None = None) -> float:
+              grouped: bool = False, eff_dtype: str | None = None, eta_scale: float = 1.0) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
     `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
-    kernels' efficiency: the FP8 table is fitted on inference engines)."""
+    kernels' efficiency: the FP8 table is fitted on inference engines); `eta_scale` multiplies η
+    (training FP8 on a family whose vendor publishes FP8 vs 16-bit sustained rates: sustained_gemm.py)."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped)
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped) * eta_scale
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
@@ -300,8 +302,11 @@ def _linear_time(c: _Train) -> float:
             # layers' linears; the lm_head stays 16-bit (torchtitan filters "output"; Megatron's
             # output layer is not a TE fp8 module)
             dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
+        # the 16-bit efficiency times the vendor's published FP8-vs-16-bit sustained ratio (AMD MAF; 1.0
+        # where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
-                        grouped=b.kind == "expert", eff_dtype=eff)
+                        grouped=b.kind == "expert", eff_dtype=eff,
+                        eta_scale=fp8_vs_16bit(_family(c.gpu)) if eff is not None else 1.0)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
@@ -315,10 +320,10 @@ def _linear_time(c: _Train) -> float:
     return t_lin
 
 
-def attention_kernel(scn: Any) -> str:
-    """The fused attention kernel a training scenario runs (estimate/attention_kernels.py)."""
+def attention_kernel(scn: Any, gpu: Any = None) -> str:
+    """The fused attention kernel a training scenario runs on `gpu` (estimate/attention_kernels.py)."""
     k = getattr(scn.train, "attention_kernel", "auto")
-    return default_kernel(scn.framework) if k == "auto" else k
+    return default_kernel(scn.framework, _family(gpu) if gpu is not None else None) if k == "auto" else k
 
 
 def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
@@ -334,7 +339,7 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
     if c.tr.attention == "eager" or c.attn_dtype == "fp32":
         return None
-    kernel = _fused_kernel(c.model, attention_kernel(c.scn))
+    kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
     return None if scale is None else kernel_rates(kernel, _family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
@@ -792,7 +797,7 @@ class _Serving:
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
-        self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine))
+        self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
         self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
