@@ -11,11 +11,9 @@ Usage: python scripts/engine_facts_axolotl.py GIT_DIR [--tag v0.18.0]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import annotation_kind, today, write_rows
+from engine_facts_common import annotation_kind, pinned_checkout, today, write_rows
 
 DIR = "src/axolotl/utils/schemas"
 
@@ -34,21 +32,12 @@ def fields(source: str) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v0.18.0")
-    a = ap.parse_args()
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True, capture_output=True, text=True).stdout
-    commit = git("rev-list", "-n1", a.tag).strip()
-    names = [p for p in git("ls-tree", "--name-only", f"{a.tag}:{DIR}").split() if p.endswith(".py")]
+    src = pinned_checkout(__doc__, "v0.18.0")
     rows = []
-    for name in names:
+    for name in (n for n in src.ls(DIR) if n.endswith(".py")):
         path = f"{DIR}/{name}"
-        url = f"https://github.com/axolotl-ai-cloud/axolotl/blob/{commit}/{path}"
-        rows += [{**r, "engine": "axolotl", "version": f"{a.tag} ({commit[:8]})", "source_url": url,
-                  "retrieved": today(), "method": "extracted"} for r in fields(git("show", f"{a.tag}:{path}"))]
+        rows += [{**r, "engine": "axolotl", "version": src.version, "source_url": src.url("axolotl-ai-cloud/axolotl", path),
+                  "retrieved": today(), "method": "extracted"} for r in fields(src.show(path))]
     print(write_rows("axolotl", rows), "rows")
 
 

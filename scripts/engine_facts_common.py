@@ -9,9 +9,11 @@ Each script replaces the rows of its engine and leaves the others.
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import csv
 import datetime as _dt
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +93,37 @@ def kind_of_type(node: ast.AST | None) -> str:
     """argparse type=... -> kind."""
     name = ast.unparse(node).split(".")[-1] if node is not None else "str"
     return {"int": "int", "float": "float", "str": "str"}.get(name, "str")
+
+
+class PinnedCheckout:
+    """An engine's git repository (a clone or a bare mirror) read at one pinned tag or commit: the commit
+    it names, the version label the table keeps ("v0.2.2 (73a0e697)") and its files at that ref."""
+
+    def __init__(self, git_dir: str, ref: str):
+        self.git_dir, self.ref = git_dir, ref
+        self.commit = self.git("rev-list", "-n1", ref).strip()
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", self.git_dir, *args], check=True, capture_output=True, text=True).stdout
+
+    @property
+    def version(self) -> str:
+        return f"{self.ref} ({self.commit[:8]})"
+
+    def show(self, path: str) -> str:
+        return self.git("show", f"{self.ref}:{path}")
+
+    def ls(self, folder: str) -> list[str]:
+        return self.git("ls-tree", "--name-only", f"{self.ref}:{folder}").split()
+
+    def url(self, repo: str, path: str, at_tag: bool = False) -> str:
+        return f"https://github.com/{repo}/blob/{self.ref if at_tag else self.commit}/{path}"
+
+
+def pinned_checkout(doc: str, default_ref: str, option: str = "--tag") -> PinnedCheckout:
+    """The command line every extraction script takes: the repository, and the ref to read it at."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("git_dir", help="a clone or bare mirror of the engine's repository")
+    ap.add_argument(option, dest="ref", default=default_ref, help="the tag or commit to read")
+    a = ap.parse_args()
+    return PinnedCheckout(a.git_dir, a.ref)

@@ -14,11 +14,9 @@ Usage: python scripts/engine_facts_llamafactory.py GIT_DIR [--tag v0.9.5]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import annotation_kind, today, write_rows
+from engine_facts_common import annotation_kind, pinned_checkout, today, write_rows
 
 FILES = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py", "training_args.py")
 
@@ -34,21 +32,13 @@ def fields(source: str) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v0.9.5")
-    a = ap.parse_args()
-    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-list", "-n1", a.tag], check=True,
-                            capture_output=True, text=True).stdout.strip()
+    src = pinned_checkout(__doc__, "v0.9.5")
     rows = []
     for name in FILES:
         path = f"src/llamafactory/hparams/{name}"
-        text = subprocess.run(["git", "--git-dir", a.git_dir, "show", f"{a.tag}:{path}"], check=True,
-                              capture_output=True, text=True).stdout
-        url = f"https://github.com/hiyouga/LLaMA-Factory/blob/{commit}/{path}"
-        rows += [{"engine": "llama-factory", "version": f"{a.tag} ({commit[:8]})", "flag": r["flag"], "kind": r["kind"],
-                  "choices": r["choices"], "source_url": url, "retrieved": today(), "method": "extracted"}
-                 for r in fields(text)]
+        rows += [{"engine": "llama-factory", "version": src.version, "flag": r["flag"], "kind": r["kind"],
+                  "choices": r["choices"], "source_url": src.url("hiyouga/LLaMA-Factory", path), "retrieved": today(),
+                  "method": "extracted"} for r in fields(src.show(path))]
     print(write_rows("llama-factory", rows), "rows")
 
 

@@ -12,11 +12,9 @@ Usage: python scripts/engine_facts_openrlhf.py GIT_DIR [--tag v0.11.0]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import literal, today, write_rows
+from engine_facts_common import literal, pinned_checkout, today, write_rows
 
 PATH = "openrlhf/cli/train_ppo_ray.py"
 
@@ -44,17 +42,9 @@ def options(source: str) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v0.11.0")
-    a = ap.parse_args()
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True, capture_output=True, text=True).stdout
-    commit = git("rev-list", "-n1", a.tag).strip()
-    url = f"https://github.com/OpenRLHF/OpenRLHF/blob/{commit}/{PATH}"
-    rows = [{**r, "engine": "openrlhf", "version": f"{a.tag} ({commit[:8]})", "source_url": url,
-             "retrieved": today(), "method": "extracted"} for r in options(git("show", f"{a.tag}:{PATH}"))]
+    src = pinned_checkout(__doc__, "v0.11.0")
+    rows = [{**r, "engine": "openrlhf", "version": src.version, "source_url": src.url("OpenRLHF/OpenRLHF", PATH),
+             "retrieved": today(), "method": "extracted"} for r in options(src.show(PATH))]
     print(write_rows("openrlhf", rows), "rows")
 
 

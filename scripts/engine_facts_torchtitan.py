@@ -11,11 +11,9 @@ Usage: python scripts/engine_facts_torchtitan.py GIT_DIR [--tag v0.2.2]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import annotation_kind, today, write_rows
+from engine_facts_common import annotation_kind, pinned_checkout, today, write_rows
 
 PATH = "torchtitan/config/job_config.py"
 
@@ -38,18 +36,10 @@ def sections(tree: ast.Module) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v0.2.2")
-    a = ap.parse_args()
-    git = ["git", "-C", a.git_dir]
-    commit = subprocess.run(git + ["rev-parse", f"{a.tag}^{{commit}}"], check=True, capture_output=True,
-                            text=True).stdout.strip()
-    text = subprocess.run(git + ["show", f"{a.tag}:{PATH}"], check=True, capture_output=True, text=True).stdout
-    url = f"https://github.com/pytorch/torchtitan/blob/{a.tag}/{PATH}"
-    rows = [{**r, "engine": "torchtitan", "version": f"{a.tag} ({commit[:8]})", "source_url": url,
-             "retrieved": today(), "method": "extracted"} for r in sections(ast.parse(text))]
-    print(f"torchtitan {a.tag}: {write_rows('torchtitan', rows)} keys")
+    src = pinned_checkout(__doc__, "v0.2.2")
+    rows = [{**r, "engine": "torchtitan", "version": src.version, "source_url": src.url("pytorch/torchtitan", PATH, at_tag=True),
+             "retrieved": today(), "method": "extracted"} for r in sections(ast.parse(src.show(PATH)))]
+    print(f"torchtitan {src.ref}: {write_rows('torchtitan', rows)} keys")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ Usage: python scripts/engine_facts_trl.py GIT_DIR [--tag v1.9.0]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import annotation_kind, today, write_rows
+from engine_facts_common import annotation_kind, pinned_checkout, today, write_rows
 
 FILES = {"trl-dpo": ("trl/trainer/dpo_config.py", "DPOConfig"), "trl-grpo": ("trl/trainer/grpo_config.py", "GRPOConfig"),
          "trl-sft": ("trl/trainer/sft_config.py", "SFTConfig")}
@@ -33,22 +31,11 @@ def fields(source: str, cls_name: str) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v1.9.0")
-    a = ap.parse_args()
-
-    def show(path: str) -> str:
-        return subprocess.run(["git", "--git-dir", a.git_dir, "show", f"{a.tag}:{path}"], check=True,
-                              capture_output=True, text=True).stdout
-    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-list", "-n1", a.tag], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    version = f"{a.tag} ({commit[:8]})"
-    base = fields(show(BASE[0]), BASE[1])
+    src = pinned_checkout(__doc__, "v1.9.0")
+    base = fields(src.show(BASE[0]), BASE[1])
     for engine, (path, cls) in FILES.items():
-        url = f"https://github.com/huggingface/trl/blob/{commit}/{path}"
-        rows = [{**r, "engine": engine, "version": version, "source_url": url, "retrieved": today(),
-                 "method": "extracted"} for r in fields(show(path), cls) + base]
+        rows = [{**r, "engine": engine, "version": src.version, "source_url": src.url("huggingface/trl", path),
+                 "retrieved": today(), "method": "extracted"} for r in fields(src.show(path), cls) + base]
         print(engine, write_rows(engine, rows))
 
 

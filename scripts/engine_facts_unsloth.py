@@ -10,11 +10,9 @@ Usage: python scripts/engine_facts_unsloth.py GIT_DIR [--ref v0.1.801-beta]
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import subprocess
 
-from engine_facts_common import today, write_rows
+from engine_facts_common import pinned_checkout, today, write_rows
 
 FUNCS = (("unsloth/models/loader.py", "FastLanguageModel", "from_pretrained"),
          ("unsloth/models/llama.py", "FastLlamaModel", "get_peft_model"))
@@ -27,20 +25,12 @@ def params(source: str, cls_name: str, func: str) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--ref", default="v0.1.801-beta")
-    a = ap.parse_args()
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "--git-dir", a.git_dir, *args], check=True, capture_output=True, text=True).stdout
-    commit = git("rev-list", "-n1", a.ref).strip()
+    src = pinned_checkout(__doc__, "v0.1.801-beta", option="--ref")
     rows = []
     for path, cls, func in FUNCS:
-        url = f"https://github.com/unslothai/unsloth/blob/{commit}/{path}"
-        rows += [{"engine": "unsloth", "version": f"{a.ref} ({commit[:8]})", "flag": f"{func}.{p}", "kind": "str",
-                  "source_url": url, "retrieved": today(), "method": "extracted"}
-                 for p in params(git("show", f"{a.ref}:{path}"), cls, func)]
+        rows += [{"engine": "unsloth", "version": src.version, "flag": f"{func}.{p}", "kind": "str",
+                  "source_url": src.url("unslothai/unsloth", path), "retrieved": today(), "method": "extracted"}
+                 for p in params(src.show(path), cls, func)]
     print(write_rows("unsloth", rows), "rows")
 
 

@@ -10,12 +10,10 @@ Usage: python scripts/engine_facts_verl.py GIT_DIR [--tag v0.7.0]
 """
 from __future__ import annotations
 
-import argparse
-import subprocess
 
 import yaml
 
-from engine_facts_common import today, write_rows
+from engine_facts_common import pinned_checkout, today, write_rows
 
 PATH = "verl/trainer/config/_generated_ppo_trainer.yaml"
 
@@ -41,18 +39,11 @@ def kind(value) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("--tag", default="v0.7.0")
-    a = ap.parse_args()
-    text = subprocess.run(["git", "--git-dir", a.git_dir, "show", f"{a.tag}:{PATH}"], check=True,
-                          capture_output=True, text=True).stdout
-    commit = subprocess.run(["git", "--git-dir", a.git_dir, "rev-list", "-n1", a.tag], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    url = f"https://github.com/volcengine/verl/blob/{commit}/{PATH}"
-    rows = [{"engine": "verl", "version": f"{a.tag} ({commit[:8]})", "flag": key, "kind": kind(v),
+    src = pinned_checkout(__doc__, "v0.7.0")
+    url = src.url("volcengine/verl", PATH)
+    rows = [{"engine": "verl", "version": src.version, "flag": key, "kind": kind(v),
              "source_url": url, "retrieved": today(), "method": "extracted"}
-            for key, v in flatten(yaml.safe_load(text)) if key and not key.split(".")[-1].startswith("_")]
+            for key, v in flatten(yaml.safe_load(src.show(PATH))) if key and not key.split(".")[-1].startswith("_")]
     print(write_rows("verl", rows), "rows")
 
 
