@@ -437,11 +437,15 @@ def _moe_permute_bytes(c: _Train) -> float:
                          _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
 
 
+def _fusion_mode(c: _Train) -> str:
+    """eager | compiled | fused: how this stack runs its element-wise ops (estimate/elementwise.py)."""
+    return elementwise.stack_mode(c.scn.framework, bool(getattr(c.tr, "compile", False)),
+                                  getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
+
+
 def _fusion_ratio(c: _Train) -> float:
     """Element-wise HBM bytes of this stack's layer over the calibration layer's (estimate/elementwise.py)."""
-    mode = elementwise.stack_mode(c.scn.framework, bool(getattr(c.tr, "compile", False)),
-                                  getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
-    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, mode)
+    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c))
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
@@ -644,6 +648,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
+    details["elementwise_kernels"] = _fusion_mode(c)
+    details["elementwise_traffic_ratio"] = round(_fusion_ratio(c), 4)
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
