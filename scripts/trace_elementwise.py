@@ -6,7 +6,7 @@ backward and sums the bytes of its tensor inputs and outputs, leaving out the ma
 GEMMs by the speed model), the attention kernel (counted by the attention model) and ops that only make
 a view (no data moves). The total per token is a linear function of the layer's widths,
     bytes/token = a·h + b·i + c·kv + d       (h hidden, i MLP width, kv = key/value heads × head dim)
-solved from four small layers of different widths (real bf16 CPU tensors; only shapes matter).
+solved by least squares from five small layers of different widths (real bf16 CPU tensors; only shapes matter).
 
 Layers traced, each written from the op sequence of the named source (not imported):
   torchtitan  Llama block, torchtitan models/llama/model.py @ 9dec370 (RMSNorm on x.float() then
@@ -148,8 +148,8 @@ def _hf_block(h, i, heads, kv_heads):
     return Wrap(), rot
 
 
-def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> float:
-    """Eager element-wise bytes per token of one layer's forward + backward."""
+def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> tuple[float, dict]:
+    """Eager element-wise bytes per token of one layer's forward + backward, and the bytes by aten op."""
     torch.manual_seed(0)
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
     d = h // heads
