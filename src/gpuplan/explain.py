@@ -498,7 +498,8 @@ def _elementwise_inputs(est) -> list[Input]:
         return []
     return [Input(f"element-wise kernels ({d['elementwise_kernels']}): bytes x calibration layer",
                   f"{d['elementwise_traffic_ratio']}",
-                  "estimate/elementwise.py (eager: traced aten ops; compiled/fused: fused-region I/O; docs/speed.md §2.3.1)")]
+                  "estimate/elementwise.py (eager: traced aten ops; compiled/fused: fused-region I/O; "
+                  "docs/speed.md §2.3.1)")]
 
 
 def _perf_explanation(est, quantity: str, title: str, value: float | None, shown: str, formula: list[str],
