@@ -488,7 +488,18 @@ def _speed_inputs(est) -> list[Input]:
                   f"{g.source_url}"),
             Input(f"achieved share of peak on large matmuls ({fam}, {dtype})", f"{eff:.3f}", SRC_CALIBRATION),
             Input("clock factor (sustained vs boost clock)", f"{(est.performance.details or {}).get('clock_factor')}",
-                  SRC_CALIBRATION)]
+                  SRC_CALIBRATION)] + _elementwise_inputs(est)
+
+
+def _elementwise_inputs(est) -> list[Input]:
+    """How the stack runs its norms/RoPE/activations, and their HBM bytes over the calibration layer's."""
+    d = est.performance.details or {}
+    if "elementwise_kernels" not in d:
+        return []
+    return [Input(f"element-wise kernels ({d['elementwise_kernels']}): bytes x calibration layer",
+                  f"{d['elementwise_traffic_ratio']}",
+                  "estimate/elementwise.py (eager: traced aten ops; compiled/fused: fused-region I/O; "
+                  "docs/speed.md §2.3.1)")]
 
 
 def _perf_explanation(est, quantity: str, title: str, value: float | None, shown: str, formula: list[str],

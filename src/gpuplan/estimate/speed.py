@@ -19,6 +19,7 @@ from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
 from .engine_host import engine_host, step_with_host
+from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
                     training_flops_per_token)
@@ -441,11 +442,24 @@ def _moe_permute_bytes(c: _Train) -> float:
                          _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
 
 
+def _fusion_mode(c: _Train) -> str:
+    """eager | compiled | fused: how this stack runs its element-wise ops (estimate/elementwise.py)."""
+    return elementwise.stack_mode(c.scn.framework, bool(getattr(c.tr, "compile", False)),
+                                  getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
+
+
+def _fusion_ratio(c: _Train) -> float:
+    """Element-wise HBM bytes of this stack's layer over the calibration layer's (estimate/elementwise.py)."""
+    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c))
+
+
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
     width = (c.model.hidden_size + _mlp_width_active(c.model)) / tp
-    elt_bytes = c.P["elementwise_passes"] * c.act_b * width * c.tokens * c.L_stage
+    # the calibrated passes describe llm-foundry's eager MPT layer; this stack's fusion (eager aten ops,
+    # torch.compile regions, framework kernels) scales them by its measured/derived bytes (elementwise.py)
+    elt_bytes = (c.P["elementwise_passes"] * _fusion_ratio(c)) * c.act_b * width * c.tokens * c.L_stage
     elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
     elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
     elt_bytes += _fp8_cast_bytes(c)
@@ -639,6 +653,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
+    details["elementwise_kernels"] = _fusion_mode(c)
+    details["elementwise_traffic_ratio"] = round(_fusion_ratio(c), 4)
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:

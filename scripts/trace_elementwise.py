@@ -1,0 +1,197 @@
+"""Measure the HBM bytes of a decoder layer's element-wise kernels in eager PyTorch.
+
+Eager PyTorch launches one kernel per aten op, and each kernel reads its inputs from HBM and writes
+its outputs there. Under a TorchDispatchMode this script sees every aten op of one layer's forward and
+backward and sums the bytes of its tensor inputs and outputs, leaving out the matmuls (counted as
+GEMMs by the speed model), the attention kernel (counted by the attention model) and ops that only make
+a view (no data moves). The total per token is a linear function of the layer's widths,
+    bytes/token = a·h + b·i + c·kv + d       (h hidden, i MLP width, kv = key/value heads × head dim)
+solved by least squares from five small layers of different widths (real bf16 CPU tensors; only shapes matter).
+
+Layers traced, each written from the op sequence of the named source (not imported):
+  torchtitan  Llama block, torchtitan models/llama/model.py @ 9dec370 (RMSNorm on x.float() then
+              type_as and * weight, complex-number RoPE on q and k, repeat_kv copies, SwiGLU, two
+              residual adds); the layer of validation/gathered TT01/TT04.
+  hf          transformers' LlamaDecoderLayer itself (imported: its real ops; rotate_half RoPE).
+  gpt         LayerNorm (one native kernel) + GELU MLP without biases, residual adds: llm-foundry's
+              MPT layer, the calibration source of `elementwise_passes` (no RoPE: ALiBi in the kernel).
+
+Run:  PYTHONPATH=$PWD/src python3 scripts/trace_elementwise.py
+The printed coefficients are the constants of src/gpuplan/estimate/elementwise.py (EAGER_MEASURED).
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+# GEMMs and attention are timed elsewhere; everything else that moves data is element-wise work
+def _is_skipped(name: str) -> bool:
+    base = name.split(".")[0]
+    return base in ("mm", "bmm", "addmm", "matmul", "linear") or "scaled_dot_product" in base or "attention" in base
+
+
+class ByteCounter(TorchDispatchMode):
+    """Sums input + output bytes of every data-moving, non-GEMM, non-attention aten op."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = 0
+        self.by_op: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.__name__ if hasattr(func, "__name__") else str(func)
+        if _is_skipped(name):
+            return out
+        ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        in_ptrs = {t.untyped_storage().data_ptr() for t in ins}
+        fresh = [t for t in outs if t.untyped_storage().data_ptr() not in in_ptrs]
+        inplace = [t for t in outs if t.untyped_storage().data_ptr() in in_ptrs]
+        if not fresh and not inplace:
+            return out
+        if not fresh and func._schema.is_mutable is False:
+            return out           # a view: the output aliases an input, no kernel moves data
+        n = sum(t.numel() * t.element_size() for t in ins) + sum(t.numel() * t.element_size() for t in outs)
+        self.total += n
+        self.by_op[name] = self.by_op.get(name, 0) + n
+        return out
+
+
+def _rms(x, w, eps=1e-5):
+    """torchtitan RMSNorm (norm_type 'rmsnorm'): _norm(x.float()).type_as(x) * weight."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * w
+
+
+def _rope_complex(xq, xk, freqs):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    f = freqs.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    return (torch.view_as_real(xq_ * f).flatten(3).type_as(xq), torch.view_as_real(xk_ * f).flatten(3).type_as(xk))
+
+
+def _repeat_kv(x, n):
+    if n == 1:
+        return x
+    b, s, kv, d = x.shape
+    return x[:, :, :, None, :].expand(b, s, kv, n, d).reshape(b, s, kv * n, d)
+
+
+class TitanBlock(torch.nn.Module):
+    def __init__(self, h, i, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv, self.d = heads, kv_heads, h // heads
+        lin = lambda a, b: torch.nn.Linear(a, b, bias=False, dtype=torch.bfloat16)   # noqa: E731
+        self.wq, self.wk, self.wv, self.wo = lin(h, h), lin(h, kv_heads * self.d), lin(h, kv_heads * self.d), lin(h, h)
+        self.w1, self.w2, self.w3 = lin(h, i), lin(i, h), lin(h, i)
+        self.n1 = torch.nn.Parameter(torch.ones(h, dtype=torch.bfloat16))
+        self.n2 = torch.nn.Parameter(torch.ones(h, dtype=torch.bfloat16))
+
+    def attn(self, x, freqs):
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, -1, self.d)
+        k = self.wk(x).view(b, s, -1, self.d)
+        v = self.wv(x).view(b, s, -1, self.d)
+        q, k = _rope_complex(q, k, freqs)
+        rep = self.heads // self.kv
+        k, v = _repeat_kv(k, rep), _repeat_kv(v, rep)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.wo(o.transpose(1, 2).contiguous().view(b, s, -1))
+
+    def forward(self, x, freqs):
+        hdn = x + self.attn(_rms(x, self.n1), freqs)
+        y = _rms(hdn, self.n2)
+        return hdn + self.w2(F.silu(self.w1(y)) * self.w3(y))
+
+
+class GptBlock(torch.nn.Module):
+    """MPT-style: LayerNorm (no bias), attention, GELU MLP (4h), no biases, no dropout."""
+
+    def __init__(self, h, i, heads, kv_heads):
+        super().__init__()
+        self.heads, self.d = heads, h // heads
+        lin = lambda a, b: torch.nn.Linear(a, b, bias=False, dtype=torch.bfloat16)   # noqa: E731
+        self.wqkv, self.wo, self.up, self.down = lin(h, 3 * h), lin(h, h), lin(h, i), lin(i, h)
+        self.n1 = torch.nn.LayerNorm(h, bias=False, dtype=torch.bfloat16)
+        self.n2 = torch.nn.LayerNorm(h, bias=False, dtype=torch.bfloat16)
+
+    def forward(self, x, freqs=None):
+        b, s, h = x.shape
+        q, k, v = self.wqkv(self.n1(x)).view(b, s, 3, self.heads, self.d).unbind(2)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        hdn = x + self.wo(o.transpose(1, 2).reshape(b, s, h))
+        return hdn + self.down(F.gelu(self.up(self.n2(hdn))))
+
+
+def _hf_block(h, i, heads, kv_heads):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+    cfg = LlamaConfig(hidden_size=h, intermediate_size=i, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                      num_hidden_layers=1, torch_dtype="bfloat16")
+    cfg._attn_implementation = "sdpa"
+    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    rot = LlamaRotaryEmbedding(cfg)
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x, pe):
+            out = self.layer(x, position_embeddings=pe, attention_mask=None)
+            return out[0] if isinstance(out, tuple) else out
+    return Wrap(), rot
+
+
+def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> tuple[float, dict]:
+    """Eager element-wise bytes per token of one layer's forward + backward, and the bytes by aten op."""
+    torch.manual_seed(0)
+    x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
+    d = h // heads
+    if kind == "hf":
+        blk, rot = _hf_block(h, i, heads, kv_heads)
+        with torch.no_grad():
+            pe = rot(x, torch.arange(s)[None])
+        extra = (tuple(p.to(torch.bfloat16) for p in pe),)
+    else:
+        blk = (TitanBlock if kind == "torchtitan" else GptBlock)(h, i, heads, kv_heads)
+        ang = torch.outer(torch.arange(s, dtype=torch.float32), torch.ones(d // 2))
+        extra = (torch.polar(torch.ones_like(ang), ang),)
+    grad = torch.randn(b, s, h, dtype=torch.bfloat16)
+    with ByteCounter() as bc:
+        out = blk(x, *extra)
+        out.backward(grad)
+    return bc.total / (b * s), bc.by_op
+
+
+# widths (h, i, heads, kv_heads): independent columns for h, i, kv·d and a constant
+SHAPES = [(256, 512, 4, 4), (256, 1024, 4, 2), (512, 512, 8, 2), (512, 1536, 8, 8), (384, 768, 6, 3)]
+
+
+def coefficients(kind: str) -> tuple[float, float, float, float]:
+    rows, ys = [], []
+    for h, i, nh, nkv in SHAPES:
+        rows.append([h, i, nkv * (h // nh), 1.0])
+        ys.append(layer_bytes(kind, h, i, nh, nkv)[0])
+    sol = torch.linalg.lstsq(torch.tensor(rows, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)[:, None])
+    return tuple(round(float(v), 3) for v in sol.solution[:, 0])
+
+
+def main() -> int:
+    for kind in ("torchtitan", "hf", "gpt"):
+        a, b, c, d = coefficients(kind)
+        print(f"{kind:10s} bytes/token/layer (fwd+bwd, bf16) = {a}·h + {b}·i + {c}·kv + {d}")
+    if "-v" in sys.argv:
+        for kind in ("torchtitan", "hf", "gpt"):
+            _, ops = layer_bytes(kind, 256, 512, 4, 2)
+            print(kind, sorted(ops.items(), key=lambda kv: -kv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

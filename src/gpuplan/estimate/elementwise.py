@@ -1,0 +1,130 @@
+"""HBM traffic of a decoder layer's element-wise kernels, by how they are fused (docs/speed.md §2.3.1).
+
+Norms, RoPE, the MLP activation, residual adds, dtype casts and layout copies are memory-bound: each
+kernel reads its inputs from HBM and writes its outputs. How many kernels a layer launches depends on the
+stack, not the model:
+
+* eager  — PyTorch without torch.compile runs one kernel per aten op. A Llama RMSNorm written as
+  x.float() → pow → mean → rsqrt → mul → type_as → mul weight is seven kernels forward and more backward,
+  each passing the whole fp32 or bf16 tensor. MEASURED, not fitted: scripts/trace_elementwise.py runs one
+  layer forward + backward under a TorchDispatchMode and sums the input + output bytes of every non-GEMM,
+  non-attention, data-moving aten op (bf16 activations). Its totals are linear in the layer's widths,
+  bytes/token = a·h + b·i + c·kv (+ a per-token constant < 1 % at real widths, left out).
+* compiled — torch.compile (Inductor) fuses every chain of point-wise ops and one reduction into one
+  kernel that reads the chain's inputs once and writes its outputs once, and fuses the residual add into
+  the following norm (Inductor's pointwise/reduction fusion, torch/_inductor/scheduler.py `can_fuse`).
+  Derived from the op graph: the minimal reads and writes of each fused region (COMPILED below).
+* fused  — framework kernels: Megatron-LM / Transformer Engine (fused LayerNorm/RMSNorm, fused RoPE
+  `apply_rope_fusion`, bias-SwiGLU / bias-GeLU fusions, bias-dropout-add; GQA inside the attention
+  kernel), Liger and Unsloth (Triton RMSNorm, RoPE, SwiGLU). The norm and the residual add stay two
+  kernels; otherwise the same region traffic as compiled (FUSED below).
+
+The speed model keeps its calibrated `elementwise_passes` (fitted on llm-foundry's eager MPT layers) and
+scales it by `traffic_ratio`: this stack's bytes per unit of layer width over the calibration layer's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# Eager bytes per token per layer, forward + backward, bf16 activations: (a, b, c) in a·h + b·i + c·kv,
+# from `PYTHONPATH=src python3 scripts/trace_elementwise.py` (torch 2.13 CPU; the op sequence is the
+# source's, the device does not change which aten ops run)
+EAGER_MEASURED: dict[str, tuple[float, float, float]] = {
+    # torchtitan models/llama/model.py @ 9dec370: RMSNorm on x.float(), complex RoPE, repeat_kv, SwiGLU
+    "torchtitan": (361.88, 29.6, 17.415),
+    # transformers LlamaDecoderLayer (traced as imported): LlamaRMSNorm, rotate_half RoPE, repeat_kv, SwiGLU
+    "hf": (358.188, 28.0, 52.0),
+    # llm-foundry MPT layer: native LayerNorm kernel, GELU, residual adds, qkv split (no RoPE: ALiBi)
+    "gpt": (56.188, 10.0, 0.0),
+}
+
+# The calibration source of `elementwise_passes`: llm-foundry MPT (gpt recipe, eager, i = 4h).
+# Its bytes per unit of width (h + i): (56.188 + 4·10.0) / 5
+CALIBRATION_BYTES_PER_WIDTH = (EAGER_MEASURED["gpt"][0] + 4 * EAGER_MEASURED["gpt"][1]) / 5.0
+
+MODES = ("eager", "compiled", "fused")
+
+
+def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
+                 gqa_copies: bool) -> float:
+    """Bytes per token per layer (fwd + bwd, 2-byte activations) when every fused region reads its inputs
+    and writes its outputs once (compiled, fused). Per region, forward + backward:
+      residual add + norm, twice a layer: compiled one kernel fwd (read x and the branch output, write
+        the sum and the normed: 8 B/elt), bwd one kernel for grad_x (read x, grad_y, the residual grad,
+        write: 8) and one reduction over tokens for the norm weight (read x, grad_y: 4) = 20 per norm;
+        fused (separate kernels): fwd add 6 + norm 4, bwd norm 6 (weight grad in the same kernel) +
+        the residual grad accumulation 6 = 22 per norm
+      RoPE on q (h) and k (kv): read + write, fwd and bwd: 8 per element
+      gated MLP activation act(gate)·up: fwd read 2 write 1 (6 B per i), bwd read 3 write 2 (10) = 16;
+        plain activation: fwd 4, bwd read x and grad, write grad (6) = 10
+      GQA copies (repeat_kv before SDPA, compiled only): k and v read kv write h fwd, the reverse bwd =
+        8 per element of (h + kv)"""
+    if mode == "compiled":
+        b = 2 * 20.0 * h
+    elif mode == "fused":
+        b = 2 * 22.0 * h
+    else:
+        raise ValueError(f"region_bytes: mode {mode!r} is not a fused mode (compiled | fused)")
+    if rope:
+        b += 8.0 * (h + kv)
+    b += (16.0 if gated else 10.0) * i
+    if gqa_copies and mode == "compiled":
+        b += 8.0 * (h + kv)
+    return b
+
+
+def eager_recipe(framework: str, norm: str) -> str:
+    """Which measured op sequence an eager stack runs: torchtitan's or transformers' Llama layer for
+    RMSNorm models, the MPT/GPT layer (native LayerNorm kernel) for LayerNorm models."""
+    if norm != "rms":
+        return "gpt"
+    return "torchtitan" if framework == "torchtitan" else "hf"
+
+
+def eager_bytes(framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool, rope: bool) -> float:
+    """Measured eager bytes per token per layer (fwd + bwd, 2-byte activations). The h term comes from the
+    recipe of this norm kind; the i term from a gated or plain MLP's measured activation; the kv term only
+    with RoPE (it is RoPE on k and the GQA copies)."""
+    rec = eager_recipe(framework, norm)
+    a, _, c = EAGER_MEASURED[rec]
+    b = EAGER_MEASURED[rec if rec != "gpt" else "hf"][1] if gated else EAGER_MEASURED["gpt"][1]
+    return a * h + b * i + (c if rope else 0.0) * kv
+
+
+def stack_mode(framework: str, compile: bool, tool: str | None = None, loss: str = "full") -> str:
+    """eager | compiled | fused for a training stack. torch.compile wins when on; Megatron-LM runs
+    Transformer Engine's fused norms and its own fused RoPE/SwiGLU/bias-dropout-add; Unsloth patches in its
+    Triton RMSNorm/RoPE/SwiGLU kernels and a Liger fused-linear loss means Liger's kernels are applied
+    (apply_liger_kernel_to_* patches rms_norm, rope and swiglu by default); everything else is eager."""
+    if compile:
+        return "compiled"
+    if framework == "megatron" or tool == "unsloth" or loss == "fused-linear":
+        return "fused"
+    return "eager"
+
+
+def layer_bytes(mode: str, framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool,
+                rope: bool, gqa: bool) -> float:
+    if mode == "eager":
+        return eager_bytes(framework, norm, h, i, kv, gated=gated, rope=rope)
+    return region_bytes(mode, h, i, kv, gated=gated, rope=rope, gqa_copies=gqa)
+
+
+def traffic_ratio(mode: str, framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool,
+                  rope: bool, gqa: bool) -> float:
+    """This stack's element-wise bytes per unit of layer width (h + i) over the calibration layer's
+    (llm-foundry's eager MPT): the factor on the calibrated `elementwise_passes`. 1 for the calibration
+    layer itself."""
+    if h + i <= 0:
+        return 1.0
+    per_width = layer_bytes(mode, framework, norm, h, i, kv, gated=gated, rope=rope, gqa=gqa) / (h + i)
+    return per_width / CALIBRATION_BYTES_PER_WIDTH
+
+
+def model_traffic_ratio(model: Any, i_active: float, framework: str, mode: str) -> float:
+    """traffic_ratio for a ModelSpec (its norm, MLP gating, position encoding and GQA)."""
+    h = float(model.hidden_size)
+    kv = float(model.num_kv_heads * model.head_dim)
+    rope = getattr(getattr(model, "traits", None), "position", "rope") == "rope"
+    gqa = model.num_kv_heads < model.num_heads
+    return traffic_ratio(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa)
