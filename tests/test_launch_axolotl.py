@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from launch_snapshots import check_snapshot
 import yaml
 
 from gpuplan.errors import UnsupportedError
@@ -61,11 +62,7 @@ def test_snapshot():
     files = launch_files(_dpo(), "axolotl")
     text = "".join(f"==> {n} <==\n{b}\n" for n, b in sorted(files.items()))
     path = SNAP / "dpo-lora-8b__axolotl.txt"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        pytest.skip("snapshot created")
-    assert text == path.read_text(encoding="utf-8")
+    check_snapshot(text, path)
 
 
 @pytest.mark.parametrize("change, what", [

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from launch_snapshots import check_snapshot
 
 from gpuplan.errors import UnsupportedError
 from gpuplan.launch import launch_files
@@ -83,11 +84,7 @@ def test_ppo_has_a_critic_and_lora_a_rank():
 def test_snapshot():
     text = launch_files(CASES["colocated"], "openrlhf")["run_openrlhf.sh"]
     path = SNAP / "grpo-7b-colocated__openrlhf.txt"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        pytest.skip("snapshot created")
-    assert text == path.read_text(encoding="utf-8")
+    check_snapshot(text, path)
 
 
 @pytest.mark.parametrize("change, what", [({"objective": "dpo", "rl": None}, "objective"),

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from launch_snapshots import check_snapshot
 
 from gpuplan.errors import UnsupportedError
 from gpuplan.launch import launch_files
@@ -60,11 +61,7 @@ def test_ppo_adds_the_critic_and_lora_its_rank():
 
 def test_snapshot():
     text = launch_files(_grpo(), "verl")["run_verl.sh"]
-    if not SNAP.exists():
-        SNAP.parent.mkdir(parents=True, exist_ok=True)
-        SNAP.write_text(text, encoding="utf-8")
-        pytest.skip("snapshot created")
-    assert text == SNAP.read_text(encoding="utf-8")
+    check_snapshot(text, SNAP)
 
 
 @pytest.mark.parametrize("change, what", [
