@@ -71,12 +71,12 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
 def posttrain_scenario(row: dict) -> dict:
     """The RL scenario a posttrain.csv row describes: the table's layout and batch, the recipe's engine
     settings; response lengths from the stated maximum and mean sequence lengths less the prompt."""
-    prompt = int(row["prompt_len_assumed"])
+    prompt = int(row["prompt_len"])
     split = row["placement"] == "split"
     rollout_gpus = int(row["rollout_gpus"]) if split else 0
     rl = {"prompts_per_step": int(row["prompts_per_step"]), "group_size": int(row["group_size"]),
           "prompt_len": prompt, "max_new_tokens": int(row["max_seq_len"]) - prompt,
-          "mean_response_len": int(row["mean_seq_len"]) - prompt, "engine": row["engine"],
+          "mean_response_len": int(row["mean_response_len"]), "engine": row["engine"],
           "placement": row["placement"], "rollout_tp": int(row["rollout_tp"]),
           "gpu_memory_utilization": float(row["gpu_memory_utilization"]), "reference": True,
           "async_steps": int(row["async_steps"] or 0)}

@@ -195,6 +195,10 @@ class RL(_Strict):
                             lo=0, hi=64)
     offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
                                        "go to host memory during rollout (verl param/optimizer offload)")
+    packing: bool = Field(False, description=(
+        "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
+        "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
+        "verl use_remove_padding / use_dynamic_bsz): compute follows prompt_len + mean_response_len per sequence"))
 
 
 class Train(_Strict):

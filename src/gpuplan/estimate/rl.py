@@ -75,6 +75,22 @@ def training_scenario(scn: Scenario) -> Scenario:
     return scenario_from_dict(data, "(RL training pass)")
 
 
+def packed_training_scenario(scn: Scenario) -> Scenario:
+    """The training pass as its compute runs when the sequences are packed (rl.packing): each sequence
+    is prompt_len + mean_response_len tokens, and a micro-batch holds as many of them as fit in the
+    padded micro-batch's tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL
+    `policy.sequence_packing`: `train_mb_tokens = max_total_sequence_length x train_micro_batch_size`,
+    first-fit-decreasing bins; examples/configs/grpo_math_1B.yaml @00294d9b). Memory keeps the padded
+    scenario: a full pack holds the padded micro-batch's tokens."""
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    mean_len = rl.prompt_len + response_len(scn)
+    per_pack = max(1, (train.train.micro_batch * train.train.seq_len) // mean_len)
+    data = train.model_dump()
+    data["train"].update(seq_len=mean_len, micro_batch=per_pack)
+    return scenario_from_dict(data, "(RL training pass, packed)")
+
+
 def rollout_scenario(scn: Scenario) -> Scenario:
     """One rollout engine replica (rollout_tp GPUs) serving its share of the step's sequences."""
     rl = scn.train.rl
@@ -296,7 +312,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     P = params if params is not None else packaged()
     net = network if network is not None else _network(scn, gpu)
     rl = scn.train.rl
-    train = training_scenario(scn)
+    # packed sequences: the passes compute on the generated tokens, not on every sequence padded to the maximum
+    train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
     tokens = base.details["tokens_per_step"]
     fwd = forward_seconds_per_token(base, train, model)
