@@ -168,6 +168,21 @@ def test_colocated_step_is_the_sum_of_its_phases_split_async_the_max():
     assert sync.step_time_s == pytest.approx(sum(sync.details["phases_s"].values()), rel=1e-12)
 
 
+def test_packed_passes_compute_on_the_generated_tokens():
+    """rl.packing (NeMo RL sequence_packing): 512 sequences of 512 + 600 tokens = 569,344 tokens per step,
+    not 512 x 1,536 = 786,432; a pack of micro_batch x max tokens = 4 x 1,536 = 6,144 holds 6,144 // 1,112 = 5
+    sequences, and 4 is the largest pack size <= 5 that splits 512 sequences evenly over 8 ranks. Memory keeps the padded micro-batch (a full pack holds as many tokens)."""
+    padded, packed = evaluate(_rl()), evaluate(_rl(packing=True))
+    assert packed.performance.details["tokens_per_step"] == 512 * (512 + 600)
+    assert padded.performance.details["tokens_per_step"] == 512 * 1536
+    from gpuplan.estimate.rl import packed_training_scenario
+    t = packed_training_scenario(scenario_from_dict(_rl(packing=True), "t")).train
+    assert (t.seq_len, t.micro_batch, t.global_batch) == (1112, 4, 512)
+    ph_pad, ph_pack = padded.performance.details["phases_s"], packed.performance.details["phases_s"]
+    assert ph_pack["actor_update"] < ph_pad["actor_update"] and ph_pack["rollout"] == ph_pad["rollout"]
+    assert packed.memory.peak_bytes_per_gpu == padded.memory.peak_bytes_per_gpu
+
+
 def test_grpo_reference_and_old_logprob_passes_are_optional():
     full = evaluate(_rl()).performance.details["phases_s"]
     bare = evaluate(_rl(reference=False, old_logprob_pass=False)).performance.details["phases_s"]

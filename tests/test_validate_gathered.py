@@ -49,3 +49,39 @@ def test_gathered_throughput_rows_are_complete():
         assert r["throughput_kind"] in ("output", "total", "unstated"), r["id"]
         assert float(r["throughput_tokens_per_s"]) > 0 and int(r["concurrency"]) >= 1, r["id"]
         assert r["engine"] in ("vllm", "sglang", "trtllm"), r["id"]
+
+
+# ---- post-training rows (validation/gathered/posttrain.csv) -----------------------------------------------
+def _posttrain_rows() -> list[dict]:
+    with (ROOT / "validation" / "gathered" / "posttrain.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_posttrain_rows_are_complete():
+    rows = _posttrain_rows()
+    assert len(rows) >= 10
+    for r in rows:
+        assert r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"], r["id"]
+        assert r["retrieved"] and r["framework"] and r["framework_version"], r["id"]
+        assert float(r["step_time_s"]) > 0 and r["placement"] in ("colocated", "split"), r["id"]
+        scored = not r["notes"].startswith(vg.UNSCORED)
+        if scored:   # a scored row names the recipe its engine settings come from
+            assert r["recipe"].startswith("https://github.com/") and r["gpu_memory_utilization"], r["id"]
+
+
+def test_posttrain_prompt_length_is_the_tables_tokens_less_the_response():
+    """NR01: 1,562 tokens/s/GPU x 97.7 s x 16 GPUs / 2,048 sequences = 1,192.3 tokens per sequence; less the
+    mean response of 1,060 leaves a 132-token prompt."""
+    r = {x["id"]: x for x in _posttrain_rows()}["NR01"]
+    assert int(r["prompt_len"]) == 132 and int(r["mean_response_len"]) == 1060
+
+
+def test_posttrain_scenario_reads_the_stated_settings():
+    r = {x["id"]: x for x in _posttrain_rows()}["NR02"]
+    scn = vg.posttrain_scenario(r)
+    rl = scn["train"]["rl"]
+    # 4,096-token vLLM max_model_len less the 130-token prompt
+    assert rl["max_new_tokens"] == 4096 - 130 and rl["mean_response_len"] == 1129
+    assert (rl["placement"], rl["rollout_gpus"], rl["async_steps"], rl["packing"]) == ("split", 8, 1, True)
+    assert rl["prompts_per_step"] * rl["group_size"] == 2048 and rl["gpu_memory_utilization"] == 0.8
+    assert scn["parallel"]["pp"] == 2 and scn["hardware"]["count"] == 16

@@ -86,6 +86,12 @@ def packed_training_scenario(scn: Scenario) -> Scenario:
     train = training_scenario(scn)
     mean_len = rl.prompt_len + response_len(scn)
     per_pack = max(1, (train.train.micro_batch * train.train.seq_len) // mean_len)
+    # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
+    # scenario would otherwise round the global batch up and count sequences the step does not have)
+    pa = train.parallel
+    dp = max(1, train.hardware.count // (pa.tp * pa.pp * pa.cp))
+    while per_pack > 1 and train.train.global_batch % (per_pack * dp):
+        per_pack -= 1
     data = train.model_dump()
     data["train"].update(seq_len=mean_len, micro_batch=per_pack)
     return scenario_from_dict(data, "(RL training pass, packed)")
