@@ -84,10 +84,12 @@ def posttrain_scenario(row: dict) -> dict:
         rl["rollout_gpus"] = rollout_gpus
     if row.get("packing"):
         rl["packing"] = row["packing"] == "true"
+    if row.get("offload_train_states"):
+        rl["offload_train_states"] = row["offload_train_states"] == "true"
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
     return {"model": row["model"], "task": "finetune", "framework": "megatron",
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
-            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep},
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
             "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),
                       "recompute": row["recompute"], "rl": rl}}
 

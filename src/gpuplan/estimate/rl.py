@@ -308,6 +308,16 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     return p2p_time(wbytes, link)
 
 
+def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
+    """Colocated with rl.offload_train_states: the trainer's resident weights and optimizer states go to
+    the host before the rollout and come back before training, once each way per step over the GPU's host
+    link (NeMo RL megatron_policy_worker.py offload_after_refit / prepare_for_training, @0f4e4696; verl
+    param/optimizer offload)."""
+    host_bytes = rl_stage_phases(scn, model, capacity)[2]
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return 2.0 * host_bytes / bw if bw > 0 else 0.0
+
+
 def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                    network: Any = None, memory: Any = None) -> PerformanceEstimate:
     """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
@@ -337,6 +347,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["critic_update"] = base.step_time_s
     phases["actor_update"] = base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
+    if rl.placement == "colocated" and rl.offload_train_states:
+        phases["state_offload"] = offload_time(scn, model, capacity, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
     if rl.placement == "split" and rl.async_steps >= 1:
         step = max(phases["rollout"], train_side) + phases["weight_sync"]
