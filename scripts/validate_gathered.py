@@ -94,6 +94,19 @@ def posttrain_scenario(row: dict) -> dict:
                       "recompute": row["recompute"], "rl": rl}}
 
 
+# a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
+# get logprobs = the old-policy and reference passes; refit = the weight transfer and the states' offload)
+PHASES = {"generation_time_s": ("rollout",), "train_time_s": ("actor_update", "critic_update"),
+          "logprob_time_s": ("actor_logprob", "reference_logprob", "critic_values", "reward"),
+          "refit_time_s": ("weight_sync", "state_offload")}
+
+
+def phase_pairs(row: dict, phases: dict) -> dict[str, tuple[float, float]]:
+    """{source phase: (predicted s, measured s)} for the phases the row states."""
+    return {col: (sum(phases.get(k, 0.0) for k in keys), float(row[col]))
+            for col, keys in PHASES.items() if row.get(col)}
+
+
 UNSCORED = "unscored:"   # a row whose notes start with this is listed, not scored (the reason follows)
 
 
@@ -130,6 +143,7 @@ def score(path: Path) -> list[dict]:
             if posttrain:   # RL step time (and the phases gpuplan predicts, printed beside it)
                 rec["rl"] = (est.performance.step_time_s, float(row["step_time_s"]))
                 rec["phases"] = est.performance.details.get("phases_s", {})
+                rec["phase_pairs"] = phase_pairs(row, rec["phases"])
                 rec["placement"] = row["placement"]
                 out.append(rec)
                 continue
@@ -193,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             ph = " ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
             print(f"{r['id']:6s} RL step {p:7.1f} s  measured {m_:7.1f} s  {100 * (p - m_) / m_:+6.1f}%   "
                   f"{r['gpu']} {r['placement']}; phases (s): {ph}")
+            for col, (pp_, mm) in r["phase_pairs"].items():
+                print(f"{'':6s}   {col[:-7]:>10s} {pp_:7.1f} s  measured {mm:7.1f} s  {100 * (pp_ - mm) / mm:+6.1f}%")
             continue
         if "tpot" in r:
             p, m_ = r["tpot"]
@@ -216,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("RL step", [r["rl"] for r in rows if "rl" in r]))
     for src in sorted({r["source"] for r in rows if "rl" in r}):
         print(_summary(f"  {src[:40]}", [r["rl"] for r in rows if "rl" in r and r["source"] == src]))
+    for col in PHASES:
+        print(_summary(f"  phase {col[:-7]}", [r["phase_pairs"][col] for r in rows if col in r.get("phase_pairs", {})]))
     return 0
 
 
