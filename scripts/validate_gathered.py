@@ -84,6 +84,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["rollout_gpus"] = rollout_gpus
     if row.get("packing"):
         rl["packing"] = row["packing"] == "true"
+    if row.get("reference_on_host"):
+        rl["reference_on_host"] = row["reference_on_host"] == "true"
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
@@ -95,9 +97,9 @@ def posttrain_scenario(row: dict) -> dict:
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
-# get logprobs = the old-policy and reference passes; refit = the weight transfer and the states' offload)
+# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the states' offload)
 PHASES = {"generation_time_s": ("rollout",), "train_time_s": ("actor_update", "critic_update"),
-          "logprob_time_s": ("actor_logprob", "reference_logprob", "critic_values", "reward"),
+          "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values", "reward"),
           "refit_time_s": ("weight_sync", "state_offload")}
 
 

@@ -220,6 +220,21 @@ def test_colocated_offload_moves_the_states_out_and_back_over_pcie():
     assert "state_offload" not in evaluate(_rl()).performance.details["phases_s"]
 
 
+def test_reference_on_host_is_swapped_not_held():
+    """NeMo RL keeps the reference in host memory and swaps it into the policy's parameters for its pass: the
+    GPU holds no reference copy (7,615,616,512 x 2 B / 8 ranks = 1,903,904,128 B less) and the step pays three
+    copies of that shard over PCIe 5.0 x16 (64 GB/s): 3 x 1,903,904,128 / 64e9 = 0.0892455 s. The offload phase
+    does not move the reference (it stays on the host)."""
+    held, host = evaluate(_rl()), evaluate(_rl(reference_on_host=True))
+    assert held.memory.phase == host.memory.phase == "rollout"
+    assert abs(held.memory.components["weights"] - host.memory.components["weights"] - 1_903_904_128) <= 1
+    ph = host.performance.details["phases_s"]
+    assert ph["reference_swap"] == pytest.approx(3 * 1_903_904_128 / 64e9, rel=1e-6)
+    assert "reference_swap" not in held.performance.details["phases_s"]
+    both = evaluate(_rl(reference_on_host=True, offload_train_states=True)).performance.details["phases_s"]
+    assert both["state_offload"] == pytest.approx(2 * 11_423_424_768 / 64e9, rel=1e-6)
+
+
 def test_lora_grpo_has_no_reference_copy():
     base = _rl()
     lora = {**base, "train": {**base["train"], "method": "lora"}}

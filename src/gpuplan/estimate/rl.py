@@ -121,7 +121,7 @@ def _frozen_models(scn: Scenario, model: ModelSpec, train: Scenario) -> dict[str
     """The frozen models the step holds: reference (a copy under full fine-tuning; under LoRA the base
     with adapters disabled, TRL grpo_trainer.py L955-961) and the reward model."""
     rl, out = scn.train.rl, {}
-    if rl.reference and scn.train.method == "full":
+    if rl.reference and scn.train.method == "full" and not rl.reference_on_host:
         out["reference"] = model
     if rl.reward_model:
         out["reward_model"] = reward_model_spec(scn)
@@ -188,6 +188,11 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
     cpu = phases.pop("_cpu")["cpu"]
     notes = list(notes)
     held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+    if rl.reference and rl.reference_on_host and scn.train.method == "full":
+        # swapped into the policy's own parameters for its pass: host memory only (reference_swap_time)
+        cpu += frozen_model_bytes(train, model, stage)
+        notes.append("reference weights held in host memory and swapped into the policy's parameters for the "
+                     "reference pass (NeMo RL use_reference_model)")
     for name, m in frozen.items():
         notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
                      f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
@@ -314,8 +319,23 @@ def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> fl
     link (NeMo RL megatron_policy_worker.py offload_after_refit / prepare_for_training, @0f4e4696; verl
     param/optimizer offload)."""
     host_bytes = rl_stage_phases(scn, model, capacity)[2]
+    if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
+        from .posttrain import frozen_model_bytes
+        host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
     return 2.0 * host_bytes / bw if bw > 0 else 0.0
+
+
+def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
+    """rl.reference_on_host: the reference pass copies the policy's 16-bit weights to the host, the reference's
+    in, and after the pass the policy's back: three copies of a GPU's weight shard over its host link (NeMo RL
+    megatron_policy_worker.py `use_reference_model`: state_dict to CPU, load_state_dict(reference_state_dict),
+    then the saved state dict back; @0f4e4696)."""
+    from .posttrain import frozen_model_bytes
+    train = training_scenario(scn)
+    shard = max(frozen_model_bytes(train, model, st) for st in stages(train.parallel.pp))
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return 3.0 * shard / bw if bw > 0 else 0.0
 
 
 def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
@@ -349,6 +369,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
         phases["state_offload"] = offload_time(scn, model, capacity, gpu)
+    if rl.reference and rl.reference_on_host and scn.train.method == "full":
+        phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
     if rl.placement == "split" and rl.async_steps >= 1:
         step = max(phases["rollout"], train_side) + phases["weight_sync"]
