@@ -84,6 +84,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["rollout_gpus"] = rollout_gpus
     if row.get("packing"):
         rl["packing"] = row["packing"] == "true"
+    if row.get("train_global_batch"):   # sequences per optimizer step of the training pass
+        rl["mini_batch"] = int(row["train_global_batch"])
     if row.get("reference_on_host"):
         rl["reference_on_host"] = row["reference_on_host"] == "true"
     if row.get("offload_train_states"):

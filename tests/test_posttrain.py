@@ -183,6 +183,18 @@ def test_packed_passes_compute_on_the_generated_tokens():
     assert packed.memory.peak_bytes_per_gpu == padded.memory.peak_bytes_per_gpu
 
 
+def test_mini_batches_are_separate_optimizer_steps():
+    """512 sequences in mini-batches of 128 are 4 optimizer steps (100: ceil(512 / 100) = 6; 1,000: one step of
+    all 512); the tokens trained are the same 512 x 1,536, and each step pays its own fill, sync and update."""
+    one = evaluate(_rl()).performance.details
+    four = evaluate(_rl(mini_batch=128)).performance.details
+    assert (one["optimizer_steps"], four["optimizer_steps"]) == (1, 4)
+    assert evaluate(_rl(mini_batch=100)).performance.details["optimizer_steps"] == 6
+    assert evaluate(_rl(mini_batch=1000)).performance.details["optimizer_steps"] == 1
+    assert one["tokens_per_step"] == four["tokens_per_step"] == 512 * 1536
+    assert four["phases_s"]["actor_update"] > one["phases_s"]["actor_update"]
+
+
 def test_grpo_reference_and_old_logprob_passes_are_optional():
     full = evaluate(_rl()).performance.details["phases_s"]
     bare = evaluate(_rl(reference=False, old_logprob_pass=False)).performance.details["phases_s"]

@@ -59,6 +59,17 @@ def response_len(scn: Scenario) -> int:
     return rl.mean_response_len or rl.max_new_tokens
 
 
+def optimizer_batch(scn: Scenario) -> int:
+    """Sequences per optimizer step of the training pass: rl.mini_batch, or the whole step's sequences."""
+    return min(scn.train.rl.mini_batch or sequences_per_step(scn), sequences_per_step(scn))
+
+
+def optimizer_steps(scn: Scenario) -> int:
+    """Optimizer steps per RL step: the step's sequences in mini-batches (NeMo RL: 2,048 / 512 = 4), each
+    one a full training step with its own pipeline fill and drain, gradient sync and optimizer update."""
+    return math.ceil(sequences_per_step(scn) / optimizer_batch(scn))
+
+
 def training_scenario(scn: Scenario) -> Scenario:
     """The actor's update as an SFT step: every generated sequence padded to prompt + max_new_tokens,
     all prompts x group sequences in one optimizer step, on the training GPUs."""
@@ -70,7 +81,7 @@ def training_scenario(scn: Scenario) -> Scenario:
     data["task"] = "finetune" if scn.task == "finetune" else scn.task
     t = data["train"]
     t.update(objective="sft", rl=None, reference=None, teacher=None, seq_len=rl.prompt_len + rl.max_new_tokens,
-             global_batch=sequences_per_step(scn), allow_longer_context=True, tokens=None)
+             global_batch=optimizer_batch(scn), allow_longer_context=True, tokens=None)
     data["constraints"] = None
     return scenario_from_dict(data, "(RL training pass)")
 
@@ -351,7 +362,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     # packed sequences: the passes compute on the generated tokens, not on every sequence padded to the maximum
     train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
-    tokens = base.details["tokens_per_step"]
+    k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
+    tokens = base.details["tokens_per_step"] * k
     fwd = forward_seconds_per_token(base, train, model)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
@@ -364,8 +376,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
     if _critic(scn):
         phases["critic_values"] = fwd * tokens
-        phases["critic_update"] = base.step_time_s
-    phases["actor_update"] = base.step_time_s
+        phases["critic_update"] = k * base.step_time_s
+    phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
         phases["state_offload"] = offload_time(scn, model, capacity, gpu)
@@ -395,14 +407,15 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                      "or rl.rollout_tp")
     bd = {f"rl_{k}": float(v) for k, v in phases.items()}
     details = dict(base.details)
-    details.update({"objective": scn.train.objective, "placement": rl.placement,
+    details.update({"objective": scn.train.objective, "placement": rl.placement, "tokens_per_step": tokens,
+                    "optimizer_steps": k,
                     "sequences_per_step": sequences_per_step(scn), "rollout_batch_per_replica": roll.get("batch"),
                     "rollout_waves": roll.get("waves"), "rollout_replicas": roll.get("replicas"),
                     "rollout_gpus": gpu_groups(scn)[0], "training_gpus": gpu_groups(scn)[1],
                     "generated_tokens_per_step": generated, "bound_by": bound,
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
-    mfu = base.mfu * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
+    mfu = base.mfu * k * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
                                mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
                                details=details)
