@@ -68,12 +68,56 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
     return pred, float(row["throughput_tokens_per_s"])
 
 
+def posttrain_scenario(row: dict) -> dict:
+    """The RL scenario a posttrain.csv row describes: the table's layout and batch, the recipe's engine
+    settings; response lengths from the stated maximum and mean sequence lengths less the prompt."""
+    prompt = int(row["prompt_len"])
+    split = row["placement"] == "split"
+    rollout_gpus = int(row["rollout_gpus"]) if split else 0
+    rl = {"prompts_per_step": int(row["prompts_per_step"]), "group_size": int(row["group_size"]),
+          "prompt_len": prompt, "max_new_tokens": int(row["max_seq_len"]) - prompt,
+          "mean_response_len": int(row["mean_response_len"]), "engine": row["engine"],
+          "placement": row["placement"], "rollout_tp": int(row["rollout_tp"]),
+          "gpu_memory_utilization": float(row["gpu_memory_utilization"]), "reference": True,
+          "async_steps": int(row["async_steps"] or 0)}
+    if split:
+        rl["rollout_gpus"] = rollout_gpus
+    if row.get("packing"):
+        rl["packing"] = row["packing"] == "true"
+    if row.get("train_global_batch"):   # sequences per optimizer step of the training pass
+        rl["mini_batch"] = int(row["train_global_batch"])
+    if row.get("reference_on_host"):
+        rl["reference_on_host"] = row["reference_on_host"] == "true"
+    if row.get("offload_train_states"):
+        rl["offload_train_states"] = row["offload_train_states"] == "true"
+    tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
+    return {"model": row["model"], "task": "finetune", "framework": "megatron",
+            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
+            "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),
+                      "recompute": row["recompute"], "rl": rl}}
+
+
+# a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
+# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the states' offload)
+PHASES = {"generation_time_s": ("rollout",), "train_time_s": ("actor_update", "critic_update"),
+          "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values", "reward"),
+          "refit_time_s": ("weight_sync", "state_offload")}
+
+
+def phase_pairs(row: dict, phases: dict) -> dict[str, tuple[float, float]]:
+    """{source phase: (predicted s, measured s)} for the phases the row states."""
+    return {col: (sum(phases.get(k, 0.0) for k in keys), float(row[col]))
+            for col, keys in PHASES.items() if row.get(col)}
+
+
 UNSCORED = "unscored:"   # a row whose notes start with this is listed, not scored (the reason follows)
 
 
 def score(path: Path) -> list[dict]:
     out = []
     serving = path.stem == "serve"
+    posttrain = path.stem == "posttrain"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
@@ -83,7 +127,8 @@ def score(path: Path) -> list[dict]:
                 out.append(rec)
                 continue
             try:
-                est = api.estimate(serve_scenario(row) if serving else scenario(row))
+                scn = serve_scenario(row) if serving else posttrain_scenario(row) if posttrain else scenario(row)
+                est = api.estimate(scn)
             except GpuplanError as exc:
                 rec["skip"] = str(exc).splitlines()[0]
                 out.append(rec)
@@ -97,6 +142,13 @@ def score(path: Path) -> list[dict]:
                     out_tps = est.performance.output_tokens_per_s
                     total = out_tps * (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
                     rec["thr_unstated"] = (out_tps, total, float(row["throughput_tokens_per_s"]))
+                out.append(rec)
+                continue
+            if posttrain:   # RL step time (and the phases gpuplan predicts, printed beside it)
+                rec["rl"] = (est.performance.step_time_s, float(row["step_time_s"]))
+                rec["phases"] = est.performance.details.get("phases_s", {})
+                rec["phase_pairs"] = phase_pairs(row, rec["phases"])
+                rec["placement"] = row["placement"]
                 out.append(rec)
                 continue
             if serving:
@@ -124,7 +176,7 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 
 # the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
 # scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
-SCORED = ("train", "serve")
+SCORED = ("train", "serve", "posttrain")
 
 
 def scored_files() -> list[Path]:
@@ -154,6 +206,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['id']:6s} THR? as output {o:8,.0f} ({100 * (o - m_) / m_:+6.1f}%), as total {t:8,.0f} "
                   f"({100 * (t - m_) / m_:+6.1f}%) measured {m_:8,.0f} tok/s (kind unstated; not in the summary)")
             continue
+        if "rl" in r:
+            p, m_ = r["rl"]
+            ph = " ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
+            print(f"{r['id']:6s} RL step {p:7.1f} s  measured {m_:7.1f} s  {100 * (p - m_) / m_:+6.1f}%   "
+                  f"{r['gpu']} {r['placement']}; phases (s): {ph}")
+            for col, (pp_, mm) in r["phase_pairs"].items():
+                print(f"{'':6s}   {col[:-7]:>10s} {pp_:7.1f} s  measured {mm:7.1f} s  {100 * (pp_ - mm) / mm:+6.1f}%")
+            continue
         if "tpot" in r:
             p, m_ = r["tpot"]
             print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {100 * (p - m_) / m_:+6.1f}%   "
@@ -173,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("serve tok/s", [r["thr"] for r in rows if "thr" in r]))
     for src in sorted({r["source"] for r in rows if "thr" in r}):
         print(_summary(f"  {src[:40]}", [r["thr"] for r in rows if "thr" in r and r["source"] == src]))
+    print(_summary("RL step", [r["rl"] for r in rows if "rl" in r]))
+    for src in sorted({r["source"] for r in rows if "rl" in r}):
+        print(_summary(f"  {src[:40]}", [r["rl"] for r in rows if "rl" in r and r["source"] == src]))
+    for col in PHASES:
+        print(_summary(f"  phase {col[:-7]}", [r["phase_pairs"][col] for r in rows if col in r.get("phase_pairs", {})]))
     return 0
 
 

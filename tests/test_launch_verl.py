@@ -80,3 +80,18 @@ def test_split_placement_is_refused():
     with pytest.raises(UnsupportedError) as err:
         launch_files(split, "verl")
     assert "split" in str(err.value)
+
+
+def _rl_with(**extra):
+    rl = load_scenario(str(ROOT / "examples" / "grpo-7b-colocated.yaml")).train.rl.model_dump()
+    rl.update(extra)
+    return _grpo(rl=rl)
+
+
+def test_mini_batch_becomes_prompts_per_optimizer_step():
+    # 128 sequences per optimizer step at 8 responses per prompt: verl's ppo_mini_batch_size 128 / 8 = 16 prompts
+    ov = _overrides(launch_files(_rl_with(mini_batch=128), "verl")["run_verl.sh"])
+    assert (ov["data.train_batch_size"], ov["actor_rollout_ref.actor.ppo_mini_batch_size"]) == ("64", "16")
+    with pytest.raises(UnsupportedError) as err:     # 100 is not a whole number of prompts of 8
+        launch_files(_rl_with(mini_batch=100), "verl")
+    assert "mini_batch 100" in str(err.value)

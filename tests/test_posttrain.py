@@ -168,6 +168,33 @@ def test_colocated_step_is_the_sum_of_its_phases_split_async_the_max():
     assert sync.step_time_s == pytest.approx(sum(sync.details["phases_s"].values()), rel=1e-12)
 
 
+def test_packed_passes_compute_on_the_generated_tokens():
+    """rl.packing (NeMo RL sequence_packing): 512 sequences of 512 + 600 tokens = 569,344 tokens per step,
+    not 512 x 1,536 = 786,432; a pack of micro_batch x max tokens = 4 x 1,536 = 6,144 holds 6,144 // 1,112 = 5
+    sequences, and 4 is the largest pack size <= 5 that splits 512 sequences evenly over 8 ranks. Memory keeps the padded micro-batch (a full pack holds as many tokens)."""
+    padded, packed = evaluate(_rl()), evaluate(_rl(packing=True))
+    assert packed.performance.details["tokens_per_step"] == 512 * (512 + 600)
+    assert padded.performance.details["tokens_per_step"] == 512 * 1536
+    from gpuplan.estimate.rl import packed_training_scenario
+    t = packed_training_scenario(scenario_from_dict(_rl(packing=True), "t")).train
+    assert (t.seq_len, t.micro_batch, t.global_batch) == (1112, 4, 512)
+    ph_pad, ph_pack = padded.performance.details["phases_s"], packed.performance.details["phases_s"]
+    assert ph_pack["actor_update"] < ph_pad["actor_update"] and ph_pack["rollout"] == ph_pad["rollout"]
+    assert packed.memory.peak_bytes_per_gpu == padded.memory.peak_bytes_per_gpu
+
+
+def test_mini_batches_are_separate_optimizer_steps():
+    """512 sequences in mini-batches of 128 are 4 optimizer steps (100: ceil(512 / 100) = 6; 1,000: one step of
+    all 512); the tokens trained are the same 512 x 1,536, and each step pays its own fill, sync and update."""
+    one = evaluate(_rl()).performance.details
+    four = evaluate(_rl(mini_batch=128)).performance.details
+    assert (one["optimizer_steps"], four["optimizer_steps"]) == (1, 4)
+    assert evaluate(_rl(mini_batch=100)).performance.details["optimizer_steps"] == 6
+    assert evaluate(_rl(mini_batch=1000)).performance.details["optimizer_steps"] == 1
+    assert one["tokens_per_step"] == four["tokens_per_step"] == 512 * 1536
+    assert four["phases_s"]["actor_update"] > one["phases_s"]["actor_update"]
+
+
 def test_grpo_reference_and_old_logprob_passes_are_optional():
     full = evaluate(_rl()).performance.details["phases_s"]
     bare = evaluate(_rl(reference=False, old_logprob_pass=False)).performance.details["phases_s"]
@@ -194,6 +221,30 @@ def test_colocated_rollout_holds_engine_and_trainer_states():
     assert abs((mem.components["weights"] - off.components["weights"]) - 3_807_808_256) <= 1
     assert abs((mem.components["optimizer_states"] - off.components["optimizer_states"]) - 7_615_616_512) <= 1
     assert mem.components["kv_cache"] == off.components["kv_cache"] > 0
+
+
+def test_colocated_offload_moves_the_states_out_and_back_over_pcie():
+    """With offload_train_states the trainer's fp32 weights and AdamW states (3,807,808,256 + 7,615,616,512
+    bytes, above) leave before the rollout and return before training: 2 x 11,423,424,768 bytes over the H100
+    SXM's PCIe 5.0 x16 host link (16 lanes x 4 GB/s = 64 GB/s) = 0.356982 s; without offload no such phase."""
+    ph = evaluate(_rl(offload_train_states=True)).performance.details["phases_s"]
+    assert ph["state_offload"] == pytest.approx(2 * 11_423_424_768 / 64e9, rel=1e-6)
+    assert "state_offload" not in evaluate(_rl()).performance.details["phases_s"]
+
+
+def test_reference_on_host_is_swapped_not_held():
+    """NeMo RL keeps the reference in host memory and swaps it into the policy's parameters for its pass: the
+    GPU holds no reference copy (7,615,616,512 x 2 B / 8 ranks = 1,903,904,128 B less) and the step pays three
+    copies of that shard over PCIe 5.0 x16 (64 GB/s): 3 x 1,903,904,128 / 64e9 = 0.0892455 s. The offload phase
+    does not move the reference (it stays on the host)."""
+    held, host = evaluate(_rl()), evaluate(_rl(reference_on_host=True))
+    assert held.memory.phase == host.memory.phase == "rollout"
+    assert abs(held.memory.components["weights"] - host.memory.components["weights"] - 1_903_904_128) <= 1
+    ph = host.performance.details["phases_s"]
+    assert ph["reference_swap"] == pytest.approx(3 * 1_903_904_128 / 64e9, rel=1e-6)
+    assert "reference_swap" not in held.performance.details["phases_s"]
+    both = evaluate(_rl(reference_on_host=True, offload_train_states=True)).performance.details["phases_s"]
+    assert both["state_offload"] == pytest.approx(2 * 11_423_424_768 / 64e9, rel=1e-6)
 
 
 def test_lora_grpo_has_no_reference_copy():

@@ -49,3 +49,62 @@ def test_gathered_throughput_rows_are_complete():
         assert r["throughput_kind"] in ("output", "total", "unstated"), r["id"]
         assert float(r["throughput_tokens_per_s"]) > 0 and int(r["concurrency"]) >= 1, r["id"]
         assert r["engine"] in ("vllm", "sglang", "trtllm"), r["id"]
+
+
+# ---- post-training rows (validation/gathered/posttrain.csv) -----------------------------------------------
+def _posttrain_rows() -> list[dict]:
+    with (ROOT / "validation" / "gathered" / "posttrain.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_posttrain_rows_are_complete():
+    rows = _posttrain_rows()
+    assert len(rows) >= 10
+    for r in rows:
+        # a repository pinned to a commit, or a dated page
+        pinned = r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"]
+        assert r["source_url"].startswith("https://") and (pinned or r["published"][:2] == "20"), r["id"]
+        assert r["retrieved"] and r["framework"] and r["framework_version"], r["id"]
+        assert float(r["step_time_s"]) > 0 and r["placement"] in ("colocated", "split"), r["id"]
+        scored = not r["notes"].startswith(vg.UNSCORED)
+        if scored:   # a scored row states every setting its scenario reads
+            for col in ("gpu_memory_utilization", "rollout_tp", "train_tp", "train_pp", "train_ep", "prompt_len",
+                        "mean_response_len", "max_seq_len", "recompute", "packing", "offload_train_states"):
+                assert r[col], (r["id"], col)
+
+
+def test_posttrain_prompt_length_is_the_tables_tokens_less_the_response():
+    """NR01: 1,562 tokens/s/GPU x 97.7 s x 16 GPUs / 2,048 sequences = 1,192.3 tokens per sequence; less the
+    mean response of 1,060 leaves a 132-token prompt."""
+    r = {x["id"]: x for x in _posttrain_rows()}["NR01"]
+    assert int(r["prompt_len"]) == 132 and int(r["mean_response_len"]) == 1060
+
+
+def test_posttrain_scenario_reads_the_stated_settings():
+    r = {x["id"]: x for x in _posttrain_rows()}["NR02"]
+    scn = vg.posttrain_scenario(r)
+    rl = scn["train"]["rl"]
+    # 4,096-token vLLM max_model_len less the 130-token prompt
+    assert rl["max_new_tokens"] == 4096 - 130 and rl["mean_response_len"] == 1129
+    assert (rl["placement"], rl["rollout_gpus"], rl["async_steps"], rl["packing"]) == ("split", 8, 1, True)
+    assert rl["prompts_per_step"] * rl["group_size"] == 2048 and rl["gpu_memory_utilization"] == 0.8
+    assert scn["parallel"]["pp"] == 2 and scn["hardware"]["count"] == 16
+
+
+def test_phase_pairs_sum_the_phases_a_source_phase_covers():
+    """NeMo RL's 'get logprobs' covers gpuplan's old-policy and reference passes (4 + 5 = 9 s); 'refit' the
+    weight transfer and the states' offload (0.5 + 1.5 = 2 s); a phase the row leaves empty is not compared."""
+    row = {"logprob_time_s": "18", "refit_time_s": "5", "generation_time_s": "", "train_time_s": "28"}
+    phases = {"rollout": 40.0, "actor_logprob": 4.0, "reference_logprob": 5.0, "actor_update": 20.0,
+              "weight_sync": 0.5, "state_offload": 1.5}
+    assert vg.phase_pairs(row, phases) == {"train_time_s": (20.0, 28.0), "logprob_time_s": (9.0, 18.0),
+                                           "refit_time_s": (2.0, 5.0)}
+
+
+def test_posttrain_blog_phases_add_up_to_about_the_step():
+    """The v0.3 blog's phases (training + refit + generation + logprobs) stay within the stated step time
+    (the rest is reward, data and bookkeeping): NB01 28 + 5 + 58 + 18 = 109 <= 112 s."""
+    for r in _posttrain_rows():
+        if r["train_time_s"]:
+            parts = sum(float(r[c]) for c in ("train_time_s", "refit_time_s", "generation_time_s", "logprob_time_s"))
+            assert 0.85 * float(r["step_time_s"]) <= parts <= float(r["step_time_s"]), r["id"]

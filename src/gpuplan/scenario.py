@@ -195,6 +195,16 @@ class RL(_Strict):
                             lo=0, hi=64)
     offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
                                        "go to host memory during rollout (verl param/optimizer offload)")
+    mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
+                                  "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
+                                  "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
+    reference_on_host: bool = Field(False, description=(
+        "the reference weights live in host memory and are swapped into the policy's parameters for the "
+        "reference log-prob pass (NeMo RL Megatron/DTensor workers, use_reference_model)"))
+    packing: bool = Field(False, description=(
+        "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
+        "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
+        "verl use_remove_padding / use_dynamic_bsz): compute follows prompt_len + mean_response_len per sequence"))
 
 
 class Train(_Strict):

@@ -59,6 +59,17 @@ def response_len(scn: Scenario) -> int:
     return rl.mean_response_len or rl.max_new_tokens
 
 
+def optimizer_batch(scn: Scenario) -> int:
+    """Sequences per optimizer step of the training pass: rl.mini_batch, or the whole step's sequences."""
+    return min(scn.train.rl.mini_batch or sequences_per_step(scn), sequences_per_step(scn))
+
+
+def optimizer_steps(scn: Scenario) -> int:
+    """Optimizer steps per RL step: the step's sequences in mini-batches (NeMo RL: 2,048 / 512 = 4), each
+    one a full training step with its own pipeline fill and drain, gradient sync and optimizer update."""
+    return math.ceil(sequences_per_step(scn) / optimizer_batch(scn))
+
+
 def training_scenario(scn: Scenario) -> Scenario:
     """The actor's update as an SFT step: every generated sequence padded to prompt + max_new_tokens,
     all prompts x group sequences in one optimizer step, on the training GPUs."""
@@ -70,9 +81,31 @@ def training_scenario(scn: Scenario) -> Scenario:
     data["task"] = "finetune" if scn.task == "finetune" else scn.task
     t = data["train"]
     t.update(objective="sft", rl=None, reference=None, teacher=None, seq_len=rl.prompt_len + rl.max_new_tokens,
-             global_batch=sequences_per_step(scn), allow_longer_context=True, tokens=None)
+             global_batch=optimizer_batch(scn), allow_longer_context=True, tokens=None)
     data["constraints"] = None
     return scenario_from_dict(data, "(RL training pass)")
+
+
+def packed_training_scenario(scn: Scenario) -> Scenario:
+    """The training pass as its compute runs when the sequences are packed (rl.packing): each sequence
+    is prompt_len + mean_response_len tokens, and a micro-batch holds as many of them as fit in the
+    padded micro-batch's tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL
+    `policy.sequence_packing`: `train_mb_tokens = max_total_sequence_length x train_micro_batch_size`,
+    first-fit-decreasing bins; examples/configs/grpo_math_1B.yaml @00294d9b). Memory keeps the padded
+    scenario: a full pack holds the padded micro-batch's tokens."""
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    mean_len = rl.prompt_len + response_len(scn)
+    per_pack = max(1, (train.train.micro_batch * train.train.seq_len) // mean_len)
+    # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
+    # scenario would otherwise round the global batch up and count sequences the step does not have)
+    pa = train.parallel
+    dp = max(1, train.hardware.count // (pa.tp * pa.pp * pa.cp))
+    while per_pack > 1 and train.train.global_batch % (per_pack * dp):
+        per_pack -= 1
+    data = train.model_dump()
+    data["train"].update(seq_len=mean_len, micro_batch=per_pack)
+    return scenario_from_dict(data, "(RL training pass, packed)")
 
 
 def rollout_scenario(scn: Scenario) -> Scenario:
@@ -99,7 +132,7 @@ def _frozen_models(scn: Scenario, model: ModelSpec, train: Scenario) -> dict[str
     """The frozen models the step holds: reference (a copy under full fine-tuning; under LoRA the base
     with adapters disabled, TRL grpo_trainer.py L955-961) and the reward model."""
     rl, out = scn.train.rl, {}
-    if rl.reference and scn.train.method == "full":
+    if rl.reference and scn.train.method == "full" and not rl.reference_on_host:
         out["reference"] = model
     if rl.reward_model:
         out["reward_model"] = reward_model_spec(scn)
@@ -166,6 +199,11 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
     cpu = phases.pop("_cpu")["cpu"]
     notes = list(notes)
     held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+    if rl.reference and rl.reference_on_host and scn.train.method == "full":
+        # swapped into the policy's own parameters for its pass: host memory only (reference_swap_time)
+        cpu += frozen_model_bytes(train, model, stage)
+        notes.append("reference weights held in host memory and swapped into the policy's parameters for the "
+                     "reference pass (NeMo RL use_reference_model)")
     for name, m in frozen.items():
         notes.append(f"{name} ({m.name}) held frozen in the training dtype on every training GPU: "
                      f"{frozen_model_bytes(train, m, stage) / 2**30:.2f} GiB")
@@ -286,6 +324,31 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     return p2p_time(wbytes, link)
 
 
+def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
+    """Colocated with rl.offload_train_states: the trainer's resident weights and optimizer states go to
+    the host before the rollout and come back before training, once each way per step over the GPU's host
+    link (NeMo RL megatron_policy_worker.py offload_after_refit / prepare_for_training, @0f4e4696; verl
+    param/optimizer offload)."""
+    host_bytes = rl_stage_phases(scn, model, capacity)[2]
+    if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
+        from .posttrain import frozen_model_bytes
+        host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return 2.0 * host_bytes / bw if bw > 0 else 0.0
+
+
+def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
+    """rl.reference_on_host: the reference pass copies the policy's 16-bit weights to the host, the reference's
+    in, and after the pass the policy's back: three copies of a GPU's weight shard over its host link (NeMo RL
+    megatron_policy_worker.py `use_reference_model`: state_dict to CPU, load_state_dict(reference_state_dict),
+    then the saved state dict back; @0f4e4696)."""
+    from .posttrain import frozen_model_bytes
+    train = training_scenario(scn)
+    shard = max(frozen_model_bytes(train, model, st) for st in stages(train.parallel.pp))
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return 3.0 * shard / bw if bw > 0 else 0.0
+
+
 def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                    network: Any = None, memory: Any = None) -> PerformanceEstimate:
     """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
@@ -296,9 +359,11 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     P = params if params is not None else packaged()
     net = network if network is not None else _network(scn, gpu)
     rl = scn.train.rl
-    train = training_scenario(scn)
+    # packed sequences: the passes compute on the generated tokens, not on every sequence padded to the maximum
+    train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
-    tokens = base.details["tokens_per_step"]
+    k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
+    tokens = base.details["tokens_per_step"] * k
     fwd = forward_seconds_per_token(base, train, model)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
@@ -311,9 +376,13 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
     if _critic(scn):
         phases["critic_values"] = fwd * tokens
-        phases["critic_update"] = base.step_time_s
-    phases["actor_update"] = base.step_time_s
+        phases["critic_update"] = k * base.step_time_s
+    phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
+    if rl.placement == "colocated" and rl.offload_train_states:
+        phases["state_offload"] = offload_time(scn, model, capacity, gpu)
+    if rl.reference and rl.reference_on_host and scn.train.method == "full":
+        phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
     if rl.placement == "split" and rl.async_steps >= 1:
         step = max(phases["rollout"], train_side) + phases["weight_sync"]
@@ -338,14 +407,15 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                      "or rl.rollout_tp")
     bd = {f"rl_{k}": float(v) for k, v in phases.items()}
     details = dict(base.details)
-    details.update({"objective": scn.train.objective, "placement": rl.placement,
+    details.update({"objective": scn.train.objective, "placement": rl.placement, "tokens_per_step": tokens,
+                    "optimizer_steps": k,
                     "sequences_per_step": sequences_per_step(scn), "rollout_batch_per_replica": roll.get("batch"),
                     "rollout_waves": roll.get("waves"), "rollout_replicas": roll.get("replicas"),
                     "rollout_gpus": gpu_groups(scn)[0], "training_gpus": gpu_groups(scn)[1],
                     "generated_tokens_per_step": generated, "bound_by": bound,
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
-    mfu = base.mfu * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
+    mfu = base.mfu * k * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
                                mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
                                details=details)

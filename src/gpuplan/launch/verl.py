@@ -8,8 +8,8 @@ launch/data/engine_flags.csv, engine `verl`; tests/test_launch_verl.py checks th
 follows verl's own example examples/grpo_trainer/run_qwen2-7b.sh at that tag.
 
 What maps where: objective grpo/ppo/rloo -> algorithm.adv_estimator grpo/gae/rloo; prompts_per_step ->
-data.train_batch_size and actor ppo_mini_batch_size (one optimizer step per rollout batch, as gpuplan's RL
-step assumes; verl multiplies both by rollout.n); group_size -> rollout.n; prompt_len / max_new_tokens ->
+data.train_batch_size and, unless rl.mini_batch sets it (in sequences; here / group_size), actor
+ppo_mini_batch_size (one optimizer step per rollout batch; verl multiplies both by rollout.n); group_size -> rollout.n; prompt_len / max_new_tokens ->
 data.max_prompt_length / max_response_length; micro_batch -> ppo_micro_batch_size_per_gpu and the log-prob
 micro-batches; rl.reference -> actor.use_kl_loss with kl_loss_coef 0.001, low_var_kl (verl's GRPO example);
 rl.engine, rollout_tp, gpu_memory_utilization -> rollout.name, tensor_model_parallel_size,
@@ -38,6 +38,10 @@ def check(plan: Plan) -> None:
         raise unsupported(plan, "rl.placement 'split'", "verl's main_ppo colocates actor, reference and rollout "
                           "(hybrid engine); a disaggregated rollout group is not written here.", ("trl",),
                           "use placement colocated, or")
+    if rl.mini_batch and (min(rl.mini_batch, rl.prompts_per_step * rl.group_size) % rl.group_size):
+        raise unsupported(plan, f"rl.mini_batch {rl.mini_batch}", "verl counts ppo_mini_batch_size in prompts "
+                          f"(each with rollout.n = {rl.group_size} responses).", ("trl",),
+                          f"use a multiple of group_size {rl.group_size}, or")
     if t.method == "qlora":
         raise unsupported(plan, "method 'qlora'", "verl's FSDP actor trains a 16-bit base (LoRA or full).", ("trl",),
                           "use method lora or full, or")
@@ -72,7 +76,10 @@ def overrides(plan: Plan) -> list[tuple[str, object]]:
         ("data.max_response_length", rl.max_new_tokens),
         ("actor_rollout_ref.model.path", plan.model_ref),
         ("actor_rollout_ref.model.enable_gradient_checkpointing", t.recompute != "none"),
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", rl.prompts_per_step),
+        # prompts per optimizer step (verl multiplies by rollout.n): rl.mini_batch sequences, or the whole batch
+        ("actor_rollout_ref.actor.ppo_mini_batch_size",
+         min(rl.mini_batch, rl.prompts_per_step * rl.group_size) // rl.group_size if rl.mini_batch
+         else rl.prompts_per_step),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mb),
         ("actor_rollout_ref.actor.use_kl_loss", bool(rl.reference)),
     ]
