@@ -13,7 +13,7 @@ Layers traced, each written from the op sequence of the named source (not import
               type_as and * weight, complex-number RoPE on q and k, repeat_kv copies, SwiGLU, two
               residual adds); the layer of validation/gathered TT01/TT04.
   hf          transformers' LlamaDecoderLayer itself (imported: its real ops; rotate_half RoPE).
-  gpt         LayerNorm (one native kernel) + GELU MLP without biases, residual adds: llm-foundry's
+  layernorm_gelu LayerNorm (one native kernel) + GELU MLP without biases, residual adds: llm-foundry's
               MPT layer, the calibration source of `elementwise_passes` (no RoPE: ALiBi in the kernel).
 
 Run:  PYTHONPATH=$PWD/src python3 scripts/trace_elementwise.py
@@ -183,11 +183,11 @@ def coefficients(kind: str) -> tuple[float, float, float, float]:
 
 
 def main() -> int:
-    for kind in ("torchtitan", "hf", "gpt"):
+    for kind in ("torchtitan", "hf", "layernorm_gelu"):
         a, b, c, d = coefficients(kind)
         print(f"{kind:10s} bytes/token/layer (fwd+bwd, bf16) = {a}·h + {b}·i + {c}·kv + {d}")
     if "-v" in sys.argv:
-        for kind in ("torchtitan", "hf", "gpt"):
+        for kind in ("torchtitan", "hf", "layernorm_gelu"):
             _, ops = layer_bytes(kind, 256, 512, 4, 2)
             print(kind, sorted(ops.items(), key=lambda kv: -kv[1]))
     return 0

@@ -35,12 +35,12 @@ EAGER_MEASURED: dict[str, tuple[float, float, float]] = {
     # transformers LlamaDecoderLayer (traced as imported): LlamaRMSNorm, rotate_half RoPE, repeat_kv, SwiGLU
     "hf": (358.188, 28.0, 52.0),
     # llm-foundry MPT layer: native LayerNorm kernel, GELU, residual adds, qkv split (no RoPE: ALiBi)
-    "gpt": (56.188, 10.0, 0.0),
+    "layernorm_gelu": (56.188, 10.0, 0.0),
 }
 
 # The calibration source of `elementwise_passes`: llm-foundry MPT (gpt recipe, eager, i = 4h).
 # Its bytes per unit of width (h + i): (56.188 + 4·10.0) / 5
-CALIBRATION_BYTES_PER_WIDTH = (EAGER_MEASURED["gpt"][0] + 4 * EAGER_MEASURED["gpt"][1]) / 5.0
+CALIBRATION_BYTES_PER_WIDTH = (EAGER_MEASURED["layernorm_gelu"][0] + 4 * EAGER_MEASURED["layernorm_gelu"][1]) / 5.0
 
 MODES = ("eager", "compiled", "fused")
 
@@ -77,7 +77,7 @@ def eager_recipe(framework: str, norm: str) -> str:
     """Which measured op sequence an eager stack runs: torchtitan's or transformers' Llama layer for
     RMSNorm models, the MPT/GPT layer (native LayerNorm kernel) for LayerNorm models."""
     if norm != "rms":
-        return "gpt"
+        return "layernorm_gelu"
     return "torchtitan" if framework == "torchtitan" else "hf"
 
 
@@ -87,7 +87,7 @@ def eager_bytes(framework: str, norm: str, h: float, i: float, kv: float, *, gat
     with RoPE (it is RoPE on k and the GQA copies)."""
     rec = eager_recipe(framework, norm)
     a, _, c = EAGER_MEASURED[rec]
-    b = EAGER_MEASURED[rec if rec != "gpt" else "hf"][1] if gated else EAGER_MEASURED["gpt"][1]
+    b = EAGER_MEASURED[rec if rec != "layernorm_gelu" else "hf"][1] if gated else EAGER_MEASURED["layernorm_gelu"][1]
     return a * h + b * i + (c if rope else 0.0) * kv
 
 
