@@ -95,7 +95,8 @@ def posttrain_scenario(row: dict) -> dict:
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
             "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),
-                      "recompute": row["recompute"], "rl": rl}}
+                      "recompute": row["recompute"], "rl": rl,
+                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;

@@ -335,3 +335,49 @@ def test_examples_print_per_phase_memory_and_time(name, phases):
     assert "phase by phase" in text and "step bounded by" in text
     for ph in phases:
         assert ph in text
+
+
+# ---- Megatron's gradient buffer dtype (train.grad_reduce_dtype) -------------------------------------------
+def _megatron_sft(**train):
+    return {"model": "llama-3.1-8b", "task": "finetune", "framework": "megatron",
+            "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"zero": 1},
+            "train": {"seq_len": 2048, "micro_batch": 1, "global_batch": 64, "recompute": "full", **train}}
+
+
+@pytest.mark.parametrize("dtype, per_param", [("auto", 4), ("fp32", 4), ("bf16", 2)])
+def test_megatron_gradient_buffer_follows_grad_reduce_dtype(dtype, per_param):
+    """Megatron DDP (distributed_data_parallel.py) allocates the gradient buffer in fp32 when
+    grad_reduce_in_fp32 is on, else in the parameters' dtype; the distributed optimizer (ZeRO-1) does not
+    shard it: Llama 3.1 8B x 4 or x 2 bytes on every GPU."""
+    mem = evaluate(_megatron_sft(grad_reduce_dtype=dtype)).memory
+    assert mem.components["gradients"] == LLAMA_8B * per_param
+
+
+def test_grad_reduce_dtype_leaves_weights_and_optimizer_alone():
+    a = evaluate(_megatron_sft()).memory
+    b = evaluate(_megatron_sft(grad_reduce_dtype="bf16")).memory
+    assert a.components["weights"] == b.components["weights"] == LLAMA_8B * 2
+    assert a.components["optimizer_states"] == b.components["optimizer_states"]
+    assert a.components["gradients"] - b.components["gradients"] == LLAMA_8B * 2
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"framework": "hf"}, "framework: megatron"),
+    ({"precision": "fp16"}, "grad_reduce_dtype: fp16"),
+    ({"precision": "fp32"}, "fp32 parameters"),
+])
+def test_grad_reduce_dtype_contradictions_are_clear_errors(extra, words):
+    data = _megatron_sft(grad_reduce_dtype="bf16")
+    if "framework" in extra:
+        data["framework"] = extra["framework"]
+    else:
+        data["train"].update(extra)
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data, "t")
+    assert "grad_reduce_dtype" in str(err.value) and words in str(err.value)
+
+
+def test_grad_reduce_dtype_unknown_value_names_the_field():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_megatron_sft(grad_reduce_dtype="float32"), "t")
+    assert "grad_reduce_dtype" in str(err.value) and "fp32" in str(err.value)

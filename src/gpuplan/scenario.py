@@ -223,6 +223,11 @@ class Train(_Strict):
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="framework megatron: the dtype of the gradient buffer the backward accumulates into and "
+        "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
+        "model's 16-bit dtype = false, as NeMo RL's configs set it); auto = fp32 (Megatron-LM's "
+        "--accumulate-allreduce-grads-in-fp32 with bf16)")
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
     galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
@@ -569,6 +574,7 @@ class Scenario(_Strict):
             _apply_tool(self)
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
+            _check_grad_reduce(self)
         p, n = self.parallel, self.hardware.count
         if self.task == "infer" and p.cp > 1:
             raise ValueError(_CP_INFER.format(cp=p.cp))
@@ -637,6 +643,26 @@ def _apply_tool(scn: "Scenario") -> None:
     updates = {k: v for k, v in TOOL_DEFAULTS[scn.tool].items() if k not in given}
     if updates:
         object.__setattr__(scn, "train", scn.train.model_copy(update=updates))
+
+
+def _check_grad_reduce(scn: "Scenario") -> None:
+    """train.grad_reduce_dtype names Megatron's gradient buffer: fp32, or the parameters' own 16-bit dtype
+    (megatron/core/distributed/distributed_data_parallel.py: grad_reduce_in_fp32 false -> param.dtype)."""
+    t = scn.train
+    g = t.grad_reduce_dtype
+    if g == "auto":
+        return
+    if scn.framework != "megatron":
+        raise ValueError(f"train.grad_reduce_dtype = {g} sets Megatron's gradient buffer (grad_reduce_in_fp32) "
+                         f"but framework is {scn.framework}; set framework: megatron, or remove grad_reduce_dtype")
+    if g == "fp32":
+        return
+    params16 = {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16"}.get(t.precision)
+    if params16 != g:
+        have = f"{params16} parameters" if params16 else "fp32 parameters"
+        raise ValueError(f"train.grad_reduce_dtype = {g}: with grad_reduce_in_fp32 false Megatron keeps the "
+                         f"gradients in the parameters' dtype, and precision {t.precision} has {have}; use "
+                         f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
 
 
 def _check_posttrain(scn: "Scenario") -> None:
