@@ -647,7 +647,8 @@ def _apply_tool(scn: "Scenario") -> None:
 
 def _check_grad_reduce(scn: "Scenario") -> None:
     """train.grad_reduce_dtype names Megatron's gradient buffer: fp32, or the parameters' own 16-bit dtype
-    (megatron/core/distributed/distributed_data_parallel.py: grad_reduce_in_fp32 false -> param.dtype)."""
+    (megatron/core/distributed/distributed_data_parallel.py L234 at terrykong/Megatron-LM @2ff0f099, NeMo RL's
+    pinned Megatron: grad_reduce_in_fp32 false -> param.dtype)."""
     t = scn.train
     g = t.grad_reduce_dtype
     if g == "auto":
