@@ -100,7 +100,10 @@ def posttrain_scenario(row: dict) -> dict:
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
-# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the states' offload)
+# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the
+# states' move to the host: NeMo RL's refit timer `prepare_for_generation` holds offload_before/after_refit, while the
+# move back (state_onload) runs in the timers logprob_inference_prep and training_prep, outside the four phases,
+# grpo.py @06f6343)
 PHASES = {"generation_time_s": ("rollout",), "train_time_s": ("actor_update", "critic_update"),
           "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values", "reward"),
           "refit_time_s": ("weight_sync", "state_offload")}

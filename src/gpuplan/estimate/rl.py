@@ -325,16 +325,20 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
 
 
 def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
-    """Colocated with rl.offload_train_states: the trainer's resident weights and optimizer states go to
-    the host before the rollout and come back before training, once each way per step over the GPU's host
-    link (NeMo RL megatron_policy_worker.py offload_after_refit / prepare_for_training, @0f4e4696; verl
-    param/optimizer offload)."""
+    """Colocated with rl.offload_train_states: seconds to move the trainer's resident weights and optimizer
+    states over the GPU's host link once, one way. NeMo RL does it twice a step: out during the refit
+    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
+    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
+    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
+    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied
+    (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu, terrykong/Megatron-LM @2ff0f099). verl's
+    param/optimizer offload moves the same states."""
     host_bytes = rl_stage_phases(scn, model, capacity)[2]
     if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
         from .posttrain import frozen_model_bytes
         host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
-    return 2.0 * host_bytes / bw if bw > 0 else 0.0
+    return host_bytes / bw if bw > 0 else 0.0
 
 
 def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
@@ -380,7 +384,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
-        phases["state_offload"] = offload_time(scn, model, capacity, gpu)
+        phases["state_offload"] = phases["state_onload"] = offload_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
