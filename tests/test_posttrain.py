@@ -386,3 +386,28 @@ def test_grad_reduce_dtype_unknown_value_names_the_field():
     with pytest.raises(InputError) as err:
         scenario_from_dict(_megatron_sft(grad_reduce_dtype="float32"), "t")
     assert "grad_reduce_dtype" in str(err.value) and "fp32" in str(err.value)
+
+
+# ---- the rollout engine's sleep level (rl.engine_sleep_level) ----------------------------------------------
+def test_engine_sleep_level_1_copies_the_engine_weights_out_and_back():
+    """vLLM's level-1 sleep backs the weights up to pinned host memory and wake_up copies them back: Qwen2.5 7B's
+    7,615,616,512 x 2 B = 15,231,233,024 B per GPU (rollout TP 1) each way over PCIe 5.0 x16 (64 GB/s) =
+    0.237988 s per phase; the host holds the backup; the trainer's own offload (11,423,424,768 B, above) is
+    unchanged; level 2 (the default) copies nothing."""
+    est = evaluate(_rl(engine_sleep_level=1, offload_train_states=True))
+    ph = est.performance.details["phases_s"]
+    assert ph["engine_sleep"] == pytest.approx(15_231_233_024 / 64e9, rel=1e-6)
+    assert ph["engine_wake"] == pytest.approx(15_231_233_024 / 64e9, rel=1e-6)
+    assert ph["state_offload"] == pytest.approx(11_423_424_768 / 64e9, rel=1e-6)
+    assert est.performance.step_time_s == pytest.approx(sum(ph.values()), rel=1e-9)
+    base = evaluate(_rl(offload_train_states=True))
+    assert "engine_sleep" not in base.performance.details["phases_s"]
+    assert est.memory.cpu_bytes - base.memory.cpu_bytes == 15_231_233_024
+
+
+def test_engine_sleep_level_is_for_colocated_placements():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+                            "train": {"objective": "grpo", "rl": {"placement": "split", "rollout_gpus": 4,
+                                                                  "engine_sleep_level": 1}}}, "t")
+    assert "engine_sleep_level" in str(err.value) and "colocated" in str(err.value)

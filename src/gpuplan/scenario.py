@@ -198,6 +198,11 @@ class RL(_Strict):
     mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
                                   "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
                                   "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
+    engine_sleep_level: Literal[1, 2] = Field(2, description=(
+        "colocated: how the rollout engine sleeps while the trainer runs: 2 discards its weights and KV cache (TRL "
+        "llm.sleep(level=2)); 1 backs its weights up to pinned host memory and copies them back on wake-up "
+        "(vLLM CuMemAllocator; NeMo RL's vLLM worker sleeps at level 1): one copy of the engine's weight shard "
+        "each way per step"))
     reference_on_host: bool = Field(False, description=(
         "the reference weights live in host memory and are swapped into the policy's parameters for the "
         "reference log-prob pass (NeMo RL Megatron/DTensor workers, use_reference_model)"))
@@ -703,6 +708,9 @@ def _check_posttrain(scn: "Scenario") -> None:
     if (rl.mean_response_len or 0) > rl.max_new_tokens:
         raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
                          f"{rl.max_new_tokens}")
+    if rl.placement == "split" and rl.engine_sleep_level != 2:
+        raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
+                         "split rollout engine never sleeps); remove engine_sleep_level")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

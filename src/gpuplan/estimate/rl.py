@@ -245,6 +245,10 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
                      f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
         if offload:
             cpu += resident_w - held + resident_o
+        if rl.engine_sleep_level == 1:
+            cpu += engine["weights"]      # the sleeping engine's weight backup (engine_sleep_time)
+            notes.append("the rollout engine sleeps at level 1: its weights are backed up in pinned host memory "
+                         "while the trainer runs (vLLM CuMemAllocator.sleep)")
     else:
         phases["rollout"] = dict(engine)
         notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
@@ -333,12 +337,27 @@ def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> fl
     phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied
     (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu, terrykong/Megatron-LM @2ff0f099). verl's
     param/optimizer offload moves the same states."""
-    host_bytes = rl_stage_phases(scn, model, capacity)[2]
+    _, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
+    if scn.train.rl.engine_sleep_level == 1:
+        host_bytes -= engine["weights"]     # the engine's own backup: engine_sleep_time, not the trainer's states
     if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
         from .posttrain import frozen_model_bytes
         host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
     return host_bytes / bw if bw > 0 else 0.0
+
+
+def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
+    """rl.engine_sleep_level 1 (colocated): seconds to copy the rollout engine's weight shard over the GPU's host
+    link once, one way. vLLM's level-1 sleep backs up every allocation tagged "weights" into pinned host memory
+    (cudaMemcpy device to host) and discards the rest; wake_up copies them back (vllm/v1/worker/gpu_worker.py
+    Worker.sleep, vllm/device_allocator/cumem.py CuMemAllocator.sleep / wake_up). NeMo RL @06f6343 sleeps at
+    level 1 in `finish_generation` (inside its timer `generation`) and wakes the weights in the refit
+    (`prepare_for_generation(tags=["weights"])`), only to overwrite them with the trainer's: phases engine_sleep and
+    engine_wake."""
+    weights = _engine_memory(scn, model, capacity)[1]["weights"]
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return weights / bw if bw > 0 else 0.0
 
 
 def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
@@ -385,6 +404,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
         phases["state_offload"] = phases["state_onload"] = offload_time(scn, model, capacity, gpu)
+    if rl.placement == "colocated" and rl.engine_sleep_level == 1:
+        phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
