@@ -88,6 +88,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["mini_batch"] = int(row["train_global_batch"])
     if row.get("reference_on_host"):
         rl["reference_on_host"] = row["reference_on_host"] == "true"
+    if row.get("engine_sleep_level"):
+        rl["engine_sleep_level"] = int(row["engine_sleep_level"])
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
@@ -95,14 +97,18 @@ def posttrain_scenario(row: dict) -> dict:
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
             "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),
-                      "recompute": row["recompute"], "rl": rl}}
+                      "recompute": row["recompute"], "rl": rl,
+                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
-# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the states' offload)
-PHASES = {"generation_time_s": ("rollout",), "train_time_s": ("actor_update", "critic_update"),
+# get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the
+# states' move to the host: NeMo RL's refit timer `prepare_for_generation` holds offload_before/after_refit, while the
+# move back (state_onload) runs in the timers logprob_inference_prep and training_prep, outside the four phases,
+# grpo.py @06f6343); the engine's level-1 sleep runs inside `generation`, its weights' wake-up inside the refit
+PHASES = {"generation_time_s": ("rollout", "engine_sleep"), "train_time_s": ("actor_update", "critic_update"),
           "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values", "reward"),
-          "refit_time_s": ("weight_sync", "state_offload")}
+          "refit_time_s": ("weight_sync", "state_offload", "engine_wake")}
 
 
 def phase_pairs(row: dict, phases: dict) -> dict[str, tuple[float, float]]:

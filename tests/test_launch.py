@@ -448,6 +448,17 @@ def test_megatron_schema():
     assert ns.recompute_granularity == "selective" and ns.tensor_model_parallel_size == 1
 
 
+def test_megatron_grad_reduce_dtype_flag():
+    """train.grad_reduce_dtype bf16 -> --grad-reduce-in-bf16 (Megatron-LM arguments.py: with --bf16 the fp32
+    accumulation is on unless this flag is given); auto writes neither flag."""
+    s, est = scen("train8b")
+    for dtype, want in (("bf16", True), ("auto", False)):
+        text = launch_files(s.replace(framework="megatron", train={"grad_reduce_dtype": dtype}), "megatron", estimate=est)["train_megatron.sh"]
+        ns = _parse("megatron", _command(text, "torchrun"), positional=5)
+        assert bool(ns.grad_reduce_in_bf16) is want
+        assert not ns.accumulate_allreduce_grads_in_fp32
+
+
 def test_slurm_sbatch():
     fs = files_for("train70b4n", "slurm")
     sb = fs["slurm.sbatch"]

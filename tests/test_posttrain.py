@@ -225,11 +225,16 @@ def test_colocated_rollout_holds_engine_and_trainer_states():
 
 def test_colocated_offload_moves_the_states_out_and_back_over_pcie():
     """With offload_train_states the trainer's fp32 weights and AdamW states (3,807,808,256 + 7,615,616,512
-    bytes, above) leave before the rollout and return before training: 2 x 11,423,424,768 bytes over the H100
-    SXM's PCIe 5.0 x16 host link (16 lanes x 4 GB/s = 64 GB/s) = 0.356982 s; without offload no such phase."""
-    ph = evaluate(_rl(offload_train_states=True)).performance.details["phases_s"]
-    assert ph["state_offload"] == pytest.approx(2 * 11_423_424_768 / 64e9, rel=1e-6)
-    assert "state_offload" not in evaluate(_rl()).performance.details["phases_s"]
+    bytes, above) leave before the rollout (state_offload) and return before training (state_onload): 11,423,424,768
+    bytes each way over the H100 SXM's PCIe 5.0 x16 host link (16 lanes x 4 GB/s = 64 GB/s) = 0.178491 s; the step
+    pays both; without offload no such phase."""
+    est = evaluate(_rl(offload_train_states=True)).performance
+    ph = est.details["phases_s"]
+    assert ph["state_offload"] == pytest.approx(11_423_424_768 / 64e9, rel=1e-6)
+    assert ph["state_onload"] == pytest.approx(11_423_424_768 / 64e9, rel=1e-6)
+    assert est.step_time_s == pytest.approx(sum(ph.values()), rel=1e-9)
+    plain = evaluate(_rl()).performance.details["phases_s"]
+    assert "state_offload" not in plain and "state_onload" not in plain
 
 
 def test_reference_on_host_is_swapped_not_held():
@@ -244,7 +249,7 @@ def test_reference_on_host_is_swapped_not_held():
     assert ph["reference_swap"] == pytest.approx(3 * 1_903_904_128 / 64e9, rel=1e-6)
     assert "reference_swap" not in held.performance.details["phases_s"]
     both = evaluate(_rl(reference_on_host=True, offload_train_states=True)).performance.details["phases_s"]
-    assert both["state_offload"] == pytest.approx(2 * 11_423_424_768 / 64e9, rel=1e-6)
+    assert both["state_offload"] == pytest.approx(11_423_424_768 / 64e9, rel=1e-6)
 
 
 def test_lora_grpo_has_no_reference_copy():
@@ -335,3 +340,74 @@ def test_examples_print_per_phase_memory_and_time(name, phases):
     assert "phase by phase" in text and "step bounded by" in text
     for ph in phases:
         assert ph in text
+
+
+# ---- Megatron's gradient buffer dtype (train.grad_reduce_dtype) -------------------------------------------
+def _megatron_sft(**train):
+    return {"model": "llama-3.1-8b", "task": "finetune", "framework": "megatron",
+            "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"zero": 1},
+            "train": {"seq_len": 2048, "micro_batch": 1, "global_batch": 64, "recompute": "full", **train}}
+
+
+@pytest.mark.parametrize("dtype, per_param", [("auto", 4), ("fp32", 4), ("bf16", 2)])
+def test_megatron_gradient_buffer_follows_grad_reduce_dtype(dtype, per_param):
+    """Megatron DDP (distributed_data_parallel.py) allocates the gradient buffer in fp32 when
+    grad_reduce_in_fp32 is on, else in the parameters' dtype; the distributed optimizer (ZeRO-1) does not
+    shard it: Llama 3.1 8B x 4 or x 2 bytes on every GPU."""
+    mem = evaluate(_megatron_sft(grad_reduce_dtype=dtype)).memory
+    assert mem.components["gradients"] == LLAMA_8B * per_param
+
+
+def test_grad_reduce_dtype_leaves_weights_and_optimizer_alone():
+    a = evaluate(_megatron_sft()).memory
+    b = evaluate(_megatron_sft(grad_reduce_dtype="bf16")).memory
+    assert a.components["weights"] == b.components["weights"] == LLAMA_8B * 2
+    assert a.components["optimizer_states"] == b.components["optimizer_states"]
+    assert a.components["gradients"] - b.components["gradients"] == LLAMA_8B * 2
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"framework": "hf"}, "framework: megatron"),
+    ({"precision": "fp16"}, "grad_reduce_dtype: fp16"),
+    ({"precision": "fp32"}, "fp32 parameters"),
+])
+def test_grad_reduce_dtype_contradictions_are_clear_errors(extra, words):
+    data = _megatron_sft(grad_reduce_dtype="bf16")
+    if "framework" in extra:
+        data["framework"] = extra["framework"]
+    else:
+        data["train"].update(extra)
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data, "t")
+    assert "grad_reduce_dtype" in str(err.value) and words in str(err.value)
+
+
+def test_grad_reduce_dtype_unknown_value_names_the_field():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_megatron_sft(grad_reduce_dtype="float32"), "t")
+    assert "grad_reduce_dtype" in str(err.value) and "fp32" in str(err.value)
+
+
+# ---- the rollout engine's sleep level (rl.engine_sleep_level) ----------------------------------------------
+def test_engine_sleep_level_1_copies_the_engine_weights_out_and_back():
+    """vLLM's level-1 sleep backs the weights up to pinned host memory and wake_up copies them back: Qwen2.5 7B's
+    7,615,616,512 x 2 B = 15,231,233,024 B per GPU (rollout TP 1) each way over PCIe 5.0 x16 (64 GB/s) =
+    0.237988 s per phase; the host holds the backup; the trainer's own offload (11,423,424,768 B, above) is
+    unchanged; level 2 (the default) copies nothing."""
+    est = evaluate(_rl(engine_sleep_level=1, offload_train_states=True))
+    ph = est.performance.details["phases_s"]
+    assert ph["engine_sleep"] == pytest.approx(15_231_233_024 / 64e9, rel=1e-6)
+    assert ph["engine_wake"] == pytest.approx(15_231_233_024 / 64e9, rel=1e-6)
+    assert ph["state_offload"] == pytest.approx(11_423_424_768 / 64e9, rel=1e-6)
+    assert est.performance.step_time_s == pytest.approx(sum(ph.values()), rel=1e-9)
+    base = evaluate(_rl(offload_train_states=True))
+    assert "engine_sleep" not in base.performance.details["phases_s"]
+    assert est.memory.cpu_bytes - base.memory.cpu_bytes == 15_231_233_024
+
+
+def test_engine_sleep_level_is_for_colocated_placements():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+                            "train": {"objective": "grpo", "rl": {"placement": "split", "rollout_gpus": 4,
+                                                                  "engine_sleep_level": 1}}}, "t")
+    assert "engine_sleep_level" in str(err.value) and "colocated" in str(err.value)

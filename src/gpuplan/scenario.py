@@ -198,6 +198,11 @@ class RL(_Strict):
     mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
                                   "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
                                   "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
+    engine_sleep_level: Literal[1, 2] = Field(2, description=(
+        "colocated: how the rollout engine sleeps while the trainer runs: 2 discards its weights and KV cache (TRL "
+        "llm.sleep(level=2)); 1 backs its weights up to pinned host memory and copies them back on wake-up "
+        "(vLLM CuMemAllocator; NeMo RL's vLLM worker sleeps at level 1): one copy of the engine's weight shard "
+        "each way per step"))
     reference_on_host: bool = Field(False, description=(
         "the reference weights live in host memory and are swapped into the policy's parameters for the "
         "reference log-prob pass (NeMo RL Megatron/DTensor workers, use_reference_model)"))
@@ -223,6 +228,11 @@ class Train(_Strict):
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="framework megatron: the dtype of the gradient buffer the backward accumulates into and "
+        "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
+        "model's 16-bit dtype = false, as NeMo RL's configs set it); auto = fp32 (Megatron-LM's "
+        "--accumulate-allreduce-grads-in-fp32 with bf16)")
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
     galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
@@ -569,6 +579,7 @@ class Scenario(_Strict):
             _apply_tool(self)
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
+            _check_grad_reduce(self)
         p, n = self.parallel, self.hardware.count
         if self.task == "infer" and p.cp > 1:
             raise ValueError(_CP_INFER.format(cp=p.cp))
@@ -639,6 +650,27 @@ def _apply_tool(scn: "Scenario") -> None:
         object.__setattr__(scn, "train", scn.train.model_copy(update=updates))
 
 
+def _check_grad_reduce(scn: "Scenario") -> None:
+    """train.grad_reduce_dtype names Megatron's gradient buffer: fp32, or the parameters' own 16-bit dtype
+    (megatron/core/distributed/distributed_data_parallel.py L234 at terrykong/Megatron-LM @2ff0f099, NeMo RL's
+    pinned Megatron: grad_reduce_in_fp32 false -> param.dtype)."""
+    t = scn.train
+    g = t.grad_reduce_dtype
+    if g == "auto":
+        return
+    if scn.framework != "megatron":
+        raise ValueError(f"train.grad_reduce_dtype = {g} sets Megatron's gradient buffer (grad_reduce_in_fp32) "
+                         f"but framework is {scn.framework}; set framework: megatron, or remove grad_reduce_dtype")
+    if g == "fp32":
+        return
+    params16 = {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16"}.get(t.precision)
+    if params16 != g:
+        have = f"{params16} parameters" if params16 else "fp32 parameters"
+        raise ValueError(f"train.grad_reduce_dtype = {g}: with grad_reduce_in_fp32 false Megatron keeps the "
+                         f"gradients in the parameters' dtype, and precision {t.precision} has {have}; use "
+                         f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
+
+
 def _check_posttrain(scn: "Scenario") -> None:
     """Cross-field rules of train.objective: a teacher only for distill, a reference only where the loss
     uses one, RL settings only for RL objectives, a group of at least two for group baselines, a split
@@ -676,6 +708,9 @@ def _check_posttrain(scn: "Scenario") -> None:
     if (rl.mean_response_len or 0) > rl.max_new_tokens:
         raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
                          f"{rl.max_new_tokens}")
+    if rl.placement == "split" and rl.engine_sleep_level != 2:
+        raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
+                         "split rollout engine never sleeps); remove engine_sleep_level")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

@@ -96,7 +96,8 @@ def state_bytes(scn: Scenario) -> StateBytes:
     elif not t.master_weights:
         w, g, master = low, low, 0
     elif fw == "megatron":
-        w, g, master = low, 4, 4          # bf16 params, fp32 main grads, fp32 master copy in the optimizer
+        # bf16 params, fp32 main grads (unless grad_reduce_in_fp32 is off: the params' dtype), fp32 master copy
+        w, g, master = low, (2 if t.grad_reduce_dtype in ("bf16", "fp16") else 4), 4
     elif fw == "deepspeed":
         w, g, master = low, low, 4        # ZeRO paper accounting: 2 + 2 + (4 + 4 + 4)
     else:

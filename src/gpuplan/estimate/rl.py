@@ -245,6 +245,10 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
                      f"{TRL_REF}; verl free_cache_engine, {VERL_REF})")
         if offload:
             cpu += resident_w - held + resident_o
+        if rl.engine_sleep_level == 1:
+            cpu += engine["weights"]      # the sleeping engine's weight backup (engine_sleep_time)
+            notes.append("the rollout engine sleeps at level 1: its weights are backed up in pinned host memory "
+                         "while the trainer runs (vLLM CuMemAllocator.sleep)")
     else:
         phases["rollout"] = dict(engine)
         notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
@@ -325,16 +329,35 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
 
 
 def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
-    """Colocated with rl.offload_train_states: the trainer's resident weights and optimizer states go to
-    the host before the rollout and come back before training, once each way per step over the GPU's host
-    link (NeMo RL megatron_policy_worker.py offload_after_refit / prepare_for_training, @0f4e4696; verl
-    param/optimizer offload)."""
-    host_bytes = rl_stage_phases(scn, model, capacity)[2]
+    """Colocated with rl.offload_train_states: seconds to move the trainer's resident weights and optimizer
+    states over the GPU's host link once, one way. NeMo RL does it twice a step: out during the refit
+    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
+    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
+    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
+    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied
+    (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu, terrykong/Megatron-LM @2ff0f099). verl's
+    param/optimizer offload moves the same states."""
+    _, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
+    if scn.train.rl.engine_sleep_level == 1:
+        host_bytes -= engine["weights"]     # the engine's own backup: engine_sleep_time, not the trainer's states
     if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
         from .posttrain import frozen_model_bytes
         host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
-    return 2.0 * host_bytes / bw if bw > 0 else 0.0
+    return host_bytes / bw if bw > 0 else 0.0
+
+
+def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
+    """rl.engine_sleep_level 1 (colocated): seconds to copy the rollout engine's weight shard over the GPU's host
+    link once, one way. vLLM's level-1 sleep backs up every allocation tagged "weights" into pinned host memory
+    (cudaMemcpy device to host) and discards the rest; wake_up copies them back (vllm/v1/worker/gpu_worker.py
+    Worker.sleep, vllm/device_allocator/cumem.py CuMemAllocator.sleep / wake_up). NeMo RL @06f6343 sleeps at
+    level 1 in `finish_generation` (inside its timer `generation`) and wakes the weights in the refit
+    (`prepare_for_generation(tags=["weights"])`), only to overwrite them with the trainer's: phases engine_sleep and
+    engine_wake."""
+    weights = _engine_memory(scn, model, capacity)[1]["weights"]
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    return weights / bw if bw > 0 else 0.0
 
 
 def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
@@ -380,7 +403,9 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
-        phases["state_offload"] = offload_time(scn, model, capacity, gpu)
+        phases["state_offload"] = phases["state_onload"] = offload_time(scn, model, capacity, gpu)
+    if rl.placement == "colocated" and rl.engine_sleep_level == 1:
+        phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))

@@ -149,6 +149,12 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--fp16", "--initial-loss-scale", str(g["init_scale"]), "--loss-scale-window", str(g["growth_interval"])]
     elif t.precision == "fp8":
         args += ["--bf16", "--fp8-format", "hybrid"] + _fp8_recipe_args(plan)
+    # train.grad_reduce_dtype (arguments.py, core_v0.19.0): with --bf16 Megatron-LM turns on
+    # accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16; with --fp16 it stays off unless asked
+    if t.grad_reduce_dtype == "bf16":
+        args.append("--grad-reduce-in-bf16")
+    elif t.grad_reduce_dtype == "fp32" and t.precision == "fp16":
+        args.append("--accumulate-allreduce-grads-in-fp32")
     if not t.master_weights and t.precision != "fp32":
         notes.append("master_weights false: Megatron keeps fp32 master weights in its optimizer regardless")
     if t.recompute == "selective":
