@@ -5,8 +5,8 @@ from reading the cited files (method "read"); TensorRT-LLM and llama.cpp rows co
 documented CLIs (method "docs"). Only the options gpuplan writes (and their choices) are listed;
 every row names the file and commit or page it was read from. Re-run after editing a row.
 
-Usage: python scripts/engine_facts_read.py [--read-vllm-sglang]
-  (TensorRT-LLM and llama.cpp; vLLM and SGLang only with the flag: their extraction scripts replace them)
+Usage: python scripts/engine_facts_read.py [--fallback]
+  (TensorRT-LLM; vLLM, SGLang and llama.cpp only with the flag: their extraction scripts replace them)
 """
 from __future__ import annotations
 
@@ -125,12 +125,12 @@ def llamacpp_rows():
 
 def main() -> None:
     import sys
-    tables = [("trtllm", trtllm_rows()[:11]), ("trtllm-bench", trtllm_rows()[11:]), ("llama.cpp", llamacpp_rows())]
-    # vLLM and SGLang are extracted (scripts/engine_facts_vllm.py from the 0.33.0 parser,
-    # scripts/engine_facts_sglang.py from the 0.5.23 sources); the hand-read rows below remain only
-    # as a fallback for a machine where neither can run
-    if "--read-vllm-sglang" in sys.argv:
-        tables = [("vllm", vllm_rows()), ("sglang", sglang_rows())] + tables
+    tables = [("trtllm", trtllm_rows()[:11]), ("trtllm-bench", trtllm_rows()[11:])]
+    # vLLM, SGLang and llama.cpp are extracted (scripts/engine_facts_vllm.py from the 0.33.0 parser,
+    # engine_facts_sglang.py from the 0.5.23 sources, engine_facts_llamacpp.py from common/arg.cpp);
+    # the hand-read rows below remain only as a fallback for a machine where those cannot run
+    if "--fallback" in sys.argv:
+        tables = [("vllm", vllm_rows()), ("sglang", sglang_rows()), ("llama.cpp", llamacpp_rows())] + tables
     for engine, rows in tables:
         print(f"{engine}: {write_rows(engine, rows)} rows")
 

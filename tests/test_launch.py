@@ -424,11 +424,13 @@ def test_trtllm_schema():
 
 def test_llamacpp_schema():
     ns = _parse("llama.cpp", _command(files_for("gguf4090", "llama.cpp")["serve.sh"], "llama-server"), 1)
-    assert (ns.cache_type_k, ns.cache_type_v, ns.fa, ns.np) == ("q8_0", "q8_0", "on", 4)
-    assert ns.c == 4 * (4096 + 512)          # -c is the total over all slots
-    assert ns.ngl == 999 and ns.m.endswith("Q4_K_M.gguf")
+    # options named by their long spelling in llama.cpp's common/arg.cpp (-fa = --flash-attn, -np = --parallel, ...)
+    assert (ns.cache_type_k, ns.cache_type_v, ns.flash_attn, ns.parallel) == ("q8_0", "q8_0", "on", 4)
+    assert ns.ctx_size == 4 * (4096 + 512)          # -c is the total over all slots
+    # --gpu-layers takes a number, "auto" or "all": a string to the parser
+    assert ns.gpu_layers == "999" and ns.model.endswith("Q4_K_M.gguf")
     ns = _parse("llama.cpp", _command(files_for("serve8b", "llama.cpp_f16")["serve.sh"], "llama-server"), 1)
-    assert ns.cache_type_k == "f16" and ns.m.endswith("BF16.gguf")
+    assert ns.cache_type_k == "f16" and ns.model.endswith("BF16.gguf")
 
 
 def test_megatron_schema():
