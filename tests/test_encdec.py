@@ -68,19 +68,17 @@ def test_kv_per_token_and_model_json():
     assert d["cross_kv_bytes_per_input_token"] == 12288
 
 
-def test_other_encoder_decoders_are_counted_but_their_memory_is_a_clear_error(tmp_path):
-    # BART-style stacks are read on the meta device (models/generic.py: exact parameters); their activations
-    # are not T5's, so an estimate is refused with the reason
+def test_bart_recompute_is_a_clear_error(tmp_path):
+    # BART-style activations are derived and traced without gradient checkpointing only
     pytest.importorskip("transformers")
     cfg = {"model_type": "bart", "d_model": 64, "encoder_layers": 1, "decoder_layers": 1,
            "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 128,
            "decoder_ffn_dim": 128, "vocab_size": 100, "max_position_embeddings": 32}
     assert spec_from_config(cfg).is_encoder_decoder
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(UnsupportedError, match="BART-style encoder-decoder") as err:
+    with pytest.raises(InputError, match="recompute"):
         estimate({"model": str(tmp_path), "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
-                  "train": {"seq_len": 32, "target_len": 16, "micro_batch": 1, "global_batch": 1}})
-    assert "T5" in str(err.value)
+                  "train": {"seq_len": 32, "target_len": 16, "micro_batch": 1, "global_batch": 1, "recompute": "full"}})
 
 
 # ---- FLOPs -----------------------------------------------------------------------------------------------

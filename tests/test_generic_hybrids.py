@@ -111,12 +111,74 @@ def test_bart_streams_by_hand():
     assert m.kv_cache_bytes_per_token(2.0) == 3 * 2 * 128 * 2
 
 
-def test_bart_memory_is_refused_with_the_reason(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(_cfg("bart", **_BART)))
-    with pytest.raises(UnsupportedError, match="BART-style") as err:
+def test_bart_saved_bytes_per_token_by_hand():
+    # pure bf16 (b = 2 bytes, residual 2), h 128, 4 heads x 32, encoder fc1 256, decoder fc1 512, dropout 0.1,
+    # activation_dropout 0 (BartConfig defaults), gelu (saves its input; fc2 keeps gelu's output)
+    from gpuplan.estimate import encdec
+    from gpuplan.estimate.activations import ActivationSetup
+    m = spec_from_config(_cfg("bart", **_BART))
+    s = ActivationSetup(compute_bytes=2, residual_bytes=2, autocast=False)
+    h, a, i_e, i_d = 128, 4, 256, 512
+    ln = 2 * h + 8                                  # LayerNorm input + fp32 mean and rstd
+    attn = 2 * 4 * h + 4 * a                        # q, k, v, output + fp32 lse per head
+    enc_layer = 2 * h + attn + h + ln + 2 * h + 2 * 2 * i_e + h + ln      # q/k/v in, mask, fc1 in, gelu in+out
+    cross = 2 * h + 3 * 2 * 2 * h                   # encoder output once + k, v per decoder layer
+    ends = ln + h                                   # layernorm_embedding + embedding dropout mask
+    assert encdec.bart_encoder_token_bytes(m, s) == 2 * enc_layer + cross + ends
+    dec_layer = 2 * h + attn + 2 * h + (2 * 2 * h + 4 * a) + 2 * h + 2 * 2 * i_d + 3 * (h + ln)
+    assert encdec.bart_decoder_token_bytes(m, s) == 3 * dec_layer + ends + 2 * h   # + lm_head's input
+
+
+@pytest.mark.parametrize("mt,why", [("whisper", "Conv1d"), ("prophetnet", "n-gram"), ("bigbird_pegasus", "block-sparse")])
+def test_encoder_decoders_unlike_bart_are_refused_with_the_reason(mt, why, tmp_path):
+    kw = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
+    if mt == "whisper":
+        kw.pop("vocab_size")            # WhisperConfig's token ids (50256 ...) need its own vocabulary
+    if mt == "prophetnet":
+        kw = dict(hidden_size=64, num_encoder_layers=1, num_decoder_layers=1, num_encoder_attention_heads=2,
+                  num_decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
+    (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **kw)))
+    with pytest.raises(UnsupportedError, match=why) as err:
         estimate({"model": str(tmp_path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
                   "infer": {"engine": "hf", "prompt_len": 32, "output_len": 8, "concurrency": 1}})
-    assert "counts its parameters exactly" in str(err.value)
+    assert "counted exactly" in str(err.value)
+
+
+# BART-style memory against fake-tensor traces: encoder 2 layers, decoder 3, 512 input and 128 target tokens, 8 sequences
+def _bart_scenario(path, task, master_weights=False, beams=1):
+    if task == "infer":
+        return {"model": str(path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+                "infer": {"engine": "hf", "weights": "bf16", "prompt_len": 512, "output_len": 4, "concurrency": 8,
+                          "beam_width": beams}}
+    return {"model": str(path), "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+            "train": {"method": "full", "precision": "bf16", "master_weights": master_weights, "optimizer": "adamw",
+                      "seq_len": 512, "target_len": 128, "micro_batch": 8, "global_batch": 8, "recompute": "none",
+                      "attention": "sdpa"}}
+
+
+@pytest.mark.parametrize("mt,master", [("bart", False), ("bart", True), ("mbart", False), ("pegasus", False)])
+def test_bart_style_training_within_5_percent_of_the_trace(mt, master, tmp_path):
+    from gpuplan.trace import trace
+    (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **dict(_BART, max_position_embeddings=512))))
+    sc = _bart_scenario(tmp_path, "train", master)
+    traced = trace(sc)
+    est = estimate(sc).memory
+    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
+    act = est.components["activations"] / traced.components["activations"] - 1
+    assert abs(peak) <= 0.05 and abs(act) <= 0.05, f"{mt}: peak {peak:+.1%}, activations {act:+.1%}"
+
+
+@pytest.mark.parametrize("mt,beams", [("bart", 1), ("mbart", 4)])
+def test_bart_style_inference_within_5_percent_of_the_trace(mt, beams, tmp_path):
+    from gpuplan.trace import trace
+    (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **dict(_BART, max_position_embeddings=512))))
+    sc = _bart_scenario(tmp_path, "infer", beams=beams)
+    traced = trace(sc, decode_steps=4)
+    est = estimate(sc).memory
+    assert est.components["kv_cache"] == traced.kv_cache_bytes
+    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
+    assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
 
 
 # ---- memory against fake-tensor traces (transformers' torch path: no mamba_ssm kernels on CPU) ------------------

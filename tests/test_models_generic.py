@@ -55,7 +55,8 @@ def test_moe_structure_from_expert_tensors():
 
 
 def test_refusals_name_the_reason():
-    # BART-style encoder-decoders are counted (test_generic_hybrids.py); their memory is refused there
+    # BART-style encoder-decoders are counted and their memory derived (test_generic_hybrids.py); Whisper,
+    # ProphetNet and BigBird-Pegasus memory is refused there
     with pytest.raises(UnsupportedError, match="state-space") as err:
         spec_from_config(_default("rwkv"), name="rwkv")      # Mamba/Mamba-2/Jamba are hand-written (test_ssm.py)
     assert "llama" in str(err.value)          # the hand-written families are listed in the fix

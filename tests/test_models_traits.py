@@ -242,7 +242,8 @@ def test_traits_are_frozen_and_validated():
 def test_to_dict_lists_traits():
     d = get_model("gemma-2-2b-it").to_dict()
     assert d["traits"]["final_logit_softcap"] == 30.0
-    assert d["traits"]["dropout"] == {"attention": 0.0, "residual": 0.0, "embedding": 0.0}
+    assert d["traits"]["dropout"] == {"attention": 0.0, "residual": 0.0, "embedding": 0.0,
+                                        "activation": 0.0}
     assert d["traits"]["window_pattern"] == "alternate"
     json.dumps(d)                                          # JSON-serialisable
 

@@ -186,14 +186,15 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                              "remove train.target_len (put the whole sequence length in seq_len).")
         return
     what = f"{model.name} (encoder-decoder)"
-    if model.traits.position != "relative":
-        # BART-style stacks (models/generic.py): LayerNorm, learned positions, biases and unmasked attention
-        # save other tensors than T5's RMSNorm + relative-position-bias layers, which estimate/encdec.py derives
-        raise UnsupportedError(f"model {model.name}", f"is a BART-style encoder-decoder ({model.model_type}: "
-                               f"{model.norm}, {model.position_encoding} positions); gpuplan counts its parameters "
-                               "exactly (`gpuplan model`), but its training and serving memory are derived and "
-                               "traced for T5's stacks only.", "use a T5 / Flan-T5 / mT5 model for memory and speed, "
-                               "or `gpuplan trace` for a measured number.")
+    if not model.traits.encdec_layer:
+        # models/generic.py: encoder-decoders whose layers are not T5's or BART's (Whisper, ProphetNet ...)
+        why = model.inferred.get("memory", "its layers are not checked against T5's or BART's")
+        raise UnsupportedError(f"model {model.name}", f"is an encoder-decoder ({model.model_type}) whose training "
+                               f"and serving memory gpuplan does not derive: {why}. Its parameters are counted "
+                               "exactly (`gpuplan model`).", "use a T5 / Flan-T5 / mT5 or BART-style model (bart, "
+                               "mbart, pegasus, marian, blenderbot, plbart, mvp) for memory and speed, or "
+                               "`gpuplan trace` for a measured number.")
+    bart = model.traits.encdec_layer == "bart"
     if p.pp > 1 or p.cp > 1 or p.ep > 1:
         raise InputError(f"parallel pp={p.pp}, cp={p.cp}, ep={p.ep}", f"{what}: gpuplan models an encoder-decoder "
                          "with data and tensor parallelism only (no pipeline split of the two stacks, no context "
@@ -213,6 +214,10 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                              "(HF gradient checkpointing per T5Block; transformers has no selective recompute).",
                              "use attention: sdpa (or flash, run as SDPA: flash kernels take no bias), loss: full, "
                              "compile: false, activation_offload: false, recompute: none or full.")
+        if bart and t.recompute != "none":
+            raise InputError(f"train.recompute = {t.recompute}", f"{what}: the BART-style activation terms are derived "
+                             "and traced without gradient checkpointing; checkpointing a BART layer is not traced yet.",
+                             "use recompute: none (or a smaller micro_batch to fit).")
         if t.method != "full":
             raise InputError(f"train.method = {t.method}", f"{what}: the activation terms are derived and traced for "
                              "full fine-tuning; LoRA/QLoRA adapters on T5 (peft) are not modelled yet.",

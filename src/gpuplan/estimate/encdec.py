@@ -92,6 +92,79 @@ def decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> fl
     return model.num_layers * layer + ends
 
 
+# ---- BART-style stacks (models/generic.py: BART, mBART, Pegasus, Marian, Blenderbot, PLBART, MVP) ----------------
+# transformers 5.24 models/bart/modeling_bart.py (BartAttention, BartEncoderLayer, BartDecoderLayer, BartEncoder,
+# BartDecoder); the mBART / Pegasus / Blenderbot layers are the same ops with the LayerNorm before each sub-block.
+# Per token, traced (tests/test_generic_hybrids.py):
+# * nn.LayerNorm saves its input (the residual sum: a new tensor, fp32 under fp32-master autocast, where
+#   layer_norm is on autocast's fp32 list) and fp32 mean and rstd: rb·h + 8; its output is saved by whatever
+#   reads it (q/k/v, fc1, cross q, lm_head), never by the norm;
+# * attention (SDPA, no mask: the encoder's bidirectional and the decoder's causal masks are None without
+#   padding, so the flash kernel runs): q, k, v, the output (in the layout out_proj reads) and an fp32 lse;
+# * dropout: a 1-byte mask after each sub-block (config `dropout`), inside the MLP on the activation's output
+#   (`activation_dropout`), and after the embedding; attention dropout lives in the kernel;
+# * post-LN (BART) and pre-LN (mBART) keep the same tensors per layer: one norm input per sub-block, one
+#   input per linear; only the stack ends differ (layernorm_embedding and/or a final layer_norm).
+LAYERNORM_STAT_BYTES = 8.0     # fp32 mean + rstd per token per nn.LayerNorm
+
+
+def is_bart_style(model: ModelSpec) -> bool:
+    """An encoder-decoder whose layers run BART's ops (models/generic.py BART_LAYER_TYPES)."""
+    return model.is_encoder_decoder and model.traits.encdec_layer == "bart"
+
+
+def bart_ffn_width(model: ModelSpec, stream: str) -> float:
+    """fc1's width in one stack (BART's encoder_ffn_dim and decoder_ffn_dim may differ)."""
+    widths = [b.linear[1] for b in model.blocks if b.kind == "mlp" and b.linear and b.stream == stream
+              and b.linear[0] == model.hidden_size and b.layer_scope == "layer"]
+    return float(max(widths, default=model.intermediate_size))
+
+
+def stack_norms(model: ModelSpec, stream: str) -> int:
+    """LayerNorms outside the layers of one stack (layernorm_embedding, the final layer_norm)."""
+    return sum(1 for b in model.blocks if b.kind == "norm" and b.layer_scope == "model" and b.stream == stream
+               and b.name.endswith("weight"))
+
+
+def _ln(model: ModelSpec, s: ActivationSetup) -> float:
+    return s.residual_bytes * model.hidden_size + LAYERNORM_STAT_BYTES
+
+
+def _bart_mlp(model: ModelSpec, s: ActivationSetup, i: float) -> float:
+    """fc1's output path to fc2 (fc1's input excluded): the activation's saved tensors and fc2's input, or with
+    activation dropout the activation's own saves, the dropout output and its mask."""
+    saves = PLAIN_MLP_SAVES.get(model.traits.activation, PLAIN_MLP_SAVES_DEFAULT)
+    if model.traits.dropout.activation > 0:
+        own = 1 if model.traits.activation == "relu" else saves - 1      # relu keeps its output, others the input
+        return s.compute_bytes * i * (own + 1) + DROPOUT_MASK_BYTES * i
+    return s.compute_bytes * i * saves
+
+
+def bart_encoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
+    """Bytes per input token: the encoder layers, the stack's norms and embedding dropout, and the decoder's
+    cross-attention k/v over the encoder output (inputs and outputs per decoder layer)."""
+    h, b = model.hidden_size, s.compute_bytes
+    i = bart_ffn_width(model, "encoder") / tp
+    layer = (_linear_inputs(s, 3, h) + _attention_core(model, s, tp, 4) + _mask(model, h) + _ln(model, s)
+             + _linear_inputs(s, 1, h) + _bart_mlp(model, s, i) + _mask(model, h) + _ln(model, s))
+    cross_in = 2 * model.num_layers * b * h if s.autocast else b * h
+    cross_kv = model.num_layers * b * 2 * model.num_heads / tp * model.head_dim
+    ends = stack_norms(model, "encoder") * _ln(model, s) + _mask(model, h)
+    return model.encoder_layers * layer + cross_in + cross_kv + ends
+
+
+def bart_decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
+    """Bytes per target token: self-attention, cross-attention (q, output, lse), MLP, three norms and masks per
+    layer; the stack's norms, embedding dropout and lm_head's input."""
+    h, b = model.hidden_size, s.compute_bytes
+    i = bart_ffn_width(model, "decoder") / tp
+    layer = (_linear_inputs(s, 3, h) + _attention_core(model, s, tp, 4) + _linear_inputs(s, 1, h)
+             + _attention_core(model, s, tp, 2) + _linear_inputs(s, 1, h) + _bart_mlp(model, s, i)
+             + 3 * (_mask(model, h) + _ln(model, s)))
+    ends = stack_norms(model, "decoder") * _ln(model, s) + _mask(model, h) + b * h
+    return model.num_layers * layer + ends
+
+
 def _bias(model: ModelSpec, batch: int, q_len: int, kv_len: int, tp: int) -> float:
     """One layer's attention bias as the kernel keeps it: (1, heads, q, kv) in 16-bit, or per sequence when
     kv_len is not a multiple of 16 (padded, so materialised per sequence)."""
@@ -127,6 +200,8 @@ def forward_logits_per_token(model: ModelSpec, s: ActivationSetup) -> float:
 def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
     """All activation bytes saved for backward by one micro-batch of `batch` sequences (src input tokens,
     tgt target tokens each), lm_head's input included, the loss block excluded."""
+    if is_bart_style(model):      # no position-bias or mask tensors: nothing grows with the square of a length
+        return batch * (src * bart_encoder_token_bytes(model, s, tp) + tgt * bart_decoder_token_bytes(model, s, tp))
     return (batch * (src * encoder_token_bytes(model, s, tp) + tgt * decoder_token_bytes(model, s, tp))
             + sequence_bytes(model, s, batch, src, tgt, tp))
 

@@ -467,7 +467,8 @@ def _encdec_saved(ts: _TrainSetup, setup: ActivationSetup, notes: list[str]) -> 
         saved, working = encdec.saved_activations(model, setup, t.micro_batch, src, tgt, tp), 0.0
     else:
         saved, working = encdec.checkpointed_activations(model, setup, t.micro_batch, src, tgt, tp)
-    per_token = encdec.decoder_token_bytes(model, setup, tp) / max(model.num_layers, 1)
+    dec = encdec.bart_decoder_token_bytes if encdec.is_bart_style(model) else encdec.decoder_token_bytes
+    per_token = dec(model, setup, tp) / max(model.num_layers, 1)
     return _Saved(saved, working, per_token, t.micro_batch * tgt, 1)
 
 
@@ -1136,6 +1137,12 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
     pp_ = P * P
     enc = max(seqs * P * (4 * h + 6 * a * d) + T5_BUCKET_TEMP_BYTES * pp_,
               seqs * P * (4 * h + 2 * n_i * i) + (2 * a + 1) * pp_)
+    if encdec.is_bart_style(model):
+        # BART (modeling_bart.py BartEncoder.forward): the locals inputs_embeds and embed_pos (B, P, h) stay alive
+        # through every layer; the peak is at out_proj (layer input, q, k, v, attention output, out_proj's output)
+        # or at fc2 (residual, fc1's and the activation's outputs, fc2's output); no position bias (traced)
+        i_enc = encdec.bart_ffn_width(model, "encoder") / tp
+        enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + 2 * i_enc))
     # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
     first = seqs * k * P * 2 * (h + 2 * a * d)
     phases = {

@@ -86,7 +86,8 @@ def t5(c: dict, where: str) -> dict[str, Any]:
     p = _t.probability(c, "dropout_rate")
     traits = Traits(norm_dtype="fp32_upcast", activation=act, mlp=_t.mlp_kind(gated, act), attention="mha",
                     position="relative", partial_rotary=0.0, norm_eps=float(c.get("layer_norm_epsilon") or 1e-6),
-                    dropout=Dropout(attention=p, residual=p, embedding=p), relative_attention_buckets=buckets)
+                    dropout=Dropout(attention=p, residual=p, embedding=p), relative_attention_buckets=buckets,
+                    encdec_layer="t5")
     return dict(hidden_size=h, num_layers=nd, encoder_layers=ne, num_heads=a, num_kv_heads=a, head_dim=d,
                 v_head_dim=d, vocab_size=v, intermediate_size=i, tie_embeddings=tie, gated_mlp=gated, norm="rms",
                 # relative position buckets have no trained length limit; T5 was pre-trained on 512 input tokens

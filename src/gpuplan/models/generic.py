@@ -480,6 +480,21 @@ def _prob(cfg, *names) -> float:
 
 
 # ---- encoder-decoders (BART, mBART, Pegasus, Marian, Blenderbot, PLBART, MVP, ProphetNet ...) -------------------
+# model_types whose encoder and decoder layers run BART's ops (transformers 5.24 models/bart/modeling_bart.py
+# BartEncoderLayer / BartDecoderLayer: nn.LayerNorm, biased q/k/v/out_proj through the attention interface, fc1 ->
+# activation -> fc2, dropout after each sub-block); mbart, pegasus and blenderbot put the norm before each
+# sub-block, which saves the same tensors (estimate/encdec.py). Their memory estimate is derived and traced.
+BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp"})
+# encoder-decoders read for parameters whose activations differ from BART's, and why (no memory estimate)
+ENCDEC_NOT_DERIVED = {
+    "whisper": "its encoder starts with two Conv1d layers over log-mel frames (not token embeddings) and the "
+               "decoder's input length is the text, not the audio",
+    "prophetnet": "its decoder runs n-gram main and predict streams with relative position buckets (ngram "
+                  "self-attention), not BART's decoder layer",
+    "xlm-prophetnet": "its decoder runs n-gram main and predict streams (ngram self-attention), not BART's layer",
+    "bigbird_pegasus": "its encoder uses block-sparse attention (random, window and global blocks)",
+    "led": "its encoder uses Longformer's sliding-window and global attention",
+}
 _CROSS_PATH = ("encoder_attn", "cross_attn", "crossattention", "cross_attention", "enc_dec_attn")
 _KV_LEAF = ("k_proj", "v_proj", "key_proj", "value_proj", "key", "value", "k", "v")
 
@@ -592,7 +607,11 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
     traits = Traits(norm_dtype="fp32_upcast" if rms else "native", activation=act, mlp=_t.mlp_kind(False, act),
                     attention="mha", position="learned" if pos else "relative", partial_rotary=0.0, rope_theta=None,
                     attention_bias=any(b.kind == "bias" for b in blocks),
-                    dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop))
+                    dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop,
+                                    activation=_prob(cfg, "activation_dropout")),
+                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "")
+    if mt not in BART_LAYER_TYPES:
+        inferred["memory"] = ENCDEC_NOT_DERIVED.get(mt, "its layers are not checked against BART's")
     inferred["traits"] = "read from the config and module tree"
     max_pos = _cfg_int(cfg, "max_position_embeddings", "n_positions") or 0
     return ModelSpec(name=name, hf_id=hf_id, model_type=mt, family="generic:" + mt, hidden_size=h, num_layers=nd,

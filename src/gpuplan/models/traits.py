@@ -56,6 +56,7 @@ class Dropout:
     attention: float = 0.0      # on the attention probabilities (inside the flash kernel)
     residual: float = 0.0       # on each sub-block's output before the residual add
     embedding: float = 0.0      # on the embedding output
+    activation: float = 0.0     # inside the MLP, on the activation's output (BART's activation_dropout)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -104,6 +105,8 @@ class Traits:
                                             # in fp32 whatever the scenario asks (BLOOM's baddbmm + ALiBi)
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
     relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
+    encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),
+                                            # "bart" (BART's LayerNorm layer, models/generic.py); "" = not derived
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
