@@ -24,6 +24,7 @@ Parsers used (their module paths move between releases; the ones below are the c
              vllm.entrypoints.openai.cli_args before); on a CPU-only machine set VLLM_TARGET_DEVICE=cpu
   SGLang     sglang.srt.server_args.prepare_server_args(argv)
   Megatron   megatron.training.arguments.parse_args() + validate_args() with WORLD_SIZE set
+  llama.cpp  the llama-server binary named by LLAMA_SERVER (built from source; see llamacpp_parse)
 Exit status 1 when a parser refuses a file.
 """
 from __future__ import annotations
@@ -74,6 +75,26 @@ def sglang_parse(argv):
     prepare_server_args(argv[3:])                     # after "python -m sglang.launch_server"
 
 
+def llamacpp_parse(argv):
+    """llama-server's own parser (common/arg.cpp) over the script's options: the binary named by
+    LLAMA_SERVER is started on a model file that does not exist. A refused option stops it in the parser
+    ("error while handling argument" / "invalid argument", exit before anything loads); options it accepts
+    get it as far as loading the model, which then fails. Nothing is served; the port is 0 (any free one)."""
+    import subprocess
+    args = list(argv[1:])
+    for i, a in enumerate(args[:-1]):
+        if a in ("-m", "--model"):
+            args[i + 1] = "/nonexistent/gpuplan-check.gguf"
+        if a == "--port":
+            args[i + 1] = "0"
+    r = subprocess.run([os.environ["LLAMA_SERVER"], *args], capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    if re.search(r"error while handling argument|invalid argument|unknown argument", out):
+        raise ValueError(next(line for line in out.splitlines() if "argument" in line))
+    if not re.search(r"failed to load model|loading model|llama_model_load|gguf_init_from_file", out):
+        raise ValueError(f"llama-server stopped before loading the model (exit {r.returncode}): {out[-300:]}")
+
+
 CPU_SHIMS = {"on": False, "arch": 9}
 
 
@@ -92,7 +113,8 @@ def megatron_parse(argv):
 
 CHECKS = {"vllm": ("serve.sh", "vllm serve", vllm_parse, "vllm.engine.arg_utils"),
           "sglang": ("serve.sh", "python -m sglang", sglang_parse, "sglang.srt.server_args"),
-          "megatron": ("train_megatron.sh", "torchrun", megatron_parse, "megatron.training.arguments")}
+          "megatron": ("train_megatron.sh", "torchrun", megatron_parse, "megatron.training.arguments"),
+          "llama.cpp": ("serve.sh", "llama-server", llamacpp_parse, None)}
 
 
 def megatron_cpu_shims() -> None:
@@ -126,11 +148,16 @@ def main() -> int:
             CPU_SHIMS["arch"] = int(sys.argv[sys.argv.index("--device-arch") + 1])
     failed = 0
     for engine, (fname, program, parse, module) in CHECKS.items():
-        try:
-            __import__(module)
-        except Exception as e:                             # not installed, or needs a GPU build (triton, TE)
-            print(f"skip {engine}: cannot import {module}: {e!r}")
-            continue
+        if module is None:                                 # a binary: llama-server
+            if not os.environ.get("LLAMA_SERVER"):
+                print(f"skip {engine}: set LLAMA_SERVER to a llama-server binary")
+                continue
+        else:
+            try:
+                __import__(module)
+            except Exception as e:                         # not installed, or needs a GPU build (triton, TE)
+                print(f"skip {engine}: cannot import {module}: {e!r}")
+                continue
         for snap, name, text in files():
             argv = command(text, program) if name == fname else None
             if not argv:
