@@ -185,6 +185,11 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 SCORED = ("train", "serve", "posttrain")
 
 
+def _err(pred: float, meas: float) -> str:
+    """Signed relative error as every row prints it: +12.3%."""
+    return f"{100 * (pred - meas) / meas:+6.1f}%"
+
+
 def scored_files() -> list[Path]:
     return [ROOT / "validation" / "gathered" / f"{name}.csv" for name in SCORED]
 
@@ -204,25 +209,25 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if "thr" in r:
             p, m_ = r["thr"]
-            print(f"{r['id']:6s} THR  {p:8,.0f} tok/s measured {m_:8,.0f} tok/s {100 * (p - m_) / m_:+6.1f}%   "
+            print(f"{r['id']:6s} THR  {p:8,.0f} tok/s measured {m_:8,.0f} tok/s {_err(p, m_)}   "
                   f"{r['gpu']} {r['weights']} {r['engine']}")
             continue
         if "thr_unstated" in r:
             o, t, m_ = r["thr_unstated"]
-            print(f"{r['id']:6s} THR? as output {o:8,.0f} ({100 * (o - m_) / m_:+6.1f}%), as total {t:8,.0f} "
-                  f"({100 * (t - m_) / m_:+6.1f}%) measured {m_:8,.0f} tok/s (kind unstated; not in the summary)")
+            print(f"{r['id']:6s} THR? as output {o:8,.0f} ({_err(o, m_)}), as total {t:8,.0f} "
+                  f"({_err(t, m_)}) measured {m_:8,.0f} tok/s (kind unstated; not in the summary)")
             continue
         if "rl" in r:
             p, m_ = r["rl"]
             ph = " ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
-            print(f"{r['id']:6s} RL step {p:7.1f} s  measured {m_:7.1f} s  {100 * (p - m_) / m_:+6.1f}%   "
+            print(f"{r['id']:6s} RL step {p:7.1f} s  measured {m_:7.1f} s  {_err(p, m_)}   "
                   f"{r['gpu']} {r['placement']}; phases (s): {ph}")
             for col, (pp_, mm) in r["phase_pairs"].items():
-                print(f"{'':6s}   {col[:-7]:>10s} {pp_:7.1f} s  measured {mm:7.1f} s  {100 * (pp_ - mm) / mm:+6.1f}%")
+                print(f"{'':6s}   {col[:-7]:>10s} {pp_:7.1f} s  measured {mm:7.1f} s  {_err(pp_, mm)}")
             continue
         if "tpot" in r:
             p, m_ = r["tpot"]
-            print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {100 * (p - m_) / m_:+6.1f}%   "
+            print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {_err(p, m_)}   "
                   f"{r['gpu']} {r['weights']}")
             continue
         t = r.get("tps")

@@ -64,6 +64,15 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
     return ""
 
 
+def _embeddings(model: Any, inferred: dict[str, str]) -> tuple[Any, Any, int, int, bool]:
+    """The input embedding and output head modules, vocabulary and hidden size from the embedding's weight,
+    and whether the head shares it (decoder-only and encoder-decoder readers alike)."""
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    v, h = emb.weight.shape
+    inferred["vocab_size"] = inferred["hidden_size"] = "input embedding weight shape"
+    return emb, out, v, h, out is not None and out.weight is emb.weight
+
+
 def _cfg_int(cfg, *names) -> int | None:
     for n in names:
         try:
@@ -211,11 +220,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     n = len(layers)
     inferred["num_layers"] = f"length of the module list '{layers_path}'"
 
-    emb = model.get_input_embeddings()
-    v, h = emb.weight.shape
-    inferred["vocab_size"] = inferred["hidden_size"] = "input embedding weight shape"
-    out = model.get_output_embeddings()
-    tie = out is not None and out.weight is emb.weight
+    emb, out, v, h, tie = _embeddings(model, inferred)
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
@@ -530,11 +535,7 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
                                "count it with `gpuplan model CONFIG --meta` (total only).")
     ne, nd = len(enc), len(dec)
     inferred["num_layers"] = f"length of '{dec_path}' (decoder); encoder_layers: length of '{enc_path}'"
-    emb = model.get_input_embeddings()
-    v, h = emb.weight.shape
-    inferred["vocab_size"] = inferred["hidden_size"] = "input embedding weight shape"
-    out = model.get_output_embeddings()
-    tie = out is not None and out.weight is emb.weight
+    emb, out, v, h, tie = _embeddings(model, inferred)
     a = _cfg_int(cfg, "decoder_attention_heads", "num_attention_heads", "num_heads", "encoder_attention_heads")
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "names no attention heads in its config.",
