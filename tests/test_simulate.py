@@ -436,3 +436,28 @@ def test_mlperf_server_rows_simulate_one_replica_at_its_share():
     # a row whose GPUs are one replica keeps its own rate
     one = vsl.scenario(rows["SG01"])
     assert one["infer"]["load"]["rate_per_s"] == 4.0 and "max_num_seqs" not in one["infer"]
+
+
+def test_recommend_reads_rate_and_slo_from_the_load_block_and_agrees_with_serve():
+    """A serving scenario's own infer.load (rate_per_s, slo_ttft_s, slo_tpot_s) sizes the plan without any
+    argument, and the percentiles recommend reports are the ones `serve` simulates for the same scenario
+    (before: 400 arrivals per sizing run read the warm-up as an overload and asked for twice the GPUs)."""
+    from pathlib import Path
+    from gpuplan.search import recommend
+    example = Path(__file__).resolve().parents[1] / "examples" / "serve-load-llama-70b.yaml"
+    res = recommend(str(example))
+    assert res.plans, [r.reason for r in res.rejected][:3]
+    plan = res.plans[0]
+    load = plan.estimate["load"]
+    assert (load["rate_per_s"], load["replicas"], plan.count) == (10.0, 1, 8)
+    r = pipeline.resolve(str(example))
+    served = pipeline.serving_load(r, pipeline.memory(r), search=False)
+    assert load["ttft_at_percentile_s"] == pytest.approx(served["ttft_s"]["p99"], rel=1e-9)
+    assert load["tpot_at_percentile_s"] == pytest.approx(served["tpot_s"]["p99"], rel=1e-9)
+    # priced at the rate it was sized for: $/h over (10 requests/s x mean output tokens)
+    per_hour = plan.estimate["cost"]["usd_per_hour"]
+    tokens_per_h = 10.0 * load["mean_output_tokens"] * 3600
+    assert plan.estimate["cost"]["usd_per_million_tokens"] == pytest.approx(per_hour / tokens_per_h * 1e6, rel=0.02)
+    # an argument still wins over the load block
+    assert recommend(str(example), requests_per_s=30.0).plans == () or \
+        recommend(str(example), requests_per_s=30.0).plans[0].estimate["load"]["rate_per_s"] == 30.0

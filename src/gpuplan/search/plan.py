@@ -169,8 +169,13 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
         n = c.perf.details["replicas"]
         goodput = load.get("goodput_requests_per_s")
         estimate["load"] = {**load, "replicas": n, "rate_per_s": s.cons.requests_per_s,
-                            "goodput_requests_per_s": None if goodput is None else goodput * n,
+                            # the run at the fewest replicas that meet the SLO carried the whole rate over
+                            # that many replicas; more replicas only lower latency (goodput <= rate)
+                            "goodput_requests_per_s": None if goodput is None else
+                            min(goodput * load.get("replicas_needed", n), s.cons.requests_per_s),
                             "usd_per_million_tokens": c.cost.usd_per_million_tokens}
+        # the plan is priced at the rate it was sized for, not at the scenario's concurrency
+        estimate["cost"]["usd_per_million_tokens"] = c.cost.usd_per_million_tokens
         pct = f"p{load['slo']['percentile']:g}" if load.get("slo") else "p99"
         why = why[:1] + (f"sized by simulation: {n} replica(s) at {load['rate_per_replica_s']:.3g} requests/s each; "
                          f"{pct} TTFT {load['ttft_at_percentile_s'] * 1e3:,.0f} ms, TPOT "

@@ -156,10 +156,26 @@ def _constraints(data: dict[str, Any], preset_obj: Preset | None,
         # cheap cards); a default ceiling keeps answers usable and is stated in the assumptions
         cons = dataclasses.replace(cons, deadline_days=DEFAULT_DEADLINE_DAYS)
         default_deadline = True
+    cons = _load_targets(cons, data, given, file_cons)
     scn_cost = data.get("cost") or {}
     if "spot" in scn_cost and given.get("spot") is None and "spot" not in file_cons:
         cons = dataclasses.replace(cons, spot=bool(scn_cost["spot"]))
     return cons, default_deadline
+
+
+# a serving scenario's own load block states the rate and the SLO it must meet (infer.load): the search
+# sizes replicas for them unless an argument or the file's `constraints:` says otherwise
+_LOAD_TARGETS = (("requests_per_s", "rate_per_s"), ("ttft_s", "slo_ttft_s"), ("tpot_s", "slo_tpot_s"))
+
+
+def _load_targets(cons: Constraints, data: Mapping[str, Any], given: Mapping[str, Any],
+                  file_cons: Mapping[str, Any]) -> Constraints:
+    load = (data.get("infer") or {}).get("load") if data.get("task") == "infer" else None
+    if not isinstance(load, Mapping):
+        return cons
+    fill = {c: load[k] for c, k in _LOAD_TARGETS
+            if load.get(k) is not None and given.get(c) is None and c not in file_cons}
+    return cons.merged(**fill) if fill else cons
 
 
 def _space(data: dict[str, Any], preset_obj: Preset | None, gpus: Sequence[str] | None) -> S.Space:
@@ -281,8 +297,12 @@ def _assumptions(s: Search) -> tuple[str, ...]:
                        "set --deadline DAYS (or constraints.deadline_days) to change it")
     else:
         inf = sp.base.get("infer", {})
-        out.append(f"serving {inf.get('prompt_len', 1024)}-token prompts, {inf.get('output_len', 256)} output "
-                   f"tokens, {inf.get('concurrency', 1)} concurrent requests per replica")
+        c = s.cons
+        sized = bool(c.requests_per_s) and (c.ttft_s is not None or c.tpot_s is not None)
+        out.append(f"serving {inf.get('prompt_len', 1024)}-token prompts, {inf.get('output_len', 256)} output tokens, "
+                   + (f"Poisson arrivals at {c.requests_per_s:g} requests/s, replicas sized by the load simulator "
+                      "(lengths from infer.load where given)" if sized else
+                      f"{inf.get('concurrency', 1)} concurrent requests per replica"))
     out.append("rent prices: cheapest matching offering, whole instances billed; spot only when allowed")
     if s.preset:
         out.append(f"preset {s.preset.name}: {s.preset.summary}")

@@ -21,6 +21,10 @@ __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "Constan
            "SpecCost", "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
            "saturation", "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
+# requests simulated per replica count when sizing for an SLO without a scenario load block: the
+# scenario default (ScenarioLoad.requests); fewer arrivals make the overload test see the warm-up as growth
+DEFAULT_SLO_REQUESTS = 1000
+SLO_MAX_REQUESTS = 2000
 OVERLOAD_GROWTH = 0.05         # requests in the system growing at > 5 % of the arrival rate: no bound
 CAPACITY_REQUESTS = 1000       # requests per simulation inside the rate bisections (at least)
 MAX_CAPACITY_REQUESTS = 5000   # (at most)
@@ -317,12 +321,16 @@ def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: A
 
 
 def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, slo: Mapping[str, Any], *,
-                     requests: int = 400, max_replicas: int = 4096) -> tuple[int, dict[str, Any]] | None:
+                     requests: int | None = None, max_replicas: int = 4096) -> tuple[int, dict[str, Any]] | None:
     """The fewest replicas whose simulated `slo['percentile']` TTFT and TPOT meet the SLO when each gets
     rate/replicas Poisson arrivals (and its queue stays bounded), with that replica's load summary;
-    None when even `max_replicas` do not (one request alone is slower than the SLO)."""
+    None when even `max_replicas` do not (one request alone is slower than the SLO). Each replica
+    simulates the scenario's own `infer.load.requests` (what `serve` simulates; at most SLO_MAX_REQUESTS)
+    unless told otherwise."""
     inf = scn.infer
     load = inf.load
+    if requests is None:   # bounded work per candidate: at most SLO_MAX_REQUESTS per simulated replica count
+        requests = min(load.requests, SLO_MAX_REQUESTS) if load is not None else DEFAULT_SLO_REQUESTS
     policy, _ = engine_policy(scn, serving, capacity_bytes)
     inp = _lengths(load.input if load is not None else None, inf.prompt_len)
     out = _lengths(load.output if load is not None else None, inf.output_len)
