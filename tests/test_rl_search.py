@@ -63,3 +63,17 @@ def test_the_answer_does_not_depend_on_the_placement_the_scenario_starts_from():
     a = recommend_rl(GRPO, steps=100)
     b = recommend_rl("examples/grpo-7b-split.yaml", steps=100)
     assert [(p.label, round(p.step_time_s, 6)) for p in a.plans] == [(p.label, round(p.step_time_s, 6)) for p in b.plans]
+
+
+def test_recommend_on_an_rl_scenario_runs_the_placement_search(capsys):
+    """`gpuplan recommend` on a GRPO scenario answers with placements (before: the layout search built a
+    one-GPU template and failed on the split example's rollout_gpus=4); the library call names the way."""
+    from gpuplan.cli import main
+    from gpuplan.search import recommend
+    with pytest.raises(InputError) as err:
+        recommend("examples/grpo-7b-split.yaml")
+    assert err.value.what == "train.objective grpo" and "rl-plan" in err.value.fix
+    assert main(["recommend", "examples/grpo-7b-split.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "RL placements" in out and "colocated on 8 GPUs" in out and "split 4 rollout (tp=4) + 4 training" in out
+    assert "does not fit" in out       # rejections with their reason

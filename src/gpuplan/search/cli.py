@@ -102,7 +102,14 @@ def run_recommend(args: argparse.Namespace) -> int:
     from ..plot import plot_path
     from . import recommend
     target = plot_path(args.plot, "recommend") if args.plot else None
-    rec = recommend(partial_from_args(args), objective=args.objective, top=args.top, gpus=_split(args.gpus),
+    data = partial_from_args(args)
+    from .recommend import is_rl
+    if is_rl(data):     # an RL job's plans are rollout/training placements (rl_search.py)
+        args.steps, args.sync_only = getattr(args, "steps", 1000), getattr(args, "sync_only", False)
+        emit("RL objective: the plans are placements of rollout and training on the scenario's GPUs "
+             "(the same search as `gpuplan rl-plan`, cheapest for 1,000 steps; set --steps there).", info=True)
+        return run_rl_plan(args)
+    rec = recommend(data, objective=args.objective, top=args.top, gpus=_split(args.gpus),
                     preset=args.preset, budget_usd=args.budget, budget_usd_per_hour=args.budget_per_hour,
                     deadline_days=args.deadline, max_gpus=args.max_gpus, owned=_owned(args.owned),
                     providers=_split(args.providers), spot=args.spot, ttft_s=args.ttft, tpot_s=args.tpot,

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 from .. import pipeline
 from ..errors import InputError, UnknownNameError
 from ..models import get_model
-from ..scenario import Scenario
+from ..scenario import RL_OBJECTIVES, Scenario
 from ..term import Progress
 from . import guard
 from . import space as S
@@ -74,6 +74,7 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
                  requests_per_s=requests_per_s, tokens_per_s=tokens_per_s, min_headroom=min_headroom)
     guard.check_constraints(given, "recommend argument")
     data = _partial(scenario_or_partial)
+    _refuse_rl(data)
     preset_name = preset or data.get("preset")
     if preset_name is not None and not isinstance(preset_name, str):
         raise UnknownNameError("preset", f"must be a preset name, got {preset_name!r}."[:200],
@@ -91,6 +92,23 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     _run(s, candidates, named_ids, progress, t0)
     beyond = _beyond_default_limits(s, data, candidates, named_ids, progress, t0)
     return _finish(s, named_ids, time.perf_counter() - t0, beyond)
+
+
+def is_rl(data: Mapping[str, Any]) -> bool:
+    """An RL objective (grpo, ppo, rloo): its plans are placements of rollout and training GPUs."""
+    train = data.get("train")
+    return isinstance(train, Mapping) and train.get("objective") in RL_OBJECTIVES
+
+
+def _refuse_rl(data: Mapping[str, Any]) -> None:
+    # the GPU/count/layout search evaluates one training layout per candidate; an RL step also places a
+    # rollout engine (colocated or on rollout_gpus of its own), which the placement search enumerates
+    if is_rl(data):
+        raise InputError(f"train.objective {data['train']['objective']}",
+                         "is an RL objective: its plans are placements of the rollout engine and the trainer on "
+                         "the scenario's GPUs, which the layout search does not enumerate.",
+                         "use gpuplan.search.rl_search.recommend_rl (CLI: `gpuplan rl-plan SCENARIO` — "
+                         "`gpuplan recommend` runs it for an RL scenario), with hardware.gpu and hardware.count set.")
 
 
 def _default_cap(s: Search) -> bool:
