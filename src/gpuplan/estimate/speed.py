@@ -31,7 +31,7 @@ from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
-from .sustained_gemm import fp8_vs_16bit
+from .sustained_gemm import fp8_vs_16bit_for
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
            "performance_details", "clock_factor",
@@ -303,11 +303,11 @@ def _linear_time(c: _Train) -> float:
             # layers' linears; the lm_head stays 16-bit (torchtitan filters "output"; Megatron's
             # output layer is not a TE fp8 module)
             dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
-        # the 16-bit efficiency times the vendor's published FP8-vs-16-bit sustained ratio (AMD MAF; 1.0
-        # where none is published)
+        # the 16-bit efficiency times the published FP8-vs-16-bit sustained ratio (AMD MAF, MAMF on Hopper;
+        # the family's part nearest in power density; 1.0 where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
-                        eta_scale=fp8_vs_16bit(_family(c.gpu)) if eff is not None else 1.0)
+                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
