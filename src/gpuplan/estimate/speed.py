@@ -25,7 +25,8 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
                     training_flops_per_token)
 from . import fp8 as fp8_recipes
 from . import optim
-from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
+from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
+                                engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
@@ -384,13 +385,18 @@ def _attention_time(c: _Train) -> float:
         attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
             * tr.micro_batch / c.par.tp
     rates = _kernel_rates(c)
+    fused = None if (tr.attention == "eager" or c.attn_dtype == "fp32") else \
+        _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
+    bwd_ratio = backward_flop_ratio(fused)
     if rates is not None:
-        return attention_time(attn_f, c.rc.attention_share, rates)
+        return attention_time(attn_f, c.rc.attention_share, rates, bwd_ratio)
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
     t_attn_f = attn_f / (peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu))
-    return t_attn_f * (3.0 + c.rc.attention_share)
+    # calibrated: backward = 2x the forward time, as on the FlashAttention-2 rows η_attn was fitted on; a kernel
+    # whose backward does more tile matmuls (AOTriton's split dK/dV + dQ: 7 to FA2's 5) takes the difference
+    return t_attn_f * (1.0 + c.rc.attention_share + 2.0 * bwd_ratio / BACKWARD_FLOP_RATIO)
 
 
 def _fp8_cast_bytes(c: _Train) -> float:
