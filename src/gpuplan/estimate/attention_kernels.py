@@ -20,7 +20,8 @@ backend", torch/backends/cuda/__init__.py `preferred_rocm_fa_library`, torch 2.1
 with TORCH_ROCM_FA_PREFER_CK=1), and ROCm Transformer Engine's fused attention is Composable Kernel
 (`ck`). `ck` has one published MI300X point (ROCm/flash-attention#142); AOTriton has no published
 MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks on CDNA keep the
-calibrated efficiency (docs/speed.md §2.9).
+calibrated efficiency (docs/speed.md §2.9) — but its backward does seven tile matmuls to FlashAttention-2's
+five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
 
 Where a family has no published kernel figures (Ampere, Ada, Blackwell, AOTriton on AMD, ...) the
 calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
