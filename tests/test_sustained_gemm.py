@@ -66,3 +66,4 @@ def test_fp8_training_gemms_take_the_published_shortfall_on_mi300x_and_on_hopper
     r_h = _matmul_s("h100-sxm", "fp8") / _matmul_s("h100-sxm", "bf16")
     assert r_mi == pytest.approx(0.070 + 0.930 / (2 * mi300x), rel=0.01)
     assert r_h == pytest.approx(0.070 + 0.930 / (2 * H100_RATIO), rel=0.01)
+

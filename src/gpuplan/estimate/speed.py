@@ -569,11 +569,15 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
         w_b = 2.0 if c.tr.precision != "fp32" else 4.0
+        # torchtitan wraps every block with FSDP2 MixedPrecisionPolicy(reduce_dtype=mixed_precision_reduce), whose
+        # default is float32 (torchtitan/config/job_config.py @2c8b5947 `mixed_precision_reduce = "float32"`;
+        # models/llama3/infra/parallelize.py `apply_fsdp`): the gradient reduce-scatter moves fp32
+        g_b = 4.0 if c.scn.framework == "torchtitan" else c.grad_b
         t = 0.0
         for params, n, lk in groups:
             unit = params / max(1.0, c.L_stage)
             t += c.L_stage * 2 * all_gather_time(unit * w_b, n, lk)
-            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, lk)
+            t += c.L_stage * reduce_scatter_time(unit * train_frac * g_b, n, lk)
         return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
     t = sum(all_reduce_time(params * train_frac * c.grad_b, n, lk) for params, n, lk in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
