@@ -75,20 +75,29 @@ def _power_density(g) -> float | None:
     return tdp / (p16 / 1e12) if tdp and p16 else None
 
 
+@lru_cache(maxsize=None)
+def _measured(family: str) -> tuple[tuple[str, float | None, float], ...]:
+    """(gpu id, power density, FP8-vs-16-bit ratio) of every catalog GPU of `family` with both rows."""
+    from ..hardware import get_gpu
+    out = []
+    for gid in sorted({r["gpu"] for r in _rows()}):
+        g = get_gpu(gid)
+        ratio = _ratio(gid)
+        if str(g.family).lower() == family and ratio is not None:
+            out.append((gid, _power_density(g), ratio))
+    return tuple(out)
+
+
 def fp8_vs_16bit_for(gpu) -> float:
     """FP8-vs-16-bit sustained ratio for `gpu` (a GpuSpec): its own published rows, else those of the
     measured GPU of its family nearest in power density (TDP / 16-bit peak), else the family mean (1.0
     for a family without published rows)."""
-    from ..hardware import get_gpu
     family = str(gpu.family).lower()
-    own = _ratio(gpu.id) if any(r["gpu"] == gpu.id for r in _rows()) else None
-    if own is not None:
-        return own
+    measured = _measured(family)
+    for gid, _, ratio in measured:
+        if gid == gpu.id:
+            return ratio
     here = _power_density(gpu)
-    measured = [(gid, _power_density(get_gpu(gid))) for gid in sorted({r["gpu"] for r in _rows()})
-                if str(get_gpu(gid).family).lower() == family and _ratio(gid) is not None]
-    if here is None or not measured or any(d is None for _, d in measured):
+    if here is None or not measured or any(d is None for _, d, _ in measured):
         return fp8_vs_16bit(family)
-    gid = min(measured, key=lambda t: (abs(t[1] - here), t[0]))[0]
-    return _ratio(gid)
-
+    return min(measured, key=lambda t: (abs(t[1] - here), t[0]))[2]
