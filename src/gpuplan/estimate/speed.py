@@ -503,6 +503,15 @@ def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
     return max(0.0, t_ep - t_compute) + t_ep / max(1, c.m)
 
 
+def _fp8_tp_all_gather(c: _Train) -> bool:
+    """torchtitan's float8 tensor parallelism all-gathers in FP8: with tensorwise float8 linears it applies
+    torchao's Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput (parallelize_llama.py
+    `apply_tp` @9dec370, `enable_float8_tensorwise_tp` @2c8b5947), which cast the sequence-parallel input to
+    FP8 before its all-gather and cast the rowwise outputs' gradients to FP8 before the backward all-gather
+    (torchao/float8/float8_tensor_parallel.py @710f52ba); the reduce-scatters stay 16-bit."""
+    return c.scn.framework == "torchtitan" and c.fp8 is not None and c.fp8.name == "tensorwise"
+
+
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
@@ -513,7 +522,13 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
     if tp > 1:
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
-        detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
+        size = tokens * h * act_b
+        if _fp8_tp_all_gather(c):
+            # each sequence-parallel all-reduce equivalent is a 16-bit reduce-scatter plus an FP8 all-gather
+            per = reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link)
+        else:
+            per = all_reduce_time(size, tp, link)
+        detail["tp"] = t = c.L_stage * n_ar * per
         exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
