@@ -94,9 +94,11 @@ def test_ck_on_mi300x_is_one_flat_published_point():
 
 
 def test_sdpa_on_mi300x_keeps_the_calibrated_efficiency_and_ck_times_by_hand():
-    # the calibrated path: forward FLOPs / (peak x eta_attn) x (3 + recompute share); ck: 1/353 + 2.5/194
-    sdpa = _attn_seconds("torchtitan", gpu="mi300x")
-    assert sdpa == pytest.approx(_attn_seconds("torchtitan", gpu="mi300x", attention_kernel="fa2"), rel=1e-9)
+    # the calibrated path: forward FLOPs / (peak x eta_attn) x (1 + recompute share + 2 x bwd/2.5), where
+    # bwd is the kernel's backward-to-forward matmul ratio: FA2 5/2 (-> 3 + share), AOTriton 7/2 (-> 3.8 + share)
+    sdpa = _attn_seconds("torchtitan", gpu="mi300x", recompute="none")
+    fa2 = _attn_seconds("torchtitan", gpu="mi300x", attention_kernel="fa2", recompute="none")
+    assert sdpa / fa2 == pytest.approx(3.8 / 3.0, rel=1e-9)
     ck = _attn_seconds("torchtitan", gpu="mi300x", attention_kernel="ck")
     assert _attn_seconds("megatron", gpu="mi300x") == pytest.approx(ck, rel=1e-9)
     # llama-3.1-8b, 8k tokens, no recompute: forward causal FLOPs per GPU = 4 * 8192 * (8192+1)/2 (keys seen
@@ -114,3 +116,19 @@ def test_vllm_on_rocm_runs_triton_unified_attention_without_figures():
     mi = _serving("vllm", "mi300x")
     assert mi.prefill_kernel == "triton"
     assert mi.prefill_attention_time(1e15, 8192) == pytest.approx(mi.prefill_attention_time(1e15), rel=1e-9)
+
+
+def test_aotriton_backward_does_seven_tile_matmuls_to_flash_attention_2s_five():
+    # ROCm/aotriton 0.10b tritonsrc/bwd_inner_dk_dv.py: qk, dv, dp, dk; bwd_inner_dq.py: qk, dp, dq
+    from gpuplan.estimate.attention_kernels import backward_flop_ratio
+    assert backward_flop_ratio("aotriton") == 7 / 2
+    assert backward_flop_ratio("fa2") == backward_flop_ratio("ck") == backward_flop_ratio(None) == 5 / 2
+    # full recompute adds one forward: (1 + 1 + 2 x 3.5/2.5) / (1 + 1 + 2) = 4.8 / 4
+    full = _attn_seconds("torchtitan", gpu="mi300x", recompute="full")
+    full_fa2 = _attn_seconds("torchtitan", gpu="mi300x", attention_kernel="fa2", recompute="full")
+    assert full / full_fa2 == pytest.approx(4.8 / 4.0, rel=1e-9)
+    # NVIDIA stacks keep FlashAttention-2's five matmuls: unchanged
+    assert _attn_seconds("torchtitan") == pytest.approx(_attn_seconds("torchtitan", attention_kernel="fa2"), rel=1e-12)
+    # with a kernel rate, the backward FLOPs scale the same way: f/F + 3.5 f/B
+    assert attention_time(1e12, 0.0, (200e12, 100e12), 3.5) == pytest.approx(1e12 / 200e12 + 3.5e12 / 100e12)
+

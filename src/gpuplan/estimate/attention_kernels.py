@@ -20,7 +20,8 @@ backend", torch/backends/cuda/__init__.py `preferred_rocm_fa_library`, torch 2.1
 with TORCH_ROCM_FA_PREFER_CK=1), and ROCm Transformer Engine's fused attention is Composable Kernel
 (`ck`). `ck` has one published MI300X point (ROCm/flash-attention#142); AOTriton has no published
 MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks on CDNA keep the
-calibrated efficiency (docs/speed.md §2.9).
+calibrated efficiency (docs/speed.md §2.9) — but its backward does seven tile matmuls to FlashAttention-2's
+five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
 
 Where a family has no published kernel figures (Ampere, Ada, Blackwell, AOTriton on AMD, ...) the
 calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
@@ -36,6 +37,17 @@ from functools import lru_cache
 from importlib import resources
 
 BACKWARD_FLOP_RATIO = 2.5
+
+# Matmuls per (query block, key block) tile in a kernel's backward, where it differs from FlashAttention-2's
+# five (recompute QK^T; dV += P^T dO; dP = dO V^T; dQ += dS K; dK += dS^T Q). AOTriton, PyTorch SDPA's flash
+# backend on AMD, splits the backward into a dK/dV kernel and a dQ kernel that each recompute QK^T and dP:
+# ROCm/aotriton 0.10b (6fca155f) tritonsrc/bwd_inner_dk_dv.py does qk, dv, dp, dk (4) and
+# tritonsrc/bwd_inner_dq.py qk, dp, dq (3); its one-launch `bwd_kernel_fuse` calls the same two inner loops
+# (bwd_inner_dk_dv_fuse + bwd_inner_dq), so it is 7 as well. PyTorch dispatches the split pair for head dim
+# x seq >= 64 x 512 (pytorch aten/src/ATen/native/transformers/hip/flash_attn/aot/mha_all_aot.hip
+# `mha_bwd_aot`, `use_fused_bwd`, @40519fbb), e.g. every 8k-token Llama layer.
+BACKWARD_MATMULS = {"aotriton": 7}
+FORWARD_MATMULS = 2
 KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck")
 AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
@@ -115,11 +127,18 @@ def reference_gpu(kernel: str, family: str) -> str | None:
     return hit[0] if hit else None
 
 
-def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float, float]) -> float:
+def backward_flop_ratio(kernel: str | None) -> float:
+    """Backward matmul FLOPs of `kernel` over its forward's: 2.5 for FlashAttention-2-style kernels
+    (five tile matmuls to the forward's two), 3.5 for AOTriton's split backward (seven)."""
+    return BACKWARD_MATMULS.get(kernel or "", 5) / FORWARD_MATMULS
+
+
+def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float, float],
+                   bwd_ratio: float = BACKWARD_FLOP_RATIO) -> float:
     """Seconds for forward + backward (+ the recomputed share of the forward) of `flops_fwd` causal
-    attention FLOPs."""
+    attention FLOPs; `bwd_ratio` is the kernel's backward FLOPs over its forward's."""
     f, b = rates
-    return flops_fwd * ((1.0 + recompute_share) / f + BACKWARD_FLOP_RATIO / b)
+    return flops_fwd * ((1.0 + recompute_share) / f + bwd_ratio / b)
 
 
 def describe(kernel: str) -> str:

@@ -25,13 +25,14 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
                     training_flops_per_token)
 from . import fp8 as fp8_recipes
 from . import optim
-from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
+from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
+                                engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
-from .sustained_gemm import fp8_vs_16bit
+from .sustained_gemm import fp8_vs_16bit_for
 
 __all__ = ["estimate_performance", "train_performance", "infer_performance", "serving_curve", "serving_model",
            "performance_details", "clock_factor",
@@ -303,11 +304,11 @@ def _linear_time(c: _Train) -> float:
             # layers' linears; the lm_head stays 16-bit (torchtitan filters "output"; Megatron's
             # output layer is not a TE fp8 module)
             dtype, eff = (c.attn_dtype, None) if b.kind == "lm_head" else ("fp8", c.attn_dtype)
-        # the 16-bit efficiency times the vendor's published FP8-vs-16-bit sustained ratio (AMD MAF; 1.0
-        # where none is published)
+        # the 16-bit efficiency times the published FP8-vs-16-bit sustained ratio (AMD MAF, MAMF on Hopper;
+        # the family's part nearest in power density; 1.0 where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
-                        eta_scale=fp8_vs_16bit(_family(c.gpu)) if eff is not None else 1.0)
+                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
@@ -384,13 +385,18 @@ def _attention_time(c: _Train) -> float:
         attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
             * tr.micro_batch / c.par.tp
     rates = _kernel_rates(c)
+    fused = None if (tr.attention == "eager" or c.attn_dtype == "fp32") else \
+        _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
+    bwd_ratio = backward_flop_ratio(fused)
     if rates is not None:
-        return attention_time(attn_f, c.rc.attention_share, rates)
+        return attention_time(attn_f, c.rc.attention_share, rates, bwd_ratio)
     eta_attn = _fam(c.P["attention"], _family(c.gpu))
     if tr.attention == "eager":
         eta_attn *= c.P["eager_attention_scale"]
     t_attn_f = attn_f / (peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu))
-    return t_attn_f * (3.0 + c.rc.attention_share)
+    # calibrated: backward = 2x the forward time, as on the FlashAttention-2 rows η_attn was fitted on; a kernel
+    # whose backward does more tile matmuls (AOTriton's split dK/dV + dQ: 7 to FA2's 5) takes the difference
+    return t_attn_f * (1.0 + c.rc.attention_share + 2.0 * bwd_ratio / BACKWARD_FLOP_RATIO)
 
 
 def _fp8_cast_bytes(c: _Train) -> float:
@@ -497,6 +503,15 @@ def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
     return max(0.0, t_ep - t_compute) + t_ep / max(1, c.m)
 
 
+def _fp8_tp_all_gather(c: _Train) -> bool:
+    """torchtitan's float8 tensor parallelism all-gathers in FP8: with tensorwise float8 linears it applies
+    torchao's Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput (parallelize_llama.py
+    `apply_tp` @9dec370, `enable_float8_tensorwise_tp` @2c8b5947), which cast the sequence-parallel input to
+    FP8 before its all-gather and cast the rowwise outputs' gradients to FP8 before the backward all-gather
+    (torchao/float8/float8_tensor_parallel.py @710f52ba); the reduce-scatters stay 16-bit."""
+    return c.scn.framework == "torchtitan" and c.fp8 is not None and c.fp8.name == "tensorwise"
+
+
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
@@ -507,7 +522,13 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
     if tp > 1:
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
-        detail["tp"] = t = c.L_stage * n_ar * all_reduce_time(tokens * h * act_b, tp, link)
+        size = tokens * h * act_b
+        if _fp8_tp_all_gather(c):
+            # each sequence-parallel all-reduce equivalent is a 16-bit reduce-scatter plus an FP8 all-gather
+            per = reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link)
+        else:
+            per = all_reduce_time(size, tp, link)
+        detail["tp"] = t = c.L_stage * n_ar * per
         exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
@@ -563,11 +584,15 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
         w_b = 2.0 if c.tr.precision != "fp32" else 4.0
+        # torchtitan wraps every block with FSDP2 MixedPrecisionPolicy(reduce_dtype=mixed_precision_reduce), whose
+        # default is float32 (torchtitan/config/job_config.py @2c8b5947 `mixed_precision_reduce = "float32"`;
+        # models/llama3/infra/parallelize.py `apply_fsdp`): the gradient reduce-scatter moves fp32
+        g_b = 4.0 if c.scn.framework == "torchtitan" else c.grad_b
         t = 0.0
         for params, n, lk in groups:
             unit = params / max(1.0, c.L_stage)
             t += c.L_stage * 2 * all_gather_time(unit * w_b, n, lk)
-            t += c.L_stage * reduce_scatter_time(unit * train_frac * c.grad_b, n, lk)
+            t += c.L_stage * reduce_scatter_time(unit * train_frac * g_b, n, lk)
         return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
     t = sum(all_reduce_time(params * train_frac * c.grad_b, n, lk) for params, n, lk in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward

@@ -11,6 +11,14 @@ The speed model times FP8 *training* GEMMs with the 16-bit table's efficiency (t
 fitted on inference engines), which on CDNA3 would credit FP8 with the full 2x of its datasheet; this
 ratio takes the published shortfall off. Families without MAF rows get 1.0 (unchanged).
 
+NVIDIA publishes no such table, but Stas Bekman's MAMF finder measures both formats with one method on one
+machine (ml-engineering `compute/accelerator/README.md` @b9e29720, v2 tables: torch `matmul` / `_scaled_mm`,
+mean of 100 iterations after 50 warm-up, best shape of a sweep): H100 SXM (700 W) BF16 794.5 = 80.3 % and FP8
+1402.6 = 70.9 % of peak, ratio 0.883; GH200 (141 GB, 900 W) 83.6 % and 77.6 %, ratio 0.928. The shortfall
+shrinks as the power budget per 16-bit FLOP grows (AMD's two parts show the same: MAF runs both formats near one
+power-capped clock), so a GPU takes the ratio of the measured part of its family nearest in power density
+(TDP / 16-bit peak): H100 and H200 (700 W) and the 500 W H100 take H100 SXM's, a 900-1000 W GH200 its own.
+
 The same rows show the dense-GEMM clock under the board limit (0.57 of boost on the MI300X, 0.69 on the
 1000 W MI325X); the calibrated CDNA3 efficiency is a delivered fraction of peak that already includes
 it, so the clock is documented (docs/speed.md §2.9), not applied a second time.
@@ -52,3 +60,44 @@ def fp8_vs_16bit(family: str) -> float:
         if f8 and b16:
             ratios.append(f8 / b16)
     return sum(ratios) / len(ratios) if ratios else 1.0
+
+
+def _ratio(gid: str) -> float | None:
+    from ..hardware import get_gpu
+    p = get_gpu(gid).peak_flops_per_s
+    f8, b16 = maf_fraction(gid, "fp8", p["fp8"]), maf_fraction(gid, "bf16", p["bf16"])
+    return f8 / b16 if f8 and b16 else None
+
+
+def _power_density(g) -> float | None:
+    """Board power per 16-bit FLOP/s (W per TFLOP/s); None without a TDP."""
+    tdp, p16 = getattr(g, "tdp_w", None), g.peak_flops_per_s.get("bf16")
+    return tdp / (p16 / 1e12) if tdp and p16 else None
+
+
+@lru_cache(maxsize=None)
+def _measured(family: str) -> tuple[tuple[str, float | None, float], ...]:
+    """(gpu id, power density, FP8-vs-16-bit ratio) of every catalog GPU of `family` with both rows."""
+    from ..hardware import get_gpu
+    out = []
+    for gid in sorted({r["gpu"] for r in _rows()}):
+        g = get_gpu(gid)
+        ratio = _ratio(gid)
+        if str(g.family).lower() == family and ratio is not None:
+            out.append((gid, _power_density(g), ratio))
+    return tuple(out)
+
+
+def fp8_vs_16bit_for(gpu) -> float:
+    """FP8-vs-16-bit sustained ratio for `gpu` (a GpuSpec): its own published rows, else those of the
+    measured GPU of its family nearest in power density (TDP / 16-bit peak), else the family mean (1.0
+    for a family without published rows)."""
+    family = str(gpu.family).lower()
+    measured = _measured(family)
+    for gid, _, ratio in measured:
+        if gid == gpu.id:
+            return ratio
+    here = _power_density(gpu)
+    if here is None or not measured or any(d is None for _, d, _ in measured):
+        return fp8_vs_16bit(family)
+    return min(measured, key=lambda t: (abs(t[1] - here), t[0]))[2]
