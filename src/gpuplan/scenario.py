@@ -206,6 +206,10 @@ class RL(_Strict):
     reference_on_host: bool = Field(False, description=(
         "the reference weights live in host memory and are swapped into the policy's parameters for the "
         "reference log-prob pass (NeMo RL Megatron/DTensor workers, use_reference_model)"))
+    logprob_micro_batch: int | None = _num(None, "sequences per micro-batch of the no-grad log-prob passes (NeMo RL "
+                                           "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
+                                           "a pack holds that many padded sequences' tokens; default train.micro_batch",
+                                           lo=1, hi=MAX_BATCH)
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
