@@ -101,14 +101,26 @@ def _packed(scn: Scenario, padded: Scenario, label: str) -> Scenario:
     prompt_len + mean_response_len tokens each, as many per micro-batch as fit in the padded one's tokens."""
     rl = scn.train.rl
     mean_len = rl.prompt_len + response_len(scn)
-    per_pack = max(1, (padded.train.micro_batch * padded.train.seq_len) // mean_len)
-    # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
-    # scenario would otherwise round the global batch up and count sequences the step does not have)
+    budget = padded.train.micro_batch * padded.train.seq_len
     pa = padded.parallel
     dp = max(1, padded.hardware.count // (pa.tp * pa.pp * pa.cp))
+    data = padded.model_dump()
+    if pa.pp > 1:
+        # a pipeline passes fixed-shape buffers between its stages: NeMo RL pads every pack to the longest pack
+        # of the step (`pad_full_seq_to` = max(micro_batch_lengths), megatron_policy_worker.py `train` and
+        # `get_logprobs`, v0.3.0), and first-fit-decreasing fills its fullest bin to within a sequence of the
+        # budget. So each rank runs ceil(its tokens / budget) micro-batches of the budget's tokens, each held
+        # as round(budget / mean) sequences of budget / that many tokens (the attention at about the packed
+        # sequences' length); the global batch is then a count of such slots, not of sequences
+        per_pack = max(1, round(budget / mean_len))
+        bins = math.ceil(padded.train.global_batch / dp * mean_len / budget)
+        data["train"].update(seq_len=budget // per_pack, micro_batch=per_pack, global_batch=bins * per_pack * dp)
+        return scenario_from_dict(data, label)
+    per_pack = max(1, budget // mean_len)
+    # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
+    # scenario would otherwise round the global batch up and count sequences the step does not have)
     while per_pack > 1 and padded.train.global_batch % (per_pack * dp):
         per_pack -= 1
-    data = padded.model_dump()
     data["train"].update(seq_len=mean_len, micro_batch=per_pack)
     return scenario_from_dict(data, label)
 
@@ -142,7 +154,8 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
             "parallel": {"tp": rl.rollout_tp},
             "infer": {"engine": rl.engine, "weights": weights, "kv_cache": weights, "prompt_len": rl.prompt_len,
                       "output_len": rl.max_new_tokens, "concurrency": per_replica,
-                      "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True},
+                      "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True,
+                      "async_scheduling": rl.engine_async_scheduling},
             "cost": scn.cost.model_dump()}
     if capacity is not None and rl.engine == "vllm":
         from ..units import GiB
@@ -472,8 +485,10 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
     k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
-    tokens = base.details["tokens_per_step"] * k
-    fwd = forward_seconds_per_token(base, train, model)
+    # the tokens trained on: what was generated when packed (a pipeline's pack padding is not counted), else
+    # every sequence padded to the maximum
+    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing
+              else base.details["tokens_per_step"] * k)
     lp = forward_only_time(logprob_scenario(scn), model, gpu, network=net, params=P)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
@@ -527,7 +542,10 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                     "generated_tokens_per_step": generated, "bound_by": bound,
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
-    mfu = base.mfu * k * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
+    # (a pipeline's pack padding is computed, not counted: the training tokens over the pass's tokens)
+    useful = tokens / (base.details["tokens_per_step"] * k)
+    mfu = (base.mfu * useful * k * base.step_time_s / step * (train.hardware.count / n)
+           if base.mfu and math.isfinite(step) else None)
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
                                mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
                                details=details)
