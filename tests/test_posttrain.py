@@ -511,3 +511,20 @@ def test_pipeline_packs_are_padded_to_the_budget():
     t = packed_training_scenario(scenario_from_dict(d, "t")).train
     assert (t.micro_batch, t.seq_len, t.global_batch) == (6, 1024, 576)
     assert t.micro_batch * t.seq_len == 4 * 1536
+
+
+def test_colocated_refit_assembles_the_whole_model_on_every_gpu():
+    """NeMo RL's refit (refit_utils.gather_params) gives every GPU the whole 16-bit model: with data parallelism
+    only each GPU already holds it (no traffic); at pp 2 on one node each parameter is broadcast over the
+    pipeline group: 7,615,616,512 x 2 bytes over the NVLink group's effective rate, plus one latency step."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    dp_only = _rl()
+    dp_only["parallel"] = {"zero": 1}
+    assert evaluate(dp_only).performance.details["phases_s"]["weight_sync"] == 0
+    pp2 = _rl()
+    pp2["parallel"] = {"zero": 1, "pp": 2}
+    est = evaluate(pp2)
+    link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)

@@ -411,20 +411,54 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
 
 
 def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any) -> float:
-    """The 16-bit weights from trainer to engine. Colocated: each GPU gathers the full weights of its
-    engine's shard from the training shards (an all-gather over the training GPUs). Split: the trainer
-    sends them to the rollout GPUs over the link between the groups (one pipelined broadcast)."""
+    """The 16-bit weights from trainer to engine.
+
+    Colocated, every GPU assembles the *whole* model, tensor by tensor, and its engine loads its own shard
+    (NeMo RL `refit_policy_generation` -> `get_weights_ipc_handles` -> refit_utils.gather_params, v0.3.0: per
+    parameter, an all-gather of the tensor-parallel slices, a broadcast from the owning pipeline stage to the
+    whole pipeline group and, for routed experts, an all-gather over the expert-parallel group, before the HF
+    renaming and CUDA-IPC hand-off; verl's FSDP path gathers each full tensor over the shard group the same way).
+    Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the whole
+    model (a pipelined ring broadcast moves S bytes per rank in S / bandwidth), the expert all-gather, or under
+    ZeRO-3 the all-gather over the shard group. The HBM copies after it (packing, the engine's load) are left out
+    (tens of milliseconds at HBM rates).
+    Split: the trainer sends them to the rollout GPUs over the link between the groups (one pipelined broadcast)."""
     from .comm import all_gather_time, group_link, p2p_time
     from .speed import _gpus_per_node
     rl, n = scn.train.rl, scn.hardware.count
     gpn = _gpus_per_node(scn, gpu)
-    wbytes = model.params_total * 2.0 / rl.rollout_tp
     if rl.placement == "colocated":
         _, train_gpus = gpu_groups(scn)
-        link = group_link(gpu, train_gpus, train_gpus, gpn, network, P["comm"])
-        return all_gather_time(wbytes, train_gpus, link)
+        pa = scn.parallel
+        whole = model.params_total * 2.0
+        experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
+        if pa.zero >= 3:
+            shard = max(1, train_gpus // (pa.tp * pa.pp))
+            link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
+            return all_gather_time(whole / (pa.tp * pa.pp), shard, link) + _megatron_gather(
+                scn, gpu, P, network, gpn, whole, experts, train_gpus)
+        return _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
     link = group_link(gpu, 2, n, gpn, network, P["comm"])
-    return p2p_time(wbytes, link)
+    return p2p_time(model.params_total * 2.0 / rl.rollout_tp, link)
+
+
+def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any, gpn: int, whole: float,
+                     experts: float, train_gpus: int) -> float:
+    """Seconds for every GPU to hold the whole 16-bit model from its tensor/pipeline/expert shards
+    (refit_utils.gather_params): TP all-gather of each stage's non-expert weights, PP broadcast of the whole
+    model, EP all-gather of the routed experts. Megatron orders groups tp, cp, ep/dp, pp: a TP group spans tp
+    GPUs, an EP group tp x ep, a PP group every training GPU."""
+    from .comm import all_gather_time, group_link
+    pa = scn.parallel
+    t = 0.0
+    if pa.tp > 1:
+        t += all_gather_time((whole - experts) / pa.pp, pa.tp, group_link(gpu, pa.tp, pa.tp, gpn, network, P["comm"]))
+    if pa.pp > 1:
+        link = group_link(gpu, pa.pp, train_gpus, gpn, network, P["comm"])
+        t += whole / link.effective_bytes_per_s + (pa.pp - 1) * link.latency_s
+    if pa.ep > 1 and experts:
+        t += all_gather_time(experts, pa.ep, group_link(gpu, pa.ep, pa.tp * pa.ep, gpn, network, P["comm"]))
+    return t
 
 
 def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
