@@ -6,14 +6,15 @@ the step. docs/posttrain.md has the equations and sources.
 The phases reuse the existing engines, so they agree with `gpuplan serve` and `gpuplan train`:
 - rollout: an inference scenario (engine, rollout_tp, gpu_memory_utilization; prompts x group
   sequences spread over the rollout replicas) through the memory engine (weights, KV pool, CUDA graphs,
-  profile run) and the serving speed engine (`speed._Serving`: prefill and decode steps at the batch
-  the KV pool allows);
+  profile run); the slowest replica's responses (response_lengths) served by the engine's scheduler as
+  simulated in estimate/load on the serving speed engine's step cost (`speed._Serving`);
 - training: the SFT step of the generated batch (prompt + max_new_tokens per sequence,
   prompts x group sequences per optimizer step) on the training GPUs;
-- log-prob passes and the reward model: no-grad forwards over the same tokens at the training step's
-  efficiency (posttrain.forward_seconds_per_token);
-- weight sync: the 16-bit weights gathered from the trainer's shards into the engine (colocated: an
-  all-gather over the training GPUs) or sent to the rollout GPUs (split: over the link between them).
+- log-prob passes: forward-only passes of the training engine (speed.forward_only_time) in the log-prob
+  micro-batches; the reward model: a no-grad forward at the training step's efficiency
+  (posttrain.forward_seconds_per_token);
+- weight sync: the 16-bit weights gathered from the trainer's shards into the engine (colocated: every GPU
+  assembles the whole model, NeMo RL gather_params) or sent to the rollout GPUs (split: over the link between them).
 
 Placement. Colocated (verl's hybrid engine, TRL `vllm_mode="colocate"`): every GPU holds the trainer
 and a rollout engine; the engine frees its KV cache (verl rollout `free_cache_engine: true`,
