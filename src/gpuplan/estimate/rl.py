@@ -393,11 +393,14 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     mem = estimate_memory(inf, model, capacity)
     sv = _Serving(inf, model, gpu, P, None, network, mem)
     replicas = gpu_groups(scn)[0] // rl.rollout_tp
-    if not sv.kv_capacity_tokens or sv.kv_capacity_tokens < rl.prompt_len + rl.max_new_tokens:
+    if not sv.kv_capacity_tokens:
+        return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
+    policy, _ = engine_policy(inf, sv, capacity)
+    need = -(-(rl.prompt_len + rl.max_new_tokens) // policy.block_size)
+    if need > policy.kv_blocks:       # one full-length response does not fit the KV pool
         return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
     lengths = replica_lengths(scn, replicas)
     n_r = len(lengths)
-    policy, _ = engine_policy(inf, sv, capacity)
     policy = replace(policy, max_num_seqs=min(policy.max_num_seqs, max(n_r, 1)))
     wl = Workload(np.zeros(n_r), np.full(n_r, rl.prompt_len, dtype=np.int64), np.array(lengths, dtype=np.int64))
     cost = step_cost(sv, policy.max_num_seqs, rl.prompt_len + rl.max_new_tokens,
@@ -560,7 +563,9 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     generated = sequences_per_step(scn) * response_len(scn)
     notes = [f"{scn.train.objective} step: {sequences_per_step(scn)} responses ({rl.prompts_per_step} prompts x "
              f"group {rl.group_size}); rollout on {roll.get('replicas')} {rl.engine} replica(s) of tp={rl.rollout_tp}, "
-             f"{roll.get('batch')} sequences at once per replica in {roll.get('waves')} wave(s)",
+             f"up to {roll.get('batch')} sequences at once per replica (vLLM-style continuous batching, simulated); "
+             f"the step waits for the longest response, {roll.get('longest')} tokens "
+             f"({roll.get('preemptions', 0)} preemption(s))",
              how + f"; bounded by {bound}",
              "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
     notes.append(UNVALIDATED)
