@@ -528,3 +528,17 @@ def test_colocated_refit_assembles_the_whole_model_on_every_gpu():
     link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
     assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
         QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)
+
+
+def test_split_refit_broadcasts_the_whole_model_from_one_training_gpu():
+    """Split placement (NeMo RL broadcast_weights_for_collective): training rank 0 broadcasts every 16-bit tensor
+    to the rollout GPUs, each of which receives the whole model: 7,615,616,512 x 2 bytes through the link between
+    two GPUs of the node (data parallelism only on the training side: nothing to gather first)."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    d = _rl(placement="split", rollout_gpus=4)
+    d["parallel"] = {"zero": 1}
+    est = evaluate(d)
+    link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)

@@ -426,24 +426,29 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     model (a pipelined ring broadcast moves S bytes per rank in S / bandwidth), the expert all-gather, or under
     ZeRO-3 the all-gather over the shard group. The HBM copies after it (packing, the engine's load) are left out
     (tens of milliseconds at HBM rates).
-    Split: the trainer sends them to the rollout GPUs over the link between the groups (one pipelined broadcast)."""
+    Split: the training group assembles the whole model the same way and its first rank broadcasts every tensor
+    to all rollout GPUs, each of which receives the whole model and loads its shard (NeMo RL
+    `broadcast_weights_for_collective`: Megatron-Bridge `export_hf_weights` into `packed_broadcast_producer(src=0)`
+    over the model-update group, megatron_policy_worker.py @06beed91): a pipelined broadcast of the whole 16-bit
+    model over the link that spans both groups."""
     from .comm import all_gather_time, group_link, p2p_time
     from .speed import _gpus_per_node
     rl, n = scn.train.rl, scn.hardware.count
     gpn = _gpus_per_node(scn, gpu)
+    _, train_gpus = gpu_groups(scn)
+    pa = scn.parallel
+    whole = model.params_total * 2.0
+    experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
+    gather = _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
+    if pa.zero >= 3:
+        shard = max(1, train_gpus // (pa.tp * pa.pp))
+        link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
+        gather += all_gather_time(whole / (pa.tp * pa.pp), shard, link)
     if rl.placement == "colocated":
-        _, train_gpus = gpu_groups(scn)
-        pa = scn.parallel
-        whole = model.params_total * 2.0
-        experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
-        if pa.zero >= 3:
-            shard = max(1, train_gpus // (pa.tp * pa.pp))
-            link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
-            return all_gather_time(whole / (pa.tp * pa.pp), shard, link) + _megatron_gather(
-                scn, gpu, P, network, gpn, whole, experts, train_gpus)
-        return _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
+        return gather
+    # the broadcast's source is one training GPU: every byte leaves through that GPU's link to the other group
     link = group_link(gpu, 2, n, gpn, network, P["comm"])
-    return p2p_time(model.params_total * 2.0 / rl.rollout_tp, link)
+    return gather + p2p_time(whole, link)
 
 
 def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any, gpn: int, whole: float,
