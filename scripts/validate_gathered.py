@@ -84,6 +84,10 @@ def posttrain_scenario(row: dict) -> dict:
         rl["rollout_gpus"] = rollout_gpus
     if row.get("packing"):
         rl["packing"] = row["packing"] == "true"
+    if row.get("engine_async_scheduling"):   # the rollout engine's version: async scheduling on or off
+        rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
+    if row.get("logprob_batch"):        # sequences per micro-batch of the log-prob passes
+        rl["logprob_micro_batch"] = int(row["logprob_batch"])
     if row.get("train_global_batch"):   # sequences per optimizer step of the training pass
         rl["mini_batch"] = int(row["train_global_batch"])
     if row.get("reference_on_host"):

@@ -411,3 +411,134 @@ def test_engine_sleep_level_is_for_colocated_placements():
                             "train": {"objective": "grpo", "rl": {"placement": "split", "rollout_gpus": 4,
                                                                   "engine_sleep_level": 1}}}, "t")
     assert "engine_sleep_level" in str(err.value) and "colocated" in str(err.value)
+
+
+# ---- RL rollout lengths, log-prob passes, pipeline packing (NeMo RL mechanisms) ----------------------------------
+def test_response_lengths_uniform_at_half_the_cap_by_hand():
+    """The truncated exponential with mean top / 2 is the uniform distribution: the mid-quantiles of 4 draws on
+    [0, 1000] are 125, 375, 625, 875 (hand); no mean stated: every response runs to the cap."""
+    from gpuplan.estimate.rl import response_lengths
+    assert response_lengths(500, 1000, 4) == [125, 375, 625, 875]
+    assert response_lengths(None, 1000, 3) == [1000, 1000, 1000]
+    assert response_lengths(1200, 1000, 2) == [1000, 1000]
+
+
+@pytest.mark.parametrize("mean", [200, 795, 3283])
+def test_response_lengths_keep_the_mean_and_the_cap(mean):
+    """Mid-quantiles of many draws average to the stated mean (within 0.5 %), none passes the cap, and the
+    shape leans the way the mean says: below top / 2 the median is under the mean (a
+    long tail), above it the median is over the mean (lengths pile up toward the cap)."""
+    from statistics import median
+    from gpuplan.estimate.rl import response_lengths
+    top = 3964
+    ls = response_lengths(mean, top, 8192)
+    assert ls == sorted(ls) and max(ls) <= top and min(ls) >= 1
+    assert sum(ls) / len(ls) == pytest.approx(mean, rel=0.005)
+    if mean == 200:   # the cap is 20 means away: an exponential, whose top mid-quantile is mean x ln(2n) (hand:
+        assert max(ls) == pytest.approx(200 * 9.704, abs=2)    # ln 16,384 = 9.704, 1,941 tokens)
+    else:             # the cap is within reach: the longest of 8,192 responses is within 5 % of it
+        assert max(ls) > 0.95 * top
+    assert (median(ls) < mean) if mean < top / 2 else (median(ls) > mean)
+
+
+def test_slowest_replica_gets_the_longest_response():
+    """64 prompts x 8 = 512 responses over 8 rollout replicas: the slowest replica holds 64 of them, among them
+    the longest of all, every 8th from the top."""
+    from gpuplan.estimate.rl import replica_lengths, response_lengths
+    scn = scenario_from_dict(_rl(), "t")
+    all_ls = response_lengths(600, 1024, 512)
+    mine = replica_lengths(scn, 8)
+    assert len(mine) == 64 and max(mine) == max(all_ls)
+    assert mine == sorted(all_ls[511::-8])
+
+
+def test_rollout_waits_for_the_longest_response():
+    """Offline generation (every request there at t = 0): 8 responses per replica of 512-token prompts fit one
+    prefill iteration (4,096 tokens < vLLM's LLM-class budget of 16,384), which also samples each first token;
+    the engine then runs until the longest response is done: as many iterations as the longest response's
+    tokens. A longer cap with the same mean lengthens the rollout."""
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.estimate.rl import rollout_time
+    from gpuplan.estimate.speed import _network
+    from gpuplan.pipeline import resolve
+    scn = scenario_from_dict(_rl(prompts_per_step=8), "t")
+    r = resolve(scn)
+    cap = int(r.gpu.usable_memory_bytes)
+    out = rollout_time(scn, r.model, r.gpu, packaged(), _network(scn, r.gpu), cap)
+    assert out["per_replica"] == 8 and out["preemptions"] == 0
+    assert out["iterations"] == out["longest"]
+    longer = scenario_from_dict(_rl(prompts_per_step=8, max_new_tokens=2048), "t")
+    assert rollout_time(longer, r.model, r.gpu, packaged(), _network(longer, r.gpu), cap)["time"] > out["time"]
+
+
+def test_forward_only_pass_is_a_third_of_the_compute_without_recompute():
+    """One GPU, no model parallelism, no recompute: a forward is (2N + A) of the 3 (2N + A) FLOPs the training
+    step executes, so the forward-only pass is exactly a third of the step's compute, with no pipeline fill."""
+    from gpuplan.estimate.speed import forward_only_time, train_performance
+    from gpuplan.pipeline import resolve
+    scn = scenario_from_dict({"model": "qwen2.5-7b", "task": "finetune", "framework": "megatron",
+                              "hardware": {"gpu": "h100-sxm", "count": 1},
+                              "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 8, "recompute": "none"}}, "t")
+    r = resolve(scn)
+    fo = forward_only_time(scn, r.model, r.gpu)
+    base = train_performance(scn, r.model, r.gpu)
+    assert fo["bubble"] == 0 and fo["comm"] == 0 and fo["microbatches"] == 8
+    assert fo["time"] == pytest.approx(base.breakdown["compute"] / 3, rel=1e-9)
+
+
+def test_logprob_pass_uses_its_own_micro_batch():
+    """rl.logprob_micro_batch (NeMo RL logprob_batch_size): the log-prob scenario covers all 512 sequences in
+    micro-batches of that many padded sequences; packed, a pack holds 8 x 1,536 = 12,288 tokens = 11 sequences
+    of 1,112 (hand: 12,288 // 1,112), cut to 8, the largest that splits 512 evenly over 8 ranks."""
+    from gpuplan.estimate.rl import logprob_scenario
+    t = logprob_scenario(scenario_from_dict(_rl(logprob_micro_batch=8), "t")).train
+    assert (t.micro_batch, t.global_batch, t.seq_len) == (8, 512, 1536)
+    t = logprob_scenario(scenario_from_dict(_rl(logprob_micro_batch=8, packing=True), "t")).train
+    assert (t.micro_batch, t.global_batch, t.seq_len) == (8, 512, 1112)
+    t = logprob_scenario(scenario_from_dict(_rl(), "t")).train
+    assert t.micro_batch == 4
+
+
+def test_pipeline_packs_are_padded_to_the_budget():
+    """With pipeline parallelism NeMo RL pads every pack to the longest (pad_full_seq_to); each micro-batch then
+    computes the budget, 4 x (512 + 1,024) = 6,144 tokens. Hand: 8 GPUs at pp 2 are 4 data-parallel ranks of
+    128 sequences of 512 + 600 = 1,112 tokens: ceil(128 x 1,112 / 6,144) = ceil(23.17) = 24 packs per rank, each
+    round(6,144 / 1,112) = 6 slots of 6,144 / 6 = 1,024 tokens: a global batch of 24 x 6 x 4 = 576 slots."""
+    from gpuplan.estimate.rl import packed_training_scenario
+    d = _rl(packing=True)
+    d["parallel"] = {"zero": 1, "pp": 2}
+    d["framework"] = "megatron"
+    t = packed_training_scenario(scenario_from_dict(d, "t")).train
+    assert (t.micro_batch, t.seq_len, t.global_batch) == (6, 1024, 576)
+    assert t.micro_batch * t.seq_len == 4 * 1536
+
+
+def test_colocated_refit_assembles_the_whole_model_on_every_gpu():
+    """NeMo RL's refit (refit_utils.gather_params) gives every GPU the whole 16-bit model: with data parallelism
+    only each GPU already holds it (no traffic); at pp 2 on one node each parameter is broadcast over the
+    pipeline group: 7,615,616,512 x 2 bytes over the NVLink group's effective rate, plus one latency step."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    dp_only = _rl()
+    dp_only["parallel"] = {"zero": 1}
+    assert evaluate(dp_only).performance.details["phases_s"]["weight_sync"] == 0
+    pp2 = _rl()
+    pp2["parallel"] = {"zero": 1, "pp": 2}
+    est = evaluate(pp2)
+    link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)
+
+
+def test_split_refit_broadcasts_the_whole_model_from_one_training_gpu():
+    """Split placement (NeMo RL broadcast_weights_for_collective): training rank 0 broadcasts every 16-bit tensor
+    to the rollout GPUs, each of which receives the whole model: 7,615,616,512 x 2 bytes through the link between
+    two GPUs of the node (data parallelism only on the training side: nothing to gather first)."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    d = _rl(placement="split", rollout_gpus=4)
+    d["parallel"] = {"zero": 1}
+    est = evaluate(d)
+    link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)

@@ -6,14 +6,15 @@ the step. docs/posttrain.md has the equations and sources.
 The phases reuse the existing engines, so they agree with `gpuplan serve` and `gpuplan train`:
 - rollout: an inference scenario (engine, rollout_tp, gpu_memory_utilization; prompts x group
   sequences spread over the rollout replicas) through the memory engine (weights, KV pool, CUDA graphs,
-  profile run) and the serving speed engine (`speed._Serving`: prefill and decode steps at the batch
-  the KV pool allows);
+  profile run); the slowest replica's responses (response_lengths) served by the engine's scheduler as
+  simulated in estimate/load on the serving speed engine's step cost (`speed._Serving`);
 - training: the SFT step of the generated batch (prompt + max_new_tokens per sequence,
   prompts x group sequences per optimizer step) on the training GPUs;
-- log-prob passes and the reward model: no-grad forwards over the same tokens at the training step's
-  efficiency (posttrain.forward_seconds_per_token);
-- weight sync: the 16-bit weights gathered from the trainer's shards into the engine (colocated: an
-  all-gather over the training GPUs) or sent to the rollout GPUs (split: over the link between them).
+- log-prob passes: forward-only passes of the training engine (speed.forward_only_time) in the log-prob
+  micro-batches; the reward model: a no-grad forward at the training step's efficiency
+  (posttrain.forward_seconds_per_token);
+- weight sync: the 16-bit weights gathered from the trainer's shards into the engine (colocated: every GPU
+  assembles the whole model, NeMo RL gather_params) or sent to the rollout GPUs (split: over the link between them).
 
 Placement. Colocated (verl's hybrid engine, TRL `vllm_mode="colocate"`): every GPU holds the trainer
 and a rollout engine; the engine frees its KV cache (verl rollout `free_cache_engine: true`,
@@ -93,23 +94,56 @@ def packed_training_scenario(scn: Scenario) -> Scenario:
     `policy.sequence_packing`: `train_mb_tokens = max_total_sequence_length x train_micro_batch_size`,
     first-fit-decreasing bins; examples/configs/grpo_math_1B.yaml @00294d9b). Memory keeps the padded
     scenario: a full pack holds the padded micro-batch's tokens."""
+    return _packed(scn, training_scenario(scn), "(RL training pass, packed)")
+
+
+def _packed(scn: Scenario, padded: Scenario, label: str) -> Scenario:
+    """`padded` (sequences of prompt_len + max_new_tokens, micro_batch of them) with its sequences packed:
+    prompt_len + mean_response_len tokens each, as many per micro-batch as fit in the padded one's tokens."""
     rl = scn.train.rl
-    train = training_scenario(scn)
     mean_len = rl.prompt_len + response_len(scn)
-    per_pack = max(1, (train.train.micro_batch * train.train.seq_len) // mean_len)
+    budget = padded.train.micro_batch * padded.train.seq_len
+    pa = padded.parallel
+    dp = max(1, padded.hardware.count // (pa.tp * pa.pp * pa.cp))
+    data = padded.model_dump()
+    if pa.pp > 1:
+        # a pipeline passes fixed-shape buffers between its stages: NeMo RL pads every pack to the longest pack
+        # of the step (`pad_full_seq_to` = max(micro_batch_lengths), megatron_policy_worker.py `train` and
+        # `get_logprobs`, v0.3.0), and first-fit-decreasing fills its fullest bin to within a sequence of the
+        # budget. So each rank runs ceil(its tokens / budget) micro-batches of the budget's tokens, each held
+        # as round(budget / mean) sequences of budget / that many tokens (the attention at about the packed
+        # sequences' length); the global batch is then a count of such slots, not of sequences
+        per_pack = max(1, round(budget / mean_len))
+        bins = math.ceil(padded.train.global_batch / dp * mean_len / budget)
+        data["train"].update(seq_len=budget // per_pack, micro_batch=per_pack, global_batch=bins * per_pack * dp)
+        return scenario_from_dict(data, label)
+    per_pack = max(1, budget // mean_len)
     # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
     # scenario would otherwise round the global batch up and count sequences the step does not have)
-    pa = train.parallel
-    dp = max(1, train.hardware.count // (pa.tp * pa.pp * pa.cp))
-    while per_pack > 1 and train.train.global_batch % (per_pack * dp):
+    while per_pack > 1 and padded.train.global_batch % (per_pack * dp):
         per_pack -= 1
-    data = train.model_dump()
     data["train"].update(seq_len=mean_len, micro_batch=per_pack)
-    return scenario_from_dict(data, "(RL training pass, packed)")
+    return scenario_from_dict(data, label)
 
 
-def rollout_scenario(scn: Scenario) -> Scenario:
-    """One rollout engine replica (rollout_tp GPUs) serving its share of the step's sequences."""
+def logprob_scenario(scn: Scenario) -> Scenario:
+    """The no-grad log-prob passes (old policy, reference, critic values) as the training engine's scenario:
+    every sequence of the step in one pass, in micro-batches of rl.logprob_micro_batch sequences (NeMo RL
+    `logprob_batch_size`; with packing `logprob_mb_tokens = max_total_sequence_length x logprob_batch_size`,
+    examples/configs/grpo_math_1B.yaml @00294d9b), packed like the training pass when rl.packing."""
+    rl = scn.train.rl
+    train = training_scenario(scn)
+    data = train.model_dump()
+    data["train"].update(global_batch=sequences_per_step(scn),
+                         micro_batch=rl.logprob_micro_batch or train.train.micro_batch)
+    padded = scenario_from_dict(data, "(RL log-prob pass)")
+    return _packed(scn, padded, "(RL log-prob pass, packed)") if rl.packing else padded
+
+
+def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
+    """One rollout engine replica (rollout_tp GPUs) serving its share of the step's sequences. With the GPU's
+    usable `capacity`, vLLM's running cap and tokens per step are the offline LLM class's defaults
+    (LLM_CLASS_BATCH), which the memory engine's profile run and the scheduler then use."""
     rl = scn.train.rl
     rollout_gpus, _ = gpu_groups(scn)
     replicas = rollout_gpus // rl.rollout_tp
@@ -121,8 +155,14 @@ def rollout_scenario(scn: Scenario) -> Scenario:
             "parallel": {"tp": rl.rollout_tp},
             "infer": {"engine": rl.engine, "weights": weights, "kv_cache": weights, "prompt_len": rl.prompt_len,
                       "output_len": rl.max_new_tokens, "concurrency": per_replica,
-                      "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True},
+                      "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True,
+                      "async_scheduling": rl.engine_async_scheduling},
             "cost": scn.cost.model_dump()}
+    if capacity is not None and rl.engine == "vllm":
+        from ..units import GiB
+        big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
+        data["infer"]["max_num_seqs"], data["infer"]["max_num_batched_tokens"] = LLM_CLASS_BATCH[
+            "big" if big else "small"]
     if scn.overhead_bytes is not None:
         data["overhead_bytes"] = scn.overhead_bytes
     return scenario_from_dict(data, "(RL rollout engine)")
@@ -158,7 +198,7 @@ def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[Memo
     """The rollout engine on one GPU: its own memory estimate and the reservation split by component
     (weights, KV pool, CUDA graphs + profile-run activations; the engine's CUDA context is the GPU's)."""
     from .memory import estimate_memory
-    inf = rollout_scenario(scn)
+    inf = rollout_scenario(scn, capacity)
     mem = estimate_memory(inf, model, capacity)
     budget = capacity * scn.train.rl.gpu_memory_utilization
     pool = float(mem.limits.get("kv_pool_bytes") or 0)
@@ -280,52 +320,154 @@ def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str
 
 
 # ---- speed ------------------------------------------------------------------------------------------------
+def response_lengths(mean: float | None, top: int, n: int) -> list[int]:
+    """n response lengths (tokens, ascending) with the stated mean, none past `top` (the engine stops every
+    response at max_new_tokens). A source states the mean and the cap, not the shape; the distribution on
+    [0, top] with the most entropy for a given mean is the truncated exponential, density ~ exp(-lam x) (lam < 0
+    when the mean is past top / 2: lengths pile up toward the cap; lam = 0: uniform). Its n mid-quantiles
+    F^-1((i + 1/2) / n) stand for the responses, so the same inputs give the same lengths. No mean: all at the cap."""
+    if not mean or mean >= top:
+        return [top] * n
+    mean = max(float(mean), 1.0)
+    r = mean / top                      # mean as a fraction of the cap, solve r(a) with a = lam x top
+
+    def frac(a: float) -> float:        # mean / top of the truncated exponential; decreasing in a
+        if abs(a) < 1e-6:
+            return 0.5 - a / 12.0
+        return 1.0 / a - 1.0 / math.expm1(a)
+    lo, hi = -700.0, 700.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if frac(mid) > r:
+            lo = mid
+        else:
+            hi = mid
+    a = 0.5 * (lo + hi)
+    out = []
+    for i in range(n):
+        u = (i + 0.5) / n
+        if abs(a) < 1e-9:
+            x = u
+        else:                           # F(x) = (1 - e^(-a x)) / (1 - e^(-a)), x as a fraction of top
+            x = -math.log1p(-u * -math.expm1(-a)) / a
+        out.append(min(top, max(1, int(round(x * top)))))
+    return out
+
+
+def replica_lengths(scn: Scenario, replicas: int) -> list[int]:
+    """The response lengths the slowest replica generates: the step's prompts x group lengths
+    (response_lengths) dealt out to the replicas in turn from the longest down, the replica that gets the
+    longest of all. A synchronous step waits for it."""
+    rl = scn.train.rl
+    n = sequences_per_step(scn)
+    ls = response_lengths(rl.mean_response_len, rl.max_new_tokens, n)
+    return sorted(ls[n - 1::-replicas]) if replicas > 1 else ls
+
+
+# vLLM's defaults for the offline `LLM` class (UsageContext.LLM_CLASS), which NeMo RL's and verl's rollout workers
+# construct (NeMo RL nemo_rl/models/generation/vllm.py `vllm.LLM(**llm_kwargs)`, v0.3.0 L349): on GPUs with
+# >= 70 GiB other than A100, max_num_seqs 1024 and max_num_batched_tokens 16384, else 256 and 8192
+# (vllm/engine/arg_utils.py EngineArgs._set_default_args_v1, vLLM 0.9-0.10; the `vllm serve` values are 1024/8192
+# and 256/2048).
+LLM_CLASS_BATCH = {"big": (1024, 16384), "small": (256, 8192)}
+
+
 def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any,
                  capacity: int) -> dict[str, Any]:
     """Seconds to generate the step's prompts x group responses on the rollout replicas.
 
-    Each replica takes its share; the engine runs as many at once as its KV pool (and max batch)
-    allows, in waves: a wave prefills its prompts, decodes `mean_response_len` steps at the full batch,
-    and the longest responses run on to `max_new_tokens`, once per step, at batch 1 (a decode step is
-    bound by reading the weights, so the stragglers cost about as much as the full batch per step)."""
+    The slowest replica's share (replica_lengths: the step waits for the longest response) is served by the
+    engine's own scheduler, iteration by iteration (load.simulate: vLLM V1 continuous batching, KV blocks
+    allocated as the responses grow, the newest preempted and recomputed when the pool is full, the running
+    batch shrinking as responses finish) on the serving speed engine's step cost. Every request is there at
+    t = 0 (`LLM.generate` over the worker's whole shard) and none passes an HTTP front end."""
+    from dataclasses import replace
+    import numpy as np
+    from .load import Workload, simulate
+    from .load.cost import step_cost
+    from .load.engines import engine_policy
     from .memory import estimate_memory
     from .speed import _Serving
     rl = scn.train.rl
-    inf = rollout_scenario(scn)
+    inf = rollout_scenario(scn, capacity)
     mem = estimate_memory(inf, model, capacity)
     sv = _Serving(inf, model, gpu, P, None, network, mem)
-    n_r = inf.infer.concurrency
-    pt = sv.point(n_r)
-    b = int(pt.get("batch_per_replica") or 0)
-    if b <= 0:
-        return {"time": math.inf, "batch": 0, "waves": 0, "fits": False}
-    waves = math.ceil(n_r / b)
-    mean, top, P_len = response_len(scn), rl.max_new_tokens, rl.prompt_len
-    # the wave's b prompts run as one forward: the first pays the weight read, step cost and one set of
-    # collectives per layer; the others ride in it and add their compute and collective bytes only
-    t_prefill = sv.prefill(P_len) + (b - 1) * sv.prefill_chunk(P_len, 0, compute_only=True, riding_with=P_len)
-    t_full = mean * sv.decode_step(b, P_len + mean / 2.0)["time"]
-    t_tail = (top - mean) * sv.decode_step(1, P_len + (mean + top) / 2.0)["time"] if top > mean else 0.0
-    return {"time": waves * (t_prefill + t_full) + t_tail, "batch": b, "waves": waves, "fits": True,
-            "prefill_s": waves * t_prefill, "decode_s": waves * t_full + t_tail, "kv_tokens": mem.limits.get("kv_tokens"),
-            "per_replica": n_r, "replicas": gpu_groups(scn)[0] // rl.rollout_tp}
+    replicas = gpu_groups(scn)[0] // rl.rollout_tp
+    if not sv.kv_capacity_tokens:
+        return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
+    policy, _ = engine_policy(inf, sv, capacity)
+    need = -(-(rl.prompt_len + rl.max_new_tokens) // policy.block_size)
+    if need > policy.kv_blocks:       # one full-length response does not fit the KV pool
+        return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
+    lengths = replica_lengths(scn, replicas)
+    n_r = len(lengths)
+    policy = replace(policy, max_num_seqs=min(policy.max_num_seqs, max(n_r, 1)))
+    wl = Workload(np.zeros(n_r), np.full(n_r, rl.prompt_len, dtype=np.int64), np.array(lengths, dtype=np.int64))
+    cost = step_cost(sv, policy.max_num_seqs, rl.prompt_len + rl.max_new_tokens,
+                     max(policy.token_budget, rl.prompt_len))
+    cost.frontend_s = 0.0              # offline LLM.generate: no HTTP front end
+    res = simulate(wl, policy, cost, timeline_points=400)
+    running = max((pt[2] for pt in res.timeline), default=0)
+    return {"time": float(np.nanmax(res.finish_s)), "batch": int(running), "fits": True,
+            "kv_tokens": mem.limits.get("kv_tokens"), "per_replica": n_r, "replicas": replicas,
+            "preemptions": int(res.preemptions), "longest": max(lengths), "iterations": int(res.iterations),
+            "waves": 1}
 
 
 def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any) -> float:
-    """The 16-bit weights from trainer to engine. Colocated: each GPU gathers the full weights of its
-    engine's shard from the training shards (an all-gather over the training GPUs). Split: the trainer
-    sends them to the rollout GPUs over the link between the groups (one pipelined broadcast)."""
+    """The 16-bit weights from trainer to engine.
+
+    Colocated, every GPU assembles the *whole* model, tensor by tensor, and its engine loads its own shard
+    (NeMo RL `refit_policy_generation` -> `get_weights_ipc_handles` -> refit_utils.gather_params, v0.3.0: per
+    parameter, an all-gather of the tensor-parallel slices, a broadcast from the owning pipeline stage to the
+    whole pipeline group and, for routed experts, an all-gather over the expert-parallel group, before the HF
+    renaming and CUDA-IPC hand-off; verl's FSDP path gathers each full tensor over the shard group the same way).
+    Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the whole
+    model (a pipelined ring broadcast moves S bytes per rank in S / bandwidth), the expert all-gather, or under
+    ZeRO-3 the all-gather over the shard group. The HBM copies after it (packing, the engine's load) are left out
+    (tens of milliseconds at HBM rates).
+    Split: the training group assembles the whole model the same way and its first rank broadcasts every tensor
+    to all rollout GPUs, each of which receives the whole model and loads its shard (NeMo RL
+    `broadcast_weights_for_collective`: Megatron-Bridge `export_hf_weights` into `packed_broadcast_producer(src=0)`
+    over the model-update group, megatron_policy_worker.py @06beed91): a pipelined broadcast of the whole 16-bit
+    model over the link that spans both groups."""
     from .comm import all_gather_time, group_link, p2p_time
     from .speed import _gpus_per_node
     rl, n = scn.train.rl, scn.hardware.count
     gpn = _gpus_per_node(scn, gpu)
-    wbytes = model.params_total * 2.0 / rl.rollout_tp
+    _, train_gpus = gpu_groups(scn)
+    pa = scn.parallel
+    whole = model.params_total * 2.0
+    experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
+    gather = _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
+    if pa.zero >= 3:
+        shard = max(1, train_gpus // (pa.tp * pa.pp))
+        link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
+        gather += all_gather_time(whole / (pa.tp * pa.pp), shard, link)
     if rl.placement == "colocated":
-        _, train_gpus = gpu_groups(scn)
-        link = group_link(gpu, train_gpus, train_gpus, gpn, network, P["comm"])
-        return all_gather_time(wbytes, train_gpus, link)
+        return gather
+    # the broadcast's source is one training GPU: every byte leaves through that GPU's link to the other group
     link = group_link(gpu, 2, n, gpn, network, P["comm"])
-    return p2p_time(wbytes, link)
+    return gather + p2p_time(whole, link)
+
+
+def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any, gpn: int, whole: float,
+                     experts: float, train_gpus: int) -> float:
+    """Seconds for every GPU to hold the whole 16-bit model from its tensor/pipeline/expert shards
+    (refit_utils.gather_params): TP all-gather of each stage's non-expert weights, PP broadcast of the whole
+    model, EP all-gather of the routed experts. Megatron orders groups tp, cp, ep/dp, pp: a TP group spans tp
+    GPUs, an EP group tp x ep, a PP group every training GPU."""
+    from .comm import all_gather_time, group_link
+    pa = scn.parallel
+    t = 0.0
+    if pa.tp > 1:
+        t += all_gather_time((whole - experts) / pa.pp, pa.tp, group_link(gpu, pa.tp, pa.tp, gpn, network, P["comm"]))
+    if pa.pp > 1:
+        link = group_link(gpu, pa.pp, train_gpus, gpn, network, P["comm"])
+        t += whole / link.effective_bytes_per_s + (pa.pp - 1) * link.latency_s
+    if pa.ep > 1 and experts:
+        t += all_gather_time(experts, pa.ep, group_link(gpu, pa.ep, pa.tp * pa.ep, gpn, network, P["comm"]))
+    return t
 
 
 def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
@@ -378,7 +520,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     the bounding phase in `details['bound_by']`."""
     from .calibration import packaged
     from .posttrain import UNVALIDATED, forward_seconds_per_token
-    from .speed import _network, train_performance
+    from .speed import _network, forward_only_time, train_performance
     P = params if params is not None else packaged()
     net = network if network is not None else _network(scn, gpu)
     rl = scn.train.rl
@@ -386,19 +528,22 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
     k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
-    tokens = base.details["tokens_per_step"] * k
-    fwd = forward_seconds_per_token(base, train, model)
+    # the tokens trained on: what was generated when packed (a pipeline's pack padding is not counted), else
+    # every sequence padded to the maximum
+    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing
+              else base.details["tokens_per_step"] * k)
+    lp = forward_only_time(logprob_scenario(scn), model, gpu, network=net, params=P)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
     phases: dict[str, float] = {"rollout": roll["time"]}
     if rl.old_logprob_pass:
-        phases["actor_logprob"] = fwd * tokens
+        phases["actor_logprob"] = lp["time"]
     if rl.reference:
-        phases["reference_logprob"] = fwd * tokens
+        phases["reference_logprob"] = lp["time"]
     if rl.reward_model:
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
     if _critic(scn):
-        phases["critic_values"] = fwd * tokens
+        phases["critic_values"] = lp["time"]
         phases["critic_update"] = k * base.step_time_s
     phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
@@ -423,7 +568,9 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     generated = sequences_per_step(scn) * response_len(scn)
     notes = [f"{scn.train.objective} step: {sequences_per_step(scn)} responses ({rl.prompts_per_step} prompts x "
              f"group {rl.group_size}); rollout on {roll.get('replicas')} {rl.engine} replica(s) of tp={rl.rollout_tp}, "
-             f"{roll.get('batch')} sequences at once per replica in {roll.get('waves')} wave(s)",
+             f"up to {roll.get('batch')} sequences at once per replica (vLLM-style continuous batching, simulated); "
+             f"the step waits for the longest response, {roll.get('longest')} tokens "
+             f"({roll.get('preemptions', 0)} preemption(s))",
              how + f"; bounded by {bound}",
              "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
     notes.append(UNVALIDATED)
@@ -440,7 +587,10 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                     "generated_tokens_per_step": generated, "bound_by": bound,
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
-    mfu = base.mfu * k * base.step_time_s / step * (train.hardware.count / n) if base.mfu and math.isfinite(step) else None
+    # (a pipeline's pack padding is computed, not counted: the training tokens over the pass's tokens)
+    useful = tokens / (base.details["tokens_per_step"] * k)
+    mfu = (base.mfu * useful * k * base.step_time_s / step * (train.hardware.count / n)
+           if base.mfu and math.isfinite(step) else None)
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
                                mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
                                details=details)

@@ -641,6 +641,32 @@ def _optimizer_matrix_time(c: _Train, shard: int) -> float:
     return t / shard
 
 
+def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
+                      params: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Seconds of a no-grad forward over the scenario's global batch, as a training framework's forward-only
+    schedule runs it (Megatron `forward_backward_func(..., forward_only=True)`, which NeMo RL's log-prob passes
+    call): per micro-batch, the forward's share of the training micro-batch's compute and of its exposed
+    model-parallel communication (tensor/sequence, expert, context and pipeline traffic follow the passes over
+    the layers, so the forward's share of the executed FLOPs is used for both), times the micro-batches, plus
+    the pipeline's fill and drain ((pp - 1) / vpp forward micro-batch times: no backward fills the bubble).
+    No gradient reduction, no optimizer. Under ZeRO-3 the forward's parameter all-gathers are not counted."""
+    P = params if params is not None else _packaged_efficiency()
+    c = _train_setup(scn, model, gpu, P, network if network is not None else _network(scn, gpu), [])
+    tr, par = scn.train, scn.parallel
+    t_lin, t_attn = _linear_time(c), _attention_time(c)
+    t_elt, t_dequant = _memory_bound_time(c)
+    t_compute_mb = t_lin + t_attn + t_elt + t_dequant
+    t_mp, _ = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
+    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+                                  shares=(c.rc.linear_share, c.rc.attention_share))
+    f = training_flops_per_token(model, tr.seq_len)
+    share = (f.matmul_forward + f.attention_forward) / fl.hardware if fl.hardware else 1.0 / 3.0
+    t_compute, t_comm = share * t_compute_mb, share * t_mp
+    fill = (par.pp - 1) / par.vpp * (t_compute + t_comm) if par.pp > 1 else 0.0
+    return {"time": c.m * (t_compute + t_comm) + fill, "compute": c.m * t_compute, "comm": c.m * t_comm,
+            "bubble": fill, "microbatches": c.m, "tokens": c.m * tr.micro_batch * scn.dp * tr.seq_len}
+
+
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
                       params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
     """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario:
