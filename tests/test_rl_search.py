@@ -2,6 +2,8 @@
 reference model's memory by hand arithmetic."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpuplan.errors import InputError
@@ -75,5 +77,6 @@ def test_recommend_on_an_rl_scenario_runs_the_placement_search(capsys):
     assert err.value.what == "train.objective grpo" and "rl-plan" in err.value.fix
     assert main(["recommend", "examples/grpo-7b-split.yaml"]) == 0
     out = capsys.readouterr().out
-    assert "RL placements" in out and "colocated on 8 GPUs" in out and "split 4 rollout (tp=4) + 4 training" in out
+    assert "RL placements" in out and "colocated on 8 GPUs" in out
+    assert re.search(r"split \d rollout \(tp=\d\) \+ \d training", out)
     assert "does not fit" in out       # rejections with their reason
