@@ -27,7 +27,7 @@ from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
-from .moe import ep_rank_imbalance, permute_bytes
+from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -522,7 +522,22 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         # EP ranks are adjacent (inside TP): an EP group wider than a node sends (ep − g)/ep of its rows
         # through each GPU's own NIC (comm.all_to_all_time_nodes)
         payload = tokens * model.experts_per_tok * h * act_b
-        if tp * ep > c.gpn:
+        dispatcher = getattr(par, "ep_dispatcher", "alltoall")
+        if dispatcher != "alltoall":
+            # DeepEP / HybridEP send a token once per destination rank and once per destination node
+            # (estimate/moe.py dispatch_copies), not once per (token, expert) pair
+            per_node = max(1, min(ep, c.gpn // tp))
+            intra_rows, inter_rows = dispatch_copies(dispatcher, model.num_experts, model.experts_per_tok, ep,
+                                                     per_node)
+            row = tokens * h * act_b
+            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+            a2a = intra_rows * row / intra.effective_bytes_per_s
+            if inter_rows > 0:
+                nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)
+                a2a = max(a2a, inter_rows * row / nic.effective_bytes_per_s) + (ep - 1) * nic.latency_s
+            else:
+                a2a += (ep - 1) * intra.latency_s
+        elif tp * ep > c.gpn:
             per_node = max(1, c.gpn // tp)
             intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
             nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)     # two ranks a node apart: one NIC
