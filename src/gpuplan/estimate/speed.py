@@ -335,6 +335,16 @@ def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
     return kernel
 
 
+def _kernel_family(gpu: Any) -> str:
+    """The key of the published attention-kernel figures (attention_kernels.csv) for `gpu`: its family, except
+    that data-centre Blackwell (sm_100/sm_103: B200, B300, GB200, GB300) is told apart from the GeForce,
+    workstation and edge Blackwell parts, whose kernels are different code (sm_120/sm_110, no tcgen05)."""
+    fam = _family(gpu)
+    if fam == "blackwell" and getattr(gpu, "segment", None) == "datacenter":
+        return "blackwell-dc"
+    return fam
+
+
 def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
@@ -342,13 +352,13 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
         return None
     kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
-    return None if scale is None else kernel_rates(kernel, _family(c.gpu), c.tr.seq_len / c.par.cp, scale)
+    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
     """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
     sustained clock); None when no figures are published for the GPU's family."""
-    ref = reference_gpu(kernel, _family(gpu)) if kernel else None
+    ref = reference_gpu(kernel, _kernel_family(gpu)) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
@@ -1115,7 +1125,7 @@ class _Serving:
         HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
         the calibrated efficiency."""
         if self.prefill_scale is not None and context:
-            return flops / kernel_rates(self.prefill_kernel, self.fam, context, self.prefill_scale)[0]
+            return flops / kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context, self.prefill_scale)[0]
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
