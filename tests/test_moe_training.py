@@ -246,3 +246,13 @@ def test_megatron_launch_passes_flex_dispatcher():
     assert "--moe-token-dispatcher-type flex" in deepep and "--moe-flex-dispatcher-backend deepep" in deepep
     plain = "\n".join(launch_files(_moe_train(ep=8, gb=64), "megatron").values())
     assert "--moe-token-dispatcher-type alltoall" in plain and "flex" not in plain
+
+
+def test_dropless_dispatch_warns_of_the_host_sync_but_does_not_change_the_time():
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    plain = speed.train_performance(_moe_train(ep=8), m, g)
+    assert any("synchronises host and GPU once per MoE layer" in n for n in plain.notes)
+    hybrid = speed.train_performance(_moe_train(ep=8).replace(parallel={"ep_dispatcher": "hybridep"}), m, g)
+    assert not any("synchronises host" in n for n in hybrid.notes)
+    # no expert parallelism: no dispatch across ranks, no note
+    assert not any("synchronises host" in n for n in speed.train_performance(_moe_train(ep=1), m, g).notes)

@@ -641,6 +641,26 @@ def _optimizer_matrix_time(c: _Train, shard: int) -> float:
     return t / shard
 
 
+def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
+    """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
+    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0)
+    and DeepEP's dispatch waits on the host for the received counts, so the host cannot run ahead of the GPU;
+    where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
+    model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
+    par = c.par
+    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1:
+        return None
+    dispatcher = getattr(par, "ep_dispatcher", "alltoall")
+    if dispatcher == "hybridep":
+        return None
+    per_layer_ms = 1e3 * t_compute_mb / max(c.L_stage, 1.0)
+    return (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer (drop-and-pad with "
+            "a fixed capacity does not): the host cannot run ahead, "
+            f"and with {per_layer_ms:.1f} ms of GPU work per layer and micro-batch a small-expert model can be "
+            "host-bound; the estimate times the GPU only (Megatron-Bridge 25.11/26.02 Qwen3-30B-A3B runs measured "
+            "up to 2.3x slower; docs/speed.md §2.7). HybridEP, CUDA graphs or a larger micro-batch reduce it.")
+
+
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
                       params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
     """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario:
@@ -662,6 +682,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_opt, t_off = _optimizer_time(c, t_compute_mb)
 
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
+    note = _dropless_sync_note(c, t_compute_mb)
+    if note:
+        notes.append(note)
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
     fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
