@@ -38,7 +38,8 @@ def scenario(row: dict) -> dict:
         "parallel": {"tp": int(row["tp"]), "pp": int(row["pp"]), "vpp": int(row["vpp"]), "cp": int(row["cp"]),
                      "ep": int(row.get("ep") or 1), "zero": zero, "dp": dp,
                      "tp_comm_overlap": row.get("tp_comm_overlap") == "true",
-                     "ep_comm_overlap": row.get("ep_comm_overlap") == "true"},
+                     "ep_comm_overlap": row.get("ep_comm_overlap") == "true",
+                     "ep_dispatcher": row.get("ep_dispatcher") or "alltoall"},
         "train": train,
     }
 

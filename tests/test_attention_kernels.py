@@ -132,3 +132,33 @@ def test_aotriton_backward_does_seven_tile_matmuls_to_flash_attention_2s_five():
     # with a kernel rate, the backward FLOPs scale the same way: f/F + 3.5 f/B
     assert attention_time(1e12, 0.0, (200e12, 100e12), 3.5) == pytest.approx(1e12 / 200e12 + 3.5e12 / 100e12)
 
+
+# ---- data-centre Blackwell: cudnn-frontend's B200 SDPA training benchmark (cuDNN 9.10.2) -----------------
+
+def test_b200_cudnn_published_points():
+    # artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv @cb560b9, pyt_cudnn rows
+    assert kernel_rates("cudnn", "blackwell-dc", 8192, 1.0) == (1197.391e12, 939.954e12)
+    assert kernel_rates("cudnn", "blackwell-dc", 4096, 1.0) == (874.116e12, 694.726e12)
+    # only cuDNN is taken: the benchmark's FlashAttention-2 rows are not (which SDPA backend PyTorch picks on
+    # sm_100 is not settled here)
+    assert kernel_rates("fa2", "blackwell-dc", 8192, 1.0) is None
+
+
+def test_megatron_on_b200_times_attention_at_the_published_cudnn_rates():
+    # B200 is the reference GPU (scale 1): the time is the forward FLOPs x (1/F + 2.5/B) at 8k
+    # (1197.391 / 939.954 TFLOP/s), the same FLOPs H100 runs at cuDNN's 529 / 518 scaled by nothing
+    b200 = _attn_seconds("megatron", gpu="b200")
+    h100 = _attn_seconds("megatron")
+    ratio = (1 / 1197.391 + 2.5 / 939.954) / (1 / 529 + 2.5 / 518)
+    assert b200 / h100 == pytest.approx(ratio, rel=1e-6)
+
+
+def test_consumer_blackwell_keeps_the_calibrated_efficiency():
+    # GeForce / workstation Blackwell (sm_120) run other kernels than B200 (sm_100): no published figures
+    from gpuplan.estimate import speed
+    from gpuplan.hardware import get_gpu
+    assert speed._kernel_family(get_gpu("b200")) == "blackwell-dc"
+    assert speed._kernel_family(get_gpu("gb300")) == "blackwell-dc"
+    assert speed._kernel_family(get_gpu("rtx-5090")) == "blackwell"
+    assert speed._kernel_family(get_gpu("rtx-pro-6000")) == "blackwell"
+    assert _attn_seconds("megatron", gpu="rtx-pro-6000") == pytest.approx(_attn_seconds("torchtitan", gpu="rtx-pro-6000"))

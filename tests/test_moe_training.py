@@ -10,8 +10,8 @@ import math
 import pytest
 
 from gpuplan.estimate import speed
-from gpuplan.estimate.moe import (ep_rank_imbalance, expected_max_std_normal, permute_bytes,
-                                  permute_passes_per_row)
+from gpuplan.estimate.moe import (dispatch_copies, ep_rank_imbalance, expected_max_std_normal, permute_bytes,
+                                  permute_passes_per_row, token_reaches)
 from gpuplan.hardware import get_gpu
 from gpuplan.models import get_model
 from gpuplan.scenario import scenario_from_dict
@@ -189,3 +189,70 @@ def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
     assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True) == pytest.approx(0.184653, rel=1e-4)
     # a dense GEMM leaves M to the roofline's memory term
     assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485580, rel=1e-5)
+
+
+# ---- token dispatchers: one row per (token, expert) pair vs one copy per destination GPU / node -----------
+
+def test_token_reaches_hand_arithmetic():
+    # E 4, k 2, one held expert: 1 - C(3,2)/C(4,2) = 1 - 3/6
+    assert token_reaches(4, 2, 1) == pytest.approx(0.5)
+    # Qwen3-30B-A3B under EP 8: 16 of 128 experts on a rank; the closed form with binomials
+    assert token_reaches(128, 8, 16) == pytest.approx(1 - math.comb(112, 8) / math.comb(128, 8), rel=1e-12)
+    assert token_reaches(128, 8, 0) == 0.0 and token_reaches(128, 8, 128) == 1.0
+    assert token_reaches(8, 4, 5) == 1.0          # 4 experts cannot all miss 5 of 8
+
+
+def test_dispatch_copies_per_token():
+    # all-to-all: one row per (token, expert): k(g-1)/ep over NVLink, k(ep-g)/ep through the NIC
+    assert dispatch_copies("alltoall", 128, 8, 16, 8) == pytest.approx((8 * 7 / 16, 8 * 8 / 16))   # (3.5, 4.0)
+    assert dispatch_copies("alltoall", 128, 8, 8, 8) == pytest.approx((7.0, 0.0))
+    # DeepEP on one node: a token goes once to each rank holding any of its experts, 7 x P(rank hit)
+    p_rank = 1 - math.comb(112, 8) / math.comb(128, 8)                                   # 0.667420
+    assert dispatch_copies("deepep", 128, 8, 8, 8) == pytest.approx((7 * p_rank, 0.0), rel=1e-12)
+    # with one expert per rank no token can pick a rank twice: the same traffic as the all-to-all
+    # (E = ep = 8, k 2: 7 x (1 - C(7,2)/C(8,2)) = 7 x 0.25 = 1.75 = 2 x 7/8)
+    assert dispatch_copies("deepep", 8, 2, 8, 8) == pytest.approx(dispatch_copies("alltoall", 8, 2, 8, 8))
+    # HybridEP, EP 16 over two nodes: once to the other node, P = 1 - C(64,8)/C(128,8) = 0.996904 (4x fewer NIC
+    # rows than the all-to-all's 4.0); NVLink: 7 peers x P(rank hit) = 7 x 0.412282, twice (own sends and the
+    # rows forwarded for the other node) = 5.771949
+    p_node, p_r16 = 1 - math.comb(64, 8) / math.comb(128, 8), 1 - math.comb(120, 8) / math.comb(128, 8)
+    assert dispatch_copies("hybridep", 128, 8, 16, 8) == pytest.approx((2 * 7 * p_r16, p_node), rel=1e-12)
+    with pytest.raises(ValueError):
+        dispatch_copies("ring", 128, 8, 16, 8)
+
+
+def test_training_hybridep_across_two_nodes_hand_arithmetic():
+    # EP 16 over two nodes with HybridEP: per dispatch 0.996904 x T·h·2 B (T 4096, h 2048: 16,777,216 B) through
+    # the NIC at 40 GB/s = 4.181319e-4 s (NVLink side: 5.771949 x 16,777,216 / 360e9 = 2.69e-4 s, beside it),
+    # + 15 x 2 us = 4.481319e-4 s; x 4 x 48 layers = 0.0860413 s; x busiest of 16 ranks 1.0091822 = 0.0868314 s
+    # (the all-to-all dispatcher: 0.3308954 s, test above)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    scn = _moe_train(ep=16, dp=16, gb=16).replace(parallel={"ep_dispatcher": "hybridep"})
+    assert speed.train_performance(scn, m, g).breakdown["comm_ep_s"] == pytest.approx(0.0868314, rel=1e-4)
+
+
+def test_ep_dispatcher_needs_training_ep():
+    from gpuplan.errors import GpuplanError
+    with pytest.raises(GpuplanError, match="ep_dispatcher"):
+        _moe_train(ep=1).replace(parallel={"ep_dispatcher": "deepep"})
+    with pytest.raises(GpuplanError):
+        _moe_train(ep=8).replace(parallel={"ep_dispatcher": "nccl"})
+
+
+def test_megatron_launch_passes_flex_dispatcher():
+    from gpuplan.launch import launch_files
+    deepep = "\n".join(launch_files(_moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher": "deepep"}),
+                                    "megatron").values())
+    assert "--moe-token-dispatcher-type flex" in deepep and "--moe-flex-dispatcher-backend deepep" in deepep
+    plain = "\n".join(launch_files(_moe_train(ep=8, gb=64), "megatron").values())
+    assert "--moe-token-dispatcher-type alltoall" in plain and "flex" not in plain
+
+
+def test_dropless_dispatch_warns_of_the_host_sync_but_does_not_change_the_time():
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    plain = speed.train_performance(_moe_train(ep=8), m, g)
+    assert any("synchronises host and GPU once per MoE layer" in n for n in plain.notes)
+    hybrid = speed.train_performance(_moe_train(ep=8).replace(parallel={"ep_dispatcher": "hybridep"}), m, g)
+    assert not any("synchronises host" in n for n in hybrid.notes)
+    # no expert parallelism: no dispatch across ranks, no note
+    assert not any("synchronises host" in n for n in speed.train_performance(_moe_train(ep=1), m, g).notes)

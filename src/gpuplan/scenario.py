@@ -152,6 +152,11 @@ class Parallel(_Strict):
     ep_comm_overlap: bool = Field(False, description="Megatron --overlap-moe-expert-parallel-comm (Megatron-Bridge "
                                   "moe_a2a_overlap; training, ep > 1): the expert-parallel dispatch/combine of one "
                                   "micro-batch runs while another micro-batch computes (merged 1F1B forward/backward)")
+    ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = Field(
+        "alltoall", description="expert-parallel token dispatcher (training, ep > 1): Megatron's all-to-all "
+        "dispatcher sends one row per (token, expert) pair; the flex dispatcher over DeepEP or HybridEP "
+        "(--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep) sends a token once per "
+        "destination GPU and once per destination node")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
 
@@ -606,6 +611,10 @@ class Scenario(_Strict):
         if p.ep > 1 and ep_group % p.ep:
             what = "dp*cp" if self.task != "infer" else "dp*tp"
             raise ValueError(f"parallel.ep = {p.ep} must divide {what} = {ep_group}")
+        if p.ep_dispatcher != "alltoall" and (self.task == "infer" or p.ep <= 1):
+            raise ValueError(f"parallel.ep_dispatcher = {p.ep_dispatcher} dispatches a training step's tokens to "
+                             "expert-parallel ranks: it needs task train/finetune and parallel.ep > 1 (set ep, or "
+                             "remove ep_dispatcher)")
         if p.ep_comm_overlap:
             # megatron/core/transformer/transformer_config.py (core_v0.15.0) asserts the same
             if self.task == "infer" or p.ep <= 1:

@@ -23,8 +23,11 @@ MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks
 calibrated efficiency (docs/speed.md §2.9) — but its backward does seven tile matmuls to FlashAttention-2's
 five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
 
-Where a family has no published kernel figures (Ampere, Ada, Blackwell, AOTriton on AMD, ...) the
-calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
+Data-centre Blackwell (table key `blackwell-dc`: B200, B300, GB200, GB300) takes cuDNN's published B200
+rates from NVIDIA's cudnn-frontend SDPA training benchmark (benchmark/sdpa_benchmark_training/artifacts/
+sdpa_bf16_benchmark_results_NVIDIA_B200.csv @cb560b9: PyTorch SDPA on cuDNN 9.10.2, BF16, causal, head dim 128).
+Where a family has no published kernel figures (Ampere, Ada, GeForce/workstation Blackwell, AOTriton on AMD,
+...) the calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
 FLOPs: FlashAttention recomputes QK^T and needs five matmuls to the forward's two) at the backward
 rate, both interpolated in log(sequence length) and scaled from the reference GPU by 16-bit peak
 and sustained clock.

@@ -77,3 +77,59 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     mean = tokens_per_rank * top_k
     sigma = math.sqrt(n_tokens * var_token)
     return 1.0 + expected_max_std_normal(ep) * sigma / mean
+
+
+# ---------------------------------------------------------------------------------------------
+# token dispatch: how many copies of a token cross each link
+
+
+def token_reaches(num_experts: int, top_k: int, held: float) -> float:
+    """P(a token's `top_k` distinct experts, drawn uniformly from `num_experts`, include at least one of
+    `held` given experts) = 1 − C(E − held, k) / C(E, k): the chance that a rank (or node) holding `held`
+    experts must receive the token (force-balanced routing draws each token's experts this way)."""
+    if top_k <= 0 or held <= 0:
+        return 0.0
+    if held >= num_experts or top_k > num_experts - held:
+        return 1.0
+    miss = 1.0
+    for i in range(top_k):
+        miss *= (num_experts - held - i) / (num_experts - i)
+    return 1.0 - miss
+
+
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+
+
+def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_node: int) -> tuple[float, float]:
+    """(rows over the intra-node link, rows through the rank's own NIC) that one EP rank sends per token
+    of its micro-batch in one dispatch (the combine returns as many), for `ep` ranks placed `per_node`
+    to a node, each holding E/ep experts.
+
+    alltoall (Megatron's MoEAlltoAllTokenDispatcher, token_dispatcher.py, core_v0.15.0): the permutation
+    makes one row per (token, expert) pair (`num_out_tokens = tokens * topk`) and the all-to-all sends each
+    to the rank that holds the expert, so k·(g−1)/ep rows go to same-node peers and k·(ep−g)/ep leave the
+    node, duplicates included when a token picks several experts of one rank.
+
+    deepep / hybridep (Megatron's flex dispatcher over DeepEP): DeepEP sends a token once to each rank
+    that holds any of its experts (`Buffer.get_dispatch_layout`: `num_tokens_per_rank`, `is_token_in_rank`;
+    deep_ep/buffer.py at v1.2.1, 9af0e0d) and across nodes once to each node, through RDMA to the GPU of the
+    same index, which forwards it over NVLink (`num_tokens_per_rdma_rank`; README "forwarding data from
+    NVLink domain to RDMA domain"). HybridEP takes the un-permuted tokens and permutes after the
+    all-to-all (`HybridEPDispatch`, "permute + dispatch a2a + permute", megatron/core/transformer/moe/
+    fused_a2a.py @d98e8a6): the same one-copy-per-destination traffic. Per token, with
+    p_r = token_reaches(E, k, E/ep) and p_n = token_reaches(E, k, E·g/ep), n = ep/g nodes:
+    NIC rows (n − 1)·p_n; NVLink rows (g − 1)·p_r to same-node peers plus, by symmetry, the rows this rank
+    forwards for the other nodes, (n − 1)·(g − 1)·p_r."""
+    if ep <= 1 or top_k <= 0:
+        return 0.0, 0.0
+    g = max(1, min(per_node, ep))
+    if dispatcher == "alltoall":
+        return top_k * (g - 1) / ep, top_k * (ep - g) / ep
+    if dispatcher not in DISPATCHERS:
+        raise ValueError(f"unknown expert-parallel dispatcher {dispatcher!r}")
+    nodes = ep / g
+    p_rank = token_reaches(num_experts, top_k, num_experts / ep)
+    p_node = token_reaches(num_experts, top_k, num_experts * g / ep) if nodes > 1 else 0.0
+    intra = (g - 1) * p_rank * (1.0 + max(0.0, nodes - 1.0))
+    inter = max(0.0, nodes - 1.0) * p_node
+    return intra, inter

@@ -28,7 +28,7 @@ from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
                                 engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
-from .moe import ep_rank_imbalance, permute_bytes
+from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -336,6 +336,16 @@ def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
     return kernel
 
 
+def _kernel_family(gpu: Any) -> str:
+    """The key of the published attention-kernel figures (attention_kernels.csv) for `gpu`: its family, except
+    that data-centre Blackwell (sm_100/sm_103: B200, B300, GB200, GB300) is told apart from the GeForce,
+    workstation and edge Blackwell parts, whose kernels are different code (sm_120/sm_110, no tcgen05)."""
+    fam = _family(gpu)
+    if fam == "blackwell" and getattr(gpu, "segment", None) == "datacenter":
+        return "blackwell-dc"
+    return fam
+
+
 def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     """Published (forward, backward) FLOP/s of the scenario's fused attention kernel on this GPU, or None
     (eager/math attention, or no published figures for the GPU family: the calibrated efficiency)."""
@@ -343,13 +353,13 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
         return None
     kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
-    return None if scale is None else kernel_rates(kernel, _family(c.gpu), c.tr.seq_len / c.par.cp, scale)
+    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
     """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
     sustained clock); None when no figures are published for the GPU's family."""
-    ref = reference_gpu(kernel, _family(gpu)) if kernel else None
+    ref = reference_gpu(kernel, _kernel_family(gpu)) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
@@ -543,7 +553,22 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         # EP ranks are adjacent (inside TP): an EP group wider than a node sends (ep − g)/ep of its rows
         # through each GPU's own NIC (comm.all_to_all_time_nodes)
         payload = tokens * model.experts_per_tok * h * act_b
-        if tp * ep > c.gpn:
+        dispatcher = getattr(par, "ep_dispatcher", "alltoall")
+        if dispatcher != "alltoall":
+            # DeepEP / HybridEP send a token once per destination rank and once per destination node
+            # (estimate/moe.py dispatch_copies), not once per (token, expert) pair
+            per_node = max(1, min(ep, c.gpn // tp))
+            intra_rows, inter_rows = dispatch_copies(dispatcher, model.num_experts, model.experts_per_tok, ep,
+                                                     per_node)
+            row = tokens * h * act_b
+            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+            a2a = intra_rows * row / intra.effective_bytes_per_s
+            if inter_rows > 0:
+                nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)
+                a2a = max(a2a, inter_rows * row / nic.effective_bytes_per_s) + (ep - 1) * nic.latency_s
+            else:
+                a2a += (ep - 1) * intra.latency_s
+        elif tp * ep > c.gpn:
             per_node = max(1, c.gpn // tp)
             intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
             nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)     # two ranks a node apart: one NIC
@@ -667,6 +692,26 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
             "bubble": fill, "microbatches": c.m, "tokens": c.m * tr.micro_batch * scn.dp * tr.seq_len}
 
 
+def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
+    """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
+    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0)
+    and DeepEP's dispatch waits on the host for the received counts, so the host cannot run ahead of the GPU;
+    where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
+    model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
+    par = c.par
+    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1:
+        return None
+    dispatcher = getattr(par, "ep_dispatcher", "alltoall")
+    if dispatcher == "hybridep":
+        return None
+    per_layer_ms = 1e3 * t_compute_mb / max(c.L_stage, 1.0)
+    return (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer (drop-and-pad with "
+            "a fixed capacity does not): the host cannot run ahead, "
+            f"and with {per_layer_ms:.1f} ms of GPU work per layer and micro-batch a small-expert model can be "
+            "host-bound; the estimate times the GPU only (Megatron-Bridge 25.11/26.02 Qwen3-30B-A3B runs measured "
+            "up to 2.3x slower; docs/speed.md §2.7). HybridEP, CUDA graphs or a larger micro-batch reduce it.")
+
+
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
                       params: Mapping[str, Any] | None = None, memory: Any = None) -> PerformanceEstimate:
     """Step time, tokens/s/GPU, MFU/HFU and time-to-train of a training or fine-tuning scenario:
@@ -688,6 +733,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_opt, t_off = _optimizer_time(c, t_compute_mb)
 
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
+    note = _dropless_sync_note(c, t_compute_mb)
+    if note:
+        notes.append(note)
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
     fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
@@ -1151,7 +1199,7 @@ class _Serving:
         HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
         the calibrated efficiency."""
         if self.prefill_scale is not None and context:
-            return flops / kernel_rates(self.prefill_kernel, self.fam, context, self.prefill_scale)[0]
+            return flops / kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context, self.prefill_scale)[0]
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
         # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
         return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),

@@ -75,8 +75,12 @@ def model_args(plan: Plan) -> list[str]:
                           "Megatron's add_bias_linear puts a bias on every linear layer.", ("torchrun", "hf"))
     if m.is_moe:
         args += ["--num-experts", str(m.num_experts), "--moe-router-topk", str(m.experts_per_tok),
-                 "--moe-ffn-hidden-size", str(m.moe_intermediate_size), "--moe-grouped-gemm",
-                 "--moe-token-dispatcher-type", "alltoall"]
+                 "--moe-ffn-hidden-size", str(m.moe_intermediate_size), "--moe-grouped-gemm"]
+        dispatcher = plan.s.parallel.ep_dispatcher
+        if dispatcher == "alltoall":
+            args += ["--moe-token-dispatcher-type", "alltoall"]
+        else:   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
+            args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
     return args
 
 
