@@ -563,9 +563,7 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
         (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
         (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
-        (("engines", "trtllm", "max_batch"), 2048.0, 64.0, 16384.0, True),
     ])
-    P["engines"]["trtllm"]["max_batch"] = int(round(P["engines"]["trtllm"]["max_batch"]))
     # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
     #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
     moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
@@ -588,7 +586,7 @@ FITTED = [(("matmul", "ampere", "bf16"), "train"), (("matmul_dim_half",), "train
           (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
           (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),
           (("engines", "trtllm", "prefill_attention_scale"), "TensorRT-LLM"),
-          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"), (("engines", "trtllm", "max_batch"), "TensorRT-LLM"),
+          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"),
           (("matmul_rows_half",), "TensorRT-LLM")]
 
 

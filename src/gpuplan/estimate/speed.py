@@ -28,6 +28,7 @@ from . import optim
 from .attention_kernels import attention_time, default_kernel, engine_kernel, kernel_rates, reference_gpu
 from .layout import grad_accum_steps
 from .moe import ep_rank_imbalance, permute_bytes
+from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -848,6 +849,9 @@ class _Serving:
         stated = inf.engine in _BATCHED_ENGINES
         self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
         budget = inf.max_num_batched_tokens if stated else None
+        if inf.engine == "trtllm" and not (inf.max_num_seqs and budget):
+            # neither stated: TensorRT-LLM sizes both from the KV room for the workload (trtllm_bench.py)
+            self.max_batch, budget = self._trtllm_limits(model, gpu)
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
@@ -1145,6 +1149,19 @@ class _Serving:
         else:                                  # ngram: a host-side lookup
             draft = 0.0
         return verify + draft
+
+    def _trtllm_limits(self, model: ModelSpec, gpu: Any) -> tuple[int, int]:
+        """trtllm-bench's max batch size and max num tokens for this model, layout and workload."""
+        inf = self.inf
+        if model.is_mla:
+            kv_tok = model.kv_cache_bytes_per_token(self.kvb)
+        else:   # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads))
+            kv_tok = (model.num_attention_layers * max(self.tp, model.num_kv_heads)
+                      * (model.head_dim + model.v_head_dim) * self.kvb)
+        return trtllm_bench_settings(
+            weights=self.fmt.name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
+            device_memory_gib=gpu.usable_memory_gib, tp=self.tp, pp=self.pp, isl=inf.prompt_len,
+            osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
 
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
