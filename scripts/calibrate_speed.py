@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.estimate import speed  # noqa: E402
+from gpuplan.estimate.trtllm_bench import PERF_OVERVIEW_GRAPH_BATCH_SIZES  # noqa: E402
 from gpuplan.models import get_model  # noqa: E402
 from gpuplan.scenario import scenario_from_dict  # noqa: E402
 
@@ -271,7 +272,9 @@ def infer_rows(path: Path) -> list[Row]:
                 "parallel": parallel,
                 "infer": {"weights": weights, "kv_cache": "fp8", "engine": "trtllm",
                           "prompt_len": int(r["isl"]), "output_len": int(r["osl"]), "concurrency": reqs,
-                          "gpu_memory_utilization": 0.9}})
+                          "gpu_memory_utilization": 0.9,
+                          # the page's llm_options.yml: cuda_graph_config {enable_padding: true, batch_sizes}
+                          "cuda_graph_batch_sizes": list(PERF_OVERVIEW_GRAPH_BATCH_SIZES)}})
             model, gpu = get_model(mid), get_gpu(gid)
             # Qwen3-30B-A3B (one GPU, no EP) fits the grouped-expert-GEMM row constant only (step 5);
             # Qwen3-235B-A22B (EP8 + attention DP, other GPUs) stays held out

@@ -73,3 +73,45 @@ def bench_settings(*, weights: str, params_total: float, kv_bytes_per_token: flo
     if not chunked_prefill:   # the whole longest prompt must fit one step beside a full batch
         tok = max(tok, int((max_isl if max_isl is not None else isl) + bs))
     return bs, tok
+
+
+# CUDA graphs (PyTorch backend). The perf-overview runs' llm_options.yml (perf-overview.md @00f3768,
+# "Running the Benchmark"): cuda_graph_config {enable_padding: true, batch_sizes: these}.
+PERF_OVERVIEW_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+
+
+def captured_sizes(sizes: tuple[int, ...] | list[int], max_batch: int, max_num_tokens: int,
+                   padding: bool = True) -> list[int]:
+    """The graph batch sizes the engine captures (model_engine.py @001e6700
+    `_filter_cuda_graph_batch_sizes`): sizes up to min(max batch size, max num tokens); with padding,
+    one more graph at that bound when a given size lies above it."""
+    bound = min(max_batch, max_num_tokens)
+    out: list[int] = []
+    for s in sorted(sizes):
+        if s <= bound:
+            out.append(s)
+        else:
+            if padding and (not out or out[-1] != bound):
+                out.append(bound)
+            break
+    return out
+
+
+def padded_batch(batch: float, sizes: list[int]) -> float | None:
+    """Rows the decode-only step's CUDA graph runs: the smallest captured size >= batch (padding with
+    dummy requests); None when the batch is above every captured size (the step runs eagerly)."""
+    for s in sizes:
+        if s >= batch:
+            return float(s)
+    return None
+
+
+def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: float) -> float:
+    """Share of the decode steps that also carry whole prompts (such a step has context requests and
+    runs eagerly: no CUDA graph, no padding). With every request queued at once and fixed lengths
+    (trtllm-bench's offline run) a batch refills as it drains: the `batch` prompts of one turnover
+    enter `max_num_tokens - batch` tokens per step beside the running decodes, over `osl` steps."""
+    if batch <= 0 or osl <= 0:
+        return 0.0
+    room = max(float(isl), float(max_num_tokens) - batch)
+    return min(1.0, batch * isl / room / osl)
