@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.estimate import speed  # noqa: E402
+from gpuplan.estimate.trtllm_bench import PERF_OVERVIEW_GRAPH_BATCH_SIZES  # noqa: E402
 from gpuplan.models import get_model  # noqa: E402
 from gpuplan.scenario import scenario_from_dict  # noqa: E402
 
@@ -271,7 +272,9 @@ def infer_rows(path: Path) -> list[Row]:
                 "parallel": parallel,
                 "infer": {"weights": weights, "kv_cache": "fp8", "engine": "trtllm",
                           "prompt_len": int(r["isl"]), "output_len": int(r["osl"]), "concurrency": reqs,
-                          "gpu_memory_utilization": 0.9}})
+                          "gpu_memory_utilization": 0.9,
+                          # the page's llm_options.yml: cuda_graph_config {enable_padding: true, batch_sizes}
+                          "cuda_graph_batch_sizes": list(PERF_OVERVIEW_GRAPH_BATCH_SIZES)}})
             model, gpu = get_model(mid), get_gpu(gid)
             # Qwen3-30B-A3B (one GPU, no EP) fits the grouped-expert-GEMM row constant only (step 5);
             # Qwen3-235B-A22B (EP8 + attention DP, other GPUs) stays held out
@@ -563,9 +566,7 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
         (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
         (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
-        (("engines", "trtllm", "max_batch"), 2048.0, 64.0, 16384.0, True),
     ])
-    P["engines"]["trtllm"]["max_batch"] = int(round(P["engines"]["trtllm"]["max_batch"]))
     # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
     #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
     moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
@@ -588,7 +589,7 @@ FITTED = [(("matmul", "ampere", "bf16"), "train"), (("matmul_dim_half",), "train
           (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
           (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),
           (("engines", "trtllm", "prefill_attention_scale"), "TensorRT-LLM"),
-          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"), (("engines", "trtllm", "max_batch"), "TensorRT-LLM"),
+          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM"),
           (("matmul_rows_half",), "TensorRT-LLM")]
 
 

@@ -424,6 +424,9 @@ class Infer(_Strict):
     gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
+    cuda_graph_batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=MAX_BATCH)]], Field(max_length=MAX_LIST)] | None = \
+        Field(None, description="engine trtllm: cuda_graph_config.batch_sizes with enable_padding (a decode-only "
+              "step replays the next captured size, padded with dummy requests); default: padding not modelled")
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
                               "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")

@@ -29,6 +29,10 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
+from .trtllm_bench import bench_settings as trtllm_bench_settings
+from .trtllm_bench import captured_sizes as trtllm_captured_sizes
+from .trtllm_bench import padded_batch as trtllm_padded_batch
+from .trtllm_bench import prompt_step_share as trtllm_prompt_share
 from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -934,6 +938,17 @@ class _Serving:
         if self.eng["fp16_accumulate"] and self.compute_dtype in ("fp16", "bf16"):
             self.peak_mm = float((getattr(gpu, "peak_flops_per_s", {}) or {}).get("fp16") or self.peak_mm)
         self.peak_mm *= self.clock
+        # A checkpoint that quantizes only the decoder layers' linears (fmt.scope "linear": ModelOpt FP8/NVFP4,
+        # AWQ, GPTQ, ...) keeps lm_head 16-bit (weight_bytes reads it at 2 bytes): its GEMM runs at the 16-bit rate.
+        self.head_dtype = None
+        if self.fmt.scope == "linear" and self.compute_dtype not in ("fp16", "bf16", "fp32", "tf32"):
+            self.head_dtype = _compute_dtype(gpu, "fp16")
+            self.head_peak = peak_flops(gpu, self.head_dtype) * self.clock
+        # continuous-batching engines compute a prompt's logits at its last position only (the one sampled):
+        # TensorRT-LLM LogitsProcessor (tensorrt_llm/_torch/modules/logits_processor.py @89fd9b74: the
+        # hidden states at cumsum(seq_lens) - 1 unless return_context_logits), vLLM V1 (gpu_model_runner.py
+        # `hidden_states[logits_indices]`), SGLang (LogitsProcessor prunes to each request's last position)
+        self.last_token_logits = inf.engine in _BATCHED_ENGINES
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
@@ -947,6 +962,14 @@ class _Serving:
         stated = inf.engine in _BATCHED_ENGINES
         self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
         budget = inf.max_num_batched_tokens if stated else None
+        if inf.engine == "trtllm" and not (inf.max_num_seqs and budget):
+            # neither stated: TensorRT-LLM sizes both from the KV room for the workload (trtllm_bench.py)
+            self.max_batch, budget = self._trtllm_limits(model, gpu)
+        # TensorRT-LLM CUDA graphs with padding, where the scenario lists their batch sizes (trtllm_bench.py)
+        self.graph_sizes = None
+        if inf.engine == "trtllm" and inf.cuda_graphs and inf.cuda_graph_batch_sizes:
+            self.graph_sizes = trtllm_captured_sizes(inf.cuda_graph_batch_sizes, self.max_batch,
+                                                     int(budget or self.eng["max_num_tokens"]))
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
@@ -1078,12 +1101,17 @@ class _Serving:
                 rows, count = tokens, b.count / (self.pp if b.layer_scope == "layer" else 1)
                 if b.stream == "cross_kv":
                     rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
+                if b.kind == "lm_head" and prefill and self.last_token_logits:
+                    rows = min(rows, 1.0)             # a prompt's logits: its last position only
             flops = 2.0 * rows * k_in * n_out * count
+            dtype, peak = self.compute_dtype, self.peak_mm
+            if b.kind == "lm_head" and self.head_dtype is not None:
+                dtype, peak = self.head_dtype, self.head_peak
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
             # expert GEMMs are bound by reading the touched experts, which its memory term charges
-            eta = gemm_efficiency(P, self.fam, self.compute_dtype, m_eff, k_in, n_out,
+            eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
                                   grouped=b.kind == "expert" and prefill)
-            t += flops / (self.peak_mm * eta * scale)
+            t += flops / (peak * eta * scale)
         return t
 
     def _elementwise(self, tokens: float) -> float:
@@ -1147,12 +1175,18 @@ class _Serving:
         return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
 
     def decode_step(self, batch: float, context: float, step_tokens: float | None = None,
-                    query_rows: float | None = None) -> dict[str, float]:
+                    query_rows: float | None = None, padded_rows: float | None = None) -> dict[str, float]:
         """One decode step of `batch` sequences at mean `context`. `query_rows` (speculative
         verification: batch x (k + 1)) is how many positions the forward computes; the KV cache is
-        still read once per sequence."""
+        still read once per sequence. `padded_rows`: the CUDA graph the step replays runs this many
+        rows (TensorRT-LLM pads a decode-only batch with dummy one-token requests up to the next
+        captured size, trtllm_graphs.py): the linears, element-wise work and collectives see them, the
+        KV read and attention do not (a dummy request holds one token)."""
         m = self.model
         q = batch if query_rows is None else query_rows
+        q_attn = q
+        if padded_rows is not None and padded_rows > q:
+            q = padded_rows
         w = self._weights_read(q)
         kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
@@ -1161,7 +1195,7 @@ class _Serving:
         t_mem = (w + self._dequant_bytes(q) + kv * self.kv_passes) / self.bw
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
-        attn_flops = q * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
+        attn_flops = q_attn * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
         comm = self._tp_comm(q) + self._ep_comm(q)
         t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
@@ -1245,6 +1279,23 @@ class _Serving:
             draft = 0.0
         return verify + draft
 
+    def _trtllm_limits(self, model: ModelSpec, gpu: Any) -> tuple[int, int]:
+        """trtllm-bench's max batch size and max num tokens for this model, layout and workload."""
+        inf = self.inf
+        # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
+        # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
+        # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
+        tp = self.tp * self.adp
+        if model.is_mla:
+            kv_tok = model.kv_cache_bytes_per_token(self.kvb)
+        else:   # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads))
+            kv_tok = (model.num_attention_layers * max(tp, model.num_kv_heads)
+                      * (model.head_dim + model.v_head_dim) * self.kvb)
+        return trtllm_bench_settings(
+            weights=self.fmt.name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
+            device_memory_gib=gpu.usable_memory_gib, tp=tp, pp=self.pp, isl=inf.prompt_len,
+            osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
+
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -1270,6 +1321,14 @@ class _Serving:
         # the rows each grouped expert GEMM gets
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) if batch > 1 else None
         step = self.decode_step(batch, ctx_avg, step_tokens=step_tok)
+        if self.graph_sizes is not None and batch > 1:
+            # TensorRT-LLM: decode-only steps replay the CUDA graph of the next captured size, padded
+            # with dummy requests; steps that carry prompts run eagerly at the real batch (trtllm_bench.py)
+            pad = trtllm_padded_batch(batch, self.graph_sizes)
+            if pad is not None and pad > batch:
+                share = trtllm_prompt_share(batch, P_len, O_len, self.max_step_tokens)
+                padded = self.decode_step(batch, ctx_avg, step_tokens=step_tok, padded_rows=pad)
+                step = dict(padded, time=share * step["time"] + (1.0 - share) * padded["time"])
         if self.spec is not None:   # a speculative step yields spec_tokens per sequence on average
             step = dict(step, time=(step["time"] + self.spec_step_extra(batch, ctx_avg)) / self.spec_tokens)
         # one request's prompt: k copies where every beam runs it (HF generate decoder-only), once otherwise

@@ -1,0 +1,117 @@
+"""TensorRT-LLM's own sizing of max batch size and max num tokens when the user states neither.
+
+`trtllm-bench throughput` (and the engines it builds) does not use the LLM API defaults (2048 / 8192)
+when `--max_batch_size` / `--max_num_tokens` are not given: it derives both from how many requests of
+the dataset's mean length fit in the KV cache. Sources (NVIDIA/TensorRT-LLM):
+
+- tensorrt_llm/bench/benchmark/utils/general.py @0171265e `get_settings`: no user values -> the
+  heuristic of `get_benchmark_engine_settings` with the dataset's mean ISL/OSL and the
+  `--kv_cache_free_gpu_mem_fraction` given (CLI default 0.90); chunked prefill off (the default) ->
+  max_num_tokens raised to at least max ISL + max batch size;
+- tensorrt_llm/bench/build/build.py @000a01de: FP8/NVFP4/FP8-block/unquantized checkpoints are tuned,
+  other formats get BuildConfig's defaults;
+- tensorrt_llm/bench/build/tuning.py @04cba882 `calc_engine_setting` / `finetune_setting`: weights at
+  1 byte (FP8), 0.5 (NVFP4) or 2 bytes per parameter; KV bytes per token over all attention layers with
+  at least one KV head per TP rank; device memory as NVML's total (GiB) x GPUs; requests that fit =
+  (memory - weights) x fraction / (KV per token x (ISL + OSL)); batch = min(requests, 4096) / PP
+  rounded up (to 32 with a floor of 64 below 256, to 128 below 1024, to 256 above); tokens = batch x
+  (1 + ISL/OSL) capped at 32768, rounded up (to 256 with a floor of 2048 below 4096, to 512 below 8192,
+  to 1024 above).
+
+The perf-overview tables gpuplan validates against (docs/source/performance/perf-overview.md @00f3768)
+were run this way: `trtllm-bench ... throughput --dataset ... --backend pytorch` without either value.
+"""
+from __future__ import annotations
+
+import math
+
+# weight bytes per parameter the heuristic assumes for the formats it tunes (tuning.py BYTES_PER_ELEM)
+_TUNED_WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "nvfp4": 0.5}
+# BuildConfig defaults, used for formats the heuristic does not tune (build.py)
+DEFAULT_MAX_BATCH, DEFAULT_MAX_TOKENS = 2048, 8192
+_BATCH_CAP, _TOKEN_CAP = 4096, 32768
+
+
+def _round_up(x: float, step: int) -> int:
+    return step * math.ceil(x / step)
+
+
+def finetune(requests_fit: float, isl: float, osl: float, pp: int) -> tuple[int, int]:
+    """(max batch size, max num tokens) from the requests that fit in the KV cache (finetune_setting)."""
+    raw_bs = min(requests_fit, _BATCH_CAP) / pp
+    raw_tok = min(raw_bs * (1.0 + isl / max(osl, 1.0)), _TOKEN_CAP)
+    if raw_bs < 256:
+        bs = max(64, _round_up(raw_bs, 32))
+    elif raw_bs < 1024:
+        bs = _round_up(raw_bs, 128)
+    else:
+        bs = _round_up(raw_bs, 256)
+    if raw_tok < 4096:
+        tok = max(2048, _round_up(raw_tok, 256))
+    elif raw_tok < 8192:
+        tok = _round_up(raw_tok, 512)
+    else:
+        tok = _round_up(raw_tok, 1024)
+    return bs, tok
+
+
+def bench_settings(*, weights: str, params_total: float, kv_bytes_per_token: float, device_memory_gib: float,
+                   tp: int, pp: int, isl: float, osl: float, kv_fraction: float,
+                   max_isl: float | None = None, chunked_prefill: bool = False) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench picks for this model, layout and dataset.
+
+    `kv_bytes_per_token`: one token of one sequence over all attention layers, each TP rank holding at
+    least one KV head (whole model, not per GPU)."""
+    wb = _TUNED_WEIGHT_BYTES.get(weights)
+    if wb is None:
+        return DEFAULT_MAX_BATCH, DEFAULT_MAX_TOKENS
+    gib = 1024.0 ** 3
+    available = device_memory_gib * tp * pp - params_total * wb / gib
+    per_request = kv_bytes_per_token / gib * (isl + osl)
+    requests = max(0.0, available * kv_fraction / per_request) if per_request > 0 else float(_BATCH_CAP)
+    bs, tok = finetune(requests, isl, osl, pp)
+    if not chunked_prefill:   # the whole longest prompt must fit one step beside a full batch
+        tok = max(tok, int((max_isl if max_isl is not None else isl) + bs))
+    return bs, tok
+
+
+# CUDA graphs (PyTorch backend). The perf-overview runs' llm_options.yml (perf-overview.md @00f3768,
+# "Running the Benchmark"): cuda_graph_config {enable_padding: true, batch_sizes: these}.
+PERF_OVERVIEW_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+
+
+def captured_sizes(sizes: tuple[int, ...] | list[int], max_batch: int, max_num_tokens: int,
+                   padding: bool = True) -> list[int]:
+    """The graph batch sizes the engine captures (model_engine.py @001e6700
+    `_filter_cuda_graph_batch_sizes`): sizes up to min(max batch size, max num tokens); with padding,
+    one more graph at that bound when a given size lies above it."""
+    bound = min(max_batch, max_num_tokens)
+    out: list[int] = []
+    for s in sorted(sizes):
+        if s <= bound:
+            out.append(s)
+        else:
+            if padding and (not out or out[-1] != bound):
+                out.append(bound)
+            break
+    return out
+
+
+def padded_batch(batch: float, sizes: list[int]) -> float | None:
+    """Rows the decode-only step's CUDA graph runs: the smallest captured size >= batch (padding with
+    dummy requests); None when the batch is above every captured size (the step runs eagerly)."""
+    for s in sizes:
+        if s >= batch:
+            return float(s)
+    return None
+
+
+def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: float) -> float:
+    """Share of the decode steps that also carry whole prompts (such a step has context requests and
+    runs eagerly: no CUDA graph, no padding). With every request queued at once and fixed lengths
+    (trtllm-bench's offline run) a batch refills as it drains: the `batch` prompts of one turnover
+    enter `max_num_tokens - batch` tokens per step beside the running decodes, over `osl` steps."""
+    if batch <= 0 or osl <= 0:
+        return 0.0
+    room = max(float(isl), float(max_num_tokens) - batch)
+    return min(1.0, batch * isl / room / osl)
