@@ -68,6 +68,12 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["max_num_seqs"] = int(row["max_num_seqs"])
     if row.get("gpu_memory_utilization"):
         infer["gpu_memory_utilization"] = float(row["gpu_memory_utilization"])
+    if row.get("max_num_batched_tokens"):       # the engine's token budget per step, where the source sets it
+        infer["max_num_batched_tokens"] = int(row["max_num_batched_tokens"])
+    if row.get("capacity_scheduler"):           # TensorRT-LLM's capacity scheduler policy, where the source sets it
+        infer["capacity_scheduler"] = row["capacity_scheduler"]
+    if row.get("kv_cache"):                     # the KV-cache format, where the source states it
+        infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
     return {"model": row["model"], "task": "infer",
