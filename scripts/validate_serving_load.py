@@ -68,6 +68,12 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["max_num_seqs"] = int(row["max_num_seqs"])
     if row.get("gpu_memory_utilization"):
         infer["gpu_memory_utilization"] = float(row["gpu_memory_utilization"])
+    if row.get("max_num_batched_tokens"):       # the engine's token budget per step, where the source sets it
+        infer["max_num_batched_tokens"] = int(row["max_num_batched_tokens"])
+    if row.get("capacity_scheduler"):           # TensorRT-LLM's capacity scheduler policy, where the source sets it
+        infer["capacity_scheduler"] = row["capacity_scheduler"]
+    if row.get("kv_cache"):                     # the KV-cache format, where the source states it
+        infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
     return {"model": row["model"], "task": "infer",
@@ -117,6 +123,40 @@ def _med(errs: list[float]) -> str:
     if not errs:
         return "   n/a"
     return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
+
+
+def offline_check(rows: list[dict]) -> None:
+    """MLPerf rows whose source also ran the Offline scenario on the same system: the predicted Offline
+    throughput (the source's Offline batch, all requests queued) against the measured one tests the
+    capacity alone; the Server run at the same share of the *predicted* Offline throughput as it ran at of
+    the measured one then tests the latency model near saturation with that capacity error taken out.
+    Diagnostic only: nothing is fitted or changed by it."""
+    if not rows:
+        return
+    print("\nMLPerf Offline (the same systems' Offline runs, their own batch sizes): capacity, and the Server "
+          "latency at the measured Server/Offline share of the predicted Offline throughput")
+    for row in rows:
+        n = replicas(row)
+        scn = scenario(row)
+        load = {k: v for k, v in scn["infer"]["load"].items() if k not in ("rate_per_s", "slo_ttft_s", "slo_tpot_s",
+                                                                            "slo_percentile")}
+        scn["infer"]["load"] = {**load, "arrival": "offline", "requests": OFFLINE_REQUESTS}
+        scn["infer"]["max_num_seqs"] = int(row["offline_max_num_seqs"])
+        r = pipeline.resolve(scn)
+        off = pipeline.serving_load(r, pipeline.memory(r), search=False)["requests_per_s"] * n
+        meas = float(row["offline_requests_per_s"])
+        share = float(row["rate_per_s"]) / meas
+        at = dict(row, rate_per_s=str(share * off))
+        s = predict(at)
+        print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: Offline predicted {off:6.1f} req/s, measured {meas:6.1f} "
+              f"({100 * (off - meas) / meas:+.0f}%); Server at {100 * share:.1f}% of it: TTFT "
+              f"{s['ttft_s']['mean'] * 1e3:.0f} ms (measured {float(row['ttft_ms']):.0f}), TPOT "
+              f"{s['tpot_s']['mean'] * 1e3:.1f} ms (measured {float(row['tpot_ms']):.1f}), "
+              f"{s['mean_in_system']:.0f} requests in a replica (measured, Little's law: "
+              f"{float(row['requests_per_s']) / n * (float(row['ttft_ms']) + (float(row['output_mean_tokens']) - 1) * float(row['tpot_ms'])) / 1e3:.0f})")
+
+
+OFFLINE_REQUESTS = 20000     # per replica: enough that the fill-up and the drain are a small part of the run
 
 
 PER_SEQ_GRID_S = (0.0, 5e-6, 10e-6, 20e-6, 40e-6, 80e-6)
@@ -265,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: predicted {got:6.1f} req/s, measured (valid) "
                   f"{meas:6.1f} req/s  {100 * (got - meas) / meas:+5.0f}%   capacity {s['capacity_per_s'] * n:.1f} req/s; "
                   + "; ".join(sens))
+        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")])
     if a.per_seq_diagnostic:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.csv:

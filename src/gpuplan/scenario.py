@@ -440,11 +440,23 @@ class Infer(_Strict):
                                           "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
                                           "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
                                           "false: its per-sequence host work adds to every step. Default: on")
+    capacity_scheduler: Literal["guaranteed_no_evict", "max_utilization"] | None = Field(
+        None, description="engine trtllm: TensorRT-LLM's capacity scheduler policy (LLM API scheduler_config."
+        "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "
+        "holds its prompt and all its output; max_utilization: it starts when its next step fits and the "
+        "newest running request is paused (recomputed later) when the pool runs out")
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
     speculative: Speculative | None = Field(None, description="speculative decoding: method, tokens per step, "
                                             "acceptance rate")
+
+    @model_validator(mode="after")
+    def _trtllm_only(self):
+        if self.capacity_scheduler is not None and self.engine != "trtllm":
+            raise ValueError(f"capacity_scheduler is TensorRT-LLM's option; engine {self.engine!r} has its own "
+                             "scheduler: set infer.engine: trtllm, or leave capacity_scheduler out")
+        return self
 
 
 Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]

@@ -1192,13 +1192,22 @@ class _Serving:
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
         kv += 2.0 * batch * self.state_per_seq_gpu
-        t_mem = (w + self._dequant_bytes(q) + kv * self.kv_passes) / self.bw
+        t_wmem = (w + self._dequant_bytes(q)) / self.bw
+        t_kv = kv * self.kv_passes / self.bw
+        t_mem = t_wmem + t_kv
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
         attn_flops = q_attn * 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * ctx_sum / self.tp / self.pp
         t_attn = attn_flops / self.peak_attn
         comm = self._tp_comm(q) + self._ep_comm(q)
-        t = _soft_max(t_mem, t_lin + t_attn, self.P["roofline_sharpness"]) \
+        # Two rooflines, not one: a layer's GEMMs (bound by the weight read or by their FLOPs) and its
+        # attention kernel (bound by the KV read) are separate kernels on one stream and run one after the
+        # other (vLLM LlamaAttention.forward: qkv_proj -> attn -> o_proj, vllm/model_executor/models/llama.py
+        # at e06c9ba2a6ea923a84add30f5dafaea126429b81; TensorRT-LLM's gpt_attention
+        # plugin between its GEMM plugins), so a batch large enough to make the GEMMs compute-bound still
+        # pays its KV read in full (docs/serving-load.md, "Decode attention is its own kernel").
+        sharp = self.P["roofline_sharpness"]
+        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) \
             + self._elementwise(q) + comm + self._overhead()
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)

@@ -29,6 +29,8 @@ def options(plan: Plan) -> dict:
           "enable_block_reuse": True}
     opts = {"dtype": model_dtype(plan), "kv_cache_config": kv}
     opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": i.concurrency} if i.cuda_graphs else None
+    if i.capacity_scheduler is not None:     # LLM API SchedulerConfig (default GUARANTEED_NO_EVICT)
+        opts["scheduler_config"] = {"capacity_scheduler_policy": i.capacity_scheduler.upper()}
     return opts
 
 

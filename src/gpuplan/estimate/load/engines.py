@@ -5,7 +5,8 @@
 * sglang: budget chunked_prefill_size, cap max_running_requests, 1-token pages, chunked, prefill
   batches not mixed with decodes, KV grows (retract the newest);
 * trtllm: budget max_num_tokens, cap max_batch_size, 32-token blocks, whole prompts, in-flight
-  batching (mixed), prompt + output reserved at admission (GUARANTEED_NO_EVICT: never preempts);
+  batching (mixed), prompt + output reserved at admission (GUARANTEED_NO_EVICT, the default: never
+  preempts) or, with infer.capacity_scheduler max_utilization, KV grows and the newest is paused;
 * llama.cpp: budget n_batch, cap the slots (-np), whole prompts, mixed, a slot's context reserved.
 """
 from __future__ import annotations
@@ -62,7 +63,14 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
         budget = int(inf.max_num_batched_tokens or serving.eng["max_num_tokens"])
         if hit:
             notes.append("TensorRT-LLM KV-cache reuse is modelled like prefix caching (the same hit rate).")
-        return Policy("trtllm", cap, budget, bs, kv_blocks, False, True, True, hit), notes
+        # capacityScheduler.cpp: GuaranteedNoEvictScheduler starts a request only if the pool holds the blocks
+        # to drive it to completion; MaxUtilizationScheduler starts it when its next step fits and, when a
+        # started request cannot be allocated, pauses the last started one (frees its blocks) and retries
+        no_evict = (getattr(inf, "capacity_scheduler", None) or "guaranteed_no_evict") == "guaranteed_no_evict"
+        if not no_evict:
+            notes.append("TensorRT-LLM MAX_UTILIZATION: KV grows with each request; when the pool is full the "
+                         "newest started request is paused and recomputed later.")
+        return Policy("trtllm", cap, budget, bs, kv_blocks, False, True, no_evict, hit), notes
     budget = int(inf.max_num_batched_tokens or LLAMA_CPP_N_BATCH)
     if hit:
         notes.append("llama.cpp reuses a slot's cached prompt prefix; modelled as the same hit rate.")
