@@ -380,6 +380,10 @@ def test_golden_megatron_t005():
     assert e.tokens_per_s_per_gpu == pytest.approx(measured, rel=0.20)
 
 
+@pytest.mark.xfail(strict=True, reason="known gap (docs/speed.md §3.12): at trtllm-bench's real batch (4096 at 128/128) "
+                   "H200 is predicted 19 % fast; the measured H200 and H100 throughputs are equal, which points to a "
+                   "per-running-sequence cost no source quantifies yet. Passed only while a fitted batch cap of 457 "
+                   "stood in for it.")
 def test_golden_trtllm_i174():
     scn = infer_scn(gpu="h200-sxm", infer={"weights": "fp8", "kv_cache": "fp8", "engine": "trtllm",
                                            "prompt_len": 128, "output_len": 128, "concurrency": 30000})
