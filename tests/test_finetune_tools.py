@@ -47,6 +47,31 @@ def test_unsloth_layer_working_set_by_hand():
     assert unsloth_layer_bytes(get_model("llama-3.1-8b")) == 110_728 + 8_192 + 28_672 == 147_592
 
 
+def test_unsloth_releases_before_march_2025_add_the_lora_path_out_of_place():
+    # matmul_lora at d9ed4bef: out += (X @ A) @ (s * B), a tokens x i temporary next to DW at the MLP backward's
+    # peak: 2 x 14336 = 28,672 B per token more
+    assert unsloth_layer_bytes(get_model("llama-3.1-8b"), lora_addmm=False) == 147_592 + 28_672
+    m = get_model("llama-3.1-8b")
+    new = M._train_components(_scn("unsloth"), m, "only")[0]["backward_end"]["activations"]
+    old = M._train_components(_scn("unsloth", unsloth_lora_addmm=False), m, "only")[0]["backward_end"]["activations"]
+    assert old - new == 4096 * 28_672
+
+
+def test_unsloth_without_flash_attn_saves_expanded_k_and_v():
+    # xformers path: K and V copied to all 32 heads, 4 x 32 x 128 = 16,384 B instead of 4 x 8 x 128 = 4,096
+    assert unsloth_layer_bytes(get_model("llama-3.1-8b"), flash_attn=False) == 147_592 + 12_288
+    m = get_model("llama-3.1-8b")
+    fa = M._train_components(_scn("unsloth"), m, "only")[0]["backward_end"]["activations"]
+    xf = M._train_components(_scn("unsloth", attention="sdpa"), m, "only")[0]["backward_end"]["activations"]
+    assert xf - fa == 4096 * 12_288
+
+
+def test_unsloth_lora_addmm_needs_tool_unsloth():
+    with pytest.raises(InputError) as err:
+        _scn("trl", unsloth_lora_addmm=False)
+    assert "unsloth_lora_addmm" in str(err.value) and "tool: unsloth" in str(err.value)
+
+
 def test_unsloth_kernels_do_not_apply_to_moe():
     assert unsloth_layer_bytes(get_model("mixtral-8x7b")) is None
 

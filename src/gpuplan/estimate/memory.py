@@ -523,7 +523,9 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
     if ts.scn.tool == "unsloth" and rplan.kind == "full" and ts.peft and unsloth_layer_bytes(model) is not None:
         # Unsloth's fused LoRA autograd functions save less than HF + peft, and its MLP backward works in
         # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
-        working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
+        # attention other than flash: no flash-attn package, so Unsloth runs xformers with K, V expanded
+        layer = unsloth_layer_bytes(model, lora_addmm=t.unsloth_lora_addmm, flash_attn=t.attention == "flash") or 0.0
+        working = tokens * (layer / tp) * min(rplan.group, max(layers, 1))
         if t.activation_offload:
             # Unsloth's offloaded checkpointer recomputes the layer and then calls
             # torch.autograd.backward(output, dY) with the recomputed layer output still bound in its frame
@@ -531,9 +533,9 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             # .backward @9c643b6 and @ce232d6): one more hidden-size tensor through the layer's whole backward
             working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
-        notes.append("Unsloth's published max-context rows need ~1.4x the per-token memory gpuplan counts here "
+        notes.append("Unsloth's published max-context rows (2024-12 release) are ~11% shorter than gpuplan's "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
-                     "limits are optimistic")
+                     "limits are somewhat optimistic")
     cpu = 0.0
     if t.activation_offload and ts.scn.tool is not None and rplan.kind == "full" and rplan.full_fraction >= 1.0:
         # offloaded gradient checkpointing of the HF tools (Unsloth's "unsloth" mode, Axolotl's
