@@ -319,8 +319,11 @@ def test_dpo_loss_block_is_four_fp32_logit_tensors():
     pre = evaluate(_pref("dpo", reference="precomputed")).memory      # no reference logits beside it
     assert pre.phase == "backward"
     assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 16) <= 1
-    # ORPO adds the NLL on the chosen half: + 2 B per logit on half the tokens
-    assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 5) <= 1
+    # ORPO adds the NLL on the chosen half: its fp32 log-softmax, 4 B per logit on half the tokens (traced)
+    assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 18) <= 1
+    # KTO: one unpaired sequence per example, the same 16 B per logit
+    kto = evaluate(_pref("kto", reference="precomputed")).memory
+    assert abs(kto.components["logits"] - 2048 * 128_256 * 16) <= 1
 
 
 @pytest.mark.parametrize("name, phases", [

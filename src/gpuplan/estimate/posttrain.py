@@ -339,7 +339,7 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
 
 
 UNVALIDATED = ("post-training memory is built from the trainers' code and checked against fake-tensor traces of TRL's "
-               "DPO step and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
+               "DPO, KTO, ORPO, SimPO steps and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
                "shown is that of supervised fine-tuning")
 
 
