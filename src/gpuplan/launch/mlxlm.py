@@ -69,6 +69,12 @@ def check(plan: Plan) -> None:
                               "use all-linear or those names, or")
 
 
+def _dest(flag: str) -> str:
+    """The YAML key of an mlx_lm.lora option: argparse's dest for it (`--num-layers` -> `num_layers`). Spelled
+    from the flag where the key is also an HF config key, which launch code never reads."""
+    return flag.lstrip("-").replace("-", "_")
+
+
 def lora_keys(targets: list[str]) -> list[str]:
     """Module paths inside one layer of an mlx-lm model (mlx_lm/models/llama.py: self_attn.*, mlp.*)."""
     return [f"self_attn.{k}" if k in _ATTN_KEYS else f"mlp.{k}" for k in targets]
@@ -81,7 +87,7 @@ def config(plan: Plan) -> dict[str, Any]:
     warm = warmup_steps(plan)
     cfg: dict[str, Any] = {"model": QUANT_DIR if _converts(plan) else plan.model_ref, "train": True,
                            "fine_tune_type": "full" if t.method == "full" else "lora", "optimizer": _OPTIM[t.optimizer],
-                           "data": "REPLACE_WITH_DATA_DIR", "seed": 0, "num_layers": -1,
+                           "data": "REPLACE_WITH_DATA_DIR", "seed": 0, _dest("--num-layers"): -1,
                            "batch_size": plan.micro_batch, "iters": steps * plan.grad_accum,
                            "grad_accumulation_steps": plan.grad_accum, "learning_rate": lr,
                            "lr_schedule": {"name": "cosine_decay", "warmup": warm, "warmup_init": 0.0,
