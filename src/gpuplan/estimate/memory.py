@@ -533,7 +533,8 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             # .backward @9c643b6 and @ce232d6): one more hidden-size tensor through the layer's whole backward
             working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
-        notes.append("Unsloth's published max-context rows (2024-12 release) are ~11% shorter than gpuplan's "
+        notes.append("Unsloth's published max-context rows (its 2024-12 release, modelled with "
+                     "train.unsloth_lora_addmm: false and xformers attention) are ~11% shorter than gpuplan's "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
                      "limits are somewhat optimistic")
     cpu = 0.0
