@@ -532,9 +532,15 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             # (unslothai/unsloth-zoo unsloth_zoo/gradient_checkpointing.py, Unsloth_Offloaded_Gradient_Checkpointer
             # .backward @9c643b6 and @ce232d6): one more hidden-size tensor through the layer's whole backward
             working += tokens * setup.residual_bytes * model.hidden_size / seq_split
+            # the embedding output stays on the GPU through the whole backward: Unsloth's
+            # prepare_model_for_kbit_training(use_reentrant=True) calls enable_input_require_grads, whose hook
+            # makes that (leaf) output require grad, so the first checkpointer's graph edge is an AccumulateGrad
+            # node that holds the tensor until backward ends (unsloth/models/_utils.py and llama.py get_peft_model
+            # at d9ed4bef and f4633d8); offloading moves only each layer's saved copy to the host
+            working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
         notes.append("Unsloth's published max-context rows (its 2024-12 release, modelled with "
-                     "train.unsloth_lora_addmm: false and xformers attention) are ~11% shorter than gpuplan's "
+                     "train.unsloth_lora_addmm: false and xformers attention) are ~7% shorter than gpuplan's "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
                      "limits are somewhat optimistic")
     cpu = 0.0
