@@ -104,3 +104,20 @@ def test_recommend_keeps_the_tools_choices_and_the_hf_stack():
         t = p.scenario.train
         assert p.scenario.tool == "unsloth" and p.scenario.framework == "hf"
         assert (t.method, t.recompute, t.loss, t.activation_offload) == ("qlora", "full", "cce", True)
+
+
+def test_unsloth_published_context_rows_median_within_15_percent():
+    """validation/gathered/unsloth_context.csv (Unsloth's 2024-12 table, nothing fitted on it), with the release's
+    settings as scripts/validate_unsloth_context.py sets them: the median |error| of the nine Unsloth rows stays
+    within the issue's 15 % (7.5 % when written; the 8 GB row alone is +55 %)."""
+    import csv
+    import statistics
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "scripts"))
+    from validate_unsloth_context import CSV, max_context
+    errs = [(max_context(r) - int(r["max_seq_len"])) / int(r["max_seq_len"])
+            for r in csv.DictReader(CSV.open(newline="", encoding="utf-8")) if r["tool"] == "unsloth"]
+    assert len(errs) == 9
+    assert statistics.median(abs(e) for e in errs) <= 0.15

@@ -539,6 +539,12 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             # at d9ed4bef and f4633d8); offloading moves only each layer's saved copy to the host
             working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
+        if t.attention != "flash":
+            notes.append(f"Unsloth with attention {t.attention}: no flash-attn package, so Unsloth runs xformers with "
+                         "K and V copied to every head (saved for backward)")
+        if not t.unsloth_lora_addmm:
+            notes.append("Unsloth before 2025-03 (train.unsloth_lora_addmm: false): matmul_lora's out-of-place LoRA "
+                         "add, a tokens x intermediate temporary at the MLP backward")
         notes.append("Unsloth's published max-context rows (its 2024-12 release, modelled with "
                      "train.unsloth_lora_addmm: false and xformers attention) are ~7% shorter than gpuplan's "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
