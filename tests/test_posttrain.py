@@ -324,6 +324,8 @@ def test_dpo_loss_block_is_four_fp32_logit_tensors():
     # KTO: one unpaired sequence per example, the same 16 B per logit
     kto = evaluate(_pref("kto", reference="precomputed")).memory
     assert abs(kto.components["logits"] - 2048 * 128_256 * 16) <= 1
+    assert any("refuses per_device_train_batch_size 1" in n for n in kto.notes)
+    assert not any("refuses" in n for n in evaluate(_pref("kto", mb=2, gb=64)).memory.notes)
 
 
 @pytest.mark.parametrize("name, phases", [

@@ -330,6 +330,10 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
             notes.insert(0, f"{sh.name}: chosen and rejected sequences go through the policy together: "
                          f"{sh.grad_sequences} x micro_batch = {scn.train.micro_batch * sh.grad_sequences} "
                          "sequences per micro-step")
+        if sh.name == "kto" and scn.train.micro_batch < 2:
+            notes.append("kto: TRL's KTOTrainer refuses per_device_train_batch_size 1 with its default loss (the KL "
+                         f"term needs other examples in the micro-batch: {TRL_REF} kto_trainer.py L806); use "
+                         "micro_batch >= 2")
         notes.append(UNVALIDATED)
         est = _finish(phases, scn, capacity_bytes, notes, cpu)
         if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
