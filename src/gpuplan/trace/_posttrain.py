@@ -218,8 +218,9 @@ def kto_loss(model, ref_model, ids, kl_ids, n_chosen: int, autocast_ctx, tracker
     tracker.set_phase("loss_metrics")
     with torch.no_grad():
         entropy = entropy_from_logits(shift_logits.detach())
-        (entropy * 1).sum()
-        del entropy
+        mask = torch.ones(ids.shape[0], S - 1, dtype=torch.long)           # completion_mask[:, 1:]
+        (entropy * mask).sum()
+        del entropy, mask
         chosen_logits = shift_logits.detach().index_select(0, chosen_idx)
         rejected_logits = shift_logits.detach().index_select(0, rejected_idx)
         _selected_rows(chosen_logits, chosen_logits.shape[0] * (S - 1)).mean(-1).sum()
