@@ -1,8 +1,9 @@
 """Fake-tensor traces of post-training steps (validation/traces_posttrain.json): TRL's DPO step (policy +
-reference over a paired batch, full fine-tune and LoRA) and GRPO training pass, on real model configs,
+reference over a paired batch, full fine-tune and LoRA), KTO step (unpaired batch, KL batch, reference), ORPO and
+CPO/SimPO steps (paired, no reference) and GRPO training pass, on real model configs,
 compared by tests/test_trace_posttrain.py with the memory engine (each within 5 %).
 
-    PYTHONPATH=src python scripts/trace_posttrain.py [--write] [--only NAME]
+    PYTHONPATH=src python scripts/trace_posttrain.py [--write] [--only NAME]   (--only with --write updates that row)
 
 Each case runs `gpuplan trace` (docs/trace.md; the post-training step is trace/_posttrain.py, written op for
 op after TRL v1.9.0) for two iterations and records the traced peak, its components and the phase peaks.
@@ -53,6 +54,22 @@ CASES = {
         "model": "qwen2.5-0.5b", "task": "finetune", "hardware": H100,
         "train": {"objective": "dpo", "method": "lora", "master_weights": False, "seq_len": 2048, "micro_batch": 2,
                   "recompute": "full"}},
+    "smollm-135m kto full bf16 s1024 mb2": {
+        "model": "smollm-135m", "task": "train", "hardware": H100,
+        "train": {"objective": "kto", "master_weights": False, "seq_len": 1024, "micro_batch": 2}},
+    "smollm-135m orpo full bf16 s1024 mb1": {
+        "model": "smollm-135m", "task": "train", "hardware": H100,
+        "train": {"objective": "orpo", "master_weights": False, "seq_len": 1024, "micro_batch": 1}},
+    "smollm-135m simpo lora bf16 s1024 mb2": {
+        "model": "smollm-135m", "task": "finetune", "hardware": H100,
+        "train": {"objective": "simpo", "method": "lora", "master_weights": False, "seq_len": 1024, "micro_batch": 2}},
+    "qwen2.5-0.5b kto lora s1024 mb4 recompute": {
+        "model": "qwen2.5-0.5b", "task": "finetune", "hardware": H100,
+        "train": {"objective": "kto", "method": "lora", "master_weights": False, "seq_len": 1024, "micro_batch": 4,
+                  "recompute": "full"}},
+    "qwen2.5-0.5b orpo full mw s1024 mb1": {
+        "model": "qwen2.5-0.5b", "task": "train", "hardware": H100,
+        "train": {"objective": "orpo", "master_weights": True, "seq_len": 1024, "micro_batch": 1}},
     "qwen2.5-0.5b grpo lora p512 c1536 mb4 recompute": {
         "model": "qwen2.5-0.5b", "task": "finetune", "hardware": H100,
         "train": {"objective": "grpo", "method": "lora", "master_weights": False, "micro_batch": 4,
@@ -95,6 +112,10 @@ def main() -> int:
         print(f"{name}: traced {r['peak_bytes'] / 2**30:.3f} GiB ({r.get('phase')}), estimated {est / 2**30:.3f} GiB "
               f"({phase}), {100 * (est - r['peak_bytes']) / r['peak_bytes']:+.1f} %", flush=True)
     if a.write:
+        if a.only:                     # one case: replace (or add) its row, keep the others
+            kept = [r for r in json.loads(OUT.read_text()) if r["name"] != a.only]
+            order = list(CASES)
+            out = sorted(kept + out, key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
         OUT.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -35,6 +35,11 @@ def scenario(row: dict, seq_len: int):
             "train": train}
     if row["tool"]:
         data["tool"] = row["tool"]
+        if row["tool"] == "unsloth" and row["published"] < "2025-03":
+            # the table's software: Unsloth before 4f166026d7 (2025-03-01) added the LoRA path out of place
+            train["unsloth_lora_addmm"] = False
+            # its pyproject (d9ed4bef) installs xformers, not flash-attn: Unsloth's xformers path (K, V expanded)
+            train["attention"] = "sdpa"
     else:
         train["recompute"] = "full"          # HF baseline with gradient checkpointing (assumed on)
     return scenario_from_dict(data)

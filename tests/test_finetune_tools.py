@@ -47,6 +47,31 @@ def test_unsloth_layer_working_set_by_hand():
     assert unsloth_layer_bytes(get_model("llama-3.1-8b")) == 110_728 + 8_192 + 28_672 == 147_592
 
 
+def test_unsloth_releases_before_march_2025_add_the_lora_path_out_of_place():
+    # matmul_lora at d9ed4bef: out += (X @ A) @ (s * B), a tokens x i temporary next to DW at the MLP backward's
+    # peak: 2 x 14336 = 28,672 B per token more
+    assert unsloth_layer_bytes(get_model("llama-3.1-8b"), lora_addmm=False) == 147_592 + 28_672
+    m = get_model("llama-3.1-8b")
+    new = M._train_components(_scn("unsloth"), m, "only")[0]["backward_end"]["activations"]
+    old = M._train_components(_scn("unsloth", unsloth_lora_addmm=False), m, "only")[0]["backward_end"]["activations"]
+    assert old - new == 4096 * 28_672
+
+
+def test_unsloth_without_flash_attn_saves_expanded_k_and_v():
+    # xformers path: K and V copied to all 32 heads, 4 x 32 x 128 = 16,384 B instead of 4 x 8 x 128 = 4,096
+    assert unsloth_layer_bytes(get_model("llama-3.1-8b"), flash_attn=False) == 147_592 + 12_288
+    m = get_model("llama-3.1-8b")
+    fa = M._train_components(_scn("unsloth"), m, "only")[0]["backward_end"]["activations"]
+    xf = M._train_components(_scn("unsloth", attention="sdpa"), m, "only")[0]["backward_end"]["activations"]
+    assert xf - fa == 4096 * 12_288
+
+
+def test_unsloth_lora_addmm_needs_tool_unsloth():
+    with pytest.raises(InputError) as err:
+        _scn("trl", unsloth_lora_addmm=False)
+    assert "unsloth_lora_addmm" in str(err.value) and "tool: unsloth" in str(err.value)
+
+
 def test_unsloth_kernels_do_not_apply_to_moe():
     assert unsloth_layer_bytes(get_model("mixtral-8x7b")) is None
 
@@ -64,9 +89,10 @@ def test_offloaded_checkpoints_live_in_host_memory():
     # every layer's bf16 input: 4096 tokens x 2 x 4096 x 32 layers
     assert phases["_cpu"]["cpu"] == 4096 * 2 * 4096 * 32 == 1_073_741_824
     # on the GPU: the recomputed layer's working set, the recomputed output the checkpointer holds through the
-    # layer's backward (2 h = 8,192 B per token), and at most one checkpoint in flight
+    # layer's backward (2 h = 8,192 B per token), the embedding output that enable_input_require_grads pins
+    # (AccumulateGrad holds it: another 8,192 B), and at most one checkpoint in flight
     act = phases["backward_end"]["activations"]
-    assert 4096 * (147_592 + 8192) <= act <= 4096 * (147_592 + 2 * 8192)
+    assert 4096 * (147_592 + 2 * 8192) <= act <= 4096 * (147_592 + 3 * 8192)
 
 
 def test_recommend_keeps_the_tools_choices_and_the_hf_stack():
@@ -78,3 +104,20 @@ def test_recommend_keeps_the_tools_choices_and_the_hf_stack():
         t = p.scenario.train
         assert p.scenario.tool == "unsloth" and p.scenario.framework == "hf"
         assert (t.method, t.recompute, t.loss, t.activation_offload) == ("qlora", "full", "cce", True)
+
+
+def test_unsloth_published_context_rows_median_within_15_percent():
+    """validation/gathered/unsloth_context.csv (Unsloth's 2024-12 table, nothing fitted on it), with the release's
+    settings as scripts/validate_unsloth_context.py sets them: the median |error| of the nine Unsloth rows stays
+    within the issue's 15 % (7.5 % when written; the 8 GB row alone is +55 %)."""
+    import csv
+    import statistics
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "scripts"))
+    from validate_unsloth_context import CSV, max_context
+    errs = [(max_context(r) - int(r["max_seq_len"])) / int(r["max_seq_len"])
+            for r in csv.DictReader(CSV.open(newline="", encoding="utf-8")) if r["tool"] == "unsloth"]
+    assert len(errs) == 9
+    assert statistics.median(abs(e) for e in errs) <= 0.15

@@ -512,8 +512,8 @@ def test_input_errors():
     with pytest.raises(InputError) as err:
         launch_files(s.replace(train={"global_batch": 100}), "hf")
     assert "multiple of 8" in err.value.message
-    assert set(ENGINES) == {"torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "vllm", "sglang", "trtllm", "llama.cpp",
-                            "slurm"}
+    assert set(ENGINES) == {"torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "mlx-lm", "vllm", "sglang", "trtllm",
+                            "llama.cpp", "slurm"}
 
 
 # ---- API and CLI ------------------------------------------------------------------------------

@@ -319,8 +319,13 @@ def test_dpo_loss_block_is_four_fp32_logit_tensors():
     pre = evaluate(_pref("dpo", reference="precomputed")).memory      # no reference logits beside it
     assert pre.phase == "backward"
     assert abs(pre.components["logits"] - 2 * 2048 * 128_256 * 16) <= 1
-    # ORPO adds the NLL on the chosen half: + 2 B per logit on half the tokens
-    assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 5) <= 1
+    # ORPO adds the NLL on the chosen half: its fp32 log-softmax, 4 B per logit on half the tokens (traced)
+    assert abs(evaluate(_pref("orpo")).memory.components["logits"] - 2 * 2048 * 128_256 * 18) <= 1
+    # KTO: one unpaired sequence per example, the same 16 B per logit
+    kto = evaluate(_pref("kto", reference="precomputed")).memory
+    assert abs(kto.components["logits"] - 2048 * 128_256 * 16) <= 1
+    assert any("refuses per_device_train_batch_size 1" in n for n in kto.notes)
+    assert not any("refuses" in n for n in evaluate(_pref("kto", mb=2, gb=64)).memory.notes)
 
 
 @pytest.mark.parametrize("name, phases", [

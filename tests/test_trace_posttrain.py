@@ -1,4 +1,5 @@
-"""Post-training steps on fake tensors (trace/_posttrain.py, TRL v1.9.0's DPO step and GRPO training pass)
+"""Post-training steps on fake tensors (trace/_posttrain.py, TRL v1.9.0's DPO, KTO, ORPO, SimPO steps and GRPO
+training pass)
 against hand counts on a tiny config, and the memory engine against those traces (issue 20: within 5 %):
 live on a two-layer cut of SmolLM-135M, and on the stored full-size traces (scripts/trace_posttrain.py)."""
 import json
@@ -71,8 +72,42 @@ def test_grpo_backward_holds_the_in_place_temperature_division_buffers():
     assert "logprob_forward" in r.phases
 
 
+def test_kto_backward_holds_four_fp32_logit_tensors_of_the_unpaired_batch():
+    """B = 2 unpaired sequences (no pairing): the DPO block over B sequences, not 2B."""
+    S = 256
+    r = trace(tiny({"objective": "kto", "seq_len": S, "micro_batch": 2}))
+    assert r.phase == "backward"
+    assert r.components["logits"] == r512(2 * S * V * 4) + 3 * r512(2 * (S - 1) * V * 4)
+    assert {"kl_forward", "reference_forward", "loss_metrics"} <= set(r.phases)
+
+
+def test_kto_metrics_hold_the_index_select_copies():
+    """loss_metrics at S = 1024, B = 2: the policy's and reference's fp32 logits (2 x 2 S V 4), the chosen and
+    rejected index_select copies (2 (S-1) V 4 together) and one side's boolean-mask copy ((S-1) V 4). The 2-layer
+    model's saved activations, weights and optimizer state are the rest, equal in the backward phase; the two
+    moments differ besides only by per-token tensors (log-probs, masks and their gradients: a few B x S x 4-byte
+    vectors, under 16 B S 4 = 64 KiB here, against 4 MB per logit tensor)."""
+    S = 1024
+    r = trace(tiny({"objective": "kto", "seq_len": S, "micro_batch": 2}))
+    logits = 2 * r512(2 * S * V * 4) + r512((S - 1) * V * 4) * 2 + r512((S - 1) * V * 4)
+    backward = r512(2 * S * V * 4) + 3 * r512(2 * (S - 1) * V * 4)
+    assert abs((r.phases["backward"] - r.phases["loss_metrics"]) - (backward - logits)) <= 16 * S * 4
+
+
+@pytest.mark.parametrize("objective", ["orpo", "simpo"])
+def test_orpo_and_simpo_add_the_chosen_halfs_log_softmax(objective):
+    """[chosen; rejected] = 2 sequences: DPO's four fp32 logit tensors, plus the cross-entropy's saved fp32
+    log-softmax over the chosen sequence's S - 1 shifted positions; no reference weights."""
+    S = 256
+    r = trace(tiny({"objective": objective, "seq_len": S, "micro_batch": 1}))
+    assert r.phase == "backward"
+    assert r.components["logits"] == r512(2 * S * V * 4) + 3 * r512(2 * (S - 1) * V * 4) + r512((S - 1) * V * 4)
+    one_copy = sum(r512(2 * n) for n in param_numels())
+    assert r.details["weights:weights"] == one_copy
+
+
 @pytest.mark.parametrize("train,why", [
-    ({"objective": "kto", "seq_len": 32}, "objective 'kto'"),
+    ({"objective": "reward", "seq_len": 32}, "objective 'reward'"),
     ({"objective": "dpo", "seq_len": 32}, "more than one GPU"),
 ])
 def test_untraced_post_training_is_a_clear_error(train, why):
@@ -99,6 +134,9 @@ LIVE = {
     "dpo lora": ("finetune", {"objective": "dpo", "method": "lora", "seq_len": 512, "micro_batch": 1}),
     # a completion of half the sequence: TRL's block (16 B per completion logit) is 8 B per sequence logit here,
     # HF's fp32 cross-entropy over the whole sequence would be 12 (equal only when the completion is 3/4)
+    "kto full": ("train", {"objective": "kto", "seq_len": 512, "micro_batch": 2}),
+    "orpo lora": ("finetune", {"objective": "orpo", "method": "lora", "seq_len": 512, "micro_batch": 1}),
+    "simpo full": ("train", {"objective": "simpo", "seq_len": 512, "micro_batch": 1}),
     "grpo full": ("train", {"objective": "grpo", "micro_batch": 2, "rl": {
         "prompts_per_step": 1, "group_size": 2, "prompt_len": 256, "max_new_tokens": 256}}),
 }
@@ -126,4 +164,5 @@ def test_estimate_within_5_percent_of_stored_traces(row):
 
 def test_stored_traces_cover_dpo_full_lora_and_grpo():
     objs = {(r["scenario"]["train"]["objective"], r["scenario"]["train"].get("method", "full")) for r in STORED}
-    assert {("dpo", "full"), ("dpo", "lora"), ("grpo", "full"), ("grpo", "lora")} <= objs
+    assert {("dpo", "full"), ("dpo", "lora"), ("grpo", "full"), ("grpo", "lora"), ("kto", "full"), ("kto", "lora"),
+            ("orpo", "full"), ("simpo", "lora")} <= objs

@@ -297,6 +297,11 @@ class Train(_Strict):
         "pipeline parallel (torch.distributed.pipelining): every micro-batch's stage output stays alive until the "
         "step returns (torch before pytorch#153383, 2025-05, on every stage; torchtitan releases before "
         "`return_outputs=False`); default: current torchtitan, which keeps only the in-flight micro-batches' outputs"))
+    unsloth_lora_addmm: bool = Field(True, description=(
+        "tool unsloth: matmul_lora adds the LoRA product into the base output in place (out.addmm_, "
+        "unslothai/unsloth since 4f166026d7, 2025-03-01); false: earlier releases (d9ed4bef, 2024-12, the "
+        "published max-context tables) computed `out += (X @ A) @ (s * B)`, a full-size temporary of every adapted "
+        "output (2 x intermediate bytes per token more at the MLP backward's peak)"))
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
@@ -608,6 +613,9 @@ class Scenario(_Strict):
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
             _check_grad_reduce(self)
+            if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
+                raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
+                                 f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
         p, n = self.parallel, self.hardware.count
         if self.task == "infer" and p.cp > 1:
             raise ValueError(_CP_INFER.format(cp=p.cp))

@@ -409,7 +409,7 @@ def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivati
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
 
 
-def unsloth_layer_bytes(model: ModelSpec) -> float | None:
+def unsloth_layer_bytes(model: ModelSpec, lora_addmm: bool = True, flash_attn: bool = True) -> float | None:
     """Bytes per token of one Llama-style layer during its backward under Unsloth (16-bit activations), or None
     where its fused kernels do not apply (MoE, MLA, LayerNorm, ungated MLP).
 
@@ -419,10 +419,23 @@ def unsloth_layer_bytes(model: ModelSpec) -> float | None:
     the attention residual (norm inputs, 2 x 2h), the normed inputs of QKV and MLP (2 x 2h), Q (2h), K and V
     (4 kv d), O (2h, shared with o_proj's input), e and g (4i), 2 x 4 bytes of inverse RMS and 4 a of LSE. In
     backward the layer also holds the incoming gradient (2h) and DW = dY @ W_down^T (2i); the SwiGLU backward
-    kernel then writes h, df and de over DW, e and g, and dX over X (inplace=True)."""
+    kernel then writes h, df and de over DW, e and g, and dX over X (inplace=True).
+
+    `lora_addmm=False`: Unsloth releases before 4f166026d7 (2025-03-01; e.g. d9ed4bef, 2024-12-12) added the
+    adapter path out of place in `matmul_lora` (`out += (X @ A.to(dtype)) @ (s * B.to(dtype))`,
+    unsloth/kernels/utils.py): while DW = matmul_lora(dY, W_down^T, ...) is formed, the tokens x i product of
+    the LoRA path exists beside DW, e and g, so the MLP backward's peak holds 2i more bytes per token. The
+    current code forms X @ A (rank-sized) and calls `out.addmm_(XA, B, alpha=s)`.
+
+    `flash_attn=False`: without the flash-attn package (HAS_FLASH_ATTENTION false; Unsloth's pyproject at
+    d9ed4bef depends on xformers, not flash-attn) `LlamaAttention_fast_forward` calls xformers with K and V
+    expanded to all heads and, when gradients are needed, copied (`K.reshape(bsz, kv_seq_len, n_heads,
+    head_dim)`; unsloth/models/llama.py at d9ed4bef and f4633d8): xformers saves those copies, 4 a d bytes per
+    token instead of 4 kv d."""
     if model.is_moe or model.is_mla or not model.gated_mlp or model.norm != "rms":
         return None
     h, i = model.hidden_size, model.intermediate_size
-    kvd = model.num_kv_heads * model.head_dim
+    kvd = (model.num_kv_heads if flash_attn else model.num_heads) * model.head_dim
     saved = 12 * h + 4 * kvd + 4 * i + 4 * model.num_heads + 8
-    return float(saved + 2 * h + 2 * i)
+    lora_temp = 0 if lora_addmm else 2 * i
+    return float(saved + 2 * h + 2 * i + lora_temp)

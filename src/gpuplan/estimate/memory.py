@@ -523,17 +523,32 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
     if ts.scn.tool == "unsloth" and rplan.kind == "full" and ts.peft and unsloth_layer_bytes(model) is not None:
         # Unsloth's fused LoRA autograd functions save less than HF + peft, and its MLP backward works in
         # place: the recomputed layer holds its own saved set plus the incoming gradient and dY @ W_down^T
-        working = tokens * (unsloth_layer_bytes(model) / tp) * min(rplan.group, max(layers, 1))
+        # attention other than flash: no flash-attn package, so Unsloth runs xformers with K, V expanded
+        layer = unsloth_layer_bytes(model, lora_addmm=t.unsloth_lora_addmm, flash_attn=t.attention == "flash") or 0.0
+        working = tokens * (layer / tp) * min(rplan.group, max(layers, 1))
         if t.activation_offload:
             # Unsloth's offloaded checkpointer recomputes the layer and then calls
             # torch.autograd.backward(output, dY) with the recomputed layer output still bound in its frame
             # (unslothai/unsloth-zoo unsloth_zoo/gradient_checkpointing.py, Unsloth_Offloaded_Gradient_Checkpointer
             # .backward @9c643b6 and @ce232d6): one more hidden-size tensor through the layer's whole backward
             working += tokens * setup.residual_bytes * model.hidden_size / seq_split
+            # the embedding output stays on the GPU through the whole backward: Unsloth's
+            # prepare_model_for_kbit_training(use_reentrant=True) calls enable_input_require_grads, whose hook
+            # makes that (leaf) output require grad, so the first checkpointer's graph edge is an AccumulateGrad
+            # node that holds the tensor until backward ends (unsloth/models/_utils.py and llama.py get_peft_model
+            # at d9ed4bef and f4633d8); offloading moves only each layer's saved copy to the host
+            working += tokens * setup.residual_bytes * model.hidden_size / seq_split
         notes.append("Unsloth: fused LoRA kernels (fast_lora.py) save the layer input, e and g of the MLP")
-        notes.append("Unsloth's published max-context rows need ~1.4x the per-token memory gpuplan counts here "
+        if t.attention != "flash":
+            notes.append(f"Unsloth with attention {t.attention}: no flash-attn package, so Unsloth runs xformers with "
+                         "K and V copied to every head (saved for backward)")
+        if not t.unsloth_lora_addmm:
+            notes.append("Unsloth before 2025-03 (train.unsloth_lora_addmm: false): matmul_lora's out-of-place LoRA "
+                         "add, a tokens x intermediate temporary at the MLP backward")
+        notes.append("Unsloth's published max-context rows (its 2024-12 release, modelled with "
+                     "train.unsloth_lora_addmm: false and xformers attention) are ~7% shorter than gpuplan's "
                      "(docs/finetune-tools.md): the error bar shown does not cover tool: unsloth; long-context "
-                     "limits are optimistic")
+                     "limits are somewhat optimistic")
     cpu = 0.0
     if t.activation_offload and ts.scn.tool is not None and rplan.kind == "full" and rplan.full_fraction >= 1.0:
         # offloaded gradient checkpointing of the HF tools (Unsloth's "unsloth" mode, Axolotl's

@@ -50,6 +50,9 @@ OUT_BYTES = 4                   # TRL's logits are fp32: accelerate's native AMP
                                 # returns model outputs through convert_outputs_to_fp32 (accelerate 1.16)
 TRACED_DPO = ("dpo", "ipo")     # DPOTrainer's step, traced op for op (trace/_posttrain.py)
 PREFERENCE = ("dpo", "ipo", "kto", "orpo", "simpo")
+# every TRL preference trainer's step is traced op for op (trace/_posttrain.py: DPO/IPO, KTO, ORPO, CPO/SimPO); all
+# run under accelerate's native AMP, so the policy's and the reference's logits come back as fp32 copies
+TRACED_PREF = PREFERENCE
 SUPERVISED_LIKE = PREFERENCE + ("distill", "reward")
 
 
@@ -178,13 +181,14 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
             if ph.get("logits"):
                 ph["logits"] = loss_block
     if sh.reference == "copy":
-        ref_b = reference_bytes_per_param(scn) if sh.name in TRACED_DPO else low
+        ref_b = reference_bytes_per_param(scn) if sh.name in TRACED_PREF else low
         held = frozen_model_bytes(scn, model, stage, ref_b)
         facts["reference_weights_bytes"] = int(held)
         notes.append(f"{sh.name}: a frozen reference copy of the model ({ref_b:g}-byte weights, stored like the "
                      "policy's parameters) is held on every GPU"
                      + (" (sharded like the policy under ZeRO-3/FSDP)" if _shard(scn) > 1 else "")
-                     + f" ({TRL_REF} dpo_trainer.py L893-936); counted under weights")
+                     + f" ({TRL_REF} {'kto_trainer.py L912-927' if sh.name == 'kto' else 'dpo_trainer.py L893-936'})"
+                     "; counted under weights")
     elif sh.reference == "base":
         notes.append(f"{sh.name}: the reference is the base model with the adapters disabled (TRL with a PEFT model "
                      "and ref_model=None): no second copy")
@@ -206,7 +210,7 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         ref_tokens = _tokens_rank(scn, sh.reference_at_once)
         vocab = _vocab_rank(scn, model)
         base = phases["backward"]
-        if sh.name in TRACED_DPO and loss_block is not None:
+        if sh.name in TRACED_PREF and loss_block is not None:
             # TRL's logits are fp32 (accelerate AMP's convert_outputs_to_fp32): the policy's fp32 logits
             # are alive; the reference's 16-bit logits and their fp32 copy exist together at the cast
             ref_logits = ref_tokens * vocab * (OUT_BYTES + low)
@@ -233,6 +237,8 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         facts["metrics_logits_copy_bytes"] = int(copy)
         phases["loss_metrics"] = dict(phases["backward"], logits=pol_tokens * vocab * OUT_BYTES + ref_logits + copy
                                       + chunks)
+    if sh.name == "kto" and loss_block is not None and last:
+        phases["loss_metrics"] = dict(phases["backward"], logits=_kto_metrics_logits(scn, model, sh))
     if sh.teacher and teacher is not None and last:
         tokens = _tokens_rank(scn, 1)
         t_logits = tokens * _vocab_rank(scn, teacher) * 2 * low     # logits + log-softmax kept for the KL
@@ -245,25 +251,46 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
     return phases, notes, cpu
 
 
+def _kto_metrics_logits(scn: Scenario, model: ModelSpec, sh: ObjectiveShape) -> float:
+    """KTO's logged metrics, inside `_compute_loss` with `outputs` and `ref_outputs` (fp32 logits) alive
+    (kto_trainer.py L1570-1610): first the entropy over a flattened copy of the shifted logits (then 128-row
+    chunks); then `shift_logits.detach().index_select(0, chosen_idx)` and `(0, rejected_idx)`, copies of every
+    row that stay alive until return, and a boolean-mask copy of one side's completion tokens at a time (the
+    larger side: half the batch, rounded up). The larger of the two moments."""
+    t = scn.train
+    vocab = _vocab_rank(scn, model)
+    s = t.seq_len / scn.parallel.cp
+    rows = t.micro_batch * (s - 1)                         # shifted positions of the batch
+    held = _tokens_rank(scn, sh.grad_sequences) * vocab * OUT_BYTES
+    if sh.reference in ("copy", "base"):
+        held += _tokens_rank(scn, sh.reference_at_once) * vocab * OUT_BYTES
+    entropy = rows * vocab * OUT_BYTES + 3 * ENTROPY_CHUNK_ROWS * vocab * OUT_BYTES
+    side = -(-t.micro_batch // 2) * (s - 1)
+    copies = (rows + side) * vocab * OUT_BYTES
+    return held + max(entropy, copies)
+
+
 def _preference_loss_block(scn: Scenario, model: ModelSpec, sh: ObjectiveShape) -> float | None:
     """Bytes of the policy's loss block in TRL's preference trainers (train.loss: full), which read
-    log-probs straight from the model-dtype logits, not an fp32 cross-entropy: the logits and the
-    log-softmax `selective_log_softmax` saves row by row for backward, 2 x dtype bytes per logit
-    (trl/trainer/utils.py L479-515); ORPO and CPO/SimPO add an NLL on the chosen half
-    (nn.CrossEntropyLoss on the 16-bit logits saves its log-softmax: orpo_trainer.py L782-803,
-    cpo_trainer.py L825-844, cpo_alpha default 1.0), + 1 dtype byte per logit averaged over both
-    halves. None: keep the SFT loss block (other objectives, chunked or fused losses)."""
+    log-probs from the logits through `selective_log_softmax` (trl/trainer/utils.py L479-515), not HF's
+    cross-entropy: 16 bytes per logit (below); ORPO and CPO/SimPO add an NLL on the chosen half
+    (nn.CrossEntropyLoss saves its fp32 log-softmax: orpo_trainer.py L782-803, cpo_trainer.py,
+    cpo_alpha default 1.0), + 2 bytes per logit averaged over both halves. None: keep the SFT loss block
+    (other objectives, chunked or fused losses)."""
     if sh.name not in PREFERENCE or scn.train.loss != "full":
         return None
-    if sh.name in TRACED_DPO:
-        # fp32 logits (accelerate AMP returns them as fp32 copies; fp32 training has them anyway), so
-        # selective_log_softmax takes its fp32 branch: gather + per-row logsumexp, which saves its input
-        # (the logits stay alive into backward). Its backward holds, with the logits, the stacked per-row
-        # logsumexp gradients, gather's zero-filled gradient and its scatter_add: 4 fp32 logit tensors
-        # (traced: tests/test_trace_posttrain.py).
-        return 4 * OUT_BYTES * _vocab_rank(scn, model) * _tokens_rank(scn, sh.grad_sequences)
-    per_logit = {"orpo": 2.5, "simpo": 2.5}.get(sh.name, 2.0) * _low(scn)
-    return per_logit * _vocab_rank(scn, model) * _tokens_rank(scn, sh.grad_sequences)
+    # fp32 logits (accelerate AMP returns them as fp32 copies; fp32 training has them anyway), so
+    # selective_log_softmax takes its fp32 branch: gather + per-row logsumexp, which saves its input
+    # (the logits stay alive into backward). Its backward holds, with the logits, the stacked per-row
+    # logsumexp gradients, gather's zero-filled gradient and its scatter_add: 4 fp32 logit tensors
+    # (traced: tests/test_trace_posttrain.py). KTO is the same over its unpaired batch.
+    tokens = _tokens_rank(scn, sh.grad_sequences)
+    block = 4 * OUT_BYTES * _vocab_rank(scn, model) * tokens
+    if sh.name in ("orpo", "simpo"):
+        # the chosen half's NLL: nn.CrossEntropyLoss on the fp32 logits saves its log-softmax output (the
+        # contiguous input copy is freed when cross_entropy_loss returns), alive through that backward
+        block += OUT_BYTES * _vocab_rank(scn, model) * tokens / 2
+    return block
 
 
 def _score_head(scn: Scenario, model: ModelSpec, stage: str, phases: dict[str, dict[str, float]],
@@ -303,6 +330,10 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
             notes.insert(0, f"{sh.name}: chosen and rejected sequences go through the policy together: "
                          f"{sh.grad_sequences} x micro_batch = {scn.train.micro_batch * sh.grad_sequences} "
                          "sequences per micro-step")
+        if sh.name == "kto" and scn.train.micro_batch < 2:
+            notes.append("kto: TRL's KTOTrainer refuses per_device_train_batch_size 1 with its default loss (the KL "
+                         f"term needs other examples in the micro-batch: {TRL_REF} kto_trainer.py L806); use "
+                         "micro_batch >= 2")
         notes.append(UNVALIDATED)
         est = _finish(phases, scn, capacity_bytes, notes, cpu)
         if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
@@ -312,7 +343,7 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
 
 
 UNVALIDATED = ("post-training memory is built from the trainers' code and checked against fake-tensor traces of TRL's "
-               "DPO step and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
+               "DPO, KTO, ORPO, SimPO steps and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
                "shown is that of supervised fine-tuning")
 
 

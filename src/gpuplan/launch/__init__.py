@@ -15,11 +15,12 @@ from ..errors import InputError, UnsupportedError, close_matches
 from ..scenario import Scenario
 from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
 
-ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "vllm", "sglang", "trtllm", "llama.cpp",
+ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "mlx-lm", "vllm", "sglang", "trtllm", "llama.cpp",
                             "slurm")
 _ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llamafactory": "llama-factory", "llama_factory": "llama-factory", "tensorrt-llm": "trtllm", "fsdp": "torchrun",
             "fsdp2": "torchrun", "accelerate": "hf", "transformers": "hf", "megatron-lm": "megatron",
-            "megatron-core": "megatron", "sbatch": "slurm"}
+            "megatron-core": "megatron", "sbatch": "slurm", "mlx": "mlx-lm", "mlx_lm": "mlx-lm",
+            "mlxlm": "mlx-lm"}
 
 __all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_launch"]
 
@@ -64,6 +65,8 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
         from . import axolotl as mod
     elif engine == "unsloth":
         from . import unsloth as mod
+    elif engine == "mlx-lm":
+        from . import mlxlm as mod
     elif engine == "vllm":
         from . import vllm as mod
     elif engine == "sglang":

@@ -27,7 +27,8 @@ from ..scenario import Scenario
 GIB = 2 ** 30
 DEFAULT_GPUS_PER_NODE = 8
 
-TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "slurm")
+TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "mlx-lm",
+                 "slurm")
 SERVE_ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 
 

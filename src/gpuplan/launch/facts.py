@@ -55,7 +55,7 @@ def engine_version(engine: str) -> str | None:
 
 # the table's engine(s) behind each launch engine's files
 WRITTEN_FOR = {"torchrun": ("torchtitan",), "hf": ("transformers",), "deepspeed": ("transformers",),
-               "megatron": ("megatron",), "trl": ("trl-dpo", "trl-grpo", "transformers"), "verl": ("verl",), "openrlhf": ("openrlhf",), "llama-factory": ("llama-factory", "transformers"), "axolotl": ("axolotl",), "unsloth": ("unsloth", "trl-sft", "trl-dpo", "transformers"), "vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",),
+               "megatron": ("megatron",), "trl": ("trl-dpo", "trl-grpo", "transformers"), "verl": ("verl",), "openrlhf": ("openrlhf",), "llama-factory": ("llama-factory", "transformers"), "axolotl": ("axolotl",), "unsloth": ("unsloth", "trl-sft", "trl-dpo", "transformers"), "mlx-lm": ("mlx-lm", "mlx-lm-convert"), "vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm",),
                "llama.cpp": ("llama.cpp",), "slurm": ()}
 
 

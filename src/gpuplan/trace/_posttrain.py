@@ -12,6 +12,17 @@ DPO (trl/trainer/dpo_trainer.py `_compute_loss`, L1329-1625):
   and the logged metrics: `entropy_from_logits(shift_logits.detach())` (utils.py: a `reshape(-1, V)`
   of the shifted view, which copies, then 128-row chunks), the chosen/rejected logit means over
   the completion tokens (boolean indexing copies the selected rows) and the chosen argmax.
+KTO (trl/trainer/kto_trainer.py `_compute_loss` L1478-1633, `_compute_kl_logps` L1280-1330; loss_type "kto"
+  default, so calculate_KL is on, L777): unpaired examples, each labelled desirable or not; a no-grad policy
+  forward over the mismatched KL batch first, then the policy forward, then (no_grad) the reference over the KL
+  batch and over the batch (`ref_outputs` alive until the function returns), the loss, and the logged metrics:
+  entropy of the shifted logits, then `index_select` copies of the chosen and of the rejected rows' logits (alive
+  until return) and boolean-mask copies of their completion tokens.
+ORPO (trl/experimental/orpo/orpo_trainer.py `concatenated_forward` L748-825, `get_batch_logps` L708-746) and
+  SimPO (trl/experimental/cpo/cpo_trainer.py, loss_type "simpo" with the default cpo_alpha 1.0): [chosen;
+  rejected] through the policy, an NLL on the chosen half through `cross_entropy_loss` (a `.contiguous()` copy
+  of the shifted chosen logits into nn.CrossEntropyLoss), then `get_batch_logps` over all logits
+  (selective_log_softmax, length-averaged); no reference model. SimPO with cpo_alpha 0 skips the NLL.
 GRPO (trl/trainer/grpo_trainer.py `_compute_loss` L2991, `_get_per_token_logps_and_entropies` L1435):
   the reference (and, with `old_logprob_pass`, the policy) log-probs over the batch under no_grad
   before the training pass (`_generate_and_score_completions`), then the training pass: a forward with
@@ -152,3 +163,121 @@ def grpo_loss(model, ref_model, ids, completion: int, autocast_ctx, tracker, *, 
         kl = torch.exp(ref - per_token) - (ref - per_token) - 1
         per_token_loss = per_token_loss + 0.001 * kl
     return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _logps_no_grad(model, ids, autocast_ctx, fp32_outputs: bool):
+    """A no-grad forward's summed completion log-probs (KTO's `_compute_kl_logps` and its reference pass):
+    the logits exist until selective_log_softmax has reduced them."""
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+    per_token = selective_log_softmax(logits[:, :-1, :], ids[:, 1:])
+    per_token.masked_fill_(torch.zeros_like(per_token, dtype=torch.bool), 0.0)
+    return per_token.sum(-1), logits
+
+
+def kto_loss(model, ref_model, ids, kl_ids, n_chosen: int, autocast_ctx, tracker, reference: str = "copy",
+             fp32_outputs: bool = True):
+    """One KTO micro-step (loss_type 'kto', beta 0.1), `_compute_loss` op for op. `ids` are B unpaired
+    sequences, the first `n_chosen` desirable; `kl_ids` the B mismatched KL sequences (the collator cycles
+    completions within the batch). Every token is a completion token."""
+    S = ids.shape[1]
+    tracker.set_phase("kl_forward")
+    with torch.no_grad():
+        kl_logps, kl_logits = _logps_no_grad(model, kl_ids, autocast_ctx, fp32_outputs)
+        del kl_logits                                       # local of _compute_kl_logps: gone on return
+    tracker.set_phase("forward")
+    logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)     # outputs.logits
+    shift_logits = logits[:, :-1, :]
+    per_token = selective_log_softmax(shift_logits, ids[:, 1:])
+    per_token.masked_fill_(torch.zeros_like(per_token, dtype=torch.bool), 0.0)
+    completion_logps = per_token.sum(-1)
+    chosen_idx = torch.arange(n_chosen)
+    rejected_idx = torch.arange(n_chosen, ids.shape[0])
+    chosen_logps = completion_logps.index_select(0, chosen_idx)
+    rejected_logps = completion_logps.index_select(0, rejected_idx)
+    ref_logits = None
+    if reference == "precomputed":
+        ref_logps = torch.zeros(ids.shape[0], dtype=completion_logps.dtype)
+        ref_kl = torch.zeros_like(kl_logps)
+    else:
+        tracker.set_phase("reference_forward")
+        with torch.no_grad():
+            if ref_model is None:
+                with model.disable_adapter():
+                    ref_kl, kl_ref_logits = _logps_no_grad(model, kl_ids, autocast_ctx, fp32_outputs)
+                    del kl_ref_logits
+                    ref_logps, ref_logits = _logps_no_grad(model, ids, autocast_ctx, fp32_outputs)
+            else:
+                ref_kl, kl_ref_logits = _logps_no_grad(ref_model, kl_ids, autocast_ctx, fp32_outputs)
+                del kl_ref_logits
+                ref_logps, ref_logits = _logps_no_grad(ref_model, ids, autocast_ctx, fp32_outputs)
+    kl = (kl_logps - ref_kl).mean().detach().clamp(min=0)
+    chosen_losses = 1 - torch.sigmoid(BETA * (chosen_logps - ref_logps.index_select(0, chosen_idx) - kl))
+    rejected_losses = 1 - torch.sigmoid(BETA * (kl - (rejected_logps - ref_logps.index_select(0, rejected_idx))))
+    losses = torch.cat((chosen_losses, rejected_losses), 0)
+    # logged metrics (L1570-1623), still inside _compute_loss with `outputs` and `ref_outputs` alive
+    tracker.set_phase("loss_metrics")
+    with torch.no_grad():
+        entropy = entropy_from_logits(shift_logits.detach())
+        mask = torch.ones(ids.shape[0], S - 1, dtype=torch.long)           # completion_mask[:, 1:]
+        (entropy * mask).sum()
+        del entropy, mask
+        chosen_logits = shift_logits.detach().index_select(0, chosen_idx)
+        rejected_logits = shift_logits.detach().index_select(0, rejected_idx)
+        _selected_rows(chosen_logits, chosen_logits.shape[0] * (S - 1)).mean(-1).sum()
+        _selected_rows(rejected_logits, rejected_logits.shape[0] * (S - 1)).mean(-1).sum()
+    del logits, ref_logits, shift_logits, chosen_logits, rejected_logits
+    return losses.nanmean()
+
+
+SIMPO_GAMMA = 0.5          # CPOConfig.simpo_gamma default
+
+
+def _log1mexp(x):
+    """orpo_trainer.py L88: log(1 - exp(x)), branched at -ln 2."""
+    return torch.where(x < -0.6931471805599453, torch.log1p(-torch.exp(x)), torch.log(-torch.expm1(x)))
+
+
+def orpo_loss(model, ids, autocast_ctx, tracker, objective: str = "orpo", nll: bool = True,
+              fp32_outputs: bool = True):
+    """One ORPO (or CPO/SimPO) micro-step, `get_batch_loss_metrics` op for op: `ids` is [chosen; rejected]
+    (2B x S), every token a label (ORPO's NLL runs over prompt and response alike)."""
+    n = ids.shape[0] // 2
+    all_logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+    V = all_logits.shape[-1]
+    labels = ids.clone()
+    if objective == "orpo":
+        labels = torch.where(torch.ones_like(ids, dtype=torch.bool), labels, -100)    # attention_mask == 1
+    if nll:
+        # cross_entropy_loss: shifted chosen logits made contiguous (a copy), nn.CrossEntropyLoss (mean)
+        lg = all_logits[:n][..., :-1, :].contiguous()
+        lb = labels[:n][..., 1:].contiguous()
+        nll_loss = F.cross_entropy(lg.view(-1, V), lb.view(-1))
+        del lg, lb
+    else:
+        nll_loss = torch.tensor(0.0)
+    # get_batch_logps(all_logits, concatenated_labels, average_log_prob=True)
+    lab = labels[:, 1:].clone()
+    shift = all_logits[:, :-1, :]
+    loss_mask = lab != -100
+    if objective == "orpo":
+        lab = torch.where(lab == -100, 0, lab)
+    else:
+        lab.masked_fill_(lab == -100, 0)                                     # labels[labels == -100] = 0
+    per_token = selective_log_softmax(shift, lab)
+    all_logps = (per_token * loss_mask).sum(-1) / loss_mask.sum(-1)
+    chosen_logps, rejected_logps = all_logps[:n], all_logps[n:]
+    if objective == "orpo":
+        c, r = chosen_logps.float(), rejected_logps.float()
+        log_odds = (c - r) - (_log1mexp(c) - _log1mexp(r))
+        loss = nll_loss - (BETA * F.logsigmoid(log_odds)).mean()
+    else:
+        margin = (chosen_logps - rejected_logps) - SIMPO_GAMMA / BETA       # cpo_loss, loss_type "simpo"
+        loss = (-F.logsigmoid(BETA * margin)).mean() + (1.0 if nll else 0.0) * nll_loss
+    # logged metrics: logit means of the chosen and rejected views (reductions, no copy)
+    tracker.set_phase("loss_metrics")
+    with torch.no_grad():
+        end = -1 if objective == "orpo" else None
+        all_logits[n:, :end, :].detach().mean()
+        all_logits[:n, :end, :].detach().mean()
+    del all_logits, shift
+    return loss

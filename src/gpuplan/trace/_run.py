@@ -453,8 +453,11 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
                        phases=dict(tracker.phase_peaks), details=details)
 
 
+TRACED_OBJECTIVES = ("dpo", "ipo", "kto", "orpo", "simpo", "grpo")
+
+
 def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, notes):
-    """For objectives dpo/ipo and grpo: build the frozen reference (a copy in the policy's parameter
+    """For objectives dpo/ipo, kto (a reference), orpo/simpo (none) and grpo: build the frozen reference (a copy in the policy's parameter
     dtype: TRL loads it with the policy's model_init_kwargs, dpo_trainer.py L893-905) and return a
     function (micro_batch, autocast dtype) -> loss running TRL's step (trace/_posttrain.py).
     None for sft. Other objectives are refused."""
@@ -464,11 +467,13 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
     objective = getattr(train, "objective", "sft")
     if objective == "sft":
         return None
-    if objective not in ("dpo", "ipo", "grpo") or spec.is_encoder_decoder or _world(scenario) > 1:
+    if objective not in TRACED_OBJECTIVES or spec.is_encoder_decoder or _world(scenario) > 1:
         raise UnsupportedError(
             f"tracing objective '{objective}'" + (" on more than one GPU" if _world(scenario) > 1 else ""),
-            "the trace runs TRL's DPO/IPO step and GRPO training pass of a decoder-only model on one GPU.",
-            "trace objective dpo, ipo or grpo with parallel dp = tp = 1, or estimate this scenario instead.")
+            "the trace runs TRL's DPO/IPO, KTO, ORPO and SimPO steps and GRPO training pass of a decoder-only "
+            "model on one GPU.",
+            f"trace objective {', '.join(TRACED_OBJECTIVES)} with parallel dp = tp = 1, or estimate this scenario "
+            "instead.")
     vocab = cfg.vocab_size
     if objective == "grpo":
         rl = train.rl
@@ -486,8 +491,7 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             tracker.label(p, "weights")
         for b in ref.buffers():
             tracker.label(b, "buffers")
-        where = "grpo_trainer.py L971" if objective == "grpo" \
-            else "dpo_trainer.py L893-905"
+        where = {"grpo": "grpo_trainer.py L971", "kto": "kto_trainer.py"}.get(objective, "dpo_trainer.py L893-905")
         notes.append(f"{objective}: a frozen reference copy in the policy's parameter dtype ({param_dtype}), as TRL "
                      f"loads it with the policy's model_init_kwargs ({pt.TRL} {where}).")
     elif kind == "base":
@@ -517,6 +521,33 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
                                 reference=kind != "none", old_pass=bool(rl.old_logprob_pass), fp32_outputs=fp32_out)
         return grpo_step
     S = train.seq_len
+    if objective == "kto":
+        notes.append(f"kto step ({pt.TRL} kto_trainer.py _compute_loss): micro_batch unpaired sequences, the first "
+                     "half desirable; a no-grad policy forward over as many mismatched KL sequences (phase "
+                     "kl_forward), the policy forward, the reference over the KL batch and the batch (phase "
+                     "reference_forward), then the logged metrics (phase loss_metrics: entropy, index_select "
+                     "copies of the chosen and rejected logits); every token is a completion token.")
+
+        def kto_step(B, dt):
+            ids = torch.randint(0, vocab, (B, S))
+            kl_ids = torch.randint(0, vocab, (B, S))
+            tracker.label(ids, "inputs")
+            tracker.label(kl_ids, "inputs")
+            return pt.kto_loss(model, ref, ids, kl_ids, B // 2, autocast(dt), tracker, reference=kind,
+                               fp32_outputs=fp32_out)
+        return kto_step
+    if objective in ("orpo", "simpo"):
+        where = ("trl/experimental/orpo/orpo_trainer.py" if objective == "orpo"
+                 else "trl/experimental/cpo/cpo_trainer.py, loss_type simpo, cpo_alpha 1.0")
+        notes.append(f"{objective} step ({pt.TRL} {where}): chosen and rejected in one batch of 2 x micro_batch "
+                     "sequences, an NLL on the chosen half (a contiguous copy of its shifted logits into "
+                     "cross-entropy), length-averaged log-probs of all; no reference model.")
+
+        def pref_step(B, dt):
+            ids = torch.randint(0, vocab, (2 * B, S))
+            tracker.label(ids, "inputs")
+            return pt.orpo_loss(model, ids, autocast(dt), tracker, objective=objective, fp32_outputs=fp32_out)
+        return pref_step
     notes.append(f"{objective} step ({pt.TRL} dpo_trainer.py _compute_loss): chosen and rejected in one batch of "
                  "2 x micro_batch sequences, model-dtype logits, selective_log_softmax per row, the reference "
                  "forward under no_grad (phase reference_forward), then TRL's logged metrics (phase loss_metrics: "
