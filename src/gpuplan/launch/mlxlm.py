@@ -125,9 +125,10 @@ def files(plan: Plan) -> dict[str, str]:
     check(plan)
     t = plan.s.train
     notes = [f"written for mlx-lm {MLX_LM_VERSION} on Apple silicon (pip install mlx-lm)",
-             "set `data` to a folder with train.jsonl and valid.jsonl (or a Hugging Face dataset id)",
-             "gpuplan's catalog has no Apple GPUs: the memory, speed and cost above are the plan's GPU's, not "
-             "your Mac's"]
+             "set `data` to a folder with train.jsonl and valid.jsonl (or a Hugging Face dataset id)"]
+    if plan.gpu is not None and plan.gpu.family != "apple":
+        notes.append(f"the memory, speed and cost above are those of the plan's GPU ({plan.gpu.id}), not a Mac's: "
+                     "plan on an Apple part (`gpuplan gpus apple`, e.g. --gpu m2-ultra) to size it for mlx-lm")
     if plan.train_steps is None:
         notes.append("train.tokens not set: iters is a placeholder (1000 optimizer steps)")
     if t.method == "qlora":
