@@ -53,7 +53,9 @@ def finetune_scenario(row: dict) -> dict:
              "global_batch": int(row["micro_batch"]) * gpus, "recompute": row["recompute"],
              "attention": row["attention"], "lora_rank": int(row["lora_rank"]),
              "lora_targets": targets if targets == "all-linear" else targets.split(),
-             "lora_dropout": float(row["lora_dropout"] or 0)}
+             "lora_dropout": float(row["lora_dropout"] or 0),
+             # the loop keeps the model output (its logits) through backward: fp32 before transformers 4.46
+             "held_logits": row.get("held_logits") or "none"}
     if row["method"] == "qlora":
         train["qlora_double_quant"] = row["qlora_double_quant"] == "true"
     return {"model": row["model"], "task": "finetune", "framework": row["framework"],
