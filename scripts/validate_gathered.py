@@ -65,12 +65,13 @@ def finetune_scenario(row: dict) -> dict:
 
 
 def outside_torch_bytes(est, gpus: int) -> float:
-    """The part of gpuplan's runtime overhead that no torch.cuda memory counter sees: the CUDA context,
-    library workspaces and NCCL's buffers (estimate/memory.py Overhead). What is left of the overhead,
-    the caching allocator's unused reserve, is inside max_memory_reserved."""
+    """The part of gpuplan's runtime overhead that no torch.cuda memory counter sees: the CUDA context and
+    NCCL's buffers (estimate/memory.py Overhead; both are cudaMalloc'd outside the caching allocator). The rest,
+    the cuBLAS workspaces (torch takes them from its caching allocator) and the allocator's unused reserve, is
+    inside max_memory_reserved."""
     from gpuplan.estimate.memory import Overhead
     o = Overhead()
-    return o.cuda_context + o.workspaces + (o.nccl_per_peer_group if gpus > 1 else 0)
+    return o.cuda_context + (o.nccl_per_peer_group if gpus > 1 else 0)
 
 
 def memory_pair(row: dict, est) -> tuple[float, float]:

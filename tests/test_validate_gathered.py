@@ -127,14 +127,13 @@ def _fake_estimate(peak_gib: float, overhead_gib: float) -> SimpleNamespace:
 
 def test_finetune_memory_is_compared_at_the_level_the_source_read():
     """A 10 GiB peak of which 1 GiB is runtime overhead: max allocated sees 9 GiB; max reserved sees all but the
-    CUDA context (512 MiB), the cuBLAS workspaces (64 MiB) and, with 2 GPUs, NCCL's buffers (256 MiB):
-    10 - 832/1024 = 9.1875 GiB; nvidia-smi sees the whole 10 GiB. A figure in GB is 1e9 bytes: 19.6 GB =
-    19.6e9 / 2^30 = 18.2539 GiB."""
+    CUDA context (512 MiB) and, with 2 GPUs, NCCL's buffers (256 MiB): 10 - 768/1024 = 9.25 GiB; nvidia-smi
+    sees the whole 10 GiB. A figure in GB is 1e9 bytes: 19.6 GB = 19.6e9 / 2^30 = 18.2539 GiB."""
     est = _fake_estimate(10.0, 1.0)
     row = {"id": "X", "gpus": "2", "memory": "5", "memory_unit": "GiB"}
     assert vg.memory_pair({**row, "memory_metric": "max allocated"}, est) == (9.0, 5.0)
     pred, _ = vg.memory_pair({**row, "memory_metric": "max reserved"}, est)
-    assert abs(pred - 9.1875) < 1e-9
+    assert abs(pred - 9.25) < 1e-9
     assert vg.memory_pair({**row, "memory_metric": "nvidia-smi"}, est)[0] == 10.0
     _, meas = vg.memory_pair({**row, "memory_metric": "nvidia-smi", "memory": "19.6", "memory_unit": "GB"}, est)
     assert abs(meas - 18.2539) < 1e-4
