@@ -105,9 +105,12 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 spd_held.append((speed_category("train"), row["source"], (p - m) / m))
             if "mem" in rec:
                 p, m = rec["mem"]
-                dp = int(row["fsdp"])
-                zero = int(row["zero"]) if row.get("zero") else (3 if dp > 1 else 0)
-                cat = memory_category("train", "full", zero, dp, None)
+                if "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks
+                    cat = memory_category("finetune", row["method"], int(row["zero"]), int(row["gpus"]), None)
+                else:
+                    dp = int(row["fsdp"])
+                    zero = int(row["zero"]) if row.get("zero") else (3 if dp > 1 else 0)
+                    cat = memory_category("train", "full", zero, dp, None)
                 mem.append((cat, row["source"], (p - m) / m))
     return spd_held, spd_in, mem
 

@@ -14,7 +14,9 @@ records every allocation and free with the profiler. It prints
     python scripts/trace_loss_block.py        (torch CPU; about a minute on two cores)
 
 Measured with torch 2.13 CPU: plain 12.00 allocated / 14.00 reserved bytes per logit, loss parallel 16.00 / 18.00,
-with and without expandable segments (estimate/memory.py loss_block_bytes, stranded_logits_bytes).
+with and without expandable segments (estimate/memory.py loss_block_bytes, stranded_logits_bytes). The last line
+replays an HF model of transformers before 4.46 (fp32 logits in the output) whose output the loop holds through
+backward: 15.99 / 18.00 (estimate/memory.py held_logits_bytes: 12 + 4 allocated, 2 stranded).
 """
 from __future__ import annotations
 
@@ -66,6 +68,19 @@ def _loss_step(F, h, w, labels) -> None:
     loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
     del pred
     loss.backward()
+
+
+def _loss_step_hf_held_fp32(F, h, w, labels) -> None:
+    """transformers before 4.46 (LlamaForCausalLM.forward upcasts the logits with `.float()`, shifts them with a
+    contiguous copy and returns the fp32 logits in its output) under a loop that keeps that output through
+    backward (Answer.AI fsdp_qlora train.py @049515f: `output = model(...)`, `loss = output.loss`,
+    `loss.backward()`, `output = None` after the step)."""
+    logits = (h @ w.t()).float()
+    shifted = logits[..., :-1, :].contiguous()
+    loss = F.cross_entropy(shifted.view(-1, V), labels[..., 1:].contiguous().view(-1))
+    del shifted
+    output = (loss, logits)
+    output[0].backward()
 
 
 def replay(events: list[tuple[int, int]], expandable: bool) -> tuple[int, int]:
@@ -129,6 +144,14 @@ def main() -> None:
                 a, r = replay(events, expandable)
                 kind = f"{'loss_parallel' if parallel else 'plain':13s} {'expandable' if expandable else 'segments':10s}"
                 print(f"{kind} allocated {a / logits:5.2f}  reserved {r / logits:5.2f} bytes per logit")
+        global _loss_step
+        plain, _loss_step = _loss_step, _loss_step_hf_held_fp32
+        try:
+            events = allocation_events(False)
+        finally:
+            _loss_step = plain
+        a, r = replay(events, False)
+        print(f"{'hf <4.46 held':13s} {'segments':10s} allocated {a / logits:5.2f}  reserved {r / logits:5.2f} bytes per logit")
     finally:
         dist.destroy_process_group()
 

@@ -44,6 +44,55 @@ def scenario(row: dict) -> dict:
     }
 
 
+def finetune_scenario(row: dict) -> dict:
+    """The LoRA/QLoRA fine-tuning scenario a finetune-memory.csv row's stated settings describe."""
+    gpus = int(row["gpus"])
+    targets = row["lora_targets"]
+    train = {"method": row["method"], "precision": row["precision"],
+             "master_weights": row["master_weights"] == "true", "optimizer": row["optimizer"],
+             "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"]),
+             "global_batch": int(row["micro_batch"]) * gpus, "recompute": row["recompute"],
+             "attention": row["attention"], "lora_rank": int(row["lora_rank"]),
+             "lora_targets": targets if targets == "all-linear" else targets.split(),
+             "lora_dropout": float(row["lora_dropout"] or 0),
+             # the loop keeps the model output (its logits) through backward: fp32 before transformers 4.46
+             "held_logits": row.get("held_logits") or "none"}
+    if row["method"] == "qlora":
+        train["qlora_double_quant"] = row["qlora_double_quant"] == "true"
+    return {"model": row["model"], "task": "finetune", "framework": row["framework"],
+            "hardware": {"gpu": row["gpu"], "count": gpus},
+            "parallel": {"zero": int(row["zero"]), "dp": gpus, "offload": row["offload"]},
+            "train": train}
+
+
+def outside_torch_bytes(est, gpus: int) -> float:
+    """The part of gpuplan's runtime overhead that no torch.cuda memory counter sees: the CUDA context and
+    NCCL's buffers (estimate/memory.py Overhead; both are cudaMalloc'd outside the caching allocator). The rest,
+    the cuBLAS workspaces (torch takes them from its caching allocator) and the allocator's unused reserve, is
+    inside max_memory_reserved."""
+    from gpuplan.estimate.memory import Overhead
+    o = Overhead()
+    return o.cuda_context + (o.nccl_per_peer_group if gpus > 1 else 0)
+
+
+def memory_pair(row: dict, est) -> tuple[float, float]:
+    """(predicted, measured) GiB of a finetune-memory.csv row, compared at the level the source read:
+    torch max_memory_allocated (gpuplan's allocated bytes: the peak less its runtime overhead),
+    max_memory_reserved (the peak less what lies outside torch) or nvidia-smi (the whole peak)."""
+    m = est.memory
+    metric = row["memory_metric"]
+    if metric == "max allocated":
+        pred = m.peak_bytes_per_gpu - m.components["runtime_overhead"]
+    elif metric == "max reserved":
+        pred = m.peak_bytes_per_gpu - outside_torch_bytes(est, int(row["gpus"]))
+    elif metric == "nvidia-smi":
+        pred = m.peak_bytes_per_gpu
+    else:
+        raise ValueError(f"row {row['id']}: memory_metric {metric!r} is not one of max allocated, max reserved, nvidia-smi")
+    unit = {"GiB": GiB, "GB": 1e9}[row["memory_unit"]]
+    return pred / GiB, float(row["memory"]) * unit / GiB
+
+
 def serve_scenario(row: dict) -> dict:
     scn = {"model": row["model"], "task": "infer",
            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
@@ -129,6 +178,7 @@ def score(path: Path) -> list[dict]:
     out = []
     serving = path.stem == "serve"
     posttrain = path.stem == "posttrain"
+    finetune = path.stem == "finetune-memory"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
@@ -138,7 +188,8 @@ def score(path: Path) -> list[dict]:
                 out.append(rec)
                 continue
             try:
-                scn = serve_scenario(row) if serving else posttrain_scenario(row) if posttrain else scenario(row)
+                scn = (serve_scenario(row) if serving else posttrain_scenario(row) if posttrain
+                       else finetune_scenario(row) if finetune else scenario(row))
                 est = api.estimate(scn)
             except GpuplanError as exc:
                 rec["skip"] = str(exc).splitlines()[0]
@@ -153,6 +204,11 @@ def score(path: Path) -> list[dict]:
                     out_tps = est.performance.output_tokens_per_s
                     total = out_tps * (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
                     rec["thr_unstated"] = (out_tps, total, float(row["throughput_tokens_per_s"]))
+                out.append(rec)
+                continue
+            if finetune:    # LoRA/QLoRA peak memory, at the level the source read it
+                rec["mem"] = memory_pair(row, est)
+                rec["method"] = row["method"]
                 out.append(rec)
                 continue
             if posttrain:   # RL step time (and the phases gpuplan predicts, printed beside it)
@@ -187,7 +243,7 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 
 # the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
 # scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
-SCORED = ("train", "serve", "posttrain")
+SCORED = ("train", "serve", "posttrain", "finetune-memory")
 
 
 def _err(pred: float, meas: float) -> str:
@@ -242,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id']:6s} {ts}   {ms}")
     print(_summary("speed", [r["tps"] for r in rows if "tps" in r]))
     print(_summary("memory", [r["mem"] for r in rows if "mem" in r]))
+    print(_summary("  LoRA/QLoRA", [r["mem"] for r in rows if "mem" in r and r.get("method")]))
+    for src in sorted({r["source"] for r in rows if "mem" in r and r.get("method")}):
+        print(_summary(f"    {src[:38]}", [r["mem"] for r in rows if "mem" in r and r.get("method") and r["source"] == src]))
     print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
     print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
     for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):

@@ -108,3 +108,67 @@ def test_posttrain_blog_phases_add_up_to_about_the_step():
         if r["train_time_s"]:
             parts = sum(float(r[c]) for c in ("train_time_s", "refit_time_s", "generation_time_s", "logprob_time_s"))
             assert 0.85 * float(r["step_time_s"]) <= parts <= float(r["step_time_s"]), r["id"]
+
+
+# ---- LoRA/QLoRA fine-tuning peak memory (validation/gathered/finetune-memory.csv) --------------------------------
+FT_CSV = ROOT / "validation" / "gathered" / "finetune-memory.csv"
+
+
+def _ft_rows() -> list[dict]:
+    with FT_CSV.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _fake_estimate(peak_gib: float, overhead_gib: float) -> SimpleNamespace:
+    GiB = 2 ** 30
+    return SimpleNamespace(memory=SimpleNamespace(peak_bytes_per_gpu=peak_gib * GiB,
+                                                  components={"runtime_overhead": overhead_gib * GiB}))
+
+
+def test_finetune_memory_is_compared_at_the_level_the_source_read():
+    """A 10 GiB peak of which 1 GiB is runtime overhead: max allocated sees 9 GiB; max reserved sees all but the
+    CUDA context (512 MiB) and, with 2 GPUs, NCCL's buffers (256 MiB): 10 - 768/1024 = 9.25 GiB; nvidia-smi
+    sees the whole 10 GiB. A figure in GB is 1e9 bytes: 19.6 GB = 19.6e9 / 2^30 = 18.2539 GiB."""
+    est = _fake_estimate(10.0, 1.0)
+    row = {"id": "X", "gpus": "2", "memory": "5", "memory_unit": "GiB"}
+    assert vg.memory_pair({**row, "memory_metric": "max allocated"}, est) == (9.0, 5.0)
+    pred, _ = vg.memory_pair({**row, "memory_metric": "max reserved"}, est)
+    assert abs(pred - 9.25) < 1e-9
+    assert vg.memory_pair({**row, "memory_metric": "nvidia-smi"}, est)[0] == 10.0
+    _, meas = vg.memory_pair({**row, "memory_metric": "nvidia-smi", "memory": "19.6", "memory_unit": "GB"}, est)
+    assert abs(meas - 18.2539) < 1e-4
+
+
+def test_finetune_scenario_reads_the_stated_settings():
+    r = {x["id"]: x for x in _ft_rows()}["AA07"]
+    scn = vg.finetune_scenario(r)
+    t = scn["train"]
+    assert scn["task"] == "finetune" and scn["parallel"] == {"zero": 3, "dp": 2, "offload": "none"}
+    assert t["method"] == "qlora" and t["lora_rank"] == 64 and t["micro_batch"] == 4 and t["seq_len"] == 2048
+    # fsdp_qlora's 'all' targets leave out o_proj (train.py @049515f)
+    assert t["lora_targets"] == ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
+    assert t["held_logits"] == "fp32" and t["qlora_double_quant"] is True and t["recompute"] == "full"
+    assert vg.finetune_scenario({**r, "lora_targets": "all-linear"})["train"]["lora_targets"] == "all-linear"
+
+
+def test_finetune_memory_rows_are_complete():
+    """Every row names a pinned source, the date read and what was measured; scored rows state every setting."""
+    rows = _ft_rows()
+    scored = [r for r in rows if not r["notes"].startswith(vg.UNSCORED)]
+    assert len(scored) >= 15 and len({r["source"] for r in scored}) >= 3
+    for r in rows:
+        assert r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"], r["id"]
+        assert r["retrieved"][:2] == "20" and r["method"] in ("lora", "qlora"), r["id"]
+    for r in scored:
+        assert r["memory_metric"] in ("max allocated", "max reserved", "nvidia-smi"), r["id"]
+        assert r["memory_unit"] in ("GiB", "GB") and float(r["memory"]) > 0, r["id"]
+        for col in ("model", "gpu", "gpus", "zero", "offload", "lora_rank", "lora_targets", "precision",
+                    "optimizer", "micro_batch", "seq_len", "recompute", "attention", "held_logits"):
+            assert r[col], (r["id"], col)
+
+
+def test_finetune_rows_score_in_the_lora_memory_category():
+    from gpuplan.estimate.uncertainty import memory_category
+    recs = [r for r in vg.score(FT_CSV) if "mem" in r]
+    assert len(recs) >= 15 and all(r["method"] in ("lora", "qlora") for r in recs)
+    assert memory_category("finetune", recs[0]["method"], 3, 2, None) == "fine-tuning, LoRA/QLoRA"

@@ -306,6 +306,11 @@ class Train(_Strict):
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
     full_state_dict: bool = Field(False, description="FSDP loads/saves a full 16-bit state dict on each GPU")
+    held_logits: Literal["none", "model", "fp32"] = Field("none", description=(
+        "HF models: the training loop keeps the model's output, and with it the full logits, alive through "
+        "backward (a custom loop holding `output = model(...)` until after the step, e.g. Answer.AI fsdp_qlora): "
+        "fp32 with transformers before 4.46 (the forward upcast them), model with later releases (the model's "
+        "dtype); none: the output is dropped before backward (HF Trainer's compute_loss)"))
     allow_longer_context: bool = _LONGER
 
     @model_validator(mode="after")

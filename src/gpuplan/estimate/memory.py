@@ -812,7 +812,26 @@ def loss_block_bytes(scn: Scenario, vocab_per_rank: float) -> float:
         # and a per-row logsumexp, not the fp32 copy and log-softmax; backward writes one 16-bit
         # gradient. (Releases before April 2025 compiled only the blocks: 12 bytes.)
         return 4.0 * vocab_per_rank
-    return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank
+    return (6.0 if scn.framework == "megatron" else 12.0) * vocab_per_rank + held_logits_bytes(scn) * vocab_per_rank
+
+
+# Bytes per logit of the model output a training loop keeps through backward (train.held_logits). transformers
+# before 4.46 upcast the logits in LlamaForCausalLM.forward (`.float()`, kept in the returned output: its 4.45
+# warning "the `logits` model output will have the same type as the model (except at train time, where it will
+# always be FP32)"); 4.46 moved the upcast into the loss (loss_utils.ForCausalLMLoss) and returns 16-bit logits.
+HELD_LOGITS_BYTES = {"none": 0.0, "model": 2.0, "fp32": 4.0}
+
+
+def held_logits_bytes(scn: Scenario) -> float:
+    """Bytes per logit the caller's reference to the model output keeps alive at the start of backward (on top of
+    the loss block). Answer.AI's fsdp_qlora train.py @049515f holds `output = model(...)` until after the optimizer
+    step ("Delete the output so more memory frees up before the next forward pass"); HF Trainer's compute_loss
+    returns only the loss. Replayed on CPU (the loss block of scripts/trace_loss_block.py with transformers 4.44's
+    forward and the output held): 16.0 bytes per logit allocated, 4 above the 12 of the loss alone."""
+    t = scn.train
+    if t is None or scn.framework != "hf" or t.loss != "full":
+        return 0.0
+    return HELD_LOGITS_BYTES[t.held_logits]
 
 
 def loss_parallel(scn: Scenario) -> bool:
@@ -833,6 +852,11 @@ def stranded_logits_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
     block's allocation sequence through that rule gives reserved = allocated + 2 bytes per logit
     (scripts/trace_loss_block.py). Only the reserved figure (`max reserved`, nvidia-smi, an OOM) sees it."""
     t = scn.train
+    if scn.framework == "hf" and t.loss == "full" and t.held_logits == "fp32" and stage in ("last", "only"):
+        # transformers before 4.46 with the output held: `.float()` frees the 16-bit logits in forward and backward
+        # then asks for fp32 vocabulary tensors, so the 2-byte block stays reserved as in torchtitan's case
+        # (replayed: 18.0 reserved against 16.0 allocated bytes per logit)
+        return 2.0 * model.vocab_size / scn.parallel.tp * t.micro_batch * t.seq_len / scn.parallel.cp
     if scn.framework != "torchtitan" or _compiled_loss(scn) or t.loss != "full" or stage not in ("last", "only"):
         return 0.0
     if scn.parallel.pp > 1:
