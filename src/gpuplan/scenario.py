@@ -39,6 +39,7 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 # attention, their own loss dtype handling; otherwise trained like `hf` (pure 16-bit or FSDP)
 Framework = Literal["hf", "megatron", "torchtitan", "deepspeed", "torchtune", "litgpt"]
 Engine = Literal["vllm", "sglang", "trtllm", "llama.cpp", "hf"]
+GptqKernel = Literal["exllama", "exllamav2", "cuda-old"]
 # fine-tuning tools that drive the HF stack with their own defaults and kernels (docs/finetune-tools.md)
 Tool = Literal["unsloth", "trl", "axolotl", "llama-factory"]
 # what each tool does when the user does not say otherwise, from its code at a pinned commit:
@@ -412,6 +413,10 @@ class Infer(_Strict):
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    gptq_kernel: GptqKernel | None = Field(None, description="engine hf with GPTQ weights: AutoGPTQ's kernel. "
+                                           "exllama (default: transformers' GPTQConfig exllama_config version 1) "
+                                           "dequantizes each layer to fp16 and calls cuBLAS from 8 rows per call, "
+                                           "exllamav2 from 51, cuda-old from 128")
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
                               "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
@@ -429,6 +434,13 @@ class Infer(_Strict):
                               "(gpuplan serve --rate)")
     speculative: Speculative | None = Field(None, description="speculative decoding: method, tokens per step, "
                                             "acceptance rate")
+
+    @model_validator(mode="after")
+    def _gptq_kernel_is_read(self):
+        if self.gptq_kernel is not None and (self.engine != "hf" or not self.weights.lower().startswith("gptq")):
+            raise ValueError(f"gptq_kernel is only read by engine hf with GPTQ weights (this is engine {self.engine}, "
+                             f"weights {self.weights}): remove it, or set weights gptq-int4 and engine hf")
+        return self
 
 
 Providers = Annotated[list[Name], Field(max_length=MAX_LIST)]

@@ -29,7 +29,7 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import ep_rank_imbalance, permute_bytes
-from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
+from .quant_kernels import dequant_extra_bytes, hf_kv_passes, host_issue_per_linear, is_bitsandbytes, materialises_16_bit
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -877,8 +877,9 @@ class _Serving:
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
         self.bnb = is_bitsandbytes(self.fmt)
+        self.dequant = self.bnb or materialises_16_bit(self.fmt, inf.engine)
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
-        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
+        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
         self.beams = inf.beam_width
@@ -886,8 +887,13 @@ class _Serving:
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
         # (an encoder-decoder runs its encoder once per request: its prefill covers all beams)
         self.prompt_per_beam = 1.0 / self.beams if (inf.engine == "vllm" or model.is_encoder_decoder) else 1.0
-        # passes over the KV bytes per decode step: HF's DynamicCache copies the cache (quant_kernels.py)
-        self.kv_passes = HF_DYNAMIC_CACHE_KV_PASSES if inf.engine == "hf" else 1.0
+        # passes over the KV bytes per decode step: HF's DynamicCache copies the cache and repeat_kv
+        # expands a GQA cache to every query head (quant_kernels.py)
+        # (Falcon-7B's HF code hands SDPA its single K/V head un-expanded: traits.sdpa_broadcast_kv; MLA
+        # keeps the passes of the cache it stores)
+        expands = not (model.is_mla or model.traits.sdpa_broadcast_kv)
+        self.kv_passes = (hf_kv_passes(model.num_heads, model.num_kv_heads if expands else model.num_heads)
+                          if inf.engine == "hf" else 1.0)
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
         dec = sum(b.total for b in model.blocks if b.stream == "decoder")
         self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
@@ -1043,7 +1049,8 @@ class _Serving:
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
 
     def _dequant_bytes(self, rows: float) -> float:
-        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
+        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine,
+                                   getattr(self.inf, "gptq_kernel", None)) if self.dequant else 0.0
 
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
