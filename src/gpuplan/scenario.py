@@ -438,8 +438,9 @@ class Infer(_Strict):
     @model_validator(mode="after")
     def _gptq_kernel_is_read(self):
         if self.gptq_kernel is not None and (self.engine != "hf" or not self.weights.lower().startswith("gptq")):
+            fix = "engine: hf" if self.engine != "hf" else "weights: gptq-int4"
             raise ValueError(f"gptq_kernel is only read by engine hf with GPTQ weights (this is engine {self.engine}, "
-                             f"weights {self.weights}): remove it, or set weights gptq-int4 and engine hf")
+                             f"weights {self.weights}): remove it, or set {fix}")
         return self
 
 
