@@ -200,3 +200,14 @@ def test_gptq_kernel_outside_hf_gptq_is_an_error():
     with pytest.raises(GpuplanError) as err:
         api.estimate(scn)
     assert "gptq_kernel" in str(err.value) and "engine hf" in str(err.value)
+
+
+def test_hf_gqa_names_the_cache_copies():
+    perf = api.estimate(_scn("bf16", 8, gpu="a100-sxm-80gb")).performance      # llama-3.1-8b: 32 / 8 heads
+    assert perf.details["kv_cache_passes_per_step"] == 11.0
+    assert any("repeat_kv" in n for n in perf.notes)
+    mha = api.estimate(_scn("fp16", 8, gpu="a100-sxm-80gb", model="llama-2-13b-hf")).performance
+    assert mha.details["kv_cache_passes_per_step"] == 3.0
+    assert not any("repeat_kv" in n for n in mha.notes)
+    vllm = api.estimate(_scn("bf16", 8, gpu="a100-sxm-80gb", engine="vllm")).performance
+    assert "kv_cache_passes_per_step" not in vllm.details

@@ -1291,6 +1291,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
+    if sv.kv_passes > 1:   # HF: the cache is copied by torch.cat (and repeat_kv under GQA) every step
+        details["kv_cache_passes_per_step"] = sv.kv_passes
+        if sv.kv_passes > 3:
+            notes.append(f"transformers' repeat_kv copies the KV cache out to all {sv.model.num_heads} query heads "
+                         f"every step: {sv.kv_passes:g} passes over the cache's bytes per step instead of 1.")
     if sv.spec is not None:
         details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
                                   "tokens_per_step": sv.spec_tokens}
