@@ -56,6 +56,11 @@ HF_DYNAMIC_CACHE_KV_PASSES = 3.0
 # threshold stays optimistic (docs/hf_eager_decode.md).
 GPTQ_RECONS_ROWS = {"exllama": 8, "exllamav2": 51, "cuda-old": 128}
 GPTQ_DEFAULT_KERNEL = "exllama"
+# exllamav2's quantized GEMM under its threshold, measured: speedup of its 16-bit x 4-bit group-128 matmul
+# over FP16 PyTorch (CUTLASS) on an A10, 72k x 18k (IST-DASLab/marlin README @2f6d7c1, assets/peak.png; read
+# off the plot, +-0.05). Its 64- and 128-row points (0.44, 0.43) are the reconstruct path, which the 4 B/param
+# copy above prices at 2 / (0.52 + 4) = 0.44: an independent check of that mechanism.
+EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 0.71), (32, 0.35))
 
 
 def is_bitsandbytes(fmt: WeightFormat) -> bool:
@@ -78,6 +83,32 @@ def dequant_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, en
             and rows >= GPTQ_RECONS_ROWS[gptq_kernel or GPTQ_DEFAULT_KERNEL]:
         return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
     return 0.0
+
+
+def exllamav2_speedup(rows: float) -> float:
+    """exllamav2's measured speed over a 16-bit GEMM at `rows` rows (log-linear between the plot's batch
+    sizes; its 32-row value up to the 50-row threshold)."""
+    import math
+    pts = EXLLAMAV2_SPEEDUP_OVER_FP16
+    if rows <= pts[0][0]:
+        return pts[0][1]
+    for (r0, s0), (r1, s1) in zip(pts, pts[1:]):
+        if rows <= r1:
+            f = (math.log2(rows) - math.log2(r0)) / (math.log2(r1) - math.log2(r0))
+            return s0 + f * (s1 - s0)
+    return pts[-1][1]
+
+
+def gptq_kernel_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, engine: str,
+                            gptq_kernel: str | None) -> float:
+    """Bytes-equivalent a GPTQ kernel spends beyond reading its packed weights, under its reconstruct
+    threshold, where a measurement exists: exllamav2 takes 16-bit time / its measured speedup. The
+    other kernels have no published per-batch figure: 0 (an ideal kernel), optimistic."""
+    if not (materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel == "exllamav2"):
+        return 0.0
+    if rows >= GPTQ_RECONS_ROWS["exllamav2"]:
+        return 0.0
+    return max(0.0, 2.0 * linear_params / exllamav2_speedup(rows) - fmt.bits / 8.0 * linear_params)
 
 
 def hf_kv_passes(num_heads: int, num_kv_heads: int) -> float:

@@ -29,7 +29,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import ep_rank_imbalance, permute_bytes
-from .quant_kernels import dequant_extra_bytes, hf_kv_passes, host_issue_per_linear, is_bitsandbytes, materialises_16_bit
+from .quant_kernels import (dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes, host_issue_per_linear,
+                            is_bitsandbytes, materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1049,8 +1050,11 @@ class _Serving:
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
 
     def _dequant_bytes(self, rows: float) -> float:
-        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine,
-                                   getattr(self.inf, "gptq_kernel", None)) if self.dequant else 0.0
+        if not self.dequant:
+            return 0.0
+        kernel = getattr(self.inf, "gptq_kernel", None)
+        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel) \
+            + gptq_kernel_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel)
 
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
