@@ -149,15 +149,17 @@ def test_hf_kv_passes_by_group_size():
 
 
 def test_hf_gqa_decode_copies_the_expanded_cache_by_hand():
-    def tpot(prompt: int, engine: str = "hf") -> float:
+    def tpot(prompt: int, repeat_kv: bool) -> float:
         scn = {"model": "llama-3.1-8b", "task": "infer",
                "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
-               "infer": {"engine": engine, "weights": "bf16", "prompt_len": prompt, "output_len": 2, "concurrency": 1}}
+               "infer": {"engine": "hf", "weights": "bf16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
+                         "repeat_kv": repeat_kv}}
         return api.estimate(scn).performance.tpot_s
     # 3,072 more context tokens x 131,072 B/token (32 layers x 2 x 8 KV heads x 128 x 2 B) = 402.7 MB of KV;
-    # g = 32 / 8 = 4: 3 + 2 x 4 = 11 passes at 0.8 x 2,039 GB/s = 2.72 ms (3 passes would be 0.74 ms)
-    extra = tpot(4000) - tpot(928)
-    assert extra == pytest.approx(11 * 3072 * 131_072 / (0.8 * 2039e9), rel=0.03)
+    # transformers 4.x (repeat_kv): g = 32 / 8 = 4, 3 + 2 x 4 = 11 passes at 0.8 x 2,039 GB/s = 2.72 ms;
+    # transformers 5 SDPA (pack_gqa, the default): the cat's 3 passes, 0.74 ms
+    assert tpot(4000, True) - tpot(928, True) == pytest.approx(11 * 3072 * 131_072 / (0.8 * 2039e9), rel=0.03)
+    assert tpot(4000, False) - tpot(928, False) == pytest.approx(3 * 3072 * 131_072 / (0.8 * 2039e9), rel=0.03)
 
 
 # ---- GPTQ through HF: AutoGPTQ's kernels reconstruct fp16 weights above a row threshold ----------------------
@@ -203,7 +205,10 @@ def test_gptq_kernel_outside_hf_gptq_is_an_error():
 
 
 def test_hf_gqa_names_the_cache_copies():
-    perf = api.estimate(_scn("bf16", 8, gpu="a100-sxm-80gb")).performance      # llama-3.1-8b: 32 / 8 heads
+    scn = _scn("bf16", 8, gpu="a100-sxm-80gb")                                   # llama-3.1-8b: 32 / 8 heads
+    assert api.estimate(scn).performance.details["kv_cache_passes_per_step"] == 3.0
+    scn["infer"]["repeat_kv"] = True
+    perf = api.estimate(scn).performance
     assert perf.details["kv_cache_passes_per_step"] == 11.0
     assert any("repeat_kv" in n for n in perf.notes)
     mha = api.estimate(_scn("fp16", 8, gpu="a100-sxm-80gb", model="llama-2-13b-hf")).performance

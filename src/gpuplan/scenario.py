@@ -413,6 +413,10 @@ class Infer(_Strict):
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
+                            "every query head (transformers' repeat_kv before attention: eager attention in any "
+                            "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "
+                            "packs the one decode query per KV head instead (pack_gqa / enable_gqa)")
     gptq_kernel: GptqKernel | None = Field(None, description="engine hf with GPTQ weights: AutoGPTQ's kernel. "
                                            "exllama (default: transformers' GPTQConfig exllama_config version 1) "
                                            "dequantizes each layer to fp16 and calls cuBLAS from 8 rows per call, "

@@ -113,11 +113,14 @@ def gptq_kernel_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float
 
 def hf_kv_passes(num_heads: int, num_kv_heads: int) -> float:
     """Passes over the KV-cache bytes one HF decode step makes: the DynamicCache `torch.cat` (read +
-    write), then attention's read. Where a model shares each K/V head between g = heads / kv_heads query
-    heads (GQA), `repeat_kv` (models/llama/modeling_llama.py @0022728, the same function in the eager and
-    SDPA attention classes) expands the cache with `expand(...).reshape(...)`, a copy: it reads the
-    compact cache once and writes g times its bytes, which attention then reads — 3 + 2g passes. g = 1
-    returns the cache untouched (`if n_rep == 1: return hidden_states`): 3 passes."""
+    write), then attention's read. Where attention runs on a copy expanded to every query head (GQA,
+    g = heads / kv_heads; the caller passes kv_heads = heads when it does not), `repeat_kv`
+    (models/llama/modeling_llama.py @0022728, called by the eager and SDPA attention classes of transformers 4.x,
+    and by `eager_attention_forward` in 5.24) expands the cache with `expand(...).reshape(...)`, a copy: it reads
+    the compact cache once and writes g times its bytes, which attention then reads — 3 + 2g passes. g = 1
+    returns the cache untouched (`if n_rep == 1: return hidden_states`): 3 passes. transformers 5.24's SDPA path
+    (integrations/sdpa_attention.py `sdpa_attention_forward`) skips the copy at decode: `enable_gqa` without a
+    mask, else `pack_gqa` folds the single query's heads onto the KV heads (infer.repeat_kv false)."""
     g = num_heads / num_kv_heads if num_kv_heads else 1.0
     if g <= 1.0:
         return HF_DYNAMIC_CACHE_KV_PASSES

@@ -892,7 +892,7 @@ class _Serving:
         # expands a GQA cache to every query head (quant_kernels.py)
         # (Falcon-7B's HF code hands SDPA its single K/V head un-expanded: traits.sdpa_broadcast_kv; MLA
         # keeps the passes of the cache it stores)
-        expands = not (model.is_mla or model.traits.sdpa_broadcast_kv)
+        expands = bool(getattr(inf, "repeat_kv", False)) and not (model.is_mla or model.traits.sdpa_broadcast_kv)
         self.kv_passes = (hf_kv_passes(model.num_heads, model.num_kv_heads if expands else model.num_heads)
                           if inf.engine == "hf" else 1.0)
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
