@@ -174,13 +174,13 @@ def _gptq_tpot(batch: int, kernel: str | None) -> float:
 
 
 def test_exllama_reconstructs_from_8_rows_by_hand():
-    # Llama-2-13B decoder linears: 40 x (4 x 5120^2 + 3 x 5120 x 13824) = 12.69e9 parameters; exllama (v1, the
-    # default) writes each in fp16 and cuBLAS reads it back from 8 rows: 4 B x 12.69e9 = 50.75 GB at
+    # Llama-2-13B decoder linears: 40 x (4 x 5120^2 + 3 x 5120 x 13824) = 12.69e9 parameters; exllama (v1,
+    # transformers 4.x's default) writes each in fp16 and cuBLAS reads it back from 8 rows: 4 B x 12.69e9 = 50.75 GB at
     # 0.8 x 2,039 GB/s = 31.1 ms more than cuda-old, which keeps its quantized kernel up to 127 rows (and has
     # no measured per-batch figure: priced as an ideal kernel)
     params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
-    assert _gptq_tpot(8, None) - _gptq_tpot(8, "cuda-old") == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
-    assert _gptq_tpot(8, None) == _gptq_tpot(8, "exllama")
+    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, "cuda-old") == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
+    assert _gptq_tpot(8, None) == _gptq_tpot(8, "cuda-old")             # unset: an ideal kernel (no copy)
     assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, "cuda-old")         # under 8 rows: no copy
 
 
@@ -193,6 +193,7 @@ def test_dequant_thresholds_per_gptq_kernel():
     assert dequant_extra_bytes(g, 127, 1e9, "hf", "cuda-old") == 0.0
     assert dequant_extra_bytes(g, 128, 1e9, "hf", "cuda-old") == 4.0e9
     assert dequant_extra_bytes(g, 512, 1e9, "vllm") == 0.0                # other engines run their own kernels
+    assert dequant_extra_bytes(g, 512, 1e9, "hf") == 0.0                  # kernel unset: not modelled
 
 
 def test_gptq_kernel_outside_hf_gptq_is_an_error():

@@ -417,10 +417,12 @@ class Infer(_Strict):
                             "every query head (transformers' repeat_kv before attention: eager attention in any "
                             "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "
                             "packs the one decode query per KV head instead (pack_gqa / enable_gqa)")
-    gptq_kernel: GptqKernel | None = Field(None, description="engine hf with GPTQ weights: AutoGPTQ's kernel. "
-                                           "exllama (default: transformers' GPTQConfig exllama_config version 1) "
-                                           "dequantizes each layer to fp16 and calls cuBLAS from 8 rows per call, "
-                                           "exllamav2 from 51, cuda-old from 128")
+    gptq_kernel: GptqKernel | None = Field(None, description="engine hf with GPTQ weights, transformers 4.x: "
+                                           "AutoGPTQ's kernel. exllama (4.x's default, GPTQConfig exllama_config "
+                                           "version 1) dequantizes each layer to fp16 and calls cuBLAS from 8 rows "
+                                           "per call, exllamav2 from 51 (and runs at its measured speed below), "
+                                           "cuda-old from 128. Unset: an ideal packed-weight kernel (transformers "
+                                           "5 picks GPTQModel's kernel)")
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
                               "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "

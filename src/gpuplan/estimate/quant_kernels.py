@@ -38,10 +38,12 @@ DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit 
 # past cache is read and written to a new tensor, then read again by attention — three passes over the
 # KV bytes where a paged or static cache makes one.
 HF_DYNAMIC_CACHE_KV_PASSES = 3.0
-# GPTQ weights in HF transformers run an AutoGPTQ kernel (infer.gptq_kernel); each one stops dequantizing in
+# GPTQ weights in transformers 4.x run an AutoGPTQ kernel (infer.gptq_kernel); each one stops dequantizing in
 # registers above a row count and instead writes the layer's whole weight in fp16, then reads it in a 16-bit
-# GEMM — the same 16-bit write + read per parameter as bitsandbytes' batched 4-bit path:
-# * exllama (v1), transformers' default (utils/quantization_config.py `GPTQConfig.post_init`: exllama_config
+# GEMM — the same 16-bit write + read per parameter as bitsandbytes' batched 4-bit path. transformers 5 hands
+# GPTQ to GPTQModel (`GPTQConfig.post_init`: backend "auto", 5.24), whose choice is not modelled: unset, the
+# kernel is priced as an ideal packed read.
+# * exllama (v1), transformers 4.x's default (utils/quantization_config.py `GPTQConfig.post_init`: exllama_config
 #   None -> {"version": ExllamaVersion.ONE}, @1425768): AutoGPTQ sets `matmul_recons_thd = 8`
 #   (auto_gptq/modeling/_utils.py `autogptq_post_init`, @6a9d80e) and `q4_matmul`
 #   (autogptq_extension/exllama/exllama_ext.cpp @b0ed914) takes `q4_matmul_recons_cuda` once x_height >= 8:
@@ -55,7 +57,6 @@ HF_DYNAMIC_CACHE_KV_PASSES = 3.0
 # q4_matmul_kernel has grid y = rows): an ALU cost this model does not price, so batched GPTQ under the
 # threshold stays optimistic (docs/hf_eager_decode.md).
 GPTQ_RECONS_ROWS = {"exllama": 8, "exllamav2": 51, "cuda-old": 128}
-GPTQ_DEFAULT_KERNEL = "exllama"
 # exllamav2's quantized GEMM under its threshold, measured: speedup of its 16-bit x 4-bit group-128 matmul
 # over FP16 PyTorch (CUTLASS) on an A10, 72k x 18k (IST-DASLab/marlin README @2f6d7c1, assets/peak.png; read
 # off the plot, +-0.05). Its 64- and 128-row points (0.44, 0.43) are the reconstruct path, which the 4 B/param
@@ -79,8 +80,8 @@ def dequant_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, en
     more than one row (bitsandbytes) or the kernel's threshold of rows (HF's GPTQ kernels) go through a linear."""
     if fmt.family == "nf4" and rows > 1:
         return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
-    if materialises_16_bit(fmt, engine) and fmt.family == "gptq" \
-            and rows >= GPTQ_RECONS_ROWS[gptq_kernel or GPTQ_DEFAULT_KERNEL]:
+    if materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel \
+            and rows >= GPTQ_RECONS_ROWS[gptq_kernel]:
         return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
     return 0.0
 
