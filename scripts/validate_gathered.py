@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -103,7 +104,17 @@ def serve_scenario(row: dict) -> dict:
         scn["parallel"] = {"tp": int(row["tp"])}
     if row.get("max_num_seqs"):          # the engine's running-request cap, where the source states it
         scn["infer"]["max_num_seqs"] = int(row["max_num_seqs"])
+    version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
+    if row["engine"] == "hf" and version and int(version.group(1)) < 5:
+        scn["infer"]["repeat_kv"] = True       # transformers 4.x copies a GQA cache to every query head (repeat_kv)
+    kernel = _GPTQ_KERNELS.get(row.get("notes", "").split(";")[0].removeprefix("kernel ").strip())
+    if kernel and row["engine"] == "hf" and row["weights"].startswith("gptq"):
+        scn["infer"]["gptq_kernel"] = kernel   # the AutoGPTQ kernel the row names (optimum's benchmark table)
     return scn
+
+
+# the kernel names optimum's GPTQ benchmark table uses (notes "kernel <name>; ...") -> infer.gptq_kernel
+_GPTQ_KERNELS = {"exllama": "exllama", "exllamav2": "exllamav2", "autogptq-cuda-old": "cuda-old"}
 
 
 def throughput_pair(row: dict, perf) -> tuple[float, float] | None:

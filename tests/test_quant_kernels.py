@@ -137,3 +137,96 @@ def test_hf_decode_reads_and_rewrites_the_kv_cache_by_hand():
     # = 4.63 ms (one pass would be 1.54 ms). The fast host (4.5 ms of issue) keeps the ~17 ms step GPU-bound.
     extra = tpot(4000) - tpot(928)
     assert extra == pytest.approx(3 * 3072 * 819_200 / (0.8 * 2039e9), rel=0.03)
+
+
+# ---- GQA in HF: repeat_kv copies the cache out to every query head (3 + 2g passes) ---------------------------
+
+def test_hf_kv_passes_by_group_size():
+    from gpuplan.estimate.quant_kernels import hf_kv_passes
+    assert hf_kv_passes(40, 40) == 3.0       # MHA: repeat_kv returns the cache itself
+    assert hf_kv_passes(32, 8) == 11.0       # cat read + write, expand read, 4x write, 4x read by attention
+    assert hf_kv_passes(16, 2) == 19.0
+
+
+def test_hf_gqa_decode_copies_the_expanded_cache_by_hand():
+    def tpot(prompt: int, repeat_kv: bool) -> float:
+        scn = {"model": "llama-3.1-8b", "task": "infer",
+               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
+               "infer": {"engine": "hf", "weights": "bf16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
+                         "repeat_kv": repeat_kv}}
+        return api.estimate(scn).performance.tpot_s
+    # 3,072 more context tokens x 131,072 B/token (32 layers x 2 x 8 KV heads x 128 x 2 B) = 402.7 MB of KV;
+    # transformers 4.x (repeat_kv): g = 32 / 8 = 4, 3 + 2 x 4 = 11 passes at 0.8 x 2,039 GB/s = 2.72 ms;
+    # transformers 5 SDPA (pack_gqa, the default): the cat's 3 passes, 0.74 ms
+    assert tpot(4000, True) - tpot(928, True) == pytest.approx(11 * 3072 * 131_072 / (0.8 * 2039e9), rel=0.03)
+    assert tpot(4000, False) - tpot(928, False) == pytest.approx(3 * 3072 * 131_072 / (0.8 * 2039e9), rel=0.03)
+
+
+# ---- GPTQ through HF: AutoGPTQ's kernels reconstruct fp16 weights above a row threshold ----------------------
+
+def _gptq_tpot(batch: int, kernel: str | None) -> float:
+    infer = {"engine": "hf", "weights": "gptq-int4", "prompt_len": 64, "output_len": 512, "concurrency": batch}
+    if kernel:
+        infer["gptq_kernel"] = kernel
+    scn = {"model": "llama-2-13b-hf", "task": "infer",
+           "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000}, "infer": infer}
+    return api.estimate(scn).performance.tpot_s
+
+
+def test_exllama_reconstructs_from_8_rows_by_hand():
+    # Llama-2-13B decoder linears: 40 x (4 x 5120^2 + 3 x 5120 x 13824) = 12.69e9 parameters; exllama (v1,
+    # transformers 4.x's default) writes each in fp16 and cuBLAS reads it back from 8 rows: 4 B x 12.69e9 = 50.75 GB at
+    # 0.8 x 2,039 GB/s = 31.1 ms more than cuda-old, which keeps its quantized kernel up to 127 rows (and has
+    # no measured per-batch figure: priced as an ideal kernel)
+    params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
+    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, "cuda-old") == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
+    assert _gptq_tpot(8, None) == _gptq_tpot(8, "cuda-old")             # unset: an ideal kernel (no copy)
+    assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, "cuda-old")         # under 8 rows: no copy
+
+
+def test_dequant_thresholds_per_gptq_kernel():
+    g = weight_format("gptq-int4")
+    assert dequant_extra_bytes(g, 7, 1e9, "hf", "exllama") == 0.0
+    assert dequant_extra_bytes(g, 8, 1e9, "hf", "exllama") == 4.0e9
+    assert dequant_extra_bytes(g, 50, 1e9, "hf", "exllamav2") == 0.0
+    assert dequant_extra_bytes(g, 51, 1e9, "hf", "exllamav2") == 4.0e9
+    assert dequant_extra_bytes(g, 127, 1e9, "hf", "cuda-old") == 0.0
+    assert dequant_extra_bytes(g, 128, 1e9, "hf", "cuda-old") == 4.0e9
+    assert dequant_extra_bytes(g, 512, 1e9, "vllm") == 0.0                # other engines run their own kernels
+    assert dequant_extra_bytes(g, 512, 1e9, "hf") == 0.0                  # kernel unset: not modelled
+
+
+def test_gptq_kernel_outside_hf_gptq_is_an_error():
+    from gpuplan.errors import GpuplanError
+    scn = {"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+           "infer": {"engine": "vllm", "weights": "gptq-int4", "gptq_kernel": "exllama"}}
+    with pytest.raises(GpuplanError) as err:
+        api.estimate(scn)
+    assert "gptq_kernel" in str(err.value) and "engine hf" in str(err.value)
+
+
+def test_hf_gqa_names_the_cache_copies():
+    scn = _scn("bf16", 8, gpu="a100-sxm-80gb")                                   # llama-3.1-8b: 32 / 8 heads
+    assert api.estimate(scn).performance.details["kv_cache_passes_per_step"] == 3.0
+    scn["infer"]["repeat_kv"] = True
+    perf = api.estimate(scn).performance
+    assert perf.details["kv_cache_passes_per_step"] == 11.0
+    assert any("repeat_kv" in n for n in perf.notes)
+    mha = api.estimate(_scn("fp16", 8, gpu="a100-sxm-80gb", model="llama-2-13b-hf")).performance
+    assert mha.details["kv_cache_passes_per_step"] == 3.0
+    assert not any("repeat_kv" in n for n in mha.notes)
+    vllm = api.estimate(_scn("bf16", 8, gpu="a100-sxm-80gb", engine="vllm")).performance
+    assert "kv_cache_passes_per_step" not in vllm.details
+
+
+def test_exllamav2_takes_its_measured_speed_under_50_rows_by_hand():
+    from gpuplan.estimate.quant_kernels import exllamav2_speedup
+    # Marlin README's plot (A10): exllamav2 vs FP16 at batch 8 / 16 = 1.50 / 0.71; batch 12 log-interpolated
+    assert exllamav2_speedup(16) == pytest.approx(0.71)
+    assert exllamav2_speedup(12) == pytest.approx(1.50 + (3.5849625 - 3) * (0.71 - 1.50), rel=1e-6)
+    # batch 16, Llama-2-13B: its linears take 16-bit time / 0.71 = 2 / 0.71 B per parameter, against the packed
+    # 4.15625 / 8 B an ideal kernel reads: (2.8169 - 0.5195) x 12.69e9 = 29.15 GB more, 17.9 ms at 0.8 x 2,039 GB/s
+    # (cuda-old has no measured figure: priced as the ideal kernel)
+    params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
+    extra = (2 / 0.71 - 4.15625 / 8) * params / (0.8 * 2039e9)
+    assert _gptq_tpot(16, "exllamav2") - _gptq_tpot(16, "cuda-old") == pytest.approx(extra, rel=0.03)

@@ -39,6 +39,7 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 # attention, their own loss dtype handling; otherwise trained like `hf` (pure 16-bit or FSDP)
 Framework = Literal["hf", "megatron", "torchtitan", "deepspeed", "torchtune", "litgpt"]
 Engine = Literal["vllm", "sglang", "trtllm", "llama.cpp", "hf"]
+GptqKernel = Literal["exllama", "exllamav2", "cuda-old"]
 # fine-tuning tools that drive the HF stack with their own defaults and kernels (docs/finetune-tools.md)
 Tool = Literal["unsloth", "trl", "axolotl", "llama-factory"]
 # what each tool does when the user does not say otherwise, from its code at a pinned commit:
@@ -438,6 +439,16 @@ class Infer(_Strict):
         Field(None, description="engine trtllm: cuda_graph_config.batch_sizes with enable_padding (a decode-only "
               "step replays the next captured size, padded with dummy requests); default: padding not modelled")
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
+                            "every query head (transformers' repeat_kv before attention: eager attention in any "
+                            "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "
+                            "packs the one decode query per KV head instead (pack_gqa / enable_gqa)")
+    gptq_kernel: GptqKernel | None = Field(None, description="engine hf with GPTQ weights, transformers 4.x: "
+                                           "AutoGPTQ's kernel. exllama (4.x's default, GPTQConfig exllama_config "
+                                           "version 1) dequantizes each layer to fp16 and calls cuBLAS from 8 rows "
+                                           "per call, exllamav2 from 51 (and runs at its measured speed below), "
+                                           "cuda-old from 128. Unset: an ideal packed-weight kernel (transformers "
+                                           "5 picks GPTQModel's kernel)")
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
                               "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
@@ -466,6 +477,14 @@ class Infer(_Strict):
         if self.capacity_scheduler is not None and self.engine != "trtllm":
             raise ValueError(f"capacity_scheduler is TensorRT-LLM's option; engine {self.engine!r} has its own "
                              "scheduler: set infer.engine: trtllm, or leave capacity_scheduler out")
+        return self
+
+    @model_validator(mode="after")
+    def _gptq_kernel_is_read(self):
+        if self.gptq_kernel is not None and (self.engine != "hf" or not self.weights.lower().startswith("gptq")):
+            fix = "engine: hf" if self.engine != "hf" else "weights: gptq-int4"
+            raise ValueError(f"gptq_kernel is only read by engine hf with GPTQ weights (this is engine {self.engine}, "
+                             f"weights {self.weights}): remove it, or set {fix}")
         return self
 
 

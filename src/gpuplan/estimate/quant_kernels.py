@@ -38,18 +38,94 @@ DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit 
 # past cache is read and written to a new tensor, then read again by attention — three passes over the
 # KV bytes where a paged or static cache makes one.
 HF_DYNAMIC_CACHE_KV_PASSES = 3.0
+# GPTQ weights in transformers 4.x run an AutoGPTQ kernel (infer.gptq_kernel); each one stops dequantizing in
+# registers above a row count and instead writes the layer's whole weight in fp16, then reads it in a 16-bit
+# GEMM — the same 16-bit write + read per parameter as bitsandbytes' batched 4-bit path. transformers 5 hands
+# GPTQ to GPTQModel (`GPTQConfig.post_init`: backend "auto", 5.24), whose choice is not modelled: unset, the
+# kernel is priced as an ideal packed read.
+# * exllama (v1), transformers 4.x's default (utils/quantization_config.py `GPTQConfig.post_init`: exllama_config
+#   None -> {"version": ExllamaVersion.ONE}, @1425768): AutoGPTQ sets `matmul_recons_thd = 8`
+#   (auto_gptq/modeling/_utils.py `autogptq_post_init`, @6a9d80e) and `q4_matmul`
+#   (autogptq_extension/exllama/exllama_ext.cpp @b0ed914) takes `q4_matmul_recons_cuda` once x_height >= 8:
+#   `w->reconstruct(buffers->temp_dq)` then `cublasHgemm` (cuda_func/q4_matmul.cu @4e0ebcb);
+# * exllamav2: `gemm_half_q_half_cuda` reconstructs + cuBLAS when size_m > MAX_Q_GEMM_ROWS = 50
+#   (AutoGPTQ's exllamav2 q_gemm.cu, as in vLLM's copy csrc/quantization/gptq/q_gemm.cu @6ab6cdd);
+# * cuda-old: `QuantLinear.forward` (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py @179776b) calls
+#   vecquant4matmul_faster_old while x.shape[0] < kernel_switch_threshold = 128, else unpacks the weight with
+#   torch ops and runs torch.matmul (more than 4 B/param of intermediates: 4 is a floor).
+# Below those row counts the kernels re-dequantize the packed weight per row or per 8-row block (exllama v1's
+# q4_matmul_kernel has grid y = rows): an ALU cost this model does not price, so batched GPTQ under the
+# threshold stays optimistic (docs/hf_eager_decode.md).
+GPTQ_RECONS_ROWS = {"exllama": 8, "exllamav2": 51, "cuda-old": 128}
+# exllamav2's quantized GEMM under its threshold, measured: speedup of its 16-bit x 4-bit group-128 matmul
+# over FP16 PyTorch (CUTLASS) on an A10, 72k x 18k (IST-DASLab/marlin README @2f6d7c1, assets/peak.png; read
+# off the plot, +-0.05). Its 64- and 128-row points (0.44, 0.43) are the reconstruct path, which the 4 B/param
+# copy above prices at 2 / (0.52 + 4) = 0.44: an independent check of that mechanism.
+EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 0.71), (32, 0.35))
 
 
 def is_bitsandbytes(fmt: WeightFormat) -> bool:
     return fmt.family == "nf4" or fmt.name == "int8"
 
 
-def dequant_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float) -> float:
+def materialises_16_bit(fmt: WeightFormat, engine: str) -> bool:
+    """Whether some batch size makes this weight format's linears write a 16-bit copy of the weight
+    (bitsandbytes 4-bit on every engine that runs it; 4-bit GPTQ through HF transformers' AutoGPTQ kernels)."""
+    return fmt.family == "nf4" or (fmt.family == "gptq" and int(fmt.bits) == 4 and engine == "hf")
+
+
+def dequant_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, engine: str = "hf",
+                        gptq_kernel: str | None = None) -> float:
     """HBM bytes a step moves beyond the packed weights: the 16-bit copy of every 4-bit weight when
-    more than one row goes through the linear."""
+    more than one row (bitsandbytes) or the kernel's threshold of rows (HF's GPTQ kernels) go through a linear."""
     if fmt.family == "nf4" and rows > 1:
         return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
+    if materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel \
+            and rows >= GPTQ_RECONS_ROWS[gptq_kernel]:
+        return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
     return 0.0
+
+
+def exllamav2_speedup(rows: float) -> float:
+    """exllamav2's measured speed over a 16-bit GEMM at `rows` rows (log-linear between the plot's batch
+    sizes; its 32-row value up to the 50-row threshold)."""
+    import math
+    pts = EXLLAMAV2_SPEEDUP_OVER_FP16
+    if rows <= pts[0][0]:
+        return pts[0][1]
+    for (r0, s0), (r1, s1) in zip(pts, pts[1:]):
+        if rows <= r1:
+            f = (math.log2(rows) - math.log2(r0)) / (math.log2(r1) - math.log2(r0))
+            return s0 + f * (s1 - s0)
+    return pts[-1][1]
+
+
+def gptq_kernel_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, engine: str,
+                            gptq_kernel: str | None) -> float:
+    """Bytes-equivalent a GPTQ kernel spends beyond reading its packed weights, under its reconstruct
+    threshold, where a measurement exists: exllamav2 takes 16-bit time / its measured speedup. The
+    other kernels have no published per-batch figure: 0 (an ideal kernel), optimistic."""
+    if not (materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel == "exllamav2"):
+        return 0.0
+    if rows >= GPTQ_RECONS_ROWS["exllamav2"]:
+        return 0.0
+    return max(0.0, 2.0 * linear_params / exllamav2_speedup(rows) - fmt.bits / 8.0 * linear_params)
+
+
+def hf_kv_passes(num_heads: int, num_kv_heads: int) -> float:
+    """Passes over the KV-cache bytes one HF decode step makes: the DynamicCache `torch.cat` (read +
+    write), then attention's read. Where attention runs on a copy expanded to every query head (GQA,
+    g = heads / kv_heads; the caller passes kv_heads = heads when it does not), `repeat_kv`
+    (models/llama/modeling_llama.py @0022728, called by the eager and SDPA attention classes of transformers 4.x,
+    and by `eager_attention_forward` in 5.24) expands the cache with `expand(...).reshape(...)`, a copy: it reads
+    the compact cache once and writes g times its bytes, which attention then reads — 3 + 2g passes. g = 1
+    returns the cache untouched (`if n_rep == 1: return hidden_states`): 3 passes. transformers 5.24's SDPA path
+    (integrations/sdpa_attention.py `sdpa_attention_forward`) skips the copy at decode: `enable_gqa` without a
+    mask, else `pack_gqa` folds the single query's heads onto the KV heads (infer.repeat_kv false)."""
+    g = num_heads / num_kv_heads if num_kv_heads else 1.0
+    if g <= 1.0:
+        return HF_DYNAMIC_CACHE_KV_PASSES
+    return HF_DYNAMIC_CACHE_KV_PASSES + 2.0 * g
 
 
 def host_issue_per_linear(fmt: WeightFormat, rows: float) -> float:

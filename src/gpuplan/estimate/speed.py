@@ -33,7 +33,8 @@ from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import HF_DYNAMIC_CACHE_KV_PASSES, dequant_extra_bytes, host_issue_per_linear, is_bitsandbytes
+from .quant_kernels import (dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes, host_issue_per_linear,
+                            is_bitsandbytes, materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -974,8 +975,9 @@ class _Serving:
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
         self.bnb = is_bitsandbytes(self.fmt)
+        self.dequant = self.bnb or materialises_16_bit(self.fmt, inf.engine)
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
-        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.bnb else 0.0
+        self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
         self.notes: list[str] = []
         self.beams = inf.beam_width
@@ -983,8 +985,13 @@ class _Serving:
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
         # (an encoder-decoder runs its encoder once per request: its prefill covers all beams)
         self.prompt_per_beam = 1.0 / self.beams if (inf.engine == "vllm" or model.is_encoder_decoder) else 1.0
-        # passes over the KV bytes per decode step: HF's DynamicCache copies the cache (quant_kernels.py)
-        self.kv_passes = HF_DYNAMIC_CACHE_KV_PASSES if inf.engine == "hf" else 1.0
+        # passes over the KV bytes per decode step: HF's DynamicCache copies the cache and repeat_kv
+        # expands a GQA cache to every query head (quant_kernels.py)
+        # (Falcon-7B's HF code hands SDPA its single K/V head un-expanded: traits.sdpa_broadcast_kv; MLA
+        # keeps the passes of the cache it stores)
+        expands = bool(getattr(inf, "repeat_kv", False)) and not (model.is_mla or model.traits.sdpa_broadcast_kv)
+        self.kv_passes = (hf_kv_passes(model.num_heads, model.num_kv_heads if expands else model.num_heads)
+                          if inf.engine == "hf" else 1.0)
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
         dec = sum(b.total for b in model.blocks if b.stream == "decoder")
         self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
@@ -1145,7 +1152,11 @@ class _Serving:
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
 
     def _dequant_bytes(self, rows: float) -> float:
-        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params) if self.bnb else 0.0
+        if not self.dequant:
+            return 0.0
+        kernel = getattr(self.inf, "gptq_kernel", None)
+        return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel) \
+            + gptq_kernel_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel)
 
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
@@ -1426,6 +1437,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
+    if sv.kv_passes > 1:   # HF: the cache is copied by torch.cat (and repeat_kv under GQA) every step
+        details["kv_cache_passes_per_step"] = sv.kv_passes
+        if sv.kv_passes > 3:
+            notes.append(f"transformers' repeat_kv copies the KV cache out to all {sv.model.num_heads} query heads "
+                         f"every step: {sv.kv_passes:g} passes over the cache's bytes per step instead of 1.")
     if sv.spec is not None:
         details["speculative"] = {"method": sv.spec.method, "num_tokens": sv.spec_k, "acceptance_rate": sv.spec_a,
                                   "tokens_per_step": sv.spec_tokens}
