@@ -177,18 +177,36 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
 
 
 def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
-    # packaged Hopper bf16 efficiency 0.9089, d0 = 423.3 (K, N), d0_M = 834.4 (rows of one expert's GEMM):
-    # Qwen3-30B-A3B gate projection (K 2048, N 768) at 4096 rows per expert:
-    # 0.9089 x 2048/2471.3 x 768/1191.3 x 4096/4930.4 = 0.485580 x 0.830764 = 0.403402
-    from gpuplan.estimate.speed import gemm_efficiency, load_efficiency
+    # packaged Hopper bf16 efficiency 0.9089, d0 = 423.3 (K, N; fitted on training rows), d0_M = 3694
+    # (rows of one expert's GEMM; fitted on TensorRT-LLM serving rows). Qwen3-30B-A3B gate projection
+    # (K 2048, N 768): 0.9089 x 2048/2471.3 x 768/1191.3 = 0.485580
+    from gpuplan.estimate.speed import gemm_efficiency, load_efficiency, training_rows_half
     P = load_efficiency()
     assert P["matmul"]["hopper"]["bf16"] == 0.9089 and P["matmul_dim_half"] == 423.3
-    assert P["matmul_rows_half"] == 834.4
-    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.403402, rel=1e-5)
-    # 512 rows per expert (one eighth): x (512/1346.4) / (4096/4930.4) = 0.184653
-    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True) == pytest.approx(0.184653, rel=1e-4)
+    assert P["matmul_rows_half"] == 3694.0
+    # serving: 4096 rows per expert x 4096/7790 = 0.255319
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.255319, rel=1e-4)
+    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4519.3 = 0.440098
+    assert training_rows_half(P) == 423.3
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True,
+                           rows_half=training_rows_half(P)) == pytest.approx(0.440098, rel=1e-4)
+    # 512 rows per expert (one eighth), training: x 512/935.3 = 0.265817
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True,
+                           rows_half=423.3) == pytest.approx(0.265817, rel=1e-4)
     # a dense GEMM leaves M to the roofline's memory term
     assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485580, rel=1e-5)
+
+
+def test_moe_training_time_does_not_read_the_serving_row_constant():
+    # changing matmul_rows_half (a TensorRT-LLM serving fit) leaves a MoE training step unchanged
+    import copy
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    P = speed.load_efficiency()
+    Q = copy.deepcopy(P)
+    Q["matmul_rows_half"] = 50.0
+    a = speed.train_performance(_moe_train(ep=8), m, g, params=P).step_time_s
+    b = speed.train_performance(_moe_train(ep=8), m, g, params=Q).step_time_s
+    assert a == b
 
 
 # ---- token dispatchers: one row per (token, expert) pair vs one copy per destination GPU / node -----------

@@ -156,14 +156,16 @@ def _network(scn: Any, gpu: Any) -> Any:
 
 
 def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float,
-                    grouped: bool = False) -> float:
+                    grouped: bool = False, rows_half: float | None = None) -> float:
     """η = η_max(family, dtype) · Π_{x∈(K,N)} x / (x + d0): a penalty for narrow weight matrices
     (tile and wave quantisation, short inner loops) that vanishes for large dimensions
     (docs/speed.md §2.1). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
     is bounded by reading its weights, which the memory term captures. A grouped expert GEMM
     (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
     tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
-    M as well, M/(M + d0_M), d0_M = `matmul_rows_half` (prior: d0, the same tile/wave physics)."""
+    M as well, M/(M + d0_M), d0_M = `matmul_rows_half` (prior: d0, the same tile/wave physics).
+    `rows_half` overrides d0_M: training passes its own d0 (TRAINING_ROWS_HALF), since `matmul_rows_half`
+    is fitted on serving rows and a factor fitted on one task must not drive another."""
     dc = _dtype_class(dtype)
     table = _fam(params["matmul"], family)
     eta = table[dc] if dc in table else params["matmul"]["default"][dc]
@@ -173,15 +175,22 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
         g *= x / (x + d0) if d0 > 0 else 1.0
     if grouped:
         # before the grouped-GEMM fit a calibration may lack d0_M: its prior is d0 (same tile/wave form)
-        d0m = float(params["matmul_rows_half"] if "matmul_rows_half" in params else d0)
+        d0m = float(rows_half if rows_half is not None else params.get("matmul_rows_half", d0))
         mm = max(1.0, float(m))
         g *= mm / (mm + d0m) if d0m > 0 else 1.0
     return max(1e-3, eta * g)
 
 
+def training_rows_half(params: Mapping[str, Any]) -> float:
+    """d0_M of training's grouped expert GEMMs: d0 itself (`matmul_dim_half`, fitted on training rows), the
+    stated prior of the row constant. `matmul_rows_half` is fitted on TensorRT-LLM serving rows only."""
+    return float(params["matmul_dim_half"])
+
+
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
               count: float = 1.0, weight_bytes_per_el: float | None = None, act_bytes: float = 2.0,
-              grouped: bool = False, eff_dtype: str | None = None, eta_scale: float = 1.0) -> float:
+              grouped: bool = False, eff_dtype: str | None = None, eta_scale: float = 1.0,
+              rows_half: float | None = None) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
     `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
     kernels' efficiency: the FP8 table is fitted on inference engines); `eta_scale` multiplies η
@@ -190,7 +199,7 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped) * eta_scale
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped, rows_half) * eta_scale
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
@@ -313,12 +322,13 @@ def _linear_time(c: _Train) -> float:
         # the family's part nearest in power density; 1.0 where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
-                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0)
+                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0,
+                        rows_half=training_rows_half(c.P))
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
             t_wgrad = gemm_time(c.P, c.gpu, c.attn_dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
-                                grouped=b.kind == "expert")
+                                grouped=b.kind == "expert", rows_half=training_rows_half(c.P))
             t_lin += t_f * bwd + t_wgrad
         else:
             t_lin += t_f * (1.0 + bwd)
