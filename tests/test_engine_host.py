@@ -21,8 +21,19 @@ def test_vllm_constants_from_their_sources():
     assert not engine_host("vllm", async_scheduling=False).overlapped
     assert engine_host("vllm", async_scheduling=False).seq_s == h.seq_s
     # engines without a measurement add nothing
-    for e in ("sglang", "trtllm", "llama.cpp", "hf"):
+    for e in ("trtllm", "llama.cpp", "hf"):
         assert engine_host(e).seq_s == 0.0 and engine_host(e).frontend_s == 0.0
+
+
+def test_sglang_front_end_from_its_source():
+    # tenstorrent/tt-inference-server issue 3560: SGLang over a mock forward of 1/380 s = 2.632 ms, one request
+    # at a time, median TTFT 9.54 ms; one forward (the prefill) before the first token -> 9.54 - 2.632 = 6.908 ms
+    h = engine_host("sglang")
+    assert h.frontend_s == pytest.approx(0.006908, abs=1e-6)
+    assert h.seq_s == 0.0                                  # no per-sequence measurement
+    assert h.overlapped and not engine_host("sglang", async_scheduling=False).overlapped
+    # the front end is per request, not per step: synchronous scheduling (SGLang < 0.4) keeps it
+    assert engine_host("sglang", async_scheduling=False).frontend_s == h.frontend_s
 
 
 def test_step_with_host_overlap_rule():
@@ -87,8 +98,8 @@ def test_engine_cost_carries_the_serving_models_front_end():
 
 def test_serve_breakdown_names_the_front_end():
     from gpuplan.estimate.speed import infer_performance
-    for engine, fe in (("vllm", 0.01747), ("sglang", None)):
+    for engine, fe in (("vllm", 0.01747), ("sglang", 0.006908), ("trtllm", None)):
         r = pipeline.resolve({**SCN, "infer": {**SCN["infer"], "engine": engine}})
         perf = infer_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
                                  memory=pipeline.memory(r))
-        assert perf.breakdown.get("frontend") == (pytest.approx(fe) if fe else None)
+        assert perf.breakdown.get("frontend") == (pytest.approx(fe, abs=1e-6) if fe else None)
