@@ -73,10 +73,22 @@ SGLANG = EngineHost(seq_s=0.0, overlapped=True, frontend_s=9.54e-3 - 1.0 / 380,
                            "forward); no per-sequence measurement found")
 
 # TensorRT-LLM: the overlap scheduler is enabled by default (docs/source/features/overlap-scheduler.md,
-# `disable_overlap_scheduler` defaults to False). No per-sequence or front-end measurement found.
-TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=0.0,
-                    source="TensorRT-LLM overlap-scheduler docs (default on); no per-sequence or "
-                           "front-end measurement found")
+# `disable_overlap_scheduler` defaults to False). seq_s: no per-sequence measurement found: 0.
+# frontend_s: TensorRT-LLM PR 10156 (2025-12, a sampler change; its test run) served Qwen3-32B with a bare
+# `trtllm-serve serve` (PyTorch backend, tp 1, defaults) and timed it with AIPerf on the chat endpoint,
+# streaming, one request at a time, 50-token synthetic prompts, 200 output tokens, 256 requests: mean TTFT
+# 40.10 ms, mean inter-token latency 24.64 ms (time to second token 24.36 ms). A ~60-token prompt (50 plus
+# the chat template) of a 32B model reads the weights once, as a decode step does: gpuplan prices the two
+# within 0.1 % of each other on any GPU (27.86 vs 27.87 ms on an H100 SXM, whose 2.66 TB/s effective the
+# measured step matches; an H200 would step in ~21 ms, an A100 in ~43 ms). So the prefill costs one measured
+# step and 40.10 - 24.64 = 15.46 ms of the TTFT is outside the GPU: the OpenAI server, chat template and
+# tokenisation, the hand-off to the executor worker, the first response's detokenisation and the first
+# streamed chunk. Not one of the scored rows' sources (validation/gathered/serve-load.csv); NIM's own front
+# end (its rows' engine is TensorRT-LLM behind NIM's server) is assumed to cost the same.
+TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=40.10e-3 - 24.64e-3,
+                    source="TensorRT-LLM overlap-scheduler docs (default on); TensorRT-LLM PR 10156 (trtllm-serve, "
+                           "Qwen3-32B, one request at a time: mean TTFT 40.10 ms less one 24.64 ms step for the "
+                           "prefill); no per-sequence measurement found")
 
 NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not modelled")
 
