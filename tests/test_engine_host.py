@@ -124,3 +124,12 @@ def test_serve_breakdown_names_the_front_end():
         perf = infer_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
                                  memory=pipeline.memory(r))
         assert perf.breakdown.get("frontend") == (pytest.approx(fe, abs=1e-6) if fe else None)
+
+
+def test_in_process_client_pays_no_front_end():
+    # infer.front_end false (offline generate, MLPerf's C++ harness): the same engine without its HTTP server
+    for engine, fe in (("vllm", 0.01747), ("sglang", 0.006908), ("trtllm", 0.01546)):
+        on, off = _serving(engine=engine), _serving(engine=engine, front_end=False)
+        assert on.frontend_s == pytest.approx(fe, abs=1e-6) and off.frontend_s == 0.0
+        assert on.point(1)["ttft_s"] - off.point(1)["ttft_s"] == pytest.approx(fe, abs=1e-6)
+        assert EngineCost(off, 64, 2048, 2048).frontend_s == 0.0
