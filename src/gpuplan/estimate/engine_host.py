@@ -60,8 +60,8 @@ VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_
 # tokenizer manager, scheduler and detokenizer processes and their ZMQ hand-offs run unchanged; on that CPU
 # engine the overlap scheduler is off, so nothing of the front end hides under a forward). `vllm bench serve`,
 # /v1/chat/completions, 128-token random prompts, one request at a time (4 requests: a small sample): median
-# TTFT 9.54 ms. The first token
-# needs one forward (the prefill), so 9.54 - 2.632 = 6.91 ms is outside the model: chat template, tokenisation,
+# TTFT 9.54 ms. The first token needs one forward (the prefill), so 9.54 - 2.632 = 6.91 ms is outside the
+# model: chat template, tokenisation,
 # the hand-offs, the scheduler's own prefill bookkeeping and the first streamed chunk. The same run's TPOT,
 # 2.94 ms against the 2.632 ms forward, puts the scheduler's own per-step tick at ~0.31 ms, so the rest
 # (~6.6 ms) is the per-request path. The run's SGLang is the 2026-05 main; the three-process design (tokenizer
