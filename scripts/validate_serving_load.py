@@ -76,6 +76,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
+    if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
+        infer["front_end"] = False
     return {"model": row["model"], "task": "infer",
             "hardware": {"gpu": row["gpu"], "count": tp},
             "parallel": {"tp": tp}, "infer": infer}

@@ -21,8 +21,40 @@ def test_vllm_constants_from_their_sources():
     assert not engine_host("vllm", async_scheduling=False).overlapped
     assert engine_host("vllm", async_scheduling=False).seq_s == h.seq_s
     # engines without a measurement add nothing
-    for e in ("sglang", "trtllm", "llama.cpp", "hf"):
+    for e in ("llama.cpp", "hf"):
         assert engine_host(e).seq_s == 0.0 and engine_host(e).frontend_s == 0.0
+
+
+def test_sglang_front_end_from_its_source():
+    # tenstorrent/tt-inference-server issue 3560: SGLang over a mock forward of 1/380 s = 2.632 ms, one request
+    # at a time, median TTFT 9.54 ms; one forward (the prefill) before the first token -> 9.54 - 2.632 = 6.908 ms
+    h = engine_host("sglang")
+    assert h.frontend_s == pytest.approx(0.006908, abs=1e-6)
+    assert h.seq_s == 0.0                                  # no per-sequence measurement
+    assert h.overlapped and not engine_host("sglang", async_scheduling=False).overlapped
+    # the front end is per request, not per step: synchronous scheduling (SGLang < 0.4) keeps it
+    assert engine_host("sglang", async_scheduling=False).frontend_s == h.frontend_s
+
+
+def test_trtllm_front_end_from_its_source():
+    # TensorRT-LLM PR 10156: trtllm-serve, Qwen3-32B, one request at a time, ~60-token prompts: mean TTFT
+    # 40.10 ms, mean inter-token latency 24.64 ms; the prefill reads the weights once like a decode step
+    # -> 40.10 - 24.64 = 15.46 ms outside the GPU
+    h = engine_host("trtllm")
+    assert h.frontend_s == pytest.approx(0.01546, abs=1e-9)
+    assert h.seq_s == 0.0 and h.overlapped
+
+
+def test_trtllm_source_prefill_prices_as_one_decode_step():
+    # the derivation above leans on gpuplan pricing a ~60-token Qwen3-32B prompt as one weight read: the same
+    # time as a decode step at batch 1 (both read the 65.5 GB of bf16 weights once; 60 tokens x 65.6 GFLOP
+    # = 3.9 TFLOP is a few ms of tensor-core work, far under the read)
+    scn = {"model": "qwen3-32b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+           "infer": {"engine": "trtllm", "prompt_len": 60, "output_len": 200, "concurrency": 1}}
+    r = pipeline.resolve(scn)
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                       memory=pipeline.memory(r))
+    assert sv.prefill(60) == pytest.approx(sv.decode_step(1, 160)["time"], rel=0.01)
 
 
 def test_step_with_host_overlap_rule():
@@ -87,8 +119,17 @@ def test_engine_cost_carries_the_serving_models_front_end():
 
 def test_serve_breakdown_names_the_front_end():
     from gpuplan.estimate.speed import infer_performance
-    for engine, fe in (("vllm", 0.01747), ("sglang", None)):
+    for engine, fe in (("vllm", 0.01747), ("sglang", 0.006908), ("trtllm", 0.01546), ("llama.cpp", None)):
         r = pipeline.resolve({**SCN, "infer": {**SCN["infer"], "engine": engine}})
         perf = infer_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
                                  memory=pipeline.memory(r))
-        assert perf.breakdown.get("frontend") == (pytest.approx(fe) if fe else None)
+        assert perf.breakdown.get("frontend") == (pytest.approx(fe, abs=1e-6) if fe else None)
+
+
+def test_in_process_client_pays_no_front_end():
+    # infer.front_end false (offline generate, MLPerf's C++ harness): the same engine without its HTTP server
+    for engine, fe in (("vllm", 0.01747), ("sglang", 0.006908), ("trtllm", 0.01546)):
+        on, off = _serving(engine=engine), _serving(engine=engine, front_end=False)
+        assert on.frontend_s == pytest.approx(fe, abs=1e-6) and off.frontend_s == 0.0
+        assert on.point(1)["ttft_s"] - off.point(1)["ttft_s"] == pytest.approx(fe, abs=1e-6)
+        assert EngineCost(off, 64, 2048, 2048).frontend_s == 0.0

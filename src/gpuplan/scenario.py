@@ -461,6 +461,11 @@ class Infer(_Strict):
                                           "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
                                           "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
                                           "false: its per-sequence host work adds to every step. Default: on")
+    front_end: bool | None = Field(None, description="requests come through the engine's HTTP server (vllm "
+                                   "serve, sglang serve, trtllm-serve), whose per-request latency (parsing, "
+                                   "tokenisation, hand-off, first streamed chunk) adds to every TTFT; false: an "
+                                   "in-process client (offline LLM.generate, MLPerf's C++ harness) pays none. "
+                                   "Default: on")
     capacity_scheduler: Literal["guaranteed_no_evict", "max_utilization"] | None = Field(
         None, description="engine trtllm: TensorRT-LLM's capacity scheduler policy (LLM API scheduler_config."
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "

@@ -935,7 +935,8 @@ class _Serving:
         # the engine's per-sequence host work each iteration and its front end's latency per request
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
-        self.frontend_s = self.engine_host.frontend_s
+        # an in-process client (infer.front_end false: offline generate, MLPerf's C++ harness) has no HTTP server
+        self.frontend_s = 0.0 if getattr(inf, "front_end", None) is False else self.engine_host.frontend_s
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
