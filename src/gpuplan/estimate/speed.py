@@ -174,8 +174,9 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
     if grouped:
-        # before the grouped-GEMM fit a calibration may lack d0_M: its prior is d0 (same tile/wave form)
-        d0m = float(rows_half if rows_half is not None else params.get("matmul_rows_half", d0))
+        if rows_half is None:   # a calibration from before the grouped-GEMM fit may lack d0_M: prior d0
+            rows_half = params["matmul_rows_half"] if "matmul_rows_half" in params else d0
+        d0m = float(rows_half)
         mm = max(1.0, float(m))
         g *= mm / (mm + d0m) if d0m > 0 else 1.0
     return max(1e-3, eta * g)
