@@ -8,10 +8,12 @@ are listed in docs/model.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from ..dtypes import kv_bytes, weight_format
+from ..errors import UnsupportedError
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GiB, MiB
@@ -656,8 +658,12 @@ def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, stat
                 activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
 
 
-def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes)."""
+def _train_components(scn: Scenario, model: ModelSpec, stage: str,
+                      vision_saved: float = 0.0) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes).
+    `vision_saved`: a vision tower's saved activations on this stage (estimate/vision.py); they live from
+    the start of the forward until the tower's backward, the last of the step, so both backward phases hold
+    them."""
     t, p = scn.train, scn.parallel
     assert t is not None
     notes: list[str] = []
@@ -694,10 +700,11 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
         "backward": dict(weights=weights_live + autocast_copies + root_unsharded, gradients=g_accum,
-                         optimizer_states=optim, activations=sv.saved + head_acts, logits=logits, temporary=temporary),
+                         optimizer_states=optim, activations=sv.saved + head_acts + vision_saved, logits=logits,
+                         temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
-                             activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
+                             activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
@@ -1191,13 +1198,47 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
 
 def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak for the scenario on a GPU with `capacity_bytes` of usable memory."""
+    from .vision import image_load
+    load = image_load(scn, model)
+    if load is not None:
+        return _memory_with_images(scn, model, capacity_bytes, load)
     if scn.is_training and getattr(scn.train, "objective", "sft") != "sft":   # post-training: estimate/posttrain.py
         from .posttrain import estimate_posttrain_memory
         return estimate_posttrain_memory(scn, model, capacity_bytes)
+    return _estimate_memory(scn, model, capacity_bytes)
+
+
+def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, load) -> MemoryEstimate:
+    """A vision-language scenario: the language model over text + image tokens, plus the vision tower's
+    activations (training: saved until its backward; serving: its forward's working set inside the prefill)."""
+    from . import vision as V
+    dec = V.decoder_scenario(scn, load)
+    tower = model.vision_tower
+    note = (f"{load.images} image(s) per {'sequence' if scn.is_training else 'request'}: {load.tokens:,} image "
+            f"tokens join the decoder sequence; the vision tower runs over {load.positions:,} positions")
+    if scn.is_training:
+        if dec.train.objective != "sft":
+            raise UnsupportedError("data.images_per_sample with train.objective " + dec.train.objective,
+                                   "post-training objectives with images are not modelled.",
+                                   "estimate the SFT step, or remove the images.")
+        saved = V.tower_saved_bytes(tower, load, dec.train.recompute) * dec.train.micro_batch
+        pixels = V.pixel_input_bytes(tower, load) * dec.train.micro_batch
+        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels)
+        extra = (f"; it keeps {saved / GiB:.2f} GiB of activations for its backward" if saved else
+                 "; it is frozen (LoRA adapters on the decoder only), so it saves nothing for backward")
+    else:
+        est = _estimate_memory(dec, model, capacity_bytes, vision_prefill=V.tower_prefill_bytes(tower, load)
+                               + V.pixel_input_bytes(tower, load))
+        extra = ""
+    return dataclasses.replace(est, notes=est.notes + (note + extra + " (docs/vision-language.md).",))
+
+
+def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, vision_saved: float = 0.0,
+                     vision_prefill: float = 0.0) -> MemoryEstimate:
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):
-            comps, notes = _train_components(scn, model, stage)
+            comps, notes = _train_components(scn, model, stage, vision_saved if stage in ("first", "only") else 0.0)
             cpu = comps.pop("_cpu")["cpu"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
@@ -1209,6 +1250,11 @@ def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> Mem
         assert best is not None
         return best
     phases, notes, extra = _infer_components(scn, model, capacity_bytes)
+    if vision_prefill and "prefill" in phases:
+        # the tower runs (and frees its working set) before the decoder's prefill of the same requests
+        seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
+        ph = phases["prefill"]
+        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs)
     cpu = extra.pop("cpu_bytes", 0)
     cap = capacity_bytes
     if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):
