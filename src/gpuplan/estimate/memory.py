@@ -703,7 +703,12 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str,
                          optimizer_states=optim, activations=sv.saved + head_acts + vision_saved, logits=logits,
                          temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
+        # a vision tower's backward is the last: at the decoder's backward end its activations are alive and
+        # its own weights have no gradients yet
+        "backward_end": dict(weights=weights_live + root_unsharded,
+                             gradients=(held_g or grads) * (1.0 - (ts.rp.vision / ts.rp.total
+                                                                   if vision_saved and ts.rp.total and t.method == "full" else 0.0)),
+                             optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
@@ -1227,14 +1232,14 @@ def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, lo
         extra = (f"; it keeps {saved / GiB:.2f} GiB of activations for its backward" if saved else
                  "; it is frozen (LoRA adapters on the decoder only), so it saves nothing for backward")
     else:
-        est = _estimate_memory(dec, model, capacity_bytes, vision_prefill=V.tower_prefill_bytes(tower, load)
-                               + V.pixel_input_bytes(tower, load))
+        est = _estimate_memory(dec, model, capacity_bytes, vision_prefill=V.tower_prefill_bytes(tower, load),
+                               vision_inputs=V.pixel_input_bytes(tower, load))
         extra = ""
     return dataclasses.replace(est, notes=est.notes + (note + extra + " (docs/vision-language.md).",))
 
 
 def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, vision_saved: float = 0.0,
-                     vision_prefill: float = 0.0) -> MemoryEstimate:
+                     vision_prefill: float = 0.0, vision_inputs: float = 0.0) -> MemoryEstimate:
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):
@@ -1254,7 +1259,8 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
         # the tower runs (and frees its working set) before the decoder's prefill of the same requests
         seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
         ph = phases["prefill"]
-        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs)
+        # the pixels stay alive (the request's inputs) through the decoder's prefill
+        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs) + vision_inputs * seqs
     cpu = extra.pop("cpu_bytes", 0)
     cap = capacity_bytes
     if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):

@@ -186,10 +186,19 @@ def tower_time_forward(tower: Any, load: ImageLoad, gemm: Any) -> float:
 
 
 def tower_prefill_bytes(tower: Any, load: ImageLoad) -> float:
-    """Peak of the tower's forward without gradients over one request's images: the residual stream, the
-    norm output and the largest intermediate alive together (the MLP's hidden, or with RoPE the qkv output
-    beside the fp32 q/k copies)."""
-    P, h, i = float(load.positions), tower.hidden, tower.intermediate
-    attn = 6 * h + (8 * h + 4 * h if tower.rope else 0)
-    mlp = (3 if tower.gated_mlp else 2) * i
-    return P * (2 * h + 2 * h + 2 * max(attn / 2, mlp))
+    """Peak of the tower's forward without gradients over one request's images (pixels not included: they are
+    `pixel_input_bytes`), per position, at whichever is larger (measured op by op on a traced Qwen2-VL tower,
+    docs/vision-language.md):
+      attention: the residual stream and the norm output (2 x 2h), the qkv output (6h); with 2-D RoPE
+        apply_rotary_pos_emb_vision's fp32 temporaries: q.float(), k.float(), q*cos, rotate_half(q) and its
+        product with sin alive together (5 x 4h), and the fp32 cos/sin tables with their recomposition copies
+        (4 x 4d);
+      MLP: the residual and the norm output (2 x 2h) and the MLP's live intermediates: quick_gelu fc1 output,
+        sigmoid and product (3 x 2i); gelu (one op) 2 x 2i; gated silu gate, silu, up, product (4 x 2i);
+      and, where the model holds it (`pixels_cast_held`), the 16-bit copy of the pixels (C·t·p²)."""
+    h, i, d = float(tower.hidden), float(tower.intermediate), float(tower.hidden // tower.heads)
+    attn = 4 * h + 6 * h + ((20 * h + 16 * d) if tower.rope else 2 * h)
+    n_i = 4 if tower.gated_mlp else (3 if tower.activation == "quick_gelu" else 2)
+    mlp = 4 * h + 2 * n_i * i + (8 * d if tower.rope else 0.0)
+    held = 2.0 * tower.channels * tower.temporal_patch * tower.patch ** 2 if tower.pixels_cast_held else 0.0
+    return float(load.positions) * (max(attn, mlp) + held)

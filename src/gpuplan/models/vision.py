@@ -59,6 +59,9 @@ class VisionTower:
     window: int = 0                   # window attention: patches per window (Qwen2.5-VL); 0 = none
     full_attention_layers: tuple[int, ...] = ()    # with a window: the layers that attend to the whole image
     extra_layers: int = 0             # mllama's global transformer (gated layers after the local ones)
+    # the model casts the whole pixel tensor to the tower's dtype before the tower runs and holds it through the
+    # tower's forward (Qwen2VLModel.get_image_features: pixel_values.type(self.visual.dtype))
+    pixels_cast_held: bool = False
     min_pixels: int = 0               # dynamic
     max_pixels: int = 0
     grid_pinpoints: tuple[tuple[int, int], ...] = ()   # anyres
@@ -188,7 +191,8 @@ def vision_tower(config: Mapping[str, Any]) -> VisionTower | None:
                            activation=str(_get(vc, "hidden_act", "quick_gelu")), patch=int(_get(vc, "patch_size", 14)),
                            channels=int(_get(vc, "in_channels", 3, "in_chans")),
                            temporal_patch=int(_get(vc, "temporal_patch_size", 2)), merge=m, image="dynamic",
-                           rope=True, fused_qkv=True, min_pixels=56 * 56, max_pixels=28 * 28 * 1280,
+                           rope=True, fused_qkv=True, pixels_cast_held=True, min_pixels=56 * 56,
+                           max_pixels=28 * 28 * 1280,
                            projector=((e * m * m, e * m * m), (e * m * m, int(_get(vc, "hidden_size", h_text)))))
     if mt == "qwen2_5_vl":
         e = int(_get(vc, "hidden_size", 3584))
@@ -203,7 +207,7 @@ def vision_tower(config: Mapping[str, Any]) -> VisionTower | None:
                            activation=str(_get(vc, "hidden_act", "silu")), patch=p, norm="rms",
                            channels=int(_get(vc, "in_channels", 3, "in_chans")),
                            temporal_patch=int(_get(vc, "temporal_patch_size", 2)), merge=m, image="dynamic",
-                           rope=True, fused_qkv=True, window=side * side,
+                           rope=True, fused_qkv=True, pixels_cast_held=True, window=side * side,
                            full_attention_layers=tuple(_get(vc, "fullatt_block_indexes", [7, 15, 23, 31])),
                            min_pixels=56 * 56, max_pixels=28 * 28 * 1280,
                            projector=((e * m * m, e * m * m), (e * m * m, int(_get(vc, "out_hidden_size", 3584)))))

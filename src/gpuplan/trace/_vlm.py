@@ -36,7 +36,10 @@ def _inputs(spec, cfg, scenario, batch: int, text_len: int, dtype_pixels=torch.f
         img_id = getattr(cfg, "image_token_index")
     S = text_len + load.tokens
     ids = torch.randint(0, min(vocab, img_id) - 8 if img_id > 8 else vocab, (batch, S))
-    ids[:, 1:1 + load.tokens] = img_id
+    per_img = load.tokens // load.images
+    for n in range(load.images):       # each image's tokens in a run of their own, a text token between runs
+        start = 1 + n * (per_img + 1)
+        ids[:, start:start + per_img] = img_id
     kw = {"input_ids": ids}
     if tower.image == "dynamic":
         per = load.positions // load.images
