@@ -66,6 +66,10 @@ def train_step(scenario, spec, iterations: int = 2) -> TraceResult:
     """`iterations` training steps (forward with labels, backward, AdamW step, zero_grad) with images."""
     notes: list[str] = []
     train = scenario.train
+    if train.method != "full":
+        from ..errors import UnsupportedError
+        raise UnsupportedError("VLM trace with method " + train.method, "LoRA adapters are not applied in the "
+                               "vision-language trace.", "trace method full; the estimate covers LoRA (frozen tower).")
     cfg = hf_config(spec, "sdpa")
     param_dtype, autocast_dtype = _dtype_setup(train, notes)
     tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(cfg.get_text_config().vocab_size))
