@@ -130,11 +130,12 @@ def test_layer_formula_matches_saved_tensors_of_a_real_qwen2vl_block():
     assert measured == pytest.approx(22 * 1280 + 4 * 16 + 6 * 5120 + 8, abs=0)   # hand count, docs
 
 
-def test_training_step_within_5pct_of_real_cpu_trace():
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_training_step_within_5pct_of_real_cpu_trace(recompute):
     from gpuplan.estimate.memory import estimate_memory
     from gpuplan.trace import _vlm
     spec = _spec()
-    scn = _train_scn(spec)
+    scn = _train_scn(spec, recompute=recompute)
     tr = _vlm.train_step(scn, spec)
     est = estimate_memory(scn, spec, 80 << 30)
     alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]

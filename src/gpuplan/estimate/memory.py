@@ -658,12 +658,13 @@ def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, stat
                 activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
 
 
-def _train_components(scn: Scenario, model: ModelSpec, stage: str,
-                      vision_saved: float = 0.0) -> tuple[dict[str, dict[str, float]], list[str]]:
+def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved: float = 0.0,
+                      vision_end: float | None = None) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes).
     `vision_saved`: a vision tower's saved activations on this stage (estimate/vision.py); they live from
     the start of the forward until the tower's backward, the last of the step, so both backward phases hold
-    them."""
+    them; `vision_end` (default `vision_saved`): what the tower holds during its own backward (under full
+    recompute its checkpoints plus one recomputed layer)."""
     t, p = scn.train, scn.parallel
     assert t is not None
     notes: list[str] = []
@@ -713,6 +714,13 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if vision_end is not None:
+        # the tower's own backward, after the decoder's: the decoder's activations are gone, its gradients done
+        # (its projector's gradients exist by the time its layers' backward runs; the layers' do not yet)
+        proj = sum(k * n for k, n in model.vision_tower.projector) if model.vision_tower is not None else 0
+        absent = max(0.0, ts.rp.vision - proj) / ts.rp.total if ts.rp.total and t.method == "full" else 0.0
+        phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end,
+                                         gradients=(held_g or grads) * (1.0 - absent))
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
                  temporary=temporary, weights_live=weights_live, autocast=autocast)
     phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
@@ -1228,7 +1236,11 @@ def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, lo
                                    "estimate the SFT step, or remove the images.")
         saved = V.tower_saved_bytes(tower, load, dec.train.recompute) * dec.train.micro_batch
         pixels = V.pixel_input_bytes(tower, load) * dec.train.micro_batch
-        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels)
+        # full recompute: during the tower's backward one of its layers is recomputed whole beside the checkpoints
+        one = (V.layer_saved_bytes_per_position(tower) * load.positions * dec.train.micro_batch
+               if load.trainable and dec.train.recompute == "full" else 0.0)
+        one += V.layer_backward_bytes(tower, load) * dec.train.micro_batch if load.trainable else 0.0
+        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels, vision_end=saved + pixels + one)
         extra = (f"; it keeps {saved / GiB:.2f} GiB of activations for its backward" if saved else
                  "; it is frozen (LoRA adapters on the decoder only), so it saves nothing for backward")
     else:
@@ -1239,11 +1251,14 @@ def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, lo
 
 
 def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, vision_saved: float = 0.0,
-                     vision_prefill: float = 0.0, vision_inputs: float = 0.0) -> MemoryEstimate:
+                     vision_prefill: float = 0.0, vision_inputs: float = 0.0,
+                     vision_end: float | None = None) -> MemoryEstimate:
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):
-            comps, notes = _train_components(scn, model, stage, vision_saved if stage in ("first", "only") else 0.0)
+            first = stage in ("first", "only")
+            comps, notes = _train_components(scn, model, stage, vision_saved if first else 0.0,
+                                             vision_end if first else None)
             cpu = comps.pop("_cpu")["cpu"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:

@@ -147,6 +147,14 @@ def layer_saved_bytes_per_position(tower: Any) -> float:
     return b
 
 
+def layer_backward_bytes(tower: Any, load: ImageLoad) -> float:
+    """Gradient buffers alive inside one tower layer's backward over one sample's positions: the gradient of
+    the MLP's hidden and of its activation (2 x 2i; gated: 3 x 2i) beside the gradients of the layer's input
+    and of the residual branch (2 x 2h) (measured: 3,250 bytes per position for h=160, i=640)."""
+    h, i = float(tower.hidden), float(tower.intermediate)
+    return float(load.positions) * ((6 if tower.gated_mlp else 4) * i + 4 * h)
+
+
 def tower_saved_bytes(tower: Any, load: ImageLoad, recompute: str) -> float:
     """Bytes the tower keeps for its backward over one sample's images (0 when it does not train).
     Full recompute: the vision blocks are GradientCheckpointingLayers too (gradient_checkpointing_enable

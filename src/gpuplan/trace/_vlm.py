@@ -94,10 +94,11 @@ def train_step(scenario, spec, iterations: int = 2) -> TraceResult:
             with ctx:
                 out = model(**kw, labels=labels, use_cache=False)
             loss = out.loss
-            del out, kw, labels
+            del out
             tracker.set_phase("backward")
             loss.backward()
-            del loss
+            # HF Trainer's training_step holds the batch (`inputs`: pixels included) until the backward returns
+            del loss, kw, labels
             for p in model.parameters():
                 if p.grad is not None:
                     tracker.label(p.grad, "gradients")
