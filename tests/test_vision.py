@@ -25,6 +25,24 @@ def test_llava15_576_tokens_577_positions():
     assert (t.layers, t.hidden, t.intermediate, t.activation) == (24, 1024, 4096, "quick_gelu")
 
 
+def test_clip_l14_336_tower_flops_match_open_clip_profile():
+    """open_clip docs/model_profile.csv @f862f86 lists ViT-L-14-336 image_gflops 381.92 (577 positions, 24
+    layers, 1024 wide); the tower without LLaVA's projector must agree (an independent count)."""
+    import dataclasses
+    from gpuplan.estimate.vision import image_load, tower_flops_forward
+    from gpuplan.models import spec_from_config
+    t = vision_tower(LLAVA15, 4096)
+    assert t.projector == ((1024, 4096), (4096, 4096))      # LlavaMultiModalProjector, text hidden 4096
+    bare = dataclasses.replace(t, projector=())
+
+    class _M:
+        vision_tower, name = bare, "clip"
+    scn = scenario_from_dict({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "data": {"images_per_sample": 1}})
+    f = tower_flops_forward(bare, image_load(scn, _M()))
+    assert f == pytest.approx(381.92e9, rel=0.005)
+
+
 def test_qwen2vl_dynamic_resolution_hand_arithmetic():
     t = vision_tower({"model_type": "qwen2_vl", "hidden_size": 1536, "vision_config": QWEN2VL_VISION})
     # 448 x 448: multiples of 28 already; 32 x 32 patches of 14 px, 2x2 merged

@@ -842,7 +842,7 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
     if isinstance(config, Mapping) and config.get("vision_config") is not None and spec.vision_tower is None:
         from dataclasses import replace
         from .vision import vision_tower
-        tower = vision_tower(config)
+        tower = vision_tower(config, spec.hidden_size)
         if tower is not None:
             spec = replace(spec, vision_tower=tower)
     return spec

@@ -174,14 +174,16 @@ def _get(c: Mapping[str, Any], key: str, default: Any, *alts: str) -> Any:
     return default
 
 
-def vision_tower(config: Mapping[str, Any]) -> VisionTower | None:
-    """The vision tower of a vision-language config.json, or None (text-only, or a family not modelled)."""
+def vision_tower(config: Mapping[str, Any], text_hidden: int = 0) -> VisionTower | None:
+    """The vision tower of a vision-language config.json, or None (text-only, or a family not modelled).
+    `text_hidden`: the language model's width as the spec read it (a LLaVA text_config may leave hidden_size to
+    LlamaConfig's default)."""
     vc = config.get("vision_config")
     if not isinstance(vc, Mapping):
         return None
     mt = config.get("model_type")
     text = config.get("text_config") or config
-    h_text = int(_get(text, "hidden_size", 0))
+    h_text = int(_get(text, "hidden_size", text_hidden)) or text_hidden
     if mt == "qwen2_vl":
         # Qwen2VLVisionConfig: embed_dim is the tower width, hidden_size the language model's
         e = int(_get(vc, "embed_dim", 1280))
