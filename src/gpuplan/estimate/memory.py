@@ -704,23 +704,13 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                          optimizer_states=optim, activations=sv.saved + head_acts + vision_saved, logits=logits,
                          temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
-        # a vision tower's backward is the last: at the decoder's backward end its activations are alive and
-        # its own weights have no gradients yet
-        "backward_end": dict(weights=weights_live + root_unsharded,
-                             gradients=(held_g or grads) * (1.0 - (ts.rp.vision / ts.rp.total
-                                                                   if vision_saved and ts.rp.total and t.method == "full" else 0.0)),
-                             optimizer_states=optim,
+        "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
     if vision_end is not None:
-        # the tower's own backward, after the decoder's: the decoder's activations are gone, its gradients done
-        # (its projector's gradients exist by the time its layers' backward runs; the layers' do not yet)
-        proj = sum(k * n for k, n in model.vision_tower.projector) if model.vision_tower is not None else 0
-        absent = max(0.0, ts.rp.vision - proj) / ts.rp.total if ts.rp.total and t.method == "full" else 0.0
-        phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end,
-                                         gradients=(held_g or grads) * (1.0 - absent))
+        _vision_tower_phases(ts, model, phases, vision_end)
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
                  temporary=temporary, weights_live=weights_live, autocast=autocast)
     phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
@@ -728,6 +718,21 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
     return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision_end: float) -> None:
+    """A vision tower's backward is the last of the step (estimate/vision.py). At the decoder's backward end the
+    tower's activations are alive (in `backward_end` already) and its weights have no gradients yet; during
+    its own backward the decoder's activations are gone, the projector's gradients exist and the tower
+    layers' do not yet, and it holds `vision_end`."""
+    if ts.scn.train.method != "full" or not ts.rp.total:
+        phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end)
+        return
+    g = phases["backward_end"]["gradients"]
+    proj = sum(k * n for k, n in model.vision_tower.projector)
+    phases["backward_end"]["gradients"] = g * (1.0 - ts.rp.vision / ts.rp.total)
+    phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end,
+                                     gradients=g * (1.0 - max(0.0, ts.rp.vision - proj) / ts.rp.total))
 
 
 def _tied_grad_accumulation(ts: _TrainSetup) -> float:
