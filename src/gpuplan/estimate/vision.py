@@ -46,7 +46,7 @@ def image_load(scn: Any, model: Any) -> ImageLoad | None:
     if tower is None:
         from ..errors import InputError
         raise InputError("data.images_per_sample", f"is {d.images_per_sample}, but model '{model.name}' has no "
-                         "vision tower gpuplan models.", "remove data.images_per_sample, or use a vision-language "
+                         "vision tower that gpuplan models.", "remove data.images_per_sample, or use a vision-language "
                          "model (Qwen2-VL, Qwen2.5-VL, LLaVA-1.5, LLaVA-NeXT, Gemma 3).")
     if tower.image == "cross":
         raise UnsupportedError(
