@@ -529,6 +529,21 @@ def _owned_ids(v: dict[str, int] | None) -> dict[str, int] | None:
     return out
 
 
+class Data(_Strict):
+    """Images in each training sample or serving request (vision-language models; docs/vision-language.md)."""
+    images_per_sample: int = _num(0, "images in each training sequence or serving request", lo=0, hi=4096)
+    image_height: int | None = _num(None, "image height in pixels before the processor resizes it; default: the "
+                                    "model's fixed input size (needed for dynamic-resolution models)", lo=1,
+                                    hi=65_536, unit="px")
+    image_width: int | None = _num(None, "image width in pixels (see image_height)", lo=1, hi=65_536, unit="px")
+    image_tokens: int | None = _num(None, "decoder tokens per image, instead of the size (dynamic-resolution "
+                                    "models only)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    min_pixels: int | None = _num(None, "dynamic resolution: the processor's min_pixels (default 56*56)", lo=1,
+                                  hi=1 << 40)
+    max_pixels: int | None = _num(None, "dynamic resolution: the processor's max_pixels (default 28*28*1280)", lo=1,
+                                  hi=1 << 40)
+
+
 class Cost(_Strict):
     providers: Optional[Annotated[Providers, AfterValidator(_known_providers)]] = Field(
         None, description="cloud providers to price with (the price catalog's names)")
@@ -624,6 +639,9 @@ class Scenario(_Strict):
     tool: Optional[Tool] = Field(None, description="fine-tuning tool over the HF stack: unsloth | trl | axolotl | "
                                  "llama-factory; applies its defaults to train fields you leave unset")
     cost: Cost = Cost()
+    data: Data | None = Field(None, description="images per sample/request and their size (vision-language "
+                              "models): image tokens join the decoder sequence; the vision tower's FLOPs and "
+                              "activations are added")
     constraints: Constraints | None = None
     objective: Optional[Objective] = Field(None, description="cheapest | fastest | cost_per_token | "
                                            "weighted:cost=W,time=W | {cost: W, time: W}")
@@ -944,6 +962,7 @@ class PartialScenario(_Strict):
     framework: Framework = "hf"
     tool: Optional[Tool] = Scenario.model_fields["tool"]
     cost: Cost = Cost()
+    data: Data | None = Scenario.model_fields["data"]
     constraints: Constraints | None = None
     objective: Optional[Objective] = Scenario.model_fields["objective"]
     preset: Optional[Annotated[str, Field(max_length=64)]] = None

@@ -8,10 +8,12 @@ are listed in docs/model.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from ..dtypes import kv_bytes, weight_format
+from ..errors import UnsupportedError
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GiB, MiB
@@ -671,8 +673,13 @@ def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, stat
                 activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
 
 
-def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes)."""
+def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved: float = 0.0,
+                      vision_end: float | None = None) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Memory components of each training phase on one pipeline stage (+ '_cpu': host bytes).
+    `vision_saved`: a vision tower's saved activations on this stage (estimate/vision.py); they live from
+    the start of the forward until the tower's backward, the last of the step, so both backward phases hold
+    them; `vision_end` (default `vision_saved`): what the tower holds during its own backward (under full
+    recompute its checkpoints plus one recomputed layer)."""
     t, p = scn.train, scn.parallel
     assert t is not None
     notes: list[str] = []
@@ -709,13 +716,16 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     phases = {
         # backward starts: every saved activation and the loss block alive, no new gradients yet
         "backward": dict(weights=weights_live + autocast_copies + root_unsharded, gradients=g_accum,
-                         optimizer_states=optim, activations=sv.saved + head_acts, logits=logits, temporary=temporary),
+                         optimizer_states=optim, activations=sv.saved + head_acts + vision_saved, logits=logits,
+                         temporary=temporary),
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
-                             activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working,
+                             activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
                              temporary=temporary + _tied_grad_accumulation(ts)),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    if vision_end is not None:
+        _vision_tower_phases(ts, model, phases, vision_end)
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
                  temporary=temporary, weights_live=weights_live, autocast=autocast)
     phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
@@ -723,6 +733,21 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str) -> tuple[dict
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
     return {"_cpu": {"cpu": cpu}, **phases}, notes
+
+
+def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision_end: float) -> None:
+    """A vision tower's backward is the last of the step (estimate/vision.py). At the decoder's backward end the
+    tower's activations are alive (in `backward_end` already) and its weights have no gradients yet; during
+    its own backward the decoder's activations are gone, the projector's gradients exist and the tower
+    layers' do not yet, and it holds `vision_end`."""
+    if ts.scn.train.method != "full" or not ts.rp.total:
+        phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end)
+        return
+    g = phases["backward_end"]["gradients"]
+    proj = sum(k * n for k, n in model.vision_tower.projector)
+    phases["backward_end"]["gradients"] = g * (1.0 - ts.rp.vision / ts.rp.total)
+    phases["vision_backward"] = dict(phases["backward_end"], activations=vision_end,
+                                     gradients=g * (1.0 - max(0.0, ts.rp.vision - proj) / ts.rp.total))
 
 
 def _tied_grad_accumulation(ts: _TrainSetup) -> float:
@@ -1230,13 +1255,54 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
 
 def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak for the scenario on a GPU with `capacity_bytes` of usable memory."""
+    from .vision import image_load
+    load = image_load(scn, model)
+    if load is not None:
+        return _memory_with_images(scn, model, capacity_bytes, load)
     if scn.is_training and getattr(scn.train, "objective", "sft") != "sft":   # post-training: estimate/posttrain.py
         from .posttrain import estimate_posttrain_memory
         return estimate_posttrain_memory(scn, model, capacity_bytes)
+    return _estimate_memory(scn, model, capacity_bytes)
+
+
+def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, load) -> MemoryEstimate:
+    """A vision-language scenario: the language model over text + image tokens, plus the vision tower's
+    activations (training: saved until its backward; serving: its forward's working set inside the prefill)."""
+    from . import vision as V
+    dec = V.decoder_scenario(scn, load)
+    tower = model.vision_tower
+    note = (f"{load.images} image(s) per {'sequence' if scn.is_training else 'request'}: {load.tokens:,} image "
+            f"tokens join the decoder sequence; the vision tower runs over {load.positions:,} positions")
+    if scn.is_training:
+        if dec.train.objective != "sft":
+            raise UnsupportedError("data.images_per_sample with train.objective " + dec.train.objective,
+                                   "post-training objectives with images are not modelled.",
+                                   "estimate the SFT step, or remove the images.")
+        saved = V.tower_saved_bytes(tower, load, dec.train.recompute) * dec.train.micro_batch
+        pixels = V.pixel_input_bytes(tower, load) * dec.train.micro_batch
+        # full recompute: during the tower's backward one of its layers is recomputed whole beside the checkpoints
+        one = (V.layer_saved_bytes_per_position(tower) * load.positions * dec.train.micro_batch
+               if load.trainable and dec.train.recompute == "full" else 0.0)
+        one += V.layer_backward_bytes(tower, load) * dec.train.micro_batch if load.trainable else 0.0
+        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels, vision_end=saved + pixels + one)
+        extra = (f"; it keeps {saved / GiB:.2f} GiB of activations for its backward" if saved else
+                 "; it is frozen (LoRA adapters on the decoder only), so it saves nothing for backward")
+    else:
+        est = _estimate_memory(dec, model, capacity_bytes, vision_prefill=V.tower_prefill_bytes(tower, load),
+                               vision_inputs=V.pixel_input_bytes(tower, load))
+        extra = ""
+    return dataclasses.replace(est, notes=est.notes + (note + extra + " (docs/vision-language.md).",))
+
+
+def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, vision_saved: float = 0.0,
+                     vision_prefill: float = 0.0, vision_inputs: float = 0.0,
+                     vision_end: float | None = None) -> MemoryEstimate:
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):
-            comps, notes = _train_components(scn, model, stage)
+            first = stage in ("first", "only")
+            comps, notes = _train_components(scn, model, stage, vision_saved if first else 0.0,
+                                             vision_end if first else None)
             cpu = comps.pop("_cpu")["cpu"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
@@ -1248,6 +1314,12 @@ def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> Mem
         assert best is not None
         return best
     phases, notes, extra = _infer_components(scn, model, capacity_bytes)
+    if vision_prefill and "prefill" in phases:
+        # the tower runs (and frees its working set) before the decoder's prefill of the same requests
+        seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
+        ph = phases["prefill"]
+        # the pixels stay alive (the request's inputs) through the decoder's prefill
+        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs) + vision_inputs * seqs
     cpu = extra.pop("cpu_bytes", 0)
     cap = capacity_bytes
     if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):

@@ -1487,9 +1487,70 @@ def estimate_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mappin
                          network: Any = None, memory: Any = None) -> PerformanceEstimate:
     """Dispatch on the task: train/finetune -> train_performance, infer -> infer_performance.
     `memory` is the plan's MemoryEstimate (the pipeline computes it once): serving takes its KV pool."""
+    from .vision import image_load
+    load = image_load(scn, model)
+    if load is not None:
+        return _performance_with_images(scn, model, gpu, load, params=params, network=network, memory=memory)
     if scn.task in ("train", "finetune") and getattr(scn.train, "objective", "sft") != "sft":   # posttrain.py
         from .posttrain import estimate_posttrain_performance
         return estimate_posttrain_performance(scn, model, gpu, params=params, network=network, memory=memory)
     if scn.task in ("train", "finetune"):
         return train_performance(scn, model, gpu, params=params, network=network, memory=memory)
     return infer_performance(scn, model, gpu, params=params, network=network, memory=memory)
+
+
+def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *, params: Mapping[str, Any] | None,
+                             network: Any, memory: Any) -> PerformanceEstimate:
+    """A vision-language scenario (estimate/vision.py): the language model over text + image tokens, plus the
+    vision tower's GEMMs priced with the same roofline (`gemm_time`, the decoder's calibrated efficiency).
+    Training: forward, and when the tower trains its backward (2x) and, under full recompute, its forward again,
+    for every sample of the step on each GPU (the tower is replicated: HF runs it whole on every rank).
+    Serving: each request's images are encoded before its prefill (TTFT) and take GPU time from the batch."""
+    import dataclasses
+    from . import vision as V
+    P = params if params is not None else _packaged_efficiency()
+    dec = V.decoder_scenario(scn, load)
+    base = estimate_performance(dec, model, gpu, params=params, network=network, memory=memory)
+    tower = model.vision_tower
+    if dec.is_training:
+        dtype = _compute_dtype(gpu, "bf16" if dec.train.precision == "fp8" else dec.train.precision)
+    else:
+        dtype = _compute_dtype(gpu, weight_format(dec.infer.weights).compute_dtype
+                               if weight_format(dec.infer.weights).compute_dtype in ("bf16", "fp16") else "bf16")
+    t_fwd = V.tower_time_forward(tower, load, lambda m, k, n, c: gemm_time(P, gpu, dtype, m, k, n, count=c))
+    f_fwd = V.tower_flops_forward(tower, load)
+    note = (f"vision tower: {load.positions:,} positions and {load.tokens:,} decoder tokens per "
+            f"{'sample' if dec.is_training else 'request'}; {f_fwd / 1e9:,.1f} GFLOP forward "
+            "(docs/vision-language.md)")
+    if dec.is_training:
+        tr = dec.train
+        samples = (base.details or {}).get("microbatches", 1) * tr.micro_batch
+        passes = 1.0 + (2.0 if load.trainable else 0.0) + (1.0 if load.trainable and tr.recompute == "full" else 0.0)
+        model_passes = 3.0 if load.trainable else 1.0
+        t_vit = samples * passes * t_fwd
+        step = base.step_time_s + t_vit
+        tokens = base.tokens_per_s_per_gpu * base.step_time_s
+        fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
+        f_dec = fl.model * tokens
+        f_vit = samples * model_passes * f_fwd
+        mfu = base.mfu * (base.step_time_s / step) * (1.0 + f_vit / f_dec) if base.mfu and f_dec else base.mfu
+        bd = dict(base.breakdown, vision_tower=t_vit, compute=base.breakdown.get("compute", 0.0) + t_vit)
+        return dataclasses.replace(
+            base, step_time_s=step, tokens_per_s_per_gpu=tokens / step, mfu=mfu,
+            hfu=(base.hfu * (base.step_time_s / step) * (1.0 + samples * passes * f_fwd / (fl.hardware * tokens))
+                 if base.hfu and fl.hardware else base.hfu),
+            time_to_train_s=(tr.tokens / (tokens / step * dec.hardware.count) if tr.tokens else None),
+            breakdown=bd, notes=base.notes + (note + ("" if load.trainable else "; frozen tower: forward only") + ".",))
+    if base.ttft_s is None:
+        return base
+    inf = dec.infer
+    batch = (base.details or {}).get("batch", inf.concurrency) or 1
+    replicas = (base.details or {}).get("replicas", 1) or 1
+    per_replica = batch / replicas
+    cycle = base.ttft_s + inf.output_len * (base.tpot_s or 0.0)
+    scale = cycle / (cycle + per_replica * t_fwd) if cycle > 0 else 1.0
+    return dataclasses.replace(
+        base, ttft_s=base.ttft_s + t_fwd,
+        output_tokens_per_s=base.output_tokens_per_s * scale if base.output_tokens_per_s else base.output_tokens_per_s,
+        breakdown=dict(base.breakdown, vision_encode=t_fwd),
+        notes=base.notes + (note + "; each request's images are encoded before its prefill.",))

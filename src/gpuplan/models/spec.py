@@ -141,6 +141,8 @@ class ModelSpec:
     inferred: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # what the checkpoint's safetensors headers say (models/checkpoint.CheckpointInfo), when read from a folder
     checkpoint: Any = field(default=None, repr=False, compare=False)
+    # vision-language models: the vision tower's shape and image-token rule (models/vision.VisionTower)
+    vision_tower: Any = field(default=None, repr=False, compare=False)
 
     @property
     def stored_weight_bytes(self) -> int | None:
@@ -315,6 +317,7 @@ class ModelSpec:
             "flops_per_token_forward": self.flops_per_token_forward(seq_len),
             "flops_seq_len": seq_len,
             **({"inferred": dict(self.inferred)} if self.inferred else {}),
+            **({"vision_tower": self.vision_tower.to_dict()} if self.vision_tower is not None else {}),
             "weights_from": "checkpoint (safetensors headers)" if self.checkpoint is not None else "config",
             **({"checkpoint": self.checkpoint.to_dict()} if self.checkpoint is not None else {}),
         }
@@ -834,7 +837,19 @@ def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
 
 def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
                      where: str = "") -> ModelSpec:
-    """Build a ModelSpec from a HF config.json mapping."""
+    """Build a ModelSpec from a HF config.json mapping (with its vision tower, models/vision.py)."""
+    spec = _spec_from_config(config, name, hf_id, where)
+    if isinstance(config, Mapping) and config.get("vision_config") is not None and spec.vision_tower is None:
+        from dataclasses import replace
+        from .vision import vision_tower
+        tower = vision_tower(config, spec.hidden_size)
+        if tower is not None:
+            spec = replace(spec, vision_tower=tower)
+    return spec
+
+
+def _spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
+                      where: str = "") -> ModelSpec:
     where = where or (f"'{name}'" if name else "(dict)")
     if not isinstance(config, Mapping):
         raise InputError(f"model config {where}", "must be a JSON object.", "pass the contents of config.json.")

@@ -51,6 +51,12 @@ def trace(scenario, *, iterations: int = 2, decode_steps: int = 4,
             "stacks is not set up.", "trace with hardware.count 1 (the per-GPU activations are the same at "
             "micro_batch) and read sharded states from `gpuplan estimate`.")
     from ._run import run_trace
+    if scenario.data is not None and scenario.data.images_per_sample > 0:
+        # vision-language: data-dependent shapes (image grids) need real CPU tensors (trace/_vlm.py); one rank
+        from . import _vlm
+        if scenario.is_training:
+            return _vlm.train_step(scenario, spec, iterations)
+        return _vlm.prefill(scenario, spec)
     try:
         return run_trace(scenario, spec, iterations=iterations, decode_steps=decode_steps, progress=progress)
     except GpuplanError:
