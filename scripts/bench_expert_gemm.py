@@ -21,6 +21,10 @@ import argparse
 import csv
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_timing import seconds_per_call  # noqa: E402
 
 # (label, K, N): expert fc1 is [h -> 2 x ffn] (gate and up fused), fc2 [ffn -> h]
 SHAPES = (("qwen3-30b-a3b fc1", 2048, 1536), ("qwen3-30b-a3b fc2", 768, 2048),
@@ -28,24 +32,10 @@ SHAPES = (("qwen3-30b-a3b fc1", 2048, 1536), ("qwen3-30b-a3b fc2", 768, 2048),
 ROWS = (128, 256, 512, 1024, 2048, 4096, 8192)
 
 
-def _time_cuda(torch, fn, iters: int) -> float:
-    """Seconds per call of `fn`, by CUDA events after a warm-up."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
-
-
 def _square_tflops(torch, dtype) -> float:
     n = 8192
     a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
-    return 2 * n ** 3 / _time_cuda(torch, lambda: a @ b, 20) / 1e12
+    return 2 * n ** 3 / seconds_per_call(lambda: a @ b, 20) / 1e12
 
 
 def _expert_loop(torch, xs, ws, streams):
@@ -105,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 flops = 2.0 * m * k * n * e
                 for s in args.streams:
                     streams = [torch.cuda.Stream() for _ in range(s)]
-                    t = _time_cuda(torch, lambda: _expert_loop(torch, xs, ws, streams), args.iters)
+                    t = seconds_per_call(lambda: _expert_loop(torch, xs, ws, streams), args.iters)
                     rows.append({**env, "test": "per_expert_cublas", "shape": label, "experts": e,
                                  "rows_per_expert": m, "streams": s, "tflops": round(flops / t / 1e12, 1),
                                  "share_of_square": round(flops / t / 1e12 / square, 4), "host_us_per_op": ""})
@@ -114,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                         x = torch.cat(xs)
                         w = torch.stack([wi.t().contiguous() for wi in ws]).transpose(-2, -1)
                         offs = torch.arange(m, m * e + 1, m, device="cuda", dtype=torch.int32)
-                        t = _time_cuda(torch, lambda: grouped(x, w, offs=offs), args.iters)
+                        t = seconds_per_call(lambda: grouped(x, w, offs=offs), args.iters)
                         rows.append({**env, "test": "torch_grouped_mm", "shape": label, "experts": e,
                                      "rows_per_expert": m, "streams": 1, "tflops": round(flops / t / 1e12, 1),
                                      "share_of_square": round(flops / t / 1e12 / square, 4), "host_us_per_op": ""})

@@ -13,20 +13,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
-
-def _time(fn, iters: int) -> float:
-    import torch
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_timing import seconds_per_call  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     print("gpu,torch,op,batch,context,bytes,seconds,achieved_GBps")
 
     def row(op: str, b: int, nbytes: float, fn) -> None:
-        s = _time(fn, a.iters)
+        s = seconds_per_call(fn, a.iters)
         print(f"{gpu},{tv},{op},{b},{a.context},{nbytes:.0f},{s:.3e},{nbytes / s / 1e9:.1f}")
 
     g = a.heads // a.kv_heads

@@ -40,19 +40,19 @@ def finetune(requests_fit: float, isl: float, osl: float, pp: int) -> tuple[int,
     """(max batch size, max num tokens) from the requests that fit in the KV cache (finetune_setting)."""
     raw_bs = min(requests_fit, _BATCH_CAP) / pp
     raw_tok = min(raw_bs * (1.0 + isl / max(osl, 1.0)), _TOKEN_CAP)
-    if raw_bs < 256:
-        bs = max(64, _round_up(raw_bs, 32))
-    elif raw_bs < 1024:
-        bs = _round_up(raw_bs, 128)
-    else:
-        bs = _round_up(raw_bs, 256)
-    if raw_tok < 4096:
-        tok = max(2048, _round_up(raw_tok, 256))
-    elif raw_tok < 8192:
-        tok = _round_up(raw_tok, 512)
-    else:
-        tok = _round_up(raw_tok, 1024)
-    return bs, tok
+    return _bucket(raw_bs, _BATCH_TIERS), _bucket(raw_tok, _TOKEN_TIERS)
+
+
+# (below this, round up to a multiple of this, but not under this): finetune_setting's optimistic rounding
+_BATCH_TIERS = ((256, 32, 64), (1024, 128, 0), (math.inf, 256, 0))
+_TOKEN_TIERS = ((4096, 256, 2048), (8192, 512, 0), (math.inf, 1024, 0))
+
+
+def _bucket(x: float, tiers: tuple) -> int:
+    for bound, step, floor in tiers:
+        if x < bound:
+            return max(floor, _round_up(x, step))
+    raise AssertionError("the last tier is unbounded")
 
 
 def bench_settings(*, weights: str, params_total: float, kv_bytes_per_token: float, device_memory_gib: float,

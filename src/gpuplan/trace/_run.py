@@ -38,6 +38,17 @@ def _component(tag: str, phase: str) -> tuple[str, str]:
     return "temporary", phase
 
 
+def optimizer_step_labelled(tracker, opt) -> None:
+    """The optimizer step as its own phase, the states it creates labelled (step counters apart)."""
+    tracker.set_phase("optimizer_step")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    for st in opt.state.values():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor):
+                tracker.label(v, "optimizer_step_counters" if k == "step" else "optimizer_states")
+
+
 def breakdown(tracker: AllocTracker) -> tuple[dict[str, int], dict[str, int]]:
     comps = dict.fromkeys(MEMORY_COMPONENTS, 0)
     details: Counter = Counter()
@@ -441,13 +452,7 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
             if mesh is not None:
                 from ._dist import label_fsdp_buffers
                 label_fsdp_buffers(tracker, model)
-            tracker.set_phase("optimizer_step")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            for st in opt.state.values():
-                for k, v in st.items():
-                    if isinstance(v, torch.Tensor):
-                        tracker.label(v, "optimizer_step_counters" if k == "step" else "optimizer_states")
+            optimizer_step_labelled(tracker, opt)
     comps, details = breakdown(tracker)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details)

@@ -20,7 +20,7 @@ import torch
 
 from ._build import _quiet, hf_config
 from ._run import (CUDA_BLOCK, _DTYPES, _cuda_kernel_semantics, _dtype_setup, _label_model, breakdown,
-                   make_tagger)
+                   make_tagger, optimizer_step_labelled)
 from ._tracker import AllocTracker
 from .result import TraceResult
 
@@ -102,13 +102,7 @@ def train_step(scenario, spec, iterations: int = 2) -> TraceResult:
             for p in model.parameters():
                 if p.grad is not None:
                     tracker.label(p.grad, "gradients")
-            tracker.set_phase("optimizer_step")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            for st in opt.state.values():
-                for k, v in st.items():
-                    if isinstance(v, torch.Tensor):
-                        tracker.label(v, "optimizer_step_counters" if k == "step" else "optimizer_states")
+            optimizer_step_labelled(tracker, opt)
     comps, details = breakdown(tracker)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details, method_notes=notes,
