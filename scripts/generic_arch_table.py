@@ -199,6 +199,15 @@ def main() -> None:
             r["trace_seconds"] = time.time() - t0
             print(f"    trace {r['trace_seconds']:5.1f} s  train {_pct(r, 'train')}  act {_pct(r, 'act')}  "
                   f"infer {_pct(r, 'infer')}  {r.get('trace_note', '')}", flush=True)
+        write_table(out, rows, do_trace, len(types))
+    built = [r for r in rows if r["status"] != "unbuildable"]
+    exact = [r for r in built if r["status"] == "exact"]
+    print(f"{len(exact)}/{len(built)} exact; wrote {out}")
+
+
+def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None:
+    """Rewritten after every row, so an interrupted run leaves the rows that finished."""
+    import transformers
     built = [r for r in rows if r["status"] != "unbuildable"]
     exact = [r for r in built if r["status"] == "exact"]
     lines = [
@@ -249,8 +258,9 @@ def main() -> None:
             tn = str(r.get("trace_note", "")).replace("|", "/")
             line += f" {_pct(r, 'train')} | {_pct(r, 'act')} | {_pct(r, 'infer')} | {tn} |"
         lines.append(line)
+    if len(rows) < total:
+        lines.insert(2, f"**Partial run: {len(rows)} of {total} model types done.**\n")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{len(exact)}/{len(built)} exact; wrote {out}")
 
 
 if __name__ == "__main__":
