@@ -93,13 +93,15 @@ def shrunk_config(model_type: str) -> tuple[dict, str]:
     return cfg, ", ".join(cut)
 
 
-def _scenarios(model_dir: str) -> tuple[dict, dict]:
+def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
+    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512)
+    prompt = min(512, max_positions - 2) if isinstance(max_positions, int) and max_positions > 2 else 512
     hw = {"gpu": "h100-sxm", "count": 1}
     train = {"model": model_dir, "task": "finetune", "hardware": hw,
              "train": {"method": "full", "precision": "bf16", "master_weights": False, "optimizer": "adamw",
                        "seq_len": 512, "micro_batch": 1, "global_batch": 1, "recompute": "none"}}
     infer = {"model": model_dir, "task": "infer", "hardware": hw,
-             "infer": {"engine": "hf", "prompt_len": 512, "output_len": 1, "concurrency": 1}}
+             "infer": {"engine": "hf", "prompt_len": prompt, "output_len": 1, "concurrency": 1}}
     return train, infer
 
 
@@ -135,7 +137,7 @@ def trace_row(model_type: str) -> dict:
     try:
         with tempfile.TemporaryDirectory() as d:
             Path(d, "config.json").write_text(json.dumps(cfg))
-            train, infer = _scenarios(d)
+            train, infer = _scenarios(d, cfg.get("max_position_embeddings") or cfg.get("n_positions"))
             for key, sc in (("train", train), ("infer", infer)):
                 try:
                     t = trace(sc, decode_steps=1) if key == "infer" else trace(sc)
@@ -239,7 +241,7 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             f"{LAYERS} layers (and any per-layer list with it) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
             "weights, seq 512 x 1, no recompute (total peak; activations alongside); inference = engine hf, "
-            "prompt 512, one decode step (peak). Both peaks leave out runtime_overhead (CUDA context, allocator "
+            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). Both peaks leave out runtime_overhead (CUDA context, allocator "
             "reserve), which a fake-tensor trace does not allocate; a blank activations cell means the peak "
             "is at the optimizer step, where neither side holds activations. Errors are estimate / trace - 1; a cell with text is the "
             f"first line of the exception. Rows bounded to {ROW_SECONDS} s.",
