@@ -64,8 +64,10 @@ def shrunk_config(model_type: str) -> tuple[dict, str]:
     if not isinstance(n, int) or n < 1:
         raise ValueError("no num_hidden_layers on the config: layer count not shrunk")
     cfg = obj.to_dict()
-    per_layer = [k for k, v in cfg.items() if isinstance(v, (list, str)) and len(v) == n and n > LAYERS
-                 and k not in ("model_type", "architectures")]
+    # one entry per layer: a list, or a string pattern ("M-M*" hybrid patterns); index lists are not
+    per_layer = [k for k, v in cfg.items() if n > LAYERS and ((isinstance(v, list) and len(v) == n
+                 and not any(t in k for t in ("idx", "indices"))) or (isinstance(v, str) and len(v) == n
+                 and "pattern" in k))]
     # keep the first layer of every kind any per-layer list names (a hybrid keeps an attention layer)
     keep: set[int] = set()
     for k in per_layer:
