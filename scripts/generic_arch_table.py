@@ -4,7 +4,12 @@ For every model_type transformers maps to AutoModelForCausalLM, build its config
 config, read it with gpuplan (hand-written family, or the generic meta-device reader), and compare
 the total with `from_config` on the meta device. Writes docs/generic-architectures.md.
 
-Run from the repo root: PYTHONPATH=src python3 scripts/generic_arch_table.py [--limit N] [OUT.md]
+With `--trace`, every exact row is also cut to 2 layers and its memory estimate checked against a
+fake-tensor trace (gpuplan.trace), as tests/test_models_family_traces.py does: (a) full bf16 fine-tuning,
+AdamW without master weights, seq 512 x 1, no recompute: total peak and activations; (b) HF inference,
+prompt 512, one decode step: peak. Each row is bounded to ROW_SECONDS.
+
+Run from the repo root: PYTHONPATH=src python3 scripts/generic_arch_table.py [--limit N] [--only a,b] [--trace] [OUT.md]
 """
 from __future__ import annotations
 
@@ -40,6 +45,134 @@ def check(model_type: str) -> dict:
                 family=spec.family, reason="" if ok else f"{spec.params_total - meta:+,d}")
 
 
+ROW_SECONDS = 60
+TOL = 0.05
+LAYERS = 2
+_LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+               "num_decoder_layers", "num_encoder_layers")
+
+
+def shrunk_config(model_type: str) -> tuple[dict, str]:
+    """The default config with its layer count cut to LAYERS, and a note of what was cut.
+
+    The count is set through the config object (transformers' attribute_map maps num_hidden_layers to each
+    class's own key); any list or string with one entry per layer (layer_types, hybrid patterns) is cut too.
+    Raises ValueError where no layer count can be found."""
+    import transformers
+    obj = transformers.AutoConfig.for_model(model_type)
+    n = getattr(obj, "num_hidden_layers", None)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError("no num_hidden_layers on the config: layer count not shrunk")
+    cfg = obj.to_dict()
+    # one entry per layer: a list, or a string pattern ("M-M*" hybrid patterns); index lists are not
+    per_layer = [k for k, v in cfg.items() if n > LAYERS and ((isinstance(v, list) and len(v) == n
+                 and not any(t in k for t in ("idx", "indices"))) or (isinstance(v, str) and len(v) == n
+                 and "pattern" in k))]
+    # keep the first layer of every kind any per-layer list names (a hybrid keeps an attention layer)
+    keep: set[int] = set()
+    for k in per_layer:
+        seen = set()
+        for i, v in enumerate(cfg[k]):
+            if repr(v) not in seen:
+                seen.add(repr(v))
+                keep.add(i)
+    keep |= set(range(LAYERS))
+    idx = sorted(keep)[:max(LAYERS, len(keep))] if n > LAYERS else list(range(n))
+    new_n = len(idx)
+    cut = []
+    if new_n < n:
+        obj.num_hidden_layers = new_n
+        cut.append(f"layers {n}->{new_n}")
+    cfg = obj.to_dict()
+    for k in _LAYER_KEYS:
+        if isinstance(cfg.get(k), int) and cfg[k] == n and new_n < n:
+            cfg[k] = new_n
+    for k in per_layer:
+        v = cfg[k]
+        cfg[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+        cut.append(f"{k} kept layers {idx}")
+    cfg["model_type"] = model_type
+    return cfg, ", ".join(cut)
+
+
+def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
+    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512)
+    prompt = min(512, max_positions - 2) if isinstance(max_positions, int) and max_positions > 2 else 512
+    hw = {"gpu": "h100-sxm", "count": 1}
+    train = {"model": model_dir, "task": "finetune", "hardware": hw,
+             "train": {"method": "full", "precision": "bf16", "master_weights": False, "optimizer": "adamw",
+                       "seq_len": 512, "micro_batch": 1, "global_batch": 1, "recompute": "none"}}
+    infer = {"model": model_dir, "task": "infer", "hardware": hw,
+             "infer": {"engine": "hf", "prompt_len": prompt, "output_len": 1, "concurrency": 1}}
+    return train, infer
+
+
+def _first_line(err: BaseException) -> str:
+    text = getattr(err, "why", None) or str(err)
+    return f"{type(err).__name__}: {text}".splitlines()[0][:140]
+
+
+class _RowTimeout(Exception):
+    pass
+
+
+def trace_row(model_type: str) -> dict:
+    """train_err / infer_err (estimate / trace - 1) for the 2-layer default config, or the reason there is none."""
+    import json
+    import signal
+    import tempfile
+    from gpuplan.api import estimate
+    from gpuplan.trace import trace
+
+    out: dict = {}
+    try:
+        cfg, cut = shrunk_config(model_type)
+    except Exception as err:
+        return dict(trace_note=_first_line(err))
+    out["trace_note"] = cut
+
+    def alarm(signum, frame):
+        raise _RowTimeout(f"skipped: over {ROW_SECONDS} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(ROW_SECONDS)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            Path(d, "config.json").write_text(json.dumps(cfg))
+            train, infer = _scenarios(d, cfg.get("max_position_embeddings") or cfg.get("n_positions"))
+            for key, sc in (("train", train), ("infer", infer)):
+                try:
+                    t = trace(sc, decode_steps=1) if key == "infer" else trace(sc)
+                    e = estimate(sc)
+                    # the trace allocates no CUDA context / allocator reserve: compare without them
+                    est = e.memory.peak_bytes_per_gpu - e.memory.components.get("runtime_overhead", 0)
+                    out[f"{key}_err"] = est / (t.peak_bytes - t.components.get("runtime_overhead", 0)) - 1
+                    if key == "train":
+                        ta, ea = t.components.get("activations", 0), e.memory.components.get("activations", 0)
+                        # at an optimizer-step peak neither holds activations: nothing to compare
+                        out["act_err"] = ea / ta - 1 if ta and ea else None
+                except _RowTimeout:
+                    raise
+                except Exception as err:
+                    out[f"{key}_fail"] = _first_line(err)
+    except _RowTimeout as err:
+        out["trace_note"] = (out["trace_note"] + "; " if out["trace_note"] else "") + str(err)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return out
+
+
+def _pct(r: dict, key: str) -> str:
+    if f"{key}_err" in r and r[f"{key}_err"] is not None:
+        return f"{100 * r[f'{key}_err']:+.1f} %"
+    return str(r.get(f"{key}_fail", "")).replace("|", "/")
+
+
+def _within(r: dict, key: str) -> bool:
+    return r.get(f"{key}_err") is not None and abs(r[f"{key}_err"]) <= TOL
+
+
 def causal_lm_types() -> list[str]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
@@ -50,14 +183,35 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else None
     out = Path(args[-1]) if args and args[-1].endswith(".md") else Path("docs/generic-architectures.md")
-    types = causal_lm_types()[:limit]
+    do_trace = "--trace" in sys.argv
+    types = causal_lm_types()
+    if "--only" in sys.argv:
+        only = set(sys.argv[sys.argv.index("--only") + 1].split(","))
+        types = [t for t in types if t in only]
+        args = [a for a in args if a != sys.argv[sys.argv.index("--only") + 1]]
+    types = types[:limit]
     rows = []
-    for mt in types:
+    for i, mt in enumerate(types):
         t0 = time.time()
         r = check(mt)
         r["seconds"] = time.time() - t0
         rows.append(r)
-        print(f"{mt:28s} {r['status']:11s} {r.get('reason', '')}", flush=True)
+        print(f"[{i + 1}/{len(types)}] {mt:28s} {r['status']:11s} {r.get('reason', '')}", flush=True)
+        if do_trace and r["status"] == "exact":
+            t0 = time.time()
+            r.update(trace_row(mt))
+            r["trace_seconds"] = time.time() - t0
+            print(f"    trace {r['trace_seconds']:5.1f} s  train {_pct(r, 'train')}  act {_pct(r, 'act')}  "
+                  f"infer {_pct(r, 'infer')}  {r.get('trace_note', '')}", flush=True)
+        write_table(out, rows, do_trace, len(types))
+    built = [r for r in rows if r["status"] != "unbuildable"]
+    exact = [r for r in built if r["status"] == "exact"]
+    print(f"{len(exact)}/{len(built)} exact; wrote {out}")
+
+
+def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None:
+    """Rewritten after every row, so an interrupted run leaves the rows that finished."""
+    import transformers
     built = [r for r in rows if r["status"] != "unbuildable"]
     exact = [r for r in built if r["status"] == "exact"]
     lines = [
@@ -75,15 +229,42 @@ def main() -> None:
         "AutoModelForSeq2SeqLM / AutoModelForSpeechSeq2Seq and counted whole. See docs/generic-coverage.md for "
         "what each newly read kind of model gets beyond its count.",
         "",
-        "| model_type | status | family | parameters (meta) | note |",
-        "|---|---|---|---:|---|",
     ]
+    if do_trace:
+        traced = [r for r in exact if "train_err" in r or "train_fail" in r or "infer_err" in r
+                  or "infer_fail" in r]
+        n_tr = sum(_within(r, "train") for r in exact)
+        n_in = sum(_within(r, "infer") for r in exact)
+        n_both = sum(_within(r, "train") and _within(r, "infer") for r in exact)
+        lines += [
+            f"**Trace check: {n_both} of {len(exact)} exact rows within 5 % for both** (training peak "
+            f"{n_tr}, inference peak {n_in}; {len(traced)} rows traced, the rest could not be shrunk or "
+            "were skipped, see the note). Each exact row's default config is cut to "
+            f"{LAYERS} layers (and any per-layer list with it) and `gpuplan.api.estimate` is compared with "
+            "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
+            "weights, seq 512 x 1, no recompute (total peak; activations alongside); inference = engine hf, "
+            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). Both peaks leave out runtime_overhead (CUDA context, allocator "
+            "reserve), which a fake-tensor trace does not allocate; a blank activations cell means the peak "
+            "is at the optimizer step, where neither side holds activations. Errors are estimate / trace - 1; a cell with text is the "
+            f"first line of the exception. Rows bounded to {ROW_SECONDS} s.",
+            "",
+            "| model_type | status | family | parameters (meta) | note | train peak | train act | infer peak "
+            "| trace note |",
+            "|---|---|---|---:|---|---:|---:|---:|---|",
+        ]
+    else:
+        lines += ["| model_type | status | family | parameters (meta) | note |", "|---|---|---|---:|---|"]
     for r in rows:
         meta = f"{r['meta']:,}" if "meta" in r else ""
         note = str(r.get("reason", "")).replace("|", "/").replace("\n", " ")
-        lines.append(f"| {r['model_type']} | {r['status']} | {r.get('family', '')} | {meta} | {note} |")
+        line = f"| {r['model_type']} | {r['status']} | {r.get('family', '')} | {meta} | {note} |"
+        if do_trace:
+            tn = str(r.get("trace_note", "")).replace("|", "/")
+            line += f" {_pct(r, 'train')} | {_pct(r, 'act')} | {_pct(r, 'infer')} | {tn} |"
+        lines.append(line)
+    if len(rows) < total:
+        lines.insert(2, f"**Partial run: {len(rows)} of {total} model types done.**\n")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{len(exact)}/{len(built)} exact; wrote {out}")
 
 
 if __name__ == "__main__":
