@@ -73,6 +73,21 @@ def _embeddings(model: Any, inferred: dict[str, str]) -> tuple[Any, Any, int, in
     return emb, out, v, h, out is not None and out.weight is emb.weight
 
 
+
+def _head_names(modules: Mapping[str, Any], emb: Any, out: Any) -> tuple[set[str], set[str]]:
+    """Parameter names of the input embedding and of the output head (a tied head shares the module)."""
+    return ({f"{p}.weight" for p, m in modules.items() if m is emb},
+            {f"{p}.weight" for p, m in modules.items() if out is not None and m is out})
+
+
+def _head_block(key: str, numel: int, emb_names: set[str], out_names: set[str], h: int, v: int) -> Block | None:
+    """The input embedding or the output head as a model-scope block; None for any other parameter."""
+    if key in emb_names:
+        return Block(key, "embedding", numel, 1, None, 1.0, "model")
+    if key in out_names:
+        return Block(key, "lm_head", numel, 1, (h, v), 1.0, "model")
+    return None
+
 def _cfg_int(cfg, *names) -> int | None:
     for n in names:
         try:
@@ -238,8 +253,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     modules = dict(model.named_modules())
     groups: dict[str, list] = {}
     first_name: dict[str, str] = {}       # grouping key -> the first concrete parameter name
-    emb_names = {f"{p}.weight" for p, m in modules.items() if m is emb}
-    out_names = {f"{p}.weight" for p, m in modules.items() if out is not None and m is out}
+    emb_names, out_names = _head_names(modules, emb, out)
     layer_prefix = layers_path + "."
     for pname, p in model.named_parameters():
         in_layer = pname.startswith(layer_prefix)
@@ -271,11 +285,9 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         mod = modules.get(first_name[key].rpartition(".")[0]) if key in first_name else modules.get(mod_path)
         mod_cls = type(mod).__name__ if mod is not None else ""
         in_layer = key.startswith(layer_prefix)
-        if key in emb_names:
-            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))
-            continue
-        if key in out_names:
-            blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
+        head = _head_block(key, numel, emb_names, out_names, h, v)
+        if head is not None:
+            blocks.append(head)
             continue
         if _is_vision(key):
             # the vision tower and projector: weights (params_vision); they run over image patches, not text
@@ -543,8 +555,7 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
     d = h // a
     inferred["head_dim"] = "hidden_size / attention heads"
     modules = dict(model.named_modules())
-    emb_names = {f"{p}.weight" for p, m in modules.items() if m is emb}
-    out_names = {f"{p}.weight" for p, m in modules.items() if out is not None and m is out}
+    emb_names, out_names = _head_names(modules, emb, out)
     prefixes = (enc_path + ".", dec_path + ".")
     groups: dict[str, list] = {}
     first: dict[str, str] = {}
@@ -563,11 +574,9 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
         mod_cls = type(mod).__name__ if mod is not None else ""
         in_layer = key.startswith(prefixes)
         stream = "encoder" if key.startswith(enc_path + ".") or ".encoder." in f".{key}" else "decoder"
-        if key in emb_names:
-            blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model"))
-            continue
-        if key in out_names:
-            blocks.append(Block(key, "lm_head", numel, 1, (h, v), 1.0, "model"))
+        head = _head_block(key, numel, emb_names, out_names, h, v)
+        if head is not None:
+            blocks.append(head)
             continue
         if isinstance(mod, nn.Embedding) and p.ndim == 2:
             blocks.append(Block(key, "embedding", numel, 1, None, 1.0, "model", stream=stream))  # learned positions
