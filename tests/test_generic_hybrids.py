@@ -15,6 +15,7 @@ from gpuplan.api import estimate  # noqa: E402
 from gpuplan.errors import UnsupportedError  # noqa: E402
 from gpuplan.models import spec_from_config  # noqa: E402
 from gpuplan.models.meta import meta_param_count  # noqa: E402
+from trace_checks import assert_inference_matches_trace  # noqa: E402
 
 # CI-sized configs: 4 layers, hidden 256, a Mamba-2 mixer of 8 heads x 64 (d_inner 512), 2 groups x 32 states
 _MAMBA2 = dict(mamba_n_heads=8, mamba_d_head=64, mamba_n_groups=2, mamba_d_state=32, mamba_chunk_size=64)
@@ -208,17 +209,9 @@ def test_training_peak_within_5_percent_of_the_trace(mt, tmp_path):
 
 @pytest.mark.parametrize("mt", ["bamba", "granitemoehybrid", "falcon_h1"])
 def test_inference_within_5_percent_of_the_trace(mt, tmp_path):
-    from gpuplan.trace import trace
     (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **SMALL[mt])))
     _, sc = _scenarios(tmp_path)
-    traced = trace(sc, decode_steps=4)
-    est = estimate(sc).memory
-    # the cache after decoding: the attention layers' KV + every Mamba layer's fp32 state and conv window
-    assert est.components["kv_cache"] == traced.kv_cache_bytes
-    act = est.components["activations"] / traced.components["activations"] - 1
-    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
-    assert abs(act) <= 0.05, f"{mt}: prefill activations {act:+.1%}"
-    assert abs(peak) <= 0.05, f"{mt}: peak {peak:+.1%}"
+    assert_inference_matches_trace(mt, sc, decode_steps=4)
 
 
 # ---- vision-language models: the text decoder's structure, the vision tower as params_vision ------------------------
