@@ -1318,11 +1318,9 @@ class _Serving:
         # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
         # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
         tp = self.tp * self.adp
-        if model.is_mla:
-            kv_tok = model.kv_cache_bytes_per_token(self.kvb)
-        else:   # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads))
-            kv_tok = (model.num_attention_layers * max(tp, model.num_kv_heads)
-                      * (model.head_dim + model.v_head_dim) * self.kvb)
+        # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
+        heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
+        kv_tok = model.kv_cache_bytes_per_token(self.kvb) * heads
         return trtllm_bench_settings(
             weights=self.fmt.name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
             device_memory_gib=gpu.usable_memory_gib, tp=tp, pp=self.pp, isl=inf.prompt_len,
