@@ -14,6 +14,7 @@ import yaml
 
 from gpuplan.errors import InputError, UnsupportedError
 from gpuplan.launch import launch_files
+from gpuplan.pipeline import evaluate
 from gpuplan.scenario import scenario_from_dict
 
 if sys.version_info >= (3, 11):
@@ -196,14 +197,41 @@ def test_trtllm_options_and_flags_without_estimate():
     opts = yaml.safe_load(fs["extra_llm_api_options.yaml"])
     assert opts["dtype"] == "bfloat16"
     assert opts["kv_cache_config"] == {"free_gpu_memory_fraction": 0.88, "dtype": "auto", "enable_block_reuse": True}
+    # neither limit stated: trtllm-bench's heuristic, by hand for Llama-3.1-8B (8.03e9 params, bf16; KV 32 layers x
+    # 2 x 8 heads x 128 x 2 B = 128 KiB per token) on 2 x H100 (79.65 GiB each as the catalog's usable memory):
+    # room (159.30 - 14.95) GiB x 0.877 / (128 KiB x 17,000 tokens = 2.075 GiB) = 61.0 requests -> batch 64
+    # (multiple of 32, floor 64); tokens 61 x (1 + 16) = 1,037 -> floor 2,048, then raised to prompt + batch = 16,064
     assert opts["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 64}
     a = argv(fs["serve.sh"], "trtllm-serve")
     assert (flag(a, "--tp_size"), flag(a, "--pp_size"), flag(a, "--max_batch_size")) == ("2", "1", "64")
-    assert flag(a, "--max_num_tokens") == "16000"                 # max(8192, prompt)
+    assert flag(a, "--max_num_tokens") == "16064"
+    b = argv(fs["bench.sh"].split("throughput", 1)[1].join(["trtllm-bench throughput", ""]), "trtllm-bench")
+    assert (flag(b, "--max_batch_size"), flag(b, "--max_num_tokens")) == ("64", "16064")
     assert flag(a, "--max_seq_len") == "17000"
     prep = argv(fs["bench.sh"], "trtllm-bench")
     assert flag(prep, "--num-requests") == "256"                  # max(100, 4 x 64)
     assert (flag(prep, "--input-mean"), flag(prep, "--output-mean")) == ("16000", "1000")
+
+
+def test_trtllm_stated_pair_is_written_and_estimated_alike():
+    scn = serve(2, {"tp": 2}, engine="trtllm", concurrency=64, max_num_seqs=96, max_num_batched_tokens=4096)
+    a = argv(launch_files(scn, "trtllm")["serve.sh"], "trtllm-serve")
+    assert (flag(a, "--max_batch_size"), flag(a, "--max_num_tokens")) == ("96", "4096")
+    limits = evaluate(scn).to_json()["performance"]["details"]["engine_limits"]
+    assert limits == {"max_batch": 96, "max_num_tokens": 4096, "source": "stated"}
+
+
+def test_trtllm_launch_writes_the_estimates_limits():
+    # one stated value alone is ignored by trtllm-bench (general.py get_settings): the estimate says so and the
+    # launch files carry the very pair the estimate ran with
+    scn = serve(2, {"tp": 2}, engine="trtllm", concurrency=64, max_num_seqs=96, prompt_len=1000, output_len=1000)
+    est = evaluate(scn).to_json()
+    limits = est["performance"]["details"]["engine_limits"]
+    assert limits["source"] == "trtllm-bench heuristic" and limits["max_batch"] != 96
+    assert any("only one of infer.max_num_seqs" in n for n in est["performance"]["notes"])
+    a = argv(launch_files(scn, "trtllm", estimate=est)["serve.sh"], "trtllm-serve")
+    assert (flag(a, "--max_batch_size"), flag(a, "--max_num_tokens")) == (str(limits["max_batch"]),
+                                                                          str(limits["max_num_tokens"]))
 
 
 @pytest.mark.parametrize("kv,peak,cap,fraction", [(40, 70, 80, 0.8), (1, 10, 80, 0.05), (60, 62, 80, 0.77),

@@ -906,6 +906,28 @@ def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any =
 _BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
 
 
+def trtllm_limits(scn: Any, model: ModelSpec, gpu: Any) -> tuple[int, int, str]:
+    """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs this scenario with: the scenario's pair
+    when it states both, else trtllm-bench's heuristic (trtllm_bench.py), which sizes both from the KV room for
+    the workload. The estimate and the launch files (launch/trtllm.py) both read them here."""
+    inf, par = scn.infer, scn.parallel
+    if inf.max_num_seqs and inf.max_num_batched_tokens:
+        return int(inf.max_num_seqs), int(inf.max_num_batched_tokens), "stated"
+    # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
+    # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
+    # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
+    adp = min(scn.dp, par.ep) if (model.is_moe and par.ep > 1) else 1
+    tp = par.tp * adp
+    # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
+    heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
+    kv_tok = model.kv_cache_bytes_per_token(kv_bytes(inf.kv_cache)) * heads
+    batch, tokens = trtllm_bench_settings(
+        weights=weight_format(inf.weights).name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
+        device_memory_gib=gpu.usable_memory_gib, tp=tp, pp=par.pp, isl=inf.prompt_len,
+        osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
+    return batch, tokens, "trtllm-bench heuristic"
+
+
 class _Serving:
     """Decode/prefill timing of one serving layout (shared by infer_performance and serving_curve)."""
 
@@ -972,12 +994,19 @@ class _Serving:
         # / --max-num-batched-tokens, SGLang --max-running-requests / --chunked-prefill-size, TensorRT-LLM
         # max_batch_size / max_num_tokens); the engine profile's defaults otherwise. A source that raises
         # max_num_seqs to its request count (AMD's MI300X vLLM tables) batches past the default 256.
+        self.notes: list[str] = []
+        self.limits_source = "stated" if (inf.max_num_seqs or inf.max_num_batched_tokens) else "engine default"
         stated = inf.engine in _BATCHED_ENGINES
         self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
         budget = inf.max_num_batched_tokens if stated else None
-        if inf.engine == "trtllm" and not (inf.max_num_seqs and budget):
-            # neither stated: TensorRT-LLM sizes both from the KV room for the workload (trtllm_bench.py)
-            self.max_batch, budget = self._trtllm_limits(model, gpu)
+        if inf.engine == "trtllm":
+            # both stated, or both from trtllm-bench's heuristic (trtllm_limits); launch writes the same pair
+            self.max_batch, budget, self.limits_source = trtllm_limits(scn, model, gpu)
+            if self.limits_source != "stated" and (inf.max_num_seqs or inf.max_num_batched_tokens):
+                self.notes.append(
+                    "only one of infer.max_num_seqs / infer.max_num_batched_tokens is set: trtllm-bench uses a "
+                    "stated pair only (bench/benchmark/utils/general.py @0171265e get_settings), so both come from "
+                    f"its heuristic here ({self.max_batch} / {budget}); set both to run with your own.")
         # TensorRT-LLM CUDA graphs with padding, where the scenario lists their batch sizes (trtllm_bench.py)
         self.graph_sizes = None
         if inf.engine == "trtllm" and inf.cuda_graphs and inf.cuda_graph_batch_sizes:
@@ -991,7 +1020,6 @@ class _Serving:
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
-        self.notes: list[str] = []
         self.beams = inf.beam_width
         # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
@@ -1311,21 +1339,6 @@ class _Serving:
             draft = 0.0
         return verify + draft
 
-    def _trtllm_limits(self, model: ModelSpec, gpu: Any) -> tuple[int, int]:
-        """trtllm-bench's max batch size and max num tokens for this model, layout and workload."""
-        inf = self.inf
-        # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
-        # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
-        # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
-        tp = self.tp * self.adp
-        # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
-        heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
-        kv_tok = model.kv_cache_bytes_per_token(self.kvb) * heads
-        return trtllm_bench_settings(
-            weights=self.fmt.name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
-            device_memory_gib=gpu.usable_memory_gib, tp=tp, pp=self.pp, isl=inf.prompt_len,
-            osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
-
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -1444,6 +1457,9 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "clock_factor": round(sv.clock, 4),
                **({k: pt[k] for k in ("beam_width", "requests_in_flight", "beam_tokens_per_s")} if "beam_width" in pt
                   else {})}
+    if scn.infer.engine in _BATCHED_ENGINES:   # the limits this estimate ran the engine with (launch writes them)
+        details["engine_limits"] = {"max_batch": sv.max_batch, "max_num_tokens": int(sv.max_step_tokens),
+                                    "source": sv.limits_source}
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)

@@ -64,12 +64,14 @@ def bench_settings(*, weights: str, params_total: float, kv_bytes_per_token: flo
     least one KV head (whole model, not per GPU)."""
     wb = _TUNED_WEIGHT_BYTES.get(weights)
     if wb is None:
-        return DEFAULT_MAX_BATCH, DEFAULT_MAX_TOKENS
-    gib = 1024.0 ** 3
-    available = device_memory_gib * tp * pp - params_total * wb / gib
-    per_request = kv_bytes_per_token / gib * (isl + osl)
-    requests = max(0.0, available * kv_fraction / per_request) if per_request > 0 else float(_BATCH_CAP)
-    bs, tok = finetune(requests, isl, osl, pp)
+        bs, tok = DEFAULT_MAX_BATCH, DEFAULT_MAX_TOKENS
+    else:
+        gib = 1024.0 ** 3
+        available = device_memory_gib * tp * pp - params_total * wb / gib
+        per_request = kv_bytes_per_token / gib * (isl + osl)
+        requests = max(0.0, available * kv_fraction / per_request) if per_request > 0 else float(_BATCH_CAP)
+        bs, tok = finetune(requests, isl, osl, pp)
+    # get_settings raises the token budget after either path, the heuristic's or BuildConfig's defaults
     if not chunked_prefill:   # the whole longest prompt must fit one step beside a full batch
         tok = max(tok, int((max_isl if max_isl is not None else isl) + bs))
     return bs, tok

@@ -23,12 +23,23 @@ def kv_fraction(plan: Plan) -> float:
     return round(i.gpu_memory_utilization, 2)
 
 
+def engine_limits(plan: Plan) -> tuple[int, int, str]:
+    """(max_batch_size, max_num_tokens, where from): the pair the estimate runs TensorRT-LLM with
+    (estimate.speed.trtllm_limits: the scenario's pair, else trtllm-bench's heuristic), so the engine the
+    files start batches exactly as predicted. Written explicitly, because trtllm-serve's own defaults
+    (2048 / 8192) differ from trtllm-bench's heuristic."""
+    from ..estimate.speed import trtllm_limits
+    from ..hardware import get_gpu
+    return trtllm_limits(plan.s, plan.spec, get_gpu(plan.s.hardware.gpu))
+
+
 def options(plan: Plan) -> dict:
     i = plan.s.infer
     kv = {"free_gpu_memory_fraction": kv_fraction(plan), "dtype": kv_name(plan, TRTLLM_KV, ("llama.cpp",)),
           "enable_block_reuse": True}
     opts = {"dtype": model_dtype(plan), "kv_cache_config": kv}
-    opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": i.concurrency} if i.cuda_graphs else None
+    # graphs up to the engine's batch cap, as trtllm-bench captures them (general.py @0171265e get_settings)
+    opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": engine_limits(plan)[0]} if i.cuda_graphs else None
     if i.capacity_scheduler is not None:     # LLM API SchedulerConfig (default GUARANTEED_NO_EVICT)
         opts["scheduler_config"] = {"capacity_scheduler_policy": i.capacity_scheduler.upper()}
     return opts
@@ -36,14 +47,14 @@ def options(plan: Plan) -> dict:
 
 def cli_args(plan: Plan, bench: bool) -> list[str]:
     i, p = plan.s.infer, plan.s.parallel
-    mnt = max(8192, i.prompt_len)       # a whole prompt fits one batch (no chunked prefill by default)
+    mbs, mnt, _ = engine_limits(plan)
     if bench:
         return ["--backend", "pytorch", "--tp", str(p.tp), "--pp", str(p.pp)] + (["--ep", str(p.ep)] if p.ep > 1 else []) + [
-            "--max_batch_size", str(i.concurrency), "--max_num_tokens", str(mnt), "--max_seq_len", str(max_model_len(plan)),
+            "--max_batch_size", str(mbs), "--max_num_tokens", str(mnt), "--max_seq_len", str(max_model_len(plan)),
             "--concurrency", str(i.concurrency), "--extra_llm_api_options", "extra_llm_api_options.yaml"]
     return ["--backend", "pytorch", "--host", "0.0.0.0", "--port", '"${PORT:-8000}"',
             "--tp_size", str(p.tp), "--pp_size", str(p.pp)] + (["--ep_size", str(p.ep)] if p.ep > 1 else []) + [
-            "--max_batch_size", str(i.concurrency), "--max_num_tokens", str(mnt), "--max_seq_len", str(max_model_len(plan)),
+            "--max_batch_size", str(mbs), "--max_num_tokens", str(mnt), "--max_seq_len", str(max_model_len(plan)),
             "--kv_cache_free_gpu_memory_fraction", f"{kv_fraction(plan):g}",
             "--extra_llm_api_options", "extra_llm_api_options.yaml"]
 
@@ -68,6 +79,8 @@ def files(plan: Plan) -> dict[str, str]:
         notes.append("fp8 weights: point MODEL at an FP8 checkpoint (e.g. a ModelOpt export); the backend reads "
                      "the quantization from the checkpoint")
     mem = (plan.estimate or {}).get("memory") or {}
+    mbs, mnt, source = engine_limits(plan)
+    notes.append(f"max_batch_size {mbs} / max_num_tokens {mnt}: {source}, the same pair the estimate runs with")
     if mem.get("components", {}).get("kv_cache"):
         notes.append(f"free_gpu_memory_fraction from the plan's KV cache of {mem['components']['kv_cache'] / GIB:.2f} GiB")
     yaml_file = hash_header(plan, notes) + yaml_text(options(plan))
