@@ -274,3 +274,14 @@ def test_dropless_dispatch_warns_of_the_host_sync_but_does_not_change_the_time()
     assert not any("synchronises host" in n for n in hybrid.notes)
     # no expert parallelism: no dispatch across ranks, no note
     assert not any("synchronises host" in n for n in speed.train_performance(_moe_train(ep=1), m, g).notes)
+
+
+def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group():
+    # Megatron's distributed optimizer shards routed-expert states over the ranks that hold the same experts
+    # (tp·dp·cp/ep = 1·8·1/8 = 1 here: every rank keeps its experts' whole states), the rest over dp = 8.
+    # Qwen3-30B-A3B: 28,991,029,248 routed-expert params of 30,532,122,624 (the registry's counts);
+    # 12 B per param (fp32 master + Adam m, v): experts/8 x 12 = 43,486,543,872 B,
+    # rest (1,541,093,376) x 12 / 8 = 2,311,640,064 B; sum 45,798,183,936 B (the old dp-wide sharding gave 7.7e9)
+    from gpuplan.pipeline import evaluate
+    comp = evaluate(_moe_train(ep=8)).to_json()["memory"]["components"]
+    assert comp["optimizer_states"] == pytest.approx(45_798_183_936, rel=1e-3)

@@ -246,8 +246,28 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
+        # routed experts are sharded over their own expert-data-parallel group, not dp x cp
+        ne, e_shard = _expert_shard(ts)
+        if ne:
+            e = zero_divisors(p.zero, e_shard)
+            d = zero_divisors(p.zero, shard)
+            return tuple(x * (1 - ne / n) / dv + x * (ne / n) / de
+                         for x, dv, de in zip((weights, grads, optim, optim_temp), (*d, d[2]), (*e, e[2])))
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
     return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
+    """(routed-expert parameters on this rank, their ZeRO shard group). With expert parallelism each rank
+    holds E/ep experts, and the ranks holding the same experts form the expert-data-parallel group of
+    tp·dp·cp/ep ranks (Megatron-LM parallel_state: expert_data_parallel = world / (pp·ep·etp), etp 1; the
+    distributed optimizer shards expert states over it). Speed's optimizer step uses the same group."""
+    p = ts.scn.parallel
+    if p.ep <= 1 or ts.peft:
+        return 0.0, ts.shard
+    experts = sum(b.total for b in ts.model.blocks if b.kind == "expert")
+    ne = experts / p.ep * ts.rp.stage_layers / max(ts.model.num_layers, 1)
+    return ne, max(1, ts.shard * p.tp // p.ep)
 
 
 def zero_divisors(zero, shard):
