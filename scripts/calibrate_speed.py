@@ -431,6 +431,24 @@ def fit(rows: list[Row], P: dict, spec: list[tuple[tuple, float, float, float, b
     return params_from(res.x)
 
 
+def hopper_fp8_prior(P: dict) -> float:
+    """Start value of Hopper's FP8 GEMM efficiency, and its value wherever no TensorRT-LLM row is left to fit it
+    (leave-one-source-out): the measured one, not a guess. Stas Bekman's MAMF finder sustains 1402.6 TFLOP/s
+    FP8 (`torch._scaled_mm`) on an H100 SXM at its best shape 1024 x 9216 x 14336 (ml-engineering
+    compute/accelerator/README.md @b9e29720, estimate/data/max_achievable_gemm.csv). The model's rate at that
+    shape is peak x clock_factor x eta x K/(K + d0) x N/(N + d0) (speed.gemm_time; a dense GEMM's M is left to
+    the roofline), so eta = measured fraction / (clock_factor x size factor), capped at the fit's bound 1.0.
+    Computed after the llama.cpp stage, whose Hopper power fit sets clock_factor; d0 from the training stage."""
+    from gpuplan.estimate.sustained_gemm import _rows
+    row = next(r for r in _rows() if r["gpu"] == "h100-sxm" and r["dtype"] == "fp8")
+    g = get_gpu("h100-sxm")
+    measured = float(row["maf_tflops_per_s"]) * 1e12 / speed.peak_flops(g, "fp8")
+    d0 = float(P["matmul_dim_half"])
+    k, n = float(row["k"]), float(row["n"])
+    size = (k / (k + d0)) * (n / (n + d0))
+    return min(1.0, measured / (speed.clock_factor(P, g) * size))
+
+
 def apply_family_priors(P: dict) -> None:
     base_mm = P["matmul"]["ampere"]
     for fam, ratio in FAMILY_PRIOR_RATIO.items():
@@ -562,7 +580,7 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     #    kernel factor, engine step cost and batch cap
     trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
     P = fit(trt, P, [
-        (("matmul", "hopper", "fp8"), 0.6, 0.2, 1.0, False),   # at the sustained clock
+        (("matmul", "hopper", "fp8"), hopper_fp8_prior(P), 0.2, 1.0, False),   # at the sustained clock
         (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
         (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
