@@ -389,14 +389,15 @@ def fa_attention_eta(fwd_frac: float, bwd_frac: float, bwd_flop_ratio: float = 2
 
 
 # Prior of `attention.ampere` (what a fold without the llm-foundry rows uses): the rates of the kernel those
-# rows ran, not FlashAttention-2's. Their A100 tables come from scripts/train/benchmarking/sweep.sh (llm-foundry
-# @5f43bf160, examples v0.0.4, image torch 1.13.1), which never passes --attn_impl, so submit_benchmarks.py's
-# default `triton` ran: flash-attn v1.0.3.post0's flash_attn_triton (setup.py pins flash-attn==v1.0.3.post0 and
-# triton==2.0.0.dev20221202), whose docstring puts its forward + backward "slightly slower than CUDA forward +
-# backward", i.e. FlashAttention-1's (Dao-AILab/flash-attention@v1.0.3.post0 flash_attn/flash_attn_triton.py).
-# FlashAttention-2 §1 (Dao 2023, arXiv:2307.08691) on A100: FlashAttention's "forward pass only reaches 30-50% of
-# the theoretical maximum FLOPs/s", "the backward pass ... only 25-35%". Midpoints: 0.277 (the ranges' ends give
-# 0.225 and 0.328). docs/speed.md §4.
+# rows ran, not FlashAttention-2's. Their A100 tables (README @4952183) were re-run for llm-foundry PR #543
+# (b2a43a147, 2023-10-19) by scripts/train/benchmarking/sweep.sh, which never passes --attn_impl, so
+# submit_benchmarks.py's default `triton` ran: MPT's triton_flash_attn_fn, llmfoundry/models/layers/
+# flash_attn_triton.py, "Copied from" HazyResearch/flash-attention@eff9fe6b flash_attn/flash_attn_triton.py (on
+# triton-pre-mlir), whose docstring puts its forward + backward "slightly slower than CUDA forward + backward",
+# i.e. FlashAttention-1's (sweep.sh's GIT_COMMIT v0.0.4 is no llm-foundry tag, so the exact code is not pinned;
+# the first README's submit script, @5f43bf160, also defaults to `triton`: the same kernel from flash-attn 1.0.3.post0). FlashAttention-2 §1 (Dao 2023, arXiv:2307.08691) on A100: FlashAttention's "forward pass only
+# reaches 30-50% of the theoretical maximum FLOPs/s", "the backward pass ... only 25-35%". Midpoints: 0.277 (the
+# ranges' ends give 0.225 and 0.328). docs/speed.md §4.
 ATTENTION_PRIOR_AMPERE = round(fa_attention_eta(0.40, 0.30), 4)
 
 # Hopper/Blackwell relative to Ampere when no in-sample row pins them (priors, not fits):
