@@ -381,6 +381,25 @@ PRIORS: dict[str, Any] = {
                "reserve_bytes": 1e9, "host_issue_layer_s": 7.7e-4},
     },
 }
+def fa_attention_eta(fwd_frac: float, bwd_frac: float, bwd_flop_ratio: float = 2.5) -> float:
+    """η_attn, as the speed model uses it (forward + backward time = 3 × forward FLOPs / (peak × η)), of a
+    fused kernel whose forward runs at `fwd_frac` of peak and whose backward does `bwd_flop_ratio` × the
+    forward's FLOPs (5 tile matmuls to 2 in FlashAttention) at `bwd_frac` of peak."""
+    return 3.0 / (1.0 / fwd_frac + bwd_flop_ratio / bwd_frac)
+
+
+# Prior of `attention.ampere` (what a fold without the llm-foundry rows uses): the rates of the kernel those
+# rows ran, not FlashAttention-2's. Their A100 tables (README @4952183) were re-run for llm-foundry PR #543
+# (b2a43a147, 2023-10-19) by scripts/train/benchmarking/sweep.sh, which never passes --attn_impl, so
+# submit_benchmarks.py's default `triton` ran: MPT's triton_flash_attn_fn, llmfoundry/models/layers/
+# flash_attn_triton.py, "Copied from" HazyResearch/flash-attention@eff9fe6b flash_attn/flash_attn_triton.py (on
+# triton-pre-mlir), whose docstring puts its forward + backward "slightly slower than CUDA forward + backward",
+# i.e. FlashAttention-1's (sweep.sh's GIT_COMMIT v0.0.4 is no llm-foundry tag, so the exact code is not pinned;
+# the first README's submit script, @5f43bf160, also defaults to `triton`: the same kernel from flash-attn 1.0.3.post0). FlashAttention-2 §1 (Dao 2023, arXiv:2307.08691) on A100: FlashAttention's "forward pass only
+# reaches 30-50% of the theoretical maximum FLOPs/s", "the backward pass ... only 25-35%". Midpoints: 0.277 (the
+# ranges' ends give 0.225 and 0.328). docs/speed.md §4.
+ATTENTION_PRIOR_AMPERE = round(fa_attention_eta(0.40, 0.30), 4)
+
 # Hopper/Blackwell relative to Ampere when no in-sample row pins them (priors, not fits):
 # large-GEMM cuBLAS throughput ~0.78 of peak on H100 SXM vs ~0.88 on A100 (sustained clocks at
 # 700 W), FlashAttention-2 ~35 % of H100 peak vs ~60 % on A100 (Dao 2023, FA2 paper Fig. 5-6).
@@ -553,7 +572,7 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     P = fit(trows, P, [
         (("matmul", "ampere", "bf16"), 0.8, 0.3, 1.0, False),
         (("matmul_dim_half",), 64.0, 1.0, 2048.0, True),
-        (("attention", "ampere"), 0.5, 0.1, 1.0, False),
+        (("attention", "ampere"), ATTENTION_PRIOR_AMPERE, 0.1, 1.0, False),
         (("elementwise_passes",), 30.0, 1.0, 300.0, True),
     ])
     for dt in ("fp16", "fp32", "tf32"):
