@@ -129,6 +129,14 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
     return pred, float(row["throughput_tokens_per_s"])
 
 
+# the training backend a row names -> gpuplan's framework. NeMo RL's DTensor worker wraps the HF model's blocks
+# with FSDP2 `fully_shard` under MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32) over fp32 parameters
+# (nemo_rl/models/dtensor/parallelize.py L464-488, dtensor_policy_worker.py L188-205, v0.3.0 b1c86a8): the
+# sharding, gather and fp32 reduce-scatter of torchtitan's FSDP2 profile; its HF modules' kernels are not
+# torchtitan's own (flash-attention 2 over the packed sequences in both)
+TRAIN_BACKENDS = {"megatron-core": "megatron", "pytorch-dtensor": "torchtitan"}
+
+
 def posttrain_scenario(row: dict) -> dict:
     """The RL scenario a posttrain.csv row describes: the table's layout and batch, the recipe's engine
     settings; response lengths from the stated maximum and mean sequence lengths less the prompt."""
@@ -158,7 +166,7 @@ def posttrain_scenario(row: dict) -> dict:
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
-    return {"model": row["model"], "task": "finetune", "framework": "megatron",
+    return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
             "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),

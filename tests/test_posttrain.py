@@ -547,3 +547,29 @@ def test_split_refit_broadcasts_the_whole_model_from_one_training_gpu():
     link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
     assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
         QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)
+
+
+def test_refit_pipeline_broadcast_carries_one_expert_rank_share_of_the_experts():
+    """A MoE refit (refit_utils.gather_params v0.3.0; Megatron-Bridge broadcast_from_pp_rank then
+    gather_from_ep_ranks): each routed expert tensor crosses the pipeline group as its owner holds it, one
+    expert-parallel rank's share, and the expert all-gather assembles the rest. Qwen3-30B-A3B on one node of 8,
+    pp 2 ep 4, data parallel otherwise: the broadcast moves (non-expert + experts / 4) x 2 bytes, not the whole model,
+    and the all-gather the routed experts' 2 bytes each over the 4-GPU expert group."""
+    from gpuplan.estimate.comm import all_gather_time, group_link
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.models import get_model
+    m = get_model("qwen3-30b-a3b")
+    experts = sum(b.total for b in m.blocks if b.kind == "expert") * 2.0
+    whole = m.params_total * 2.0
+    assert 0.9 * whole < experts < whole        # the routed experts are most of the model
+    d = _rl()
+    d.update(model="qwen3-30b-a3b", framework="megatron")
+    d["parallel"] = {"zero": 1, "pp": 2, "ep": 4}
+    est = evaluate(d)
+    eff = packaged()["comm"]
+    pp_link = group_link(est.gpu, 2, 8, 8, None, eff)
+    ep_link = group_link(est.gpu, 4, 4, 8, None, eff)
+    hand = ((whole - experts + experts / 4) / pp_link.effective_bytes_per_s + pp_link.latency_s
+            + all_gather_time(experts, 4, ep_link))
+    got = est.performance.details["phases_s"]["weight_sync"]
+    assert got == pytest.approx(hand, rel=1e-6)

@@ -91,6 +91,20 @@ def test_posttrain_scenario_reads_the_stated_settings():
     assert scn["parallel"]["pp"] == 2 and scn["hardware"]["count"] == 16
 
 
+def test_posttrain_rows_name_their_training_backend():
+    """A Megatron row runs gpuplan's Megatron profile; NeMo RL's DTensor worker (FSDP2 fully_shard, fp32
+    reduce-scatter) the FSDP2 one; NB02 is that worker on 8 GPUs, fully sharded, and the DeepSeek-V3 split row
+    (NR04) trains on the 256 GPUs its recipe does not give to generation."""
+    rows = {x["id"]: x for x in _posttrain_rows()}
+    assert vg.posttrain_scenario(rows["NB01"])["framework"] == "megatron"
+    nb02 = vg.posttrain_scenario(rows["NB02"])
+    assert nb02["framework"] == "torchtitan" and nb02["parallel"]["zero"] == 3
+    assert "grad_reduce_dtype" not in nb02["train"]
+    nr04 = vg.posttrain_scenario(rows["NR04"])["train"]["rl"]
+    assert (nr04["rollout_gpus"], nr04["prompts_per_step"], nr04["group_size"]) == (256, 32, 16)
+    assert {r["train_backend"] for r in rows.values()} <= set(vg.TRAIN_BACKENDS)
+
+
 def test_phase_pairs_sum_the_phases_a_source_phase_covers():
     """NeMo RL's 'get logprobs' covers gpuplan's old-policy and reference passes (4 + 5 = 9 s); 'refit' the
     weight transfer and the states' offload (0.5 + 1.5 = 2 s); a phase the row leaves empty is not compared."""

@@ -422,8 +422,9 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     parameter, an all-gather of the tensor-parallel slices, a broadcast from the owning pipeline stage to the
     whole pipeline group and, for routed experts, an all-gather over the expert-parallel group, before the HF
     renaming and CUDA-IPC hand-off; verl's FSDP path gathers each full tensor over the shard group the same way).
-    Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the whole
-    model (a pipelined ring broadcast moves S bytes per rank in S / bandwidth), the expert all-gather, or under
+    Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the model
+    with each routed expert at one expert-parallel rank's share (a pipelined ring broadcast moves S bytes per
+    rank in S / bandwidth), the expert all-gather, or under
     ZeRO-3 the all-gather over the shard group. The HBM copies after it (packing, the engine's load) are left out
     (tens of milliseconds at HBM rates).
     Split: the training group assembles the whole model the same way and its first rank broadcasts every tensor
@@ -454,9 +455,16 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
 def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any, gpn: int, whole: float,
                      experts: float, train_gpus: int) -> float:
     """Seconds for every GPU to hold the whole 16-bit model from its tensor/pipeline/expert shards
-    (refit_utils.gather_params): TP all-gather of each stage's non-expert weights, PP broadcast of the whole
-    model, EP all-gather of the routed experts. Megatron orders groups tp, cp, ep/dp, pp: a TP group spans tp
-    GPUs, an EP group tp x ep, a PP group every training GPU."""
+    (refit_utils.gather_params): TP all-gather of each stage's non-expert weights, PP broadcast of every
+    tensor from its owning stage, EP all-gather of the routed experts. Megatron orders groups tp, cp, ep/dp,
+    pp: a TP group spans tp GPUs, an EP group tp x ep, a PP group every training GPU.
+
+    The pipeline broadcast carries each routed expert tensor as its owner holds it, one expert-parallel
+    rank's share; the EP all-gather after it assembles the rest (gather_params broadcasts `full_param`, the
+    local expert weight, over the pipeline group, then all-gathers the stacked result over the expert group,
+    nemo_rl/models/megatron/refit_utils.py v0.3.0 b1c86a8; Megatron-Bridge's export at the v0.4 pin, 8aa287d,
+    does the same: `broadcast_from_pp_rank` then `gather_from_ep_ranks`, param_mapping.py). So the broadcast
+    moves the non-expert weights and experts / ep, not the whole model."""
     from .comm import all_gather_time, group_link
     pa = scn.parallel
     t = 0.0
@@ -464,7 +472,8 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
         t += all_gather_time((whole - experts) / pa.pp, pa.tp, group_link(gpu, pa.tp, pa.tp, gpn, network, P["comm"]))
     if pa.pp > 1:
         link = group_link(gpu, pa.pp, train_gpus, gpn, network, P["comm"])
-        t += whole / link.effective_bytes_per_s + (pa.pp - 1) * link.latency_s
+        broadcast = whole - experts + experts / max(1, pa.ep)
+        t += broadcast / link.effective_bytes_per_s + (pa.pp - 1) * link.latency_s
     if pa.ep > 1 and experts:
         t += all_gather_time(experts, pa.ep, group_link(gpu, pa.ep, pa.tp * pa.ep, gpn, network, P["comm"]))
     return t
