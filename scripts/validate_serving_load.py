@@ -76,11 +76,23 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
+    infer.update(engine_flags(row["engine_version"]))
     if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
         infer["front_end"] = False
     return {"model": row["model"], "task": "infer",
             "hardware": {"gpu": row["gpu"], "count": tp},
             "parallel": {"tp": tp}, "infer": infer}
+
+
+# engine command-line flags the source states beside the version (e.g. vLLM 0.6.0's "--num-scheduler-steps 10
+# --max_model_len 4096"), as scenario fields
+ENGINE_FLAGS = {"--num-scheduler-steps": "num_scheduler_steps", "--max_model_len": "max_model_len",
+                "--max-model-len": "max_model_len"}
+
+
+def engine_flags(version: str) -> dict:
+    words = version.replace("(", " ").replace(")", " ").replace(",", " ").split()
+    return {ENGINE_FLAGS[w]: int(words[i + 1]) for i, w in enumerate(words[:-1]) if w in ENGINE_FLAGS}
 
 
 # the first versions whose default overlaps the scheduler's host work with the GPU step (estimate/engine_host.py):
