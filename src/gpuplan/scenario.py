@@ -471,7 +471,7 @@ class Infer(_Strict):
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "
         "holds its prompt and all its output; max_utilization: it starts when its next step fits and the "
         "newest running request is paused (recomputed later) when the pool runs out")
-    num_scheduler_steps: int = _num(1, "engine vllm, V0 engine only (vLLM 0.5.5 to 0.10, --num-scheduler-steps): "
+    num_scheduler_steps: int = _num(1, "engine vllm, its V0 engine only (from vLLM 0.5.5 until V0 was removed; --num-scheduler-steps): "
                                     "multi-step scheduling, a decode batch runs this many steps per schedule, "
                                     "prompts wait for the run to end and run whole in their own steps, tokens "
                                     "stream when the run ends; 1: vLLM V1's per-step scheduler (the default)",

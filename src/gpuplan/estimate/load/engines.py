@@ -83,7 +83,7 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
 
 def _vllm_v0_multi_step(inf: Any, seqs: int, budget: int, steps: int, bs: int, kv_blocks: int, hit: float,
                         notes: list[str]) -> tuple[Policy, list[str]]:
-    """vLLM V0 with multi-step scheduling (`--num-scheduler-steps N`, vLLM 0.5.5-0.10; read at tag v0.6.0):
+    """vLLM V0 with multi-step scheduling (`--num-scheduler-steps N`, from vLLM 0.5.5 until V0 was removed; read at tag v0.6.0):
 
     * vllm/engine/arg_utils.py sets num_lookahead_slots = max(num_lookahead_slots, N - 1), and
       vllm/core/scheduler.py `_get_num_lookahead_slots` gives a prefill batch 0 lookahead slots: a decode batch
