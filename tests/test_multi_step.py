@@ -20,13 +20,16 @@ def _v0(steps: int) -> Policy:
                   chunked_prefill=False, mixed=False, decode_steps=steps)
 
 
-def test_multi_step_by_hand():
+@pytest.mark.parametrize("b_prompt", [4, 200])
+def test_multi_step_by_hand(b_prompt):
     # A (4-token prompt, 25 tokens out) arrives at 0, B (4 in, 3 out) at 0.015; 10 ms per iteration, runs of 10.
     # A's prompt batch ends at .01 (its first token). No one waits: a run of 10 decode steps, .01 -> .11, which
     # B (arrived at .015) cannot join. At .11 the scheduler runs again: B's prompt batch -> B's first token at
     # .12. A run of 10 with A and B, .12 -> .22: B's last token comes at .14 but its stream ends with the run
     # (.22). Then A alone, .22 -> .32: its 25th token is at .26, delivered at .32.
-    wl = Workload(np.array([0.0, 0.015]), np.array([4, 4]), np.array([25, 3]))
+    # B's prompt may exceed the 100-token budget: V0 without chunking runs it whole, alone, in its own batch
+    # (it does not wait for the decodes to drain)
+    wl = Workload(np.array([0.0, 0.015]), np.array([4, b_prompt]), np.array([25, 3]))
     res = simulate(wl, _v0(10), ConstantCost(0.01))
     assert res.first_token_s == pytest.approx([0.01, 0.12])
     assert res.finish_s == pytest.approx([0.32, 0.22])

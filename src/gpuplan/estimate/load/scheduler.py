@@ -267,7 +267,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         # ---- skip a run of decode-only iterations --------------------------------------------------
         if D > 0 and not prefilling and (pol.reserve_full or phase[it % bs] <= free):
             need_now = 0 if pol.reserve_full else phase[it % bs]
-            if ms_left or not admissible(budget - (D if pol.mixed else 0), free - need_now, True):
+            # (an engine that does not mix runs a prompt batch alone: a whole prompt over the budget still fits it)
+            if ms_left or not admissible(budget - (D if pol.mixed else 0), free - need_now, pol.mixed):
                 if multi:                       # a multi-step run: its remaining iterations, whatever finishes
                     ms_left = ms_left or pol.decode_steps
                     k = ms_left
