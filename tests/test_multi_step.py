@@ -11,6 +11,7 @@ from gpuplan.estimate.load import (Arrivals, ConstantCost, EngineCost, Lengths, 
                                    simulate, summarize)
 from gpuplan.estimate.load.engines import engine_policy
 from gpuplan.estimate.speed import serving_model
+from gpuplan.launch import launch_files
 from gpuplan.scenario import scenario_from_dict
 
 
@@ -84,3 +85,11 @@ def test_multi_step_is_refused_for_other_engines():
     assert "num_scheduler_steps" in str(err.value) and "vllm" in str(err.value)
     with pytest.raises(InputError):
         scenario_from_dict({**SCN, "infer": {"engine": "vllm", "num_scheduler_steps": 0}})
+
+
+def test_launch_passes_the_v0_flag():
+    scn = scenario_from_dict({**SCN, "infer": {**SCN["infer"], "num_scheduler_steps": 10, "async_scheduling": False}})
+    sh = launch_files(scn, "vllm")["serve.sh"]
+    assert "--num-scheduler-steps 10" in sh and "V0" in sh
+    assert "--no-async-scheduling" not in sh          # a V1 flag; V0 schedules synchronously anyway
+    assert "--num-scheduler-steps" not in launch_files(scenario_from_dict(SCN), "vllm")["serve.sh"]
