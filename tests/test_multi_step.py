@@ -93,3 +93,22 @@ def test_launch_passes_the_v0_flag():
     assert "--num-scheduler-steps 10" in sh and "V0" in sh
     assert "--no-async-scheduling" not in sh          # a V1 flag; V0 schedules synchronously anyway
     assert "--num-scheduler-steps" not in launch_files(scenario_from_dict(SCN), "vllm")["serve.sh"]
+
+
+def test_validation_rows_carry_the_engine_flags():
+    # the SGLang source ran vLLM 0.6.0 with "--num-scheduler-steps 10 --max_model_len 4096": the scored rows are
+    # simulated with both; a row without flags gets none
+    import csv
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("vsl", root / "scripts" / "validate_serving_load.py")
+    vsl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vsl)
+    rows = {r["id"]: r for r in csv.DictReader(open(vsl.CSV, newline="", encoding="utf-8"))}
+    for rid in ("SG02", "SG04", "SG06", "SG08"):
+        inf = vsl.scenario(rows[rid])["infer"]
+        assert (inf["num_scheduler_steps"], inf["max_model_len"]) == (10, 4096)
+        assert rows[rid]["scored"] == "yes"
+    assert "num_scheduler_steps" not in vsl.scenario(rows["SG01"])["infer"]
+    assert vsl.engine_flags("0.11.0 --async-scheduling") == {}
