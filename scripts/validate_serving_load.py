@@ -76,11 +76,23 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
+    infer.update(engine_flags(row["engine_version"]))
     if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
         infer["front_end"] = False
     return {"model": row["model"], "task": "infer",
             "hardware": {"gpu": row["gpu"], "count": tp},
             "parallel": {"tp": tp}, "infer": infer}
+
+
+# engine command-line flags the source states beside the version (e.g. vLLM 0.6.0's "--num-scheduler-steps 10
+# --max_model_len 4096"), as scenario fields
+ENGINE_FLAGS = {"--num-scheduler-steps": "num_scheduler_steps", "--max_model_len": "max_model_len",
+                "--max-model-len": "max_model_len"}
+
+
+def engine_flags(version: str) -> dict:
+    words = version.replace("(", " ").replace(")", " ").replace(",", " ").split()
+    return {ENGINE_FLAGS[w]: int(words[i + 1]) for i, w in enumerate(words[:-1]) if w in ENGINE_FLAGS}
 
 
 # the first versions whose default overlaps the scheduler's host work with the GPU step (estimate/engine_host.py):
@@ -213,6 +225,66 @@ def per_seq_diagnostic(rows: list[dict]) -> None:
               f" -> {_med([res[(best, r['id'])][1] for r in test])}")
 
 
+CEILING_GRID_S = (0.0, 40e-6, 60e-6, 70e-6, 80e-6, 90e-6)
+CEILING_SOURCE = ("GX01", "GX02")     # the unscored gpt-oss-20b rows: the ceiling is read off them, never the scored ones
+
+
+def frontend_ceiling_diagnostic(rows: list[dict]) -> None:
+    """Diagnostic, not used by gpuplan: is the heavy-load gap a throughput ceiling of the HTTP front end (one
+    process that detokenises and streams one chunk per token per request: c seconds per chunk), i.e. a step
+    the client sees as max(engine step, c x decoding requests)? c is read off the unscored gpt-oss-20b rows
+    (GX01/GX02: the smallest grid value whose TPOT error is within 5 %) and applied to the scored rows that
+    have an HTTP front end (not MLPerf's in-process harness)."""
+    import gpuplan.estimate.load as load_mod
+    base_cost = load_mod.step_cost
+
+    class Ceiling:
+        def __init__(self, base, c):
+            self.base, self.c = base, c
+            self.frontend_s = getattr(base, "frontend_s", 0.0)
+
+        def attention(self, t, o):
+            return self.base.attention(t, o)
+
+        def step(self, d, ctx, p, att):
+            return max(self.base.step(d, ctx, p, att), self.c * d)
+
+        def decode_sum(self, d, ctx, k):
+            return max(self.base.decode_sum(d, ctx, k), self.c * d * k)
+
+    def errs(c: float, subset: list[dict]) -> dict[str, tuple[float, float]]:
+        out = {}
+        try:
+            for row in subset:
+                cc = 0.0 if (row.get("http_front_end") or "").startswith("no") else c
+                load_mod.step_cost = lambda *args, _c=cc, **kw: Ceiling(base_cost(*args, **kw), _c)
+                s = predict(row)
+                tt, pt = stat(s["ttft_s"], row["statistic"]) * 1e3, stat(s["tpot_s"], row["statistic"]) * 1e3
+                out[row["id"]] = ((tt - float(row["ttft_ms"])) / float(row["ttft_ms"]),
+                                  (pt - float(row["tpot_ms"])) / float(row["tpot_ms"]))
+        finally:
+            load_mod.step_cost = base_cost
+        return out
+
+    with CSV.open(newline="", encoding="utf-8") as fh:
+        src = [r for r in csv.DictReader(fh) if r["id"] in CEILING_SOURCE]
+    print("\ndiagnostic, not used by gpuplan: a front-end throughput ceiling, step seen = max(step, c x decoding)")
+    c_src = CEILING_GRID_S[-1]
+    for c in CEILING_GRID_S:
+        e = errs(c, src)
+        print(f"  c {c * 1e6:3.0f} us per streamed chunk: " + "  ".join(f"{k} TPOT {100 * v[1]:+.0f}%" for k, v in e.items()))
+        if max(abs(v[1]) for v in e.values()) <= 0.05:
+            c_src = min(c_src, c)
+    scored = [r for r in rows if r["scored"] == "yes"]
+    e0, e1 = errs(0.0, scored), errs(c_src, scored)
+    print(f"  read off {', '.join(CEILING_SOURCE)}: c = {c_src * 1e6:.0f} us; on the scored rows (TTFT / TPOT median |err|):")
+    for name, ids in ([("all", [r["id"] for r in scored])]
+                      + [(cls, [r["id"] for r in scored if load_class(r) == cls])
+                         for cls in sorted({load_class(r) for r in scored})]):
+        print(f"    {name[:44]:44s} {_med([e0[i][0] for i in ids])} / {_med([e0[i][1] for i in ids])} -> "
+              f"{_med([e1[i][0] for i in ids])} / {_med([e1[i][1] for i in ids])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
@@ -221,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-seq-diagnostic", action="store_true",
                     help="also fit, leave-one-source-out, a per-running-sequence cost per iteration (diagnostic "
                          "only, ~1 min: six more passes over the rows)")
+    ap.add_argument("--frontend-ceiling-diagnostic", action="store_true",
+                    help="also test a front-end throughput ceiling read off the unscored gpt-oss rows (diagnostic "
+                         "only, ~1 min)")
     a = ap.parse_args(argv)
     want = set(a.rows.split(",")) if a.rows else None
     with CSV.open(newline="", encoding="utf-8") as fh:
@@ -310,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         offline_check([row for row in slo_rows if row.get("offline_requests_per_s")])
     if a.per_seq_diagnostic:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
+    if a.frontend_ceiling_diagnostic:
+        frontend_ceiling_diagnostic(rows)
     if a.csv:
         with open(a.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(out[0]))

@@ -471,6 +471,11 @@ class Infer(_Strict):
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "
         "holds its prompt and all its output; max_utilization: it starts when its next step fits and the "
         "newest running request is paused (recomputed later) when the pool runs out")
+    num_scheduler_steps: int = _num(1, "engine vllm, its V0 engine only (from vLLM 0.5.5 until V0 was removed; --num-scheduler-steps): "
+                                    "multi-step scheduling, a decode batch runs this many steps per schedule, "
+                                    "prompts wait for the run to end and run whole in their own steps, tokens "
+                                    "stream when the run ends; 1: vLLM V1's per-step scheduler (the default)",
+                                    lo=1, hi=64)
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
@@ -482,6 +487,13 @@ class Infer(_Strict):
         if self.capacity_scheduler is not None and self.engine != "trtllm":
             raise ValueError(f"capacity_scheduler is TensorRT-LLM's option; engine {self.engine!r} has its own "
                              "scheduler: set infer.engine: trtllm, or leave capacity_scheduler out")
+        return self
+
+    @model_validator(mode="after")
+    def _multi_step_is_vllm(self):
+        if self.num_scheduler_steps > 1 and self.engine != "vllm":
+            raise ValueError(f"num_scheduler_steps is vLLM V0's multi-step scheduling; engine {self.engine!r} has "
+                             "its own scheduler: set infer.engine: vllm, or leave num_scheduler_steps out")
         return self
 
     @model_validator(mode="after")

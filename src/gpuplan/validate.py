@@ -238,4 +238,8 @@ def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     _layout_rules(scn, model)
     notes += _ssm_rules(scn, model)
     notes += _context_rules(scn, model)
+    inf = getattr(scn, "infer", None)
+    if inf is not None and inf.num_scheduler_steps > 1 and inf.load is None:
+        notes.append(f"infer.num_scheduler_steps {inf.num_scheduler_steps} (vLLM V0 multi-step) is simulated under "
+                     "load only (infer.load or --rate); the concurrency table prices one schedule per step")
     return tuple(notes)

@@ -952,6 +952,8 @@ def _engine_batched_tokens(scn: Scenario, capacity: int) -> int:
     assert inf is not None
     if inf.max_num_batched_tokens:
         return inf.max_num_batched_tokens
+    if getattr(inf, "num_scheduler_steps", 1) > 1:   # vLLM V0 without chunked prefill: SchedulerConfig's default
+        return max(inf.max_model_len or 2048, 2048)
     big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
     return 8192 if big else 2048
 
@@ -967,6 +969,8 @@ def engine_max_num_seqs(scn: Scenario, capacity: int, seqs: int | None = None) -
     if inf.max_num_seqs:
         return inf.max_num_seqs
     big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
+    if getattr(inf, "num_scheduler_steps", 1) > 1:   # vLLM V0 (multi-step): 256 on every GPU (EngineArgs)
+        big = False
     return max(1, min(inf.concurrency if seqs is None else seqs, 1024 if big else 256))
 
 

@@ -52,8 +52,13 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
         argv += ["--max-num-batched-tokens", str(i.max_num_batched_tokens)]
     if not i.cuda_graphs:
         argv.append("--enforce-eager")
-    if i.async_scheduling is False:   # on by default since vLLM 0.14 (release notes: "--no-async-scheduling")
+    if i.async_scheduling is False and i.num_scheduler_steps == 1:   # V1's flag (on by default since vLLM 0.14,
+        # release notes: "--no-async-scheduling"); V0 (multi-step) schedules synchronously and has no such flag
         argv.append("--no-async-scheduling")
+    if i.num_scheduler_steps > 1:     # vLLM V0's multi-step scheduling (EngineArgs --num-scheduler-steps)
+        argv += ["--num-scheduler-steps", str(i.num_scheduler_steps)]
+        notes.append("--num-scheduler-steps is vLLM's V0 engine (from 0.5.5; gone with V0): run it on such a "
+                     "version, or drop infer.num_scheduler_steps for today's V1 scheduler")
     if plan.multi_node:
         argv += ["--distributed-executor-backend", "ray"]
     return argv, notes

@@ -47,6 +47,10 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
     pool_tokens = serving.kv_capacity_tokens / serving.adp
     kv_blocks = int(pool_tokens // bs) if pool_tokens != float("inf") else 1 << 40
     hit = float(getattr(load, "prefix_cache_hit", 0.0) or 0.0) if load is not None else 0.0
+    steps = int(getattr(inf, "num_scheduler_steps", 1) or 1)
+    if eng == "vllm" and steps > 1:
+        return _vllm_v0_multi_step(inf, engine_max_num_seqs(scn, capacity_bytes, 1 << 30),
+                                   _engine_batched_tokens(scn, capacity_bytes), steps, bs, kv_blocks, hit, notes)
     if eng == "vllm":
         seqs = engine_max_num_seqs(scn, capacity_bytes, 1 << 30)
         budget = _engine_batched_tokens(scn, capacity_bytes)
@@ -75,3 +79,27 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
     if hit:
         notes.append("llama.cpp reuses a slot's cached prompt prefix; modelled as the same hit rate.")
     return Policy("llama.cpp", cap, budget, bs, kv_blocks, False, True, True, hit), notes
+
+
+def _vllm_v0_multi_step(inf: Any, seqs: int, budget: int, steps: int, bs: int, kv_blocks: int, hit: float,
+                        notes: list[str]) -> tuple[Policy, list[str]]:
+    """vLLM V0 with multi-step scheduling (`--num-scheduler-steps N`, from vLLM 0.5.5 until V0 was removed; read at tag v0.6.0):
+
+    * vllm/engine/arg_utils.py sets num_lookahead_slots = max(num_lookahead_slots, N - 1), and
+      vllm/core/scheduler.py `_get_num_lookahead_slots` gives a prefill batch 0 lookahead slots: a decode batch
+      is scheduled for N steps (`seq_group.init_multi_step(num_lookahead_slots + 1)`), a prompt batch for one;
+    * vllm/engine/llm_engine.py `step` calls the scheduler only when the cached batch has no steps left
+      (`_has_remaining_steps`), so a request that arrives during a decode run waits for it to end, and
+      processes the outputs (stop checks, streamed tokens) only after the run's last step: a request's
+      tokens reach the client in bursts at the run's end, and a request that stops inside a run stays in
+      the batch until then;
+    * the V0 default scheduler (`_schedule_default`, no chunked prefill with multi-step in v0.6.0) runs waiting
+      prompts first, whole, in their own prompt-only batch (decodes wait), within max_num_batched_tokens =
+      max(max_model_len, 2048) and max_num_seqs 256 by default (estimate.memory's engine defaults)."""
+    if not inf.max_num_batched_tokens and not inf.max_model_len:
+        notes.append("vLLM V0 multi-step: max_num_batched_tokens = max(max_model_len, 2048); max_model_len is not "
+                     "set, so 2048 tokens of prompts per prompt batch are simulated.")
+    notes.append(f"vLLM V0 multi-step scheduling: each decode batch runs {steps} steps before the scheduler runs "
+                 "again; prompts run whole in their own batches between runs; tokens stream at each run's end.")
+    return Policy("vllm", seqs, max(budget, 1), bs, kv_blocks, False, False, False, hit,
+                  decode_steps=steps), notes

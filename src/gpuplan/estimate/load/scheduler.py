@@ -48,6 +48,9 @@ class Policy:
     tokens_per_step: float = 1.0      # speculative decoding: mean tokens a decode step yields per sequence
     prefilled: bool = False           # disaggregated decode instance: a new request's prompt KV arrives from
                                       # a prefill instance; all but its last prompt token are computed
+    decode_steps: int = 1             # vLLM V0 multi-step scheduling (--num-scheduler-steps): a decode batch, once
+                                      # scheduled, runs this many iterations with no admission, and its tokens
+                                      # (and finishes) reach the client when the run ends
 
 
 @dataclass
@@ -162,7 +165,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         v = running.pop()
         if decoding[v]:
             nv = dec_ctx(v)
-            gen[v] = d_g0[v] + it - d_it0[v]
+            gen[v] = min(d_g0[v] + it - d_it0[v], O[v] - 1)   # (multi-step: a run may have passed its last token)
             decoding[v] = False
             if not pol.reserve_full:
                 phase[(d_it0[v] - d_n0[v]) % bs] -= 1
@@ -246,8 +249,14 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             retire(r, now)
 
     max_seqs, chunked = pol.max_num_seqs, pol.chunked_prefill
+    # vLLM V0 multi-step: decode iterations left in the current run; while it is > 0 nothing is admitted or
+    # prefilled, and requests whose last token falls inside the run finish (their stream ends) with the run
+    multi = pol.decode_steps > 1
+    ms_left = 0
     while done < n:
         enqueue_until(t)
+        if not D:
+            ms_left = 0                      # a multi-step run ends when its batch is gone (all preempted)
         if not running and not waiting:
             t = pending[0][0]                # idle until the next arrival
             continue
@@ -258,8 +267,13 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         # ---- skip a run of decode-only iterations --------------------------------------------------
         if D > 0 and not prefilling and (pol.reserve_full or phase[it % bs] <= free):
             need_now = 0 if pol.reserve_full else phase[it % bs]
-            if not admissible(budget - (D if pol.mixed else 0), free - need_now, True):
-                k = live_top() - it
+            # (an engine that does not mix runs a prompt batch alone: a whole prompt over the budget still fits it)
+            if ms_left or not admissible(budget - (D if pol.mixed else 0), free - need_now, pol.mixed):
+                if multi:                       # a multi-step run: its remaining iterations, whatever finishes
+                    ms_left = ms_left or pol.decode_steps
+                    k = ms_left
+                else:
+                    k = live_top() - it
                 if not pol.reserve_full:        # the pool must cover every new block of the run
                     full, rest = divmod(free, D)   # every decoding request needs one block per bs iterations
                     kk = full * bs
@@ -271,7 +285,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                         kk += 1
                     k = min(k, kk)
                 c0 = (ctx0 + D * it) / D
-                if k >= 2 and not waiting and pending:
+                if k >= 2 and not waiting and pending and not multi:
                     # stop with the iteration during which the next request arrives
                     gap = pending[0][0] - t
                     if cost.decode_sum(D, c0, k) > gap:
@@ -295,8 +309,10 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                     t += dt
                     it += k
                     iterations += k - 1
+                    if multi:
+                        ms_left -= k
                     enqueue_until(t)
-                    if fin_heap and fin_heap[0][0] <= it:
+                    if not ms_left and fin_heap and fin_heap[0][0] <= it:
                         complete(t)
                     if len(tl) < 100000:
                         tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
@@ -305,7 +321,9 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         preempted = False
         # an engine that does not mix (SGLang's default) runs a prefill batch whenever it has prompt
         # work, and the decodes wait
-        prefill_iter = not pol.mixed and bool(prefilling or admissible(budget, cap - used, False))
+        prefill_iter = not ms_left and not pol.mixed and bool(prefilling or admissible(budget, cap - used, False))
+        if multi and not prefill_iter and D > 0 and not ms_left:
+            ms_left = pol.decode_steps          # this decode iteration starts a multi-step run
         if not prefill_iter and not pol.reserve_full:
             while D > 0 and phase[it % bs] > cap - used:
                 preempt_last()
@@ -333,7 +351,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             used += nb
             chunks.append((r, c, comp[r]))
             budget -= c
-        if not preempted:
+        if not preempted and not ms_left:
             busy = bool(chunks) or dec > 0
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
@@ -370,6 +388,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         t += dt
         if dec:
             it += 1
+            if multi:
+                ms_left -= 1
         for r, c, _ in chunks:
             comp[r] += c
             if comp[r] < P[r] + gen[r]:
@@ -391,7 +411,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             ctx0 += comp[r] - it
             D += 1
             heapq.heappush(fin_heap, (it + O[r] - gen[r], r))
-        if fin_heap and fin_heap[0][0] <= it:
+        if not ms_left and fin_heap and fin_heap[0][0] <= it:
             complete(t)
         if len(tl) < 100000:
             tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
