@@ -595,3 +595,20 @@ def test_hf_training_arguments_use_activation_checkpointing():
     args = body(launch_files(train(recompute="full"), "hf")["training_args.json"])
     assert args["activation_checkpointing"] is True and args["activation_checkpointing_kwargs"] == {"use_reentrant": False}
     assert not any(k.startswith("gradient_checkpointing") for k in args)
+
+
+def test_trtllm_under_load_estimate_simulator_and_launch_share_trtllm_serves_defaults():
+    # a service at a request rate runs trtllm-serve, whose limits without flags are BuildConfig's 2048 / 8192
+    # (tensorrt_llm/commands/serve.py get_llm_args); the steady-state point, the simulator's policy and the
+    # launch files must all carry that pair
+    scn = serve(1, engine="trtllm", concurrency=8, prompt_len=512, output_len=128,
+                load={"rate_per_s": 2, "requests": 200, "seed": 0})
+    est = evaluate(scn).to_json()
+    assert est["performance"]["details"]["engine_limits"] == {"max_batch": 2048, "max_num_tokens": 8192,
+                                                              "source": "trtllm-serve defaults"}
+    from gpuplan import pipeline
+    r = pipeline.resolve(scn)
+    policy = pipeline.serving_load(r, pipeline.memory(r), search=False)["policy"]
+    assert (policy["max_num_seqs"], policy["max_num_batched_tokens"]) == (2048, 8192)
+    a = argv(launch_files(scn, "trtllm", estimate=est)["serve.sh"], "trtllm-serve")
+    assert (flag(a, "--max_batch_size"), flag(a, "--max_num_tokens")) == ("2048", "8192")

@@ -29,6 +29,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, kernel_rates, reference_gpu)
 from .layout import grad_accum_steps
 from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
+from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
+from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
@@ -908,11 +910,16 @@ _BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
 
 def trtllm_limits(scn: Any, model: ModelSpec, gpu: Any) -> tuple[int, int, str]:
     """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs this scenario with: the scenario's pair
-    when it states both, else trtllm-bench's heuristic (trtllm_bench.py), which sizes both from the KV room for
-    the workload. The estimate and the launch files (launch/trtllm.py) both read them here."""
+    when it states both; under a load (infer.load) trtllm-serve's defaults; else trtllm-bench's heuristic
+    (trtllm_bench.py), which sizes both from the KV room for the workload. The estimate, the load simulator
+    (load/engines.py) and the launch files (launch/trtllm.py) all read them here."""
     inf, par = scn.infer, scn.parallel
     if inf.max_num_seqs and inf.max_num_batched_tokens:
         return int(inf.max_num_seqs), int(inf.max_num_batched_tokens), "stated"
+    if getattr(inf, "load", None) is not None:
+        # a service under load runs `trtllm-serve`, whose limits without flags are BuildConfig's defaults
+        # (tensorrt_llm/commands/serve.py @00209af1 get_llm_args), not trtllm-bench's heuristic
+        return TRTLLM_SERVE_MAX_BATCH, TRTLLM_SERVE_MAX_TOKENS, "trtllm-serve defaults"
     # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
     # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
     # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)

@@ -64,7 +64,9 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
         budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)
         return Policy("sglang", cap, max(budget, 1), bs, kv_blocks, True, False, False, hit), notes
     if eng == "trtllm":
-        budget = int(inf.max_num_batched_tokens or serving.eng["max_num_tokens"])
+        # the pair `serve` and the launch files use (speed.trtllm_limits: both stated, else trtllm-bench's
+        # heuristic); trtllm-serve run without either flag has BuildConfig's 2048 / 8192 — state them for that
+        cap, budget = serving.max_batch, int(serving.max_step_tokens)
         if hit:
             notes.append("TensorRT-LLM KV-cache reuse is modelled like prefix caching (the same hit rate).")
         # capacityScheduler.cpp: GuaranteedNoEvictScheduler starts a request only if the pool holds the blocks
