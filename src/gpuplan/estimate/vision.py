@@ -239,7 +239,28 @@ def tower_prefill_bytes(tower: Any, load: ImageLoad) -> float:
     n_i = 4 if tower.gated_mlp else (3 if tower.activation == "quick_gelu" else 2)
     mlp = 4 * h + 2 * n_i * i + (8 * d if tower.rope else 0.0)
     held = 2.0 * tower.channels * tower.temporal_patch * tower.patch ** 2 if tower.pixels_cast_held else 0.0
+    if tower.image == "cross":
+        return _tiled_tower_prefill(tower, load, max(attn, mlp))
     return float(load.positions) * (max(attn, mlp) + held)
+
+
+def _tiled_tower_prefill(tower: Any, load: ImageLoad, layer_bytes: float) -> float:
+    """Llama-3.2-Vision's tower forward without gradients (MllamaVisionModel.forward): MllamaVisionEncoder
+    returns every layer's output (`encoder_states`), and the local encoder's result stays referenced until the
+    tower returns, so the local and global layers' outputs accumulate (2h per position each). At the end the
+    final state and the `intermediate_layers_indices` outputs are stacked (2h·n per position), the padding is
+    sliced off (two copies: 2h·X and 2h·n·X) and concatenated (2h·(1 + n)·X) while the layer outputs are still
+    referenced. The additive attention mask (P_img² x 2 bytes per image) lives through the whole forward; it is
+    made as `m @ m.T * finfo.min` (_prepare_aspect_ratio_attention_mask), so while it is built the product and
+    the scaled copy exist together beside the padded embeddings (2h per position).
+    The peak is the largest of that moment, the last layer's working set and the end."""
+    P, X, h, n = float(load.positions), float(load.cross_tokens), float(tower.hidden), tower.intermediate_outputs
+    L = tower.total_layers
+    per_image = P / max(load.images, 1)
+    mask = load.images * 2.0 * per_image * per_image
+    last_layer = P * (2 * h * (L - 1) + layer_bytes)
+    end = P * 2 * h * (L + n) + 2 * h * X * (2 + 2 * n)
+    return max(2 * mask + 2 * h * P, mask + max(last_layer, end))
 
 
 # ---- cross-attention decoders (Llama-3.2-Vision) -------------------------------------------------------
