@@ -247,10 +247,10 @@ def tower_prefill_bytes(tower: Any, load: ImageLoad) -> float:
 def _tiled_tower_prefill(tower: Any, load: ImageLoad, layer_bytes: float) -> float:
     """Llama-3.2-Vision's tower forward without gradients (MllamaVisionModel.forward): MllamaVisionEncoder
     returns every layer's output (`encoder_states`), and the local encoder's result stays referenced until the
-    tower returns, so the local and global layers' outputs accumulate (2h per position each). At the end the
-    final state and the `intermediate_layers_indices` outputs are stacked (2h·n per position), the padding is
-    sliced off (two copies: 2h·X and 2h·n·X) and concatenated (2h·(1 + n)·X) while the layer outputs are still
-    referenced. The additive attention mask (P_img² x 2 bytes per image) lives through the whole forward; it is
+    tower returns, so the local and global layers' outputs accumulate (2h per position each). At the end, while
+    they are still referenced, the padding is sliced off the final state (a copy, 2h·X), the
+    `intermediate_layers_indices` outputs are stacked (2h·n per position) and copied without their padding
+    (2h·n·X; the stack is then freed), and both are concatenated (2h·(1 + n)·X). The additive attention mask (P_img² x 2 bytes per image) lives through the whole forward; it is
     made as `m @ m.T * finfo.min` (_prepare_aspect_ratio_attention_mask), so while it is built the product and
     the scaled copy exist together beside the padded embeddings (2h per position).
     The peak is the largest of that moment, the last layer's working set and the end."""
@@ -259,7 +259,7 @@ def _tiled_tower_prefill(tower: Any, load: ImageLoad, layer_bytes: float) -> flo
     per_image = P / max(load.images, 1)
     mask = load.images * 2.0 * per_image * per_image
     last_layer = P * (2 * h * (L - 1) + layer_bytes)
-    end = P * 2 * h * (L + n) + 2 * h * X * (2 + 2 * n)
+    end = P * 2 * h * L + max(2 * h * X * (1 + n) + 2 * h * n * P, 2 * h * X * (2 + 2 * n))
     return max(2 * mask + 2 * h * P, mask + max(last_layer, end))
 
 
@@ -289,7 +289,7 @@ def cross_saved_bytes(model: Any, load: ImageLoad, text_tokens: int, recompute: 
       them to all heads when a mask is passed (integrations/sdpa_attention.use_gqa_in_sdpa), 2 a d + 2 a vd;
       per layer and text token, against a self-attention layer: q_norm (fp32 q 4 a d, its 16-bit normalised
       copy 2 a d, rsqrt 4 a), the two gate products (2 x 2H), the full-row mask (2), and no text K and V
-      (- 2 kv (d + vd)).
+      (- 2 kv (d + vd)); and the two tanh(gate) scalars.
     Only when the tower trains (its output then needs gradients); under full recompute the layers keep only
     their inputs, which are the shared tensors."""
     tower = model.vision_tower
@@ -303,7 +303,8 @@ def cross_saved_bytes(model: Any, load: ImageLoad, text_tokens: int, recompute: 
         return shared
     image = X * (4 * kv * d + 4 * kv + 2 * kv * d + 2 * a * d + 2 * a * vd)
     text = T * (4 * a * d + 2 * a * d + 4 * a + 4 * H + 2 - 2 * kv * (d + vd))
-    return shared + n * (image + text)
+    gates = 2 * 2.0          # the two 16-bit tanh(gate) scalars the products save
+    return shared + n * (image + text + gates)
 
 
 def cross_gemms(model: Any, load: ImageLoad, text_tokens: int) -> list[tuple[float, float, float, float]]:
