@@ -1282,7 +1282,7 @@ def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, lo
         pixels = V.pixel_input_bytes(tower, load) * dec.train.micro_batch
         # full recompute: during the tower's backward one of its layers is recomputed whole beside the checkpoints
         one = (V.layer_saved_bytes_per_position(tower) * load.positions * dec.train.micro_batch
-               if load.trainable and dec.train.recompute == "full" else 0.0)
+               if load.trainable and V.tower_recompute(tower, dec.train.recompute) == "full" else 0.0)
         one += V.layer_backward_bytes(tower, load) * dec.train.micro_batch if load.trainable else 0.0
         # cross-attention decoder layers (Llama-3.2-Vision): freed in the decoder's backward, before the tower's
         cross = V.cross_saved_bytes(model, load, dec.train.seq_len, dec.train.recompute) * dec.train.micro_batch
@@ -1333,8 +1333,11 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
         # the tower runs (and frees its working set) before the decoder's prefill of the same requests
         seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
         ph = phases["prefill"]
-        # the pixels stay alive (the request's inputs) through the decoder's prefill
-        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs) + vision_inputs * seqs
+        # the pixels stay alive (the request's inputs) through the decoder's prefill; the tower's working set
+        # peaks before the decoder runs, when no KV cache exists yet (a phase of its own)
+        phases["vision_encode"] = dict(weights=ph["weights"], activations=(vision_prefill + vision_inputs) * seqs,
+                                       temporary=ph.get("temporary", 0.0))
+        ph["activations"] = ph.get("activations", 0.0) + vision_inputs * seqs
         for ph in phases.values():
             if "kv_cache" in ph:
                 ph["kv_cache"] += vision_kv * seqs

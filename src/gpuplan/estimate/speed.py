@@ -1544,7 +1544,8 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
     if dec.is_training:
         tr = dec.train
         samples = (base.details or {}).get("microbatches", 1) * tr.micro_batch
-        passes = 1.0 + (2.0 if load.trainable else 0.0) + (1.0 if load.trainable and tr.recompute == "full" else 0.0)
+        passes = 1.0 + (2.0 if load.trainable else 0.0) + (
+            1.0 if load.trainable and V.tower_recompute(tower, tr.recompute) == "full" else 0.0)
         model_passes = 3.0 if load.trainable else 1.0
         # the cross-attention layers are decoder layers: their backward runs whenever the decoder trains
         cross_passes = 3.0 + (1.0 if tr.recompute == "full" else 0.0)

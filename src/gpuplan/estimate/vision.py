@@ -151,6 +151,12 @@ def layer_backward_bytes(tower: Any, load: ImageLoad) -> float:
     return float(load.positions) * ((6 if tower.gated_mlp else 4) * i + 4 * h)
 
 
+def tower_recompute(tower: Any, recompute: str) -> str:
+    """The recompute the tower's layers get: gradient checkpointing reaches only GradientCheckpointingLayers
+    (transformers modeling_layers.py), which Llama-3.2-Vision's vision layers are not."""
+    return recompute if tower.checkpointed else "none"
+
+
 def tower_saved_bytes(tower: Any, load: ImageLoad, recompute: str) -> float:
     """Bytes the tower keeps for its backward over one sample's images (0 when it does not train).
     Full recompute: the vision blocks are GradientCheckpointingLayers too (gradient_checkpointing_enable
@@ -160,6 +166,7 @@ def tower_saved_bytes(tower: Any, load: ImageLoad, recompute: str) -> float:
         return 0.0
     P = float(load.positions)
     L = tower.total_layers
+    recompute = tower_recompute(tower, recompute)
     per_layer = 2.0 * tower.hidden if recompute == "full" else layer_saved_bytes_per_position(tower)
     pixels = 2.0 * tower.channels * tower.temporal_patch * tower.patch ** 2
     if tower.image == "cross":

@@ -69,6 +69,9 @@ class VisionTower:
     position_multiple: int = 1
     tiles_attend_together: bool = False
     intermediate_outputs: int = 0
+    # the tower's layers are GradientCheckpointingLayers, which gradient_checkpointing_enable() checkpoints
+    # (Qwen2-VL, CLIP, SigLIP); mllama's MllamaVisionEncoderLayer is a plain nn.Module: it saves everything
+    checkpointed: bool = True
     # mllama: the decoder layers that cross-attend to the image features (text_config.cross_attention_layers)
     cross_layers: tuple[int, ...] = ()
     # the model casts the whole pixel tensor to the tower's dtype before the tower runs and holds it through the
@@ -254,7 +257,7 @@ def vision_tower(config: Mapping[str, Any], text_hidden: int = 0) -> VisionTower
                            image="cross", image_size=int(_get(vc, "image_size", 448)), class_token=True,
                            extra_layers=int(_get(vc, "num_global_layers", 8)),
                            max_tiles=int(_get(vc, "max_num_tiles", 4)), position_multiple=8,
-                           tiles_attend_together=True,
+                           tiles_attend_together=True, checkpointed=False,
                            intermediate_outputs=len(_get(vc, "intermediate_layers_indices", [3, 7, 15, 23, 30])),
                            cross_layers=tuple(int(x) for x in cross),
                            # MllamaModel.multi_modal_projector: one biased Linear (vision_output_dim -> text hidden)
