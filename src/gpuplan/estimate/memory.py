@@ -1334,13 +1334,16 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
         seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
         ph = phases["prefill"]
         # the pixels stay alive (the request's inputs) through the decoder's prefill; the tower's working set
-        # peaks before the decoder runs, when no KV cache exists yet (a phase of its own)
-        phases["vision_encode"] = dict(weights=ph["weights"], activations=(vision_prefill + vision_inputs) * seqs,
+        # peaks before the decoder runs (a phase of its own): transformers' generate makes its DynamicCache in
+        # the decoder's forward, so no KV exists yet; the other engines allocate theirs at start-up
+        kv_before = 0.0 if scn.infer.engine == "hf" else ph.get("kv_cache", 0.0)
+        phases["vision_encode"] = dict(weights=ph["weights"], kv_cache=kv_before,
+                                       activations=(vision_prefill + vision_inputs) * seqs,
                                        temporary=ph.get("temporary", 0.0))
         ph["activations"] = ph.get("activations", 0.0) + vision_inputs * seqs
-        for ph in phases.values():
-            if "kv_cache" in ph:
-                ph["kv_cache"] += vision_kv * seqs
+        for name in ("prefill", "decode"):
+            if name in phases:
+                phases[name]["kv_cache"] = phases[name].get("kv_cache", 0.0) + vision_kv * seqs
     cpu = extra.pop("cpu_bytes", 0)
     cap = capacity_bytes
     if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):

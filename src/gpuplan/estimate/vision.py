@@ -257,9 +257,10 @@ def _tiled_tower_prefill(tower: Any, load: ImageLoad, layer_bytes: float) -> flo
     tower returns, so the local and global layers' outputs accumulate (2h per position each). At the end, while
     they are still referenced, the padding is sliced off the final state (a copy, 2h·X), the
     `intermediate_layers_indices` outputs are stacked (2h·n per position) and copied without their padding
-    (2h·n·X; the stack is then freed), and both are concatenated (2h·(1 + n)·X). The additive attention mask (P_img² x 2 bytes per image) lives through the whole forward; it is
-    made as `m @ m.T * finfo.min` (_prepare_aspect_ratio_attention_mask), so while it is built the product and
-    the scaled copy exist together beside the padded embeddings (2h per position).
+    (2h·n·X; the stack is then freed), and both are concatenated (2h·(1 + n)·X). The additive attention mask
+    (P_img² x 2 bytes per image) lives through the whole forward; it is made as `m @ m.T * finfo.min`
+    (_prepare_aspect_ratio_attention_mask), so while it is built the product and the scaled copy exist
+    together beside the padded embeddings (2h per position).
     The peak is the largest of that moment, the last layer's working set and the end."""
     P, X, h, n = float(load.positions), float(load.cross_tokens), float(tower.hidden), tower.intermediate_outputs
     L = tower.total_layers

@@ -129,9 +129,9 @@ class ModelSpec:
     encoder_layers: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
-    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), or "mlp" for
-    # Nemotron-H's MLP-only blocks, or "cross" for Llama-3.2-Vision's cross-attention layers: keys and values of the
-    # image, no per-token KV); empty = every layer is attention
+    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), "mlp" for
+    # Nemotron-H's MLP-only blocks, or "cross" for Llama-3.2-Vision's cross-attention layers: keys and values
+    # of the image, no per-token KV); empty = every layer is attention
     ssm: SSMShape | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
