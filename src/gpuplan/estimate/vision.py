@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UnsupportedError
 
 
 @dataclass(frozen=True)
