@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class ImageLoad:
     """What the images of one sample (training sequence or serving request) cost in counts."""
