@@ -4,7 +4,7 @@ peaks against real-CPU traces (trace/_vlm.py), refusals."""
 import pytest
 
 from gpuplan.errors import InputError, UnsupportedError
-from gpuplan.models.vision import VisionTower, vision_tower
+from gpuplan.models.vision import vision_tower
 from gpuplan.scenario import scenario_from_dict
 
 # llava-hf/llava-1.5-7b-hf config.json (the registry's copy, models/configs; source in registry.csv)
@@ -90,6 +90,36 @@ def _train_scn(spec, method="full", recompute="none"):
                                "data": {"images_per_sample": 1, "image_height": 448, "image_width": 448}})
 
 
+# Llama-3.2-11B-Vision: the vision_config keys its config.json sets (quoted in danbev/learning-ai
+# notes/llama.cpp/llama-3-2-vision.md: image_size 560 where MllamaVisionConfig's default is 448); every other
+# key takes transformers' MllamaConfig default, which is the 11B's (text 40 layers, 4096 wide, 32/8 heads,
+# 14336, cross-attention layers 3, 8, ..., 38)
+MLLAMA_11B = {"model_type": "mllama", "image_token_index": 128256,
+              "text_config": {"model_type": "mllama_text_model", "vocab_size": 128256,
+                              "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
+              "vision_config": {"model_type": "mllama_vision_model", "attention_heads": 16, "hidden_act": "gelu",
+                                "hidden_size": 1280, "image_size": 560, "intermediate_size": 5120,
+                                "max_num_tiles": 4, "num_channels": 3, "num_global_layers": 8,
+                                "num_hidden_layers": 32, "patch_size": 14, "vision_output_dim": 7680}}
+
+
+def test_mllama_tiles_cross_tokens_and_kv_hand_arithmetic():
+    from gpuplan.estimate.vision import cross_kv_bytes, image_load
+    from gpuplan.models import spec_from_config
+    spec = spec_from_config(MLLAMA_11B)
+    t = spec.vision_tower
+    one = t.per_image(None, None)
+    # (560/14)² + CLS = 1601 per tile, padded to 1608 (multiple of 8) in the tower; 4 tiles attend together
+    assert (one["positions"], one["sequences"], one["cross_tokens"], one["tokens"]) == (4 * 1608, 1, 4 * 1601, 1)
+    # 32 self-attention layers keep per-token KV (8 heads x 128 x K,V x 2 bytes); the 8 cross layers do not
+    assert spec.num_attention_layers == 32 and spec.kv_cache_bytes_per_token() == 32 * 8 * 128 * 2 * 2
+    scn = scenario_from_dict({"model": MLLAMA_11B, "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "data": {"images_per_sample": 2}})
+    load = image_load(scn, spec)
+    # per request: 8 layers x 2 images x 6404 features x (K + V) x 8 heads x 128 x 2 bytes
+    assert cross_kv_bytes(spec, load) == 8 * 2 * 6404 * 2 * 8 * 128 * 2
+
+
 def test_refusals_and_frozen_tower():
     from gpuplan.estimate.vision import image_load, tower_saved_bytes
     spec = _spec()
@@ -100,12 +130,12 @@ def test_refusals_and_frozen_tower():
     lora = _train_scn(spec, method="lora")
     load = image_load(lora, spec)
     assert not load.trainable and tower_saved_bytes(spec.vision_tower, load, "none") == 0
-    cross = VisionTower(layers=1, hidden=8, heads=1, intermediate=8, gated_mlp=False, activation="gelu",
-                        patch=14, image="cross", image_size=560, class_token=True, max_tiles=4)
-    assert cross.per_image(None, None)["cross_tokens"] == 4 * (40 * 40 + 1)
-    import dataclasses
+    from gpuplan.models import spec_from_config
+    vllm = scenario_from_dict({"model": MLLAMA_11B, "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                               "infer": {"engine": "vllm"}, "data": {"images_per_sample": 1}})
+    from gpuplan.estimate.memory import estimate_memory
     with pytest.raises(UnsupportedError, match="cross-attention"):
-        image_load(lora, dataclasses.replace(spec, vision_tower=cross))
+        estimate_memory(vllm, spec_from_config(MLLAMA_11B), 80 << 30)
 
 
 torch = pytest.importorskip("torch")
@@ -172,3 +202,115 @@ def test_prefill_within_5pct_of_real_cpu_trace():
     est = estimate_memory(scn, spec, 80 << 30)
     alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]
     assert abs(alloc - tr.peak_bytes) / tr.peak_bytes < 0.05
+
+
+def test_mllama_11b_count_equals_meta_and_published():
+    """Meta-device build of MllamaForConditionalGeneration (vision tower and projector included) against our
+    count; published: 10.7B (meta-llama/Llama-3.2-11B-Vision, safetensors). The tile position embedding
+    (9 aspect-ratio ids x 4 tiles x 1601 x 1280) makes the image size matter: at the class default 448 the
+    count would be 27,279,360 lower."""
+    from gpuplan.models import spec_from_config
+    from gpuplan.models.meta import meta_param_count
+    spec = spec_from_config(MLLAMA_11B)
+    assert spec.params_total == meta_param_count(MLLAMA_11B)["parameters"] == 10_670_220_835
+    assert round(spec.params_total / 1e9, 1) == 10.7
+    at_448 = {**MLLAMA_11B, "vision_config": {**MLLAMA_11B["vision_config"], "image_size": 448}}
+    assert spec.params_total - spec_from_config(at_448).params_total == 9 * 4 * (1601 - 1025) * 1280 + (
+        1601 - 1025) * 1280
+
+
+def _mllama_cut(vision_layers=2, global_layers=1):
+    """Llama-3.2-Vision's structure (tiles of 14-px patches + CLS padded to a multiple of 8 and attending
+    together, gated global layers, intermediate-layer features, a cross-attention decoder layer among
+    self-attention ones, GQA) at widths and an image size (224: 4 x 264 tower positions) a real-CPU run
+    finishes quickly."""
+    from gpuplan.models import spec_from_config
+    return spec_from_config({
+        "model_type": "mllama", "image_token_index": 1024,
+        "text_config": {"model_type": "mllama_text_model", "vocab_size": 1024, "hidden_size": 256,
+                        "intermediate_size": 512, "num_hidden_layers": 3, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "cross_attention_layers": [1], "tie_word_embeddings": False,
+                        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+        "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 160, "attention_heads": 2,
+                          "intermediate_size": 640, "num_hidden_layers": vision_layers,
+                          "num_global_layers": global_layers, "intermediate_layers_indices": [0],
+                          "vision_output_dim": 320, "image_size": 224, "patch_size": 14, "max_num_tiles": 4}},
+        name="mllama-cut")
+
+
+def test_mllama_training_step_within_5pct_of_real_cpu_trace():
+    from gpuplan.estimate.memory import estimate_memory
+    from gpuplan.trace import _vlm
+    spec = _mllama_cut()
+    scn = scenario_from_dict({"model": dict(spec.config), "task": "finetune", "hardware": {"gpu": "h100-sxm"},
+                              "train": {"seq_len": 128, "micro_batch": 2, "precision": "bf16",
+                                        "master_weights": False, "attention": "sdpa", "method": "full"},
+                              "data": {"images_per_sample": 1}})
+    tr = _vlm.train_step(scn, spec)
+    est = estimate_memory(scn, spec, 80 << 30)
+    alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]
+    assert tr.phase in ("forward", "backward")
+    assert abs(alloc - tr.peak_bytes) / tr.peak_bytes < 0.05
+
+
+def test_mllama_prefill_within_5pct_of_real_cpu_trace():
+    from gpuplan.estimate.memory import estimate_memory
+    from gpuplan.trace import _vlm
+    spec = _mllama_cut()
+    scn = scenario_from_dict({"model": dict(spec.config), "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "infer": {"engine": "hf", "prompt_len": 64, "output_len": 1, "concurrency": 2},
+                              "data": {"images_per_sample": 2}})
+    tr = _vlm.prefill(scn, spec)
+    est = estimate_memory(scn, spec, 80 << 30)
+    alloc = est.peak_bytes_per_gpu - est.components["runtime_overhead"]
+    assert abs(alloc - tr.peak_bytes) / tr.peak_bytes < 0.05
+
+
+def test_cross_attention_layer_saved_tensors_match_formula():
+    """Every tensor autograd saves in a MllamaCrossAttentionDecoderLayer minus those of a
+    MllamaSelfAttentionDecoderLayer of the same model, at the 11B's attention width (4096, 32 heads, 8 KV
+    heads, head 128; a narrow MLP, which both layers share), over 64 text tokens and one 1601-position tile,
+    against estimate.vision.cross_saved_bytes (its per-layer part plus the shared cross-attention mask; the
+    projector output is the input here)."""
+    import dataclasses
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+    from transformers.models.mllama import modeling_mllama as mm
+    from gpuplan.estimate.vision import ImageLoad, cross_saved_bytes
+    from gpuplan.models import spec_from_config
+    text = {"model_type": "mllama_text_model", "vocab_size": 64, "hidden_size": 4096, "intermediate_size": 256,
+            "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "cross_attention_layers": [1], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    vision = {"model_type": "mllama_vision_model", "hidden_size": 32, "attention_heads": 2, "intermediate_size": 64,
+              "num_hidden_layers": 1, "num_global_layers": 1, "intermediate_layers_indices": [0],
+              "vision_output_dim": 64, "image_size": 28, "patch_size": 14}
+    cfg = MllamaConfig(text_config=text, vision_config=vision)
+    cfg.text_config._attn_implementation = "sdpa"
+    lm = MllamaForConditionalGeneration(cfg).to(torch.bfloat16).model.language_model
+    S, X = 64, 1601
+    h = torch.randn(1, S, 4096, dtype=torch.bfloat16, requires_grad=True)
+    xs = torch.randn(1, X, 4096, dtype=torch.bfloat16, requires_grad=True)
+    cam, full = mm._prepare_cross_attention_mask(torch.ones(1, S, 1, 1, dtype=torch.long), num_vision_tokens=X,
+                                                 dtype=torch.bfloat16)
+    pos = torch.arange(S)[None]
+    pe = lm.rotary_emb(h, pos)
+    params = {p.untyped_storage().data_ptr() for p in lm.parameters()}
+    shared = {t.untyped_storage().data_ptr() for t in (*pe, h, xs)}
+
+    def listing(run):
+        seen = {}
+
+        def pack(t):
+            st = t.untyped_storage()
+            if st.data_ptr() not in params and st.data_ptr() not in shared:
+                seen[st.data_ptr()] = st.nbytes()
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            run()
+        return sum(seen.values())
+    cross = listing(lambda: lm.layers[1](h, cross_attention_states=xs, cross_attention_mask=cam, attention_mask=None,
+                                         full_text_row_masked_out_mask=full))
+    self_ = listing(lambda: lm.layers[0](h, attention_mask=None, position_ids=pos, position_embeddings=pe))
+    spec = spec_from_config({"model_type": "mllama", "text_config": text, "vision_config": vision})
+    load = ImageLoad(images=1, tokens=1, positions=X, sequences=1, projector_rows=X, trainable=True, cross_tokens=X)
+    formula = cross_saved_bytes(spec, load, S, "none") - 2.0 * 4096 * X      # the projector output is `xs` here
+    assert cross - self_ == pytest.approx(formula, abs=0)

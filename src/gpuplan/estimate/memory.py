@@ -1306,21 +1306,36 @@ def _memory_with_images(scn: Scenario, model: ModelSpec, capacity_bytes: int, lo
         pixels = V.pixel_input_bytes(tower, load) * dec.train.micro_batch
         # full recompute: during the tower's backward one of its layers is recomputed whole beside the checkpoints
         one = (V.layer_saved_bytes_per_position(tower) * load.positions * dec.train.micro_batch
-               if load.trainable and dec.train.recompute == "full" else 0.0)
+               if load.trainable and V.tower_recompute(tower, dec.train.recompute) == "full" else 0.0)
         one += V.layer_backward_bytes(tower, load) * dec.train.micro_batch if load.trainable else 0.0
-        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels, vision_end=saved + pixels + one)
+        # cross-attention decoder layers (Llama-3.2-Vision): freed in the decoder's backward, before the tower's
+        cross = V.cross_saved_bytes(model, load, dec.train.seq_len, dec.train.recompute) * dec.train.micro_batch
+        est = _estimate_memory(dec, model, capacity_bytes, vision_saved=saved + pixels + cross,
+                               vision_end=saved + pixels + one)
         extra = (f"; it keeps {saved / GiB:.2f} GiB of activations for its backward" if saved else
                  "; it is frozen (LoRA adapters on the decoder only), so it saves nothing for backward")
     else:
+        cross_kv = V.cross_kv_bytes(model, load, kv_bytes(scn.infer.kv_cache))
+        if cross_kv and scn.infer.engine != "hf":
+            raise UnsupportedError(f"images for model '{model.name}' with engine {scn.infer.engine}",
+                                   "its images enter through cross-attention layers, whose per-request key/value "
+                                   "cache is modelled for transformers' generate only (an engine's encoder-"
+                                   "decoder cache manager is not).", "use infer.engine hf, or drop the images.")
+        # the projector output (the cross-attention layers' k/v input) and the 4-D cross-attention mask stay
+        # alive through the decoder's prefill (MllamaModel.forward)
+        held = V.pixel_input_bytes(tower, load)
+        if load.cross_tokens:
+            held += 2.0 * load.cross_tokens * (model.hidden_size + scn.infer.prompt_len + load.tokens)
         est = _estimate_memory(dec, model, capacity_bytes, vision_prefill=V.tower_prefill_bytes(tower, load),
-                               vision_inputs=V.pixel_input_bytes(tower, load))
-        extra = ""
+                               vision_inputs=held, vision_kv=cross_kv)
+        extra = (f"; its cross-attention layers cache {cross_kv / 2**20:.1f} MiB of image keys/values per request"
+                 if cross_kv else "")
     return dataclasses.replace(est, notes=est.notes + (note + extra + " (docs/vision-language.md).",))
 
 
 def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, vision_saved: float = 0.0,
                      vision_prefill: float = 0.0, vision_inputs: float = 0.0,
-                     vision_end: float | None = None) -> MemoryEstimate:
+                     vision_end: float | None = None, vision_kv: float = 0.0) -> MemoryEstimate:
     if scn.is_training:
         best: MemoryEstimate | None = None
         for stage in stages(scn.parallel.pp):
@@ -1342,8 +1357,17 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
         # the tower runs (and frees its working set) before the decoder's prefill of the same requests
         seqs = math.ceil(scn.infer.concurrency / max(1, min(scn.dp, scn.parallel.ep) if scn.parallel.ep > 1 else 1))
         ph = phases["prefill"]
-        # the pixels stay alive (the request's inputs) through the decoder's prefill
-        ph["activations"] = max(ph.get("activations", 0.0), vision_prefill * seqs) + vision_inputs * seqs
+        # the pixels stay alive (the request's inputs) through the decoder's prefill; the tower's working set
+        # peaks before the decoder runs (a phase of its own): transformers' generate makes its DynamicCache in
+        # the decoder's forward, so no KV exists yet; the other engines allocate theirs at start-up
+        kv_before = 0.0 if scn.infer.engine == "hf" else ph.get("kv_cache", 0.0)
+        phases["vision_encode"] = dict(weights=ph["weights"], kv_cache=kv_before,
+                                       activations=(vision_prefill + vision_inputs) * seqs,
+                                       temporary=ph.get("temporary", 0.0))
+        ph["activations"] = ph.get("activations", 0.0) + vision_inputs * seqs
+        for name in ("prefill", "decode"):
+            if name in phases:
+                phases[name]["kv_cache"] = phases[name].get("kv_cache", 0.0) + vision_kv * seqs
     cpu = extra.pop("cpu_bytes", 0)
     cap = capacity_bytes
     if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):

@@ -1540,20 +1540,28 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
                                if weight_format(dec.infer.weights).compute_dtype in ("bf16", "fp16") else "bf16")
     t_fwd = V.tower_time_forward(tower, load, lambda m, k, n, c: gemm_time(P, gpu, dtype, m, k, n, count=c))
     f_fwd = V.tower_flops_forward(tower, load)
+    # cross-attention decoders (Llama-3.2-Vision): k/v projections of the image features and the text's
+    # attention over them, per sample, forward (estimate/vision.cross_gemms)
+    cg = V.cross_gemms(model, load, dec.train.seq_len if dec.is_training else dec.infer.prompt_len)
+    t_cross = sum(gemm_time(P, gpu, dtype, m, k, n, count=c) for m, k, n, c in cg)
+    f_cross = sum(2.0 * m * k * n * c for m, k, n, c in cg)
     note = (f"vision tower: {load.positions:,} positions and {load.tokens:,} decoder tokens per "
             f"{'sample' if dec.is_training else 'request'}; {f_fwd / 1e9:,.1f} GFLOP forward "
             "(docs/vision-language.md)")
     if dec.is_training:
         tr = dec.train
         samples = (base.details or {}).get("microbatches", 1) * tr.micro_batch
-        passes = 1.0 + (2.0 if load.trainable else 0.0) + (1.0 if load.trainable and tr.recompute == "full" else 0.0)
+        passes = 1.0 + (2.0 if load.trainable else 0.0) + (
+            1.0 if load.trainable and V.tower_recompute(tower, tr.recompute) == "full" else 0.0)
         model_passes = 3.0 if load.trainable else 1.0
-        t_vit = samples * passes * t_fwd
+        # the cross-attention layers are decoder layers: their backward runs whenever the decoder trains
+        cross_passes = 3.0 + (1.0 if tr.recompute == "full" else 0.0)
+        t_vit = samples * (passes * t_fwd + cross_passes * t_cross)
         step = base.step_time_s + t_vit
         tokens = base.tokens_per_s_per_gpu * base.step_time_s
         fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
         f_dec = fl.model * tokens
-        f_vit = samples * model_passes * f_fwd
+        f_vit = samples * (model_passes * f_fwd + 3.0 * f_cross)
         mfu = base.mfu * (base.step_time_s / step) * (1.0 + f_vit / f_dec) if base.mfu and f_dec else base.mfu
         bd = dict(base.breakdown, vision_tower=t_vit, compute=base.breakdown.get("compute", 0.0) + t_vit)
         return dataclasses.replace(
@@ -1569,9 +1577,9 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
     replicas = (base.details or {}).get("replicas", 1) or 1
     per_replica = batch / replicas
     cycle = base.ttft_s + inf.output_len * (base.tpot_s or 0.0)
-    scale = cycle / (cycle + per_replica * t_fwd) if cycle > 0 else 1.0
+    scale = cycle / (cycle + per_replica * (t_fwd + t_cross)) if cycle > 0 else 1.0
     return dataclasses.replace(
-        base, ttft_s=base.ttft_s + t_fwd,
+        base, ttft_s=base.ttft_s + t_fwd + t_cross,
         output_tokens_per_s=base.output_tokens_per_s * scale if base.output_tokens_per_s else base.output_tokens_per_s,
         breakdown=dict(base.breakdown, vision_encode=t_fwd),
         notes=base.notes + (note + "; each request's images are encoded before its prefill.",))

@@ -27,6 +27,10 @@ def build_meta_model(config: Mapping[str, Any]):
         with torch.device("meta"):
             if model_type == "gemma3":
                 return transformers.Gemma3ForConditionalGeneration(cfg)
+            if model_type == "mllama":
+                # the causal-LM mapping builds MllamaForCausalLM, the text model alone: the vision tower and
+                # projector of Llama-3.2-Vision would be missing from the count
+                return transformers.MllamaForConditionalGeneration(cfg)
             if getattr(cfg, "is_encoder_decoder", False):
                 try:
                     return transformers.AutoModelForSeq2SeqLM.from_config(cfg)

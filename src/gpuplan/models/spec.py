@@ -129,8 +129,9 @@ class ModelSpec:
     encoder_layers: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
-    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), or "mlp" for
-    # Nemotron-H's MLP-only blocks); empty = every layer is attention
+    # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), "mlp" for
+    # Nemotron-H's MLP-only blocks, or "cross" for Llama-3.2-Vision's cross-attention layers: keys and values
+    # of the image, no per-token KV); empty = every layer is attention
     ssm: SSMShape | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
@@ -845,6 +846,12 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
         tower = vision_tower(config, spec.hidden_size)
         if tower is not None:
             spec = replace(spec, vision_tower=tower)
+            if tower.cross_layers:
+                # Llama-3.2-Vision: its cross-attention decoder layers keep no per-token KV (their keys and
+                # values are the image's, estimate/vision.py)
+                cross = set(tower.cross_layers)
+                spec = replace(spec, layer_mixers=tuple("cross" if i in cross else "attention"
+                                                        for i in range(spec.num_layers)))
     return spec
 
 

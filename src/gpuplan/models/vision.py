@@ -20,9 +20,14 @@ How an image becomes tokens (`VisionTower.image`), from the processors and model
   (pinpoint/336)² tiles plus one downscaled base image, each through the tower (577 positions);
   the tokens are the base image's 576 plus the unpadded grid features and one newline per grid row
   (models/llava_next/processing_llava_next.py _get_number_of_features, image_processing_utils.py).
-* "cross" — Llama-3.2-Vision (mllama): up to `max_num_tiles` (4) tiles of image_size (560) each give
-  (560/14)² + 1 = 1601 positions; they are not decoder tokens but the keys and values of the cross-attention
-  layers (models/mllama/modeling_mllama.py); the decoder sees one `<|image|>` token per image.
+* "cross" — Llama-3.2-Vision (mllama): the processor pads every image to `max_num_tiles` (4) tiles of
+  image_size (560); each tile gives (560/14)² + 1 = 1601 positions, padded to a multiple of 8 (1608) inside
+  the tower, whose local and global transformers attend over all tiles of the image at once (4 x 1608 = 6432
+  positions, MllamaVisionModel.forward: F.pad, then `view(batch * media, -1, dim)`). The padding is sliced
+  off again: 4 x 1601 = 6404 features per image, each the concatenation of the final hidden state and the
+  `intermediate_layers_indices` layers' outputs (vision_output_dim = 1280 x 6), projected to the text width.
+  They are not decoder tokens but the keys and values of the decoder's `cross_attention_layers`
+  (MllamaTextCrossAttention); the decoder sees one `<|image|>` token per image.
 """
 from __future__ import annotations
 
@@ -59,6 +64,16 @@ class VisionTower:
     window: int = 0                   # window attention: patches per window (Qwen2.5-VL); 0 = none
     full_attention_layers: tuple[int, ...] = ()    # with a window: the layers that attend to the whole image
     extra_layers: int = 0             # mllama's global transformer (gated layers after the local ones)
+    # mllama: each tile's positions are padded to a multiple of this inside the tower (8), and attention runs
+    # over all tiles of one image together; the outputs of these local layers are kept for the projector
+    position_multiple: int = 1
+    tiles_attend_together: bool = False
+    intermediate_outputs: int = 0
+    # the tower's layers are GradientCheckpointingLayers, which gradient_checkpointing_enable() checkpoints
+    # (Qwen2-VL, CLIP, SigLIP); mllama's MllamaVisionEncoderLayer is a plain nn.Module: it saves everything
+    checkpointed: bool = True
+    # mllama: the decoder layers that cross-attend to the image features (text_config.cross_attention_layers)
+    cross_layers: tuple[int, ...] = ()
     # the model casts the whole pixel tensor to the tower's dtype before the tower runs and holds it through the
     # tower's forward (Qwen2VLModel.get_image_features: pixel_values.type(self.visual.dtype))
     pixels_cast_held: bool = False
@@ -145,10 +160,13 @@ class VisionTower:
             return dict(positions=tiles * seq, sequences=tiles, tokens=tokens, cross_tokens=0,
                         projector_rows=tiles * (seq - (0 if self.keep_class_token else cls)))
         # cross: the processor pads every image to max_num_tiles tiles (MllamaImageProcessor pads the tile
-        # dimension; the tower runs over all of them, padded positions included)
+        # dimension; the tower runs over all of them, padded positions included); inside the tower each tile
+        # is padded to a multiple of `position_multiple` positions, and the tiles of one image attend together
         tiles = self.max_tiles
-        return dict(positions=tiles * seq, sequences=tiles, tokens=1, cross_tokens=tiles * seq,
-                    projector_rows=tiles * seq)
+        m = max(self.position_multiple, 1)
+        padded = -(-seq // m) * m
+        return dict(positions=tiles * padded, sequences=1 if self.tiles_attend_together else tiles, tokens=1,
+                    cross_tokens=tiles * seq, projector_rows=tiles * seq)
 
     def from_tokens(self, tokens: int) -> dict[str, int]:
         """Counts when the user gives the decoder tokens per image directly (dynamic resolution only)."""
@@ -228,14 +246,21 @@ def vision_tower(config: Mapping[str, Any], text_hidden: int = 0) -> VisionTower
         pins = config.get("image_grid_pinpoints") or [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
         return VisionTower(image="anyres", grid_pinpoints=tuple((int(a), int(b)) for a, b in pins), **kw)
     if mt == "mllama":
+        # MllamaVisionConfig / MllamaTextConfig defaults (transformers 5.25 configuration_mllama.py)
         hv = int(_get(vc, "hidden_size", 1280))
+        cross = _get(text, "cross_attention_layers", [3, 8, 13, 18, 23, 28, 33, 38])
         return VisionTower(layers=int(_get(vc, "num_hidden_layers", 32)), hidden=hv,
-                           heads=int(_get(vc, "attention_heads", 16)), intermediate=int(_get(vc, "intermediate_size", 5120)),
+                           heads=int(_get(vc, "attention_heads", 16, "num_attention_heads")),
+                           intermediate=int(_get(vc, "intermediate_size", 5120)),
                            gated_mlp=False, activation=str(_get(vc, "hidden_act", "gelu")),
                            patch=int(_get(vc, "patch_size", 14)), channels=int(_get(vc, "num_channels", 3)),
                            image="cross", image_size=int(_get(vc, "image_size", 448)), class_token=True,
                            extra_layers=int(_get(vc, "num_global_layers", 8)),
-                           max_tiles=int(_get(vc, "max_num_tiles", 4)),
+                           max_tiles=int(_get(vc, "max_num_tiles", 4)), position_multiple=8,
+                           tiles_attend_together=True, checkpointed=False,
+                           intermediate_outputs=len(_get(vc, "intermediate_layers_indices", [3, 7, 15, 23, 30])),
+                           cross_layers=tuple(int(x) for x in cross),
+                           # MllamaModel.multi_modal_projector: one biased Linear (vision_output_dim -> text hidden)
                            projector=((int(_get(vc, "vision_output_dim", 7680)), h_text),),
                            projector_in_tokens="patches")
     if mt == "gemma3" and _get(vc, "model_type", "siglip_vision_model") == "siglip_vision_model":

@@ -50,6 +50,16 @@ def _inputs(spec, cfg, scenario, batch: int, text_len: int, dtype_pixels=torch.f
         pix = torch.randn(load.positions * batch, tower.channels * tower.temporal_patch * tower.patch ** 2,
                           dtype=dtype_pixels)
         kw.update(pixel_values=pix, image_grid_thw=grid, mm_token_type_ids=(ids == img_id).long())
+    elif tower.image == "cross":
+        # MllamaProcessor: pixels [batch, images, tiles, C, S, S] (every image padded to max_num_tiles), the
+        # aspect-ratio id of each image (the last supported ratio: all tiles used), which tiles are real, and
+        # which images each text token may attend to (all: one image-token run at the start)
+        n, tiles = load.images, tower.max_tiles
+        kw.update(pixel_values=torch.randn(batch, n, tiles, tower.channels, tower.image_size, tower.image_size,
+                                           dtype=dtype_pixels),
+                  aspect_ratio_ids=torch.full((batch, n), len(cfg.vision_config.supported_aspect_ratios)),
+                  aspect_ratio_mask=torch.ones(batch, n, tiles, dtype=torch.long),
+                  cross_attention_mask=torch.ones(batch, S, n, tiles, dtype=torch.long))
     else:
         kw.update(pixel_values=torch.randn(load.images * batch, tower.channels, tower.image_size, tower.image_size,
                                            dtype=dtype_pixels))
@@ -89,6 +99,10 @@ def train_step(scenario, spec, iterations: int = 2) -> TraceResult:
             for v in kw.values():
                 tracker.label(v, "inputs")
             labels = kw["input_ids"].clone()
+            if spec.vision_tower.image == "cross":
+                # mllama's <|image|> id (image_token_index = vocab_size) has no lm_head row: fine-tuning
+                # collators set its labels to -100 (the loss ignores it)
+                labels[labels == cfg.image_token_index] = -100
             tracker.label(labels, "inputs")
             ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
             with ctx:
