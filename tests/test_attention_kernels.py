@@ -16,7 +16,7 @@ def test_published_rates_at_8k_and_interpolation_between_points():
     f, b = kernel_rates("fa2", "hopper", 4096 * 2 ** 0.5, 1.0)
     assert f == pytest.approx(326e12) and b == pytest.approx(314e12)
     assert kernel_rates("fa2", "hopper", 100, 1.0) == (191e12, 214e12)      # clamped below 512
-    assert kernel_rates("fa2", "ampere", 8192, 1.0) is None                  # nothing published: calibrated
+    assert kernel_rates("fa2", "ampere", 8192, 1.0) is None                  # sm86 Ampere: calibrated
 
 
 def test_forward_backward_and_recompute_by_hand():
@@ -42,7 +42,9 @@ def test_megatron_runs_cudnn_and_pytorch_stacks_flash_attention_2_on_hopper():
 
 
 def test_families_without_published_kernels_keep_the_calibrated_efficiency():
-    assert _attn_seconds("megatron", gpu="a100-sxm-80gb") == pytest.approx(_attn_seconds("torchtitan", gpu="a100-sxm-80gb"))
+    # Ada (L40S) and sm86 Ampere (A40): no published figures for any kernel, so cuDNN and FA2 time the same
+    assert _attn_seconds("hf", gpu="l40s", attention_kernel="cudnn") == pytest.approx(_attn_seconds("torchtitan", gpu="l40s"))
+    assert _attn_seconds("hf", gpu="a40", attention_kernel="cudnn") == pytest.approx(_attn_seconds("torchtitan", gpu="a40"))
 
 
 def test_eager_attention_is_not_a_fused_kernel():
@@ -162,3 +164,65 @@ def test_consumer_blackwell_keeps_the_calibrated_efficiency():
     assert speed._kernel_family(get_gpu("rtx-5090")) == "blackwell"
     assert speed._kernel_family(get_gpu("rtx-pro-6000")) == "blackwell"
     assert _attn_seconds("megatron", gpu="rtx-pro-6000") == pytest.approx(_attn_seconds("torchtitan", gpu="rtx-pro-6000"))
+
+
+# ---- A100 (sm80): FlashAttention-2's published forward + backward rate ------------------------------------
+# Dao 2023 (arXiv:2307.08691) Fig. 4d = flash-attention assets/flash2_a100_fwd_bwd_benchmark.png @4f285b35,
+# "With causal mask, head dimension 128", A100 80GB SXM4: FlashAttention-2 forward + backward TFLOP/s
+# 99 / 133 / 155 / 173 / 182 / 189 at 512 / 1k / 2k / 4k / 8k / 16k (FLOPs: 3.5 x the causal forward's).
+
+def test_a100_fa2_rows_are_the_published_combined_rate():
+    assert kernel_rates("fa2", "ampere-sm80", 8192, 1.0) == (182e12, 182e12)
+    assert kernel_rates("fa2", "ampere-sm80", 512, 1.0) == (99e12, 99e12)
+    # halfway between 2k (155) and 4k (173) in log2(sequence): 164
+    f, b = kernel_rates("fa2", "ampere-sm80", 2048 * 2 ** 0.5, 1.0)
+    assert f == pytest.approx(164e12) and b == pytest.approx(164e12)
+    assert kernel_rates("fa2", "ampere-sm80", 65536, 1.0) == (189e12, 189e12)   # clamped above 16k
+    assert kernel_rates("cudnn", "ampere-sm80", 8192, 1.0) is None
+    assert kernel_rates("fa1-triton", "ampere-sm80", 8192, 1.0) is None
+
+
+def test_a100_fa2_training_attention_by_hand():
+    # llama-3.1-8b, 8k tokens, one sequence per GPU, no recompute: forward causal FLOPs per GPU
+    # 4 * 8192 * 8193/2 * 4096 * 32; forward + backward = 3.5 x that at 182 TFLOP/s (A100 SXM 80GB: scale 1)
+    f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
+    fa2 = _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none")
+    assert fa2 == pytest.approx(3.5 * f / 182e12, rel=1e-6)
+    # full recompute adds one forward at the same (combined) rate
+    assert _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="full") == pytest.approx(4.5 * f / 182e12, rel=1e-6)
+    # Transformer Engine keeps FlashAttention below compute capability 9.0: Megatron on A100 runs FA2 too
+    assert _attn_seconds("megatron", gpu="a100-sxm-80gb", recompute="none") == pytest.approx(fa2, rel=1e-12)
+
+
+def test_mpt_triton_kernel_keeps_the_calibrated_efficiency_on_a100():
+    # the calibration's own llm-foundry rows (MPT attn_impl: triton) are marked fa1-triton: no rows, so the
+    # calibrated path, forward time x (1 + 2) with no recompute, forward = f / (312e12 x eta x clock)
+    from gpuplan.estimate.calibration import load_efficiency
+    from gpuplan.estimate import speed
+    from gpuplan.hardware import get_gpu
+    P = load_efficiency()
+    a100 = get_gpu("a100-sxm-80gb")
+    f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
+    eta = P["attention"]["ampere"]
+    tri = _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none", attention_kernel="fa1-triton")
+    assert tri == pytest.approx(3 * f / (312e12 * eta * speed.clock_factor(P, a100)), rel=1e-6)
+    # and FlashAttention-2 is faster than that FA1-era rate
+    assert _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none") < 0.75 * tri
+
+
+def test_sm86_ampere_and_the_rest_of_sm80_are_told_apart():
+    # flash-attention csrc/flash_attn/src/flash_fwd_launch_template.h run_mha_fwd_hdim128: other tiles when
+    # is_sm8x (cc 8.x, x > 0); the A100 figures stand for cc 8.0 parts only
+    from gpuplan.estimate import speed
+    from gpuplan.hardware import get_gpu
+    for g in ("a100-sxm-80gb", "a100-pcie-40gb", "a800-sxm-80gb", "a30"):
+        assert speed._kernel_family(get_gpu(g)) == "ampere-sm80"
+    for g in ("rtx-3090", "a10", "a40", "rtx-a6000", "jetson-agx-orin-64gb"):
+        assert speed._kernel_family(get_gpu(g)) == "ampere"
+
+
+def test_serving_prefill_on_a100_keeps_its_factor_no_forward_only_rate_published():
+    # only forward + backward is published for A100: the forward-only prefill keeps the calibrated factor
+    a100 = _serving("hf", "a100-sxm-80gb")
+    assert a100.prefill_scale is None
+    assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)

@@ -49,3 +49,15 @@ def test_a_fold_without_training_fit_rows_prices_attention_at_the_prior():
     P = cs.fit_all([], [])
     assert P["attention"]["ampere"] == pytest.approx(FA1_MID, abs=1e-4)
     assert P["attention"]["ampere"] != pytest.approx(0.5)      # FlashAttention-2's rate, the old prior
+
+
+def test_llm_foundry_rows_are_priced_with_their_own_kernel_not_flashattention2():
+    # the rows are marked `attention_kernel: fa1-triton` (no published rows: the calibrated factor). Priced at
+    # FlashAttention-2's A100 rate instead they come out fast, worst at 65k tokens (MPT-350m: +6.8 % -> +79.6 %)
+    cs = _calibrate_speed()
+    P = load_efficiency()
+    rows = [r for r in cs.train_rows(Path(__file__).resolve().parents[1] / "validation" / "public" / "train-throughput.csv")
+            if r.source.startswith("llm-foundry") and r.label.endswith("s65536 ckpt=False")]
+    assert rows
+    for r in rows:
+        assert abs(r.predict(P) / r.measured - 1) < 0.25, r.label

@@ -269,11 +269,12 @@ class Train(_Strict):
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
     attention: Attention = "flash"
-    attention_kernel: Literal["auto", "fa2", "cudnn", "fa3", "aotriton", "ck"] = Field(
+    attention_kernel: Literal["auto", "fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton"] = Field(
         "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
         "(Megatron/NeMo: cuDNN via Transformer Engine on Hopper+; PyTorch SDPA stacks: FlashAttention-2; on AMD "
         "Instinct SDPA runs AOTriton and ROCm Transformer Engine CK); fa3 when flash-attn 3 is installed; ck with "
-        "ROCm flash-attn or TORCH_ROCM_FA_PREFER_CK=1 (docs/speed.md)")
+        "ROCm flash-attn or TORCH_ROCM_FA_PREFER_CK=1; fa1-triton for MPT/llm-foundry attn_impl: triton "
+        "(FlashAttention-1-generation Triton kernel, calibrated efficiency) (docs/speed.md)")
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
     lora_targets: LoraTargets = "all-linear"

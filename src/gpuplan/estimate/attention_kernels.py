@@ -7,7 +7,8 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 
 * Megatron-LM / NeMo through Transformer Engine: cuDNN fused attention on Hopper and later — TE's
   `get_attention_backend` disables FlashAttention "to give FusedAttention preference on Hopper+ for
-  performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py, v2.x).
+  performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py, v2.x); on
+  Ampere and Ada it keeps FlashAttention (flash-attn's FlashAttention-2).
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
@@ -23,10 +24,22 @@ MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks
 calibrated efficiency (docs/speed.md §2.9) — but its backward does seven tile matmuls to FlashAttention-2's
 five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
 
+A100-class Ampere (table key `ampere-sm80`: the compute-capability 8.0 parts, A100, A800, A30) takes
+FlashAttention-2's published A100 80GB SXM4 rate, forward + backward only (Dao 2023, arXiv:2307.08691 Fig. 4d,
+the flash-attention README figure assets/flash2_a100_fwd_bwd_benchmark.png @4f285b35: causal, head dim 128);
+the separate forward and backward panels were not to be had as text, so both passes take the combined rate,
+exact for forward + backward (3.5 x the forward FLOPs at that rate) and used for nothing forward-only (serving
+prefill keeps its calibrated factor there). The sm86/sm87 Ampere parts (GeForce 30-series, A10, A40, RTX A-series,
+Jetson Orin) run other tiles of the same kernel — flash-attention's run_mha_fwd_hdim128 picks 64 x 64 blocks when
+`is_sm8x` (cc 8.x, x > 0) against 128 x 64 on sm80, and run_mha_bwd_hdim128 its large backward tile only with
+>= 144 KB of shared memory per block (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h @0251105a) — and
+keep the calibrated efficiency. MPT / llm-foundry's `attn_impl: triton` (the training calibration's own rows) runs
+a FlashAttention-1-generation Triton kernel, `fa1-triton`, which has no rows: calibrated.
+
 Data-centre Blackwell (table key `blackwell-dc`: B200, B300, GB200, GB300) takes cuDNN's published B200
 rates from NVIDIA's cudnn-frontend SDPA training benchmark (benchmark/sdpa_benchmark_training/artifacts/
 sdpa_bf16_benchmark_results_NVIDIA_B200.csv @cb560b9: PyTorch SDPA on cuDNN 9.10.2, BF16, causal, head dim 128).
-Where a family has no published kernel figures (Ampere, Ada, GeForce/workstation Blackwell, AOTriton on AMD,
+Where a family has no published kernel figures (sm86 Ampere, Ada, GeForce/workstation Blackwell, AOTriton on AMD,
 ...) the calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
 FLOPs: FlashAttention recomputes QK^T and needs five matmuls to the forward's two) at the backward
 rate, both interpolated in log(sequence length) and scaled from the reference GPU by 16-bit peak
@@ -51,31 +64,54 @@ BACKWARD_FLOP_RATIO = 2.5
 # `mha_bwd_aot`, `use_fused_bwd`, @40519fbb), e.g. every 8k-token Llama layer.
 BACKWARD_MATMULS = {"aotriton": 7}
 FORWARD_MATMULS = 2
-KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck")
+# fa1-triton: the FlashAttention-1-generation Triton kernel MPT's `attn_impl: triton` runs (llm-foundry
+# llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attn 1.x flash_attn_triton.py); no rows
+KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton")
 AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
 
+def _rates(r: dict[str, str]) -> tuple[float, float, bool]:
+    """(forward, backward) FLOP/s of one table row, and whether they were published apart. A row with only
+    the forward + backward rate gives both passes that rate: forward + backward time, 3.5 x the forward
+    FLOPs over it, is then the published one."""
+    f, b, fb = (r.get(k) or "" for k in ("fwd_tflops_per_s", "bwd_tflops_per_s", "fwd_bwd_tflops_per_s"))
+    if f and b:
+        return float(f) * 1e12, float(b) * 1e12, True
+    return float(fb) * 1e12, float(fb) * 1e12, False
+
+
 @lru_cache(maxsize=1)
-def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]]:
+def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]], bool]]:
+    """(kernel, family) -> (reference GPU, [(seq_len, fwd, bwd FLOP/s)], forward published apart)."""
     path = resources.files("gpuplan.estimate").joinpath("data/attention_kernels.csv")
-    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]] = {}
+    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]], bool]] = {}
     with path.open(encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             key = (r["kernel"], r["family"])
-            ref, pts = out.setdefault(key, (r["reference_gpu"], []))
-            pts.append((int(r["seq_len"]), float(r["fwd_tflops_per_s"]) * 1e12, float(r["bwd_tflops_per_s"]) * 1e12))
-    for _, pts in out.values():
+            f, b, split = _rates(r)
+            ref, pts, split0 = out.get(key, (r["reference_gpu"], [], True))
+            pts.append((int(r["seq_len"]), f, b))
+            out[key] = (ref, pts, split0 and split)
+    for _, pts, _ in out.values():
         pts.sort()
     return out
 
 
+# Transformer Engine prefers cuDNN fused attention over FlashAttention only from compute capability 9.0:
+# get_attention_backend, "Select FusedAttention for performance": `use_flash_attention and use_fused_attention
+# and device_compute_capability >= (9, 0)` disables FlashAttention (NVIDIA/TransformerEngine@002a3e57
+# transformer_engine/pytorch/attention/dot_product_attention/utils.py). Below it (Ampere, Ada) Megatron/NeMo run
+# flash-attn's FlashAttention-2 where it is installed (the NGC PyTorch containers ship it).
+TE_FLASH_FAMILIES = ("ampere", "ada")
+
+
 def default_kernel(framework: str, family: str | None = None) -> str:
     """The kernel a framework's fused attention runs on a GPU family: on AMD Instinct, AOTriton behind
-    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; elsewhere FlashAttention-2 and
-    cuDNN."""
+    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; elsewhere FlashAttention-2, and
+    cuDNN for Transformer Engine on Hopper and later."""
     if family in AMD_FAMILIES:
         return "ck" if framework == "megatron" else "aotriton"
-    return "cudnn" if framework == "megatron" else "fa2"
+    return "cudnn" if framework == "megatron" and family not in TE_FLASH_FAMILIES else "fa2"
 
 
 # Serving engines' prefill kernels where published figures apply: vLLM's FlashAttention backend picks
@@ -125,9 +161,13 @@ def kernel_rates(kernel: str, family: str, seq_len: float, scale: float) -> tupl
     return f * scale, b * scale
 
 
-def reference_gpu(kernel: str, family: str) -> str | None:
+def reference_gpu(kernel: str, family: str, forward_only: bool = False) -> str | None:
+    """The GPU `kernel`'s figures for `family` were measured on; None when there are none (or, for
+    `forward_only` use such as serving prefill, none for the forward pass by itself)."""
     hit = _table().get((kernel, family))
-    return hit[0] if hit else None
+    if hit is None or (forward_only and not hit[2]):
+        return None
+    return hit[0]
 
 
 def backward_flop_ratio(kernel: str | None) -> float:
@@ -147,6 +187,7 @@ def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float,
 def describe(kernel: str) -> str:
     return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3",
             "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
-            "triton": "Triton unified attention (vLLM on ROCm)"}.get(kernel, kernel)
+            "triton": "Triton unified attention (vLLM on ROCm)",
+            "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)"}.get(kernel, kernel)
 
 

@@ -357,11 +357,24 @@ def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
 def _kernel_family(gpu: Any) -> str:
     """The key of the published attention-kernel figures (attention_kernels.csv) for `gpu`: its family, except
     that data-centre Blackwell (sm_100/sm_103: B200, B300, GB200, GB300) is told apart from the GeForce,
-    workstation and edge Blackwell parts, whose kernels are different code (sm_120/sm_110, no tcgen05)."""
+    workstation and edge Blackwell parts, whose kernels are different code (sm_120/sm_110, no tcgen05), and
+    compute-capability 8.0 Ampere (A100, A800, A30) from the sm86/sm87 parts, for which FlashAttention-2
+    picks other tiles (estimate/attention_kernels.py)."""
     fam = _family(gpu)
     if fam == "blackwell" and getattr(gpu, "segment", None) == "datacenter":
         return "blackwell-dc"
+    if fam == "ampere" and _cuda_cc(gpu) == "8.0":
+        return "ampere-sm80"
     return fam
+
+
+def _cuda_cc(gpu: Any) -> str | None:
+    from ..errors import InputError
+    from ..hardware.software import support_for
+    try:
+        return support_for(gpu).cuda_cc
+    except InputError:
+        return None
 
 
 def _kernel_rates(c: _Train) -> tuple[float, float] | None:
@@ -374,10 +387,11 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
-def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
+def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any], forward_only: bool = False) -> float | None:
     """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
-    sustained clock); None when no figures are published for the GPU's family."""
-    ref = reference_gpu(kernel, _kernel_family(gpu)) if kernel else None
+    sustained clock); None when no figures are published for the GPU's family (`forward_only`: none for
+    the forward pass by itself)."""
+    ref = reference_gpu(kernel, _kernel_family(gpu), forward_only) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
@@ -958,7 +972,7 @@ class _Serving:
         self.eng = _engine(P, inf.engine, self.fam)
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
         self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
-        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
+        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P, forward_only=True)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
