@@ -732,7 +732,37 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                                       grad_accum, notes))
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    return {"_cpu": {"cpu": cpu}, **phases}, notes
+    return {"_cpu": {"cpu": cpu, "stranded_layers": stranded_layer_segments(ts, sv, head_acts)}, **phases}, notes
+
+
+def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
+    """Bytes the caching allocator holds reserved but free at the loss peak under full-layer recompute: the
+    segments that one layer's forward working set made.
+
+    With every layer checkpointed, each layer's forward (no_grad under reentrant checkpointing; under
+    non-reentrant its saved tensors are dropped) allocates its intermediates (norm output, q/k/v, gate, up,
+    act: the HF no_grad working set of `_prefill_bytes_per_token`) and frees them at the layer's end. The
+    first forward finds no free block for them, so they get their own segments. CUDACachingAllocator never
+    merges two segments and serves a request only from one free block of one segment
+    (c10/cuda/CUDACachingAllocator.cpp: get_free_block / alloc_block, pytorch v2.2.0), and every loss-block
+    request (16-bit or fp32 logits) is larger than any of those blocks: at the loss peak the layer segments
+    are free but unusable, beside the loss block that new segments hold. Counted only when the vocabulary
+    rows are wider than the intermediate ones (else the logits fit in them). Replaying whole fake-tensor
+    steps of Llama-2-7B LoRA/QLoRA (reentrant recompute, the fsdp_qlora loop) through the large-pool model of
+    scripts/trace_loss_block.py strands 1.0-3.1 GiB here, 1.3-1.6x this figure (the recomputed layer's
+    backward makes more such segments): this is the lower bound. Only reserved-memory readings (max reserved,
+    nvidia-smi) see it, and the allocator frees wholly free segments before it reports an OOM (`_finish`)."""
+    t, model, tp = ts.scn.train, ts.model, ts.scn.parallel.tp
+    if not ts.last or t.loss != "full" or model.is_encoder_decoder or not model.num_layers:
+        return 0.0
+    rplan = _recompute_plan(ts)
+    if rplan.kind != "full" or rplan.full_fraction <= 0:
+        return 0.0
+    vocab_rank = model.vocab_size / (tp if ts.native_tp else 1)
+    inter_rank = max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1)) / tp
+    if vocab_rank <= inter_rank:
+        return 0.0
+    return max(0.0, sv.tokens * _prefill_bytes_per_token(model, tp) - head_acts)
 
 
 def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision_end: float) -> None:
@@ -1245,7 +1275,12 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
         # weights and the KV cache are allocated once, as whole blocks (a serving engine's KV pool is a
         # single pre-allocation): the caching allocator's reserve grows only with the transient rest
         allocated -= comps["weights"] + comps["kv_cache"]
-    comps["runtime_overhead"] = _overhead(scn, allocated) + int(reserve.get(peak_phase, 0.0))
+    # a free cached segment never causes an OOM: before failing, CUDACachingAllocator frees every wholly free
+    # segment and retries (malloc -> release_cached_blocks, c10/cuda/CUDACachingAllocator.cpp v2.2.0), so the
+    # stranded reserve fills at most the headroom left
+    held = sum(comps.values()) + _overhead(scn, allocated)
+    comps["runtime_overhead"] = _overhead(scn, allocated) + int(min(reserve.get(peak_phase, 0.0),
+                                                                    max(0.0, capacity - held)))
     peak = sum(comps.values())
     phase_peaks = {k: int(v) + _overhead(scn, allocated) for k, v in totals.items()}
     return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
@@ -1303,11 +1338,16 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
             first = stage in ("first", "only")
             comps, notes = _train_components(scn, model, stage, vision_saved if first else 0.0,
                                              vision_end if first else None)
-            cpu = comps.pop("_cpu")["cpu"]
+            host = comps.pop("_cpu")
+            cpu, layers = host["cpu"], host["stranded_layers"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
                 notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching "
                              "allocator through the loss backward (counted in runtime_overhead)")
+            if layers:
+                notes.append(f"the segments of one layer's forward working set ({layers / GiB:.1f} GiB) stay reserved "
+                             "but too small for the loss block (counted in runtime_overhead)")
+            stranded += layers
             est = _finish(comps, scn, capacity_bytes, notes, cpu, reserve={"backward": stranded})
             if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
                 best = est
