@@ -732,7 +732,24 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                                       grad_accum, notes))
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    return {"_cpu": {"cpu": cpu, "stranded_layers": stranded_layer_segments(ts, sv, head_acts)}, **phases}, notes
+    reserve = stranded_layer_segments(ts, sv, head_acts) + fsdp1_gather_segments(ts)
+    return {"_cpu": {"cpu": cpu, "stranded": reserve}, **phases}, notes
+
+
+def fsdp1_gather_segments(ts: _TrainSetup) -> float:
+    """A second unit's all-gather segment that FSDP1's unshard stream keeps at the loss peak.
+
+    FSDP1 (HF accelerate's FSDP plugin, Answer.AI fsdp_qlora) all-gathers each unit's padded flat parameter on
+    its own unshard stream and, when resharding, records the compute stream on it before freeing
+    (flat_param.py `_free_unsharded_flat_param`: `_no_dispatch_record_stream`), so the block is reusable only once
+    the compute stream is past it; with `limit_all_gathers` the CPU issues up to two all-gathers ahead
+    (_limiter_utils.py `_FreeEventQueue`: `_max_num_inflight_all_gathers = 2`, torch v2.2.0). A freed block is
+    reused only on the stream that allocated it (c10/cuda/CUDACachingAllocator.cpp, header comment), so the
+    unshard stream holds two units' segments that the default stream's loss block cannot use; one of them is
+    already counted as the gather buffer (`_shard_buffers`)."""
+    if ts.scn.framework != "hf" or not _fsdp(ts):
+        return 0.0
+    return _shard_buffers(ts)[0]
 
 
 def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
@@ -907,10 +924,13 @@ def stranded_logits_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
     block's allocation sequence through that rule gives reserved = allocated + 2 bytes per logit
     (scripts/trace_loss_block.py). Only the reserved figure (`max reserved`, nvidia-smi, an OOM) sees it."""
     t = scn.train
-    if scn.framework == "hf" and t.loss == "full" and t.held_logits == "fp32" and stage in ("last", "only"):
+    if scn.framework in ("hf", "deepspeed") and t.loss == "full" and t.held_logits != "model" and stage in ("last", "only"):
         # transformers before 4.46 with the output held: `.float()` frees the 16-bit logits in forward and backward
         # then asks for fp32 vocabulary tensors, so the 2-byte block stays reserved as in torchtitan's case
-        # (replayed: 18.0 reserved against 16.0 allocated bytes per logit)
+        # (replayed: 18.0 reserved against 16.0 allocated bytes per logit). Without the hold (HF Trainer's
+        # compute_loss returns the loss only) the 16-bit logits are freed before backward too (before 4.46 by the
+        # upcast, since then when the output is dropped): the sequence of torchtitan's loss, 12 allocated / 14
+        # reserved. Only a loop that holds the 16-bit output (`held_logits: model`) keeps the block in use.
         return 2.0 * model.vocab_size / scn.parallel.tp * t.micro_batch * t.seq_len / scn.parallel.cp
     if scn.framework != "torchtitan" or _compiled_loss(scn) or t.loss != "full" or stage not in ("last", "only"):
         return 0.0
@@ -1339,14 +1359,14 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
             comps, notes = _train_components(scn, model, stage, vision_saved if first else 0.0,
                                              vision_end if first else None)
             host = comps.pop("_cpu")
-            cpu, layers = host["cpu"], host["stranded_layers"]
+            cpu, layers = host["cpu"], host["stranded"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
                 notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching "
                              "allocator through the loss backward (counted in runtime_overhead)")
             if layers:
-                notes.append(f"the segments of one layer's forward working set ({layers / GiB:.1f} GiB) stay reserved "
-                             "but too small for the loss block (counted in runtime_overhead)")
+                notes.append(f"cached segments the loss block cannot use ({layers / GiB:.1f} GiB: one layer's forward "
+                             "working set; FSDP1's second all-gather unit) stay reserved (counted in runtime_overhead)")
             stranded += layers
             est = _finish(comps, scn, capacity_bytes, notes, cpu, reserve={"backward": stranded})
             if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
