@@ -732,8 +732,12 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                                       grad_accum, notes))
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    reserve = stranded_layer_segments(ts, sv, head_acts) + fsdp1_gather_segments(ts)
-    return {"_cpu": {"cpu": cpu, "stranded": reserve}, **phases}, notes
+    return {"_cpu": {"cpu": cpu, "stranded": _stranded_segments(ts, sv, head_acts)}, **phases}, notes
+
+
+def _stranded_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
+    """Cached segments free at the loss peak that the loss block cannot use (reserved, not allocated)."""
+    return stranded_layer_segments(ts, sv, head_acts) + fsdp1_gather_segments(ts)
 
 
 def fsdp1_gather_segments(ts: _TrainSetup) -> float:
