@@ -247,7 +247,23 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
-    return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+    qconst = quant_constants_bytes(ts) if d_w > 1 else 0.0
+    return (weights - qconst) / d_w + qconst, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def quant_constants_bytes(ts: _TrainSetup) -> float:
+    """bitsandbytes QLoRA: the block constants of the 4-bit weights (absmax, and with double quantization its
+    second-level scales), every rank's full copy. They live in each `Params4bit.quant_state`, a plain attribute,
+    not a parameter: FSDP flattens and shards only parameters (the packed codes, stored as `bnb_4bit_quant_storage`
+    so they can be flattened), and moves only those to the host under CPU offload; bitsandbytes' matmul reads
+    `weight.quant_state` on the GPU (Answer.AI fsdp_qlora train.py @049515f `load_and_quantize`, which moves
+    each quant_state to the rank's GPU; bitsandbytes nn/modules.py Params4bit). DeepSpeed ZeRO-3 partitions
+    parameters the same way."""
+    t = ts.scn.train
+    if t.method != "qlora" or t.qlora_backend != "bitsandbytes" or ts.fabric_bnb:
+        return 0.0
+    fmt = weight_format("nf4-dq" if t.qlora_double_quant else "nf4")
+    return (ts.rp.linear - ts.rp.lm_head) * (fmt.bits - 4) / 8
 
 
 def zero_divisors(zero, shard):
@@ -273,9 +289,10 @@ def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
             notes.append("parameter offload needs ZeRO-3/FSDP full-shard; treated as optimizer offload only")
         else:
             # FSDP CPUOffload / ZeRO-Infinity keep sharded params and gradients in host memory;
-            # the GPU holds only the all-gathered layers
-            cpu += weights + grads
-            weights, grads = 0.0, 0.0
+            # the GPU holds only the all-gathered layers (and QLoRA's block constants, not parameters)
+            qconst = quant_constants_bytes(ts)
+            cpu += weights - qconst + grads
+            weights, grads = qconst, 0.0
     if (t.paged_optimizer or t.optimizer in opt.PAGED) and optim:
         # bitsandbytes paged states live in CUDA managed memory: outside PyTorch's allocator, and
         # evicted to host memory under pressure
@@ -750,10 +767,13 @@ def fsdp1_gather_segments(ts: _TrainSetup) -> float:
     (_limiter_utils.py `_FreeEventQueue`: `_max_num_inflight_all_gathers = 2`, torch v2.2.0). A freed block is
     reused only on the stream that allocated it (c10/cuda/CUDACachingAllocator.cpp, header comment), so the
     unshard stream holds two units' segments that the default stream's loss block cannot use; one of them is
-    already counted as the gather buffer (`_shard_buffers`)."""
+    already counted as the gather buffer (`_shard_buffers`). Under CPUOffload(offload_params=True) each of the
+    two also has the GPU copy of its host shard that feeds the all-gather (flat_param.py `pre_unshard`:
+    `flat_param_to(self.device)`), alive until the unit reshards."""
     if ts.scn.framework != "hf" or not _fsdp(ts):
         return 0.0
-    return _shard_buffers(ts)[0]
+    unit = _shard_buffers(ts)[0]
+    return unit + (2 * unit / ts.shard if ts.scn.parallel.offload == "optimizer+params" else 0.0)
 
 
 def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
