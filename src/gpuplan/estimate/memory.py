@@ -803,7 +803,13 @@ def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> 
     inter_rank = max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1)) / tp
     if vocab_rank <= inter_rank:
         return 0.0
-    return max(0.0, sv.tokens * _prefill_bytes_per_token(model, tp) - head_acts)
+    per_token = _prefill_bytes_per_token(model, tp)
+    if ts.peft and model.gated_mlp and "up" in ts.targets:
+        # peft's LoRA forward adds out of place (`result = result + lora_B(lora_A(dropout(x))) * scaling`,
+        # peft tuners/lora/layer.py Linear.forward): while act(gate) is alive, up_proj holds its base output, the
+        # scaled adapter output and their sum, one intermediate-sized tensor more than the plain MLP's peak
+        per_token += 2.0 * model.intermediate_size / tp
+    return max(0.0, sv.tokens * per_token - head_acts)
 
 
 def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision_end: float) -> None:
