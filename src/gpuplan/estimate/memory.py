@@ -749,12 +749,13 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                                       grad_accum, notes))
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    return {"_cpu": {"cpu": cpu, "stranded": _stranded_segments(ts, sv, head_acts)}, **phases}, notes
+    return {"_cpu": {"cpu": cpu, "stranded": _stranded_segments(ts, setup, sv)}, **phases}, notes
 
 
-def _stranded_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
-    """Cached segments free at the loss peak that the loss block cannot use (reserved, not allocated)."""
-    return stranded_layer_segments(ts, sv, head_acts) + fsdp1_gather_segments(ts)
+def _stranded_segments(ts: _TrainSetup, setup: ActivationSetup, sv: "_Saved") -> float:
+    """Cached segments free at the loss peak that the loss block cannot use (reserved, not allocated). Only the
+    head's hidden-sized activations can sit in the layer segments (a pipeline's held outputs are logit-sized)."""
+    return stranded_layer_segments(ts, sv, _head_and_loss(ts, setup, sv)[0]) + fsdp1_gather_segments(ts)
 
 
 def fsdp1_gather_segments(ts: _TrainSetup) -> float:
@@ -1332,7 +1333,8 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
     comps["runtime_overhead"] = _overhead(scn, allocated) + int(min(reserve.get(peak_phase, 0.0),
                                                                     max(0.0, capacity - held)))
     peak = sum(comps.values())
-    phase_peaks = {k: int(v) + _overhead(scn, allocated) for k, v in totals.items()}
+    # a reserved segment stays reserved in the phases after it: every phase shares the peak's runtime overhead
+    phase_peaks = {name: int(sum(c.values())) + comps["runtime_overhead"] for name, c in phases.items()}
     return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
                           phase=peak_phase, phases=phase_peaks, cpu_bytes=int(cpu), limits=limits or {},
                           notes=tuple(notes))
