@@ -791,8 +791,9 @@ def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> 
     are free but unusable, beside the loss block that new segments hold. Counted only when the vocabulary
     rows are wider than the intermediate ones (else the logits fit in them). Replaying whole fake-tensor
     steps of Llama-2-7B LoRA/QLoRA (reentrant recompute, the fsdp_qlora loop) through the large-pool model of
-    scripts/trace_loss_block.py strands 1.0-3.1 GiB here, 1.3-1.6x this figure (the recomputed layer's
-    backward makes more such segments): this is the lower bound. Only reserved-memory readings (max reserved,
+    scripts/trace_loss_block.py (scripts/trace_step_reserve.py) strands 1.1-3.1 GiB here at batch 4-10 x 2048,
+    1.4-1.7x this figure (the recomputed layer's backward makes more such segments; 2-6x at 512-2048 tokens, where
+    segment rounding dominates): this is the lower bound. Only reserved-memory readings (max reserved,
     nvidia-smi) see it, and the allocator frees wholly free segments before it reports an OOM (`_finish`)."""
     t, model, tp = ts.scn.train, ts.model, ts.scn.parallel.tp
     if not ts.last or t.loss != "full" or model.is_encoder_decoder or not model.num_layers:
