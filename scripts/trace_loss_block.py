@@ -111,7 +111,7 @@ def replay(events: list[tuple[int, int]], expandable: bool) -> tuple[int, int]:
                 segments.append(seg)
                 reserved += seg[0][0]
                 blk = seg[0]
-            i = seg.index(blk)
+            i = _position(seg, blk)
             if blk[0] - size > MiB:
                 seg.insert(i + 1, [blk[0] - size, True])
                 blk[0] = size
@@ -123,12 +123,18 @@ def replay(events: list[tuple[int, int]], expandable: bool) -> tuple[int, int]:
             seg, blk = live.pop(ptr)
             allocated += n
             blk[1] = True
-            i = seg.index(blk)
+            i = _position(seg, blk)
             if i + 1 < len(seg) and seg[i + 1][1]:
                 blk[0] += seg.pop(i + 1)[0]
             if i > 0 and seg[i - 1][1]:
                 seg[i - 1][0] += seg.pop(i)[0]
     return peak_allocated, peak_reserved
+
+
+def _position(seg: list[list], blk: list) -> int:
+    """The block's own index: blocks are [size, free] lists, and two free blocks of one size compare equal, so
+    `seg.index` could merge the neighbours of another block."""
+    return next(k for k, b in enumerate(seg) if b is blk)
 
 
 def main() -> None:

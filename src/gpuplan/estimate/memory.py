@@ -254,7 +254,23 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
             return tuple(x * (1 - ne / n) / dv + x * (ne / n) / de
                          for x, dv, de in zip((weights, grads, optim, optim_temp), (*d, d[2]), (*e, e[2])))
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
-    return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+    qconst = quant_constants_bytes(ts) if d_w > 1 else 0.0
+    return (weights - qconst) / d_w + qconst, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def quant_constants_bytes(ts: _TrainSetup) -> float:
+    """bitsandbytes QLoRA: the block constants of the 4-bit weights (absmax, and with double quantization its
+    second-level scales), every rank's full copy. They live in each `Params4bit.quant_state`, a plain attribute,
+    not a parameter: FSDP flattens and shards only parameters (the packed codes, stored as `bnb_4bit_quant_storage`
+    so they can be flattened), and moves only those to the host under CPU offload; bitsandbytes' matmul reads
+    `weight.quant_state` on the GPU (Answer.AI fsdp_qlora train.py @049515f `load_and_quantize`, which moves
+    each quant_state to the rank's GPU; bitsandbytes nn/modules.py Params4bit). DeepSpeed ZeRO-3 partitions
+    parameters the same way."""
+    t = ts.scn.train
+    if t.method != "qlora" or t.qlora_backend != "bitsandbytes" or ts.fabric_bnb:
+        return 0.0
+    fmt = weight_format("nf4-dq" if t.qlora_double_quant else "nf4")
+    return (ts.rp.linear - ts.rp.lm_head) * (fmt.bits - 4) / 8
 
 
 def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
@@ -293,9 +309,10 @@ def _offload(ts: _TrainSetup, states: tuple[float, float, float, float],
             notes.append("parameter offload needs ZeRO-3/FSDP full-shard; treated as optimizer offload only")
         else:
             # FSDP CPUOffload / ZeRO-Infinity keep sharded params and gradients in host memory;
-            # the GPU holds only the all-gathered layers
-            cpu += weights + grads
-            weights, grads = 0.0, 0.0
+            # the GPU holds only the all-gathered layers (and QLoRA's block constants, not parameters)
+            qconst = quant_constants_bytes(ts)
+            cpu += weights - qconst + grads
+            weights, grads = qconst, 0.0
     if (t.paged_optimizer or t.optimizer in opt.PAGED) and optim:
         # bitsandbytes paged states live in CUDA managed memory: outside PyTorch's allocator, and
         # evicted to host memory under pressure
@@ -752,7 +769,69 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                                       grad_accum, notes))
     if grad_accum > 1:
         notes.append(f"gradient accumulation over {grad_accum} micro-batches keeps gradients alive during backward")
-    return {"_cpu": {"cpu": cpu}, **phases}, notes
+    return {"_cpu": {"cpu": cpu, "stranded": _stranded_segments(ts, setup, sv)}, **phases}, notes
+
+
+def _stranded_segments(ts: _TrainSetup, setup: ActivationSetup, sv: "_Saved") -> float:
+    """Cached segments free at the loss peak that the loss block cannot use (reserved, not allocated). Only the
+    head's hidden-sized activations can sit in the layer segments (a pipeline's held outputs are logit-sized)."""
+    return stranded_layer_segments(ts, sv, _head_and_loss(ts, setup, sv)[0]) + fsdp1_gather_segments(ts)
+
+
+def fsdp1_gather_segments(ts: _TrainSetup) -> float:
+    """A second unit's all-gather segment that FSDP1's unshard stream keeps at the loss peak.
+
+    FSDP1 (HF accelerate's FSDP plugin, Answer.AI fsdp_qlora) all-gathers each unit's padded flat parameter on
+    its own unshard stream and, when resharding, records the compute stream on it before freeing
+    (flat_param.py `_free_unsharded_flat_param`: `_no_dispatch_record_stream`), so the block is reusable only once
+    the compute stream is past it; with `limit_all_gathers` the CPU issues up to two all-gathers ahead
+    (_limiter_utils.py `_FreeEventQueue`: `_max_num_inflight_all_gathers = 2`, torch v2.2.0). A freed block is
+    reused only on the stream that allocated it (c10/cuda/CUDACachingAllocator.cpp, header comment), so the
+    unshard stream holds two units' segments that the default stream's loss block cannot use; one of them is
+    already counted as the gather buffer (`_shard_buffers`). Under CPUOffload(offload_params=True) each of the
+    two also has the GPU copy of its host shard that feeds the all-gather (flat_param.py `pre_unshard`:
+    `flat_param_to(self.device)`), alive until the unit reshards."""
+    if ts.scn.framework != "hf" or not _fsdp(ts):
+        return 0.0
+    unit = _shard_buffers(ts)[0]
+    return unit + (2 * unit / ts.shard if ts.scn.parallel.offload == "optimizer+params" else 0.0)
+
+
+def stranded_layer_segments(ts: _TrainSetup, sv: "_Saved", head_acts: float) -> float:
+    """Bytes the caching allocator holds reserved but free at the loss peak under full-layer recompute: the
+    segments that one layer's forward working set made.
+
+    With every layer checkpointed, each layer's forward (no_grad under reentrant checkpointing; under
+    non-reentrant its saved tensors are dropped) allocates its intermediates (norm output, q/k/v, gate, up,
+    act: the HF no_grad working set of `_prefill_bytes_per_token`) and frees them at the layer's end. The
+    first forward finds no free block for them, so they get their own segments. CUDACachingAllocator never
+    merges two segments and serves a request only from one free block of one segment
+    (c10/cuda/CUDACachingAllocator.cpp: get_free_block / alloc_block, pytorch v2.2.0), and every loss-block
+    request (16-bit or fp32 logits) is larger than any of those blocks: at the loss peak the layer segments
+    are free but unusable, beside the loss block that new segments hold. Counted only when the vocabulary
+    rows are wider than the intermediate ones (else the logits fit in them). Replaying whole fake-tensor
+    steps of Llama-2-7B LoRA/QLoRA (reentrant recompute, the fsdp_qlora loop) through the large-pool model of
+    scripts/trace_loss_block.py (scripts/trace_step_reserve.py) strands 1.1-3.1 GiB here at batch 4-10 x 2048,
+    1.4-1.7x this figure (the recomputed layer's backward makes more such segments; 2-6x at 512-2048 tokens, where
+    segment rounding dominates): this is the lower bound. Only reserved-memory readings (max reserved,
+    nvidia-smi) see it, and the allocator frees wholly free segments before it reports an OOM (`_finish`)."""
+    t, model, tp = ts.scn.train, ts.model, ts.scn.parallel.tp
+    if not ts.last or t.loss != "full" or model.is_encoder_decoder or not model.num_layers:
+        return 0.0
+    rplan = _recompute_plan(ts)
+    if rplan.kind != "full" or rplan.full_fraction <= 0:
+        return 0.0
+    vocab_rank = model.vocab_size / (tp if ts.native_tp else 1)
+    inter_rank = max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1)) / tp
+    if vocab_rank <= inter_rank:
+        return 0.0
+    per_token = _prefill_bytes_per_token(model, tp)
+    if ts.peft and model.gated_mlp and "up" in ts.targets:
+        # peft's LoRA forward adds out of place (`result = result + lora_B(lora_A(dropout(x))) * scaling`,
+        # peft tuners/lora/layer.py Linear.forward): while act(gate) is alive, up_proj holds its base output, the
+        # scaled adapter output and their sum, one intermediate-sized tensor more than the plain MLP's peak
+        per_token += 2.0 * model.intermediate_size / tp
+    return max(0.0, sv.tokens * per_token - head_acts)
 
 
 def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision_end: float) -> None:
@@ -897,10 +976,13 @@ def stranded_logits_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
     block's allocation sequence through that rule gives reserved = allocated + 2 bytes per logit
     (scripts/trace_loss_block.py). Only the reserved figure (`max reserved`, nvidia-smi, an OOM) sees it."""
     t = scn.train
-    if scn.framework == "hf" and t.loss == "full" and t.held_logits == "fp32" and stage in ("last", "only"):
+    if scn.framework in ("hf", "deepspeed") and t.loss == "full" and t.held_logits != "model" and stage in ("last", "only"):
         # transformers before 4.46 with the output held: `.float()` frees the 16-bit logits in forward and backward
         # then asks for fp32 vocabulary tensors, so the 2-byte block stays reserved as in torchtitan's case
-        # (replayed: 18.0 reserved against 16.0 allocated bytes per logit)
+        # (replayed: 18.0 reserved against 16.0 allocated bytes per logit). Without the hold (HF Trainer's
+        # compute_loss returns the loss only) the 16-bit logits are freed before backward too (before 4.46 by the
+        # upcast, since then when the output is dropped): the sequence of torchtitan's loss, 12 allocated / 14
+        # reserved. Only a loop that holds the 16-bit output (`held_logits: model`) keeps the block in use.
         return 2.0 * model.vocab_size / scn.parallel.tp * t.micro_batch * t.seq_len / scn.parallel.cp
     if scn.framework != "torchtitan" or _compiled_loss(scn) or t.loss != "full" or stage not in ("last", "only"):
         return 0.0
@@ -1269,9 +1351,15 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
         # weights and the KV cache are allocated once, as whole blocks (a serving engine's KV pool is a
         # single pre-allocation): the caching allocator's reserve grows only with the transient rest
         allocated -= comps["weights"] + comps["kv_cache"]
-    comps["runtime_overhead"] = _overhead(scn, allocated) + int(reserve.get(peak_phase, 0.0))
+    # a free cached segment never causes an OOM: before failing, CUDACachingAllocator frees every wholly free
+    # segment and retries (malloc -> release_cached_blocks, c10/cuda/CUDACachingAllocator.cpp v2.2.0), so the
+    # stranded reserve fills at most the headroom left
+    held = sum(comps.values()) + _overhead(scn, allocated)
+    comps["runtime_overhead"] = _overhead(scn, allocated) + int(min(reserve.get(peak_phase, 0.0),
+                                                                    max(0.0, capacity - held)))
     peak = sum(comps.values())
-    phase_peaks = {k: int(v) + _overhead(scn, allocated) for k, v in totals.items()}
+    # a reserved segment stays reserved in the phases after it: every phase shares the peak's runtime overhead
+    phase_peaks = {name: int(sum(c.values())) + comps["runtime_overhead"] for name, c in phases.items()}
     return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
                           phase=peak_phase, phases=phase_peaks, cpu_bytes=int(cpu), limits=limits or {},
                           notes=tuple(notes))
@@ -1342,11 +1430,16 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
             first = stage in ("first", "only")
             comps, notes = _train_components(scn, model, stage, vision_saved if first else 0.0,
                                              vision_end if first else None)
-            cpu = comps.pop("_cpu")["cpu"]
+            host = comps.pop("_cpu")
+            cpu, layers = host["cpu"], host["stranded"]
             stranded = stranded_logits_bytes(scn, model, stage)
             if stranded:
                 notes.append(f"the freed 16-bit logits ({stranded / GiB:.1f} GiB) stay reserved by the caching "
                              "allocator through the loss backward (counted in runtime_overhead)")
+            if layers:
+                notes.append(f"cached segments the loss block cannot use ({layers / GiB:.1f} GiB: one layer's forward "
+                             "working set; FSDP1's second all-gather unit) stay reserved (counted in runtime_overhead)")
+            stranded += layers
             est = _finish(comps, scn, capacity_bytes, notes, cpu, reserve={"backward": stranded})
             if best is None or est.peak_bytes_per_gpu > best.peak_bytes_per_gpu:
                 best = est
