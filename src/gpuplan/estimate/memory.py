@@ -402,15 +402,20 @@ def _pipeline_outputs(ts: _TrainSetup, sv: "_Saved", in_flight: float, grad_accu
     return per_output * held + recv
 
 
+def _autocast_on(ts: _TrainSetup) -> bool:
+    t = ts.scn.train
+    return (t.master_weights and t.precision in ("bf16", "fp16")
+            and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
+            and not ts.peft and not _fsdp(ts))
+
+
 def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
     """(autocast on, bytes of its weight copies): autocast keeps a 16-bit copy of each matmul weight
     from forward to backward (traced); FSDP2's mixed-precision policy instead gathers 16-bit
     parameters, so no autocast there. Checkpointed layers drop theirs after forward and recast
     during recompute."""
     t, rp = ts.scn.train, ts.rp
-    autocast = (t.master_weights and t.precision in ("bf16", "fp16")
-                and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
-                and not ts.peft and not _fsdp(ts))
+    autocast = _autocast_on(ts)
     tied_head = (rp.embedding if ts.model.tie_embeddings and ts.last else 0.0)
     cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
     copies = cast_params * ts.low if (autocast and ts.scn.parallel.zero < 3) else 0.0
@@ -751,15 +756,23 @@ def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision
 
 
 def _tied_grad_accumulation(ts: _TrainSetup) -> float:
-    """A tied embedding's gradient arrives twice: lm_head's contribution early in backward becomes the shared
-    weight's .grad, the embedding's own at the very end is a second full-size gradient that autograd then adds
-    into it (AccumulateGrad: grad += new), so at the end of backward the matrix's gradient exists twice
-    (traced: SmolLM-135M, +vocab x hidden x 4 bytes). Only where the full gradient lives on the rank (no
-    gradient sharding, no pipeline split of the tied pair) and the embedding trains."""
+    """A tied embedding's gradient arrives twice: lm_head's contribution early in backward waits in the shared
+    weight's autograd input buffer, the embedding's own at the very end is a second full-size gradient that
+    autograd then adds to it, so at the end of backward the matrix's gradient exists twice (traced:
+    SmolLM-135M under autocast, +vocab x hidden x 4 bytes). Whether the sum is taken in place depends on what
+    the head delivers (torch/csrc/autograd/input_buffer.cpp, InputBuffer::accumulate: in place only when the
+    buffered gradient holds the last reference to its storage, can_accumulate_inplace). Under autocast it
+    is the fresh fp32 output of the weight cast's backward: added in place, one extra copy. Without a cast
+    (pure 16-bit or fp32 weights) it comes straight from linear's backward and the sum is taken out of
+    place, so the head's gradient, the embedding's and their sum are alive together: two extra copies
+    (traced: 2-layer Gemma-2; the same three copies with real CPU tensors, by allocation tracking and by
+    peak RSS, torch 2.13). Only where the full gradient lives on the rank (no gradient sharding, no pipeline split of
+    the tied pair) and the embedding trains."""
     m, p = ts.model, ts.scn.parallel
     if not m.tie_embeddings or ts.peft or ts.untied_head or p.pp > 1 or p.zero >= 2 or ts.stage != "only":
         return 0.0
-    return ts.rp.embedding * state_bytes(ts.scn).grad
+    copies = 1 if _autocast_on(ts) else 2
+    return copies * ts.rp.embedding * state_bytes(ts.scn).grad
 
 
 def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict[str, float],
@@ -1099,6 +1112,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
         act += seqs * model.vocab_size * 4
+        if model.traits.eager_attention_only:
+            act = max(act, seqs * inf.prompt_len * _eager_prefill_bytes_per_token(model, tp, tokens_per_seq))
         temp = 0.0
     if beams > 1 and inf.engine == "hf":
         act = act * beams          # generate expands the prompts by num_beams before the prefill
@@ -1217,6 +1232,22 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
                        temporary=beam_reorder_bytes(model, kv, k, inf.engine)),
     }
     return phases, notes, {}
+
+
+EAGER_PREFILL_SCORE_BYTES = 12.0   # 16-bit scores, fp32 softmax input and output, the previous layer's probs
+
+
+def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) -> float:
+    """Bytes per prompt token at the softmax of an eager-only attention layer during HF prefill (no_grad), where
+    every (head, query, cached key) score is materialised. transformers' BLOOM (models/bloom/modeling_bloom.py,
+    5.25: BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of
+    them (dtype=torch.float32) and its fp32 output at once, while the previous block's 16-bit probabilities
+    stay alive in the model loop's `outputs` (each block returns them): 12 bytes per score from the second
+    layer on. Beside them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv
+    output (traced: 2-layer default BLOOM, prompt 512)."""
+    a, d, kvh, h = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp), model.hidden_size
+    per_score = EAGER_PREFILL_SCORE_BYTES if model.num_layers > 1 else EAGER_PREFILL_SCORE_BYTES - 2
+    return per_score * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
