@@ -242,12 +242,24 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
     else:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
-        weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
+        n_step = n - _idle_tower_params(ts)
+        weights, grads, optim, optim_temp = n * sb.weight, n_step * sb.grad, n_step * sb.optim, n_step * sb.optim_temp
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
     return weights / d_w, grads / d_g, optim / d_o, optim_temp / d_o
+
+
+def _idle_tower_params(ts: _TrainSetup) -> float:
+    """Parameters of a vision tower (and its projector) that a text-only step never runs: autograd gives them no
+    gradient, and torch's AdamW creates state only for parameters with one (torch/optim/adamw.py `_init_group`:
+    `if p.grad is None: continue`), so they hold weights only (traced: 2-layer Gemma 3 with its SigLIP tower,
+    text-only fine-tuning). Only unsharded training: ZeRO/FSDP flat buffers cover every parameter."""
+    from .vision import image_load
+    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts) or image_load(ts.scn, ts.model) is not None:
+        return 0.0
+    return ts.rp.vision
 
 
 def zero_divisors(zero, shard):
@@ -772,7 +784,9 @@ def _tied_grad_accumulation(ts: _TrainSetup) -> float:
     if not m.tie_embeddings or ts.peft or ts.untied_head or p.pp > 1 or p.zero >= 2 or ts.stage != "only":
         return 0.0
     copies = 1 if _autocast_on(ts) else 2
-    return copies * ts.rp.embedding * state_bytes(ts.scn).grad
+    # the shared matrix only (other embedding tables on the rank, e.g. per-layer input embeddings, are not tied)
+    tied = min(ts.rp.embedding, m.vocab_size * m.hidden_size)
+    return copies * tied * state_bytes(ts.scn).grad
 
 
 def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict[str, float],

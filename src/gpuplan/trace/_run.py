@@ -385,7 +385,7 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     train = scenario.train
     attn = _attn_impl(train.attention, notes)
     cfg = hf_config(spec, attn)
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     param_dtype, autocast_dtype = _dtype_setup(train, notes)
     tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(vocab))
     B, S = train.micro_batch, train.seq_len
@@ -479,7 +479,7 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             "model on one GPU.",
             f"trace objective {', '.join(TRACED_OBJECTIVES)} with parallel dp = tp = 1, or estimate this scenario "
             "instead.")
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     if objective == "grpo":
         rl = train.rl
         wants_ref = bool(rl.reference)
@@ -583,7 +583,7 @@ def _quantize_for_inference(model, fmt_name: str, compute_dtype, notes) -> None:
 def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
     inf = scenario.infer
     cfg = hf_config(spec, "sdpa")
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     from ..dtypes import kv_bytes, weight_format
     wfmt = weight_format(inf.weights)
     compute = _DTYPES.get(wfmt.compute_dtype, torch.bfloat16)
@@ -644,7 +644,7 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     from transformers import EncoderDecoderCache, StaticCache
     inf = scenario.infer
     B, P, k = inf.concurrency, inf.prompt_len, inf.beam_width
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     with tracker:
         model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
         model.eval()
