@@ -45,7 +45,7 @@ def check(model_type: str) -> dict:
                 family=spec.family, reason="" if ok else f"{spec.params_total - meta:+,d}")
 
 
-ROW_SECONDS = 60
+ROW_SECONDS = 150   # transformers' torch-path Mamba scan is slow on fake tensors in training
 TOL = 0.05
 LAYERS = 2
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
@@ -89,6 +89,12 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
     n = getattr(obj, "num_hidden_layers", None)
     per_layer = _per_layer_keys(cfg, n)
     idx = _kept_layers(cfg, n, per_layer)
+    # period/offset hybrids (Jamba: attention every 8th layer from layer 4, experts every 2nd from 1): keep the
+    # leading layers up to the last kind's first layer, so each kind appears once
+    offsets = [v for k, v in cfg.items() if k.endswith("_layer_offset") and isinstance(v, int)
+               and isinstance(cfg.get(k.replace("_offset", "_period")), int)]
+    if offsets and not per_layer and max(offsets) + 1 > len(idx):
+        idx = list(range(min(n, max(offsets) + 1)))
     new_n, cut = len(idx), []
     if new_n < n:
         obj.num_hidden_layers = new_n

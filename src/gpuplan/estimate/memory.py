@@ -221,8 +221,9 @@ def _adapter_params_rank(ts: _TrainSetup) -> float:
     return lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (ts.rp.stage_layers / ts.model.num_layers)
 
 
-def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded."""
+def _model_states(ts: _TrainSetup, text_only: bool = True) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded; `text_only`:
+    the step feeds no images (a vision tower then stays idle, _idle_tower_params)."""
     t, p, rp, shard = ts.scn.train, ts.scn.parallel, ts.rp, ts.shard
     if ts.peft:
         n_train = _adapter_params_rank(ts)
@@ -242,7 +243,7 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
     else:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
-        n_step = n - _idle_tower_params(ts)
+        n_step = n - (_idle_tower_params(ts) if text_only else 0.0)
         weights, grads, optim, optim_temp = n * sb.weight, n_step * sb.grad, n_step * sb.optim, n_step * sb.optim_temp
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
@@ -256,8 +257,7 @@ def _idle_tower_params(ts: _TrainSetup) -> float:
     gradient, and torch's AdamW creates state only for parameters with one (torch/optim/adamw.py `_init_group`:
     `if p.grad is None: continue`), so they hold weights only (traced: 2-layer Gemma 3 with its SigLIP tower,
     text-only fine-tuning). Only unsharded training: ZeRO/FSDP flat buffers cover every parameter."""
-    from .vision import image_load
-    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts) or image_load(ts.scn, ts.model) is not None:
+    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts):
         return 0.0
     return ts.rp.vision
 
@@ -701,7 +701,8 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
     assert t is not None
     notes: list[str] = []
     ts = _train_setup(scn, model, stage)
-    states, cpu = _offload(ts, _model_states(ts), notes)
+    # with images, _memory_with_images passes the tower's end-of-backward bytes (vision_end)
+    states, cpu = _offload(ts, _model_states(ts, text_only=vision_end is None), notes)
     gather, root_unsharded = _shard_buffers(ts)
     autocast, autocast_copies = _autocast(ts, notes)
     setup = _activation_setup(ts, autocast)
@@ -738,9 +739,14 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
-                             temporary=temporary + _tied_grad_accumulation(ts)),
+                             temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
+    tied = _tied_grad_accumulation(ts)
+    if tied:
+        # the embedding's backward is the last of the step: every layer's activations are freed by then
+        phases["tied_grad_sum"] = dict(weights=weights_live + root_unsharded, gradients=held_g or grads,
+                                       optimizer_states=optim, activations=vision_saved, temporary=temporary + tied)
     if vision_end is not None:
         _vision_tower_phases(ts, model, phases, vision_end)
     extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
@@ -1248,20 +1254,18 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
     return phases, notes, {}
 
 
-EAGER_PREFILL_SCORE_BYTES = 12.0   # 16-bit scores, fp32 softmax input and output, the previous layer's probs
-
-
 def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) -> float:
     """Bytes per prompt token at the softmax of an eager-only attention layer during HF prefill (no_grad), where
-    every (head, query, cached key) score is materialised. transformers' BLOOM (models/bloom/modeling_bloom.py,
-    5.25: BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of
-    them (dtype=torch.float32) and its fp32 output at once, while the previous block's 16-bit probabilities
-    stay alive in the model loop's `outputs` (each block returns them): 12 bytes per score from the second
-    layer on. Beside them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv
-    output (traced: 2-layer default BLOOM, prompt 512)."""
+    every (head, query, cached key) score is materialised: `traits.eager_prefill_score_bytes` per score. Every
+    eager path holds the 16-bit scores and the probabilities at once (4 bytes: transformers 5.25 XGLM, TrOCR:
+    bmm, then softmax); the model reader says where its code holds more. BLOOM (models/bloom/modeling_bloom.py
+    BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of them
+    (dtype=torch.float32) and its fp32 output, while the previous block's 16-bit probabilities stay alive in
+    the model loop's `outputs` (each block returns them): 12 bytes per score from the second layer on. Beside
+    them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv output (traced:
+    2-layer default BLOOM, prompt 512)."""
     a, d, kvh, h = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp), model.hidden_size
-    per_score = EAGER_PREFILL_SCORE_BYTES if model.num_layers > 1 else EAGER_PREFILL_SCORE_BYTES - 2
-    return per_score * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
+    return model.traits.eager_prefill_score_bytes * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:

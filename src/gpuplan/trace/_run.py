@@ -619,7 +619,23 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
             tracker.set_phase("prefill")
             ids = torch.randint(0, vocab, (B, P))
             tracker.label(ids, "inputs")
-            out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            try:
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            except Exception:   # noqa: BLE001 - retried below with the cache generate itself would make
+                if type(cache).__name__ != "StaticCache":
+                    raise
+                out = None
+            if out is None:
+                # legacy models (BERT-style decoders building their own P x P mask) cannot take a preallocated
+                # cache; HF generate gives every model a DynamicCache by default (generation/utils.py
+                # _prepare_cache_for_generation, transformers 5.25), which grows with each step
+                from transformers import DynamicCache
+                cache = DynamicCache(config=cfg)
+                notes.append("KV cache: the model cannot run with a StaticCache; traced with the DynamicCache "
+                             "HF generate uses by default.")
+                tracker.reset_peak()
+                tracker.set_phase("prefill")
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             _label_cache(tracker, cache)
             del out, ids
