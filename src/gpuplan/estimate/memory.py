@@ -701,8 +701,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
     assert t is not None
     notes: list[str] = []
     ts = _train_setup(scn, model, stage)
-    # with images, _memory_with_images passes the tower's end-of-backward bytes (vision_end)
-    states, cpu = _offload(ts, _model_states(ts, text_only=vision_end is None), notes)
+    states, cpu = _offload(ts, _model_states(ts, text_only=vision_end is None), notes)   # images: vision_end set
     gather, root_unsharded = _shard_buffers(ts)
     autocast, autocast_copies = _autocast(ts, notes)
     setup = _activation_setup(ts, autocast)
@@ -742,15 +741,10 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
                              temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
-    tied = _tied_grad_accumulation(ts)
-    if tied:
-        # the embedding's backward is the last of the step: every layer's activations are freed by then
-        phases["tied_grad_sum"] = dict(weights=weights_live + root_unsharded, gradients=held_g or grads,
-                                       optimizer_states=optim, activations=vision_saved, temporary=temporary + tied)
     if vision_end is not None:
         _vision_tower_phases(ts, model, phases, vision_end)
-    extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
-                 temporary=temporary, weights_live=weights_live, autocast=autocast)
+    extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts, temporary=temporary,
+                 weights_live=weights_live, autocast=autocast, end=phases["backward_end"], vision_saved=vision_saved)
     phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
                                       grad_accum, notes))
     if grad_accum > 1:
@@ -808,6 +802,12 @@ def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, bac
     nxt = _fabric_next_forward(ts, setup, sv, backward)
     if nxt is not None:
         out["next_forward"] = nxt
+    tied = _tied_grad_accumulation(ts)
+    if tied:
+        # the embedding's backward is the last of the step: every layer's activations are freed by then (a
+        # vision tower's, whose backward comes after, are not)
+        end = extra["end"]
+        out["tied_grad_sum"] = dict(end, activations=extra["vision_saved"], temporary=end["temporary"] + tied)
     att = _attention_backward(ts, setup, sv, states, extra, grad_accum)
     if att is not None:
         out["attention_backward"] = att
@@ -1122,7 +1122,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
         act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
-                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels))
+                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels),
+                                          _moe_prefill_bytes_per_token(model))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
             # full length: the fp32 scores from bmm and the masked/softmaxed copy (2 x 4 bytes x heads x
@@ -1144,6 +1145,20 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
+
+
+def _moe_prefill_bytes_per_token(model: ModelSpec) -> float:
+    """Bytes per token alive at the end of an MoE layer during HF prefill (no_grad). transformers' default
+    experts (integrations/moe.py grouped_mm_experts_forward, 5.25) work on the k routed copies of each token,
+    sorted by expert: when the weighted output is put back in token order (`weighted_out[inv_perm]`) the
+    gathered inputs, the down projection's output, the weighted output and its reordered copy are alive, each
+    k x h, beside the residual stream and the norm output. 16-bit routing weights keep all four 16-bit (8 bytes
+    per routed element); a router that hands fp32 weights makes the last two fp32, so this is the lower bound
+    (traced: 2-layer default MiniCPM-5-MoE, fp32 routing weights, 12 bytes)."""
+    if not model.num_experts or not model.experts_per_tok:
+        return 0.0
+    h = model.hidden_size
+    return 4 * 2 * h + 8 * model.experts_per_tok * h
 
 
 def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> float:
