@@ -101,8 +101,13 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
         cut.append(f"layers {n}->{new_n}")
     out = obj.to_dict()
     for k in _LAYER_KEYS:
-        if isinstance(out.get(k), int) and out[k] == n and new_n < n:
+        v = out.get(k)
+        if isinstance(v, int) and new_n < n and v == n:
             out[k] = new_n
+        elif isinstance(v, int) and new_n < n and 0 < v < n and n % v == 0 and new_n % (n // v) == 0 \
+                and getattr(type(obj), "num_hidden_layers", None) is not None:
+            # num_hidden_layers is a property counting sub-layers (LongCat-Flash: 2 per `num_layers`)
+            out[k] = new_n // (n // v)
     for k in per_layer:
         v = out[k]
         out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
@@ -298,12 +303,22 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             f"**Trace check: {n_both} of {len(exact)} exact rows within 5 % for both** (training peak "
             f"{n_tr}, inference peak {n_in}; {len(traced)} rows traced, the rest could not be shrunk or "
             "were skipped, see the note). Each exact row's default config is cut to "
-            f"{LAYERS} layers (and any per-layer list with it) and `gpuplan.api.estimate` is compared with "
+            f"{LAYERS} layers plus the first layer of every kind a per-layer list names (each such list, and a "
+            "`per_layer_config` keyed by layer, cut with it; period/offset hybrids such as Jamba keep the leading "
+            "layers up to each kind's first; a composite vision/audio-language config has its `text_config` cut "
+            "and its towers kept whole) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
-            "weights, seq 512 x 1, no recompute (total peak; activations alongside); inference = engine hf, "
-            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). Both peaks leave out runtime_overhead (CUDA context, allocator "
-            "reserve), which a fake-tensor trace does not allocate; a blank activations cell means the peak "
-            "is at the optimizer step, where neither side holds activations. Errors are estimate / trace - 1; a cell with text is the "
+            "weights, seq 512 x 1 (the learned position table's length where shorter), no recompute (total peak; "
+            "activations alongside); inference = engine hf, "
+            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). For a fair "
+            "comparison both scenarios set `ssm_kernels: false`: the trace runs on CPU, where transformers takes "
+            "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
+            "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace, which the "
+            "estimate does not model. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
+            "traced with the DynamicCache HF generate uses by default. Both peaks leave out runtime_overhead (CUDA "
+            "context, allocator reserve), which a fake-tensor trace does not allocate; a blank activations cell "
+            "means the peak is at the optimizer step or the tied-gradient sum, where neither side holds "
+            "activations. Errors are estimate / trace - 1; a cell with text is the "
             f"first line of the exception. Rows bounded to {ROW_SECONDS} s.",
             "",
             "| model_type | status | family | parameters (meta) | note | train peak | train act | infer peak "
