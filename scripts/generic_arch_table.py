@@ -45,65 +45,128 @@ def check(model_type: str) -> dict:
                 family=spec.family, reason="" if ok else f"{spec.params_total - meta:+,d}")
 
 
-ROW_SECONDS = 60
+ROW_SECONDS = 150   # transformers' torch-path Mamba scan is slow on fake tensors in training
 TOL = 0.05
 LAYERS = 2
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers")
 
 
-def shrunk_config(model_type: str) -> tuple[dict, str]:
-    """The default config with its layer count cut to LAYERS, and a note of what was cut.
+def _is_index_list(v: list) -> bool:
+    """Layer indices (Llama 4's `moe_layers` naming all 48 layers), not one value per layer: strictly rising ints."""
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in v) and all(a < b for a, b in zip(v, v[1:]))
 
-    The count is set through the config object (transformers' attribute_map maps num_hidden_layers to each
-    class's own key); any list or string with one entry per layer (layer_types, hybrid patterns) is cut too.
-    Raises ValueError where no layer count can be found."""
-    import transformers
-    obj = transformers.AutoConfig.for_model(model_type)
-    n = getattr(obj, "num_hidden_layers", None)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError("no num_hidden_layers on the config: layer count not shrunk")
-    cfg = obj.to_dict()
-    # one entry per layer: a list, or a string pattern ("M-M*" hybrid patterns); index lists are not
-    per_layer = [k for k, v in cfg.items() if n > LAYERS and ((isinstance(v, list) and len(v) == n
-                 and not any(t in k for t in ("idx", "indices"))) or (isinstance(v, str) and len(v) == n
-                 and "pattern" in k))]
-    # keep the first layer of every kind any per-layer list names (a hybrid keeps an attention layer)
-    keep: set[int] = set()
+
+def _per_layer_keys(cfg: dict, n: int) -> list[str]:
+    """Keys with one entry per layer: a list, or a string pattern ("M-M*" hybrid patterns); index lists are not."""
+    return [k for k, v in cfg.items() if n > LAYERS and ((isinstance(v, list) and len(v) == n
+            and not any(t in k for t in ("idx", "indices")) and not _is_index_list(v))
+            or (isinstance(v, str) and len(v) == n and "pattern" in k))]
+
+
+def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
+    """The first LAYERS layers plus the first layer of every kind any per-layer list names (a hybrid keeps an
+    attention layer)."""
+    if n <= LAYERS:
+        return list(range(n))
+    keep: set[int] = set(range(LAYERS))
     for k in per_layer:
         seen = set()
         for i, v in enumerate(cfg[k]):
             if repr(v) not in seen:
                 seen.add(repr(v))
                 keep.add(i)
-    keep |= set(range(LAYERS))
-    idx = sorted(keep)[:max(LAYERS, len(keep))] if n > LAYERS else list(range(n))
-    new_n = len(idx)
-    cut = []
+    return sorted(keep)
+
+
+def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
+    """Cut one (sub-)config: `obj` the config object, `cfg` its dict. Returns the cut dict and notes.
+
+    The count is set through the config object (transformers' attribute_map maps num_hidden_layers to each
+    class's own key); per-layer lists are cut to the kept layers, and a `per_layer_config` keyed by layer
+    index (per-layer overrides: Gemma-4's wider full-attention heads) is re-keyed to the kept layers' new
+    positions."""
+    n = getattr(obj, "num_hidden_layers", None)
+    per_layer = _per_layer_keys(cfg, n)
+    idx = _kept_layers(cfg, n, per_layer)
+    # period/offset hybrids (Jamba: attention every 8th layer from layer 4, experts every 2nd from 1): keep the
+    # leading layers up to the last kind's first layer, so each kind appears once
+    offsets = [v for k, v in cfg.items() if k.endswith("_layer_offset") and isinstance(v, int)
+               and isinstance(cfg.get(k.replace("_offset", "_period")), int)]
+    if offsets and not per_layer and max(offsets) + 1 > len(idx):
+        idx = list(range(min(n, max(offsets) + 1)))
+    new_n, cut = len(idx), []
     if new_n < n:
         obj.num_hidden_layers = new_n
         cut.append(f"layers {n}->{new_n}")
-    cfg = obj.to_dict()
+    out = obj.to_dict()
     for k in _LAYER_KEYS:
-        if isinstance(cfg.get(k), int) and cfg[k] == n and new_n < n:
-            cfg[k] = new_n
+        v = out.get(k)
+        if isinstance(v, int) and new_n < n and v == n:
+            out[k] = new_n
+        elif isinstance(v, int) and new_n < n and 0 < v < n and n % v == 0 and new_n % (n // v) == 0 \
+                and getattr(type(obj), "num_hidden_layers", None) is not None:
+            # num_hidden_layers is a property counting sub-layers (LongCat-Flash: 2 per `num_layers`)
+            out[k] = new_n // (n // v)
     for k in per_layer:
-        v = cfg[k]
-        cfg[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+        v = out[k]
+        out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
         cut.append(f"{k} kept layers {idx}")
+    plc = out.get("per_layer_config")
+    if new_n < n and isinstance(plc, dict) and all(str(k).isdigit() for k in plc):
+        out["per_layer_config"] = {str(j).zfill(len(str(k))): plc[k] for k in plc for j, i in enumerate(idx)
+                                   if int(k) == i}
+        cut.append("per_layer_config re-keyed")
+    return out, cut
+
+
+def shrunk_config(model_type: str) -> tuple[dict, str]:
+    """The default config with its layer count cut to LAYERS (plus the first layer of each kind), and a note
+    of what was cut.
+
+    A composite config (vision-language, audio-language: no num_hidden_layers of its own) has its language
+    model's `text_config` cut; its towers stay whole. Raises ValueError where no layer count can be found."""
+    import transformers
+    obj = transformers.AutoConfig.for_model(model_type)
+    n = getattr(obj, "num_hidden_layers", None)
+    if isinstance(n, int) and n >= 1:
+        cfg, cut = _cut_layers(obj, obj.to_dict())
+    else:
+        sub = getattr(obj, "text_config", None)
+        sn = getattr(sub, "num_hidden_layers", None)
+        if not isinstance(sn, int) or sn < 1:
+            raise ValueError("no num_hidden_layers on the config: layer count not shrunk")
+        text, cut = _cut_layers(sub, sub.to_dict())
+        cut = [f"text_config {c}" for c in cut]
+        cfg = obj.to_dict()
+        cfg["text_config"] = text
     cfg["model_type"] = model_type
     return cfg, ", ".join(cut)
 
 
+def _max_positions(cfg: dict) -> int | None:
+    for c in (cfg, cfg.get("text_config") or {}):
+        for k in ("max_position_embeddings", "n_positions"):
+            if isinstance(c.get(k), int):
+                return c[k]
+    return None
+
+
 def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
-    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512)
-    prompt = min(512, max_positions - 2) if isinstance(max_positions, int) and max_positions > 2 else 512
+    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512); training's
+    # sequence must fit it too (Blenderbot's table holds 128, CTRL's 256)
+    fits = isinstance(max_positions, int) and max_positions > 2
+    prompt = min(512, max_positions - 2) if fits else 512
+    seq = min(512, max_positions) if fits else 512
     hw = {"gpu": "h100-sxm", "count": 1}
+    # the fake-tensor trace runs on CPU, where transformers takes its torch path for state-space mixers
+    # (mamba_ssm's CUDA kernels cannot load): both scenarios say so (ssm_kernels false), as tests/test_ssm.py does
     train = {"model": model_dir, "task": "finetune", "hardware": hw,
              "train": {"method": "full", "precision": "bf16", "master_weights": False, "optimizer": "adamw",
-                       "seq_len": 512, "micro_batch": 1, "global_batch": 1, "recompute": "none"}}
+                       "seq_len": seq, "micro_batch": 1, "global_batch": 1, "recompute": "none",
+                       "ssm_kernels": False}}
     infer = {"model": model_dir, "task": "infer", "hardware": hw,
-             "infer": {"engine": "hf", "prompt_len": prompt, "output_len": 1, "concurrency": 1}}
+             "infer": {"engine": "hf", "prompt_len": prompt, "output_len": 1, "concurrency": 1, "ssm_kernels": False}}
     return train, infer
 
 
@@ -139,7 +202,7 @@ def trace_row(model_type: str) -> dict:
     try:
         with tempfile.TemporaryDirectory() as d:
             Path(d, "config.json").write_text(json.dumps(cfg))
-            train, infer = _scenarios(d, cfg.get("max_position_embeddings") or cfg.get("n_positions"))
+            train, infer = _scenarios(d, _max_positions(cfg))
             for key, sc in (("train", train), ("infer", infer)):
                 try:
                     t = trace(sc, decode_steps=1) if key == "infer" else trace(sc)
@@ -240,12 +303,22 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             f"**Trace check: {n_both} of {len(exact)} exact rows within 5 % for both** (training peak "
             f"{n_tr}, inference peak {n_in}; {len(traced)} rows traced, the rest could not be shrunk or "
             "were skipped, see the note). Each exact row's default config is cut to "
-            f"{LAYERS} layers (and any per-layer list with it) and `gpuplan.api.estimate` is compared with "
+            f"{LAYERS} layers plus the first layer of every kind a per-layer list names (each such list, and a "
+            "`per_layer_config` keyed by layer, cut with it; period/offset hybrids such as Jamba keep the leading "
+            "layers up to each kind's first; a composite vision/audio-language config has its `text_config` cut "
+            "and its towers kept whole) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
-            "weights, seq 512 x 1, no recompute (total peak; activations alongside); inference = engine hf, "
-            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). Both peaks leave out runtime_overhead (CUDA context, allocator "
-            "reserve), which a fake-tensor trace does not allocate; a blank activations cell means the peak "
-            "is at the optimizer step, where neither side holds activations. Errors are estimate / trace - 1; a cell with text is the "
+            "weights, seq 512 x 1 (the learned position table's length where shorter), no recompute (total peak; "
+            "activations alongside); inference = engine hf, "
+            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). For a fair "
+            "comparison both scenarios set `ssm_kernels: false`: the trace runs on CPU, where transformers takes "
+            "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
+            "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace, which the "
+            "estimate does not model. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
+            "traced with the DynamicCache HF generate uses by default. Both peaks leave out runtime_overhead (CUDA "
+            "context, allocator reserve), which a fake-tensor trace does not allocate; a blank activations cell "
+            "means the peak is at the optimizer step or the tied-gradient sum, where neither side holds "
+            "activations. Errors are estimate / trace - 1; a cell with text is the "
             f"first line of the exception. Rows bounded to {ROW_SECONDS} s.",
             "",
             "| model_type | status | family | parameters (meta) | note | train peak | train act | infer peak "

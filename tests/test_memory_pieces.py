@@ -144,3 +144,16 @@ def test_tied_embedding_gradient_arrives_twice_at_the_end_of_backward():
     assert extra() == 113_246_208
     assert extra(zero=2) == 0.0
     assert extra(train={"method": "lora"}) == 0.0
+
+
+def test_tied_embedding_gradient_sum_without_autocast_holds_two_extra_copies():
+    # pure bf16 (no master weights, no autocast): the head's gradient, the embedding's and their out-of-place
+    # sum are alive together, 2 x 49,152 x 576 x 2 bytes beside the .grad-to-be
+    from gpuplan.estimate.memory import _tied_grad_accumulation, _train_setup
+    from gpuplan.models import get_model
+    from gpuplan.scenario import scenario_from_dict
+    model = get_model("smollm-135m")
+    scn = scenario_from_dict({"model": "smollm-135m", "task": "finetune", "hardware": {"gpu": "h100-sxm"},
+                              "train": {"seq_len": 512, "micro_batch": 1, "precision": "bf16",
+                                        "master_weights": False}}, "test")
+    assert _tied_grad_accumulation(_train_setup(scn, model, "only")) == 2 * 49_152 * 576 * 2

@@ -72,3 +72,12 @@ def test_meta_flag_works_for_an_unknown_family(tmp_path):
     p.write_text(json.dumps(_default("gpt_neo")))
     assert main(["model", str(p), "--meta", "--json"]) == 0
     assert get_model(str(p)).params_total == meta_param_count(json.loads(p.read_text()))["parameters"]
+
+
+def test_classes_without_sdpa_or_flash_are_flagged_eager_only():
+    # GPT-1's OpenAIGPTLMHeadModel has neither path (its own matmul/softmax attention); Llama has both
+    pytest.importorskip("transformers")
+    from gpuplan.models import spec_from_config
+    gpt1 = spec_from_config({"model_type": "openai-gpt", "n_layer": 2}, name="gpt1")
+    llama = spec_from_config({"model_type": "llama", "num_hidden_layers": 2}, name="llama")
+    assert gpt1.traits.eager_attention_only and not llama.traits.eager_attention_only

@@ -221,8 +221,9 @@ def _adapter_params_rank(ts: _TrainSetup) -> float:
     return lora_params(ts.model, t.lora_rank, ts.targets) / p.tp * (ts.rp.stage_layers / ts.model.num_layers)
 
 
-def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded."""
+def _model_states(ts: _TrainSetup, text_only: bool = True) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer states, optimizer-step temporary) on this rank, ZeRO-sharded; `text_only`:
+    the step feeds no images (a vision tower then stays idle, _idle_tower_params)."""
     t, p, rp, shard = ts.scn.train, ts.scn.parallel, ts.rp, ts.shard
     if ts.peft:
         n_train = _adapter_params_rank(ts)
@@ -242,7 +243,8 @@ def _model_states(ts: _TrainSetup) -> tuple[float, float, float, float]:
     else:
         sb = state_bytes(ts.scn)
         n = rp.total + ts.untied_head
-        weights, grads, optim, optim_temp = n * sb.weight, n * sb.grad, n * sb.optim, n * sb.optim_temp
+        n_step = n - (_idle_tower_params(ts) if text_only else 0.0)
+        weights, grads, optim, optim_temp = n * sb.weight, n_step * sb.grad, n_step * sb.optim, n_step * sb.optim_temp
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
@@ -284,6 +286,16 @@ def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
     experts = sum(b.total for b in ts.model.blocks if b.kind == "expert")
     ne = experts / p.ep * ts.rp.stage_layers / max(ts.model.num_layers, 1)
     return ne, max(1, ts.shard * p.tp // p.ep)
+
+
+def _idle_tower_params(ts: _TrainSetup) -> float:
+    """Parameters of a vision tower (and its projector) that a text-only step never runs: autograd gives them no
+    gradient, and torch's AdamW creates state only for parameters with one (torch/optim/adamw.py `_init_group`:
+    `if p.grad is None: continue`), so they hold weights only (traced: 2-layer Gemma 3 with its SigLIP tower,
+    text-only fine-tuning). Only unsharded training: ZeRO/FSDP flat buffers cover every parameter."""
+    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts):
+        return 0.0
+    return ts.rp.vision
 
 
 def zero_divisors(zero, shard):
@@ -439,15 +451,20 @@ def _pipeline_outputs(ts: _TrainSetup, sv: "_Saved", in_flight: float, grad_accu
     return per_output * held + recv
 
 
+def _autocast_on(ts: _TrainSetup) -> bool:
+    t = ts.scn.train
+    return (t.master_weights and t.precision in ("bf16", "fp16")
+            and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
+            and not ts.peft and not _fsdp(ts))
+
+
 def _autocast(ts: _TrainSetup, notes: list[str]) -> tuple[bool, float]:
     """(autocast on, bytes of its weight copies): autocast keeps a 16-bit copy of each matmul weight
     from forward to backward (traced); FSDP2's mixed-precision policy instead gathers 16-bit
     parameters, so no autocast there. Checkpointed layers drop theirs after forward and recast
     during recompute."""
     t, rp = ts.scn.train, ts.rp
-    autocast = (t.master_weights and t.precision in ("bf16", "fp16")
-                and ts.scn.framework in ("hf", "torchtitan", "torchtune", "litgpt")
-                and not ts.peft and not _fsdp(ts))
+    autocast = _autocast_on(ts)
     tied_head = (rp.embedding if ts.model.tie_embeddings and ts.last else 0.0)
     cast_params = (rp.lm_head + tied_head) if t.recompute == "full" else (rp.linear + tied_head)
     copies = cast_params * ts.low if (autocast and ts.scn.parallel.zero < 3) else 0.0
@@ -721,7 +738,7 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
     assert t is not None
     notes: list[str] = []
     ts = _train_setup(scn, model, stage)
-    states, cpu = _offload(ts, _model_states(ts), notes)
+    states, cpu = _offload(ts, _model_states(ts, text_only=vision_end is None), notes)   # images: vision_end set
     gather, root_unsharded = _shard_buffers(ts)
     autocast, autocast_copies = _autocast(ts, notes)
     setup = _activation_setup(ts, autocast)
@@ -758,13 +775,13 @@ def _train_components(scn: Scenario, model: ModelSpec, stage: str, vision_saved:
         # backward ends: gradients complete, checkpoints still held, the first layer recomputed
         "backward_end": dict(weights=weights_live + root_unsharded, gradients=held_g or grads, optimizer_states=optim,
                              activations=sv.saved * (1.0 / max(ts.rp.stage_layers, 1)) + sv.working + vision_saved,
-                             temporary=temporary + _tied_grad_accumulation(ts)),
+                             temporary=temporary),
         "optimizer_step": dict(weights=weights, gradients=grads, optimizer_states=optim, temporary=optim_temp),
     }
     if vision_end is not None:
         _vision_tower_phases(ts, model, phases, vision_end)
-    extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts,
-                 temporary=temporary, weights_live=weights_live, autocast=autocast)
+    extra = dict(autocast_copies=autocast_copies, root_unsharded=root_unsharded, head_acts=head_acts, temporary=temporary,
+                 weights_live=weights_live, autocast=autocast, end=phases["backward_end"], vision_saved=vision_saved)
     phases.update(_situational_phases(ts, setup, sv, phases["backward"], (weights, grads, optim, optim_temp), extra,
                                       grad_accum, notes))
     if grad_accum > 1:
@@ -850,15 +867,25 @@ def _vision_tower_phases(ts: _TrainSetup, model: ModelSpec, phases: dict, vision
 
 
 def _tied_grad_accumulation(ts: _TrainSetup) -> float:
-    """A tied embedding's gradient arrives twice: lm_head's contribution early in backward becomes the shared
-    weight's .grad, the embedding's own at the very end is a second full-size gradient that autograd then adds
-    into it (AccumulateGrad: grad += new), so at the end of backward the matrix's gradient exists twice
-    (traced: SmolLM-135M, +vocab x hidden x 4 bytes). Only where the full gradient lives on the rank (no
-    gradient sharding, no pipeline split of the tied pair) and the embedding trains."""
+    """A tied embedding's gradient arrives twice: lm_head's contribution early in backward waits in the shared
+    weight's autograd input buffer, the embedding's own at the very end is a second full-size gradient that
+    autograd then adds to it, so at the end of backward the matrix's gradient exists twice (traced:
+    SmolLM-135M under autocast, +vocab x hidden x 4 bytes). Whether the sum is taken in place depends on what
+    the head delivers (torch/csrc/autograd/input_buffer.cpp, InputBuffer::accumulate: in place only when the
+    buffered gradient holds the last reference to its storage, can_accumulate_inplace). Under autocast it
+    is the fresh fp32 output of the weight cast's backward: added in place, one extra copy. Without a cast
+    (pure 16-bit or fp32 weights) it comes straight from linear's backward and the sum is taken out of
+    place, so the head's gradient, the embedding's and their sum are alive together: two extra copies
+    (traced: 2-layer Gemma-2; the same three copies with real CPU tensors, by allocation tracking and by
+    peak RSS, torch 2.13). Only where the full gradient lives on the rank (no gradient sharding, no pipeline split of
+    the tied pair) and the embedding trains."""
     m, p = ts.model, ts.scn.parallel
     if not m.tie_embeddings or ts.peft or ts.untied_head or p.pp > 1 or p.zero >= 2 or ts.stage != "only":
         return 0.0
-    return ts.rp.embedding * state_bytes(ts.scn).grad
+    copies = 1 if _autocast_on(ts) else 2
+    # the shared matrix only (other embedding tables on the rank, e.g. per-layer input embeddings, are not tied)
+    tied = min(ts.rp.embedding, m.vocab_size * m.hidden_size)
+    return copies * tied * state_bytes(ts.scn).grad
 
 
 def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, backward: dict[str, float],
@@ -874,6 +901,12 @@ def _situational_phases(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, bac
     nxt = _fabric_next_forward(ts, setup, sv, backward)
     if nxt is not None:
         out["next_forward"] = nxt
+    tied = _tied_grad_accumulation(ts)
+    if tied:
+        # the embedding's backward is the last of the step: every layer's activations are freed by then (a
+        # vision tower's, whose backward comes after, are not)
+        end = extra["end"]
+        out["tied_grad_sum"] = dict(end, activations=extra["vision_saved"], temporary=end["temporary"] + tied)
     att = _attention_backward(ts, setup, sv, states, extra, grad_accum)
     if att is not None:
         out["attention_backward"] = att
@@ -1195,7 +1228,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             notes.append(f"-ngl {inf.gpu_layers}: {model.num_layers - inf.gpu_layers} layers stay in CPU memory")
     else:  # hf generate: prefill of the whole batch, logits of the last position only
         act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
-                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels))
+                                          _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels),
+                                          _moe_prefill_bytes_per_token(model))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
             # full length: the fp32 scores from bmm and the masked/softmaxed copy (2 x 4 bytes x heads x
@@ -1205,6 +1239,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
         act += seqs * model.vocab_size * 4
+        if model.traits.eager_attention_only:
+            act = max(act, seqs * inf.prompt_len * _eager_prefill_bytes_per_token(model, tp, tokens_per_seq))
         temp = 0.0
     if beams > 1 and inf.engine == "hf":
         act = act * beams          # generate expands the prompts by num_beams before the prefill
@@ -1215,6 +1251,20 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
+
+
+def _moe_prefill_bytes_per_token(model: ModelSpec) -> float:
+    """Bytes per token alive at the end of an MoE layer during HF prefill (no_grad). transformers' default
+    experts (integrations/moe.py grouped_mm_experts_forward, 5.25) work on the k routed copies of each token,
+    sorted by expert: when the weighted output is put back in token order (`weighted_out[inv_perm]`) the
+    gathered inputs, the down projection's output, the weighted output and its reordered copy are alive, each
+    k x h, beside the residual stream and the norm output. 16-bit routing weights keep all four 16-bit (8 bytes
+    per routed element); a router that hands fp32 weights makes the last two fp32, so this is the lower bound
+    (traced: 2-layer default MiniCPM-5-MoE, fp32 routing weights, 12 bytes)."""
+    if not model.num_experts or not model.experts_per_tok:
+        return 0.0
+    h = model.hidden_size
+    return 4 * 2 * h + 8 * model.experts_per_tok * h
 
 
 def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> float:
@@ -1323,6 +1373,20 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
                        temporary=beam_reorder_bytes(model, kv, k, inf.engine)),
     }
     return phases, notes, {}
+
+
+def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) -> float:
+    """Bytes per prompt token at the softmax of an eager-only attention layer during HF prefill (no_grad), where
+    every (head, query, cached key) score is materialised: `traits.eager_prefill_score_bytes` per score. Every
+    eager path holds the 16-bit scores and the probabilities at once (4 bytes: transformers 5.25 XGLM, TrOCR:
+    bmm, then softmax); the model reader says where its code holds more. BLOOM (models/bloom/modeling_bloom.py
+    BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of them
+    (dtype=torch.float32) and its fp32 output, while the previous block's 16-bit probabilities stay alive in
+    the model loop's `outputs` (each block returns them): 12 bytes per score from the second layer on. Beside
+    them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv output (traced:
+    2-layer default BLOOM, prompt 512)."""
+    a, d, kvh, h = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp), model.hidden_size
+    return model.traits.eager_prefill_score_bytes * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:

@@ -443,6 +443,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     layer_norms=1 if norms_h == 1 else 2,
                     sliding_window=max((w for w in windows if w), default=None),
                     window_pattern=pattern if any(windows) else "none",
+                    eager_attention_only=_eager_only(model),
                     dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
                                     residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
                                                    "dropout"),
@@ -469,6 +470,13 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                      max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
                      layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
                      inferred=inferred, **moe, **ssm_fields)
+
+
+def _eager_only(model) -> bool:
+    """The model class has neither an SDPA nor a flash-attention path (`_supports_sdpa` and `_supports_flash_attn`
+    false, transformers 5.25 modeling_utils.PreTrainedModel): its own attention code runs, materialising the scores."""
+    cls = type(model)
+    return not getattr(cls, "_supports_sdpa", True) and not getattr(cls, "_supports_flash_attn", True)
 
 
 def _in_attention_branch(pname: str, layers_path: str, modules) -> bool:

@@ -47,7 +47,7 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
     try:
         with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes):
             kw = {"experts_implementation": experts} if experts else {}
-            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl, **kw)
+            model = _from_config(AutoModelForCausalLM, cfg, notes, dtype=dtype, attn_implementation=attn_impl, **kw)
             if getattr(model, "_gpuplan_flash_standin", False):
                 for mod in model.modules():
                     mod._gpuplan_flash_standin = True
@@ -57,6 +57,30 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
             f"transformers {_tf_version()} cannot build a causal LM for model_type '{cfg.model_type}' "
             f"({_first_line(err)}).",
             "trace a decoder-only model of a family transformers supports.") from None
+    return model
+
+
+def _from_config(auto_cls, cfg, notes: list | None, **kw):
+    """`auto_cls.from_config(cfg, **kw)`. Some weight initialisers read values back (a vision tower's SigLIP
+    `_init_weights` in a Gemma 3 / PaliGemma-style composite model), which fake tensors cannot answer; then the
+    model is built again without initialising its weights (PreTrainedModel.initialize_weights skipped, weights
+    still tied as `init_weights` ties them, transformers 5.25 modeling_utils.py): the values are never used,
+    the tensors and their sizes are the same."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+    try:
+        return auto_cls.from_config(cfg, **kw)
+    except DataDependentOutputException:
+        pass
+    from transformers.modeling_utils import PreTrainedModel
+    original = PreTrainedModel.initialize_weights
+    PreTrainedModel.initialize_weights = lambda self: None
+    try:
+        model = auto_cls.from_config(cfg, **kw)
+    finally:
+        PreTrainedModel.initialize_weights = original
+    if notes is not None:
+        notes.append("weights built without initialisation (an initialiser reads tensor values, which fake "
+                     "tensors do not hold); sizes unchanged.")
     return model
 
 

@@ -385,7 +385,7 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
     train = scenario.train
     attn = _attn_impl(train.attention, notes)
     cfg = hf_config(spec, attn)
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     param_dtype, autocast_dtype = _dtype_setup(train, notes)
     tracker = AllocTracker(round_to=CUDA_BLOCK, tagger=make_tagger(vocab))
     B, S = train.micro_batch, train.seq_len
@@ -479,7 +479,7 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             "model on one GPU.",
             f"trace objective {', '.join(TRACED_OBJECTIVES)} with parallel dp = tp = 1, or estimate this scenario "
             "instead.")
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     if objective == "grpo":
         rl = train.rl
         wants_ref = bool(rl.reference)
@@ -583,7 +583,7 @@ def _quantize_for_inference(model, fmt_name: str, compute_dtype, notes) -> None:
 def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
     inf = scenario.infer
     cfg = hf_config(spec, "sdpa")
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     from ..dtypes import kv_bytes, weight_format
     wfmt = weight_format(inf.weights)
     compute = _DTYPES.get(wfmt.compute_dtype, torch.bfloat16)
@@ -619,7 +619,23 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
             tracker.set_phase("prefill")
             ids = torch.randint(0, vocab, (B, P))
             tracker.label(ids, "inputs")
-            out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            try:
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            except Exception:   # noqa: BLE001 - retried below with the cache generate itself would make
+                if type(cache).__name__ != "StaticCache":
+                    raise
+                out = None
+            if out is None:
+                # legacy models (BERT-style decoders building their own P x P mask) cannot take a preallocated
+                # cache; HF generate gives every model a DynamicCache by default (generation/utils.py
+                # _prepare_cache_for_generation, transformers 5.25), which grows with each step
+                from transformers import DynamicCache
+                cache = DynamicCache(config=cfg)
+                notes.append("KV cache: the model cannot run with a StaticCache; traced with the DynamicCache "
+                             "HF generate uses by default.")
+                tracker.reset_peak()
+                tracker.set_phase("prefill")
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             _label_cache(tracker, cache)
             del out, ids
@@ -644,7 +660,7 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     from transformers import EncoderDecoderCache, StaticCache
     inf = scenario.infer
     B, P, k = inf.concurrency, inf.prompt_len, inf.beam_width
-    vocab = cfg.vocab_size
+    vocab = cfg.get_text_config().vocab_size
     with tracker:
         model = build_causal_lm(spec, cfg, compute, "sdpa", notes=notes)
         model.eval()
