@@ -253,8 +253,8 @@ def _model_states(ts: _TrainSetup, text_only: bool = True) -> tuple[float, float
         if ne:
             e = zero_divisors(p.zero, e_shard)
             d = zero_divisors(p.zero, shard)
-            return tuple(x * (1 - ne / n) / dv + x * (ne / n) / de
-                         for x, dv, de in zip((weights, grads, optim, optim_temp), (*d, d[2]), (*e, e[2])))
+            return tuple(x * (1 - ne / m) / dv + x * (ne / m) / de for x, m, dv, de in
+                         zip((weights, grads, optim, optim_temp), (n, n_step, n_step, n_step), (*d, d[2]), (*e, e[2])))
     d_w, d_g, d_o = zero_divisors(p.zero, shard)
     qconst = quant_constants_bytes(ts) if d_w > 1 else 0.0
     return (weights - qconst) / d_w + qconst, grads / d_g, optim / d_o, optim_temp / d_o
