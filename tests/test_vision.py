@@ -142,6 +142,22 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
+def _saved_bytes(run, skip) -> int:
+    """Bytes of the distinct storages autograd saves while `run()` executes, leaving out the storages in
+    `skip` (parameters and the test's own inputs)."""
+    import torch
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in skip:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(seen.values())
+
+
 def test_layer_formula_matches_saved_tensors_of_a_real_qwen2vl_block():
     """Every tensor autograd saves in one Qwen2-VL vision block at the real width (1280, 16 heads), parameters
     left out, against estimate.vision.layer_saved_bytes_per_position. CPU LayerNorm saves bf16 mean/rstd
@@ -160,18 +176,8 @@ def test_layer_formula_matches_saved_tensors_of_a_real_qwen2vl_block():
     pe = vis.rotary_pos_emb(x, mq.get_vision_position_ids(grid, 2, kwargs={}))
     cu, mx = mq.get_vision_attention_seqlens(grid, vis.config, kwargs={})
     x = x.detach().requires_grad_()
-    params = {p.untyped_storage().data_ptr() for p in vis.parameters()}
-    shared = {t.untyped_storage().data_ptr() for t in pe}
-    seen = {}
-
-    def pack(t):
-        st = t.untyped_storage()
-        if st.data_ptr() not in params and st.data_ptr() not in shared:
-            seen[st.data_ptr()] = st.nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        vis.blocks[0](x, cu_seqlens=cu, max_seqlen=mx, position_embeddings=pe)
-    measured = sum(seen.values()) / P
+    skip = {p.untyped_storage().data_ptr() for p in vis.parameters()} | {t.untyped_storage().data_ptr() for t in pe}
+    measured = _saved_bytes(lambda: vis.blocks[0](x, cu_seqlens=cu, max_seqlen=mx, position_embeddings=pe), skip) / P
     formula = layer_saved_bytes_per_position(vision_tower({"model_type": "qwen2_vl", "hidden_size": 1536,
                                                             "vision_config": QWEN2VL_VISION}))
     assert formula - measured == 2 * 2 * 2          # the fp32 (CUDA) vs bf16 (CPU) LayerNorm statistics
@@ -293,20 +299,11 @@ def test_cross_attention_layer_saved_tensors_match_formula():
                                                  dtype=torch.bfloat16)
     pos = torch.arange(S)[None]
     pe = lm.rotary_emb(h, pos)
-    params = {p.untyped_storage().data_ptr() for p in lm.parameters()}
-    shared = {t.untyped_storage().data_ptr() for t in (*pe, h, xs)}
+    skip = ({p.untyped_storage().data_ptr() for p in lm.parameters()}
+            | {t.untyped_storage().data_ptr() for t in (*pe, h, xs)})
 
     def listing(run):
-        seen = {}
-
-        def pack(t):
-            st = t.untyped_storage()
-            if st.data_ptr() not in params and st.data_ptr() not in shared:
-                seen[st.data_ptr()] = st.nbytes()
-            return t
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            run()
-        return sum(seen.values())
+        return _saved_bytes(run, skip)
     cross = listing(lambda: lm.layers[1](h, cross_attention_states=xs, cross_attention_mask=cam, attention_mask=None,
                                          full_text_row_masked_out_mask=full))
     self_ = listing(lambda: lm.layers[0](h, attention_mask=None, position_ids=pos, position_embeddings=pe))
