@@ -242,17 +242,25 @@ def causal_lm_types() -> list[str]:
 
 
 def main() -> None:
-    import transformers
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    limit = int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else None
-    out = Path(args[-1]) if args and args[-1].endswith(".md") else Path("docs/generic-architectures.md")
-    do_trace = "--trace" in sys.argv
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Without OUT.md the table goes to docs/generic-architectures.md.")
+    ap.add_argument("out", nargs="?", default="docs/generic-architectures.md", help="the Markdown file to write")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N model types")
+    ap.add_argument("--only", default=None, help="comma-separated model types (e.g. bloom,gemma2)")
+    ap.add_argument("--trace", action="store_true", help="also check each exact row against a fake-tensor trace")
+    a = ap.parse_args()
+    if not a.out.endswith(".md"):
+        ap.error(f"OUT '{a.out}' must be a .md file")
+    out, do_trace = Path(a.out), a.trace
     types = causal_lm_types()
-    if "--only" in sys.argv:
-        only = set(sys.argv[sys.argv.index("--only") + 1].split(","))
+    if a.only:
+        only = set(a.only.split(","))
+        unknown = sorted(only - set(types))
+        if unknown:
+            ap.error(f"--only: {', '.join(unknown)} not among transformers' causal-LM model types")
         types = [t for t in types if t in only]
-        args = [a for a in args if a != sys.argv[sys.argv.index("--only") + 1]]
-    types = types[:limit]
+    types = types[:a.limit]
     rows = []
     for i, mt in enumerate(types):
         t0 = time.time()
