@@ -135,8 +135,12 @@ def _decoder_layers(model):
     and linear-attention layers, Llama-3.2-Vision's cross-attention layers among self-attention ones)."""
     import torch.nn as nn
     best, mixed = ("", None), ("", None)
+    lists = [path for path, mod in model.named_modules() if isinstance(mod, nn.ModuleList)]
     for path, mod in model.named_modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and not _is_vision(path):
+        # a list inside an element of another list (LongCat-Flash's two attentions per layer, a 4.x expert list)
+        # is part of a layer, however long: with few layers it would otherwise outnumber the layer list
+        nested = any(path.startswith(outer + ".") for outer in lists)
+        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and not _is_vision(path) and not nested:
             kinds = {type(c).__name__ for c in mod}
             if len(kinds) == 1 and (best[1] is None or len(mod) > len(best[1])):
                 best = (path, mod)
