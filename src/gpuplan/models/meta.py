@@ -14,6 +14,12 @@ from ..errors import GpuplanError, MissingExtraError, UnsupportedError
 _DROP = ("quantization_config", "rope_scaling", "auto_map")
 
 
+# model types whose causal-LM class is the text model alone (MllamaForCausalLM): the checkpoint a user loads,
+# vision tower and projector included, is the image-text-to-text class (MllamaForConditionalGeneration).
+# The count and the fake-tensor trace (trace/_build.py) both build that one.
+TEXT_ONLY_CAUSAL_LM = ("mllama",)
+
+
 def build_meta_model(config: Mapping[str, Any]):
     try:
         import torch
@@ -27,10 +33,8 @@ def build_meta_model(config: Mapping[str, Any]):
         with torch.device("meta"):
             if model_type == "gemma3":
                 return transformers.Gemma3ForConditionalGeneration(cfg)
-            if model_type == "mllama":
-                # the causal-LM mapping builds MllamaForCausalLM, the text model alone: the vision tower and
-                # projector of Llama-3.2-Vision would be missing from the count
-                return transformers.MllamaForConditionalGeneration(cfg)
+            if model_type in TEXT_ONLY_CAUSAL_LM:
+                return transformers.AutoModelForImageTextToText.from_config(cfg)
             if getattr(cfg, "is_encoder_decoder", False):
                 try:
                     return transformers.AutoModelForSeq2SeqLM.from_config(cfg)

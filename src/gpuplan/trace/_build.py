@@ -40,14 +40,17 @@ def hf_config(spec, attn_impl: str):
 
 def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None, notes: list | None = None):
     """AutoModelForCausalLM.from_config(cfg) with parameters of `dtype`; call under FakeTensorMode."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    from ..models.meta import TEXT_ONLY_CAUSAL_LM
     if getattr(spec, "is_encoder_decoder", False):
         return _build_seq2seq(spec, cfg, dtype, attn_impl, notes)
+    # the whole model the count is of (Llama-3.2-Vision: tower and projector too, idle on text-only input)
+    auto_cls = AutoModelForImageTextToText if cfg.model_type in TEXT_ONLY_CAUSAL_LM else AutoModelForCausalLM
     try:
         with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes):
             kw = {"experts_implementation": experts} if experts else {}
-            model = _from_config(AutoModelForCausalLM, cfg, notes, dtype=dtype, attn_implementation=attn_impl, **kw)
+            model = _from_config(auto_cls, cfg, notes, dtype=dtype, attn_implementation=attn_impl, **kw)
             if getattr(model, "_gpuplan_flash_standin", False):
                 for mod in model.modules():
                     mod._gpuplan_flash_standin = True
