@@ -212,8 +212,10 @@ def trace_row(model_type: str) -> dict:
                     out[f"{key}_err"] = est / (t.peak_bytes - t.components.get("runtime_overhead", 0)) - 1
                     if key == "train":
                         ta, ea = t.components.get("activations", 0), e.memory.components.get("activations", 0)
-                        # at an optimizer-step peak neither holds activations: nothing to compare
-                        out["act_err"] = ea / ta - 1 if ta and ea else None
+                        # activations compare only at the same phase's peak (at an optimizer-step or tied-sum
+                        # peak one side holds almost none: the ratio would mean nothing)
+                        same = getattr(t, "phase", None) == e.memory.phase
+                        out["act_err"] = ea / ta - 1 if ta >= 2 ** 20 and ea and same else None
                 except _RowTimeout:
                     raise
                 except Exception as err:
@@ -325,8 +327,8 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "estimate does not model. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
             "traced with the DynamicCache HF generate uses by default. Both peaks leave out runtime_overhead (CUDA "
             "context, allocator reserve), which a fake-tensor trace does not allocate; a blank activations cell "
-            "means the peak is at the optimizer step or the tied-gradient sum, where neither side holds "
-            "activations. Errors are estimate / trace - 1; a cell with text is the "
+            "means the two peaks fall in different phases, or the traced peak holds under 1 MiB of activations (an "
+            "optimizer-step or tied-gradient-sum peak): no meaningful ratio. Errors are estimate / trace - 1; a cell with text is the "
             f"first line of the exception. Rows bounded to {ROW_SECONDS} s.",
             "",
             "| model_type | status | family | parameters (meta) | note | train peak | train act | infer peak "
