@@ -434,15 +434,16 @@ def _runtime_overhead(est) -> Explanation:
     if est.scenario.overhead_bytes is not None:
         inputs.append(Input("overhead_bytes (scenario)", fmt_bytes(est.scenario.overhead_bytes), "the scenario"))
     elif est.scenario.is_training and est.memory.phase == "backward":
-        from .estimate.memory import stranded_logits_bytes
-        stranded = stranded_logits_bytes(est.scenario, est.model, "only" if est.scenario.parallel.pp == 1 else "last")
+        from .estimate.memory import stranded_logits_bytes, stranded_segments_bytes
+        loss_stage = "only" if est.scenario.parallel.pp == 1 else "last"
+        stranded = stranded_logits_bytes(est.scenario, est.model, loss_stage)
         if stranded:
             formula.append("+ the freed 16-bit logits block the caching allocator keeps reserved through the loss "
                            "backward (2 bytes x vocabulary per rank x tokens)")
             inputs.append(Input("stranded 16-bit logits", fmt_bytes(stranded), "the loss frees the 16-bit logits before "
                                 "backward; fp32 requests twice their size cannot reuse the block "
                                 "(docs/memory-torchtitan.md, scripts/trace_loss_block.py)"))
-        segments = _stranded_segments_bytes(est)
+        segments = stranded_segments_bytes(est.scenario, est.model, loss_stage)
         if segments:
             formula.append("+ cached segments the loss block cannot use: one layer's forward working set under full "
                            "recompute, FSDP1's second all-gather unit (all of it at most the headroom)")
@@ -450,15 +451,6 @@ def _runtime_overhead(est) -> Explanation:
                                 "segments and reuses a block only on its own stream "
                                 "(docs/finetune-memory-heldout.md, scripts/trace_step_reserve.py)"))
     return _mem_explanation(est, "runtime_overhead", "Memory outside PyTorch's allocations", formula, inputs, None)
-
-
-def _stranded_segments_bytes(est) -> float:
-    """estimate/memory.py `_stranded_segments` on the stage the loss runs on."""
-    from .estimate import memory as M
-    ts = M._train_setup(est.scenario, est.model, "only" if est.scenario.parallel.pp == 1 else "last")
-    setup = M._activation_setup(ts, M._autocast(ts, [])[0])
-    sv = M._saved_activations(ts, setup, M._in_flight(ts, M._grad_accum(est.scenario)), [])
-    return M._stranded_segments(ts, setup, sv)
 
 
 def _temporary(est) -> Explanation:

@@ -997,6 +997,15 @@ def loss_parallel(scn: Scenario) -> bool:
     return scn.framework == "torchtitan" and scn.parallel.tp > 1
 
 
+def stranded_segments_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
+    """`_stranded_segments` of a training scenario's `stage`, before the headroom cap `_finish` applies (what
+    `gpuplan explain` lists beside the stranded logits)."""
+    ts = _train_setup(scn, model, stage)
+    setup = _activation_setup(ts, _autocast_on(ts))
+    sv = _saved_activations(ts, setup, _in_flight(ts, _grad_accum(scn)), [])
+    return _stranded_segments(ts, setup, sv)
+
+
 def stranded_logits_bytes(scn: Scenario, model: ModelSpec, stage: str) -> float:
     """Bytes the caching allocator holds reserved but cannot use at the loss backward: the freed 16-bit logits.
 
@@ -1418,9 +1427,9 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
     # a free cached segment never causes an OOM: before failing, CUDACachingAllocator frees every wholly free
     # segment and retries (malloc -> release_cached_blocks, c10/cuda/CUDACachingAllocator.cpp v2.2.0), so the
     # stranded reserve fills at most the headroom left
-    held = sum(comps.values()) + _overhead(scn, allocated)
-    comps["runtime_overhead"] = _overhead(scn, allocated) + int(min(reserve.get(peak_phase, 0.0),
-                                                                    max(0.0, capacity - held)))
+    overhead = _overhead(scn, allocated)
+    headroom = max(0.0, capacity - (sum(comps.values()) + overhead))
+    comps["runtime_overhead"] = overhead + int(min(reserve.get(peak_phase, 0.0), headroom))
     peak = sum(comps.values())
     # a reserved segment stays reserved in the phases after it: every phase shares the peak's runtime overhead
     phase_peaks = {name: int(sum(c.values())) + comps["runtime_overhead"] for name, c in phases.items()}
