@@ -33,21 +33,20 @@ def engine_limits(plan: Plan) -> tuple[int, int, str]:
     return trtllm_limits(plan.s, plan.spec, get_gpu(plan.s.hardware.gpu))
 
 
-def options(plan: Plan) -> dict:
+def options(plan: Plan, max_batch: int) -> dict:
     i = plan.s.infer
     kv = {"free_gpu_memory_fraction": kv_fraction(plan), "dtype": kv_name(plan, TRTLLM_KV, ("llama.cpp",)),
           "enable_block_reuse": True}
     opts = {"dtype": model_dtype(plan), "kv_cache_config": kv}
     # graphs up to the engine's batch cap, as trtllm-bench captures them (general.py @0171265e get_settings)
-    opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": engine_limits(plan)[0]} if i.cuda_graphs else None
+    opts["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": max_batch} if i.cuda_graphs else None
     if i.capacity_scheduler is not None:     # LLM API SchedulerConfig (default GUARANTEED_NO_EVICT)
         opts["scheduler_config"] = {"capacity_scheduler_policy": i.capacity_scheduler.upper()}
     return opts
 
 
-def cli_args(plan: Plan, bench: bool) -> list[str]:
+def cli_args(plan: Plan, bench: bool, mbs: int, mnt: int) -> list[str]:
     i, p = plan.s.infer, plan.s.parallel
-    mbs, mnt, _ = engine_limits(plan)
     if bench:
         return ["--backend", "pytorch", "--tp", str(p.tp), "--pp", str(p.pp)] + (["--ep", str(p.ep)] if p.ep > 1 else []) + [
             "--max_batch_size", str(mbs), "--max_num_tokens", str(mnt), "--max_seq_len", str(max_model_len(plan)),
@@ -83,11 +82,11 @@ def files(plan: Plan) -> dict[str, str]:
     notes.append(f"max_batch_size {mbs} / max_num_tokens {mnt}: {source}, the same pair the estimate runs with")
     if mem.get("components", {}).get("kv_cache"):
         notes.append(f"free_gpu_memory_fraction from the plan's KV cache of {mem['components']['kv_cache'] / GIB:.2f} GiB")
-    yaml_file = hash_header(plan, notes) + yaml_text(options(plan))
+    yaml_file = hash_header(plan, notes) + yaml_text(options(plan, mbs))
     launch = "# multi-node: start under MPI, e.g. srun --mpi=pmix trtllm-llmapi-launch ./serve.sh\n" if plan.multi_node else ""
     serve = (hash_header(plan, notes, shebang="#!/usr/bin/env bash") + "set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
              + f'MODEL="${{MODEL:-{plan.model_ref}}}"\n' + launch
-             + shell_command(["trtllm-serve", '"$MODEL"'] + cli_args(plan, bench=False)) + "\n")
+             + shell_command(["trtllm-serve", '"$MODEL"'] + cli_args(plan, False, mbs, mnt)) + "\n")
     prep = ["trtllm-bench", "--model", '"$MODEL"', "prepare-dataset", "--output", "dataset.jsonl", "token-norm-dist",
             "--num-requests", str(max(100, 4 * i.concurrency)), "--input-mean", str(i.prompt_len), "--input-stdev", "0",
             "--output-mean", str(i.output_len), "--output-stdev", "0"]
@@ -96,5 +95,5 @@ def files(plan: Plan) -> dict[str, str]:
              + "# synthetic requests with the plan's prompt and output lengths (older releases: benchmarks/cpp/prepare_dataset.py)\n"
              + shell_command(prep) + "\n"
              + shell_command(["trtllm-bench", "--model", '"$MODEL"', "throughput", "--dataset", "dataset.jsonl"]
-                             + cli_args(plan, bench=True)) + "\n")
+                             + cli_args(plan, True, mbs, mnt)) + "\n")
     return {"extra_llm_api_options.yaml": yaml_file, "serve.sh": serve, "bench.sh": bench}
