@@ -384,6 +384,8 @@ PRIORS: dict[str, Any] = {
                "reserve_bytes": 1e9, "host_issue_layer_s": 7.7e-4},
     },
 }
+
+
 def fa_attention_eta(fwd_frac: float, bwd_frac: float, bwd_flop_ratio: float = 2.5) -> float:
     """η_attn, as the speed model uses it (forward + backward time = 3 × forward FLOPs / (peak × η)), of a
     fused kernel whose forward runs at `fwd_frac` of peak and whose backward does `bwd_flop_ratio` × the
@@ -461,10 +463,10 @@ def hopper_fp8_prior(P: dict) -> float:
     shape is peak x clock_factor x eta x K/(K + d0) x N/(N + d0) (speed.gemm_time; a dense GEMM's M is left to
     the roofline), so eta = measured fraction / (clock_factor x size factor), capped at the fit's bound 1.0.
     Computed after the llama.cpp stage, whose Hopper power fit sets clock_factor; d0 from the training stage."""
-    from gpuplan.estimate.sustained_gemm import _rows
-    row = next(r for r in _rows() if r["gpu"] == "h100-sxm" and r["dtype"] == "fp8")
+    from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
+    row = maf_row("h100-sxm", "fp8")
     g = get_gpu("h100-sxm")
-    measured = float(row["maf_tflops_per_s"]) * 1e12 / speed.peak_flops(g, "fp8")
+    measured = maf_fraction("h100-sxm", "fp8", speed.peak_flops(g, "fp8"))
     d0 = float(P["matmul_dim_half"])
     k, n = float(row["k"]), float(row["n"])
     size = (k / (k + d0)) * (n / (n + d0))

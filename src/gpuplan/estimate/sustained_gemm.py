@@ -37,12 +37,15 @@ def _rows() -> tuple[dict[str, str], ...]:
         return tuple(csv.DictReader(fh))
 
 
+def maf_row(gpu_id: str, dtype: str) -> dict[str, str] | None:
+    """The published max-achievable-GEMM row of `gpu_id` in `dtype` (its rate and the shape it was reached at)."""
+    return next((r for r in _rows() if r["gpu"] == gpu_id and r["dtype"] == dtype), None)
+
+
 def maf_fraction(gpu_id: str, dtype: str, peak_flops_per_s: float) -> float | None:
     """Published max-achievable rate of `gpu_id` in `dtype` as a fraction of its datasheet peak."""
-    for r in _rows():
-        if r["gpu"] == gpu_id and r["dtype"] == dtype:
-            return float(r["maf_tflops_per_s"]) * 1e12 / peak_flops_per_s
-    return None
+    r = maf_row(gpu_id, dtype)
+    return None if r is None else float(r["maf_tflops_per_s"]) * 1e12 / peak_flops_per_s
 
 
 @lru_cache(maxsize=None)
