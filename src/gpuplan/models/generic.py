@@ -73,7 +73,6 @@ def _embeddings(model: Any, inferred: dict[str, str]) -> tuple[Any, Any, int, in
     return emb, out, v, h, out is not None and out.weight is emb.weight
 
 
-
 def _head_names(modules: Mapping[str, Any], emb: Any, out: Any) -> tuple[set[str], set[str]]:
     """Parameter names of the input embedding and of the output head (a tied head shares the module)."""
     return ({f"{p}.weight" for p, m in modules.items() if m is emb},
@@ -87,6 +86,7 @@ def _head_block(key: str, numel: int, emb_names: set[str], out_names: set[str], 
     if key in out_names:
         return Block(key, "lm_head", numel, 1, (h, v), 1.0, "model")
     return None
+
 
 def _cfg_int(cfg, *names) -> int | None:
     for n in names:
@@ -135,12 +135,12 @@ def _decoder_layers(model):
     and linear-attention layers, Llama-3.2-Vision's cross-attention layers among self-attention ones)."""
     import torch.nn as nn
     best, mixed = ("", None), ("", None)
-    lists = [path for path, mod in model.named_modules() if isinstance(mod, nn.ModuleList)]
-    for path, mod in model.named_modules():
+    lists = {path: mod for path, mod in model.named_modules() if isinstance(mod, nn.ModuleList)}
+    for path, mod in lists.items():
         # a list inside an element of another list (LongCat-Flash's two attentions per layer, a 4.x expert list)
         # is part of a layer, however long: with few layers it would otherwise outnumber the layer list
         nested = any(path.startswith(outer + ".") for outer in lists)
-        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and not _is_vision(path) and not nested:
+        if len(mod) > 0 and not _is_vision(path) and not nested:
             kinds = {type(c).__name__ for c in mod}
             if len(kinds) == 1 and (best[1] is None or len(mod) > len(best[1])):
                 best = (path, mod)
