@@ -3,22 +3,15 @@
 Expected numbers are hand counts: every aten op reads its inputs and writes its outputs once."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from gpuplan.estimate import elementwise as ew
-
-SCRIPT = Path(__file__).parents[1] / "scripts" / "trace_elementwise.py"
+from script_module import load_script
 
 
 def _tracer():
     torch = pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("trace_elementwise", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return torch, mod
+    return torch, load_script("scripts/trace_elementwise.py")
 
 
 def test_counter_swiglu_forward_backward_hand_count():

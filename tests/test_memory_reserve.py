@@ -2,7 +2,6 @@
 the cap in _finish) and the unsharded QLoRA block constants (quant_constants_bytes), against hand-worked bytes on
 the Llama-2 shapes (7B: h 4096, intermediate 11,008; vocab 32,000), and the whole-step allocator replay
 (scripts/trace_step_reserve.py) against the lower bound."""
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from gpuplan.estimate import memory as M
 from gpuplan.models import get_model
 from gpuplan.scenario import scenario_from_dict
+from script_module import load_script
 
 GiB, MiB = 2 ** 30, 2 ** 20
 L7 = get_model("llama-2-7b-hf")
@@ -81,14 +81,7 @@ def test_qlora_block_constants_are_every_ranks_full_copy():
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return mod
+    return load_script(f"scripts/{name}.py")
 
 
 def test_replay_merges_the_freed_block_with_its_own_neighbours():

@@ -1,14 +1,13 @@
 """torchtitan-specific memory mechanisms (estimate/memory.py) against hand-worked bytes on the Llama-3.2-1B shape
 (h 2048, vocab 128,256, 16 layers), and the caching-allocator replay of scripts/trace_loss_block.py on a
 hand-made allocation sequence."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from gpuplan.estimate import memory as M
 from gpuplan.models import get_model
 from gpuplan.scenario import scenario_from_dict
+from script_module import load_script
 
 L1B = get_model("llama-3.2-1b")
 V, H = 128256, 2048
@@ -85,11 +84,7 @@ def test_pipeline_stage_outputs(stage, keep, expected):
 
 
 def _replay():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_loss_block.py"
-    spec = importlib.util.spec_from_file_location("trace_loss_block", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.replay
+    return load_script("scripts/trace_loss_block.py").replay
 
 
 @pytest.mark.parametrize("expandable", [False, True])

@@ -99,12 +99,8 @@ def test_validation_rows_carry_the_engine_flags():
     # the SGLang source ran vLLM 0.6.0 with "--num-scheduler-steps 10 --max_model_len 4096": the scored rows are
     # simulated with both; a row without flags gets none
     import csv
-    import importlib.util
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("vsl", root / "scripts" / "validate_serving_load.py")
-    vsl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vsl)
+    from script_module import load_script
+    vsl = load_script("scripts/validate_serving_load.py")
     rows = {r["id"]: r for r in csv.DictReader(open(vsl.CSV, newline="", encoding="utf-8"))}
     for rid in ("SG02", "SG04", "SG06", "SG08"):
         inf = vsl.scenario(rows[rid])["infer"]

@@ -418,12 +418,8 @@ def test_vllm_launch_caps_max_num_seqs_like_the_memory_estimate():
 
 def test_mlperf_server_rows_simulate_one_replica_at_its_share():
     import csv
-    import importlib.util
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("vsl", root / "scripts" / "validate_serving_load.py")
-    vsl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vsl)
+    from script_module import load_script
+    vsl = load_script("scripts/validate_serving_load.py")
     rows = {r["id"]: r for r in csv.DictReader(open(vsl.CSV, newline="", encoding="utf-8"))}
     h100 = vsl.scenario(rows["ML01"])
     # DGX-H100: 8 GPUs run 4 replicas of tp 2 (NVIDIA's config), 75.10 scheduled samples/s in all

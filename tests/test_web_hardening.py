@@ -525,11 +525,8 @@ console.log(JSON.stringify([a, text(box)]));
 def test_starvation_load_test_small(capsys):
     """benchmarks/bench_web_starvation.py in miniature: while client A keeps huge recommends in flight,
     every cheap estimate of client B is answered 200."""
-    import importlib.util
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_web_starvation.py"
-    spec = importlib.util.spec_from_file_location("bench_web_starvation", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from script_module import load_script
+    bench = load_script("benchmarks/bench_web_starvation.py")
     assert bench.main(["--seconds", "2", "--rate", "3", "--parallel", "3", "--time-limit", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["quiet"]["statuses"] == {"200": 6}
