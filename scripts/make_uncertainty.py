@@ -102,7 +102,7 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 spd_held.append((speed_category("infer", row["engine"]), row["source"], (p - m) / m))
             if "tps" in rec:
                 p, m = rec["tps"]
-                spd_held.append((speed_category("train"), row["source"], (p - m) / m))
+                spd_held.append((speed_category("train", moe=rec["moe"]), row["source"], (p - m) / m))
             if "mem" in rec:
                 p, m = rec["mem"]
                 if "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks

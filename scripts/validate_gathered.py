@@ -244,6 +244,7 @@ def score(path: Path) -> list[dict]:
                 continue
             if row["tokens_per_s_per_gpu"]:
                 rec["tps"] = (est.performance.tokens_per_s_per_gpu, float(row["tokens_per_s_per_gpu"]))
+                rec["moe"] = est.model.is_moe       # its own error-bar category (make_uncertainty.py)
             if row["memory_gib"]:
                 rec["mem"] = (est.memory.peak_bytes_per_gpu / GiB, float(row["memory_gib"]))
             out.append(rec)

@@ -15,6 +15,8 @@ from gpuplan.estimate import uncertainty as U
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = {"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
          "train": {"method": "lora", "seq_len": 2048, "micro_batch": 1}}
+MOE_TRAIN = {"model": "mixtral-8x7b", "task": "train", "hardware": {"gpu": "h100-sxm", "count": 8},
+             "parallel": {"ep": 8, "zero": 3}, "train": {"seq_len": 4096, "micro_batch": 1}}
 SERVE = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
          "infer": {"engine": "vllm", "concurrency": 8}}
 
@@ -39,6 +41,8 @@ def test_table_uses_held_out_residuals_when_there_are_enough():
 @pytest.mark.parametrize("scn,mem_cat,speed_cat", [
     (TRAIN, "fine-tuning, LoRA/QLoRA", "training tokens/s"),
     (SERVE, "inference", "serving, batched engines (vLLM, SGLang, TensorRT-LLM)"),
+    # a mixture-of-experts run is scored against MoE runs only: dense residuals would understate its bar
+    (MOE_TRAIN, "training, sharded (FSDP/ZeRO-3)", "training tokens/s, mixture-of-experts"),
 ])
 def test_every_figure_of_an_estimate_has_its_bar(scn, mem_cat, speed_cat):
     est = api.estimate(scn)

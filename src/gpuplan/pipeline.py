@@ -168,19 +168,20 @@ def _weights_math_dtype(weights: str) -> str:
 def memory(r: Resolved) -> MemoryEstimate:
     from .estimate.memory import estimate_memory
     mem = estimate_memory(r.scenario, r.model, r.gpu.usable_memory_bytes)
-    return dataclasses.replace(mem, uncertainty=error_bars(r.scenario)["memory"])
+    return dataclasses.replace(mem, uncertainty=error_bars(r.scenario, r.model.is_moe)["memory"])
 
 
 def performance(r: Resolved, mem: MemoryEstimate) -> PerformanceEstimate:
     from .estimate.speed import estimate_performance
     perf = estimate_performance(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
-    return dataclasses.replace(perf, uncertainty=error_bars(r.scenario)["speed"])
+    return dataclasses.replace(perf, uncertainty=error_bars(r.scenario, r.model.is_moe)["speed"])
 
 
-def error_bars(scenario: Scenario) -> dict[str, Any]:
-    """Expected relative error of the memory, speed and cost figures of this kind of scenario."""
+def error_bars(scenario: Scenario, moe: bool = False) -> dict[str, Any]:
+    """Expected relative error of the memory, speed and cost figures of this kind of scenario (`moe`:
+    the model routes tokens to experts)."""
     from .estimate.uncertainty import for_scenario
-    return for_scenario(scenario)
+    return for_scenario(scenario, moe)
 
 
 def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) -> list[dict[str, Any]]:
@@ -232,7 +233,7 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
 def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:
     from .estimate.cost import estimate_cost
     return dataclasses.replace(estimate_cost(r.scenario, r.gpu, perf, quote=quote),
-                               uncertainty=error_bars(r.scenario)["cost"])
+                               uncertainty=error_bars(r.scenario, r.model.is_moe)["cost"])
 
 
 def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, allow_hub: bool = True,

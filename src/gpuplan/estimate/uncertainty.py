@@ -57,9 +57,11 @@ def memory_category(task: str, method: str | None, zero: int, dp: int, engine: s
     return "training, sharded (FSDP/ZeRO-3)" if (zero >= 3 and dp > 1) else "training, unsharded or ZeRO-1/2"
 
 
-def speed_category(task: str, engine: str | None = None) -> str:
+def speed_category(task: str, engine: str | None = None, moe: bool = False) -> str:
+    """A mixture-of-experts training run is its own category: its routed-expert GEMMs, all-to-all and
+    load imbalance are mechanisms dense runs do not exercise, so dense residuals would understate its bar."""
     if task != "infer":
-        return "training tokens/s"
+        return "training tokens/s, mixture-of-experts" if moe else "training tokens/s"
     if engine == "llama.cpp":
         return "serving, llama.cpp"
     if engine == "hf":
@@ -75,13 +77,14 @@ def lookup(quantity: str, category: str) -> Uncertainty:
                        int(row["runs"]), int(row["sources"]), row["basis"])
 
 
-def for_scenario(scn: Any) -> dict[str, Uncertainty]:
-    """Error bars of a scenario's memory, speed and cost figures. Cost is time × a catalog price, so its
-    bar is the speed bar (prices are quoted, not predicted)."""
+def for_scenario(scn: Any, moe: bool = False) -> dict[str, Uncertainty]:
+    """Error bars of a scenario's memory, speed and cost figures (`moe`: the model routes tokens to
+    experts). Cost is time × a catalog price, so its bar is the speed bar (prices are quoted, not
+    predicted)."""
     task = scn.task
     t, inf, p = scn.train, scn.infer, scn.parallel
     engine = inf.engine if inf is not None else None
     mem = lookup("memory", memory_category(task, t.method if t else None, p.zero, scn.dp, engine))
-    spd = lookup("speed", speed_category(task, engine))
+    spd = lookup("speed", speed_category(task, engine, moe))
     cost = Uncertainty("cost", spd.category, spd.typical, spd.p90, spd.runs, spd.sources, spd.basis)
     return {"memory": mem, "speed": spd, "cost": cost}
