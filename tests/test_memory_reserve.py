@@ -55,6 +55,10 @@ def test_stranded_reserve_fills_at_most_the_headroom():
     tight = M.estimate_memory(scn, L7, free.peak_bytes_per_gpu - GiB)
     # the allocator frees wholly free segments before it fails: the same run fits, at exactly the capacity
     assert tight.fits and tight.peak_bytes_per_gpu == free.peak_bytes_per_gpu - GiB
+    # and says why the peak equals the capacity (a reader would otherwise take 100 % for an OOM)
+    assert any("elastic" in n for n in tight.notes) and not any("elastic" in n for n in free.notes)
+    over = M.estimate_memory(scn, L7, allocated // 2)        # the allocations alone do not fit: no such note
+    assert not over.fits and not any("elastic" in n for n in over.notes)
 
 
 def test_fsdp1_unshard_stream_keeps_a_second_unit():

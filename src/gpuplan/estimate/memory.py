@@ -1429,13 +1429,23 @@ def _finish(phases: dict[str, dict[str, float]], scn: Scenario, capacity: int, n
     # stranded reserve fills at most the headroom left
     overhead = _overhead(scn, allocated)
     headroom = max(0.0, capacity - (sum(comps.values()) + overhead))
-    comps["runtime_overhead"] = overhead + int(min(reserve.get(peak_phase, 0.0), headroom))
+    stranded = reserve.get(peak_phase, 0.0)
+    comps["runtime_overhead"] = overhead + int(min(stranded, headroom))
+    if stranded > headroom > 0:     # allocations fit; only the elastic reserve is trimmed
+        notes = [*notes, _capped_reserve_note(stranded, headroom)]
     peak = sum(comps.values())
     # a reserved segment stays reserved in the phases after it: every phase shares the peak's runtime overhead
     phase_peaks = {name: int(sum(c.values())) + comps["runtime_overhead"] for name, c in phases.items()}
     return MemoryEstimate(peak_bytes_per_gpu=peak, capacity_bytes_per_gpu=capacity, components=comps,
                           phase=peak_phase, phases=phase_peaks, cpu_bytes=int(cpu), limits=limits or {},
                           notes=tuple(notes))
+
+
+def _capped_reserve_note(stranded: float, headroom: float) -> str:
+    return (f"the peak equals the GPU's capacity because the caching allocator's stranded segments "
+            f"({stranded / GiB:.1f} GiB) are capped at the {headroom / GiB:.1f} GiB the allocations leave free: "
+            "that reserve is elastic (PyTorch frees wholly free cached segments and retries before it reports an "
+            "OOM), so the run fits, and torch.cuda.max_memory_reserved() will read close to the capacity")
 
 
 def estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
