@@ -120,6 +120,18 @@ def test_mllama_tiles_cross_tokens_and_kv_hand_arithmetic():
     assert cross_kv_bytes(spec, load) == 8 * 2 * 6404 * 2 * 8 * 128 * 2
 
 
+def test_mllama_serving_breakdown_shows_the_cross_attention_its_ttft_carries():
+    from gpuplan import api
+    scn = {"model": MLLAMA_11B, "task": "infer", "hardware": {"gpu": "h100-sxm"}, "infer": {"engine": "hf"},
+           "data": {"images_per_sample": 1}}
+    perf = api.estimate(scn).performance
+    no_images = api.estimate({**scn, "data": {}}).performance
+    bd = perf.breakdown
+    assert bd["vision_encode"] > 0 and bd["cross_attention"] > 0
+    # both run before the first token: the TTFT grows by at least their sum over the text-only request
+    assert perf.ttft_s - no_images.ttft_s >= 0.999 * (bd["vision_encode"] + bd["cross_attention"])
+
+
 def test_refusals_and_frozen_tower():
     from gpuplan.estimate.vision import image_load, tower_saved_bytes
     spec = _spec()

@@ -1595,5 +1595,6 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
     return dataclasses.replace(
         base, ttft_s=base.ttft_s + t_fwd + t_cross,
         output_tokens_per_s=base.output_tokens_per_s * scale if base.output_tokens_per_s else base.output_tokens_per_s,
-        breakdown=dict(base.breakdown, vision_encode=t_fwd),
+        # the cross-attention decoders' image k/v projections and attention join the prefill (in the TTFT above)
+        breakdown=dict(base.breakdown, vision_encode=t_fwd, **({"cross_attention": t_cross} if t_cross else {})),
         notes=base.notes + (note + "; each request's images are encoded before its prefill.",))
