@@ -221,6 +221,13 @@ def test_trtllm_stated_pair_is_written_and_estimated_alike():
     assert limits == {"max_batch": 96, "max_num_tokens": 4096, "source": "stated"}
 
 
+def test_vllm_one_stated_limit_says_which_came_from_the_engine_default():
+    scn = serve(1, {}, engine="vllm", concurrency=64, max_num_seqs=96)
+    limits = evaluate(scn).to_json()["performance"]["details"]["engine_limits"]
+    assert limits["max_batch"] == 96
+    assert limits["source"] == "max_num_seqs stated, max_num_batched_tokens engine default"
+
+
 def test_trtllm_launch_writes_the_estimates_limits():
     # one stated value alone is ignored by trtllm-bench (general.py get_settings): the estimate says so and the
     # launch files carry the very pair the estimate ran with

@@ -918,6 +918,17 @@ def _memory_engine_kv_tokens(scn: Any, model: ModelSpec, gpu: Any, memory: Any =
     return float(v) if v is not None else None
 
 
+def _limits_source(max_seqs: int | None, max_tokens: int | None) -> str:
+    """Where a vLLM/SGLang estimate's (running-request cap, step token budget) pair came from: each limit the
+    scenario leaves unset is the engine profile's default."""
+    if max_seqs and max_tokens:
+        return "stated"
+    if max_seqs or max_tokens:
+        return ("max_num_seqs stated, max_num_batched_tokens engine default" if max_seqs
+                else "max_num_batched_tokens stated, max_num_seqs engine default")
+    return "engine default"
+
+
 # continuous-batching engines whose running-request cap and step token budget a scenario may set
 _BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -1016,7 +1027,7 @@ class _Serving:
         # max_batch_size / max_num_tokens); the engine profile's defaults otherwise. A source that raises
         # max_num_seqs to its request count (AMD's MI300X vLLM tables) batches past the default 256.
         self.notes: list[str] = []
-        self.limits_source = "stated" if (inf.max_num_seqs or inf.max_num_batched_tokens) else "engine default"
+        self.limits_source = _limits_source(inf.max_num_seqs, inf.max_num_batched_tokens)
         stated = inf.engine in _BATCHED_ENGINES
         self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
         budget = inf.max_num_batched_tokens if stated else None
