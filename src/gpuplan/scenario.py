@@ -223,7 +223,8 @@ class RL(_Strict):
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
-        "verl use_remove_padding / use_dynamic_bsz): compute follows prompt_len + mean_response_len per sequence"))
+        "verl use_remove_padding / use_dynamic_bsz): the response-length distribution packed as NeMo RL packs it "
+        "(modified first-fit-decreasing bins dealt over the data-parallel ranks; the slowest rank sets the pace)"))
 
 
 class Train(_Strict):
