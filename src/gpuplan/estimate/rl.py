@@ -132,34 +132,41 @@ def _mffd(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     small = [i for i in up if capacity / 6 < lengths[i] <= capacity / 3]
     tiny = [i for i in up if lengths[i] <= capacity / 6]
     bins = [[i] for i in large]
-    room = lambda b: capacity - sum(lengths[j] for j in b)
-    for b in bins:
-        fit = next((m for m in medium if lengths[m] <= room(b)), None)
+    room = [capacity - lengths[i] for i in large]               # kept with the bins: each step reads it
+    for k, b in enumerate(bins):
+        fit = next((m for m in medium if lengths[m] <= room[k]), None)
         if fit is not None:
             medium.remove(fit)
             b.append(fit)
-    for b in reversed(bins):
+            room[k] -= lengths[fit]
+    for k in reversed(range(len(bins))):
+        b = bins[k]
         if any(capacity / 3 < lengths[j] <= capacity / 2 for j in b) or len(small) < 2:
             continue
-        if lengths[small[0]] + lengths[small[1]] > room(b):
+        if lengths[small[0]] + lengths[small[1]] > room[k]:
             continue
         first = small.pop(0)
-        second = next(s for s in reversed(small) if lengths[s] <= room(b) - lengths[first])
+        second = next(s for s in reversed(small) if lengths[s] <= room[k] - lengths[first])
         small.remove(second)
         b += [first, second]
+        room[k] -= lengths[first] + lengths[second]
     rest = sorted(medium + small + tiny, key=size, reverse=True)
-    for b in bins:
-        while rest and lengths[rest[-1]] <= room(b):
-            pick = next(r for r in rest if lengths[r] <= room(b))
+    for k, b in enumerate(bins):
+        while rest and lengths[rest[-1]] <= room[k]:
+            pick = next(r for r in rest if lengths[r] <= room[k])
             rest.remove(pick)
             b.append(pick)
+            room[k] -= lengths[pick]
     tail: list[list[int]] = []
+    tail_room: list[int] = []
     for i in rest:                              # already longest first
-        home = next((b for b in tail if lengths[i] <= room(b)), None)
-        if home is None:
+        k = next((k for k, r in enumerate(tail_room) if lengths[i] <= r), None)
+        if k is None:
             tail.append([i])
+            tail_room.append(capacity - lengths[i])
         else:
-            home.append(i)
+            tail[k].append(i)
+            tail_room[k] -= lengths[i]
     return bins + tail
 
 
