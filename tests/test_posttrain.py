@@ -532,6 +532,31 @@ def test_logprob_pass_uses_its_own_micro_batch():
     assert t.micro_batch == 4
 
 
+def test_dynamic_batching_pads_each_micro_batch_to_its_longest():
+    """NeMo RL dynamic batching, by hand: [100, 150, 300, 310, 900, 1,000, 1,900, 2,000] sorted and strided over 2
+    ranks; positions' longest 150, 310, 1,000, 2,000, rounded up to 64: 192, 320, 1,024, 2,048 (capped at the
+    batch's width, 2,000). With a 2,048-token budget: 2 x 320 = 640 fits, 3 x 1,024 does not, 2 x 2,000 does not:
+    micro-batches [2 of 320], [1 of 1,024], [1 of 2,000]: 3,664 tokens a rank, whose sequences hold 3,200 and 3,460."""
+    from gpuplan.estimate.rl import _dynamic_micro_batches
+    ls = [100, 150, 300, 310, 900, 1000, 1900, 2000]
+    assert _dynamic_micro_batches(ls, 2048, 2, 2000) == [[2, 320], [1, 1024], [1, 2000]]
+
+
+def test_packing_and_dynamic_batching_are_exclusive():
+    with pytest.raises(InputError, match="dynamic_batching"):
+        scenario_from_dict(_rl(packing=True, dynamic_batching=True), "t")
+
+
+def test_dynamic_batching_trains_on_the_generated_tokens_in_padded_micro_batches():
+    """Every response at the cap: 1,536-token sequences, 64 a rank, four to a 6,144-token micro-batch (positions'
+    longest 1,536 rounds to 1,536), 16 micro-batches of 4 x 1,536: the same shape as packing."""
+    from gpuplan.estimate.rl import packed_training_scenario
+    t = packed_training_scenario(scenario_from_dict(_rl(dynamic_batching=True, mean_response_len=1024), "t")).train
+    assert (t.seq_len, t.micro_batch, t.global_batch) == (1536, 4, 512)
+    d = evaluate(_rl(dynamic_batching=True)).performance.details
+    assert d["tokens_per_step"] == 512 * (512 + 600)
+
+
 def test_pipeline_packs_are_padded_to_the_longest_pack():
     """With pipeline parallelism NeMo RL pads every pack to its rank's longest (pad_full_seq_to). Hand: every
     response at the cap, 8 GPUs at pp 2 are 4 data-parallel ranks; 512 sequences of 1,536 tokens pack four to a

@@ -88,12 +88,11 @@ def training_scenario(scn: Scenario) -> Scenario:
 
 
 def packed_training_scenario(scn: Scenario) -> Scenario:
-    """The training pass as its compute runs when the sequences are packed (rl.packing): each sequence
-    is prompt_len + mean_response_len tokens, and a micro-batch holds as many of them as fit in the
-    padded micro-batch's tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL
-    `policy.sequence_packing`: `train_mb_tokens = max_total_sequence_length x train_micro_batch_size`,
-    first-fit-decreasing bins; examples/configs/grpo_math_1B.yaml @00294d9b). Memory keeps the padded
-    scenario: a full pack holds the padded micro-batch's tokens."""
+    """The training pass as its compute runs when the sequences are packed (rl.packing, packing_plan) or
+    dynamically batched (rl.dynamic_batching, dynamic_plan) into micro-batches of the padded micro-batch's
+    tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL `train_mb_tokens =
+    max_total_sequence_length x train_micro_batch_size`, examples/configs/grpo_math_1B.yaml @00294d9b). Memory
+    keeps the padded scenario: a full micro-batch holds the padded micro-batch's tokens."""
     return _packed(scn, training_scenario(scn), "(RL training pass, packed)")
 
 
@@ -105,7 +104,8 @@ def _packed(scn: Scenario, padded: Scenario, label: str) -> Scenario:
     pa = padded.parallel
     dp = max(1, padded.hardware.count // (pa.tp * pa.pp * pa.cp))
     budget = padded.train.micro_batch * padded.train.seq_len
-    plan = packing_plan(scn, budget, dp, padded.train.global_batch, pa.tp, pa.cp, pa.pp > 1)
+    plan = (dynamic_plan(scn, budget, dp, padded.train.global_batch) if scn.train.rl.dynamic_batching
+            else packing_plan(scn, budget, dp, padded.train.global_batch, pa.tp, pa.cp, pa.pp > 1))
     # the slowest rank's packs as `bins` micro-batches of `per_pack` sequences of seq_len tokens: the attention
     # runs at about the packed sequences' length (cu_seqlens), the linear layers on all the pack's tokens
     per_pack = max(1, round(plan["sequences"] / plan["bins"]))
@@ -238,18 +238,61 @@ def slowest_rank(lengths: Sequence[int], budget: int, dp: int, chunks: int = 1,
             "sequences": max(1.0, seqs_sum / chunks)}
 
 
+def dynamic_plan(scn: Scenario, budget: int, dp: int, chunk: int, round_to: int = 64) -> dict[str, float]:
+    """A rank's share of a dynamically batched pass (rl.dynamic_batching), as NeMo RL's
+    `shard_by_batch_size(..., dynamic_batching_args)` makes it (batched_data_dict.py v0.3.0, same at @06beed91):
+    each chunk of `chunk` sequences (one per optimizer step; the log-prob passes: the whole step) is sorted by
+    length and strided over the ranks (rank r holds the r-th, (r + dp)-th, ... shortest); micro-batches are cut
+    on the ranks' common positions, the same on every rank: position i joins the open micro-batch while (its
+    size + 1) x the longest sequence at any rank's position so far, rounded up to `round_to`
+    (`sequence_length_round`, 64 in the configs) but not past the batch's width, stays within `budget`
+    (`train_mb_tokens` / `logprob_mb_tokens`); each micro-batch is computed padded to that length. Response
+    lengths are dealt to the chunks as in packing_plan. Returns the mean over chunks of the micro-batches,
+    tokens computed (padding included) and sequences of one rank."""
+    rl = scn.train.rl
+    n = sequences_per_step(scn)
+    lengths = [rl.prompt_len + r for r in response_lengths(rl.mean_response_len, rl.max_new_tokens, n)]
+    width = max(lengths)
+    chunks = max(1, n // max(1, chunk))
+    mbs_sum = tokens_sum = seqs_sum = 0.0
+    for c in range(chunks):
+        ls = lengths[c::chunks]
+        mbs = _dynamic_micro_batches(ls, budget, dp, width, round_to)
+        mbs_sum += len(mbs)
+        tokens_sum += sum(k * length for k, length in mbs)
+        seqs_sum += -(-len(ls) // dp)
+    return {"bins": max(1, round(mbs_sum / chunks)), "tokens": tokens_sum / chunks,
+            "sequences": max(1.0, seqs_sum / chunks)}
+
+
+def _dynamic_micro_batches(lengths: Sequence[int], budget: int, dp: int, width: int,
+                           round_to: int = 64) -> list[list[int]]:
+    """One chunk's micro-batches under dynamic batching (dynamic_plan), the same on every rank: [sequences,
+    padded length] each."""
+    ls = sorted(lengths)
+    mbs: list[list[int]] = []
+    for i in range(-(-len(ls) // dp)):
+        longest = min(width, -(-max(ls[i * dp:(i + 1) * dp]) // round_to) * round_to)
+        if mbs and (mbs[-1][0] + 1) * max(mbs[-1][1], longest) <= max(budget, longest):
+            mbs[-1][0] += 1
+            mbs[-1][1] = max(mbs[-1][1], longest)
+        else:
+            mbs.append([1, longest])
+    return mbs
+
+
 def logprob_scenario(scn: Scenario) -> Scenario:
     """The no-grad log-prob passes (old policy, reference, critic values) as the training engine's scenario:
     every sequence of the step in one pass, in micro-batches of rl.logprob_micro_batch sequences (NeMo RL
     `logprob_batch_size`; with packing `logprob_mb_tokens = max_total_sequence_length x logprob_batch_size`,
-    examples/configs/grpo_math_1B.yaml @00294d9b), packed like the training pass when rl.packing."""
+    examples/configs/grpo_math_1B.yaml @00294d9b), packed (or dynamically batched) like the training pass."""
     rl = scn.train.rl
     train = training_scenario(scn)
     data = train.model_dump()
     data["train"].update(global_batch=sequences_per_step(scn),
                          micro_batch=rl.logprob_micro_batch or train.train.micro_batch)
     padded = scenario_from_dict(data, "(RL log-prob pass)")
-    return _packed(scn, padded, "(RL log-prob pass, packed)") if rl.packing else padded
+    return _packed(scn, padded, "(RL log-prob pass, packed)") if rl.packing or rl.dynamic_batching else padded
 
 
 def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
@@ -646,12 +689,12 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     net = network if network is not None else _network(scn, gpu)
     rl = scn.train.rl
     # packed sequences: the passes compute on the generated tokens, not on every sequence padded to the maximum
-    train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
+    train = packed_training_scenario(scn) if rl.packing or rl.dynamic_batching else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
     k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
     # the tokens trained on: what was generated when packed (a pipeline's pack padding is not counted), else
     # every sequence padded to the maximum
-    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing
+    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing or rl.dynamic_batching
               else base.details["tokens_per_step"] * k)
     lp = forward_only_time(logprob_scenario(scn), model, gpu, network=net, params=P)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
