@@ -153,6 +153,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["rollout_gpus"] = rollout_gpus
     if row.get("packing"):
         rl["packing"] = row["packing"] == "true"
+    if row.get("dynamic_batching"):     # NeMo RL dynamic batching instead of packing (exclusive)
+        rl["dynamic_batching"] = row["dynamic_batching"] == "true"
     if row.get("engine_async_scheduling"):   # the rollout engine's version: async scheduling on or off
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
     if row.get("logprob_batch"):        # sequences per micro-batch of the log-prob passes

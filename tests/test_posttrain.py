@@ -170,17 +170,44 @@ def test_colocated_step_is_the_sum_of_its_phases_split_async_the_max():
 
 def test_packed_passes_compute_on_the_generated_tokens():
     """rl.packing (NeMo RL sequence_packing): 512 sequences of 512 + 600 tokens = 569,344 tokens per step,
-    not 512 x 1,536 = 786,432; a pack of micro_batch x max tokens = 4 x 1,536 = 6,144 holds 6,144 // 1,112 = 5
-    sequences, and 4 is the largest pack size <= 5 that splits 512 sequences evenly over 8 ranks. Memory keeps the padded micro-batch (a full pack holds as many tokens)."""
+    not 512 x 1,536 = 786,432. With every response at the cap (mean 1,024) the packs are hand arithmetic: a pack
+    of micro_batch x max tokens = 4 x 1,536 = 6,144 holds four 1,536-token sequences (each a 'small' item,
+    6,144 / 6 < 1,536 <= 6,144 / 3, so first-fit-decreasing packs them four to a bin): 128 bins, 16 per rank
+    of 8, each of 4 sequences. Memory keeps the padded micro-batch (a full pack holds as many tokens)."""
     padded, packed = evaluate(_rl()), evaluate(_rl(packing=True))
     assert packed.performance.details["tokens_per_step"] == 512 * (512 + 600)
     assert padded.performance.details["tokens_per_step"] == 512 * 1536
     from gpuplan.estimate.rl import packed_training_scenario
-    t = packed_training_scenario(scenario_from_dict(_rl(packing=True), "t")).train
-    assert (t.seq_len, t.micro_batch, t.global_batch) == (1112, 4, 512)
+    t = packed_training_scenario(scenario_from_dict(_rl(packing=True, mean_response_len=1024), "t")).train
+    assert (t.seq_len, t.micro_batch, t.global_batch) == (1536, 4, 512)
     ph_pad, ph_pack = padded.performance.details["phases_s"], packed.performance.details["phases_s"]
     assert ph_pack["actor_update"] < ph_pad["actor_update"] and ph_pack["rollout"] == ph_pad["rollout"]
     assert packed.memory.peak_bytes_per_gpu == padded.memory.peak_bytes_per_gpu
+
+
+def test_packer_is_modified_first_fit_decreasing():
+    """NeMo RL's packer (Johnson & Garey's MFFD), by hand. Capacity 24: large > 12, medium (8, 12], small (4, 8],
+    tiny <= 4. Lengths [13, 8, 6, 5, 3]: 13 opens a bin (room 11); no medium; the bin takes the shortest small
+    (5) and the longest small that fits beside it (6, not 8: 5 + 8 > 11); 8 and 3 go to a new bin. Plain
+    first-fit-decreasing would give [13, 8, 3], [6, 5]. Capacity 10, [7, 5, 4, 3, 2, 2, 6]: 7 and 6 open bins;
+    the 6-bin (room 4) takes the medium 4 (5 does not fit); 2 + 2 > 3 leaves the 7-bin to the greedy pass, which
+    gives it 3; 5, 2, 2 share a new bin."""
+    from gpuplan.estimate.rl import _mffd
+    assert _mffd([13, 8, 6, 5, 3], 24) == [[0, 3, 2], [1, 4]]
+    assert _mffd([7, 5, 4, 3, 2, 2, 6], 10) == [[0, 3], [6, 2], [1, 4, 5]]
+
+
+def test_bins_are_evened_over_the_ranks_and_the_slowest_rank_bounds_the_pass():
+    """NeMo RL @06beed91 makes the bin count a multiple of the ranks: 3 bins over 2 ranks need a fourth, which
+    takes the last sequence of the bin with the most sequences ([1, 4, 5] gives up 5). Dealt in turn, rank 0
+    holds bins [7, 3] and [5, 2] (17 tokens, 4 sequences), rank 1 [6, 4] and [2] (12): without a pipeline the
+    pass lasts rank 0's 17 tokens in 2 packs; with one, every pack is padded to its rank's longest (10), so both
+    ranks compute 2 x 10 = 20."""
+    from gpuplan.estimate.rl import _even_bins, _mffd, slowest_rank
+    lengths = [7, 5, 4, 3, 2, 2, 6]
+    assert _even_bins(_mffd(lengths, 10), 2) == [[0, 3], [6, 2], [1, 4], [5]]
+    assert slowest_rank(lengths, 10, 2) == {"bins": 2, "tokens": 17.0, "sequences": 4.0}
+    assert slowest_rank(lengths, 10, 2, pipeline=True)["tokens"] == 20.0
 
 
 def test_mini_batches_are_separate_optimizer_steps():
@@ -493,29 +520,54 @@ def test_forward_only_pass_is_a_third_of_the_compute_without_recompute():
 
 def test_logprob_pass_uses_its_own_micro_batch():
     """rl.logprob_micro_batch (NeMo RL logprob_batch_size): the log-prob scenario covers all 512 sequences in
-    micro-batches of that many padded sequences; packed, a pack holds 8 x 1,536 = 12,288 tokens = 11 sequences
-    of 1,112 (hand: 12,288 // 1,112), cut to 8, the largest that splits 512 evenly over 8 ranks."""
+    micro-batches of that many padded sequences; packed with every response at the cap, a pack of 8 x 1,536 = 12,288
+    tokens holds 8 sequences of 1,536 (each a 'tiny' item, <= 12,288 / 6): 64 packs, 8 per rank of 8."""
     from gpuplan.estimate.rl import logprob_scenario
     t = logprob_scenario(scenario_from_dict(_rl(logprob_micro_batch=8), "t")).train
     assert (t.micro_batch, t.global_batch, t.seq_len) == (8, 512, 1536)
-    t = logprob_scenario(scenario_from_dict(_rl(logprob_micro_batch=8, packing=True), "t")).train
-    assert (t.micro_batch, t.global_batch, t.seq_len) == (8, 512, 1112)
+    t = logprob_scenario(scenario_from_dict(_rl(logprob_micro_batch=8, packing=True, mean_response_len=1024),
+                                            "t")).train
+    assert (t.micro_batch, t.global_batch, t.seq_len) == (8, 512, 1536)
     t = logprob_scenario(scenario_from_dict(_rl(), "t")).train
     assert t.micro_batch == 4
 
 
-def test_pipeline_packs_are_padded_to_the_budget():
-    """With pipeline parallelism NeMo RL pads every pack to the longest (pad_full_seq_to); each micro-batch then
-    computes the budget, 4 x (512 + 1,024) = 6,144 tokens. Hand: 8 GPUs at pp 2 are 4 data-parallel ranks of
-    128 sequences of 512 + 600 = 1,112 tokens: ceil(128 x 1,112 / 6,144) = ceil(23.17) = 24 packs per rank, each
-    round(6,144 / 1,112) = 6 slots of 6,144 / 6 = 1,024 tokens: a global batch of 24 x 6 x 4 = 576 slots."""
+def test_dynamic_batching_pads_each_micro_batch_to_its_longest():
+    """NeMo RL dynamic batching, by hand: [100, 150, 300, 310, 900, 1,000, 1,900, 2,000] sorted and strided over 2
+    ranks; positions' longest 150, 310, 1,000, 2,000, rounded up to 64: 192, 320, 1,024, 2,048 (capped at the
+    batch's width, 2,000). With a 2,048-token budget: 2 x 320 = 640 fits, 3 x 1,024 does not, 2 x 2,000 does not:
+    micro-batches [2 of 320], [1 of 1,024], [1 of 2,000]: 3,664 tokens a rank, whose sequences hold 3,200 and 3,460."""
+    from gpuplan.estimate.rl import _dynamic_micro_batches
+    ls = [100, 150, 300, 310, 900, 1000, 1900, 2000]
+    assert _dynamic_micro_batches(ls, 2048, 2, 2000) == [[2, 320], [1, 1024], [1, 2000]]
+
+
+def test_packing_and_dynamic_batching_are_exclusive():
+    with pytest.raises(InputError, match="dynamic_batching"):
+        scenario_from_dict(_rl(packing=True, dynamic_batching=True), "t")
+
+
+def test_dynamic_batching_trains_on_the_generated_tokens_in_padded_micro_batches():
+    """Every response at the cap: 1,536-token sequences, 64 a rank, four to a 6,144-token micro-batch (positions'
+    longest 1,536 rounds to 1,536), 16 micro-batches of 4 x 1,536: the same shape as packing."""
     from gpuplan.estimate.rl import packed_training_scenario
-    d = _rl(packing=True)
+    t = packed_training_scenario(scenario_from_dict(_rl(dynamic_batching=True, mean_response_len=1024), "t")).train
+    assert (t.seq_len, t.micro_batch, t.global_batch) == (1536, 4, 512)
+    d = evaluate(_rl(dynamic_batching=True)).performance.details
+    assert d["tokens_per_step"] == 512 * (512 + 600)
+
+
+def test_pipeline_packs_are_padded_to_the_longest_pack():
+    """With pipeline parallelism NeMo RL pads every pack to its rank's longest (pad_full_seq_to). Hand: every
+    response at the cap, 8 GPUs at pp 2 are 4 data-parallel ranks; 512 sequences of 1,536 tokens pack four to a
+    6,144-token bin (as without a pipeline): 128 bins, 32 per rank, all full, so the padding adds nothing and
+    each rank runs 32 micro-batches of 4 x 1,536: a global batch of 32 x 4 x 4 = 512."""
+    from gpuplan.estimate.rl import packed_training_scenario
+    d = _rl(packing=True, mean_response_len=1024)
     d["parallel"] = {"zero": 1, "pp": 2}
     d["framework"] = "megatron"
     t = packed_training_scenario(scenario_from_dict(d, "t")).train
-    assert (t.micro_batch, t.seq_len, t.global_batch) == (6, 1024, 576)
-    assert t.micro_batch * t.seq_len == 4 * 1536
+    assert (t.micro_batch, t.seq_len, t.global_batch) == (4, 1536, 512)
 
 
 def test_colocated_refit_assembles_the_whole_model_on_every_gpu():

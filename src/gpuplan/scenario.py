@@ -223,7 +223,20 @@ class RL(_Strict):
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
-        "verl use_remove_padding / use_dynamic_bsz): compute follows prompt_len + mean_response_len per sequence"))
+        "verl use_remove_padding / use_dynamic_bsz): the response-length distribution packed as NeMo RL packs it "
+        "(modified first-fit-decreasing bins dealt over the data-parallel ranks; the slowest rank sets the pace)"))
+    dynamic_batching: bool = Field(False, description=(
+        "instead of packing: each optimizer step's sequences sorted by length and dealt over the data-parallel "
+        "ranks, micro-batches filled to micro_batch x (prompt_len + max_new_tokens) tokens, each padded to its "
+        "longest sequence rounded up to 64 (NeMo RL policy.dynamic_batching, sequence_length_round 64); "
+        "exclusive of packing, as in NeMo RL"))
+
+    @model_validator(mode="after")
+    def _one_batching(self):
+        if self.packing and self.dynamic_batching:
+            raise ValueError("train.rl.packing and train.rl.dynamic_batching are exclusive (NeMo RL refuses both); "
+                             "set one of them to false")
+        return self
 
 
 class Train(_Strict):

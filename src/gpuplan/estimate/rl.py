@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..models.spec import ModelSpec
 from ..scenario import Scenario, scenario_from_dict
@@ -88,56 +88,211 @@ def training_scenario(scn: Scenario) -> Scenario:
 
 
 def packed_training_scenario(scn: Scenario) -> Scenario:
-    """The training pass as its compute runs when the sequences are packed (rl.packing): each sequence
-    is prompt_len + mean_response_len tokens, and a micro-batch holds as many of them as fit in the
-    padded micro-batch's tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL
-    `policy.sequence_packing`: `train_mb_tokens = max_total_sequence_length x train_micro_batch_size`,
-    first-fit-decreasing bins; examples/configs/grpo_math_1B.yaml @00294d9b). Memory keeps the padded
-    scenario: a full pack holds the padded micro-batch's tokens."""
+    """The training pass as its compute runs when the sequences are packed (rl.packing, packing_plan) or
+    dynamically batched (rl.dynamic_batching, dynamic_plan) into micro-batches of the padded micro-batch's
+    tokens, micro_batch x (prompt_len + max_new_tokens) (NeMo RL `train_mb_tokens =
+    max_total_sequence_length x train_micro_batch_size`, examples/configs/grpo_math_1B.yaml @00294d9b). Memory
+    keeps the padded scenario: a full micro-batch holds the padded micro-batch's tokens."""
     return _packed(scn, training_scenario(scn), "(RL training pass, packed)")
 
 
 def _packed(scn: Scenario, padded: Scenario, label: str) -> Scenario:
-    """`padded` (sequences of prompt_len + max_new_tokens, micro_batch of them) with its sequences packed:
-    prompt_len + mean_response_len tokens each, as many per micro-batch as fit in the padded one's tokens."""
-    rl = scn.train.rl
-    mean_len = rl.prompt_len + response_len(scn)
-    budget = padded.train.micro_batch * padded.train.seq_len
+    """`padded` (sequences of prompt_len + max_new_tokens, micro_batch of them) with its sequences packed as
+    NeMo RL packs them (packing_plan): the slowest data-parallel rank's micro-batches, as a scenario of
+    equal micro-batches. The budget of a pack is the padded micro-batch's tokens (NeMo RL
+    `train_mb_tokens` / `logprob_mb_tokens` = max_total_sequence_length x the micro-batch)."""
     pa = padded.parallel
     dp = max(1, padded.hardware.count // (pa.tp * pa.pp * pa.cp))
+    budget = padded.train.micro_batch * padded.train.seq_len
+    plan = (dynamic_plan(scn, budget, dp, padded.train.global_batch) if scn.train.rl.dynamic_batching
+            else packing_plan(scn, budget, dp, padded.train.global_batch, pa.tp, pa.cp, pa.pp > 1))
+    # the slowest rank's packs as `bins` micro-batches of `per_pack` sequences of seq_len tokens: the attention
+    # runs at about the packed sequences' length (cu_seqlens), the linear layers on all the pack's tokens
+    per_pack = max(1, round(plan["sequences"] / plan["bins"]))
+    seq_len = max(1, round(plan["tokens"] / (plan["bins"] * per_pack)))
     data = padded.model_dump()
-    if pa.pp > 1:
-        # a pipeline passes fixed-shape buffers between its stages: NeMo RL pads every pack to the longest pack
-        # of the step (`pad_full_seq_to` = max(micro_batch_lengths), megatron_policy_worker.py `train` and
-        # `get_logprobs`, v0.3.0), and first-fit-decreasing fills its fullest bin to within a sequence of the
-        # budget. So each rank runs ceil(its tokens / budget) micro-batches of the budget's tokens, each held
-        # as round(budget / mean) sequences of budget / that many tokens (the attention at about the packed
-        # sequences' length); the global batch is then a count of such slots, not of sequences
-        per_pack = max(1, round(budget / mean_len))
-        bins = math.ceil(padded.train.global_batch / dp * mean_len / budget)
-        data["train"].update(seq_len=budget // per_pack, micro_batch=per_pack, global_batch=bins * per_pack * dp)
-        return scenario_from_dict(data, label)
-    per_pack = max(1, budget // mean_len)
-    # the largest pack size that splits the step's sequences evenly over the data-parallel ranks (the
-    # scenario would otherwise round the global batch up and count sequences the step does not have)
-    while per_pack > 1 and padded.train.global_batch % (per_pack * dp):
-        per_pack -= 1
-    data["train"].update(seq_len=mean_len, micro_batch=per_pack)
+    data["train"].update(seq_len=seq_len, micro_batch=per_pack, global_batch=plan["bins"] * per_pack * dp)
     return scenario_from_dict(data, label)
+
+
+def _mffd(lengths: Sequence[int], capacity: int) -> list[list[int]]:
+    """Bins (lists of indices into `lengths`) of Johnson & Garey's modified first-fit-decreasing, the packer
+    NeMo RL's configs name (`sequence_packing.algorithm: modified_first_fit_decreasing`, grpo_math_1B.yaml
+    @06beed91; nemo_rl/data/packing/algorithms.py ModifiedFirstFitDecreasingPacker, same steps at v0.3.0).
+    Sizes are large (> C/2), medium (> C/3), small (> C/6) or tiny. Every large item opens a bin (longest
+    first); each such bin takes the longest medium item that fits; walking those bins from the last, a bin
+    without a medium item takes the shortest small item and the longest small one that fits beside it; each
+    of them then takes, while any fits, the longest remaining item that fits; first-fit-decreasing packs the
+    rest into new bins."""
+    size = lambda i: lengths[i]
+    up = sorted(range(len(lengths)), key=size)                  # stable: equal lengths keep their order
+    down = sorted(range(len(lengths)), key=size, reverse=True)
+    large = [i for i in down if lengths[i] > capacity / 2]
+    medium = [i for i in down if capacity / 3 < lengths[i] <= capacity / 2]
+    small = [i for i in up if capacity / 6 < lengths[i] <= capacity / 3]
+    tiny = [i for i in up if lengths[i] <= capacity / 6]
+    bins = [[i] for i in large]
+    room = [capacity - lengths[i] for i in large]               # kept with the bins: each step reads it
+    for k, b in enumerate(bins):
+        fit = next((m for m in medium if lengths[m] <= room[k]), None)
+        if fit is not None:
+            medium.remove(fit)
+            b.append(fit)
+            room[k] -= lengths[fit]
+    for k in reversed(range(len(bins))):
+        b = bins[k]
+        if any(capacity / 3 < lengths[j] <= capacity / 2 for j in b) or len(small) < 2:
+            continue
+        if lengths[small[0]] + lengths[small[1]] > room[k]:
+            continue
+        first = small.pop(0)
+        second = next(s for s in reversed(small) if lengths[s] <= room[k] - lengths[first])
+        small.remove(second)
+        b += [first, second]
+        room[k] -= lengths[first] + lengths[second]
+    rest = sorted(medium + small + tiny, key=size, reverse=True)
+    for k, b in enumerate(bins):
+        while rest and lengths[rest[-1]] <= room[k]:
+            pick = next(r for r in rest if lengths[r] <= room[k])
+            rest.remove(pick)
+            b.append(pick)
+            room[k] -= lengths[pick]
+    tail: list[list[int]] = []
+    tail_room: list[int] = []
+    for i in rest:                              # already longest first
+        k = next((k for k, r in enumerate(tail_room) if lengths[i] <= r), None)
+        if k is None:
+            tail.append([i])
+            tail_room.append(capacity - lengths[i])
+        else:
+            tail[k].append(i)
+            tail_room[k] -= lengths[i]
+    return bins + tail
+
+
+def _even_bins(bins: list[list[int]], ranks: int) -> list[list[int]]:
+    """NeMo RL @06beed91 makes the bin count a multiple of the data-parallel ranks (at least one each): for
+    every bin it lacks, the last sequence of the bin holding the most sequences (ties: the later bin) moves
+    into a bin of its own (`SequencePacker._adjust_bin_count`, min_bin_count = bin_count_multiple = shards,
+    batched_data_dict.py `shard_by_batch_size`). v0.3.0 did not; its ranks ran ceil(bins / ranks) or one fewer,
+    the same count on the slowest rank."""
+    need = -(-max(len(bins), ranks) // ranks) * ranks - len(bins)
+    if not need:
+        return bins
+    out = [list(b) for b in bins]
+    donors = [i for _, i in sorted(((len(b), i) for i, b in enumerate(out)), reverse=True)]
+    d = 0
+    for _ in range(need):
+        while d < len(donors) and len(out[donors[d]]) < 2:
+            d += 1
+        if d == len(donors):
+            break                               # fewer sequences than bins: NeMo RL refuses; keep what there is
+        out.append([out[donors[d]].pop()])
+    return out
+
+
+def packing_plan(scn: Scenario, budget: int, dp: int, chunk: int, tp: int = 1, cp: int = 1,
+                 pipeline: bool = False) -> dict[str, float]:
+    """The slowest data-parallel rank's share of a packed pass over the step's sequences, as NeMo RL's
+    `shard_by_batch_size(..., sequence_packing_args)` deals it (batched_data_dict.py @06beed91, v0.3.0):
+    the sequences (prompt_len + the response_lengths of the step, each padded to a multiple of tp, or of
+    2 x cp x tp with context parallelism: `sequence_length_pad_multiple`, lm_policy.py) are cut into chunks
+    of `chunk` sequences (one per optimizer step; the log-prob passes take the whole step as one), each chunk
+    packed into bins of `budget` tokens (_mffd, _even_bins) and its bins dealt to the ranks in turn
+    (`shard_idx = bin_idx % shards`). Every chunk ends in a collective (the gradient all-reduce, the
+    gathered log-probs), so it lasts as long as its slowest rank: the one with the most tokens, or under
+    pipeline parallelism, where each of a rank's packs is padded to its longest (`pad_full_seq_to =
+    max(micro_batch_lengths)`, megatron_policy_worker.py `train` / `get_logprobs`), the most bins x longest
+    bin. The step's response lengths are dealt to the chunks in turn from the shortest (each chunk a
+    sample of the whole distribution: the order of a real batch, prompt after prompt, is not known).
+    Returns the mean over chunks of the slowest rank's bins, tokens computed and sequences."""
+    rl = scn.train.rl
+    pad = 2 * cp * tp if cp > 1 else tp
+    n = sequences_per_step(scn)
+    lengths = [-(-(rl.prompt_len + r) // pad) * pad
+               for r in response_lengths(rl.mean_response_len, rl.max_new_tokens, n)]
+    return slowest_rank(lengths, budget, dp, max(1, n // max(1, chunk)), pipeline)
+
+
+def slowest_rank(lengths: Sequence[int], budget: int, dp: int, chunks: int = 1,
+                 pipeline: bool = False) -> dict[str, float]:
+    """packing_plan on given sequence lengths (ascending): dealt to `chunks` chunks in turn, each packed
+    (_mffd, _even_bins) into bins of `budget` tokens dealt to `dp` ranks in turn; the mean over chunks of the
+    slowest rank's bins, tokens computed (pipeline: bins x its longest bin) and sequences."""
+    budget = max(budget, max(lengths))          # NeMo RL refuses a sequence past the budget; it never is
+    bins_sum = tokens_sum = seqs_sum = 0.0
+    for c in range(chunks):
+        ls = list(lengths[c::chunks])
+        bins = _even_bins(_mffd(ls, budget), dp)
+        worst = (-1.0, 0, 0)
+        for r in range(dp):
+            mine = bins[r::dp]
+            toks = [sum(ls[i] for i in b) for b in mine]
+            cost = len(mine) * max(toks, default=0) if pipeline else float(sum(toks))
+            if cost > worst[0]:
+                worst = (cost, len(mine), sum(len(b) for b in mine))
+        bins_sum += worst[1]
+        tokens_sum += worst[0]
+        seqs_sum += worst[2]
+    return {"bins": max(1, round(bins_sum / chunks)), "tokens": tokens_sum / chunks,
+            "sequences": max(1.0, seqs_sum / chunks)}
+
+
+def dynamic_plan(scn: Scenario, budget: int, dp: int, chunk: int, round_to: int = 64) -> dict[str, float]:
+    """A rank's share of a dynamically batched pass (rl.dynamic_batching), as NeMo RL's
+    `shard_by_batch_size(..., dynamic_batching_args)` makes it (batched_data_dict.py v0.3.0, same at @06beed91):
+    each chunk of `chunk` sequences (one per optimizer step; the log-prob passes: the whole step) is sorted by
+    length and strided over the ranks (rank r holds the r-th, (r + dp)-th, ... shortest); micro-batches are cut
+    on the ranks' common positions, the same on every rank: position i joins the open micro-batch while (its
+    size + 1) x the longest sequence at any rank's position so far, rounded up to `round_to`
+    (`sequence_length_round`, 64 in the configs) but not past the batch's width, stays within `budget`
+    (`train_mb_tokens` / `logprob_mb_tokens`); each micro-batch is computed padded to that length. Response
+    lengths are dealt to the chunks as in packing_plan. Returns the mean over chunks of the micro-batches,
+    tokens computed (padding included) and sequences of one rank."""
+    rl = scn.train.rl
+    n = sequences_per_step(scn)
+    lengths = [rl.prompt_len + r for r in response_lengths(rl.mean_response_len, rl.max_new_tokens, n)]
+    width = max(lengths)
+    chunks = max(1, n // max(1, chunk))
+    mbs_sum = tokens_sum = seqs_sum = 0.0
+    for c in range(chunks):
+        ls = lengths[c::chunks]
+        mbs = _dynamic_micro_batches(ls, budget, dp, width, round_to)
+        mbs_sum += len(mbs)
+        tokens_sum += sum(k * length for k, length in mbs)
+        seqs_sum += -(-len(ls) // dp)
+    return {"bins": max(1, round(mbs_sum / chunks)), "tokens": tokens_sum / chunks,
+            "sequences": max(1.0, seqs_sum / chunks)}
+
+
+def _dynamic_micro_batches(lengths: Sequence[int], budget: int, dp: int, width: int,
+                           round_to: int = 64) -> list[list[int]]:
+    """One chunk's micro-batches under dynamic batching (dynamic_plan), the same on every rank: [sequences,
+    padded length] each."""
+    ls = sorted(lengths)
+    mbs: list[list[int]] = []
+    for i in range(-(-len(ls) // dp)):
+        longest = min(width, -(-max(ls[i * dp:(i + 1) * dp]) // round_to) * round_to)
+        if mbs and (mbs[-1][0] + 1) * max(mbs[-1][1], longest) <= max(budget, longest):
+            mbs[-1][0] += 1
+            mbs[-1][1] = max(mbs[-1][1], longest)
+        else:
+            mbs.append([1, longest])
+    return mbs
 
 
 def logprob_scenario(scn: Scenario) -> Scenario:
     """The no-grad log-prob passes (old policy, reference, critic values) as the training engine's scenario:
     every sequence of the step in one pass, in micro-batches of rl.logprob_micro_batch sequences (NeMo RL
     `logprob_batch_size`; with packing `logprob_mb_tokens = max_total_sequence_length x logprob_batch_size`,
-    examples/configs/grpo_math_1B.yaml @00294d9b), packed like the training pass when rl.packing."""
+    examples/configs/grpo_math_1B.yaml @00294d9b), packed (or dynamically batched) like the training pass."""
     rl = scn.train.rl
     train = training_scenario(scn)
     data = train.model_dump()
     data["train"].update(global_batch=sequences_per_step(scn),
                          micro_batch=rl.logprob_micro_batch or train.train.micro_batch)
     padded = scenario_from_dict(data, "(RL log-prob pass)")
-    return _packed(scn, padded, "(RL log-prob pass, packed)") if rl.packing else padded
+    return _packed(scn, padded, "(RL log-prob pass, packed)") if rl.packing or rl.dynamic_batching else padded
 
 
 def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
@@ -534,12 +689,12 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     net = network if network is not None else _network(scn, gpu)
     rl = scn.train.rl
     # packed sequences: the passes compute on the generated tokens, not on every sequence padded to the maximum
-    train = packed_training_scenario(scn) if rl.packing else training_scenario(scn)
+    train = packed_training_scenario(scn) if rl.packing or rl.dynamic_batching else training_scenario(scn)
     base = train_performance(train, model, gpu, params=P, network=net)
     k = optimizer_steps(scn)            # the pass is k optimizer steps of the mini-batch
     # the tokens trained on: what was generated when packed (a pipeline's pack padding is not counted), else
     # every sequence padded to the maximum
-    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing
+    tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing or rl.dynamic_batching
               else base.details["tokens_per_step"] * k)
     lp = forward_only_time(logprob_scenario(scn), model, gpu, network=net, params=P)
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
