@@ -58,7 +58,10 @@ def diagnose(b16: dict, f8: dict) -> dict:
     g_model = pb.breakdown["compute_matmul"]
     return {"pair": f"{b16['id']}->{f8['id']}", "gpu": b16["gpu"], "recipe": f8.get("fp8_recipe") or "tensorwise",
             "measured_s": (mb, mf), "predicted_s": (pb.step_time_s, pf.step_time_s), "R": r, "dC": dc,
-            "gemm_s": (g, g_model), "other_s": (x, pb.step_time_s - g_model)}
+            "gemm_s": (g, g_model), "other_s": (x, pb.step_time_s - g_model),
+            # under TP, torchtitan's float8 linears also all-gather in FP8 (§2.10 item 3): the FP8 run changes
+            # communication too, which the split charges to the GEMMs
+            "caveat": "TP>1: FP8 also changes TP comm" if int(b16["tp"]) > 1 else ""}
 
 
 def main() -> None:
@@ -70,7 +73,8 @@ def main() -> None:
         d = diagnose(b16, f8)
         print(f"{d['pair']:14} {d['gpu']:20} {d['recipe']:14} {d['measured_s'][0]:7.3f}/{d['measured_s'][1]:<8.3f}"
               f" {d['predicted_s'][0]:7.3f}/{d['predicted_s'][1]:<8.3f} {d['R']:5.2f} {d['dC']:6.3f}"
-              f"  {d['gemm_s'][0]:9.3f}/{d['gemm_s'][1]:<11.3f}  {d['other_s'][0]:10.3f}/{d['other_s'][1]:<11.3f}")
+              f"  {d['gemm_s'][0]:9.3f}/{d['gemm_s'][1]:<11.3f}  {d['other_s'][0]:10.3f}/{d['other_s'][1]:<11.3f}"
+              f" {d['caveat']}")
 
 
 if __name__ == "__main__":
