@@ -50,6 +50,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         load["rate_per_s"] = float(row["rate_per_s"]) / replicas(row)
     if row["clients"]:
         load["clients"] = int(row["clients"])
+    if row.get("warmup_requests"):             # requests the measurement leaves out (the row's notes say why)
+        load["warmup_requests"] = int(row["warmup_requests"])
     if row.get("slo_ttft_p99_ms"):
         load.update(slo_ttft_s=float(row["slo_ttft_p99_ms"]) / 1e3, slo_tpot_s=float(row["slo_tpot_p99_ms"]) / 1e3,
                     slo_percentile=99)
