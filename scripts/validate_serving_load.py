@@ -50,6 +50,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         load["rate_per_s"] = float(row["rate_per_s"]) / replicas(row)
     if row["clients"]:
         load["clients"] = int(row["clients"])
+    if row.get("warmup_requests"):             # requests the measurement leaves out (the row's notes say why)
+        load["warmup_requests"] = int(row["warmup_requests"])
     if row.get("slo_ttft_p99_ms"):
         load.update(slo_ttft_s=float(row["slo_ttft_p99_ms"]) / 1e3, slo_tpot_s=float(row["slo_tpot_p99_ms"]) / 1e3,
                     slo_percentile=99)
@@ -97,11 +99,20 @@ def engine_flags(version: str) -> dict:
 
 # the first versions whose default overlaps the scheduler's host work with the GPU step (estimate/engine_host.py):
 # vLLM 0.14.0 (async scheduling on by default), SGLang 0.4 (overlap scheduler); TensorRT-LLM 1.x's PyTorch
-# backend and the C++ executor of the MLPerf / NIM rows are taken as overlapped
+# backend (its overlap scheduler is on by default); not the C++ executor of the MLPerf / NIM rows (CPP_EXECUTOR)
 OVERLAP_FROM = {"vllm": (0, 14), "sglang": (0, 4)}
 
 
+# TensorRT-LLM served through TensorRT engines and the C++ executor (NIM's TensorRT-LLM profiles, NVIDIA's MLPerf
+# harness) runs a synchronous loop: `Executor::Impl::executionLoop` (cpp/tensorrt_llm/executor/executorImpl.cpp)
+# calls forwardSync (waits for the step in flight), then fetchNewRequests, then forwardAsync (schedules and launches
+# the next step), so a request that arrives during a step joins the next one
+CPP_EXECUTOR = ("NIM ", "TensorRT-LLM (NVIDIA MLPerf")
+
+
 def overlaps_host(row: dict) -> bool:
+    if row["engine"] == "trtllm" and row["engine_version"].startswith(CPP_EXECUTOR):
+        return False
     first = OVERLAP_FROM.get(row["engine"])
     if first is None or "--async-scheduling" in row["engine_version"]:
         return True

@@ -377,6 +377,9 @@ class Load(_Strict):
     rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma)", lo=0, hi=1e6, open_lo=True,
                                     unit="requests/s")
     requests: int = _num(1000, "requests simulated", lo=1, hi=1_000_000)
+    warmup_requests: int = _num(0, "requests at the start of the run that are simulated but left out of the "
+                                "statistics (a load tester's warm-up, e.g. genai-perf/AIPerf --warmup-request-count; "
+                                "the first ones sent)", lo=0, hi=1_000_000)
     arrival: Arrival = Field("poisson", description="poisson | gamma (bursty, see arrival_cv) | closed (clients "
                              "that each wait for their answer) | offline (all at t=0, MLPerf Offline) | trace")
     arrival_cv: float = _num(1.0, "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)", lo=0,
@@ -407,6 +410,9 @@ class Load(_Strict):
                              "output_tokens)")
         if a != "trace" and self.trace:
             raise ValueError(f"trace is given but arrival is {a}; set arrival: trace to replay the file")
+        if self.warmup_requests >= self.requests:
+            raise ValueError(f"warmup_requests ({self.warmup_requests}) leaves none of the {self.requests} requests "
+                             f"to measure; use fewer warm-up requests or more requests")
         return self
 
 

@@ -19,6 +19,7 @@ from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
            "SpecCost", "Arrivals", "Lengths", "Workload", "make_workload", "trace_workload", "find_capacity", "is_overloaded",
+           "measured",
            "saturation", "SHAPES", "replicas_for_slo", "meets_slo", "per_request"]
 
 # requests simulated per replica count when sizing for an SLO without a scenario load block: the
@@ -76,13 +77,31 @@ def meets_slo(res: Result, slo: Mapping[str, Any]) -> bool:
     return True
 
 
-def summarize(res: Result, *, slo: Mapping[str, Any] | None = None, open_loop: bool = True) -> dict[str, Any]:
-    m = per_request(res)
-    t0 = float(np.nanmin(res.arrival_s))
-    dur = float(np.nanmax(res.finish_s)) - t0
+def measured(res: Result, warmup: int = 0) -> np.ndarray:
+    """Which requests the statistics count: all but the first `warmup` sent (arrival order; a closed
+    loop's first round is its first `clients` requests). A load tester's warm-up requests
+    (genai-perf / AIPerf `--warmup-request-count`) are served like any other but not reported."""
     n = len(res.arrival_s)
-    out_tok = float(res.output_tokens.sum())
-    tot_tok = out_tok + float(res.input_tokens.sum())
+    keep = np.ones(n, bool)
+    if warmup > 0:
+        if warmup >= n:
+            raise ValueError(f"warmup_requests ({warmup}) leaves none of the {n} requests to measure")
+        keep[np.argsort(res.arrival_s, kind="stable")[:warmup]] = False
+    return keep
+
+
+def summarize(res: Result, *, slo: Mapping[str, Any] | None = None, open_loop: bool = True,
+              warmup: int = 0) -> dict[str, Any]:
+    """Latency statistics and throughput over the measured requests (all but `warmup` first ones: their
+    span, first measured arrival to last measured completion); the time averages (KV occupancy, requests
+    in the system) and the overload test cover the whole run."""
+    keep = measured(res, warmup)
+    m = {k: v[keep] for k, v in per_request(res).items()}
+    t0 = float(np.nanmin(res.arrival_s[keep]))
+    dur = float(np.nanmax(res.finish_s[keep])) - t0
+    n = int(keep.sum())
+    out_tok = float(res.output_tokens[keep].sum())
+    tot_tok = out_tok + float(res.input_tokens[keep].sum())
     good = None
     if slo and (slo.get("ttft_s") is not None or slo.get("tpot_s") is not None):
         ok = np.ones(n, bool)
@@ -91,6 +110,7 @@ def summarize(res: Result, *, slo: Mapping[str, Any] | None = None, open_loop: b
         if slo.get("tpot_s") is not None:
             ok &= ~(m["tpot"] > slo["tpot_s"])          # a one-token answer has no TPOT
         good = float(ok.sum()) / dur if dur > 0 else None
+    t_run = float(np.nanmin(res.arrival_s))
     return {
         "requests": n,
         "ttft_s": _stats(m["ttft"]), "tpot_s": _stats(m["tpot"]), "e2e_s": _stats(m["e2e"]),
@@ -103,7 +123,7 @@ def summarize(res: Result, *, slo: Mapping[str, Any] | None = None, open_loop: b
         "kv_occupancy": {"mean": res.kv_block_s / res.horizon_s / res.kv_blocks if res.horizon_s > 0 and res.kv_blocks
                          else None, "max": res.kv_max_blocks / res.kv_blocks if res.kv_blocks else None},
         "preemptions": res.preemptions,
-        "mean_in_system": res.in_system_s / (res.horizon_s - t0) if res.horizon_s > t0 else None,
+        "mean_in_system": (res.in_system_s / (res.horizon_s - t_run) if res.horizon_s > t_run else None),
         "simulated_s": dur, "iterations": res.iterations, "engine_steps": res.engine_steps,
         "timeline": [{"t_s": a, "kv_occupancy": b, "running": c, "waiting": d} for a, b, c, d in res.timeline],
     }
@@ -211,7 +231,15 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
     if getattr(load, "disaggregation", None) is not None:
         return _disaggregated(scn, serving, wl, policy, cost, slo, open_loop, notes)
     res = simulate(wl, policy, cost)
-    s = summarize(res, slo=slo, open_loop=open_loop)
+    warmup = int(getattr(load, "warmup_requests", 0) or 0)
+    try:
+        s = summarize(res, slo=slo, open_loop=open_loop, warmup=warmup)
+    except ValueError as exc:
+        from ...errors import InputError
+        raise InputError("infer.load.warmup_requests", str(exc) + ".", "use fewer warm-up requests or a longer "
+                         "run (requests, or more trace rows).") from None
+    if warmup:
+        notes.append(f"the first {warmup} requests are a warm-up: simulated, not counted in the statistics.")
     for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
         if s[k] is not None:
             s[k] *= adp
@@ -294,8 +322,9 @@ def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: A
                          f"set hardware.count to at least {gpus} or use fewer instances.")
     link = transfer_link(serving, n + m)
     res, tx = simulate_disaggregated(wl, policy, cost, n, m, lambda p: transfer_seconds(serving, link, p))
-    s = summarize(res, slo=slo, open_loop=open_loop)
-    col = summarize(split_round_robin(wl, n + m, policy, cost), slo=slo, open_loop=open_loop)
+    w = int(getattr(load, "warmup_requests", 0) or 0)
+    s = summarize(res, slo=slo, open_loop=open_loop, warmup=w)
+    col = summarize(split_round_robin(wl, n + m, policy, cost), slo=slo, open_loop=open_loop, warmup=w)
     keep = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests_per_s", "output_tokens_per_s", "goodput_requests_per_s",
             "overloaded", "preemptions")
     s.update({"engine": policy.engine, "arrival": load.arrival,

@@ -25,6 +25,19 @@ def engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy, 
     with the KV pool the memory engine sized (serving.kv_capacity_tokens) and, under speculative
     decoding, the mean tokens each decode step yields per sequence."""
     policy, notes = _engine_policy(scn, serving, capacity_bytes)
+    host = getattr(serving, "engine_host", None)
+    if host is not None and host.overlapped and policy.engine != "llama.cpp" and policy.decode_steps == 1:
+        # an engine that overlaps its scheduler with the GPU picks batch n+1 as batch n starts: SGLang
+        # `Scheduler.event_loop_overlap` (recv_requests -> get_next_batch_to_run -> run_batch launches, then
+        # pop_and_process waits for the previous batch), TensorRT-LLM `PyExecutor._executor_loop_overlap`
+        # (fetch -> schedule -> _forward_step, then the previous batch's _update_requests), vLLM's async
+        # scheduling (EngineCore.step_with_batch_queue: two batches in flight). A request reaching a busy
+        # engine therefore waits for the batch in flight and the one already picked: one more step to its
+        # first token than a synchronous loop (docs/serving-load.md, *Overlapped schedulers*)
+        from dataclasses import replace as _replace
+        policy = _replace(policy, lookahead=True)
+        notes.append("the scheduler overlaps the GPU: a request that arrives while a batch runs joins the batch "
+                     "after the one already picked (one more step to its first token).")
     e = float(getattr(serving, "spec_tokens", 1.0) or 1.0)
     if e > 1.0:
         from dataclasses import replace

@@ -51,6 +51,9 @@ class Policy:
     decode_steps: int = 1             # vLLM V0 multi-step scheduling (--num-scheduler-steps): a decode batch, once
                                       # scheduled, runs this many iterations with no admission, and its tokens
                                       # (and finishes) reach the client when the run ends
+    lookahead: bool = False           # the scheduler picks batch n+1 while the GPU runs batch n (SGLang's overlap
+                                      # loop, TensorRT-LLM's PyTorch overlap loop, vLLM's async scheduling): a
+                                      # request that reaches a busy engine during batch n first runs in batch n+2
 
 
 @dataclass
@@ -149,9 +152,11 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     kv_block_s = 0.0
     tl: list[tuple[float, float, int, int]] = []
 
-    def enqueue_until(now: float) -> None:
+    def enqueue_until(now: float, cutoff: float | None = None) -> None:
+        """Move the requests that reached the engine by `cutoff` (default: now) into the waiting queue."""
         nonlocal in_sys, in_system_s
-        while pending and pending[0][0] <= now:
+        cut = now if cutoff is None else cutoff
+        while pending and pending[0][0] <= cut:
             ta, r = heapq.heappop(pending)
             waiting.append(r)
             in_sys += 1
@@ -253,13 +258,20 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     # prefilled, and requests whose last token falls inside the run finish (their stream ends) with the run
     multi = pol.decode_steps > 1
     ms_left = 0
+    # lookahead: the batch about to run was chosen when the previous one started (`picked`), so only the
+    # requests that had reached the engine by then are in it; an idle engine picks a request at once
+    picked = 0.0
     while done < n:
-        enqueue_until(t)
+        enqueue_until(t, picked if pol.lookahead else t)
         if not D:
             ms_left = 0                      # a multi-step run ends when its batch is gone (all preempted)
         if not running and not waiting:
-            t = pending[0][0]                # idle until the next arrival
-            continue
+            if pending and pending[0][0] <= t:
+                enqueue_until(t)             # it came while the last batch ran: no batch was queued behind it
+            else:
+                t = pending[0][0]            # idle until the next arrival
+                picked = t
+                continue
         iterations += 1
         steps += 1
         budget = pol.token_budget
@@ -299,6 +311,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                         k = lo
                 if k >= 2:
                     dt = cost.decode_sum(D, c0, k)
+                    picked = t + dt - cost.decode_sum(D, c0 + k - 1, 1)   # the run's last iteration started here
                     grow = 0
                     if not pol.reserve_full:
                         grow = D * (k // bs) + sum(phase[(it + k - k % bs + j) % bs] for j in range(k % bs))
@@ -311,7 +324,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                     iterations += k - 1
                     if multi:
                         ms_left -= k
-                    enqueue_until(t)
+                    enqueue_until(t, picked if pol.lookahead else t)
                     if not ms_left and fin_heap and fin_heap[0][0] <= it:
                         complete(t)
                     if len(tl) < 100000:
@@ -383,6 +396,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             att += cost.attention(c, o)
         ctx = (ctx0 + D * it) / D if dec else 0.0
         dt = cost.step(dec, ctx, ptok, att)
+        picked = t
         kv_block_s += used * dt
         in_system_s += in_sys * dt
         t += dt
