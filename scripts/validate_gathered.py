@@ -266,6 +266,7 @@ def score(path: Path) -> list[dict]:
                 rec["phases"] = est.performance.details.get("phases_s", {})
                 rec["phase_pairs"] = phase_pairs(row, rec["phases"])
                 rec["placement"] = row["placement"]
+                rec["framework"] = row["framework"]
                 out.append(rec)
                 continue
             if serving:
@@ -362,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("RL step", [r["rl"] for r in rows if "rl" in r]))
     for src in sorted({r["source"] for r in rows if "rl" in r}):
         print(_summary(f"  {src[:40]}", [r["rl"] for r in rows if "rl" in r and r["source"] == src]))
+    # leave-one-source-out by framework family: nothing is fitted on these rows, so each family's error is its
+    # held-out error
+    for fw in sorted({r["framework"] for r in rows if "rl" in r}):
+        print(_summary(f"  family {fw}", [r["rl"] for r in rows if "rl" in r and r["framework"] == fw]))
     for col in PHASES:
         print(_summary(f"  phase {col[:-7]}", [r["phase_pairs"][col] for r in rows if col in r.get("phase_pairs", {})]))
     return 0
