@@ -134,7 +134,24 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
 # (nemo_rl/models/dtensor/parallelize.py L464-488, dtensor_policy_worker.py L188-205, v0.3.0 b1c86a8): the
 # sharding, gather and fp32 reduce-scatter of torchtitan's FSDP2 profile; its HF modules' kernels are not
 # torchtitan's own (flash-attention 2 over the packed sequences in both)
-TRAIN_BACKENDS = {"megatron-core": "megatron", "pytorch-dtensor": "torchtitan"}
+# verl's FSDP workers (strategy fsdp: FSDP1 FULL_SHARD over the HF model, MixedPrecision(param bf16, reduce fp32,
+# buffer fp32), verl/workers/fsdp_workers.py L59-67 and L232-234 @44a65f9; strategy fsdp2: fully_shard) take the same
+# FSDP2 profile. OpenRLHF and DeepSpeed-Chat train with DeepSpeed ZeRO (gpuplan's deepspeed profile).
+TRAIN_BACKENDS = {"megatron-core": "megatron", "pytorch-dtensor": "torchtitan", "pytorch-fsdp": "torchtitan",
+                  "pytorch-fsdp2": "torchtitan", "deepspeed": "deepspeed"}
+
+
+def micro_batch(row: dict, col: str, prompt: int, max_new: int) -> int:
+    """A row's micro-batch in gpuplan's units. gpuplan's packing fills a micro-batch up to
+    micro_batch x (prompt + max_new_tokens) tokens. verl with use_remove_padding and without use_dynamic_bsz
+    splits the batch into micro-batches of a fixed number of sequences and then strips their padding
+    (dp_actor.py `batch.split(micro_batch_size)` then unpad_input, @44a65f9): `micro_batch_unit: sequences`
+    says so, and that count of sequences of the row's mean length is stated as the padded sequences holding
+    as many tokens."""
+    n = int(row[col])
+    if row.get("micro_batch_unit") != "sequences":
+        return n
+    return max(1, round(n * (prompt + int(row["mean_response_len"])) / (prompt + max_new)))
 
 
 def posttrain_scenario(row: dict) -> dict:
@@ -158,7 +175,7 @@ def posttrain_scenario(row: dict) -> dict:
     if row.get("engine_async_scheduling"):   # the rollout engine's version: async scheduling on or off
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
     if row.get("logprob_batch"):        # sequences per micro-batch of the log-prob passes
-        rl["logprob_micro_batch"] = int(row["logprob_batch"])
+        rl["logprob_micro_batch"] = micro_batch(row, "logprob_batch", prompt, rl["max_new_tokens"])
     if row.get("train_global_batch"):   # sequences per optimizer step of the training pass
         rl["mini_batch"] = int(row["train_global_batch"])
     if row.get("reference_on_host"):
@@ -171,7 +188,8 @@ def posttrain_scenario(row: dict) -> dict:
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
-            "train": {"objective": row["objective"], "method": row["method"], "micro_batch": int(row["micro_batch"]),
+            "train": {"objective": row["objective"], "method": row["method"],
+                      "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl,
                       **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
 
@@ -186,10 +204,23 @@ PHASES = {"generation_time_s": ("rollout", "engine_sleep"), "train_time_s": ("ac
           "refit_time_s": ("weight_sync", "state_offload", "engine_wake")}
 
 
+# verl's timers (ray_trainer.py fit() @44a65f9): `gen` wraps generate_sequences, whose rollout sharding manager
+# loads the FSDP state_dict into the engine on entry and frees its weights and KV cache on exit
+# (sharding_manager/fsdp_vllm.py __enter__/__exit__), so the weight transfer is inside generation; `old_log_prob`,
+# `ref` and `values` are the no-grad passes; `update_actor` and `update_critic` the training (the rule-based
+# reward and the advantages run in `adv`, which no column holds)
+VERL_PHASES = {"generation_time_s": ("rollout", "engine_sleep", "engine_wake", "weight_sync"),
+               "train_time_s": ("actor_update", "critic_update"),
+               "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values")}
+FRAMEWORK_PHASES = {"verl": VERL_PHASES}
+
+
 def phase_pairs(row: dict, phases: dict) -> dict[str, tuple[float, float]]:
-    """{source phase: (predicted s, measured s)} for the phases the row states."""
+    """{source phase: (predicted s, measured s)} for the phases the row states, read with its framework's
+    timers (NeMo RL's unless the framework has its own)."""
+    cover = FRAMEWORK_PHASES.get(row.get("framework", ""), PHASES)
     return {col: (sum(phases.get(k, 0.0) for k in keys), float(row[col]))
-            for col, keys in PHASES.items() if row.get(col)}
+            for col, keys in cover.items() if row.get(col)}
 
 
 UNSCORED = "unscored:"   # a row whose notes start with this is listed, not scored (the reason follows)
@@ -237,6 +268,7 @@ def score(path: Path) -> list[dict]:
                 rec["phases"] = est.performance.details.get("phases_s", {})
                 rec["phase_pairs"] = phase_pairs(row, rec["phases"])
                 rec["placement"] = row["placement"]
+                rec["framework"] = row["framework"]
                 out.append(rec)
                 continue
             if serving:
@@ -333,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("RL step", [r["rl"] for r in rows if "rl" in r]))
     for src in sorted({r["source"] for r in rows if "rl" in r}):
         print(_summary(f"  {src[:40]}", [r["rl"] for r in rows if "rl" in r and r["source"] == src]))
+    # leave-one-source-out by framework family: nothing is fitted on these rows, so each family's error is its
+    # held-out error
+    for fw in sorted({r["framework"] for r in rows if "rl" in r}):
+        print(_summary(f"  family {fw}", [r["rl"] for r in rows if "rl" in r and r["framework"] == fw]))
     for col in PHASES:
         print(_summary(f"  phase {col[:-7]}", [r["phase_pairs"][col] for r in rows if col in r.get("phase_pairs", {})]))
     return 0
