@@ -136,3 +136,13 @@ def test_launch_writes_the_expert_grid():
     assert f["--expert-tensor-parallel-size"] == "1"     # explicit: Megatron would default it to tp = 2
     f = _flags(_scn({"tp": 4, "pp": 1, "ep": 4, "etp": 2}, count=8, global_batch=64))
     assert f["--expert-model-parallel-size"] == "4" and f["--expert-tensor-parallel-size"] == "2"
+
+
+def test_model_rules():
+    with pytest.raises(InputError, match="is dense"):
+        api.estimate({"model": "llama-3.1-8b", "framework": "megatron", "hardware": {"gpu": "h100-sxm", "count": 8},
+                      "parallel": {"tp": 2, "etp": 1}, "train": {"seq_len": 4096, "global_batch": 8}})
+    # moe_layer.py: MoE + TP without sequence parallel raises in training
+    with pytest.raises(InputError, match="sequence parallel"):
+        api.estimate({"model": "qwen3-30b-a3b", "framework": "megatron", "hardware": {"gpu": "h100-sxm", "count": 8},
+                      "parallel": {"tp": 2, "ep": 8, "sp": False}, "train": {"seq_len": 4096, "global_batch": 8}})
