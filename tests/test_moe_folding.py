@@ -146,3 +146,17 @@ def test_model_rules():
     with pytest.raises(InputError, match="sequence parallel"):
         api.estimate({"model": "qwen3-30b-a3b", "framework": "megatron", "hardware": {"gpu": "h100-sxm", "count": 8},
                       "parallel": {"tp": 2, "ep": 8, "sp": False}, "train": {"seq_len": 4096, "global_batch": 8}})
+
+
+def test_recommend_proposes_layouts_megatron_accepts():
+    from gpuplan.search.recommend import recommend
+    rec = recommend({"model": "qwen3-30b-a3b", "task": "train", "framework": "megatron",
+                     "hardware": {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8},
+                     "parallel": {"tp": [1, 2, 4], "ep": "auto", "pp": [1]},
+                     "train": {"seq_len": 4096, "tokens": 1e9, "global_batch": 256}}, top=10, progress=False)
+    assert rec.plans
+    for plan in rec.plans:
+        s, p = plan.scenario, plan.scenario.parallel
+        assert _megatron_accepts(p.tp, p.pp, p.cp, s.dp, p.ep, p.expert_tp)
+        if p.ep > 1:   # Megatron would default expert TP to tp: the file must say the plan's
+            assert _flags(s)["--expert-tensor-parallel-size"] == str(p.expert_tp)
