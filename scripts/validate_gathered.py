@@ -38,6 +38,7 @@ def scenario(row: dict) -> dict:
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
         "parallel": {"tp": int(row["tp"]), "pp": int(row["pp"]), "vpp": int(row["vpp"]), "cp": int(row["cp"]),
                      "ep": int(row.get("ep") or 1), "zero": zero, "dp": dp,
+                     **({"etp": int(row["etp"])} if row.get("etp") else {}),
                      "tp_comm_overlap": row.get("tp_comm_overlap") == "true",
                      "ep_comm_overlap": row.get("ep_comm_overlap") == "true",
                      "ep_dispatcher": row.get("ep_dispatcher") or "alltoall"},
@@ -187,7 +188,8 @@ def posttrain_scenario(row: dict) -> dict:
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
-            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0)},
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0),
+                         **({"etp": int(row["train_etp"])} if row.get("train_etp") else {})},
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl,

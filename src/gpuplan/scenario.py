@@ -145,6 +145,10 @@ class Parallel(_Strict):
     pp: int = _num(1, "pipeline stages", lo=1, hi=MAX_GPUS)
     cp: int = _num(1, "context-parallel size (training only)", lo=1, hi=MAX_GPUS)
     ep: int = _num(1, "expert-parallel size (mixture-of-experts models only)", lo=1, hi=MAX_GPUS)
+    etp: int | None = _num(None, "expert tensor-parallel size (Megatron --expert-tensor-parallel-size; training): "
+                           "the routed experts' own grid, ep x etp x expert-dp = tp x cp x dp per pipeline stage "
+                           "(MoE parallel folding: ep may span tp ranks); default 1 with ep > 1 (the Megatron-Bridge "
+                           "and NeMo RL MoE recipes), tp without", lo=1, hi=MAX_GPUS)
     vpp: int = _num(1, "virtual pipeline chunks per rank (interleaved 1F1B)", lo=1, hi=1024)
     sp: bool = Field(True, description="sequence parallel with TP (Megatron-style)")
     tp_comm_overlap: bool = Field(False, description="Megatron/Transformer Engine --tp-comm-overlap (userbuffers): "
@@ -160,6 +164,20 @@ class Parallel(_Strict):
         "destination GPU and once per destination node")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     offload: Offload = "none"
+
+    @property
+    def expert_tp(self) -> int:
+        """Ranks one routed expert's matrices are split over: etp, else 1 under expert parallelism (each rank holds
+        whole experts) and tp without it (the experts split like the dense MLP)."""
+        if self.etp is not None:
+            return self.etp
+        return 1 if self.ep > 1 else self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Megatron's expert-data-parallel size: the ranks of a pipeline stage holding the same expert shard,
+        tp x cp x dp / (ep x etp) (megatron/core/parallel_state.py initialize_model_parallel)."""
+        return max(1, self.tp * self.cp * (self.dp or 1) // (self.ep * self.expert_tp))
 
 
 LoraTargets = Annotated[Union[Annotated[Literal["all-linear"], Tag("_all")],
@@ -706,13 +724,18 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}")
         if p.dp is None:
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
-        # training (Megatron) places experts across the data(-and-context)-parallel ranks; serving
-        # engines place them across the tensor-parallel ranks (vLLM --enable-expert-parallel) or the
-        # attention-data-parallel ranks (TensorRT-LLM/SGLang DEP)
-        ep_group = dp * p.cp if self.task != "infer" else dp * p.tp
-        if p.ep > 1 and ep_group % p.ep:
-            what = "dp*cp" if self.task != "infer" else "dp*tp"
-            raise ValueError(f"parallel.ep = {p.ep} must divide {what} = {ep_group}")
+        if p.etp is not None:
+            _check_expert_grid(self, dp)
+        elif self.framework == "megatron" and self.task != "infer":
+            _check_expert_grid(self, dp)
+        else:
+            # training stacks other than Megatron place experts across the data(-and-context)-parallel ranks;
+            # serving engines across the tensor-parallel ranks (vLLM --enable-expert-parallel) or the
+            # attention-data-parallel ranks (TensorRT-LLM/SGLang DEP)
+            ep_group = dp * p.cp if self.task != "infer" else dp * p.tp
+            if p.ep > 1 and ep_group % p.ep:
+                what = "dp*cp" if self.task != "infer" else "dp*tp"
+                raise ValueError(f"parallel.ep = {p.ep} must divide {what} = {ep_group}")
         if p.ep_dispatcher != "alltoall" and (self.task == "infer" or p.ep <= 1):
             raise ValueError(f"parallel.ep_dispatcher = {p.ep_dispatcher} dispatches a training step's tokens to "
                              "expert-parallel ranks: it needs task train/finetune and parallel.ep > 1 (set ep, or "
@@ -754,6 +777,35 @@ class Scenario(_Strict):
         elif "hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates:
             data["parallel"]["dp"] = None
         return scenario_from_dict(data)
+
+
+def _check_expert_grid(scn: "Scenario", dp: int) -> None:
+    """Megatron's MoE parallel folding: the routed experts get their own grid over each pipeline stage's
+    tp x cp x dp ranks, ETP x EP x expert-DP, independent of the attention layers' TP x CP x DP
+    (megatron/core/parallel_state.py initialize_model_parallel @ core_v0.19.0: expert_data_parallel_size =
+    world_size // (etp * ep * pp), RuntimeError unless world_size is divisible by etp * ep * pp; etp defaults
+    to tp there, to 1 here with ep > 1, and the launch file writes it). With world = tp x cp x dp x pp that is:
+    ep x etp divides tp x cp x dp."""
+    p = scn.parallel
+    if p.etp is not None:
+        if scn.task == "infer":
+            raise ValueError(f"parallel.etp = {p.etp} is Megatron's expert tensor-parallel size, a training layout; "
+                             "serving engines split the experts over ep (or tp without it): remove etp")
+        if scn.framework != "megatron":
+            raise ValueError(f"parallel.etp = {p.etp} is Megatron's --expert-tensor-parallel-size; framework is "
+                             f"{scn.framework} (set framework: megatron, or remove etp)")
+    etp = p.expert_tp
+    stage = p.tp * p.cp * dp
+    if (p.ep * etp) <= 1 or stage % (p.ep * etp) == 0:
+        return
+    def divisors(n: int) -> str:
+        return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+    fix = (f"use an ep that divides {stage // etp} ({divisors(stage // etp)}), a smaller etp" if stage % etp == 0 else
+           f"use an etp that divides {stage} ({divisors(stage)})")
+    raise ValueError(f"parallel.ep x etp = {p.ep} x {etp} = {p.ep * etp} must divide tp x cp x dp = {p.tp} x {p.cp} "
+                     f"x {dp} = {stage}: Megatron builds the experts' grid (expert-parallel x expert-tensor-parallel x "
+                     f"expert-data-parallel) over each pipeline stage's tp x cp x dp ranks; {fix}, or change tp, cp "
+                     "or hardware.count")
 
 
 def _apply_tool(scn: "Scenario") -> None:

@@ -50,6 +50,15 @@ def _layout_rules(scn: Any, model: Any) -> None:
     if p.ep > 1 and model.num_experts % p.ep:
         raise InputError(f"parallel.ep = {p.ep}", f"does not divide {model.name}'s {model.num_experts} experts.",
                          f"use an ep that divides {model.num_experts}: {_divisors(model.num_experts, p.ep * 2)}.")
+    if p.etp is not None and not model.num_experts:
+        raise InputError(f"parallel.etp = {p.etp}", f"splits routed experts; {model.name} is dense (no experts).",
+                         "remove etp.")
+    if (model.num_experts and scn.is_training and scn.framework == "megatron" and p.tp > 1 and not p.sp):
+        # megatron/core/transformer/moe/moe_layer.py @core_v0.19.0 raises in training: the dispatcher takes the
+        # sequence-parallel tokens (the speed estimate times that)
+        raise InputError(f"parallel.sp = false with tp = {p.tp}", f"Megatron's MoE layer refuses tensor parallel "
+                         f"without sequence parallel in training ({model.name} has {model.num_experts} experts).",
+                         "set parallel.sp: true (the default), or tp: 1.")
     if p.cp > 1 and not scn.is_training:
         raise InputError(f"parallel.cp = {p.cp}", "context parallel splits a training sequence; serving has none.",
                          "set cp: 1 (use tp or pp).")

@@ -2,7 +2,8 @@
 
 Tensor parallel splits attention and MLP matrices and the (vocab-parallel) embedding and lm_head;
 norms and routers stay replicated (Megatron-LM; Shoeybi et al. 2019). Expert parallel splits the
-routed experts over `ep` ranks; experts are tensor-split only when ep == 1. Pipeline stages take
+routed experts over `ep` ranks and each expert's matrices over `etp` ranks (Megatron's expert grid,
+MoE parallel folding; default: 1 under EP, tp without it). Pipeline stages take
 ceil(L/pp) layers; the first stage also holds the embedding, the last the final norm and lm_head
 (a tied embedding is held by both, as Megatron does).
 """
@@ -32,20 +33,26 @@ class RankParams:
         return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision
 
 
-def _tp_divisor(kind: str, tp: int, ep: int, vocab_parallel: bool = True) -> int:
+def expert_split(tp: int, ep: int, etp: int | None = None) -> int:
+    """Ranks one layer's routed experts are spread over: ep x etp; etp defaults to 1 under expert parallelism
+    (whole experts per rank) and to tp without it (the experts split like the dense MLP)."""
+    return ep * (etp if etp is not None else (1 if ep > 1 else tp))
+
+
+def _tp_divisor(kind: str, tp: int, ep: int, vocab_parallel: bool = True, etp: int | None = None) -> int:
     if kind in ("embedding", "lm_head"):
         return tp if vocab_parallel else 1
     if kind in ("attn", "mlp", "shared_expert", "ssm"):
         return tp
     if kind == "expert":
-        return ep if ep > 1 else tp
+        return expert_split(tp, ep, etp)
     if kind == "bias":
         return tp
     return 1  # norms, routers, other
 
 
 def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stage: str = "first",
-                vocab_parallel: bool = True) -> RankParams:
+                vocab_parallel: bool = True, etp: int | None = None) -> RankParams:
     """Parameters held by one rank of pipeline `stage` ('first', 'last' or 'only').
 
     `vocab_parallel`: Megatron/torchtitan split the embedding and lm_head over TP ranks; HF's
@@ -56,7 +63,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
     layers = linear = 0.0
     emb = head = norm = vision = 0.0
     for b in model.blocks:
-        share = b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel)
+        share = b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel, etp)
         if b.layer_scope == "vision":
             vision += b.total if stage in ("first", "only") else 0
         elif b.layer_scope == "layer":
@@ -80,7 +87,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
     if model.is_encoder_decoder:
         # one FSDP unit is one T5 block: the largest is a decoder block (self + cross attention + MLP)
         def per_block(streams, n):
-            return sum(b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel) for b in model.blocks
+            return sum(b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel, etp) for b in model.blocks
                        if b.layer_scope == "layer" and b.stream in streams and b.kind != "other") / max(n, 1)
         layer_max = max(per_block(("encoder",), model.encoder_layers),
                         per_block(("decoder", "cross_kv"), model.num_layers))

@@ -137,7 +137,7 @@ def rank_tensors(scn: Scenario, model: ModelSpec, stage: str) -> list:
         frac = math.ceil(model.num_layers / p.pp) / model.num_layers
         return opt.adapter_tensors(model, t.lora_rank, _lora_targets(t.lora_targets), LORA_NAME_MAP, tp=p.tp,
                                    layer_frac=frac)
-    return opt.param_tensors(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
+    return opt.param_tensors(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp, etp=p.etp)
 
 
 def _lora_targets(targets) -> frozenset[str]:
@@ -209,7 +209,8 @@ def _train_setup(scn: Scenario, model: ModelSpec, stage: str) -> _TrainSetup:
     # copy (`_Linear4bit.quantize`: weight.to(dtype=torch.half); lightning 2.1-2.4)
     fabric_bnb = litgpt and t.method == "qlora" and t.qlora_backend == "bitsandbytes"
     return _TrainSetup(scn=scn, model=model, stage=stage,
-                       rp=rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp),
+                       rp=rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp,
+                                      etp=p.etp),
                        shard=scn.dp * p.cp, low=4 if t.precision == "fp32" else 2, peft=peft,
                        targets=_lora_targets(t.lora_targets) if peft else frozenset(), native_tp=native_tp,
                        untied_head=untied_head, fabric_bnb=fabric_bnb)
@@ -276,16 +277,19 @@ def quant_constants_bytes(ts: _TrainSetup) -> float:
 
 
 def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
-    """(routed-expert parameters on this rank, their ZeRO shard group). With expert parallelism each rank
-    holds E/ep experts, and the ranks holding the same experts form the expert-data-parallel group of
-    tp·dp·cp/ep ranks (Megatron-LM parallel_state: expert_data_parallel = world / (pp·ep·etp), etp 1; the
-    distributed optimizer shards expert states over it). Speed's optimizer step uses the same group."""
+    """(routed-expert parameters on this rank, their ZeRO shard group). Megatron gives the routed experts their
+    own grid over each pipeline stage's tp·cp·dp ranks (MoE parallel folding): each rank holds E/ep experts split
+    over etp ranks, and the ranks holding the same shard form the expert-data-parallel group of tp·cp·dp/(ep·etp)
+    (megatron/core/parallel_state.py @core_v0.19.0 initialize_model_parallel: expert_data_parallel_size =
+    world_size // (etp·ep·pp); the distributed optimizer shards expert states over it). Speed's optimizer step
+    and expert gradient reduction use the same group."""
     p = ts.scn.parallel
-    if p.ep <= 1 or ts.peft:
+    etp = p.expert_tp
+    if (p.ep <= 1 and etp == p.tp) or ts.peft:
         return 0.0, ts.shard
     experts = sum(b.total for b in ts.model.blocks if b.kind == "expert")
-    ne = experts / p.ep * ts.rp.stage_layers / max(ts.model.num_layers, 1)
-    return ne, max(1, ts.shard * p.tp // p.ep)
+    ne = experts / (p.ep * etp) * ts.rp.stage_layers / max(ts.model.num_layers, 1)
+    return ne, max(1, ts.shard * p.tp // (p.ep * etp))
 
 
 def _idle_tower_params(ts: _TrainSetup) -> float:

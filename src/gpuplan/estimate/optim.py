@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..models.spec import ModelSpec
+from . import layout
 
 ELEMENTWISE = ("adamw", "adamw-8bit", "sgd", "lion", "paged-adamw", "paged-adamw-8bit")
 SHAPED = ("adafactor", "muon", "galore", "soap")
@@ -65,7 +66,7 @@ class Tensor:
 
 
 def param_tensors(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stage: str = "only",
-                  vocab_parallel: bool = True) -> list[Tensor]:
+                  vocab_parallel: bool = True, etp: int | None = None) -> list[Tensor]:
     """The parameter tensors one rank of `stage` holds, shaped as torch stores them (out x in), with the
     same placement rules as layout.rank_params (TP splits the output of column-parallel linears and the input
     of row-parallel ones; experts split over EP; the stage holds its share of the layers)."""
@@ -101,18 +102,20 @@ def param_tensors(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, st
             out.append(Tensor(max(1, b.numel // split), 0, count, "vector"))
             continue
         fin, fout = b.linear
-        if b.kind == "expert" and ep > 1:
+        split = tp
+        if b.kind == "expert":       # E/ep experts per rank, each split over etp (layout.expert_split)
             count /= ep
-        elif b.kind != "router":
+            split = layout.expert_split(tp, ep, etp) // ep
+        if b.kind != "router":
             if b.name.split(".")[-1] in _ROW_PARALLEL:
-                fin = max(1, fin // tp)
+                fin = max(1, fin // split)
             else:
-                fout = max(1, fout // tp)
+                fout = max(1, fout // split)
         out.append(Tensor(fout, fin, count, "router" if b.kind == "router" else b.kind))
     if model.tie_embeddings and pp > 1 and stage == "last":
         # the tied matrix is replicated on the last stage (as rank_params counts it)
         out += [Tensor(t.rows, t.cols, t.count, "head") for t in param_tensors(model, tp=tp, pp=1, ep=ep,
-                stage="only", vocab_parallel=vocab_parallel) if t.role == "embedding"]
+                stage="only", vocab_parallel=vocab_parallel, etp=etp) if t.role == "embedding"]
     return out
 
 

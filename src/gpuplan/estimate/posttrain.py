@@ -129,7 +129,7 @@ def frozen_model_bytes(scn: Scenario, model: ModelSpec, stage: str = "only", byt
     the policy (tp, pp, ep) and sharded under ZeRO-3/FSDP."""
     p = scn.parallel
     native_tp = scn.framework in ("megatron", "torchtitan")
-    rp = rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
+    rp = rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp, etp=p.etp)
     return rp.total * (_low(scn) if bytes_per_param is None else bytes_per_param) / _shard(scn)
 
 
@@ -299,7 +299,7 @@ def _score_head(scn: Scenario, model: ModelSpec, stage: str, phases: dict[str, d
     gradients and optimizer states) are replaced by a 1-output score head (h parameters, neglected)."""
     p = scn.parallel
     native_tp = scn.framework in ("megatron", "torchtitan")
-    rp = rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp)
+    rp = rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp, etp=p.etp)
     frac = rp.lm_head / rp.total if rp.total else 0.0
     peft = scn.train.method in ("lora", "qlora")
     for ph in phases.values():

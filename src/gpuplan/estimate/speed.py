@@ -276,9 +276,10 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
         notes.append(f"{getattr(gpu, 'id', 'this GPU')} has no FP8 tensor cores; FP8 training timed at 16-bit.")
     frozen = tr.method in ("lora", "qlora")
     tp_pp = par.tp * par.pp
-    # under EP the routed experts are split over ep ranks, whole (not tensor-split; layout.py)
-    experts = sum(b.total for b in model.blocks if b.kind == "expert") if (model.is_moe and par.ep > 1) else 0.0
-    expert_local = experts / (par.ep * par.pp)
+    # under EP (or an expert TP other than tp) the routed experts have their own grid: E/ep experts per rank,
+    # each split over etp (layout.expert_split; Megatron's MoE parallel folding)
+    experts = sum(b.total for b in model.blocks if b.kind == "expert") if _folded(model, par) else 0.0
+    expert_local = experts / (par.ep * _etp(par) * par.pp)
     params_local = (model.params_total - experts) / tp_pp + expert_local
     trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
     fp8 = None
@@ -296,22 +297,38 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
                                  tr.recompute_layers, tr.recompute_group), fp8)
 
 
+def _etp(par: Any) -> int:
+    """Expert tensor-parallel size (scenario Parallel.expert_tp: etp, else 1 under EP and tp without it)."""
+    etp = getattr(par, "expert_tp", None)
+    return etp if etp is not None else (1 if par.ep > 1 else par.tp)
+
+
+def _folded(model: ModelSpec, par: Any) -> bool:
+    """True when the routed experts do not simply follow the dense layers' TP split: expert parallelism, or an
+    expert TP other than tp (Megatron's expert grid ETP x EP x expert-DP over tp x cp x dp)."""
+    return bool(model.is_moe) and (par.ep > 1 or _etp(par) != par.tp)
+
+
 def _linear_time(c: _Train) -> float:
     """Forward + backward (+ recompute) time of every linear layer for one micro-batch."""
-    tp, ep, pp = c.par.tp, c.par.ep, c.par.pp
+    tp, ep, pp, etp = c.par.tp, c.par.ep, c.par.pp, _etp(c.par)
     bwd_factor = 1.0 if c.frozen else 2.0       # frozen base: data gradient only
     t_lin = 0.0
     for b in c.model.blocks:
         if b.linear is None or b.layer_scope == "vision":
             continue
         k_in, n_out = b.linear
+        split = etp if b.kind == "expert" else tp
         if k_in >= n_out:
-            k_in = k_in / tp
+            k_in = k_in / split
         else:
-            n_out = n_out / tp
+            n_out = n_out / split
         per_stage = pp if b.layer_scope == "layer" else 1
         if b.kind == "expert":
-            m_rows = c.tokens * b.active_fraction * ep       # tokens routed to one local expert
+            # rows of one local expert: each rank dispatches its tokens/tp sequence-parallel share (k routed
+            # copies), the all-to-all brings those of its ep peers for its E/ep experts and the expert-TP
+            # all-gather those of its etp peers (MoEAlltoAllTokenDispatcher, token_dispatcher.py @core_v0.19.0)
+            m_rows = c.tokens / tp * b.active_fraction * ep * etp
             count = b.count / ep / per_stage * _ep_imbalance(c)   # the busiest EP rank sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
@@ -457,7 +474,7 @@ def _fp8_cast_bytes(c: _Train) -> float:
         share = b.count * b.active_fraction / c.par.pp
         act += share * c.tokens * (k_in + n_out) / tp
         recast += share * c.tokens * k_in / tp * c.rc.linear_share
-        numel = b.numel * b.count / (c.par.pp * tp * (c.par.ep if b.kind == "expert" else 1))
+        numel = b.numel * b.count / (c.par.pp * (c.par.ep * _etp(c.par) if b.kind == "expert" else tp))
         w += numel
         if r.bwd_rescale:   # grad-input output (tokens x in) and grad-weight output (in x out)
             rescale += share * c.tokens * k_in / tp + (0.0 if c.frozen else numel)
@@ -558,19 +575,26 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
     par, model, comm = c.par, c.model, c.P["comm"]
-    tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
+    tp, pp, cp, ep, etp = par.tp, par.pp, par.cp, par.ep, _etp(par)
     h, act_b, tokens = model.hidden_size, c.act_b, c.tokens
     exposed, detail = 0.0, {}
+    folded = _folded(model, par)
     if tp > 1:
         link = group_link(c.gpu, tp, tp, c.gpn, c.net, comm)
         n_ar = TP_ALL_REDUCES_PER_LAYER * (1.0 + 0.5 * c.rc.tp_forward_share)
+        # a MoE layer on its own expert grid runs no TP collective around its routed experts (the sequence-
+        # parallel tokens go straight to the dispatcher; the expert-TP ones are timed below): only attention's
+        # half of the layer's TP traffic remains, and a shared expert's (a TP-split MLP, moe_layer.py)
+        tp_layers = c.L_stage
+        if folded and not any(b.kind == "shared_expert" for b in model.blocks):
+            tp_layers -= 0.5 * _moe_layers_stage(c)
         size = tokens * h * act_b
         if _fp8_tp_all_gather(c):
             # each sequence-parallel all-reduce equivalent is a 16-bit reduce-scatter plus an FP8 all-gather
             per = reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link)
         else:
             per = all_reduce_time(size, tp, link)
-        detail["tp"] = t = c.L_stage * n_ar * per
+        detail["tp"] = t = tp_layers * n_ar * per
         exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
@@ -582,33 +606,44 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         moe_layers = model.num_moe_layers or model.num_layers
         # dispatch + combine in forward and their adjoints in backward, 16-bit payload (the dispatcher
         # sends hidden states in the activation dtype, FP8 recipes included); the busiest rank sets the pace.
-        # EP ranks are adjacent (inside TP): an EP group wider than a node sends (ep − g)/ep of its rows
-        # through each GPU's own NIC (comm.all_to_all_time_nodes)
-        payload = tokens * model.experts_per_tok * h * act_b
+        # Each rank dispatches its sequence-parallel share, tokens/tp (Megatron's MoE layer refuses TP without
+        # sequence parallel in training, moe_layer.py @core_v0.19.0). EP ranks are adjacent inside the expert
+        # grid's etp ranks (order tp-ep-dp-pp, parallel_state.py): an EP group wider than a node sends
+        # (ep − g)/ep of its rows through each GPU's own NIC (comm.all_to_all_time_nodes)
+        local_tokens = tokens / tp
+        payload = local_tokens * model.experts_per_tok * h * act_b
         dispatcher = getattr(par, "ep_dispatcher", "alltoall")
         if dispatcher != "alltoall":
             # DeepEP / HybridEP send a token once per destination rank and once per destination node
             # (estimate/moe.py dispatch_copies), not once per (token, expert) pair
-            per_node = max(1, min(ep, c.gpn // tp))
+            per_node = max(1, min(ep, c.gpn // etp))
             intra_rows, inter_rows = dispatch_copies(dispatcher, model.num_experts, model.experts_per_tok, ep,
                                                      per_node)
-            row = tokens * h * act_b
-            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+            row = local_tokens * h * act_b
+            intra = group_link(c.gpu, per_node, per_node * etp, c.gpn, c.net, comm)
             a2a = intra_rows * row / intra.effective_bytes_per_s
             if inter_rows > 0:
                 nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)
                 a2a = max(a2a, inter_rows * row / nic.effective_bytes_per_s) + (ep - 1) * nic.latency_s
             else:
                 a2a += (ep - 1) * intra.latency_s
-        elif tp * ep > c.gpn:
-            per_node = max(1, c.gpn // tp)
-            intra = group_link(c.gpu, per_node, per_node * tp, c.gpn, c.net, comm)
+        elif etp * ep > c.gpn:
+            per_node = max(1, c.gpn // etp)
+            intra = group_link(c.gpu, per_node, per_node * etp, c.gpn, c.net, comm)
             nic = group_link(c.gpu, 2, 2 * c.gpn, c.gpn, c.net, comm)     # two ranks a node apart: one NIC
             a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
         else:
-            a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, tp * ep, c.gpn, c.net, comm))
+            a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, etp * ep, c.gpn, c.net, comm))
         detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
         exposed += _ep_exposed(c, t, t_compute)
+    if folded and etp > 1:
+        # expert TP: the received rows are all-gathered over the etp ranks before the experts and
+        # reduce-scattered after them (token_dispatcher.py gather_from_sequence_parallel_region /
+        # reduce_scatter_to_sequence_parallel_region on the expert-TP group), and the adjoints in backward
+        gathered = etp * tokens / tp * model.experts_per_tok * h * act_b * _ep_imbalance(c)
+        link = group_link(c.gpu, etp, etp, c.gpn, c.net, comm)
+        detail["etp"] = t = _moe_layers_stage(c) * 4 * all_gather_time(gathered, etp, link)
+        exposed += t
     if pp > 1:
         link = group_link(c.gpu, pp, c.scn.hardware.count, c.gpn, c.net, comm)
         detail["pp"] = t = 2 * par.vpp * p2p_time(tokens * h * act_b / (tp if par.sp else 1), link)
@@ -626,17 +661,17 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     exposed once per step, each one's time)."""
     par, ov = c.par, c.P["overlap"]
     n_dp = c.scn.dp * par.cp
-    if n_dp <= 1:
+    if n_dp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * _etp(par)):   # no expert-data-parallel peers
         return 0.0, 0.0, {}
     link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
-    # under expert parallelism each rank holds E/ep of the routed experts, whole (layout.py), and their
-    # gradients are reduced only over the ranks holding the same experts: Megatron's expert-data-parallel
-    # group, tp·dp·cp/ep ranks (megatron/core/parallel_state.py, core_v0.15.0); the rest over dp·cp
-    # (EP ranks are adjacent, so that group's members are ep apart: fewer of them share a node and its NICs)
+    # on the experts' own grid each rank holds E/ep of the routed experts split over etp (layout.py), and their
+    # gradients are reduced only over the ranks holding the same shard: Megatron's expert-data-parallel
+    # group, tp·dp·cp/(ep·etp) ranks (megatron/core/parallel_state.py @core_v0.19.0); the rest over dp·cp
+    # (the expert grid's order is etp-ep-dp, so that group's members are ep·etp apart: fewer share a node)
     span = par.tp * par.cp * c.scn.dp
     groups = [(c.params_local - c.expert_local, n_dp, link)]
     if c.expert_local > 0:
-        n_e = max(1, span // max(1, par.ep))
+        n_e = max(1, span // max(1, par.ep * _etp(par)))
         groups.append((c.expert_local, n_e, group_link(c.gpu, n_e, span, c.gpn, c.net, c.P["comm"])))
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
@@ -660,8 +695,8 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     par, P = c.par, c.P
     shard = c.scn.dp * par.cp if par.zero >= 1 else 1
     # the distributed optimizer shards the routed experts' states over their expert-data-parallel group
-    # (tp·dp·cp/ep ranks holding the same experts), the rest over dp·cp
-    e_shard = max(1, (par.tp * c.scn.dp * par.cp) // max(1, par.ep)) if par.zero >= 1 else 1
+    # (tp·dp·cp/(ep·etp) ranks holding the same expert shard), the rest over dp·cp
+    e_shard = max(1, (par.tp * c.scn.dp * par.cp) // max(1, par.ep * _etp(par))) if par.zero >= 1 else 1
     opt_local = (c.trainable_local - c.expert_local) / shard + c.expert_local / e_shard
     opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
     if par.offload == "none":

@@ -122,6 +122,13 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args += ["--expert-model-parallel-size", str(p.ep)]
         if p.ep_comm_overlap:   # what the speed estimate assumed (EP all-to-all beside another micro-batch)
             args.append("--overlap-moe-expert-parallel-comm")
+    if plan.spec.num_experts and (p.ep > 1 or p.etp is not None):
+        # always explicit: Megatron's default expert TP is tp (arguments.py @core_v0.19.0), the plan's is 1 under EP
+        args += ["--expert-tensor-parallel-size", str(p.expert_tp)]
+        if p.ep * p.expert_tp > plan.s.dp * p.cp or p.expert_tp != p.tp:
+            notes.append(f"MoE parallel folding: the routed experts run on their own grid of ep {p.ep} x etp "
+                         f"{p.expert_tp} x expert-dp {p.expert_dp} over each stage's tp {p.tp} x cp {p.cp} x dp "
+                         f"{plan.s.dp} ranks (megatron/core/parallel_state.py)")
     if p.zero >= 1 or p.offload == "optimizer":
         args.append("--use-distributed-optimizer")
     if p.zero > 1:
