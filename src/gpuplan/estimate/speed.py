@@ -35,8 +35,8 @@ from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes, host_issue_per_linear,
-                            is_bitsandbytes, materialises_16_bit)
+from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes,
+                            host_issue_per_linear, is_bitsandbytes, materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1041,6 +1041,14 @@ class _Serving:
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
+        # bitsandbytes' dequantize kernel is bound by instruction issue where the GPU's SMs issue fewer of its
+        # instructions per second than HBM feeds its bytes (quant_kernels.py); the GPU's peak issue rate
+        # (hardware/sms.py), None where the catalog has no SM figures (then the kernel is priced by bytes alone)
+        self.warp_issue_per_s = None
+        if self.bnb:
+            from ..hardware.sms import sm_spec
+            sm = sm_spec(getattr(gpu, "id", ""))
+            self.warp_issue_per_s = sm.warp_issue_per_s if sm else None
         self.beams = inf.beam_width
         # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
@@ -1219,6 +1227,12 @@ class _Serving:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel) \
             + gptq_kernel_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel)
 
+    def _dequant_issue(self, rows: float) -> float:
+        """Seconds bitsandbytes' dequantize kernel runs beyond its bytes at `rows` rows (issue-bound GPUs)."""
+        if not self.bnb:
+            return 0.0
+        return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
         return self._tp_comm(tokens) + self._ep_comm(tokens)
@@ -1279,7 +1293,8 @@ class _Serving:
         # plugin between its GEMM plugins), so a batch large enough to make the GEMMs compute-bound still
         # pays its KV read in full (docs/serving-load.md, "Decode attention is its own kernel").
         sharp = self.P["roofline_sharpness"]
-        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) \
+        # bitsandbytes' dequantize is its own kernel before each GEMM: its issue-bound excess adds (quant_kernels.py)
+        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + self._dequant_issue(q) \
             + self._elementwise(q) + comm + self._overhead()
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
@@ -1338,7 +1353,8 @@ class _Serving:
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
-        return self.with_host(max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt)), 1)
+        t = max(t_c, t_w) + self._dequant_issue(prompt) + comm + self._overhead()
+        return self.with_host(max(t, self._host_issue(prompt)), 1)
 
     def spec_step_extra(self, batch: float, context: float) -> float:
         """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
