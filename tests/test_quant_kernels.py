@@ -176,12 +176,11 @@ def _gptq_tpot(batch: int, kernel: str | None) -> float:
 def test_exllama_reconstructs_from_8_rows_by_hand():
     # Llama-2-13B decoder linears: 40 x (4 x 5120^2 + 3 x 5120 x 13824) = 12.69e9 parameters; exllama (v1,
     # transformers 4.x's default) writes each in fp16 and cuBLAS reads it back from 8 rows: 4 B x 12.69e9 = 50.75 GB at
-    # 0.8 x 2,039 GB/s = 31.1 ms more than cuda-old, which keeps its quantized kernel up to 127 rows (and has
-    # no measured per-batch figure: priced as an ideal kernel)
+    # 0.8 x 2,039 GB/s = 31.1 ms more than the kernel left unset (priced as an ideal packed read; cuda-old, which
+    # keeps its quantized kernel up to 127 rows, now pays a pass per row: test_cuda_old_pass_per_row_by_hand)
     params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
-    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, "cuda-old") == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
-    assert _gptq_tpot(8, None) == _gptq_tpot(8, "cuda-old")             # unset: an ideal kernel (no copy)
-    assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, "cuda-old")         # under 8 rows: no copy
+    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, None) == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
+    assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, None)              # under 8 rows: no copy
 
 
 def test_dequant_thresholds_per_gptq_kernel():
@@ -226,10 +225,10 @@ def test_exllamav2_takes_its_measured_speed_under_50_rows_by_hand():
     assert exllamav2_speedup(12) == pytest.approx(1.50 + (3.5849625 - 3) * (0.71 - 1.50), rel=1e-6)
     # batch 16, Llama-2-13B: its linears take 16-bit time / 0.71 = 2 / 0.71 B per parameter, against the packed
     # 4.15625 / 8 B an ideal kernel reads: (2.8169 - 0.5195) x 12.69e9 = 29.15 GB more, 17.9 ms at 0.8 x 2,039 GB/s
-    # (cuda-old has no measured figure: priced as the ideal kernel)
+    # (against the kernel left unset: the ideal packed read)
     params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
     extra = (2 / 0.71 - 4.15625 / 8) * params / (0.8 * 2039e9)
-    assert _gptq_tpot(16, "exllamav2") - _gptq_tpot(16, "cuda-old") == pytest.approx(extra, rel=0.03)
+    assert _gptq_tpot(16, "exllamav2") - _gptq_tpot(16, None) == pytest.approx(extra, rel=0.03)
 
 
 # ---- bitsandbytes' dequantize kernel: bound by instruction issue on GPUs with high HBM bandwidth per SM clock ----
@@ -279,3 +278,34 @@ def test_70b_nf4_batched_on_h100_pays_the_issue_bound_dequantize():
     t8 = _tpot("nf4", 8, model="llama-3.1-70b")
     assert t8 > 0.1225 + 2.0 * 68.45e9 / 3.35e12              # the dequantize issue plus the GEMM's 16-bit read
     assert t8 < 0.2348                                          # still below the published: not a fit to the row
+
+
+# ---- AutoGPTQ cuda-old under its 128-row switch: one pass over the packed weight per row (grid z = rows) ----
+
+def test_cuda_old_pass_per_row_by_hand():
+    from gpuplan.estimate.quant_kernels import gptq_row_pass_excess_s
+    from gpuplan.hardware.sms import sm_spec
+    gptq, weights = weight_format("gptq-int4"), 5120 * 13824     # one Llama-2-13B MLP linear: 70,778,880 weights
+    a100 = sm_spec("a100-sxm-80gb").warp_issue_per_s             # 108 x 4 x 1.41 GHz = 6.0912e11
+    # issue per row: 70,778,880 x 2,290 / 8,192 / 6.0912e11 = 32.48 us; packed bytes per pass:
+    # 4.15625 bits (codes + fp16 scale + 4-bit zero per 128) / 8 x 70,778,880 = 36.77 MB / 2.039 TB/s = 18.03 us
+    # 8 rows: 8 x 32.48 - 18.03 (the one read already priced) = 241.8 us
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "cuda-old", a100, 2.039e12) == pytest.approx(241.8e-6, rel=1e-3)
+    # one row: the one pass is issue-bound too, 32.48 - 18.03 = 14.45 us
+    assert gptq_row_pass_excess_s(gptq, 1, weights, "hf", "cuda-old", a100, 2.039e12) == pytest.approx(14.45e-6, rel=2e-3)
+    # at 128 rows cuda-old switches to torch ops + matmul (priced by dequant_extra_bytes); other kernels, engines: 0
+    assert gptq_row_pass_excess_s(gptq, 128, weights, "hf", "cuda-old", a100, 2.039e12) == 0.0
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "exllama", a100, 2.039e12) == 0.0
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "vllm", "cuda-old", a100, 2.039e12) == 0.0
+    # without an issue rate the passes are bytes alone: 8 x 18.03 - 18.03 = 126.2 us
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "cuda-old", None, 2.039e12) == pytest.approx(126.24e-6, rel=1e-3)
+
+
+def test_cuda_old_tpot_grows_with_every_row():
+    # optimum's table (A100, Llama-2-13B, 512 + 512, cuda-old): 104.4 ms at batch 8, 192.5 ms at batch 16 —
+    # ~11 ms per row. The model's slope must be per row (≥ the 5.8 ms issue pass of the 12.7 G weights), not flat.
+    def tpot(batch):
+        return api.estimate({"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+                             "infer": {"engine": "hf", "weights": "gptq-int4", "gptq_kernel": "cuda-old",
+                                       "prompt_len": 512, "output_len": 512, "concurrency": batch}}).performance.tpot_s
+    assert (tpot(16) - tpot(8)) / 8 > 12.69e9 * 2290 / 8192 / 6.0912e11

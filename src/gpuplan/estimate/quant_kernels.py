@@ -82,6 +82,18 @@ GPTQ_RECONS_ROWS = {"exllama": 8, "exllamav2": 51, "cuda-old": 128}
 EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 0.71), (32, 0.35))
 
 
+# AutoGPTQ's cuda-old kernel under its switch threshold makes one whole pass over the packed weight per row:
+# `vecquant4matmul_faster_cuda_old` launches grid (height / 32, width / 256, batch) — z = the row
+# (autogptq_extension/cuda_256/autogptq_cuda_kernel_256.cu @v0.5.0 = 200844d) — and every block rebuilds its
+# dequantize table, re-reads its slice of codes, scales and zeros and divides for the group index per step. In the
+# auto-gptq 0.5.0 wheel (autogptq_cuda_256, sm_80, `cuobjdump -sass`) one warp issues about 2,290 instructions for
+# its 32 columns x 256 weights (125 of set-up, then 16 passes of a 135-instruction loop body, two source iterations
+# each): 0.279 per weight and row (the 64-wide build for other shapes: 577 per 2,048, 0.282). A pass is bound by
+# that issue or by its packed bytes, whichever is slower; exllama (v1) also launches one block row per input row
+# but keeps each weight slice in L2 and is not issue-bound by its count (~0.1 per weight), so it is not priced here.
+GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT = 2290.0 / (32 * 256)
+
+
 def is_bitsandbytes(fmt: WeightFormat) -> bool:
     return fmt.family == "nf4" or fmt.name == "int8"
 
@@ -179,3 +191,17 @@ def bnb_dequant_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: fl
     if issue <= 0.0:
         return 0.0
     return max(0.0, issue - bnb_dequant_kernel_bytes(fmt, linear_params) / bw)
+
+
+def gptq_row_pass_excess_s(fmt: WeightFormat, rows: float, linear_params: float, engine: str,
+                           gptq_kernel: str | None, warp_issue_per_s: float | None, bw: float) -> float:
+    """Seconds AutoGPTQ's cuda-old kernel spends beyond one packed read of the weights, under its switch
+    threshold: one pass per row, each bound by its instruction issue or its packed bytes at `bw`. 0 for the
+    other kernels, above the threshold (mechanism of `dequant_extra_bytes`) or off HF."""
+    if not (materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel == "cuda-old"):
+        return 0.0
+    if rows >= GPTQ_RECONS_ROWS["cuda-old"] or rows <= 0:
+        return 0.0
+    bytes_pass = fmt.bits / 8.0 * linear_params / bw
+    issue_pass = linear_params * GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT / warp_issue_per_s if warp_issue_per_s else 0.0
+    return max(0.0, rows * max(issue_pass, bytes_pass) - bytes_pass)

@@ -35,8 +35,9 @@ from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes,
-                            host_issue_per_linear, is_bitsandbytes, materialises_16_bit)
+from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
+                            gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
+                            materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1041,11 +1042,11 @@ class _Serving:
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
-        # bitsandbytes' dequantize kernel is bound by instruction issue where the GPU's SMs issue fewer of its
-        # instructions per second than HBM feeds its bytes (quant_kernels.py); the GPU's peak issue rate
-        # (hardware/sms.py), None where the catalog has no SM figures (then the kernel is priced by bytes alone)
+        # bitsandbytes' dequantize kernel and AutoGPTQ's cuda-old kernel are bound by instruction issue where
+        # the GPU's SMs issue fewer of their instructions per second than HBM feeds their bytes (quant_kernels.py);
+        # the GPU's peak issue rate (hardware/sms.py), None where the catalog has no SM figures (bytes alone)
         self.warp_issue_per_s = None
-        if self.bnb:
+        if self.dequant:
             from ..hardware.sms import sm_spec
             sm = sm_spec(getattr(gpu, "id", ""))
             self.warp_issue_per_s = sm.warp_issue_per_s if sm else None
@@ -1228,10 +1229,14 @@ class _Serving:
             + gptq_kernel_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel)
 
     def _dequant_issue(self, rows: float) -> float:
-        """Seconds bitsandbytes' dequantize kernel runs beyond its bytes at `rows` rows (issue-bound GPUs)."""
-        if not self.bnb:
+        """Seconds a quantized-weight kernel runs beyond the bytes priced for it at `rows` rows: bitsandbytes'
+        issue-bound dequantize, AutoGPTQ cuda-old's pass per row (quant_kernels.py)."""
+        if not self.dequant:
             return 0.0
-        return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+        if self.bnb:
+            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+        return gptq_row_pass_excess_s(self.fmt, rows, self.q_linear_params, self.inf.engine,
+                                      getattr(self.inf, "gptq_kernel", None), self.warp_issue_per_s, self.bw)
 
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
