@@ -309,3 +309,11 @@ def test_cuda_old_tpot_grows_with_every_row():
                              "infer": {"engine": "hf", "weights": "gptq-int4", "gptq_kernel": "cuda-old",
                                        "prompt_len": 512, "output_len": 512, "concurrency": batch}}).performance.tpot_s
     assert (tpot(16) - tpot(8)) / 8 > 12.69e9 * 2290 / 8192 / 6.0912e11
+
+
+def test_issue_bound_quant_kernel_is_named_in_the_notes():
+    h100 = api.estimate(_scn("nf4", 8, model="llama-3.1-70b")).performance
+    assert any("bound by instruction issue" in n for n in h100.notes)
+    # the RTX 4090's HBM is slower than its SMs issue the dequantize: memory-bound, no note
+    r4090 = api.estimate(_scn("nf4", 8, gpu="rtx-4090")).performance
+    assert not any("bound by instruction issue" in n for n in r4090.notes)

@@ -1298,14 +1298,16 @@ class _Serving:
         # plugin between its GEMM plugins), so a batch large enough to make the GEMMs compute-bound still
         # pays its KV read in full (docs/serving-load.md, "Decode attention is its own kernel").
         sharp = self.P["roofline_sharpness"]
-        # bitsandbytes' dequantize is its own kernel before each GEMM: its issue-bound excess adds (quant_kernels.py)
-        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + self._dequant_issue(q) \
+        # bitsandbytes' dequantize is its own kernel before each GEMM, AutoGPTQ cuda-old a pass per row: their
+        # issue-bound excess adds (quant_kernels.py)
+        t_issue = self._dequant_issue(q)
+        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
             + self._elementwise(q) + comm + self._overhead()
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
-                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
+                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
@@ -1481,6 +1483,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
         notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
                      f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
                      f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
+    if step["quant_kernel_issue"] > 0:
+        notes.append(f"the quantized-weight kernel ({'bitsandbytes dequantize' if sv.bnb else 'AutoGPTQ cuda-old'}) "
+                     f"is bound by instruction issue on this GPU, not by memory: "
+                     f"+{step['quant_kernel_issue'] * 1e3:.1f} ms per decode step beyond its bytes "
+                     "(estimate/quant_kernels.py; docs/speed.md §3.9).")
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
