@@ -176,12 +176,11 @@ def _gptq_tpot(batch: int, kernel: str | None) -> float:
 def test_exllama_reconstructs_from_8_rows_by_hand():
     # Llama-2-13B decoder linears: 40 x (4 x 5120^2 + 3 x 5120 x 13824) = 12.69e9 parameters; exllama (v1,
     # transformers 4.x's default) writes each in fp16 and cuBLAS reads it back from 8 rows: 4 B x 12.69e9 = 50.75 GB at
-    # 0.8 x 2,039 GB/s = 31.1 ms more than cuda-old, which keeps its quantized kernel up to 127 rows (and has
-    # no measured per-batch figure: priced as an ideal kernel)
+    # 0.8 x 2,039 GB/s = 31.1 ms more than the kernel left unset (priced as an ideal packed read; cuda-old, which
+    # keeps its quantized kernel up to 127 rows, now pays a pass per row: test_cuda_old_pass_per_row_by_hand)
     params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
-    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, "cuda-old") == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
-    assert _gptq_tpot(8, None) == _gptq_tpot(8, "cuda-old")             # unset: an ideal kernel (no copy)
-    assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, "cuda-old")         # under 8 rows: no copy
+    assert _gptq_tpot(8, "exllama") - _gptq_tpot(8, None) == pytest.approx(4 * params / (0.8 * 2039e9), rel=0.03)
+    assert _gptq_tpot(7, "exllama") == _gptq_tpot(7, None)              # under 8 rows: no copy
 
 
 def test_dequant_thresholds_per_gptq_kernel():
@@ -226,7 +225,95 @@ def test_exllamav2_takes_its_measured_speed_under_50_rows_by_hand():
     assert exllamav2_speedup(12) == pytest.approx(1.50 + (3.5849625 - 3) * (0.71 - 1.50), rel=1e-6)
     # batch 16, Llama-2-13B: its linears take 16-bit time / 0.71 = 2 / 0.71 B per parameter, against the packed
     # 4.15625 / 8 B an ideal kernel reads: (2.8169 - 0.5195) x 12.69e9 = 29.15 GB more, 17.9 ms at 0.8 x 2,039 GB/s
-    # (cuda-old has no measured figure: priced as the ideal kernel)
+    # (against the kernel left unset: the ideal packed read)
     params = 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824)
     extra = (2 / 0.71 - 4.15625 / 8) * params / (0.8 * 2039e9)
-    assert _gptq_tpot(16, "exllamav2") - _gptq_tpot(16, "cuda-old") == pytest.approx(extra, rel=0.03)
+    assert _gptq_tpot(16, "exllamav2") - _gptq_tpot(16, None) == pytest.approx(extra, rel=0.03)
+
+
+# ---- bitsandbytes' dequantize kernel: bound by instruction issue on GPUs with high HBM bandwidth per SM clock ----
+# Figures by hand: 958 warp instructions per 512 weights (bitsandbytes 0.45.0 SASS, quant_kernels.py); one warp
+# instruction per scheduler per clock, 4 schedulers per SM (hardware/data/gpu_sms.csv).
+
+def test_dequant_issue_time_of_one_linear_by_hand():
+    from gpuplan.estimate.quant_kernels import bnb_dequant_issue_excess_s, bnb_dequant_issue_s, bnb_dequant_kernel_bytes
+    from gpuplan.hardware.sms import sm_spec
+    nf4, weights = weight_format("nf4"), 4096 * 4096          # one 4096 x 4096 linear: 16,777,216 weights
+    h100 = sm_spec("h100-sxm").warp_issue_per_s
+    assert h100 == pytest.approx(132 * 4 * 1.98e9)           # 1.04544e12 warp instructions/s
+    # 16,777,216 / 512 = 32,768 warps x 958 = 31,391,744 warp instructions / 1.04544e12 = 30.03 us
+    assert bnb_dequant_issue_s(nf4, 8, weights, h100) == pytest.approx(30.027e-6, rel=1e-3)
+    # bytes: 4.5 bits packed (codes + fp32 absmax per 64) read + 2 B written = 2.5625 B x 16,777,216 = 42,991,616
+    assert bnb_dequant_kernel_bytes(nf4, weights) == pytest.approx(42_991_616)
+    # at 3.35 TB/s they take 12.83 us: issue-bound, 17.20 us beyond the bytes
+    assert bnb_dequant_issue_excess_s(nf4, 8, weights, h100, 3.35e12) == pytest.approx(17.194e-6, rel=1e-3)
+    # RTX 4090: 128 x 4 x 2.52 GHz = 1.29e12/s -> 24.33 us of issue < 42.65 us of bytes at 1.008 TB/s: memory-bound
+    r4090 = sm_spec("rtx-4090").warp_issue_per_s
+    assert bnb_dequant_issue_s(nf4, 8, weights, r4090) == pytest.approx(24.330e-6, rel=1e-3)
+    assert bnb_dequant_issue_excess_s(nf4, 8, weights, r4090, 1.008e12) == 0.0
+
+
+def test_dequant_issue_only_on_the_dequantize_path():
+    from gpuplan.estimate.quant_kernels import bnb_dequant_issue_s
+    nf4 = weight_format("nf4")
+    assert bnb_dequant_issue_s(nf4, 1, 1e9, 1e12) == 0.0          # one row: the fused gemv_4bit, no dequantize
+    assert bnb_dequant_issue_s(weight_format("int8"), 8, 1e9, 1e12) == 0.0
+    assert bnb_dequant_issue_s(weight_format("bf16"), 8, 1e9, 1e12) == 0.0
+    assert bnb_dequant_issue_s(nf4, 8, 1e9, None) == 0.0           # GPU without SM figures: bytes only
+
+
+def test_sm_figures_agree_with_the_gpu_catalog_fp32_rate():
+    # independent check of the SM data: SMs x FP32 lanes x 2 x boost clock is the datasheet FP32 rate
+    from gpuplan.hardware.gpus import get_gpu
+    from gpuplan.hardware.sms import all_sm_specs
+    for gid, sm in all_sm_specs().items():
+        assert sm.fp32_flops == pytest.approx(get_gpu(gid).peak_flops_per_s["fp32"], rel=0.01), gid
+
+
+def test_70b_nf4_batched_on_h100_pays_the_issue_bound_dequantize():
+    # Llama 3.1 70B: 80 layers x 855,638,016 linear weights = 68.45e9; dequantize issue 68.45e9 / 512 x 958 /
+    # 1.04544e12 = 122.5 ms a step, more than its 175 GB of kernel traffic takes at the H100's HBM rate, so a
+    # batch-8 step lasts longer than the host's ~118 ms issue. Published (bitsandbytes benchmarking @95f9af3,
+    # NF4 batch 8): 234.8 ms; bytes alone priced it at 121.7 ms.
+    t8 = _tpot("nf4", 8, model="llama-3.1-70b")
+    assert t8 > 0.1225 + 2.0 * 68.45e9 / 3.35e12              # the dequantize issue plus the GEMM's 16-bit read
+    assert t8 < 0.2348                                          # still below the published: not a fit to the row
+
+
+# ---- AutoGPTQ cuda-old under its 128-row switch: one pass over the packed weight per row (grid z = rows) ----
+
+def test_cuda_old_pass_per_row_by_hand():
+    from gpuplan.estimate.quant_kernels import gptq_row_pass_excess_s
+    from gpuplan.hardware.sms import sm_spec
+    gptq, weights = weight_format("gptq-int4"), 5120 * 13824     # one Llama-2-13B MLP linear: 70,778,880 weights
+    a100 = sm_spec("a100-sxm-80gb").warp_issue_per_s             # 108 x 4 x 1.41 GHz = 6.0912e11
+    # issue per row: 70,778,880 x 2,290 / 8,192 / 6.0912e11 = 32.48 us; packed bytes per pass:
+    # 4.15625 bits (codes + fp16 scale + 4-bit zero per 128) / 8 x 70,778,880 = 36.77 MB / 2.039 TB/s = 18.03 us
+    # 8 rows: 8 x 32.48 - 18.03 (the one read already priced) = 241.8 us
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "cuda-old", a100, 2.039e12) == pytest.approx(241.8e-6, rel=1e-3)
+    # one row: the one pass is issue-bound too, 32.48 - 18.03 = 14.45 us
+    assert gptq_row_pass_excess_s(gptq, 1, weights, "hf", "cuda-old", a100, 2.039e12) == pytest.approx(14.45e-6, rel=2e-3)
+    # at 128 rows cuda-old switches to torch ops + matmul (priced by dequant_extra_bytes); other kernels, engines: 0
+    assert gptq_row_pass_excess_s(gptq, 128, weights, "hf", "cuda-old", a100, 2.039e12) == 0.0
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "exllama", a100, 2.039e12) == 0.0
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "vllm", "cuda-old", a100, 2.039e12) == 0.0
+    # without an issue rate the passes are bytes alone: 8 x 18.03 - 18.03 = 126.2 us
+    assert gptq_row_pass_excess_s(gptq, 8, weights, "hf", "cuda-old", None, 2.039e12) == pytest.approx(126.24e-6, rel=1e-3)
+
+
+def test_cuda_old_tpot_grows_with_every_row():
+    # optimum's table (A100, Llama-2-13B, 512 + 512, cuda-old): 104.4 ms at batch 8, 192.5 ms at batch 16 —
+    # ~11 ms per row. The model's slope must be per row (≥ the 5.8 ms issue pass of the 12.7 G weights), not flat.
+    def tpot(batch):
+        return api.estimate({"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+                             "infer": {"engine": "hf", "weights": "gptq-int4", "gptq_kernel": "cuda-old",
+                                       "prompt_len": 512, "output_len": 512, "concurrency": batch}}).performance.tpot_s
+    assert (tpot(16) - tpot(8)) / 8 > 12.69e9 * 2290 / 8192 / 6.0912e11
+
+
+def test_issue_bound_quant_kernel_is_named_in_the_notes():
+    h100 = api.estimate(_scn("nf4", 8, model="llama-3.1-70b")).performance
+    assert any("bound by instruction issue" in n for n in h100.notes)
+    # the RTX 4090's HBM is slower than its SMs issue the dequantize: memory-bound, no note
+    r4090 = api.estimate(_scn("nf4", 8, gpu="rtx-4090")).performance
+    assert not any("bound by instruction issue" in n for n in r4090.notes)

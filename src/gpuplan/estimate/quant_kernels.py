@@ -33,6 +33,24 @@ BNB_4BIT_DEQUANT_ISSUE_S = 1.0e-4      # NF4 - BF16 at batch 8 and 32: 22.1-22.5
 BNB_DOUBLE_QUANT_ISSUE_S = 3.8e-5      # NF4+DQ - NF4 (nested absmax dequantized per call): 8.0-9.1 ms / 224
 BNB_INT8_ISSUE_S = 2.7e-4              # INT8 with outlier decomposition - BF16: 57-60 ms / 224, 131 ms / 448
 DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit and read by the GEMM
+# The dequantize kernel itself is bound by instruction issue, not HBM, on GPUs with a high ratio of bandwidth to
+# SM clock. bitsandbytes 0.45's `kDequantizeBlockwise<T, 512, 64, 8, NF4>` (csrc/kernels.cu @0.45.0 tag, launched
+# by `dequantizeBlockwise` in csrc/ops.cu with 64-thread blocks, one 1024-weight tile each) decodes every 4-bit
+# code with `dDequantizeNF4`, a 4-level if/else tree. In the shipped binary (bitsandbytes-0.45.0 wheel,
+# libbitsandbytes_cuda124.so, `cuobjdump -sass`) the two upper levels are real branches and the lower two
+# predicated selects; NF4 codes are equiprobable by construction (quantiles of a normal), so the 32 lanes of a warp
+# take all four subtrees and the warp issues every instruction of the function once: 958 non-NOP SASS
+# instructions on sm_80, sm_86, sm_89 and sm_90 (bf16 and fp16 outputs alike; 950 for fp16 on sm_75) per warp of
+# 32 threads x 16 weights = 512 weights. At one warp instruction per scheduler per clock (hardware/sms.py) that is
+# 1.87 issue slots per weight — on an H100 SXM 5.6e11 weights/s, i.e. 1.4 TB/s of the kernel's 2.56 B/weight
+# traffic, well under its HBM rate; on an RTX 4090 6.9e11 weights/s, above what its 1 TB/s can feed (memory-bound
+# there). bitsandbytes 0.41.1 (cuda117 build, sm_80) issues 1014 for NF4 and 686 for FP4 per warp. The tree was
+# replaced by a lookup table in bitsandbytes PR #1746 (merged 2025-09-18, b1f80b8), whose description reports the
+# dequantize 1.36-2.07x faster on A100 and H100 and only 1.3-1.6x on small sizes on sm_86/sm_89 — the issue-bound
+# and memory-bound GPUs this count separates. Later releases (PR #1949) fuse dequantize and GEMM; neither is
+# modelled: the HF path here is bitsandbytes <= 0.47.
+BNB_4BIT_DEQUANT_WARP_INSTR = 958.0      # SASS instructions one warp issues per tile (bitsandbytes 0.45.0, sm_80-sm_90)
+BNB_4BIT_DEQUANT_WEIGHTS_PER_WARP = 512.0  # 32 threads x 8 packed bytes x 2 codes
 # HF transformers' default DynamicCache grows each layer's K and V with `torch.cat([cache, new], dim=-2)`
 # every decode step (src/transformers/cache_utils.py `DynamicCache.update` @67dd552, the 4.46 line): the
 # past cache is read and written to a new tensor, then read again by attention — three passes over the
@@ -62,6 +80,18 @@ GPTQ_RECONS_ROWS = {"exllama": 8, "exllamav2": 51, "cuda-old": 128}
 # off the plot, +-0.05). Its 64- and 128-row points (0.44, 0.43) are the reconstruct path, which the 4 B/param
 # copy above prices at 2 / (0.52 + 4) = 0.44: an independent check of that mechanism.
 EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 0.71), (32, 0.35))
+
+
+# AutoGPTQ's cuda-old kernel under its switch threshold makes one whole pass over the packed weight per row:
+# `vecquant4matmul_faster_cuda_old` launches grid (height / 32, width / 256, batch) — z = the row
+# (autogptq_extension/cuda_256/autogptq_cuda_kernel_256.cu @v0.5.0 = 200844d) — and every block rebuilds its
+# dequantize table, re-reads its slice of codes, scales and zeros and divides for the group index per step. In the
+# auto-gptq 0.5.0 wheel (autogptq_cuda_256, sm_80, `cuobjdump -sass`) one warp issues about 2,290 instructions for
+# its 32 columns x 256 weights (125 of set-up, then 16 passes of a 135-instruction loop body, two source iterations
+# each): 0.279 per weight and row (the 64-wide build for other shapes: 577 per 2,048, 0.282). A pass is bound by
+# that issue or by its packed bytes, whichever is slower; exllama (v1) also launches one block row per input row
+# but keeps each weight slice in L2 and is not issue-bound by its count (~0.1 per weight), so it is not priced here.
+GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT = 2290.0 / (32 * 256)
 
 
 def is_bitsandbytes(fmt: WeightFormat) -> bool:
@@ -136,3 +166,42 @@ def host_issue_per_linear(fmt: WeightFormat, rows: float) -> float:
     if fmt.name == "int8":
         return BNB_INT8_ISSUE_S
     return 0.0
+
+
+def bnb_dequant_kernel_bytes(fmt: WeightFormat, linear_params: float) -> float:
+    """HBM bytes bitsandbytes' dequantize kernel moves for `linear_params` 4-bit weights: the packed codes with
+    their absmax (the format's bits) read, the 16-bit copy written. The GEMM's read of that copy is not in it."""
+    return (fmt.bits / 8.0 + 2.0) * linear_params
+
+
+def bnb_dequant_issue_s(fmt: WeightFormat, rows: float, linear_params: float, warp_issue_per_s: float | None) -> float:
+    """Seconds the GPU needs to issue the dequantize kernel's instructions for `linear_params` 4-bit weights,
+    where a step takes the dequantize + GEMM path (more than one row); 0 where it does not or the GPU's issue
+    rate is unknown. One warp instruction per scheduler per clock is the ceiling: a lower bound on the time."""
+    if fmt.family != "nf4" or rows <= 1 or not warp_issue_per_s:
+        return 0.0
+    return linear_params * BNB_4BIT_DEQUANT_WARP_INSTR / BNB_4BIT_DEQUANT_WEIGHTS_PER_WARP / warp_issue_per_s
+
+
+def bnb_dequant_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: float,
+                               warp_issue_per_s: float | None, bw: float) -> float:
+    """Seconds the dequantize kernel runs beyond its HBM time (its bytes at `bw`), where instruction issue
+    bounds it: the time a bytes-only model of the step misses. 0 where the kernel is memory-bound."""
+    issue = bnb_dequant_issue_s(fmt, rows, linear_params, warp_issue_per_s)
+    if issue <= 0.0:
+        return 0.0
+    return max(0.0, issue - bnb_dequant_kernel_bytes(fmt, linear_params) / bw)
+
+
+def gptq_row_pass_excess_s(fmt: WeightFormat, rows: float, linear_params: float, engine: str,
+                           gptq_kernel: str | None, warp_issue_per_s: float | None, bw: float) -> float:
+    """Seconds AutoGPTQ's cuda-old kernel spends beyond one packed read of the weights, under its switch
+    threshold: one pass per row, each bound by its instruction issue or its packed bytes at `bw`. 0 for the
+    other kernels, above the threshold (mechanism of `dequant_extra_bytes`) or off HF."""
+    if not (materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel == "cuda-old"):
+        return 0.0
+    if rows >= GPTQ_RECONS_ROWS["cuda-old"] or rows <= 0:
+        return 0.0
+    bytes_pass = fmt.bits / 8.0 * linear_params / bw
+    issue_pass = linear_params * GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT / warp_issue_per_s if warp_issue_per_s else 0.0
+    return max(0.0, rows * max(issue_pass, bytes_pass) - bytes_pass)

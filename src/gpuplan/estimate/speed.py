@@ -35,8 +35,9 @@ from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (dequant_extra_bytes, gptq_kernel_extra_bytes, hf_kv_passes, host_issue_per_linear,
-                            is_bitsandbytes, materialises_16_bit)
+from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
+                            gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
+                            materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1087,6 +1088,14 @@ class _Serving:
         layer_linears = [b for b in model.blocks if b.linear is not None and b.layer_scope == "layer"]
         self.q_linear_params = sum(b.total for b in layer_linears) / self.n_gpu_group if self.dequant else 0.0
         self.linear_calls = sum(b.count for b in layer_linears if b.kind != "expert") / self.pp
+        # bitsandbytes' dequantize kernel and AutoGPTQ's cuda-old kernel are bound by instruction issue where
+        # the GPU's SMs issue fewer of their instructions per second than HBM feeds their bytes (quant_kernels.py);
+        # the GPU's peak issue rate (hardware/sms.py), None where the catalog has no SM figures (bytes alone)
+        self.warp_issue_per_s = None
+        if self.dequant:
+            from ..hardware.sms import sm_spec
+            sm = sm_spec(getattr(gpu, "id", ""))
+            self.warp_issue_per_s = sm.warp_issue_per_s if sm else None
         self.beams = inf.beam_width
         # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
@@ -1265,6 +1274,16 @@ class _Serving:
         return dequant_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel) \
             + gptq_kernel_extra_bytes(self.fmt, rows, self.q_linear_params, self.inf.engine, kernel)
 
+    def _dequant_issue(self, rows: float) -> float:
+        """Seconds a quantized-weight kernel runs beyond the bytes priced for it at `rows` rows: bitsandbytes'
+        issue-bound dequantize, AutoGPTQ cuda-old's pass per row (quant_kernels.py)."""
+        if not self.dequant:
+            return 0.0
+        if self.bnb:
+            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+        return gptq_row_pass_excess_s(self.fmt, rows, self.q_linear_params, self.inf.engine,
+                                      getattr(self.inf, "gptq_kernel", None), self.warp_issue_per_s, self.bw)
+
     def _comm(self, tokens: float) -> float:
         """TP all-reduces and EP all-to-alls of one forward over `tokens` rows (per attention replica)."""
         return self._tp_comm(tokens) + self._ep_comm(tokens)
@@ -1325,13 +1344,16 @@ class _Serving:
         # plugin between its GEMM plugins), so a batch large enough to make the GEMMs compute-bound still
         # pays its KV read in full (docs/serving-load.md, "Decode attention is its own kernel").
         sharp = self.P["roofline_sharpness"]
-        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) \
+        # bitsandbytes' dequantize is its own kernel before each GEMM, AutoGPTQ cuda-old a pass per row: their
+        # issue-bound excess adds (quant_kernels.py)
+        t_issue = self._dequant_issue(q)
+        t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
             + self._elementwise(q) + comm + self._overhead()
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
-                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv}
+                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
@@ -1384,7 +1406,8 @@ class _Serving:
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)
         t_w = (self._weights_read(prompt) + self._dequant_bytes(prompt)) / self.bw
-        return self.with_host(max(max(t_c, t_w) + comm + self._overhead(), self._host_issue(prompt)), 1)
+        t = max(t_c, t_w) + self._dequant_issue(prompt) + comm + self._overhead()
+        return self.with_host(max(t, self._host_issue(prompt)), 1)
 
     def spec_step_extra(self, batch: float, context: float) -> float:
         """Seconds a speculative step adds to the plain decode step of `batch` sequences at mean
@@ -1506,6 +1529,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
         notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
                      f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
                      f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
+    if step["quant_kernel_issue"] > 0:
+        notes.append(f"the quantized-weight kernel ({'bitsandbytes dequantize' if sv.bnb else 'AutoGPTQ cuda-old'}) "
+                     f"is bound by instruction issue on this GPU, not by memory: "
+                     f"+{step['quant_kernel_issue'] * 1e3:.1f} ms per decode step beyond its bytes "
+                     "(estimate/quant_kernels.py; docs/speed.md §3.9).")
     replicas = max(1, scn.hardware.count // sv.group_gpus)
     bd = {"prefill": pt["prefill_s"], "decode_step": step["time"], "decode_memory": step["memory"],
           "decode_compute": step["compute"], "tp_comm": step["tp_comm"], "ep_comm": step["ep_comm"],
