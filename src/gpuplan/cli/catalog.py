@@ -39,24 +39,22 @@ def add_parsers(sub) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..models import get_model, list_models
+    from ..models import list_models
+    from ..models.registry import listing
     from ..report import table
     from ..units import fmt_count
-    entries = list_models(args.search)
+    rows_ = [listing(e) for e in list_models(args.search)]
     if args.json:
-        out = []
-        for e in entries:
-            m = get_model(e.name)
-            out.append({"name": e.name, "hf_id": e.hf_id, "aliases": list(e.aliases), "model_type": m.model_type,
-                        "params_total": m.params_total, "params_active": m.params_active, "source": e.source})
+        out = [{"name": r.entry.name, "hf_id": r.entry.hf_id, "aliases": list(r.entry.aliases),
+                "model_type": r.model_type, "params_total": r.params_total, "params_active": r.params_active,
+                "source": r.entry.source} for r in rows_]
         print_result("models", {"models": out})
         return 0
     rows = []
-    for e in entries:
-        m = get_model(e.name)
-        active = fmt_count(m.params_active) if m.is_moe else ""
-        rows.append((e.name, e.hf_id, m.model_type, fmt_count(m.params_total), active,
-                     f"{m.max_position:,}" if m.max_position else "-"))
+    for r in rows_:
+        active = fmt_count(r.params_active) if r.params_active != r.params_total else ""
+        rows.append((r.entry.name, r.entry.hf_id, r.model_type, fmt_count(r.params_total), active,
+                     f"{r.max_position:,}" if r.max_position else "-"))
     emit(table(rows, ["name", "hf id", "type", "params", "active", "context"], "lllrrr"))
     emit(f"\n{len(rows)} models. Also accepted: any HF repo id (online) or a path to a config.json.", info=True)
     return 0

@@ -77,6 +77,34 @@ def list_models(search: str | None = None) -> list[RegistryEntry]:
     return list(entries)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One row of `gpuplan models`: a bundled model's size without building what is slow to build."""
+    entry: RegistryEntry
+    model_type: str
+    params_total: int
+    params_active: int
+    max_position: int | None
+
+
+@cache
+def _meta_counts() -> dict[str, dict[str, str]]:
+    """Counts of the bundled models only the meta-device reader knows (meta_counts.csv, written by
+    scripts/registry_meta_counts.py): building them imports transformers and takes seconds each, and a core
+    install cannot build them at all."""
+    text = (_package_dir() / "meta_counts.csv").read_text(encoding="utf-8")
+    return {r["name"]: r for r in csv.DictReader(text.splitlines())}
+
+
+def listing(entry: RegistryEntry) -> Listing:
+    row = _meta_counts().get(entry.name)
+    if row is not None:
+        return Listing(entry, row["model_type"], int(row["params_total"]), int(row["params_active"]),
+                       int(row["max_position"]) if row["max_position"] else None)
+    m = get_model(entry.name)
+    return Listing(entry, m.model_type, m.params_total, m.params_active, m.max_position)
+
+
 def _load_config_file(path: Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / "config.json"
