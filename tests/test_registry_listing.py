@@ -13,10 +13,14 @@ from gpuplan.models import registry as R
 from script_module import load_script
 
 
-def test_models_lists_every_entry_without_transformers(monkeypatch, capsys):
+def _core_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("torch", "transformers") else real(name, *a))
+
+
+def test_models_lists_every_entry_without_transformers(monkeypatch, capsys):
+    _core_install(monkeypatch)
     assert cli_main(["models", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["result"]["models"]
     assert {m["name"] for m in listed} == {e.name for e in R.registry()}
@@ -35,3 +39,10 @@ def test_meta_counts_hold_exactly_the_meta_read_models_with_fresh_counts():
         row = packaged[name]
         assert (int(row["params_total"]), int(row["params_active"]), row["model_type"]) == \
             (m.params_total, m.params_active, m.model_type)
+
+
+def test_a_meta_read_model_on_a_core_install_names_the_extra_to_install(monkeypatch, capsys):
+    _core_install(monkeypatch)
+    assert cli_main(["model", "llava-1.5-7b"]) == 2
+    err = capsys.readouterr().err
+    assert "torch and transformers, which are not installed" in err and "pip install '.[trace]'" in err

@@ -881,10 +881,13 @@ def _spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id:
                                    + ", ".join(SUPPORTED_MODEL_TYPES) + ".",
                                    err.matches or close_matches(str(mt), SUPPORTED_MODEL_TYPES)) from None
     if mt not in _DEFAULTS or mt == "siglip_vision_model":
+        # reached only without torch/transformers: the generic reader above handles every other case
         raise UnsupportedError(
-            f"model_type '{config.get('model_type')}' in {where}", "is not a supported architecture family.",
-            "supported: " + ", ".join(SUPPORTED_MODEL_TYPES) + ". With the trace extra (`pip install '.[trace]'` in the gpuplan checkout) "
-            "an exact parameter count comes from `gpuplan model CONFIG --meta` (instantiates on the meta device).",
+            f"model_type '{config.get('model_type')}' in {where}",
+            "is not one of gpuplan's hand-written families, and the generic reader that handles any architecture "
+            "transformers can build needs torch and transformers, which are not installed.",
+            "install the trace extra (`pip install '.[trace]'` in the gpuplan checkout) and run the same command "
+            "again. Hand-written families: " + ", ".join(SUPPORTED_MODEL_TYPES) + ".",
             close_matches(str(mt), SUPPORTED_MODEL_TYPES))
     c = _cfg(config, mt)
     if mt == "gpt2":
