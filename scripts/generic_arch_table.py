@@ -64,6 +64,20 @@ def _per_layer_keys(cfg: dict, n: int) -> list[str]:
             or (isinstance(v, str) and len(v) == n and "pattern" in k))]
 
 
+def _is_layer_refs(v: list) -> bool:
+    """One layer index per layer, each at or before its own (Kolibri's `kv_source_layers`: the layer whose KV
+    cache a layer reads)."""
+    return len(v) > 2 and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= i for i, x in enumerate(v)) \
+        and max(v) >= 2         # not a 0/1 flag per layer
+
+
+def _layer_index_keys(cfg: dict, n: int) -> list[str]:
+    """Keys holding rising layer indices (Zamba2's `hybrid_layer_ids`, Mllama's `cross_attention_layers`,
+    Kolibri's `index_layers`, Llama 4's `moe_layers`): re-indexed to the kept layers when the count is cut."""
+    return [k for k, v in cfg.items() if "layer" in k and isinstance(v, list) and v and _is_index_list(v)
+            and 0 <= v[0] and v[-1] < n]
+
+
 def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
     """The first LAYERS layers plus the first layer of every kind any per-layer list names (a hybrid keeps an
     attention layer)."""
@@ -71,6 +85,13 @@ def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
         return list(range(n))
     keep: set[int] = set(range(LAYERS))
     for k in per_layer:
+        if _is_layer_refs(cfg[k]):
+            # one layer of each kind: its own (v == i) and a reader of an earlier layer's, with that source
+            for own in (True, False):
+                i = next((i for i, v in enumerate(cfg[k]) if (v == i) == own), None)
+                if i is not None:
+                    keep.update((i, cfg[k][i]))
+            continue
         seen = set()
         for i, v in enumerate(cfg[k]):
             if repr(v) not in seen:
@@ -108,9 +129,24 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
                 and getattr(type(obj), "num_hidden_layers", None) is not None:
             # num_hidden_layers is a property counting sub-layers (LongCat-Flash: 2 per `num_layers`)
             out[k] = new_n // (n // v)
+    for k in _LAYER_KEYS + tuple(k for k in out if k.endswith("_layers") and k not in _LAYER_KEYS):
+        # a count of layers equal to the whole stack (Gemma-4 assistant's `num_kv_shared_layers`: every layer
+        # reads the target's cache; Qwen2-style `max_window_layers`) is the whole cut stack
+        v = out.get(k)
+        if k not in _LAYER_KEYS and isinstance(v, int) and not isinstance(v, bool) and new_n < n and v == n:
+            out[k] = new_n
+            cut.append(f"{k} {n}->{new_n}")
+    for k in _layer_index_keys(cfg, n) if new_n < n else ():
+        out[k] = [j for j, i in enumerate(idx) if i in set(cfg[k])]
+        cut.append(f"{k} re-indexed {out[k]}")
     for k in per_layer:
         v = out[k]
-        out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+        if isinstance(v, str):
+            out[k] = "".join(v[i] for i in idx)
+        elif _is_layer_refs(v):
+            out[k] = [idx.index(v[i]) for i in idx]    # sources re-indexed to the kept layers
+        else:
+            out[k] = [v[i] for i in idx]
         cut.append(f"{k} kept layers {idx}")
     plc = out.get("per_layer_config")
     if new_n < n and isinstance(plc, dict) and all(str(k).isdigit() for k in plc):
