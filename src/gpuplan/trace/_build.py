@@ -52,6 +52,7 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
         with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes), _module_to_in_place():
             kw = {"experts_implementation": experts} if experts else {}
             model = _from_config(auto_cls, cfg, notes, dtype=dtype, attn_implementation=attn_impl, **kw)
+            _set_default_language(model, cfg, notes)
             if getattr(model, "_gpuplan_flash_standin", False):
                 for mod in model.modules():
                     mod._gpuplan_flash_standin = True
@@ -62,6 +63,18 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
             f"({_first_line(err)}).",
             "trace a decoder-only model of a family transformers supports.") from None
     return model
+
+
+def _set_default_language(model, cfg, notes: list | None) -> None:
+    """X-MOD routes every layer's output through one adapter per language and refuses to run before it is told
+    which ("Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`", transformers 5.25
+    modeling_xmod.py); a user does that once after loading. The first of the config's `languages` is chosen:
+    every adapter has the same shape."""
+    langs = getattr(cfg, "languages", None)
+    if hasattr(model, "set_default_language") and getattr(cfg, "default_language", None) is None and langs:
+        model.set_default_language(langs[0])
+        if notes is not None:
+            notes.append(f"default language set to '{langs[0]}' (set_default_language, as a user must).")
 
 
 def _from_config(auto_cls, cfg, notes: list | None, **kw):
