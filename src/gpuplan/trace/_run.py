@@ -625,8 +625,9 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
             for step in range(decode_steps):
                 tracker.set_phase("decode")
                 tok = torch.randint(0, vocab, (B, 1))
-                if cache is None:
-                    tok = seen = torch.cat([seen, tok], dim=1)
+                seen = torch.cat([seen, tok], dim=1)
+                if cache is None or _full_sequence_each_step(model, seen, cache):
+                    tok = seen
                 out = model(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = _returned_cache(out)
                 _label_cache(tracker, cache)
@@ -678,6 +679,18 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     kv = _cache_bytes(cache.self_attention_cache) + _cache_bytes(cache.cross_attention_cache)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
+
+
+def _full_sequence_each_step(model, seen, cache) -> bool:
+    """Whether HF generate hands the model the whole sequence at every step although it keeps a cache: the
+    model's own `prepare_inputs_for_generation` decides (GenerationMixin's keeps the last token; CPM-Ant's
+    keeps every token, its forward slicing off the cached prefix, transformers 5.25 modeling_cpmant.py)."""
+    try:
+        kept = model.prepare_inputs_for_generation(seen, next_sequence_length=1, cache=cache, use_cache=True)
+        ids = kept.get("input_ids")
+    except Exception:   # noqa: BLE001 - a model whose preparation needs more (images): the last token
+        return False
+    return ids is not None and ids.shape[-1] == seen.shape[-1] > 1
 
 
 def _returned_cache(out):
