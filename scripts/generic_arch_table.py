@@ -211,6 +211,30 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}".splitlines()[0][:140]
 
 
+# Failures that are not the trace harness's: matched on the exception text, explained from transformers'
+# code (5.25) or from a run on real tensors. A row that fails this way stays failed, with the reason.
+_NOT_OURS = (
+    ("can only be called on Attention layers",
+     "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
+     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
+    ("expected scalar type",
+     "transformers' XLNet mixes fp32 and bf16 tensors in pure bf16 (a bf16 run on real CPU tensors fails too)"),
+    ("Expected input batch_size",
+     "GIT's loss drops image_patch_tokens logit positions whatever the input (modeling_git.py), so text-only "
+     "training fails in transformers itself"),
+    ("DataDependentOutputException",
+     "the model reads tensor values to pick shapes (.item(), .tolist(): XLM's length check, JetMoE's per-expert "
+     "split), which fake tensors cannot answer"),
+    ("DynamicOutputShapeException",
+     "the model's shapes depend on tensor values (boolean-mask indexing, unique(): X-MOD's per-language "
+     "adapters, Kolibri's indexed-attention pools), which fake tensors cannot run"),
+)
+
+
+def _not_ours(text: str) -> str | None:
+    return next((why for key, why in _NOT_OURS if key in text), None)
+
+
 class _RowTimeout(Exception):
     pass
 
@@ -256,6 +280,9 @@ def trace_row(model_type: str) -> dict:
                     raise
                 except Exception as err:
                     out[f"{key}_fail"] = _first_line(err)
+                    why = _not_ours(str(getattr(err, "why", None) or err))
+                    if why and why not in out["trace_note"]:
+                        out["trace_note"] = (out["trace_note"] + "; " if out["trace_note"] else "") + f"{key}: {why}"
     except _RowTimeout as err:
         out["trace_note"] = (out["trace_note"] + "; " if out["trace_note"] else "") + str(err)
     finally:
