@@ -1400,13 +1400,16 @@ def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) ->
 
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     """16-bit tensors alive per token at the MLP during HF prefill (no_grad): four h-sized (embeddings /
-    residual stream, norm output, MLP input and output) and three i-sized (gate, up, act). Traced
-    exceptions: GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized
-    tensor, and transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds
-    x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
+    residual stream, norm output, MLP input and output) and the MLP's i-sized ones: a gated MLP
+    `down(act(gate(x)) * up(x))` holds act(gate), up and their product (three); a plain MLP `fc2(act(fc1(x)))`
+    with a one-kernel activation holds fc1's output and the activation's (two: falcon's dense_h_to_4h + GELU,
+    traced with transformers 5.25, as the encoder MLPs of `_encdec_infer_components`). Traced exceptions:
+    GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized tensor, and
+    transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds x, 0.5*x, x**3 and
+    0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     n_h = 5 if model.traits.position == "learned" else 4
-    n_i = 4 if (not model.gated_mlp and model.traits.activation == "gelu_new") else 3
+    n_i = 3 if model.gated_mlp else 4 if model.traits.activation == "gelu_new" else 2
     return (n_h * h + n_i * i / tp) * 2
 
 
