@@ -118,7 +118,10 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
         idx = list(range(min(n, max(offsets) + 1)))
     new_n, cut = len(idx), []
     if new_n < n:
-        obj.num_hidden_layers = new_n
+        try:
+            obj.num_hidden_layers = new_n
+        except NotImplementedError:     # ProphetNet: only its num_encoder_layers / num_decoder_layers (cut below)
+            pass
         cut.append(f"layers {n}->{new_n}")
     out = obj.to_dict()
     for k in _LAYER_KEYS:
@@ -211,9 +214,15 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}".splitlines()[0][:140]
 
 
-# Failures that are not the trace harness's: matched on the exception text, explained from transformers'
-# code (5.25) or from a run on real tensors. A row that fails this way stays failed, with the reason.
+# Trace failures explained, matched on the exception text: transformers' own (from its 5.25 code or a run on real
+# tensors), fake tensors' limit, or a kind of input the harness does not build. The row stays failed, with why.
 _NOT_OURS = (
+    ("shared_kv_states cannot be None",
+     "a draft (assistant) model: its forward takes the target model's hidden states and KV cache "
+     "(shared_kv_states), so it does not run alone"),
+    ("for this kind of AutoModel: AutoModelForSeq2SeqLM",
+     "a speech encoder-decoder: the harness (not transformers) feeds token ids to AutoModelForSeq2SeqLM and does "
+     "not build the audio encoder's log-mel input"),
     ("can only be called on Attention layers",
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
      "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
