@@ -1389,11 +1389,12 @@ def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) ->
     every (head, query, cached key) score is materialised: `traits.eager_prefill_score_bytes` per score. Every
     eager path holds the 16-bit scores and the probabilities at once (4 bytes: transformers 5.25 XGLM, TrOCR:
     bmm, then softmax); the model reader says where its code holds more. BLOOM (models/bloom/modeling_bloom.py
-    BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of them
-    (dtype=torch.float32) and its fp32 output, while the previous block's 16-bit probabilities stay alive in
-    the model loop's `outputs` (each block returns them): 12 bytes per score from the second layer on. Beside
-    them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv output (traced:
-    2-layer default BLOOM, prompt 512)."""
+    BloomAttention.forward, BloomModel.forward, transformers 5.25) holds the 16-bit `baddbmm` scores, their masked
+    copy (`attn_weights + attention_mask`: transformers picks eager for a model with no SDPA path, and the eager
+    causal mask is materialised), softmax's fp32 copy (dtype=torch.float32) and its fp32 output, while the
+    previous block's 16-bit probabilities stay alive in the model loop's `outputs` (each block returns them):
+    14 bytes per score from the second layer on. Beside them: the input embeddings, the block input, the norm
+    output (16-bit) and the fused qkv output (traced: 2-layer default BLOOM, prompt 510, eager)."""
     a, d, kvh, h = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp), model.hidden_size
     return model.traits.eager_prefill_score_bytes * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
