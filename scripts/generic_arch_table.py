@@ -108,6 +108,16 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
     index (per-layer overrides: Gemma-4's wider full-attention heads) is re-keyed to the kept layers' new
     positions."""
     n = getattr(obj, "num_hidden_layers", None)
+    stack = next((k for k, v in cfg.items() if k.endswith("layers_per_stack") and isinstance(v, int)
+                  and LAYERS < v < n and n % v == 0), None)
+    if stack:
+        # HRM: one stack of `num_layers_per_stack` layers is built and run H_cycles x (L_cycles + 1) times;
+        # num_hidden_layers counts the cache slots of every pass. The stack is cut, the slot count with it
+        k = n // cfg[stack]
+        obj.num_hidden_layers = LAYERS * k
+        out = obj.to_dict()
+        out[stack] = LAYERS
+        return out, [f"{stack} {cfg[stack]}->{LAYERS}", f"layers {n}->{LAYERS * k}"]
     per_layer = _per_layer_keys(cfg, n)
     idx = _kept_layers(cfg, n, per_layer)
     # period/offset hybrids (Jamba: attention every 8th layer from layer 4, experts every 2nd from 1): keep the
@@ -220,6 +230,10 @@ _NOT_OURS = (
     ("shared_kv_states cannot be None",
      "a draft (assistant) model: its forward takes the target model's hidden states and KV cache "
      "(shared_kv_states), so it does not run alone"),
+    ("KeyError: 'sdpa'",
+     "the model keeps attention classes of its own, eager and flash-attention only (GPT-Neo's "
+     "GPT_NEO_ATTENTION_CLASSES): flash-attention cannot run on CPU and the harness's SDPA stand-in reaches only "
+     "models on transformers' shared attention interface (the harness's limit)"),
     ("for this kind of AutoModel: AutoModelForSeq2SeqLM",
      "a speech encoder-decoder: the harness (not transformers) feeds token ids to AutoModelForSeq2SeqLM and does "
      "not build the audio encoder's log-mel input"),
