@@ -1399,18 +1399,23 @@ def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) ->
     return model.traits.eager_prefill_score_bytes * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
 
+ONE_KERNEL_ACTIVATIONS = ("gelu", "silu", "relu", "gelu_pytorch_tanh")   # one output tensor, no intermediates
+
+
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     """16-bit tensors alive per token at the MLP during HF prefill (no_grad): four h-sized (embeddings /
     residual stream, norm output, MLP input and output) and the MLP's i-sized ones: a gated MLP
     `down(act(gate(x)) * up(x))` holds act(gate), up and their product (three); a plain MLP `fc2(act(fc1(x)))`
-    with a one-kernel activation holds fc1's output and the activation's (two: falcon's dense_h_to_4h + GELU,
-    traced with transformers 5.25, as the encoder MLPs of `_encdec_infer_components`). Traced exceptions:
+    with a one-kernel activation (GELU, SiLU, ReLU, torch's tanh GELU) holds fc1's output and the activation's
+    (two: falcon's dense_h_to_4h + GELU, BERT's, OPT's ReLU, traced with transformers 5.25, as the encoder MLPs
+    of `_encdec_infer_components`); squared ReLU (relu, then its square) holds three. Traced exceptions:
     GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized tensor, and
     transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds x, 0.5*x, x**3 and
     0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     n_h = 5 if model.traits.position == "learned" else 4
-    n_i = 3 if model.gated_mlp else 4 if model.traits.activation == "gelu_new" else 2
+    act = model.traits.activation
+    n_i = 3 if model.gated_mlp else 4 if act == "gelu_new" else 2 if act in ONE_KERNEL_ACTIVATIONS else 3
     return (n_h * h + n_i * i / tp) * 2
 
 

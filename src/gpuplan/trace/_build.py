@@ -134,21 +134,22 @@ def _model_class(auto_cls, cfg):
         return None
 
 
-def _eager_if_only_path(auto_cls, cfg, attn_impl: str, notes) -> str:
-    """'eager' for a model class with neither an SDPA nor a flash-attention path (`_supports_sdpa` and
-    `_supports_flash_attn` false: BLOOM's baddbmm + ALiBi, MPT, GIT, OpenAI GPT, CPM-Ant): transformers runs its
-    own attention code whatever is asked, and picks 'eager' itself when nothing is asked
-    (PreTrainedModel._check_and_adjust_attn_implementation, transformers 5.25 modeling_utils.py). Some of these
-    key their attention class or their mask on that choice (GIT's GIT_SELF_ATTENTION_CLASSES holds 'eager' only;
-    MPT's mask is built only for eager), so the trace asks for it too."""
+def _eager_if_only_path(auto_cls, cfg, attn_impl: str | None, notes) -> str | None:
+    """None (transformers' own choice) for a model class with neither an SDPA nor a flash-attention path
+    (`_supports_sdpa` and `_supports_flash_attn` false: BLOOM's baddbmm + ALiBi, MPT, GIT, OpenAI GPT, CPM-Ant):
+    loaded without an attn_implementation, as a user loads it, transformers picks eager for it and SDPA for a
+    sub-model that has that path (GOT-OCR2's Qwen2 text model; PreTrainedModel._check_and_adjust_attn_implementation,
+    transformers 5.25 modeling_utils.py). Some key their attention class or their mask on that choice (GIT's
+    GIT_SELF_ATTENTION_CLASSES holds 'eager' only; MPT's mask is built only for eager)."""
     cls = _model_class(auto_cls, cfg)
     if attn_impl == "eager" or cls is None or getattr(cls, "_supports_sdpa", True) \
             or getattr(cls, "_supports_flash_attn", True):
         return attn_impl
     if notes is not None:
         notes.append(f"{cfg.model_type}: transformers has only an eager attention path (no SDPA, no "
-                     "flash-attention); traced as it runs, with the attention scores materialised.")
-    return "eager"
+                     "flash-attention); built without an attn_implementation, so transformers runs eager where "
+                     "it must (scores materialised) and SDPA in any sub-model that has it.")
+    return None
 
 
 @contextlib.contextmanager
