@@ -64,6 +64,20 @@ def _per_layer_keys(cfg: dict, n: int) -> list[str]:
             or (isinstance(v, str) and len(v) == n and "pattern" in k))]
 
 
+def _is_layer_refs(v: list) -> bool:
+    """One layer index per layer, each at or before its own (Kolibri's `kv_source_layers`: the layer whose KV
+    cache a layer reads)."""
+    return len(v) > 2 and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= i for i, x in enumerate(v)) \
+        and max(v) >= 2         # not a 0/1 flag per layer
+
+
+def _layer_index_keys(cfg: dict, n: int) -> list[str]:
+    """Keys holding rising layer indices (Zamba2's `hybrid_layer_ids`, Mllama's `cross_attention_layers`,
+    Kolibri's `index_layers`, Llama 4's `moe_layers`): re-indexed to the kept layers when the count is cut."""
+    return [k for k, v in cfg.items() if "layer" in k and isinstance(v, list) and v and _is_index_list(v)
+            and 0 <= v[0] and v[-1] < n]
+
+
 def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
     """The first LAYERS layers plus the first layer of every kind any per-layer list names (a hybrid keeps an
     attention layer)."""
@@ -71,6 +85,13 @@ def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
         return list(range(n))
     keep: set[int] = set(range(LAYERS))
     for k in per_layer:
+        if _is_layer_refs(cfg[k]):
+            # one layer of each kind: its own (v == i) and a reader of an earlier layer's, with that source
+            for own in (True, False):
+                i = next((i for i, v in enumerate(cfg[k]) if (v == i) == own), None)
+                if i is not None:
+                    keep.update((i, cfg[k][i]))
+            continue
         seen = set()
         for i, v in enumerate(cfg[k]):
             if repr(v) not in seen:
@@ -87,6 +108,16 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
     index (per-layer overrides: Gemma-4's wider full-attention heads) is re-keyed to the kept layers' new
     positions."""
     n = getattr(obj, "num_hidden_layers", None)
+    stack = next((k for k, v in cfg.items() if k.endswith("layers_per_stack") and isinstance(v, int)
+                  and LAYERS < v < n and n % v == 0), None)
+    if stack:
+        # HRM: one stack of `num_layers_per_stack` layers is built and run H_cycles x (L_cycles + 1) times;
+        # num_hidden_layers counts the cache slots of every pass. The stack is cut, the slot count with it
+        k = n // cfg[stack]
+        obj.num_hidden_layers = LAYERS * k
+        out = obj.to_dict()
+        out[stack] = LAYERS
+        return out, [f"{stack} {cfg[stack]}->{LAYERS}", f"layers {n}->{LAYERS * k}"]
     per_layer = _per_layer_keys(cfg, n)
     idx = _kept_layers(cfg, n, per_layer)
     # period/offset hybrids (Jamba: attention every 8th layer from layer 4, experts every 2nd from 1): keep the
@@ -97,7 +128,10 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
         idx = list(range(min(n, max(offsets) + 1)))
     new_n, cut = len(idx), []
     if new_n < n:
-        obj.num_hidden_layers = new_n
+        try:
+            obj.num_hidden_layers = new_n
+        except NotImplementedError:     # ProphetNet: only its num_encoder_layers / num_decoder_layers (cut below)
+            pass
         cut.append(f"layers {n}->{new_n}")
     out = obj.to_dict()
     for k in _LAYER_KEYS:
@@ -108,9 +142,24 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
                 and getattr(type(obj), "num_hidden_layers", None) is not None:
             # num_hidden_layers is a property counting sub-layers (LongCat-Flash: 2 per `num_layers`)
             out[k] = new_n // (n // v)
+    for k in _LAYER_KEYS + tuple(k for k in out if k.endswith("_layers") and k not in _LAYER_KEYS):
+        # a count of layers equal to the whole stack (Gemma-4 assistant's `num_kv_shared_layers`: every layer
+        # reads the target's cache; Qwen2-style `max_window_layers`) is the whole cut stack
+        v = out.get(k)
+        if k not in _LAYER_KEYS and isinstance(v, int) and not isinstance(v, bool) and new_n < n and v == n:
+            out[k] = new_n
+            cut.append(f"{k} {n}->{new_n}")
+    for k in _layer_index_keys(cfg, n) if new_n < n else ():
+        out[k] = [j for j, i in enumerate(idx) if i in set(cfg[k])]
+        cut.append(f"{k} re-indexed {out[k]}")
     for k in per_layer:
         v = out[k]
-        out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+        if isinstance(v, str):
+            out[k] = "".join(v[i] for i in idx)
+        elif _is_layer_refs(v):
+            out[k] = [idx.index(v[i]) for i in idx]    # sources re-indexed to the kept layers
+        else:
+            out[k] = [v[i] for i in idx]
         cut.append(f"{k} kept layers {idx}")
     plc = out.get("per_layer_config")
     if new_n < n and isinstance(plc, dict) and all(str(k).isdigit() for k in plc):
@@ -175,6 +224,40 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}".splitlines()[0][:140]
 
 
+# Trace failures explained, matched on the exception text: transformers' own (from its 5.25 code or a run on real
+# tensors), fake tensors' limit, or a kind of input the harness does not build. The row stays failed, with why.
+_NOT_OURS = (
+    ("shared_kv_states cannot be None",
+     "a draft (assistant) model: its forward takes the target model's hidden states and KV cache "
+     "(shared_kv_states), so it does not run alone"),
+    ("KeyError: 'sdpa'",
+     "the model keeps attention classes of its own, eager and flash-attention only (GPT-Neo's "
+     "GPT_NEO_ATTENTION_CLASSES): flash-attention cannot run on CPU and the harness's SDPA stand-in reaches only "
+     "models on transformers' shared attention interface (the harness's limit)"),
+    ("for this kind of AutoModel: AutoModelForSeq2SeqLM",
+     "a speech encoder-decoder: the harness (not transformers) feeds token ids to AutoModelForSeq2SeqLM and does "
+     "not build the audio encoder's log-mel input"),
+    ("can only be called on Attention layers",
+     "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
+     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
+    ("expected scalar type",
+     "transformers' XLNet mixes fp32 and bf16 tensors in pure bf16 (a bf16 run on real CPU tensors fails too)"),
+    ("Expected input batch_size",
+     "GIT's loss drops image_patch_tokens logit positions whatever the input (modeling_git.py), so text-only "
+     "training fails in transformers itself"),
+    ("DataDependentOutputException",
+     "the model reads tensor values to pick shapes (.item(), .tolist(): XLM's length check, JetMoE's per-expert "
+     "split), which fake tensors cannot answer"),
+    ("DynamicOutputShapeException",
+     "the model's shapes depend on tensor values (boolean-mask indexing, unique(): X-MOD's per-language "
+     "adapters, Kolibri's indexed-attention pools), which fake tensors cannot run"),
+)
+
+
+def _not_ours(text: str) -> str | None:
+    return next((why for key, why in _NOT_OURS if key in text), None)
+
+
 class _RowTimeout(Exception):
     pass
 
@@ -220,6 +303,9 @@ def trace_row(model_type: str) -> dict:
                     raise
                 except Exception as err:
                     out[f"{key}_fail"] = _first_line(err)
+                    why = _not_ours(str(getattr(err, "why", None) or err))
+                    if why and why not in out["trace_note"]:
+                        out["trace_note"] = (out["trace_note"] + "; " if out["trace_note"] else "") + f"{key}: {why}"
     except _RowTimeout as err:
         out["trace_note"] = (out["trace_note"] + "; " if out["trace_note"] else "") + str(err)
     finally:
@@ -325,7 +411,12 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
             "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace, which the "
             "estimate does not model. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
-            "traced with the DynamicCache HF generate uses by default. Both peaks leave out runtime_overhead (CUDA "
+            "traced with the DynamicCache HF generate uses by default; as under HF generate, a model with no SDPA or "
+            "flash-attention path runs eager, a model with a cache class of its own (MiniMax) builds it, a model "
+            "with none (OpenAI GPT) re-runs the sequence each step, and each decode step takes what the model's "
+            "prepare_inputs_for_generation keeps (CPM-Ant: the whole sequence). A trace note after `train:` / "
+            "`infer:` says why a failed trace is transformers' own, fake tensors' limit (values read to pick "
+            "shapes) or the harness's. Both peaks leave out runtime_overhead (CUDA "
             "context, allocator reserve), which a fake-tensor trace does not allocate; a blank activations cell "
             "means the two peaks fall in different phases, or the traced peak holds under 1 MiB of activations (an "
             "optimizer-step or tied-gradient-sum peak): no meaningful ratio. Errors are estimate / trace - 1; a cell with text is the "

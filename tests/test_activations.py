@@ -110,14 +110,18 @@ def test_attention_torchtune_expands_kv_heads():
     assert A.attention_bytes(L1B, ActivationSetup(framework="torchtune"))[1] == 2 * 4 * 2048 + 4 * 32
 
 
-def test_falcon7b_math_path_only_under_hf_sdpa_or_flash():
-    assert A.math_path_attention(F7, HF) and A.math_path_attention(F7)
-    assert not A.math_path_attention(F7, ActivationSetup(attention="eager"))
-    assert not A.math_path_attention(F7, ActivationSetup(framework="litgpt"))
+def test_broadcast_kv_math_path_only_under_hf_sdpa_or_flash():
+    # a model whose HF code hands SDPA one un-expanded K/V head with a mask (Falcon-7B up to transformers 5.24)
+    import dataclasses
+    mqa = dataclasses.replace(F7, traits=dataclasses.replace(F7.traits, sdpa_broadcast_kv=True))
+    assert A.math_path_attention(mqa, HF) and A.math_path_attention(mqa)
+    assert not A.math_path_attention(mqa, ActivationSetup(attention="eager"))
+    assert not A.math_path_attention(mqa, ActivationSetup(framework="litgpt"))
+    assert not A.math_path_attention(F7, HF)              # transformers 5.25: the shared SDPA interface
     assert not A.math_path_attention(get_model("falcon-40b"), HF)
     # fp32 q (a·d), fp32 k and v (one head), 16-bit output (a·d)
-    assert A.attention_bytes(F7, HF) == (0.0, 4 * 71 * 64 + 4 * 1 * 128 + 2 * 71 * 64)
-    assert A.score_bytes(F7, HF) == 4.0
+    assert A.attention_bytes(mqa, HF) == (0.0, 4 * 71 * 64 + 4 * 1 * 128 + 2 * 71 * 64)
+    assert A.score_bytes(mqa, HF) == 4.0
     assert A.attention_bytes(F7, ActivationSetup(attention="eager"))[1] == 2 * (2 * 4544 + 2 * 64) + 4 * 71
     assert A.score_bytes(F7, ActivationSetup(attention="eager")) == 6.0
 

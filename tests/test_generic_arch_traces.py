@@ -38,7 +38,11 @@ def test_shrink_plain_decoder_to_two_layers():
 # BLOOM's eager prefill scores (-40 %), Gemma-2's out-of-place tied-gradient sum without autocast (-10 %),
 # Gemma-3's composite config (text_config cut; its idle SigLIP tower gets no gradients or AdamW state),
 # MiniCPM-5-MoE's grouped_mm routed copies at prefill (-7 %), Mamba-2 on transformers' torch path (-29 %).
-MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2"]
+# Rows the trace could not run before the harness did what transformers does: DeepSeek-V4 casts norms to fp32
+# while it builds them and keeps compressed-attention cache layers of its own, OpenAI GPT takes no cache
+# (every decode step re-runs the sequence), CPM-Ant's generate hands it the whole sequence every step, Zamba2's
+# hybrid layer indices re-indexed by the shrink.
+MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)
@@ -66,5 +70,23 @@ def test_shrink_rekeys_per_layer_overrides():
 def test_shrink_keeps_period_offset_kinds_and_index_lists():
     jamba, note = shrunk_config("jamba")         # attention every 8th layer from 4: layers 0-4 kept
     assert jamba["num_hidden_layers"] == 5 and "32->5" in note
-    llama4, _ = shrunk_config("llama4_text")     # moe_layers names layers (0..47): not cut as one entry per layer
-    assert llama4["num_hidden_layers"] == 3 and llama4["moe_layers"] == list(range(48))
+    llama4, _ = shrunk_config("llama4_text")     # moe_layers names layers (0..47): re-indexed, not cut per entry
+    assert llama4["num_hidden_layers"] == 3 and llama4["moe_layers"] == [0, 1, 2]
+
+
+def test_shrink_reindexes_layer_index_lists():
+    # Zamba2: hybrid (shared-attention) layers named by index 6, 12, ...; layer 6 is kept as the third layer.
+    # transformers maps hybrid_layer_ids to the layers it builds (KeyError 2 when left at 6)
+    zamba2, note = shrunk_config("zamba2")
+    assert zamba2["layers_block_type"][2] == "hybrid" and zamba2["hybrid_layer_ids"] == [2]
+    # Kolibri-1.1: layer 9 reads layer 4's KV cache (kv_source_layers), layer 4 is the first indexed layer
+    kolibri, _ = shrunk_config("kolibri1_1")
+    assert kolibri["num_hidden_layers"] == 4
+    assert kolibri["kv_source_layers"] == [0, 1, 2, 2] and kolibri["index_layers"] == [2]
+
+
+def test_shrink_cuts_a_whole_stack_count_with_the_stack():
+    # the Gemma-4 assistant reads every layer's KV from its target (num_kv_shared_layers == num_hidden_layers)
+    cfg, _ = shrunk_config("gemma4_unified_assistant")
+    text = cfg["text_config"]
+    assert text["num_kv_shared_layers"] == text["num_hidden_layers"] == 3

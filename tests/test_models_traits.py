@@ -122,10 +122,12 @@ def test_moe_routing_traits(name):
         assert m.num_moe_layers == m.num_layers - len(dense)
 
 
-def test_falcon7b_is_parallel_mqa_with_broadcast_kv_and_40b_is_not():
+def test_falcon7b_is_parallel_mqa_expanded_for_sdpa_like_40b():
     f7, f40 = get_model("falcon-7b-instruct"), get_model("falcon-40b")
     assert f7.num_kv_heads == 1 and f7.num_heads == 71
-    assert f7.traits.attention == "mqa" and f7.traits.parallel_block and f7.traits.sdpa_broadcast_kv
+    # transformers 5.25's FalconAttention goes through the shared SDPA interface (enable_gqa, no mask): no
+    # un-expanded single K/V head, so no math path
+    assert f7.traits.attention == "mqa" and f7.traits.parallel_block and not f7.traits.sdpa_broadcast_kv
     # new_decoder_architecture: 8 KV groups, expanded before SDPA
     assert f40.num_kv_heads == 8 and f40.traits.attention == "gqa" and not f40.traits.sdpa_broadcast_kv
 

@@ -1393,24 +1393,33 @@ def _eager_prefill_bytes_per_token(model: ModelSpec, tp: int, cache_len: int) ->
     every (head, query, cached key) score is materialised: `traits.eager_prefill_score_bytes` per score. Every
     eager path holds the 16-bit scores and the probabilities at once (4 bytes: transformers 5.25 XGLM, TrOCR:
     bmm, then softmax); the model reader says where its code holds more. BLOOM (models/bloom/modeling_bloom.py
-    BloomAttention.forward, BloomModel.forward) holds the 16-bit `baddbmm` scores, softmax's fp32 copy of them
-    (dtype=torch.float32) and its fp32 output, while the previous block's 16-bit probabilities stay alive in
-    the model loop's `outputs` (each block returns them): 12 bytes per score from the second layer on. Beside
-    them: the input embeddings, the block input, the norm output (16-bit) and the fused qkv output (traced:
-    2-layer default BLOOM, prompt 512)."""
+    BloomAttention.forward, BloomModel.forward, transformers 5.25) holds the 16-bit `baddbmm` scores, their masked
+    copy (`attn_weights + attention_mask`: transformers picks eager for a model with no SDPA path, and the eager
+    causal mask is materialised), softmax's fp32 copy (dtype=torch.float32) and its fp32 output, while the
+    previous block's 16-bit probabilities stay alive in the model loop's `outputs` (each block returns them):
+    14 bytes per score from the second layer on. Beside them: the input embeddings, the block input, the norm
+    output (16-bit) and the fused qkv output (traced: 2-layer default BLOOM, prompt 510, eager)."""
     a, d, kvh, h = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp), model.hidden_size
     return model.traits.eager_prefill_score_bytes * a * cache_len + 2 * (3 * h + (a + 2 * kvh) * d)
 
 
+ONE_KERNEL_ACTIVATIONS = ("gelu", "silu", "relu", "gelu_pytorch_tanh")   # one output tensor, no intermediates
+
+
 def _prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
     """16-bit tensors alive per token at the MLP during HF prefill (no_grad): four h-sized (embeddings /
-    residual stream, norm output, MLP input and output) and three i-sized (gate, up, act). Traced
-    exceptions: GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized
-    tensor, and transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds
-    x, 0.5*x, x**3 and 0.044715*x**3 at once (four i-sized)."""
+    residual stream, norm output, MLP input and output) and the MLP's i-sized ones: a gated MLP
+    `down(act(gate(x)) * up(x))` holds act(gate), up and their product (three); a plain MLP `fc2(act(fc1(x)))`
+    with a one-kernel activation (GELU, SiLU, ReLU, torch's tanh GELU) holds fc1's output and the activation's
+    (two: falcon's dense_h_to_4h + GELU, BERT's, OPT's ReLU, traced with transformers 5.25, as the encoder MLPs
+    of `_encdec_infer_components`); squared ReLU (relu, then its square) holds three. Traced exceptions:
+    GPT-2's `inputs_embeds + position_embeds` keeps the token embeddings as a fifth h-sized tensor, and
+    transformers' Python gelu_new `0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3)))` holds x, 0.5*x, x**3 and
+    0.044715*x**3 at once (four i-sized)."""
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     n_h = 5 if model.traits.position == "learned" else 4
-    n_i = 4 if (not model.gated_mlp and model.traits.activation == "gelu_new") else 3
+    act = model.traits.activation
+    n_i = 3 if model.gated_mlp else 4 if act == "gelu_new" else 2 if act in ONE_KERNEL_ACTIVATIONS else 3
     return (n_h * h + n_i * i / tp) * 2
 
 

@@ -85,7 +85,7 @@ def bloom(c: dict, where: str) -> dict[str, Any]:
     p = _t.probability(c, "hidden_dropout")
     traits = Traits(norm_dtype="native", fused_qkv=True, activation="bloom_gelu", mlp="plain", attention="mha",
                     position="alibi", attention_bias=True, mlp_bias=True, partial_rotary=0.0, embedding_norm=True,
-                    eager_attention_only=True, eager_prefill_score_bytes=12.0,   # memory._eager_prefill_bytes_per_token
+                    eager_attention_only=True, eager_prefill_score_bytes=14.0,   # memory._eager_prefill_bytes_per_token
                     dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=p))
     # ALiBi has no trained length limit; configs carry seq_length (2048 for the BigScience runs) at most
     return _fields(h=h, n=n, a=a, kv=a, d=d, v=v, i=i, tie=tie, gated=False, norm="layernorm",

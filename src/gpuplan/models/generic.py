@@ -448,6 +448,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     sliding_window=max((w for w in windows if w), default=None),
                     window_pattern=pattern if any(windows) else "none",
                     eager_attention_only=_eager_only(model),
+                    eager_prefill_score_bytes=_EAGER_PREFILL_SCORE_BYTES.get(mt, 4.0),
                     dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
                                     residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
                                                    "dropout"),
@@ -474,6 +475,16 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                      max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
                      layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
                      inferred=inferred, **moe, **ssm_fields)
+
+
+# Eager-only models whose attention holds more per score at HF prefill's softmax than the 16-bit scores and
+# probabilities (traits.eager_prefill_score_bytes, 4), by model_type, read from transformers 5.25's code.
+_EAGER_PREFILL_SCORE_BYTES = {
+    # modeling_mpt.py MptAttention.forward: the 16-bit scores (ALiBi added, masked) stay alive while softmax runs
+    # on their fp32 copy into an fp32 output (2 + 4 + 4), and MptModel.forward's loop keeps the previous block's
+    # 16-bit attn_weights in `outputs` (2): BLOOM's pattern (traced: 2-layer default MPT, prompt 510)
+    "mpt": 12.0,
+}
 
 
 def _eager_only(model) -> bool:

@@ -793,8 +793,12 @@ def _falcon(c: dict, where: str) -> dict[str, Any]:
                     attention=_t.attention_kind(a, kv, False), position="alibi" if c.get("alibi") else "rope",
                     parallel_block=new_arch or bool(c.get("parallel_attn", True)), layer_norms=ln,
                     partial_rotary=0.0 if c.get("alibi") else 1.0,
-                    # the old (7B) architecture hands SDPA its single K/V head un-expanded
-                    sdpa_broadcast_kv=not new_arch and kv == 1 < a,
+                    # transformers up to 5.24 handed SDPA the old (7B) architecture's single K/V head un-expanded
+                    # with a mask (math path); from 5.25 FalconAttention calls the shared attention interface
+                    # (modeling_falcon.py FalconAttention.forward -> ALL_ATTENTION_FUNCTIONS), whose SDPA call
+                    # passes no mask and enable_gqa for an unpadded batch (integrations/sdpa_attention.py
+                    # use_gqa_in_sdpa): a fused kernel, no S x S scores
+                    sdpa_broadcast_kv=False,
                     attention_bias=bias, mlp_bias=bias, rope_theta=None if c.get("alibi") else theta,
                     rope_scaling=scaling,
                     dropout=Dropout(attention=_t.probability(c, "attention_dropout"),

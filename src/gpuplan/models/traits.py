@@ -104,7 +104,7 @@ class Traits:
     eager_attention_only: bool = False      # transformers has no SDPA/flash path: scores are materialised
                                             # in fp32 whatever the scenario asks (BLOOM's baddbmm + ALiBi)
     eager_prefill_score_bytes: float = 4.0  # eager-only: bytes per score alive at HF prefill's softmax; every
-                                            # eager path holds the 16-bit scores and probabilities (4); BLOOM 12
+                                            # eager path holds the 16-bit scores and probabilities (4); BLOOM 14
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
     relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
     encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),

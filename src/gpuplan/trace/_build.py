@@ -47,10 +47,12 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
         return _build_seq2seq(spec, cfg, dtype, attn_impl, notes)
     # the whole model the count is of (Llama-3.2-Vision: tower and projector too, idle on text-only input)
     auto_cls = AutoModelForImageTextToText if cfg.model_type in TEXT_ONLY_CAUSAL_LM else AutoModelForCausalLM
+    attn_impl = _eager_if_only_path(auto_cls, cfg, attn_impl, notes)
     try:
-        with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes):
+        with _quiet(), _sdpa_for_flash_only_models(cfg, attn_impl, notes), _module_to_in_place():
             kw = {"experts_implementation": experts} if experts else {}
             model = _from_config(auto_cls, cfg, notes, dtype=dtype, attn_implementation=attn_impl, **kw)
+            _set_default_language(model, cfg, notes)
             if getattr(model, "_gpuplan_flash_standin", False):
                 for mod in model.modules():
                     mod._gpuplan_flash_standin = True
@@ -61,6 +63,18 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
             f"({_first_line(err)}).",
             "trace a decoder-only model of a family transformers supports.") from None
     return model
+
+
+def _set_default_language(model, cfg, notes: list | None) -> None:
+    """X-MOD routes every layer's output through one adapter per language and refuses to run before it is told
+    which ("Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`", transformers 5.25
+    modeling_xmod.py); a user does that once after loading. The first of the config's `languages` is chosen:
+    every adapter has the same shape."""
+    langs = getattr(cfg, "languages", None)
+    if hasattr(model, "set_default_language") and getattr(cfg, "default_language", None) is None and langs:
+        model.set_default_language(langs[0])
+        if notes is not None:
+            notes.append(f"default language set to '{langs[0]}' (set_default_language, as a user must).")
 
 
 def _from_config(auto_cls, cfg, notes: list | None, **kw):
@@ -95,8 +109,9 @@ def _build_seq2seq(spec, cfg, dtype, attn_impl: str, notes: list | None):
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
+    attn_impl = _eager_if_only_path(AutoModelForSeq2SeqLM, cfg, attn_impl, notes)
     try:
-        with _quiet():
+        with _quiet(), _module_to_in_place():
             model = AutoModelForSeq2SeqLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
     except ValueError as err:
         raise UnsupportedError(
@@ -112,6 +127,62 @@ def _build_seq2seq(spec, cfg, dtype, attn_impl: str, notes: list | None):
     return model
 
 
+def _model_class(auto_cls, cfg):
+    try:
+        return auto_cls._model_mapping[type(cfg)]
+    except (KeyError, AttributeError):
+        return None
+
+
+def _eager_if_only_path(auto_cls, cfg, attn_impl: str | None, notes) -> str | None:
+    """None (transformers' own choice) for a model class with neither an SDPA nor a flash-attention path
+    (`_supports_sdpa` and `_supports_flash_attn` false: BLOOM's baddbmm + ALiBi, MPT, GIT, OpenAI GPT, CPM-Ant):
+    loaded without an attn_implementation, as a user loads it, transformers picks eager for it and SDPA for a
+    sub-model that has that path (GOT-OCR2's Qwen2 text model; PreTrainedModel._check_and_adjust_attn_implementation,
+    transformers 5.25 modeling_utils.py). Some key their attention class or their mask on that choice (GIT's
+    GIT_SELF_ATTENTION_CLASSES holds 'eager' only; MPT's mask is built only for eager)."""
+    cls = _model_class(auto_cls, cfg)
+    if attn_impl == "eager" or cls is None or getattr(cls, "_supports_sdpa", True) \
+            or getattr(cls, "_supports_flash_attn", True):
+        return attn_impl
+    if notes is not None:
+        notes.append(f"{cfg.model_type}: transformers has only an eager attention path (no SDPA, no "
+                     "flash-attention); built without an attn_implementation, so transformers runs eager where "
+                     "it must (scores materialised) and SDPA in any sub-model that has it.")
+    return None
+
+
+@contextlib.contextmanager
+def _module_to_in_place():
+    """Some models cast a sub-module while they build it (DeepSeek-V4's `DeepseekV4RMSNorm(...).to(dtype=
+    torch.float32)`, HY-V4's hyper-connections, Inkling's short convolutions; transformers 5.25), and peft
+    moves each new adapter with Module.to(). On fake parameters `Module._apply` must swap tensors, which fails
+    once the allocation tracker holds a weak reference to them ("Couldn't swap ...weight"). There is one
+    (fake) cpu device, so a move is a no-op; a dtype cast is done as `.data = .data.to(dtype)` on floating
+    parameters and buffers, as Module.to casts them: the same new tensor, the old one freed."""
+    import torch
+    from torch import nn
+    orig = nn.Module.to
+
+    def to(self, *args, **kwargs):
+        _device, dtype, _nb, _fmt = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None:
+            for mod in self.modules():
+                for p in mod._parameters.values():
+                    if p is not None and p.is_floating_point() and p.dtype != dtype:
+                        p.data = p.data.to(dtype)
+                for k, b in mod._buffers.items():
+                    if b is not None and b.is_floating_point() and b.dtype != dtype:
+                        mod._buffers[k] = b.to(dtype)
+        return self
+
+    nn.Module.to = to
+    try:
+        yield
+    finally:
+        nn.Module.to = orig
+
+
 @contextlib.contextmanager
 def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
     """Gemma 2 (attention logit soft-capping) and gpt-oss (attention sinks) have flash-attention and
@@ -120,30 +191,9 @@ def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
     (q, k, v, output, fp32 log-sum-exp), so the trace stands in SDPA for them (memory only: the
     soft-cap and sinks are dropped from the math; sinks are a per-head parameter)."""
     from transformers import AutoModelForCausalLM
-    cls = None
-    if attn_impl == "sdpa":
-        try:
-            cls = AutoModelForCausalLM._model_mapping[type(cfg)]
-        except (KeyError, AttributeError):
-            cls = None
+    cls = _model_class(AutoModelForCausalLM, cfg) if attn_impl == "sdpa" else None
     if cls is None or getattr(cls, "_supports_sdpa", True):
         yield
-        return
-    if not getattr(cls, "_supports_flash_attn", True):
-        # no SDPA and no flash path either (BLOOM: baddbmm with the ALiBi bias): transformers runs its
-        # own eager attention code whatever is asked; let `from_config` accept the request and trace that
-        if notes is not None:
-            notes.append(f"{cfg.model_type}: transformers has only an eager attention path (no SDPA, no "
-                         "flash-attention); traced as it runs, with the attention scores materialised.")
-        patched = [c for c in cls.__mro__ if "_supports_sdpa" in vars(c)]
-        saved = {c: vars(c)["_supports_sdpa"] for c in patched}
-        for c in patched:
-            c._supports_sdpa = True
-        try:
-            yield
-        finally:
-            for c, v in saved.items():
-                c._supports_sdpa = v
         return
     _install_sdpa_standin()
     cls._gpuplan_flash_standin = True

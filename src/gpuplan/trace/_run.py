@@ -11,7 +11,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..estimate.results import MEMORY_COMPONENTS
-from ._build import _quiet, build_causal_lm, hf_config
+from ._build import _module_to_in_place, _quiet, build_causal_lm, hf_config
 from ._tracker import AllocTracker
 from .result import TraceResult
 
@@ -333,7 +333,7 @@ def _apply_lora(model, train, base_dtype, notes):
     cfg = LoraConfig(r=train.lora_rank, lora_alpha=train.lora_alpha or 2 * train.lora_rank,
                      target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM")
     adapter_dtype = torch.float32 if train.master_weights else base_dtype
-    with _quiet(), _peft_on_fake_tensors():
+    with _quiet(), _module_to_in_place():
         model = get_peft_model(model, cfg, autocast_adapter_dtype=False)
     for p in model.parameters():
         if p.requires_grad and p.dtype != adapter_dtype:
@@ -341,28 +341,6 @@ def _apply_lora(model, train, base_dtype, notes):
     notes.append(f"LoRA via peft: rank {train.lora_rank}, targets {targets}, dropout 0 (a dropout > 0 saves "
                  "one more input copy per adapted linear).")
     return model
-
-
-@contextlib.contextmanager
-def _peft_on_fake_tensors():
-    """peft moves each new adapter with Module.to(); on fake parameters Module._apply must swap
-    tensors and fails ("Couldn't swap Linear.weight"). There is one (fake) cpu device, so a move is
-    a no-op; a dtype cast is done in place through `.data` while adapters are injected."""
-    orig = nn.Module.to
-
-    def to(self, *args, **kwargs):
-        _device, dtype, _nb, _fmt = torch._C._nn._parse_to(*args, **kwargs)
-        if dtype is not None:
-            for p in self.parameters():
-                if p.is_floating_point() and p.dtype != dtype:
-                    p.data = p.data.to(dtype)
-        return self
-
-    nn.Module.to = to
-    try:
-        yield
-    finally:
-        nn.Module.to = orig
 
 
 def _apply_qlora(model, train, compute_dtype, notes):
@@ -636,16 +614,25 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
                 tracker.reset_peak()
                 tracker.set_phase("prefill")
                 out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
+            cache = _returned_cache(out)
+            if cache is None:
+                notes.append("no KV cache: the model returns none (it takes no Cache), so every decode step runs "
+                             "the whole sequence again, as HF generate does for it (prepare_inputs_for_generation "
+                             "keeps every token while the cache holds none).")
             _label_cache(tracker, cache)
-            del out, ids
+            seen = ids
+            del out
             for step in range(decode_steps):
                 tracker.set_phase("decode")
                 tok = torch.randint(0, vocab, (B, 1))
+                seen = torch.cat([seen, tok], dim=1)
+                if cache is None or _full_sequence_each_step(model, seen, cache):
+                    tok = seen
                 out = model(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
-                cache = out.past_key_values
+                cache = _returned_cache(out)
                 _label_cache(tracker, cache)
                 del out, tok
+            del ids, seen
     comps, details = breakdown(tracker)
     kv = _cache_bytes(cache)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
@@ -694,17 +681,48 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
                        phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
 
 
+def _full_sequence_each_step(model, seen, cache) -> bool:
+    """Whether HF generate hands the model the whole sequence at every step although it keeps a cache: the
+    model's own `prepare_inputs_for_generation` decides (GenerationMixin's keeps the last token; CPM-Ant's
+    keeps every token, its forward slicing off the cached prefix, transformers 5.25 modeling_cpmant.py)."""
+    try:
+        kept = model.prepare_inputs_for_generation(seen, next_sequence_length=1, cache=cache, use_cache=True)
+        ids = kept.get("input_ids")
+    except Exception:   # noqa: BLE001 - a model whose preparation needs more (images): the last token
+        return False
+    return ids is not None and ids.shape[-1] == seen.shape[-1] > 1
+
+
+def _returned_cache(out):
+    """The cache a forward returned, or None for a model that takes none (OpenAI GPT: its output class has no
+    cache field, and the `past_key_values` alias raises)."""
+    try:
+        return out.past_key_values
+    except AttributeError:
+        return None
+
+
 def _make_cache(cfg, model, batch, max_len, notes):
+    supports = getattr(model, "_supports_default_dynamic_cache", None)
+    if supports is not None and not supports():
+        # MiniMax (linear attention), XLNet: HF generate hands them no cache (generation/utils.py
+        # _prepare_cache_for_generation, "Quick escape route 3", transformers 5.25); they build their own
+        notes.append("KV cache: the model builds a cache class of its own in its first forward (HF generate "
+                     "passes it none: _supports_default_dynamic_cache is false).")
+        return None
     try:
         from transformers import StaticCache
         cache = StaticCache(config=cfg, max_cache_len=max_len)
         notes.append(f"KV cache: transformers StaticCache preallocated for {max_len} tokens per sequence "
                      "(serving engines preallocate their KV pool the same way).")
         return cache
-    except Exception:   # noqa: BLE001 - older transformers: fall back to the growing cache
+    except Exception:   # noqa: BLE001 - a layer type StaticCache has no class for: the growing cache
         from transformers import DynamicCache
-        notes.append("KV cache: DynamicCache (grows by concatenation each step).")
-        return DynamicCache()
+        # DynamicCache(config=...) builds each layer's own cache class (DeepSeek-V4's compressed-attention
+        # layers register theirs in cache_utils.DYNAMIC_LAYER_TYPE_MAPPING); HF generate's default
+        notes.append("KV cache: DynamicCache built from the config's layer types (StaticCache cannot hold this "
+                     "model's layers), growing by concatenation each step as under HF generate's default.")
+        return DynamicCache(config=cfg)
 
 
 def _cache_tensors(cache):
