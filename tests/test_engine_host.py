@@ -133,3 +133,56 @@ def test_in_process_client_pays_no_front_end():
         assert on.frontend_s == pytest.approx(fe, abs=1e-6) and off.frontend_s == 0.0
         assert on.point(1)["ttft_s"] - off.point(1)["ttft_s"] == pytest.approx(fe, abs=1e-6)
         assert EngineCost(off, 64, 2048, 2048).frontend_s == 0.0
+
+
+# ---- vLLM without CUDA graphs (--enforce-eager) ---------------------------------------------------------
+
+def test_vllm_eager_issue_constant_from_its_source():
+    from gpuplan.estimate.engine_host import VLLM_EAGER_LAYER_S, eager_issue_layer_s
+    # vLLM PR 1440: Llama 2 7B, batch 1, 100 output tokens in ~1.2 s without CUDA graphs (1.05 s with):
+    # 12.0 ms a step over its 32 decoder layers = 0.375 ms per layer
+    assert VLLM_EAGER_LAYER_S == pytest.approx(0.000375)
+    assert eager_issue_layer_s("vllm", cuda_graphs=False) == pytest.approx(0.000375)
+    assert eager_issue_layer_s("vllm", cuda_graphs=True) == 0.0
+    for e in ("sglang", "trtllm", "llama.cpp"):         # no measurement: not modelled
+        assert eager_issue_layer_s(e, cuda_graphs=False) == 0.0
+
+
+def _eager(graphs: bool, **hardware):
+    scn = {**SCN, "hardware": {**SCN["hardware"], **hardware}, "infer": {**SCN["infer"], "cuda_graphs": graphs}}
+    r = pipeline.resolve(scn)
+    return serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                         memory=pipeline.memory(r))
+
+
+def test_vllm_eager_decode_is_host_bound_at_small_batch():
+    # Llama 3.1 8B has 32 decoder layers; on the reference host (EPYC 9654) the eager forward takes
+    # 32 x 0.375 ms = 12.0 ms to issue, more than the GPU's batch-1 step (16 GB of weights at H100 rates: a few
+    # ms), so the step lasts 12.0 ms; with CUDA graphs nothing is issued per layer and the step is the GPU's
+    eager, graphs = _eager(False, host_cpu="epyc-9654"), _eager(True, host_cpu="epyc-9654")
+    e1, g1 = eager.decode_step(1, 550), graphs.decode_step(1, 550)
+    assert e1["host"] == pytest.approx(0.012)
+    assert e1["time"] == pytest.approx(0.012)      # async scheduling (default): max(host issue, 4.5 us host work)
+    assert g1["host"] == 0.0 and g1["time"] < 0.012
+    # a large batch's GPU step hides the issue: eager and graphs price the same step
+    e512, g512 = eager.decode_step(512, 550), graphs.decode_step(512, 550)
+    assert g512["time"] > 0.012 and e512["time"] == pytest.approx(g512["time"])
+
+
+def test_vllm_eager_issue_scales_with_the_hosts_single_thread_speed():
+    from gpuplan.hardware.hosts import get_host_cpu
+    ref = get_host_cpu("epyc-9654").single_thread_score
+    slow = _eager(False, host_single_thread_score=ref / 2)       # half the reference speed: twice the time
+    assert slow.decode_step(1, 550)["host"] == pytest.approx(0.024)
+
+
+def test_rl_rollout_engine_runs_eagerly_when_told():
+    from gpuplan.estimate.rl import rollout_scenario
+    from gpuplan.scenario import scenario_from_dict
+    base = {"model": "qwen2.5-1.5b", "task": "finetune", "framework": "torchtitan",
+            "hardware": {"gpu": "h100-sxm", "count": 8},
+            "train": {"objective": "grpo", "method": "full", "micro_batch": 1,
+                      "rl": {"prompts_per_step": 64, "group_size": 4, "prompt_len": 256, "max_new_tokens": 512}}}
+    assert rollout_scenario(scenario_from_dict(base)).infer.cuda_graphs is True
+    base["train"]["rl"]["engine_cuda_graphs"] = False        # verl rollout.enforce_eager: true
+    assert rollout_scenario(scenario_from_dict(base)).infer.cuda_graphs is False

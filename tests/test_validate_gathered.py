@@ -148,6 +148,8 @@ def test_verl_rows_take_the_fsdp_profile_and_the_stated_engine():
     assert grpo["framework"] == "torchtitan" and grpo["parallel"]["zero"] == 3 and grpo["hardware"]["gpu"] == "mi300x"
     rl = grpo["train"]["rl"]
     assert (rl["rollout_tp"], rl["gpu_memory_utilization"], rl["engine_async_scheduling"]) == (2, 0.6, False)
+    # verl @44a65f9 ppo_trainer.yaml: rollout enforce_eager True (required with free_cache_engine)
+    assert rl["engine_cuda_graphs"] is False and ppo["train"]["rl"]["engine_cuda_graphs"] is False
     assert rl["reference_on_host"] is True and rl["packing"] is True and rl["prompts_per_step"] * rl["group_size"] == 5120
     assert ppo["train"]["objective"] == "ppo" and ppo["train"]["rl"]["group_size"] == 1
     assert "critic" not in ppo["train"]["rl"] and ppo["train"]["rl"]["rollout_tp"] == 4

@@ -234,6 +234,10 @@ class RL(_Strict):
         "the rollout engine schedules its next step while the GPU runs this one (vLLM's async scheduling, on by "
         "default from 0.14.0); false for older engines, whose per-sequence host work adds to every decode step; "
         "default: the engine's current default (infer.async_scheduling)"))
+    engine_cuda_graphs: bool = Field(True, description=(
+        "the rollout engine replays CUDA graphs for its decode steps (infer.cuda_graphs); false: it runs eagerly "
+        "(verl's rollout.enforce_eager, which verl requires whenever free_cache_engine frees the engine between "
+        "steps), and every decode step issues its kernels from the host"))
     logprob_micro_batch: int | None = _num(None, "sequences per micro-batch of the no-grad log-prob passes (NeMo RL "
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",

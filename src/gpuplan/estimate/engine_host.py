@@ -93,6 +93,29 @@ TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=40.10e-3 - 24.64e-3,
 
 NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not modelled")
 
+# vLLM without CUDA graphs (--enforce-eager, LLM(enforce_eager=True); infer.cuda_graphs false). With graphs,
+# a decode-only batch replays one captured graph; eager (and, in V0, any prefill step or a batch above the
+# largest captured size: ModelInputForGPUBuilder._use_captured_graph in vllm/worker/model_runner.py of the V0
+# line, "decode_only and not enforce_eager and batch_size <= max_batchsize_to_capture") runs the model's
+# Python forward, which dispatches and launches every op of every layer from the host. The GPU runs them
+# asynchronously, so a step lasts max(GPU, host issue) - the mechanism of the HF eager constant
+# (efficiency.json engines.hf.host_issue_layer_s), with vLLM's own (fused, fewer) ops per layer.
+# Host seconds per decoder layer, read off vLLM PR 1440 (yunfeng-scale, 2023-10-20, the CUDA-graph prototype
+# PR 1926 superseded): Llama 2 7B, no tensor parallelism, batch 1, 5 prompt and 100 output tokens, "about
+# 1.05 s with CUDA graph ... vs about 1.2 s without". With graphs a step takes 10.5 ms, so the GPU's share of
+# the eager step is at most that; the eager step, 12.0 ms, is set by the host: 12.0 ms / 32 layers =
+# 0.375 ms per layer, its host's fixed per-step work included (as the HF constant includes it). The GPU and
+# host CPU are not named: the host is taken as gpuplan's reference host (hardware/hosts.py, scaled by the
+# host's single-thread speed like the HF constant). Not read from any scored row.
+VLLM_EAGER_LAYER_S = 1.2 / 100 / 32
+
+
+def eager_issue_layer_s(engine: str, cuda_graphs: bool) -> float:
+    """Host seconds per decoder layer to issue one eager forward of `engine` run without CUDA graphs
+    (0 with graphs, and for engines without a measurement: SGLang --disable-cuda-graph is not modelled;
+    engine hf has its own constant in efficiency.json)."""
+    return VLLM_EAGER_LAYER_S if (engine == "vllm" and not cuda_graphs) else 0.0
+
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 

@@ -311,7 +311,7 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
             "infer": {"engine": rl.engine, "weights": weights, "kv_cache": weights, "prompt_len": rl.prompt_len,
                       "output_len": rl.max_new_tokens, "concurrency": per_replica,
                       "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True,
-                      "async_scheduling": rl.engine_async_scheduling},
+                      "async_scheduling": rl.engine_async_scheduling, "cuda_graphs": rl.engine_cuda_graphs},
             "cost": scn.cost.model_dump()}
     if capacity is not None and rl.engine == "vllm":
         from ..units import GiB

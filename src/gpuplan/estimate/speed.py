@@ -18,7 +18,7 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
-from .engine_host import engine_host, step_with_host
+from .engine_host import eager_issue_layer_s, engine_host, step_with_host
 from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
@@ -1022,7 +1022,10 @@ class _Serving:
         self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P, forward_only=True)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
-        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.eng["host_issue_layer_s"] else (1.0, "")
+        # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
+        # (engine_host.eager_issue_layer_s); the HF engine's own constant wins where it has one
+        self.issue_layer_s = self.eng["host_issue_layer_s"] or eager_issue_layer_s(inf.engine, inf.cuda_graphs)
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.issue_layer_s else (1.0, "")
         # the engine's per-sequence host work each iteration and its front end's latency per request
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
@@ -1250,8 +1253,8 @@ class _Serving:
 
     def _host_issue(self, rows: float) -> float:
         """Host seconds to issue one forward (engines without CUDA graphs that run eagerly: HF
-        transformers); the GPU runs it asynchronously, so a step lasts max(GPU, host)."""
-        per_layer = self.eng["host_issue_layer_s"]
+        transformers, vLLM --enforce-eager); the GPU runs it asynchronously, so a step lasts max(GPU, host)."""
+        per_layer = self.issue_layer_s
         if not per_layer:
             return 0.0
         ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
@@ -1528,7 +1531,9 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if step["host"] > 0 and step["host"] >= step["time"]:
         notes.append(f"decode is bound by the host CPU issuing kernels one by one (eager mode), not by the GPU: "
                      f"{step['host'] * 1e3:.1f} ms per step on {sv.host_name}. A CPU with faster single-thread "
-                     f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score.")
+                     f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score."
+                     + (" CUDA graphs (infer.cuda_graphs true: no --enforce-eager) replay the step without it."
+                        if scn.infer.engine != "hf" else ""))
     if step["quant_kernel_issue"] > 0:
         notes.append(f"the quantized-weight kernel ({'bitsandbytes dequantize' if sv.bnb else 'AutoGPTQ cuda-old'}) "
                      f"is bound by instruction issue on this GPU, not by memory: "
