@@ -100,6 +100,9 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
             if "thr" in rec:     # batched-serving tokens/s (rows of unstated kind carry no "thr")
                 p, m = rec["thr"]
                 spd_held.append((speed_category("infer", row["engine"]), row["source"], (p - m) / m))
+            if "rl" in rec:       # post-training RL step time (posttrain.csv)
+                p, m = rec["rl"]
+                spd_held.append((speed_category("train", objective=row["objective"]), row["source"], (p - m) / m))
             if "tps" in rec:
                 p, m = rec["tps"]
                 spd_held.append((speed_category("train", moe=rec["moe"]), row["source"], (p - m) / m))

@@ -65,3 +65,15 @@ def test_text_output_shows_the_bars(capsys, tmp_path):
     assert cli_main(["estimate", str(path)]) == 0
     out = capsys.readouterr().out
     assert "error bar (memory): ±" in out and "error bar (speed): ±" in out and "error bar (cost" in out
+
+
+def test_post_training_figures_carry_their_own_bars():
+    """An RL step is scored against published RL steps (mostly rollout time), not against SFT tokens/s; a DPO
+    step has no published measurement yet, so it says so instead of borrowing the SFT bar."""
+    grpo = api.estimate(ROOT / "examples" / "grpo-7b-colocated.yaml").to_json()
+    assert grpo["performance"]["uncertainty"]["category"] == "post-training RL step (rollout + training)"
+    assert grpo["performance"]["uncertainty"]["relative_typical"] > 0.1
+    assert grpo["memory"]["uncertainty"]["relative_typical"] is None
+    dpo = api.estimate(ROOT / "examples" / "dpo-full-8b.yaml").to_json()
+    assert dpo["performance"]["uncertainty"]["relative_typical"] is None
+    assert "no validated runs" in dpo["performance"]["uncertainty"]["category"]

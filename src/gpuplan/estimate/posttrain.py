@@ -423,7 +423,6 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     notes.append(f"{sh.name} step: " + ", ".join(f"{k} {v:.3g} s" for k, v in phases.items())
                  + f"; tokens per step count the {sh.grad_sequences} sequence(s) per example the policy trains on"
                  + (" (the reference and KL forwards are no-grad, 2N FLOPs per token)" if extra else ""))
-    notes.append(UNVALIDATED)
     details = dict(base.details)
     details.update({"objective": sh.name, "reference": sh.reference, "examples_per_step": int(per_example // t.seq_len),
                     "sequences_per_example": sh.grad_sequences, "bound_by": bound,

@@ -38,6 +38,10 @@ from .results import MemoryEstimate, PerformanceEstimate
 
 VERL_REF = "verl @b178a3c"
 TRL_REF = "TRL v1.9.0 (a785283)"
+RL_MEMORY_UNVALIDATED = (
+    "RL memory is built from the trainers' and the rollout engine's code and checked against a fake-tensor trace of a "
+    "GRPO training pass (docs/posttrain.md), not against measured peaks: no published RL peak is scored yet, so no "
+    "memory error bar is shown")
 
 
 # ---- the derived scenarios ------------------------------------------------------------------------------
@@ -385,7 +389,7 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
     an RL step, before the runtime overhead is added (rl_memory; tests compare the training phases
     with traces)."""
     from .memory import _train_components
-    from .posttrain import UNVALIDATED, _forward_layer_bytes, frozen_model_bytes
+    from .posttrain import _forward_layer_bytes, frozen_model_bytes
     rl = scn.train.rl
     train = training_scenario(scn)
     frozen = _frozen_models(scn, model, train)
@@ -449,7 +453,7 @@ def rl_stage_phases(scn: Scenario, model: ModelSpec, capacity_bytes: int, stage:
         notes.append(f"split: {gpu_groups(scn)[0]} GPUs run the {rl.engine} engine (gpu_memory_utilization="
                      f"{rl.gpu_memory_utilization}); {gpu_groups(scn)[1]} GPUs train; phase 'rollout' is a rollout "
                      "GPU's memory, the others a training GPU's")
-    notes.append(UNVALIDATED)
+    notes.append(RL_MEMORY_UNVALIDATED)
     return phases, notes, cpu, engine
 
 
@@ -683,7 +687,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
     the bounding phase in `details['bound_by']`."""
     from .calibration import packaged
-    from .posttrain import UNVALIDATED, forward_seconds_per_token
+    from .posttrain import forward_seconds_per_token
     from .speed import _network, forward_only_time, train_performance
     P = params if params is not None else packaged()
     net = network if network is not None else _network(scn, gpu)
@@ -737,7 +741,6 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
              f"({roll.get('preemptions', 0)} preemption(s))",
              how + f"; bounded by {bound}",
              "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
-    notes.append(UNVALIDATED)
     if not roll["fits"]:
         notes.append("the rollout engine has no KV-cache room after its weights: raise rl.gpu_memory_utilization "
                      "or rl.rollout_tp")

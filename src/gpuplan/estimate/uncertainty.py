@@ -15,6 +15,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..scenario import RL_OBJECTIVES
+
 PACKAGED_FILE = "estimate/data/uncertainty.csv"
 
 
@@ -49,18 +51,26 @@ def table() -> dict[tuple[str, str], dict[str, str]]:
 
 # ---- categories (the same functions label validation rows and user scenarios) -------------------
 
-def memory_category(task: str, method: str | None, zero: int, dp: int, engine: str | None) -> str:
+def memory_category(task: str, method: str | None, zero: int, dp: int, engine: str | None,
+                    objective: str = "sft") -> str:
     if task == "infer":
         return "inference"
+    if objective in RL_OBJECTIVES:      # a rollout engine beside the trainer: its own kind of peak
+        return "post-training RL (rollout engine + training)"
     if method in ("lora", "qlora"):
         return "fine-tuning, LoRA/QLoRA"
     return "training, sharded (FSDP/ZeRO-3)" if (zero >= 3 and dp > 1) else "training, unsharded or ZeRO-1/2"
 
 
-def speed_category(task: str, engine: str | None = None, moe: bool = False) -> str:
+def speed_category(task: str, engine: str | None = None, moe: bool = False, objective: str = "sft") -> str:
     """A mixture-of-experts training run is its own category: its routed-expert GEMMs, all-to-all and
-    load imbalance are mechanisms dense runs do not exercise, so dense residuals would understate its bar."""
+    load imbalance are mechanisms dense runs do not exercise, so dense residuals would understate its bar.
+    Post-training steps likewise: an RL step is mostly rollout generation, a DPO step runs a reference model."""
     if task != "infer":
+        if objective in RL_OBJECTIVES:
+            return "post-training RL step (rollout + training)"
+        if objective != "sft":
+            return "post-training step (preference, distillation, reward model)"
         return "training tokens/s, mixture-of-experts" if moe else "training tokens/s"
     if engine == "llama.cpp":
         return "serving, llama.cpp"
@@ -84,7 +94,8 @@ def for_scenario(scn: Any, moe: bool = False) -> dict[str, Uncertainty]:
     task = scn.task
     t, inf, p = scn.train, scn.infer, scn.parallel
     engine = inf.engine if inf is not None else None
-    mem = lookup("memory", memory_category(task, t.method if t else None, p.zero, scn.dp, engine))
-    spd = lookup("speed", speed_category(task, engine, moe))
+    objective = getattr(t, "objective", "sft") if t is not None else "sft"
+    mem = lookup("memory", memory_category(task, t.method if t else None, p.zero, scn.dp, engine, objective))
+    spd = lookup("speed", speed_category(task, engine, moe, objective))
     cost = Uncertainty("cost", spd.category, spd.typical, spd.p90, spd.runs, spd.sources, spd.basis)
     return {"memory": mem, "speed": spd, "cost": cost}
