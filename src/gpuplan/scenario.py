@@ -503,6 +503,14 @@ class Infer(_Strict):
                                           "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
                                           "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
                                           "false: its per-sequence host work adds to every step. Default: on")
+    sampling: Literal["random", "greedy"] = Field(
+        "random", description="engine vllm: how the requests pick their tokens, which sets the sampler's passes "
+        "over the step's fp32 logits (batch x vocab): random (temperature > 0, no top-k/top-p: the cast, the "
+        "temperature division, softmax, exponential noise, division and argmax) or greedy (temperature 0: the "
+        "cast and an argmax). Default: random")
+    logprobs: bool = Field(False, description="engine vllm: the requests ask for the sampled tokens' log-probs "
+                           "(SamplingParams logprobs=0, as RL rollouts do): a log_softmax and a rank count over "
+                           "the step's fp32 logits")
     front_end: bool | None = Field(None, description="requests come through the engine's HTTP server (vllm "
                                    "serve, sglang serve, trtllm-serve), whose per-request latency (parsing, "
                                    "tokenisation, hand-off, first streamed chunk) adds to every TTFT; false: an "

@@ -315,7 +315,11 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
             "infer": {"engine": rl.engine, "weights": weights, "kv_cache": weights, "prompt_len": rl.prompt_len,
                       "output_len": rl.max_new_tokens, "concurrency": per_replica,
                       "gpu_memory_utilization": rl.gpu_memory_utilization, "allow_longer_context": True,
-                      "async_scheduling": rl.engine_async_scheduling, "cuda_graphs": rl.engine_cuda_graphs},
+                      "async_scheduling": rl.engine_async_scheduling, "cuda_graphs": rl.engine_cuda_graphs,
+                      # the rollout samples (temperature 1.0) and asks for the sampled tokens' log-probs: NeMo RL
+                      # `_build_sampling_params` passes SamplingParams(..., logprobs=0) (nemo_rl/models/generation/
+                      # vllm.py @00bc8c3d39d6d934d6008063832f0cf81a7f4d03)
+                      "sampling": "random", "logprobs": True},
             "cost": scn.cost.model_dump()}
     if capacity is not None and rl.engine == "vllm":
         from ..units import GiB

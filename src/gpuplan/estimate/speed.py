@@ -969,6 +969,29 @@ def _limits_source(max_seqs: int | None, max_tokens: int | None) -> str:
 _BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
 
 
+# vLLM V1's sampler, per element of one step's logits (rows x vocab), in bytes of HBM traffic: every kernel
+# reads its input once and writes its output once (a lower bound: a softmax over a 100k-wide row may read it twice).
+# vllm/v1/sample/sampler.py @3e342658b2e9c85a30a54d19e64e5ad77b8a26a6 `Sampler.forward`: `logits.to(torch.float32)`
+# reads the lm_head's 16-bit output and writes fp32 (2 + 4). Greedy (all_greedy): `greedy_sample`, an argmax (4).
+# Random (all_random): `apply_temperature`, an in-place division (4 + 4); then TopKTopPSampler with neither top-k
+# nor top-p (vllm/v1/sample/ops/topk_topp_sampler.py @01fa3fe74b058bb604f236341ab2361c7cf3d25b: forward_cuda falls
+# back to forward_native, apply_top_k_top_p returns the logits untouched): softmax (4 + 4), then random_sample:
+# `q.exponential_()` (writes 4), `probs.div_(q)` (reads 4 + 4, writes 4), argmax (4). A top-p request sorts the
+# vocabulary instead (not priced: the sort's passes depend on the radix width).
+SAMPLER_BYTES_PER_LOGIT = {"greedy": 2 + 4 + 4,
+                           "random": 2 + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4 + 4) + 4}
+# logprobs=0 (the default "raw_logprobs" mode): `compute_logprobs`, a log_softmax of the fp32 logits (4 + 4), and
+# gather_logprobs' `batched_count_greater_than` (the sampled token's rank: reads 4); the gathers are per row.
+LOGPROB_BYTES_PER_LOGIT = (4 + 4) + 4
+
+
+def sampler_bytes(rows: float, vocab: int, sampling: str, logprobs: bool) -> float:
+    """HBM bytes vLLM V1's sampler moves for `rows` sampled positions over a `vocab`-wide fp32 logits row
+    (each tensor-parallel rank samples the gathered, whole vocabulary)."""
+    per = SAMPLER_BYTES_PER_LOGIT[sampling] + (LOGPROB_BYTES_PER_LOGIT if logprobs else 0)
+    return rows * vocab * per
+
+
 def trtllm_limits(scn: Any, model: ModelSpec, gpu: Any) -> tuple[int, int, str]:
     """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs this scenario with: the scenario's pair
     when it states both; under a load (infer.load) trtllm-serve's defaults; else trtllm-bench's heuristic
@@ -1099,6 +1122,9 @@ class _Serving:
             from ..hardware.sms import sm_spec
             sm = sm_spec(getattr(gpu, "id", ""))
             self.warp_issue_per_s = sm.warp_issue_per_s if sm else None
+        # vLLM V1's sampler over the step's fp32 logits (sampler_bytes); the other engines' samplers are not priced
+        self.sample_per_row = sampler_bytes(1.0, model.vocab_size, getattr(inf, "sampling", "random"),
+                                            bool(getattr(inf, "logprobs", False))) if inf.engine == "vllm" else 0.0
         self.beams = inf.beam_width
         # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)
@@ -1350,13 +1376,16 @@ class _Serving:
         # bitsandbytes' dequantize is its own kernel before each GEMM, AutoGPTQ cuda-old a pass per row: their
         # issue-bound excess adds (quant_kernels.py)
         t_issue = self._dequant_issue(q)
+        # the sampler's kernels run after the lm_head, bound by their passes over the step's fp32 logits
+        t_sample = q_attn * self.sample_per_row / self.bw
         t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
-            + self._elementwise(q) + comm + self._overhead()
+            + self._elementwise(q) + comm + self._overhead() + t_sample
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
-                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue}
+                "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue,
+                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
