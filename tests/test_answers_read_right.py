@@ -116,11 +116,23 @@ def test_training_cost_table_says_trained_tokens(capsys):
 
 @pytest.mark.parametrize("peak_gib,cap_gib,shown", [
     (21.6, 22.0, "21.6/22.0"), (21.96, 22.0, "21.96/22.00"), (21.999, 22.0, "<22.00/22.00"),
-    (51.1, 79.6, "51.1/79.6"), (45.0, 24.0, "45.0/24.0"), (22.0, 22.0, "22.0/22.0")])
+    (51.1, 79.6, "51.1/79.6"), (45.0, 24.0, "45.0/24.0"),
+    # exactly full and fitting: only a capped elastic reserve gets there, which the table marks
+    (22.0, 22.0, "22.0*/22.0")])
 def test_memory_cell_never_reads_as_full_when_there_is_headroom(peak_gib, cap_gib, shown):
     from gpuplan.search.cli import memory_cell
     from gpuplan.units import GiB
     assert memory_cell(peak_gib * GiB, cap_gib * GiB) == shown
+
+
+def test_recommend_explains_a_plan_at_exactly_its_capacity(capsys):
+    from gpuplan.cli import main
+    from gpuplan.search.cli import FULL_NOTE
+    from pathlib import Path
+    main(["recommend", str(Path(__file__).resolve().parents[1] / "examples" / "recommend-finetune-8b.yaml")])
+    out = capsys.readouterr().out
+    marked = [line for line in out.splitlines() if "*/" in line]
+    assert marked and FULL_NOTE in out     # the bundled example ranks a V100 plan whose reserve is capped
 
 
 def test_recommend_says_when_a_different_offering_prices_each_count(capsys):

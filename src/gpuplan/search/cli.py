@@ -146,8 +146,17 @@ def _fmt_usd(x: float | None) -> str:
     return f"${x:,.0f}" if x >= 1000 else f"${x:,.2f}"
 
 
+# a fitting plan whose peak is exactly the capacity: the allocator's elastic reserve was capped there
+# (estimate/memory.py _finish), which the table marks so that 100 % does not read as an OOM
+FULL_MARK = "*"
+FULL_NOTE = (f"{FULL_MARK} the peak reaches the capacity only because the caching allocator's stranded segments are "
+             "capped at the room left: that reserve is elastic (freed before an OOM), so the plan fits")
+
+
 def memory_cell(peak: float, capacity: float) -> str:
     """'peak/capacity' in GiB with enough decimals that a plan with headroom never reads as full."""
+    if peak == capacity:
+        return f"{peak / GiB:.1f}{FULL_MARK}/{capacity / GiB:.1f}"
     for digits in (1, 2):
         a, b = f"{peak / GiB:.{digits}f}", f"{capacity / GiB:.{digits}f}"
         if a != b or peak >= capacity:
@@ -221,6 +230,8 @@ def recommendation_text(rec: Any) -> str:
         lines.append(table(rows, ["#", "plan", "peak/cap GiB", "$/GPU-h", "$/h", "cost", "time", per_m], "rlrrrrrr"))
         lines.append(("$/M out: the plan's whole hourly cost over its output tokens (input and blended prices: "
                       "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
+        if any(FULL_MARK in r[2] for r in rows):
+            lines.append(FULL_NOTE)
         lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
         best = rec.plans[0]
         lines.append("")
