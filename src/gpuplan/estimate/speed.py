@@ -280,7 +280,7 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
     # under EP (or an expert TP other than tp) the routed experts have their own grid: E/ep experts per rank,
     # each split over etp (layout.expert_split; Megatron's MoE parallel folding)
     experts = sum(b.total for b in model.blocks if b.kind == "expert") if _folded(model, par) else 0.0
-    expert_local = experts / (par.ep * _etp(par) * par.pp)
+    expert_local = experts / (par.ep * par.expert_tp * par.pp)
     params_local = (model.params_total - experts) / tp_pp + expert_local
     trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
     fp8 = None
@@ -298,21 +298,15 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
                                  tr.recompute_layers, tr.recompute_group), fp8)
 
 
-def _etp(par: Any) -> int:
-    """Expert tensor-parallel size (scenario Parallel.expert_tp: etp, else 1 under EP and tp without it)."""
-    etp = getattr(par, "expert_tp", None)
-    return etp if etp is not None else (1 if par.ep > 1 else par.tp)
-
-
 def _folded(model: ModelSpec, par: Any) -> bool:
     """True when the routed experts do not simply follow the dense layers' TP split: expert parallelism, or an
     expert TP other than tp (Megatron's expert grid ETP x EP x expert-DP over tp x cp x dp)."""
-    return bool(model.is_moe) and (par.ep > 1 or _etp(par) != par.tp)
+    return bool(model.is_moe) and (par.ep > 1 or par.expert_tp != par.tp)
 
 
 def _linear_time(c: _Train) -> float:
     """Forward + backward (+ recompute) time of every linear layer for one micro-batch."""
-    tp, ep, pp, etp = c.par.tp, c.par.ep, c.par.pp, _etp(c.par)
+    tp, ep, pp, etp = c.par.tp, c.par.ep, c.par.pp, c.par.expert_tp
     bwd_factor = 1.0 if c.frozen else 2.0       # frozen base: data gradient only
     t_lin = 0.0
     for b in c.model.blocks:
@@ -475,7 +469,7 @@ def _fp8_cast_bytes(c: _Train) -> float:
         share = b.count * b.active_fraction / c.par.pp
         act += share * c.tokens * (k_in + n_out) / tp
         recast += share * c.tokens * k_in / tp * c.rc.linear_share
-        numel = b.numel * b.count / (c.par.pp * (c.par.ep * _etp(c.par) if b.kind == "expert" else tp))
+        numel = b.numel * b.count / (c.par.pp * (c.par.ep * c.par.expert_tp if b.kind == "expert" else tp))
         w += numel
         if r.bwd_rescale:   # grad-input output (tokens x in) and grad-weight output (in x out)
             rescale += share * c.tokens * k_in / tp + (0.0 if c.frozen else numel)
@@ -576,7 +570,7 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
     par, model, comm = c.par, c.model, c.P["comm"]
-    tp, pp, cp, ep, etp = par.tp, par.pp, par.cp, par.ep, _etp(par)
+    tp, pp, cp, ep, etp = par.tp, par.pp, par.cp, par.ep, par.expert_tp
     h, act_b, tokens = model.hidden_size, c.act_b, c.tokens
     exposed, detail = 0.0, {}
     folded = _folded(model, par)
@@ -662,7 +656,7 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     exposed once per step, each one's time)."""
     par, ov = c.par, c.P["overlap"]
     n_dp = c.scn.dp * par.cp
-    if n_dp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * _etp(par)):   # no expert-data-parallel peers
+    if n_dp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * par.expert_tp):   # no expert-data-parallel peers
         return 0.0, 0.0, {}
     link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
     # on the experts' own grid each rank holds E/ep of the routed experts split over etp (layout.py), and their
@@ -672,7 +666,7 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     span = par.tp * par.cp * c.scn.dp
     groups = [(c.params_local - c.expert_local, n_dp, link)]
     if c.expert_local > 0:
-        n_e = max(1, span // max(1, par.ep * _etp(par)))
+        n_e = par.expert_dp
         groups.append((c.expert_local, n_e, group_link(c.gpu, n_e, span, c.gpn, c.net, c.P["comm"])))
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     if par.zero >= 3:
@@ -697,7 +691,7 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     shard = c.scn.dp * par.cp if par.zero >= 1 else 1
     # the distributed optimizer shards the routed experts' states over their expert-data-parallel group
     # (tp·dp·cp/(ep·etp) ranks holding the same expert shard), the rest over dp·cp
-    e_shard = max(1, (par.tp * c.scn.dp * par.cp) // max(1, par.ep * _etp(par))) if par.zero >= 1 else 1
+    e_shard = par.expert_dp if par.zero >= 1 else 1
     opt_local = (c.trainable_local - c.expert_local) / shard + c.expert_local / e_shard
     opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
     if par.offload == "none":
