@@ -1117,8 +1117,7 @@ class _Serving:
             sm = sm_spec(getattr(gpu, "id", ""))
             self.warp_issue_per_s = sm.warp_issue_per_s if sm else None
         # vLLM V1's sampler over the step's fp32 logits (sampler_bytes); the other engines' samplers are not priced
-        self.sample_per_row = sampler_bytes(1.0, model.vocab_size, getattr(inf, "sampling", "random"),
-                                            bool(getattr(inf, "logprobs", False))) if inf.engine == "vllm" else 0.0
+        self.sample_per_row = sampler_bytes(1.0, model.vocab_size, inf.sampling, inf.logprobs) if inf.engine == "vllm" else 0.0
         self.beams = inf.beam_width
         # vLLM's beam search shares the prompt's KV blocks and prefill between beams (prefix caching); HF generate
         # and TensorRT-LLM (modelled like HF) run the prompt once per beam (memory.beam_kv_tokens)

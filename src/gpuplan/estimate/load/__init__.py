@@ -225,19 +225,19 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
         raise InputError("infer.load request lengths", f"the longest request ({max_ctx:,} tokens) does not fit "
                          f"the KV pool of {pool_tokens:,} tokens.", "shorten the lengths (max:) or add GPUs / "
                          "lower the weights' precision.")
+    if load.warmup_requests >= len(wl.input_tokens):       # a trace may hold fewer rows than `requests`
+        from ...errors import InputError
+        raise InputError("infer.load.warmup_requests", f"{load.warmup_requests} leaves none of the "
+                         f"{len(wl.input_tokens)} requests to measure.", "use fewer warm-up requests or a longer run "
+                         "(requests, or more trace rows).")
     say(f"simulating {len(wl.input_tokens):,} requests")
     open_loop = load.arrival in ("poisson", "gamma", "trace")
     slo = {"ttft_s": load.slo_ttft_s, "tpot_s": load.slo_tpot_s, "percentile": load.slo_percentile}
     if getattr(load, "disaggregation", None) is not None:
         return _disaggregated(scn, serving, wl, policy, cost, slo, open_loop, notes)
     res = simulate(wl, policy, cost)
-    warmup = int(getattr(load, "warmup_requests", 0) or 0)
-    try:
-        s = summarize(res, slo=slo, open_loop=open_loop, warmup=warmup)
-    except ValueError as exc:
-        from ...errors import InputError
-        raise InputError("infer.load.warmup_requests", str(exc) + ".", "use fewer warm-up requests or a longer "
-                         "run (requests, or more trace rows).") from None
+    warmup = load.warmup_requests
+    s = summarize(res, slo=slo, open_loop=open_loop, warmup=warmup)
     if warmup:
         notes.append(f"the first {warmup} requests are a warm-up: simulated, not counted in the statistics.")
     for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s"):
@@ -322,7 +322,7 @@ def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: A
                          f"set hardware.count to at least {gpus} or use fewer instances.")
     link = transfer_link(serving, n + m)
     res, tx = simulate_disaggregated(wl, policy, cost, n, m, lambda p: transfer_seconds(serving, link, p))
-    w = int(getattr(load, "warmup_requests", 0) or 0)
+    w = load.warmup_requests
     s = summarize(res, slo=slo, open_loop=open_loop, warmup=w)
     col = summarize(split_round_robin(wl, n + m, policy, cost), slo=slo, open_loop=open_loop, warmup=w)
     keep = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "requests_per_s", "output_tokens_per_s", "goodput_requests_per_s",
