@@ -33,10 +33,16 @@ class RankParams:
         return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision
 
 
+def expert_tp(tp: int, ep: int, etp: int | None = None) -> int:
+    """Ranks one routed expert's matrices are split over: etp, defaulting to 1 under expert parallelism (whole
+    experts per rank) and to tp without it (the experts split like the dense MLP); scenario.Parallel.expert_tp
+    resolves a scenario's the same way."""
+    return etp if etp is not None else (1 if ep > 1 else tp)
+
+
 def expert_split(tp: int, ep: int, etp: int | None = None) -> int:
-    """Ranks one layer's routed experts are spread over: ep x etp; etp defaults to 1 under expert parallelism
-    (whole experts per rank) and to tp without it (the experts split like the dense MLP)."""
-    return ep * (etp if etp is not None else (1 if ep > 1 else tp))
+    """Ranks one layer's routed experts are spread over: ep x expert_tp."""
+    return ep * expert_tp(tp, ep, etp)
 
 
 def _tp_divisor(kind: str, tp: int, ep: int, vocab_parallel: bool = True, etp: int | None = None) -> int:

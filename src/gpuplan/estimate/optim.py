@@ -103,9 +103,9 @@ def param_tensors(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, st
             continue
         fin, fout = b.linear
         split = tp
-        if b.kind == "expert":       # E/ep experts per rank, each split over etp (layout.expert_split)
+        if b.kind == "expert":       # E/ep experts per rank, each split over etp (layout.expert_tp)
             count /= ep
-            split = layout.expert_split(tp, ep, etp) // ep
+            split = layout.expert_tp(tp, ep, etp)
         if b.kind != "router":
             if b.name.split(".")[-1] in _ROW_PARALLEL:
                 fin = max(1, fin // split)
