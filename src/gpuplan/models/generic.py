@@ -489,6 +489,11 @@ _EAGER_PREFILL_SCORE_BYTES = {
     # on their fp32 copy into an fp32 output (2 + 4 + 4), and MptModel.forward's loop keeps the previous block's
     # 16-bit attn_weights in `outputs` (2): BLOOM's pattern (traced: 2-layer default MPT, prompt 510)
     "mpt": 12.0,
+    # modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn: baddbmm adds into a torch.zeros score buffer
+    # that stays alive to the return (2), the scores and their masked sum (2 + 2) or the sum and its softmax
+    # (2 + 2); the model's loop keeps the previous layer's 16-bit attn_weights in `outputs` (2)
+    # (traced: 2-layer default GPT-NeoX-Japanese, prompt 512)
+    "gpt_neox_japanese": 8.0,
 }
 
 
