@@ -43,9 +43,10 @@ def test_shrink_plain_decoder_to_two_layers():
 # (every decode step re-runs the sequence), CPM-Ant's generate hands it the whole sequence every step, Zamba2's
 # hybrid layer indices re-indexed by the shrink, Zamba's shared block tied across two hybrid layers (and its
 # per-head Mamba scan at prefill: +17 % before), Dory's sections (and its deep-copied recurrent cache layers),
-# GPT-Neo's own attention table reaching the SDPA stand-in, GPT-NeoX-Japanese's eager prefill scores (-7 %).
+# GPT-Neo's own attention table reaching the SDPA stand-in, GPT-NeoX-Japanese's, Megatron-BERT's and
+# RoFormer's eager prefill scores with the previous layer's kept (-7, -7, -6 %).
 MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
-              "zamba", "dory", "gpt_neo", "gpt_neox_japanese"]
+              "zamba", "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)

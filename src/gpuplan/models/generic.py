@@ -494,6 +494,11 @@ _EAGER_PREFILL_SCORE_BYTES = {
     # (2 + 2); the model's loop keeps the previous layer's 16-bit attn_weights in `outputs` (2)
     # (traced: 2-layer default GPT-NeoX-Japanese, prompt 512)
     "gpt_neox_japanese": 8.0,
+    # modeling_megatron_bert.py / modeling_roformer.py SelfAttention.forward: scores, scaled, masked and
+    # softmaxed out of place, two 16-bit copies alive at each step (2 + 2), and the encoder loop keeps the
+    # previous layer's 16-bit attention_probs in `layer_outputs` (2) (traced: 2-layer defaults, prompt 510)
+    "megatron-bert": 6.0,
+    "roformer": 6.0,
 }
 
 
