@@ -725,7 +725,8 @@ def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, stat
     weights, grads, optim, _ = states
     grad_div = ts.shard if p.zero >= 2 else 1
     head = model.vocab_size * model.hidden_size / (p.tp if ts.native_tp else 1) * state_bytes(ts.scn).grad / grad_div
-    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens
+    # a mixer scanning d_inner in sequential slices (one loop per slice) runs one slice's backward at a time
+    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens / ssm.scan_slices
     return dict(weights=weights + extra["root_unsharded"] + extra["autocast_copies"],
                 gradients=grads if grad_accum > 1 else head, optimizer_states=optim,
                 activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
