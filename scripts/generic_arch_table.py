@@ -78,9 +78,9 @@ def _layer_index_keys(cfg: dict, n: int) -> list[str]:
             and 0 <= v[0] and v[-1] < n]
 
 
-def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
-    """The first LAYERS layers plus the first layer of every kind any per-layer list names (a hybrid keeps an
-    attention layer)."""
+def _kept_layers(cfg: dict, n: int, per_layer: list[str], per_kind: int = 1) -> list[int]:
+    """The first LAYERS layers plus the first `per_kind` layers of every kind any per-layer list names (a hybrid
+    keeps an attention layer)."""
     if n <= LAYERS:
         return list(range(n))
     keep: set[int] = set(range(LAYERS))
@@ -92,15 +92,43 @@ def _kept_layers(cfg: dict, n: int, per_layer: list[str]) -> list[int]:
                 if i is not None:
                     keep.update((i, cfg[k][i]))
             continue
-        seen = set()
+        seen: dict[str, int] = {}
         for i, v in enumerate(cfg[k]):
-            if repr(v) not in seen:
-                seen.add(repr(v))
+            if seen.get(repr(v), 0) < per_kind:
+                seen[repr(v)] = seen.get(repr(v), 0) + 1
                 keep.add(i)
     return sorted(keep)
 
 
-def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
+def _section_keys(obj, n: int) -> list[str]:
+    """Counts of consecutive sections that add up to the stack (Dory's n_input_layers + n_recurrent_layers +
+    n_output_layers == num_hidden_layers, which its config validates), in stack order."""
+    keys = [k for k, v in vars(obj).items() if k.startswith("n_") and k.endswith("_layers")
+            and isinstance(v, int) and not isinstance(v, bool) and 0 < v < n]
+    return keys if len(keys) > 1 and sum(getattr(obj, k) for k in keys) == n else []
+
+
+def _cut_sections(obj, n: int, sections: list[str], per_kind: int) -> tuple[dict, list[str]]:
+    """Cut a stack of sections on the config object (its to_dict may store another layout: Dory doubles every
+    count, an attention and an MLP block per layer): the kept layers are the usual ones plus each section's
+    first, so every section keeps a layer; each count becomes the kept layers that fall in it."""
+    per_layer = [k for k, v in vars(obj).items() if isinstance(v, list) and len(v) == n]
+    starts, at = [], 0
+    for k in sections:
+        starts.append(at)
+        at += getattr(obj, k)
+    idx = sorted(set(_kept_layers(vars(obj), n, per_layer, per_kind)) | set(starts))
+    counts = [sum(s <= i < s + getattr(obj, k) for i in idx) for k, s in zip(sections, starts)]
+    for k in per_layer:
+        setattr(obj, k, [getattr(obj, k)[i] for i in idx])
+    for k, c in zip(sections, counts):
+        setattr(obj, k, c)
+    obj.num_hidden_layers = len(idx)
+    return obj.to_dict(), [f"layers {n}->{len(idx)}", f"sections {', '.join(f'{k} {c}' for k, c in zip(sections, counts))}"] + \
+        [f"{k} kept layers {idx}" for k in per_layer]
+
+
+def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
     """Cut one (sub-)config: `obj` the config object, `cfg` its dict. Returns the cut dict and notes.
 
     The count is set through the config object (transformers' attribute_map maps num_hidden_layers to each
@@ -118,8 +146,11 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
         out = obj.to_dict()
         out[stack] = LAYERS
         return out, [f"{stack} {cfg[stack]}->{LAYERS}", f"layers {n}->{LAYERS * k}"]
+    sections = _section_keys(obj, n)
+    if sections:
+        return _cut_sections(obj, n, sections, per_kind)
     per_layer = _per_layer_keys(cfg, n)
-    idx = _kept_layers(cfg, n, per_layer)
+    idx = _kept_layers(cfg, n, per_layer, per_kind)
     # period/offset hybrids (Jamba: attention every 8th layer from layer 4, experts every 2nd from 1): keep the
     # leading layers up to the last kind's first layer, so each kind appears once
     offsets = [v for k, v in cfg.items() if k.endswith("_layer_offset") and isinstance(v, int)
@@ -169,9 +200,9 @@ def _cut_layers(obj, cfg: dict) -> tuple[dict, list[str]]:
     return out, cut
 
 
-def shrunk_config(model_type: str) -> tuple[dict, str]:
-    """The default config with its layer count cut to LAYERS (plus the first layer of each kind), and a note
-    of what was cut.
+def shrunk_config(model_type: str, per_kind: int = 1) -> tuple[dict, str]:
+    """The default config with its layer count cut to LAYERS (plus the first `per_kind` layers of each kind), and
+    a note of what was cut.
 
     A composite config (vision-language, audio-language: no num_hidden_layers of its own) has its language
     model's `text_config` cut; its towers stay whole. Raises ValueError where no layer count can be found."""
@@ -179,13 +210,13 @@ def shrunk_config(model_type: str) -> tuple[dict, str]:
     obj = transformers.AutoConfig.for_model(model_type)
     n = getattr(obj, "num_hidden_layers", None)
     if isinstance(n, int) and n >= 1:
-        cfg, cut = _cut_layers(obj, obj.to_dict())
+        cfg, cut = _cut_layers(obj, obj.to_dict(), per_kind)
     else:
         sub = getattr(obj, "text_config", None)
         sn = getattr(sub, "num_hidden_layers", None)
         if not isinstance(sn, int) or sn < 1:
             raise ValueError("no num_hidden_layers on the config: layer count not shrunk")
-        text, cut = _cut_layers(sub, sub.to_dict())
+        text, cut = _cut_layers(sub, sub.to_dict(), per_kind)
         cut = [f"text_config {c}" for c in cut]
         cfg = obj.to_dict()
         cfg["text_config"] = text
@@ -262,7 +293,13 @@ class _RowTimeout(Exception):
     pass
 
 
-def trace_row(model_type: str) -> dict:
+# A build that fails because a weight tie across layers of one kind finds no second layer to tie (Zamba shares one
+# transformer block among its hybrid layers: `_tied_weights_keys` names every hybrid layer after the first,
+# modeling_zamba.py ZambaModel.__init__): the row is cut again keeping two layers of each kind.
+_NEEDS_TWO_OF_A_KIND = "tie_weights_keys"
+
+
+def trace_row(model_type: str, per_kind: int = 1) -> dict:
     """train_err / infer_err (estimate / trace - 1) for the 2-layer default config, or the reason there is none."""
     import json
     import signal
@@ -272,7 +309,7 @@ def trace_row(model_type: str) -> dict:
 
     out: dict = {}
     try:
-        cfg, cut = shrunk_config(model_type)
+        cfg, cut = shrunk_config(model_type, per_kind)
     except Exception as err:
         return dict(trace_note=_first_line(err))
     out["trace_note"] = cut
@@ -311,6 +348,8 @@ def trace_row(model_type: str) -> dict:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    if per_kind == 1 and all(_NEEDS_TWO_OF_A_KIND in out.get(f"{k}_fail", "") for k in ("train", "infer")):
+        return trace_row(model_type, per_kind=2)
     return out
 
 
@@ -401,7 +440,10 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "were skipped, see the note). Each exact row's default config is cut to "
             f"{LAYERS} layers plus the first layer of every kind a per-layer list names (each such list, and a "
             "`per_layer_config` keyed by layer, cut with it; period/offset hybrids such as Jamba keep the leading "
-            "layers up to each kind's first; a composite vision/audio-language config has its `text_config` cut "
+            "layers up to each kind's first; sections whose counts must add up to the stack, such as Dory's "
+            "input/recurrent/output layers, keep each section's first layer; a model that ties a block across "
+            "layers of one kind, such as Zamba's shared transformer, is cut again keeping two of each kind; "
+            "a composite vision/audio-language config has its `text_config` cut "
             "and its towers kept whole) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
             "weights, seq 512 x 1 (the learned position table's length where shorter), no recompute (total peak; "

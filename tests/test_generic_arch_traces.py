@@ -41,8 +41,12 @@ def test_shrink_plain_decoder_to_two_layers():
 # Rows the trace could not run before the harness did what transformers does: DeepSeek-V4 casts norms to fp32
 # while it builds them and keeps compressed-attention cache layers of its own, OpenAI GPT takes no cache
 # (every decode step re-runs the sequence), CPM-Ant's generate hands it the whole sequence every step, Zamba2's
-# hybrid layer indices re-indexed by the shrink.
-MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2"]
+# hybrid layer indices re-indexed by the shrink, Zamba's shared block tied across two hybrid layers (and its
+# per-head Mamba scan at prefill: +17 % before), Dory's sections (and its deep-copied recurrent cache layers),
+# GPT-Neo's own attention table reaching the SDPA stand-in, GPT-NeoX-Japanese's, Megatron-BERT's and
+# RoFormer's eager prefill scores with the previous layer's kept (-7, -7, -6 %).
+MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
+              "zamba", "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)
@@ -90,3 +94,23 @@ def test_shrink_cuts_a_whole_stack_count_with_the_stack():
     cfg, _ = shrunk_config("gemma4_unified_assistant")
     text = cfg["text_config"]
     assert text["num_kv_shared_layers"] == text["num_hidden_layers"] == 3
+
+
+def test_shrink_keeps_every_section_of_a_sectioned_stack():
+    # Dory: input, recurrent and output sections whose counts must add up to the stack (its config validates
+    # it); the stored dict doubles every count (an attention and an MLP block per layer)
+    import transformers
+    cfg, note = shrunk_config("dory")
+    built = transformers.AutoConfig.for_model("dory", **{k: v for k, v in cfg.items() if k != "model_type"})
+    assert (built.n_input_layers, built.n_recurrent_layers, built.n_output_layers) == (3, 1, 1)
+    assert built.num_hidden_layers == 5 and "full_attention" in built.layer_types
+    assert "36->5" in note
+
+
+def test_shrink_can_keep_two_layers_of_each_kind():
+    # Zamba ties its shared transformer block from the first hybrid layer to the later ones: one hybrid
+    # layer leaves the tie nothing to match, so trace_row cuts again keeping two of each kind
+    one, _ = shrunk_config("zamba")
+    two, _ = shrunk_config("zamba", per_kind=2)
+    assert one["layers_block_type"].count("hybrid") == 1
+    assert two["layers_block_type"].count("hybrid") == 2 and two["num_hidden_layers"] == 4

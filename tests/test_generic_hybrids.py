@@ -83,6 +83,9 @@ def test_zamba_hybrid_layers_share_one_attention_block():
     # attention (the shared block) every 3rd layer from 2: layers 2 and 5; the others Mamba only
     assert m.layer_mixers == ("mamba", "mamba", "parallel", "mamba", "mamba", "parallel")
     assert m.ssm.variant == "mamba1"
+    # A_log is heads x head_dim x d_state: transformers' torch path scans one mamba head at a time
+    assert m.ssm.scan_slices == 2
+    assert spec_from_config(_cfg("zamba", **dict(SMALL["zamba"], n_mamba_heads=1))).ssm.scan_slices == 1
 
 
 @pytest.mark.parametrize("mt", ENCDEC)

@@ -226,3 +226,19 @@ def test_implicit_mqa_keeps_the_math_path_as_on_cuda():
     mask = torch.ones(B, 1, S, S, dtype=torch.bool).tril()
     saved = _saved_by_sdpa((B, Hh, S, 64), (B, 1, S, 64), (B, 1, S, 64), mask=mask)
     assert (B, Hh, S, S) in saved
+
+
+def test_deep_copy_of_a_fake_tensor_is_a_same_sized_copy():
+    # Dory deep-copies its recurrent cache layers in forward; Tensor.__deepcopy__ crashes on fake tensors
+    import copy
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from gpuplan.trace._run import _fake_deepcopy
+    with FakeTensorMode(), _fake_deepcopy(True):
+        t = torch.zeros(3, 5, dtype=torch.bfloat16)
+        c = copy.deepcopy({"a": t, "b": t})
+        assert isinstance(c["a"], FakeTensor) and c["a"] is c["b"] and c["a"] is not t
+        assert (c["a"].shape, c["a"].dtype) == (t.shape, t.dtype)
+    assert "__deepcopy__" not in vars(FakeTensor)      # restored

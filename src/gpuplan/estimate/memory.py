@@ -725,7 +725,8 @@ def _ssm_scan_backward(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved, stat
     weights, grads, optim, _ = states
     grad_div = ts.shard if p.zero >= 2 else 1
     head = model.vocab_size * model.hidden_size / (p.tp if ts.native_tp else 1) * state_bytes(ts.scn).grad / grad_div
-    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens
+    # a mixer scanning d_inner in sequential slices (one loop per slice) runs one slice's backward at a time
+    scan = 16.0 * ssm.d_inner / p.tp * ssm.d_state * sv.tokens / ssm.scan_slices
     return dict(weights=weights + extra["root_unsharded"] + extra["autocast_copies"],
                 gradients=grads if grad_accum > 1 else head, optimizer_states=optim,
                 activations=sv.saved + extra["head_acts"], temporary=extra["temporary"] + scan)
@@ -1285,7 +1286,8 @@ def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> fl
     the norm output. Kernels (mamba_ssm selective_scan_fn / mamba_chunk_scan_combined): the in_proj output,
     the conv output, x_proj's output and dt (Mamba-1) and the scan output; the state stays on chip.
     transformers' torch path: Mamba-1 holds exp(dt·A), dt·B and dt·B·x in fp32 for every (channel, state)
-    at once (12·d·N) next to ~18·d of d-wide tensors; Mamba-2 keeps every intermediate of mamba2_chunk_scan
+    at once (12·d·N; a mixer scanning d_inner in `scan_slices` sequential slices holds one slice's) next to ~18·d
+    of d-wide tensors; Mamba-2 keeps every intermediate of mamba2_chunk_scan
     until it returns: L, C·Bᵀ and M per chunk and head in fp32 (12·H·Q), B, C and B·decay repeated to every
     head in fp32 (12·H·N), ~28·d of fp32 d-wide tensors and the chunk states (~10·d·N/Q) (traced)."""
     s = model.ssm
@@ -1297,7 +1299,7 @@ def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> fl
     if s.variant == "mamba1":
         if kernels:
             return 6 * h + 10 * d + 2 * (R + 2 * N)
-        return 8 * h + 18 * d + 12 * d * N + 2 * (R + 2 * N) + 4 * N
+        return 8 * h + 18 * d + 12 * d * N / s.scan_slices + 2 * (R + 2 * N) + 4 * N
     conv = d + 2 * G * N
     if kernels:
         return 6 * h + 2 * proj + 2 * conv + 2 * d

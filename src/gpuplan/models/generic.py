@@ -177,8 +177,13 @@ def _ssm_shape(mixer, variant: str, text_cfg, inferred: dict[str, str]):
         rank = int(dt.weight.shape[1]) if dt is not None else int(mixer.dt_proj_weight.shape[-1])
         inferred["ssm"] = ("Mamba-1 mixer: d_inner from conv1d channels, d_state from A_log, dt_rank from "
                            "dt_proj's input")
+        # A_log per mamba head (heads x head_dim x d_state: Zamba's ZambaMambaMixer, modeling_zamba.py):
+        # transformers' torch path scans one head at a time
+        slices = int(a_log.shape[0]) if a_log.dim() == 3 else 1
+        if slices > 1:
+            inferred["ssm"] += f"; {slices} mamba heads (A_log's first axis), scanned one after another"
         return SSMShape(variant="mamba1", d_inner=d, d_state=d_state, d_conv=kernel, dt_rank=rank,
-                        residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)))
+                        residual_fp32=bool(getattr(text_cfg, "residual_in_fp32", False)), scan_slices=slices)
     heads = int(a_log.numel())
     d = int(mixer.out_proj.weight.shape[1])
     gn = (conv_dim - d) // 2                      # conv over x | B | C: B and C are n_groups x d_state each
@@ -484,6 +489,16 @@ _EAGER_PREFILL_SCORE_BYTES = {
     # on their fp32 copy into an fp32 output (2 + 4 + 4), and MptModel.forward's loop keeps the previous block's
     # 16-bit attn_weights in `outputs` (2): BLOOM's pattern (traced: 2-layer default MPT, prompt 510)
     "mpt": 12.0,
+    # modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn: baddbmm adds into a torch.zeros score buffer
+    # that stays alive to the return (2), the scores and their masked sum (2 + 2) or the sum and its softmax
+    # (2 + 2); the model's loop keeps the previous layer's 16-bit attn_weights in `outputs` (2)
+    # (traced: 2-layer default GPT-NeoX-Japanese, prompt 512)
+    "gpt_neox_japanese": 8.0,
+    # modeling_megatron_bert.py / modeling_roformer.py SelfAttention.forward: scores, scaled, masked and
+    # softmaxed out of place, two 16-bit copies alive at each step (2 + 2), and the encoder loop keeps the
+    # previous layer's 16-bit attention_probs in `layer_outputs` (2) (traced: 2-layer defaults, prompt 510)
+    "megatron-bert": 6.0,
+    "roformer": 6.0,
 }
 
 

@@ -70,6 +70,9 @@ class SSMShape:
     # Mamba-2: a gated RMSNorm over the scan output before out_proj; Falcon-H1 without mamba_rms_norm gates
     # with y * silu(z) instead (models/generic.py reads which from the mixer)
     gated_norm: bool = True
+    # Mamba-1 torch path: the scan runs over d_inner in this many sequential slices, each slice's fp32
+    # (channel, state) tensors freed before the next (Zamba's multi-head mixer: one selective scan per mamba head)
+    scan_slices: int = 1
 
     def __post_init__(self) -> None:
         if self.variant not in SSM_VARIANTS:
@@ -96,7 +99,8 @@ class SSMShape:
         return {"variant": self.variant, "d_inner": self.d_inner, "d_state": self.d_state, "d_conv": self.d_conv,
                 "dt_rank": self.dt_rank, "n_groups": self.n_groups, "num_heads": self.num_heads,
                 "head_dim": self.head_dim, "chunk_size": self.chunk_size, "conv_dim": self.conv_dim,
-                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32, "gated_norm": self.gated_norm}
+                "inner_norms": self.inner_norms, "residual_fp32": self.residual_fp32, "gated_norm": self.gated_norm,
+                "scan_slices": self.scan_slices}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -201,6 +201,7 @@ def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
     saved = {c: vars(c)["_supports_sdpa"] for c in patched}
     for c in patched:
         c._supports_sdpa = True
+    restore_classes = _flash_classes_as_sdpa(cls)
     if notes is not None:
         notes.append(f"{cfg.model_type}: transformers has no SDPA path (soft-capping/sinks live in its "
                      "flash-attention and eager paths); traced with SDPA standing in for the flash kernel, "
@@ -210,7 +211,43 @@ def _sdpa_for_flash_only_models(cfg, attn_impl: str, notes):
     finally:
         for c, v in saved.items():
             c._supports_sdpa = v
+        restore_classes()
         del cls._gpuplan_flash_standin
+
+
+def _flash_classes_as_sdpa(cls):
+    """A model that keeps attention classes of its own, keyed by attn_implementation, with eager and
+    flash-attention entries only (GPT-Neo's GPT_NEO_ATTENTION_CLASSES, modeling_gpt_neo.py, transformers 5.25):
+    its 'sdpa' entry is made the flash class, whose call to the module's `_flash_attention_forward` (inputs
+    batch x seq x heads x dim) runs SDPA instead (the same saved tensors as the flash kernel: output and
+    log-sum-exp). Returns the function that undoes it."""
+    import sys
+    import torch.nn.functional as F
+    mod = sys.modules.get(cls.__module__)
+    tables = [v for k, v in vars(mod).items() if k.endswith("ATTENTION_CLASSES") and isinstance(v, dict)
+              and "flash_attention_2" in v and "sdpa" not in v] if mod is not None else []
+    if not tables:
+        return lambda: None
+
+    def flash_standin(query, key, value, attention_mask, query_length, *args, dropout=0.0, softmax_scale=None,
+                      is_causal=True, **kwargs):
+        causal = is_causal and query.shape[1] > 1 and query.shape[1] == key.shape[1]
+        out = F.scaled_dot_product_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                             dropout_p=dropout, is_causal=causal, scale=softmax_scale)
+        return out.transpose(1, 2)
+
+    # the module imports _flash_attention_forward only where flash-attn is installed (modeling_gpt_neo.py:
+    # `if is_flash_attn_available()`), so on CPU the name is otherwise undefined: the stand-in stays for the
+    # forward passes (the class is picked at build time only)
+    if "_flash_attention_forward" not in vars(mod):
+        mod._flash_attention_forward = flash_standin
+    for t in tables:
+        t["sdpa"] = t["flash_attention_2"]
+
+    def restore():
+        for t in tables:
+            t.pop("sdpa", None)
+    return restore
 
 
 def _install_sdpa_standin() -> None:

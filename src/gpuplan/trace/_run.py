@@ -96,7 +96,7 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
     with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
-            _cuda_kernel_semantics(notes):
+            _cuda_kernel_semantics(notes), _fake_deepcopy(fake):
         if scenario.is_training:
             res = _train(scenario, spec, mesh, iterations, notes, say)
         else:
@@ -110,6 +110,38 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
                  "fragmentation, cuBLAS/attention workspaces and NCCL buffers are not included.")
     res.method_notes = notes
     return res
+
+
+@contextlib.contextmanager
+def _fake_deepcopy(fake: bool):
+    """copy.deepcopy of a fake tensor: Tensor.__deepcopy__ copies the storage through a real CPU storage,
+    which a fake (meta-backed) tensor refuses and then crashes the process. Some models deep-copy cache layers
+    in their forward (Dory's `per_loop` recurrent KV: `copy.deepcopy(c)` for every recurrent layer and extra
+    loop, modeling_dory.py DoryModel.forward, transformers 5.25). A deep copy allocates a new tensor of the
+    same size, so it is done as a detached clone: the same bytes, on the tracked fake allocator."""
+    if not fake:
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def deepcopy(self, memo):
+        if id(self) not in memo:
+            out = self.detach().clone()
+            if self.requires_grad and self.is_leaf:
+                out.requires_grad_(True)
+            memo[id(self)] = out
+        return memo[id(self)]
+
+    had = "__deepcopy__" in vars(FakeTensor)
+    old = vars(FakeTensor).get("__deepcopy__")
+    FakeTensor.__deepcopy__ = deepcopy
+    try:
+        yield
+    finally:
+        if had:
+            FakeTensor.__deepcopy__ = old
+        else:
+            del FakeTensor.__deepcopy__
 
 
 @contextlib.contextmanager
