@@ -45,8 +45,11 @@ def test_shrink_plain_decoder_to_two_layers():
 # per-head Mamba scan at prefill: +17 % before), Dory's sections (and its deep-copied recurrent cache layers),
 # GPT-Neo's own attention table reaching the SDPA stand-in, GPT-NeoX-Japanese's, Megatron-BERT's and
 # RoFormer's eager prefill scores with the previous layer's kept (-7, -7, -6 %).
+# Zamba is checked by the generated table only: its torch-path training trace (a Python loop over 512 scan steps
+# per head slice, on fake tensors) takes ~150 s on 2 cores, at the row time limit; tests/test_generic_hybrids.py checks its
+# scan slices and tests/test_generic_arch_traces.py its two-hybrid-layer cut.
 MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
-              "zamba", "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer"]
+              "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)
