@@ -473,6 +473,26 @@ def hopper_fp8_prior(P: dict) -> float:
     return min(1.0, measured / (speed.clock_factor(P, g) * size))
 
 
+# the sequence length at which a published forward kernel's rate stands for a packed prefill step: the plateau of
+# cuDNN's B200 forward (attention_kernels.csv: 1198 TFLOP/s at 8k, 1350 at 16k, 1430-1448 at 32k-64k, batch 1),
+# whose shorter points are one under-occupied sequence, not a step of many packed prompts
+PREFILL_PLATEAU_TOKENS = 16384
+
+
+def trtllm_prefill_attention_prior(P: dict) -> float:
+    """Start value of TensorRT-LLM's forward-only attention factor, and its value wherever no TensorRT-LLM row is
+    left to fit it (leave-one-source-out): the measured forward rate, not a guess. The factor times η_attn is the
+    16-bit context FMHA's share of the sustained 16-bit peak on GPUs without published TensorRT-LLM kernel figures
+    (data-centre Blackwell in the calibration rows); the nearest published forward kernel there is cuDNN's on a
+    B200 (cudnn-frontend @cb560b9, attention_kernels.csv), 1350 TFLOP/s causal at 16k tokens = 0.60 of 2250.
+    Computed after the family priors have set η_attn (Blackwell) and the llama.cpp stage the clock factor."""
+    from gpuplan.estimate.attention_kernels import kernel_rates, reference_gpu
+    ref = get_gpu(reference_gpu("cudnn", "blackwell-dc", forward_only=True))
+    fwd = kernel_rates("cudnn", "blackwell-dc", PREFILL_PLATEAU_TOKENS, 1.0)[0]
+    eta = P["attention"][ref.family]
+    return fwd / (speed.peak_flops(ref, "bf16") * speed.clock_factor(P, ref) * eta)
+
+
 def apply_family_priors(P: dict) -> None:
     base_mm = P["matmul"]["ampere"]
     for fam, ratio in FAMILY_PRIOR_RATIO.items():
@@ -606,7 +626,9 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     P = fit(trt, P, [
         (("matmul", "hopper", "fp8"), hopper_fp8_prior(P), 0.2, 1.0, False),   # at the sustained clock
         (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
-        (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
+        # bound 4.0: η_attn(Blackwell) x 4 = 0.675 of the 16-bit peak, above the best published B200 16-bit
+        # forward (cuDNN 0.64 at 64k tokens, attention_kernels.csv); FP8 context FMHA is priced apart (speed.py)
+        (("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P), 0.5, 4.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
     ])
     # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
