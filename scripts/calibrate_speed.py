@@ -577,7 +577,9 @@ def write_doc(table, stats, P) -> None:
               f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
               f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR build rows).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
-              "(at its physical bound: η_attn·factor ≈ 0.5–0.67 of the 16-bit peak, FA3-class forward kernels).",
+              f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
+              "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
+              "run the FP8 context FMHA at FlashAttention-3's published FP8/BF16 forward ratio on top, docs/speed.md §3.14).",
               f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on prompt-chunk "
               "expert GEMMs; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
               "attention data parallel 8 + expert parallel 8 (`DEP8`), with the attention-DP imbalance E[max of ep Poisson(λ)]/λ.",
