@@ -12,8 +12,10 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
-* Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
-  (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
+* Serving prefill (forward only): vLLM, SGLang and TensorRT-LLM run FlashAttention-3-class kernels on Hopper, HF
+  FlashAttention-2 (`engine_kernel`); elsewhere TensorRT-LLM and llama.cpp keep their calibrated factors.
+  TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache) runs at the published FP8/16-bit forward
+  speed ratio on top (`fp8_context_attention`, `fp8_forward_speedup`, data/attention_fp8.csv).
 
 On AMD Instinct (CDNA families) the kernels differ: PyTorch SDPA's flash backend runs AOTriton by
 default ("When Flash Attention is enabled and desired, PyTorch defaults to using AOTriton as the
