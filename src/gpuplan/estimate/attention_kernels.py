@@ -12,8 +12,10 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
-* Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
-  (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
+* Serving prefill (forward only): vLLM, SGLang and TensorRT-LLM run FlashAttention-3-class kernels on Hopper, HF
+  FlashAttention-2 (`engine_kernel`); elsewhere TensorRT-LLM and llama.cpp keep their calibrated factors.
+  TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache) runs at the published FP8/16-bit forward
+  speed ratio on top (`fp8_context_attention`, `fp8_forward_speedup`, data/attention_fp8.csv).
 
 On AMD Instinct (CDNA families) the kernels differ: PyTorch SDPA's flash backend runs AOTriton by
 default ("When Flash Attention is enabled and desired, PyTorch defaults to using AOTriton as the
@@ -191,3 +193,41 @@ def describe(kernel: str) -> str:
             "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)"}.get(kernel, kernel)
 
 
+
+
+# FP8 context attention (TensorRT-LLM). A checkpoint whose linears quantize their activations (ModelOpt FP8
+# per-tensor `has_fp8_qdq`, FP8 block scales, NVFP4) gives the attention op the o_proj's input scale
+# (tensorrt_llm/_torch/modules/attention.py @c6d3bb2a, `out_scale = self.o_proj.inv_input_scale`); with an FP8
+# (or FP4) KV cache the TRTLLM backend then asks for an FP8 (NVFP4 on Blackwell) output (_torch/attention_backend/
+# trtllm.py @9144c0e6, `out_dtype = torch.float8_e4m3fn`), and an FP8 or FP4 output sets mFP8ContextFMHA
+# (cpp/tensorrt_llm/thop/attentionOp.cpp @38134b13, `mFP8ContextFMHA = is_fp8_out || is_fp4_out || ...`): the
+# context FMHA runs with Q, K and V in e4m3, both of its matmuls on the FP8 tensor cores. A 16-bit KV cache or a
+# weight-only format keeps the 16-bit kernel. The perf-overview checkpoints (nvidia/*-FP8, *-FP4) carry an FP8
+# KV cache, so every TensorRT-LLM calibration row runs it.
+_FP8_ACTIVATION_COMPUTE = ("fp8", "fp4")
+_FP8_KV = ("fp8", "fp8_e4m3")
+
+
+def fp8_context_attention(engine: str, compute_dtype: str, kv_cache: str) -> bool:
+    """Whether the engine's prefill attention runs its matmuls in FP8 (TensorRT-LLM's FP8 context FMHA)."""
+    return engine == "trtllm" and compute_dtype in _FP8_ACTIVATION_COMPUTE and str(kv_cache).lower() in _FP8_KV
+
+
+@lru_cache(maxsize=1)
+def _fp8_speedup_points() -> list[tuple[int, float]]:
+    """[(seq_len, FP8 forward rate / 16-bit forward rate)] from data/attention_fp8.csv (both rates from the same
+    paper, same kernel, shapes and mask)."""
+    path = resources.files("gpuplan.estimate").joinpath("data/attention_fp8.csv")
+    with path.open(encoding="utf-8") as fh:
+        return sorted((int(r["seq_len"]), float(r["fp8_fwd_tflops_per_s"]) / float(r["bf16_fwd_tflops_per_s"]))
+                      for r in csv.DictReader(fh))
+
+
+def fp8_forward_speedup(seq_len: float) -> float:
+    """How much faster an FP8 flash-attention forward runs than the same kernel's 16-bit forward at `seq_len`
+    (interpolated in log length, flat beyond the ends). The one published pair is FlashAttention-3's on H100
+    (Shah et al. 2024): 0.75x at 512 tokens (the FP8 kernel is the slower one there), 1.05x at 1k, 1.44x at 4k,
+    1.56x at 16k, short of the 2x of the FP8 peak because the softmax's exponentials do not speed up. It
+    stands for TensorRT-LLM's FP8 context FMHA on every GPU with FP8 tensor cores (no FP8 attention figures
+    are published for Blackwell)."""
+    return _interp([(s, r, r) for s, r in _fp8_speedup_points()], seq_len)[0]

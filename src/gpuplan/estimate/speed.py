@@ -26,7 +26,8 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
 from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
-                                engine_kernel, kernel_rates, reference_gpu)
+                                engine_kernel, fp8_context_attention, fp8_forward_speedup, kernel_rates,
+                                reference_gpu)
 from .layout import grad_accum_steps
 from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
@@ -1073,6 +1074,10 @@ class _Serving:
         # `hidden_states[logits_indices]`), SGLang (LogitsProcessor prunes to each request's last position)
         self.last_token_logits = inf.engine in _BATCHED_ENGINES
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
+        # TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache, attention_kernels.py): the prefill
+        # attention's matmuls run on the FP8 tensor cores (a GPU without them keeps the 16-bit kernel)
+        self.fp8_attn = (fp8_context_attention(inf.engine, cd, inf.kv_cache)
+                         and peak_flops(gpu, "fp8") > peak_flops(gpu, "fp16"))
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
         self.network, self.gpus_per_node = net, gpn
@@ -1406,12 +1411,16 @@ class _Serving:
         kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
         HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
         the calibrated efficiency."""
+        # FP8 context FMHA: the 16-bit kernel's rate times the published FP8/16-bit forward speed ratio at this
+        # length (attention_kernels.fp8_forward_speedup)
+        fp8 = fp8_forward_speedup(context or 1.0) if self.fp8_attn else 1.0
         if self.prefill_scale is not None and context:
-            return flops / kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context, self.prefill_scale)[0]
+            return flops / (fp8 * kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context,
+                                               self.prefill_scale)[0])
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
-        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
-        return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
-                                             self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
+        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA, 16-bit terms)
+        return flops / (fp8 * self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
+                                                   self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
 
     def prefill_chunk(self, tokens: float, offset: float = 0.0, *, compute_only: bool = False,
                       step_tokens: float | None = None, dense_scale: float = 1.0,
