@@ -13,6 +13,7 @@ script says so rather than computing a refit that does not exist.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import csv
 import statistics
 import sys
@@ -296,6 +297,61 @@ def frontend_ceiling_diagnostic(rows: list[dict]) -> None:
               f"{_med([e1[i][0] for i in ids])} / {_med([e1[i][1] for i in ids])}")
 
 
+DECODE_CSV = ROOT / "validation" / "gathered" / "serve-decode-steps.csv"
+# the GPUs a page's "H100" could be, by the catalog: the SXM it names, and the two other 80-94 GB Hopper boards
+H100_CANDIDATES = ("h100-sxm", "h100-pcie", "h100-nvl")
+
+
+def decode_step_row(step: dict, load_rows: dict[str, dict], gpu: str) -> dict:
+    """The priced decode-only step of one serve-decode-steps.csv row on `gpu`: the row's model and case (its
+    `load_row` of serve-load.csv, with the step's own engine, weights and KV format), at its stated batch or,
+    where the pool sets it, the whole requests the KV pool holds on that GPU. Returns the batch, context,
+    priced seconds and the bytes the step reads (weights + KV, one GPU)."""
+    from gpuplan.estimate.speed import serving_model
+    row = dict(load_rows[step["load_row"]])
+    row.update(gpu=gpu, engine=step["engine"], engine_version=step["engine_version"], weights=step["weights"],
+               kv_cache=step["kv_cache"])
+    r = pipeline.resolve(scenario(row))
+    scn = r.scenario
+    if scn.infer.engine == "vllm" and scn.infer.max_num_seqs is None:   # as pipeline.serving_load sizes the pool
+        from gpuplan.estimate.memory import engine_max_num_seqs
+        seqs = engine_max_num_seqs(scn, int(r.gpu.usable_memory_bytes), 1 << 30)
+        scn = scn.model_copy(update={"infer": scn.infer.model_copy(update={"max_num_seqs": seqs})})
+        r = dataclasses.replace(r, scenario=scn)
+    mem = pipeline.memory(r)
+    sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    context = float(step["input_tokens"]) + float(step["output_tokens"]) / 2.0
+    batch = int(step["batch"]) if step["batch"] else max(1, int(sv.kv_capacity_tokens // context))
+    d = sv.decode_step(batch, context)
+    return {"batch": batch, "context": context, "priced_s": d["time"], "bytes": d["weights_bytes"] + d["kv_bytes"],
+            "pool": sv.kv_capacity_tokens, "spec_bw": float(r.gpu.mem_bandwidth_bytes_per_s)}
+
+
+def decode_step_check() -> None:
+    """Diagnostic (docs/serving-load.md, "The H100 rows' own decode-only steps"): a step that decodes a full
+    KV pool and no prompt reads the weights and the pool once, so its measured inter-token latency gives the
+    card's delivered memory bandwidth independent of any compute efficiency. Priced on the row's GPU and, for
+    an H100 row, on the catalog's other H100 boards."""
+    with CSV.open(newline="", encoding="utf-8") as fh:
+        load_rows = {r["id"]: r for r in csv.DictReader(fh)}
+    with DECODE_CSV.open(newline="", encoding="utf-8") as fh:
+        steps = list(csv.DictReader(fh))
+    print("\ndecode-only steps (median ITL of a full KV pool, no prompt chunk; serve-decode-steps.csv): delivered "
+          "bandwidth = bytes read / measured, and the priced step per candidate GPU")
+    for st in steps:
+        meas = float(st["median_itl_ms"]) / 1e3
+        own = decode_step_row(st, load_rows, st["gpu"])
+        bw = own["bytes"] / meas
+        print(f"  {st['id']} {st['engine']:6s} {st['weights']:4s} on '{st['gpu']}': measured {meas * 1e3:5.1f} ms, "
+              f"{own['bytes'] / 1e9:5.1f} GB read -> {bw / 1e12:4.2f} TB/s delivered "
+              f"({100 * bw / own['spec_bw']:3.0f} % of its {own['spec_bw'] / 1e12:.2f} TB/s)")
+        cands = H100_CANDIDATES if st["gpu"] in H100_CANDIDATES else (st["gpu"],)
+        for g in cands:
+            c = own if g == st["gpu"] else decode_step_row(st, load_rows, g)
+            print(f"      priced as {g:14s} batch {c['batch']:3d} (pool {c['pool']:9,.0f} tokens)  {c['priced_s'] * 1e3:5.1f} ms"
+                  f"  {100 * (c['priced_s'] - meas) / meas:+5.0f}%")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
@@ -307,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frontend-ceiling-diagnostic", action="store_true",
                     help="also test a front-end throughput ceiling read off the unscored gpt-oss rows (diagnostic "
                          "only, ~1 min)")
+    ap.add_argument("--decode-step-check", action="store_true",
+                    help="also price the pages' decode-only steps (serve-decode-steps.csv) on the stated GPU and the "
+                         "other H100 boards: the delivered memory bandwidth of the card that ran them")
     a = ap.parse_args(argv)
     want = set(a.rows.split(",")) if a.rows else None
     with CSV.open(newline="", encoding="utf-8") as fh:
@@ -398,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.frontend_ceiling_diagnostic:
         frontend_ceiling_diagnostic(rows)
+    if a.decode_step_check:
+        decode_step_check()
     if a.csv:
         with open(a.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(out[0]))
