@@ -102,8 +102,11 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     One token sends to a rank holding E/ep experts a hypergeometric count (k draws, E/ep of E marked):
     mean k/ep, variance k (1/ep)(1 − 1/ep)(E − k)/(E − 1). A rank receives from all ep·T tokens of the
     group: mean T·k, variance ep·T times that. The all-to-all and the expert GEMMs wait for the busiest
-    rank: 1 + E[max of ep normals] · σ / mean (normal approximation; the ranks' slight negative
-    correlation is ignored, which overstates the maximum by well under a percent here)."""
+    rank. Every token sends exactly k rows in all, so the ep counts sum to ep·T·k: exchangeable, with
+    correlation ρ = −1/(ep − 1) between any two. For exchangeable normals X_i = μ + σ(√(1−ρ)·Z_i + √ρ·W)
+    (ρ ≥ 0; the same covariance for ρ < 0 as the iid Z_i less their mean, scaled) the maximum is
+    μ + σ·√(1 − ρ)·E[max of ep iid N(0,1)], so: 1 + √(ep/(ep − 1)) · E[max of ep normals] · σ / mean
+    (normal approximation; for ep = 2 it is the exact mean absolute deviation, σ·√(2/π))."""
     if ep <= 1 or top_k <= 0 or num_experts <= top_k or tokens_per_rank <= 0:
         return 1.0
     p = 1.0 / ep
@@ -111,7 +114,7 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     n_tokens = ep * tokens_per_rank
     mean = tokens_per_rank * top_k
     sigma = math.sqrt(n_tokens * var_token)
-    return 1.0 + expected_max_std_normal(ep) * sigma / mean
+    return 1.0 + math.sqrt(ep / (ep - 1.0)) * expected_max_std_normal(ep) * sigma / mean
 
 
 # ---------------------------------------------------------------------------------------------
