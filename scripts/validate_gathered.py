@@ -33,6 +33,8 @@ def scenario(row: dict) -> dict:
         train["recompute_layers"] = int(row["recompute_layers"])
     if row.get("fp8_recipe"):
         train["fp8_recipe"] = row["fp8_recipe"]
+    if row.get("moe_capacity_factor"):     # Megatron token-drop, inputs padded to capacity
+        train["moe_capacity_factor"] = float(row["moe_capacity_factor"])
     return {
         "model": row["model"], "task": "train", "framework": row["framework"],
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},

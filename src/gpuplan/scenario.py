@@ -303,6 +303,13 @@ class Train(_Strict):
     recompute_group: int = _num(1, "with recompute: full, layers per checkpoint (Megatron --recompute-method "
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
+    moe_capacity_factor: float | None = _num(
+        None, "MoE training, framework megatron: token-drop routing with each expert's input padded to its "
+        "capacity, ceil(tokens x top-k / experts x factor) rows per source rank (Megatron "
+        "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity; Megatron-Bridge "
+        "apply_moe_token_drop): every expert runs exactly that many rows, so no rank is busier than another, the "
+        "split sizes are known to the host and FP8 needs no row padding when the capacity is aligned; default "
+        "none = dropless routing (docs/speed.md §2.7)", lo=0, hi=1024, open_lo=True)
     attention: Attention = "flash"
     attention_kernel: Literal["auto", "fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton"] = Field(
         "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
@@ -752,6 +759,17 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.ep_dispatcher = {p.ep_dispatcher} dispatches a training step's tokens to "
                              "expert-parallel ranks: it needs task train/finetune and parallel.ep > 1 (set ep, or "
                              "remove ep_dispatcher)")
+        if self.train is not None and self.train.moe_capacity_factor is not None:
+            # Megatron-Bridge's apply_moe_token_drop asserts the all-to-all dispatcher
+            # (src/megatron/bridge/training/utils/moe_token_drop.py @fa0315ae2); the field is Megatron's flag
+            if self.framework != "megatron" or self.task == "infer":
+                raise ValueError("train.moe_capacity_factor is Megatron's token-drop training setting "
+                                 "(--moe-expert-capacity-factor); it needs framework megatron and a training task "
+                                 "(set framework: megatron, or remove moe_capacity_factor)")
+            if p.ep_dispatcher != "alltoall":
+                raise ValueError(f"train.moe_capacity_factor drops tokens in Megatron's all-to-all dispatcher; "
+                                 f"parallel.ep_dispatcher is {p.ep_dispatcher} (set ep_dispatcher: alltoall, or "
+                                 "remove moe_capacity_factor)")
         if p.ep_comm_overlap:
             # megatron/core/transformer/transformer_config.py (core_v0.15.0) asserts the same
             if self.task == "infer" or p.ep <= 1:

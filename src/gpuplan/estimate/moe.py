@@ -43,6 +43,41 @@ def permute_bytes(tokens: float, top_k: int, hidden: float, act_bytes: float, lo
     return passes * tokens * top_k * hidden * act_bytes * moe_layers
 
 
+# ---------------------------------------------------------------------------------------------
+# Megatron's grouped expert MLP (TEGroupedMLP, megatron/core/transformer/moe/experts.py at core_v0.15.0):
+# HBM passes it makes around the grouped GEMMs, in units of (routed rows on this rank) x h elements
+
+
+def fp8_pad_passes_per_row(recompute_forward_share: float = 0.0) -> float:
+    """Row padding around FP8 grouped GEMMs. An FP8 GEMM needs each expert's row count to be a multiple of
+    16 (32 for MXFP8), so `TEGroupedMLP.forward` pads the permuted input with Transformer Engine's
+    `Fp8Padding` and strips the pad rows from the output with `Fp8Unpadding` (experts.py, core_v0.15.0).
+    Each is a copy (`tex.fused_multi_row_padding` / `fused_multi_row_unpadding` into a new tensor:
+    read + write the rows) unless every expert's count is already aligned (`if m_splits ==
+    padded_m_splits: return inp`; transformer_engine/pytorch/module/fp8_padding.py and fp8_unpadding.py at
+    v2.9), and each backward is the opposite copy on the gradient:
+      forward   pad input (2) + unpad output (2)
+      backward  unpad grad input (2) + pad grad output (2)
+    Dropless routing gives random counts, so it pads; drop-and-pad with a capacity that is a multiple of
+    the alignment does not, and neither does Megatron's `moe_router_padding_for_fp8` (not modelled: off by
+    default and in the Megatron-Bridge recipes). A recomputed forward repeats its half."""
+    return 8.0 * (1.0 + 0.5 * recompute_forward_share)
+
+
+def expert_bias_passes_per_row(recompute_forward_share: float = 0.0) -> float:
+    """The routed experts' output bias. With biased linears (`add_bias_linear`) TEGroupedMLP builds its second
+    grouped linear with `skip_bias_add=True` and adds the bias afterwards in `_apply_bias`, a Python loop over
+    the local experts: `torch.cat([t + b * p for t, b, p in zip(torch.split(output, tokens_per_expert), bias,
+    torch.split(probs, tokens_per_expert))])` (experts.py, core_v0.15.0), each a separate eager kernel over the
+    expert's rows (probs in the activation dtype: the router's default dtype):
+      forward   b·p written (1), t + b·p read 2 write 1 (3), cat read + write (2)                    (6)
+      backward  mul's two gradients grad·p and grad·b, each written then summed to the bias / probs
+                shape (read 1, write 1, read 1: 3 each), split's backward concatenates the
+                per-expert gradients (2)                                                              (8)
+    A recomputed forward repeats its 6."""
+    return 14.0 + 6.0 * recompute_forward_share
+
+
 def expected_max_std_normal(n: int) -> float:
     """E[max of n independent standard normals] (0 for n = 1; 1/sqrt(pi) for 2; 3/(2 sqrt(pi)) for 3):
     the integral of x · n φ(x) Φ(x)^(n−1) over the real line, by the midpoint rule on [−10, 10]."""
@@ -67,8 +102,11 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     One token sends to a rank holding E/ep experts a hypergeometric count (k draws, E/ep of E marked):
     mean k/ep, variance k (1/ep)(1 − 1/ep)(E − k)/(E − 1). A rank receives from all ep·T tokens of the
     group: mean T·k, variance ep·T times that. The all-to-all and the expert GEMMs wait for the busiest
-    rank: 1 + E[max of ep normals] · σ / mean (normal approximation; the ranks' slight negative
-    correlation is ignored, which overstates the maximum by well under a percent here)."""
+    rank. Every token sends exactly k rows in all, so the ep counts sum to ep·T·k: exchangeable, with
+    correlation ρ = −1/(ep − 1) between any two. For exchangeable normals X_i = μ + σ(√(1−ρ)·Z_i + √ρ·W)
+    (ρ ≥ 0; the same covariance for ρ < 0 as the iid Z_i less their mean, scaled) the maximum is
+    μ + σ·√(1 − ρ)·E[max of ep iid N(0,1)], so: 1 + √(ep/(ep − 1)) · E[max of ep normals] · σ / mean
+    (normal approximation; for ep = 2 it is the exact mean absolute deviation, σ·√(2/π))."""
     if ep <= 1 or top_k <= 0 or num_experts <= top_k or tokens_per_rank <= 0:
         return 1.0
     p = 1.0 / ep
@@ -76,7 +114,7 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     n_tokens = ep * tokens_per_rank
     mean = tokens_per_rank * top_k
     sigma = math.sqrt(n_tokens * var_token)
-    return 1.0 + expected_max_std_normal(ep) * sigma / mean
+    return 1.0 + math.sqrt(ep / (ep - 1.0)) * expected_max_std_normal(ep) * sigma / mean
 
 
 # ---------------------------------------------------------------------------------------------

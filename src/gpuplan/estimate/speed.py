@@ -29,7 +29,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, fp8_context_attention, fp8_forward_speedup, kernel_rates,
                                 reference_gpu)
 from .layout import grad_accum_steps
-from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
+from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
+                  permute_bytes)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -325,7 +326,7 @@ def _linear_time(c: _Train) -> float:
             # copies), the all-to-all brings those of its ep peers for its E/ep experts and the expert-TP
             # all-gather those of its etp peers (MoEAlltoAllTokenDispatcher, token_dispatcher.py @core_v0.19.0)
             m_rows = c.tokens / tp * b.active_fraction * ep * etp
-            count = b.count / ep / per_stage * _ep_imbalance(c)   # the busiest EP rank sets the pace
+            count = b.count / ep / per_stage * _routed_rows(c)   # the busiest EP rank (or the capacity) sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
@@ -491,16 +492,66 @@ def _ep_imbalance(c: _Train) -> float:
     return ep_rank_imbalance(c.tokens / c.par.tp, m.experts_per_tok, m.num_experts, c.par.ep)
 
 
+def _capacity_rows(c: _Train) -> float | None:
+    """Token-drop with padding (train.moe_capacity_factor): the rows each expert gets from one source rank,
+    Megatron's `get_capacity` = ceil(T·k/E · factor) over that rank's T = tokens/tp routed tokens
+    (moe_utils.py, core_v0.15.0); None under dropless routing."""
+    m, cf = c.model, getattr(c.tr, "moe_capacity_factor", None)
+    if cf is None or not m.is_moe or m.experts_per_tok <= 0 or m.num_experts <= 0:
+        return None
+    return float(math.ceil(c.tokens / c.par.tp * m.experts_per_tok / m.num_experts * cf))
+
+
+def _routed_rows(c: _Train) -> float:
+    """Rows the busiest rank's experts run, over the dropless mean T·k/E per expert: the EP busiest-rank
+    imbalance under dropless routing; under drop-and-pad every expert runs exactly its capacity
+    (`num_out_tokens = capacity * num_experts`, token_dispatcher.py core_v0.15.0), padding rows included."""
+    cap = _capacity_rows(c)
+    if cap is None:
+        return _ep_imbalance(c)
+    m = c.model
+    return cap * m.num_experts / (c.tokens / c.par.tp * m.experts_per_tok)
+
+
+def _fp8_rows_aligned(c: _Train) -> bool:
+    """True when every local expert's row count is a multiple of the FP8 GEMM alignment (Transformer Engine
+    Fp8Padding: 32 rows for MXFP8, 16 otherwise), so no padding copy runs: only drop-and-pad can guarantee it,
+    each local expert then getting capacity x etp x ep rows (token_dispatcher.py `num_tokens_per_local_expert`)."""
+    cap = _capacity_rows(c)
+    if cap is None:
+        return False
+    align = 32 if (c.fp8 is not None and c.fp8.name == "mxfp8") else 16
+    return (cap * c.par.expert_tp * c.par.ep) % align == 0
+
+
 def _moe_permute_bytes(c: _Train) -> float:
     """HBM bytes of the token permutation around the experts per micro-batch (estimate/moe.py): the
-    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward."""
+    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward, plus what
+    Megatron's grouped expert MLP moves around its GEMMs (`_grouped_mlp_bytes`)."""
     m = c.model
     if not m.is_moe or m.experts_per_tok <= 0:
         return 0.0
     ep = c.par.ep
     local = m.num_experts / ep
     return permute_bytes(c.tokens / c.par.tp, m.experts_per_tok, m.hidden_size, c.act_b, local, ep,
-                         _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
+                         _moe_layers_stage(c), c.rc.linear_share) * _routed_rows(c) + _grouped_mlp_bytes(c)
+
+
+def _grouped_mlp_bytes(c: _Train) -> float:
+    """HBM bytes per micro-batch of Megatron's TEGroupedMLP around its grouped GEMMs (estimate/moe.py): the FP8
+    row padding and unpadding copies (FP8 with unaligned expert counts: dropless routing) and the experts'
+    output-bias loop (models with biased linears), over the rows this rank's experts receive,
+    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide."""
+    m = c.model
+    if c.scn.framework != "megatron" or not m.is_moe or m.experts_per_tok <= 0:
+        return 0.0
+    passes = 0.0
+    if c.mm_dtype == "fp8" and not _fp8_rows_aligned(c):
+        passes += fp8_pad_passes_per_row(c.rc.linear_share)
+    if m.traits.mlp_bias:
+        passes += expert_bias_passes_per_row(c.rc.linear_share)
+    rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
+    return passes * rows * m.hidden_size * c.act_b * _moe_layers_stage(c)
 
 
 def _fusion_mode(c: _Train) -> str:
@@ -630,13 +681,13 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
             a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
         else:
             a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, etp * ep, c.gpn, c.net, comm))
-        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
+        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _routed_rows(c)
         exposed += _ep_exposed(c, t, t_compute)
     if folded and etp > 1:
         # expert TP: the received rows are all-gathered over the etp ranks before the experts and
         # reduce-scattered after them (token_dispatcher.py gather_from_sequence_parallel_region /
         # reduce_scatter_to_sequence_parallel_region on the expert-TP group), and the adjoints in backward
-        gathered = etp * tokens / tp * model.experts_per_tok * h * act_b * _ep_imbalance(c)
+        gathered = etp * tokens / tp * model.experts_per_tok * h * act_b * _routed_rows(c)
         link = group_link(c.gpu, etp, etp, c.gpn, c.net, comm)
         detail["etp"] = t = _moe_layers_stage(c) * 4 * all_gather_time(gathered, etp, link)
         exposed += t
@@ -762,8 +813,8 @@ def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
     where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
     model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
     par = c.par
-    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1:
-        return None
+    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1 or _capacity_rows(c) is not None:
+        return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
     dispatcher = getattr(par, "ep_dispatcher", "alltoall")
     if dispatcher == "hybridep":
         return None

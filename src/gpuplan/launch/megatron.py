@@ -79,6 +79,10 @@ def model_args(plan: Plan) -> list[str]:
         dispatcher = plan.s.parallel.ep_dispatcher
         if dispatcher == "alltoall":
             args += ["--moe-token-dispatcher-type", "alltoall"]
+            cf = plan.s.train.moe_capacity_factor if plan.s.train is not None else None
+            if cf is not None:   # token-drop, each expert padded to its capacity (what the estimate timed)
+                args += ["--moe-expert-capacity-factor", f"{cf:g}",
+                         "--moe-pad-expert-input-to-capacity"]
         else:   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
             args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
     return args
