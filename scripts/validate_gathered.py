@@ -187,6 +187,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_sleep_level"] = int(row["engine_sleep_level"])
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
+    if row.get("offload_pageable"):     # which offloaded states go to fresh pageable host memory (rl.offload_time)
+        rl["offload_pageable"] = row["offload_pageable"]
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},

@@ -219,6 +219,12 @@ class RL(_Strict):
                             lo=0, hi=64)
     offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
                                        "go to host memory during rollout (verl param/optimizer offload)")
+    offload_pageable: Literal["none", "optimizer_states", "all"] = Field("none", description=(
+        "with offload_train_states: which of the trainer's states are copied into freshly allocated pageable host "
+        "memory (torch .to('cpu')), a copy far below the host link's rate, rather than into pinned memory: none "
+        "(pinned, at the host link's rate); optimizer_states (NeMo RL's Megatron worker: the optimizer states per "
+        "tensor with .to('cpu'), the parameters into Megatron's pinned buffer); all (NeMo RL's DTensor worker: "
+        "model.to('cpu') as well)"))
     mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
                                   "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
                                   "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
@@ -894,6 +900,10 @@ def _check_posttrain(scn: "Scenario") -> None:
     if rl.placement == "split" and rl.engine_sleep_level != 2:
         raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
                          "split rollout engine never sleeps); remove engine_sleep_level")
+    if rl.offload_pageable != "none" and not (rl.offload_train_states and rl.placement == "colocated"):
+        raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
+                         "but nothing is offloaded: set offload_train_states: true with placement: colocated, or "
+                         "remove offload_pageable")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

@@ -642,23 +642,56 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
     return t
 
 
-def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
-    """Colocated with rl.offload_train_states: seconds to move the trainer's resident weights and optimizer
-    states over the GPU's host link once, one way. NeMo RL does it twice a step: out during the refit
-    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
-    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
-    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
-    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied
-    (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu, terrykong/Megatron-LM @2ff0f099). verl's
-    param/optimizer offload moves the same states."""
-    _, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
+# Copies into freshly allocated pageable host memory (torch `.to("cpu")` of a CUDA tensor without pinning): the CUDA
+# driver stages them through its own pinned buffer and every destination page is faulted in on first touch, far below
+# the host link. NeMo RL's `offload_before_refit` moves the optimizer states this way, tensor by tensor; an Nsight
+# trace of it on one H100 (NVIDIA-NeMo/RL issue 3976, 2026-09-17: colocated GRPO, Megatron distributed optimizer)
+# measured 510 Device -> Pageable copies, 4.94 GB in 2.75 s of copy time (1.8 GB/s), where a 1 GiB pageable copy into
+# memory already touched ran at 16.1 GB/s and a pinned one at 55 GB/s on the same host. (SGLang PR 32032 measured the
+# same kind of offload, module.to("cpu"), at 2.8 GB/s on an H200.) The way back, `v.to("cuda")` from those resident
+# pages, has no fresh allocation: the issue's 16.1 GB/s.
+PAGEABLE_OUT_BYTES_PER_S = 1.8e9
+PAGEABLE_BACK_BYTES_PER_S = 16.1e9
+
+
+def offload_bytes(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[float, float]:
+    """Colocated with rl.offload_train_states: (pinned, pageable) bytes of the trainer's states a GPU moves to the
+    host once, one way: its resident weights and optimizer states, less the rollout engine's own backup (level-1
+    sleep) and a reference kept on the host. rl.offload_pageable says which part goes to pageable memory."""
+    phases, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
     if scn.train.rl.engine_sleep_level == 1:
         host_bytes -= engine["weights"]     # the engine's own backup: engine_sleep_time, not the trainer's states
     if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
         from .posttrain import frozen_model_bytes
         host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
+    mode = scn.train.rl.offload_pageable
+    pageable = (host_bytes if mode == "all" else
+                min(host_bytes, phases["optimizer_step"].get("optimizer_states", 0.0)) if mode == "optimizer_states"
+                else 0.0)
+    return host_bytes - pageable, pageable
+
+
+def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> tuple[float, float]:
+    """Colocated with rl.offload_train_states: (out, back) seconds to move the trainer's resident weights and
+    optimizer states to the host and back, once each. NeMo RL does it every step: out during the refit
+    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
+    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
+    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
+    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied, and its
+    parameters go to a pinned buffer (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu,
+    terrykong/Megatron-LM @2ff0f099 and @76065f17: `param_data.cpu().pin_memory()` once, then `copy_(...,
+    non_blocking=True)`): the host link's rate. The optimizer states go per tensor with `state[k] = v.to("cpu")`
+    (megatron_policy_worker.py offload_before_refit, v0.3.0 and @06beed91), and NeMo RL's DTensor worker also moves
+    the model with `model.to("cpu")` (dtensor_policy_worker.py move_to_cpu): fresh pageable memory every step
+    (rl.offload_pageable), at PAGEABLE_OUT_BYTES_PER_S out and PAGEABLE_BACK_BYTES_PER_S back, never above the
+    host link. verl's param/optimizer offload moves the same states."""
+    pinned, pageable = offload_bytes(scn, model, capacity)
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
-    return host_bytes / bw if bw > 0 else 0.0
+    if bw <= 0:
+        return 0.0, 0.0
+    out = pinned / bw + pageable / min(bw, PAGEABLE_OUT_BYTES_PER_S)
+    back = pinned / bw + pageable / min(bw, PAGEABLE_BACK_BYTES_PER_S)
+    return out, back
 
 
 def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
@@ -720,7 +753,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
-        phases["state_offload"] = phases["state_onload"] = offload_time(scn, model, capacity, gpu)
+        phases["state_offload"], phases["state_onload"] = offload_time(scn, model, capacity, gpu)
     if rl.placement == "colocated" and rl.engine_sleep_level == 1:
         phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
