@@ -264,6 +264,30 @@ def test_colocated_offload_moves_the_states_out_and_back_over_pcie():
     assert "state_offload" not in plain and "state_onload" not in plain
 
 
+def test_pageable_offload_prices_each_part_at_its_own_rate():
+    """NeMo RL copies the optimizer states into fresh pageable memory (`v.to("cpu")`): with offload_pageable
+    optimizer_states, the 7,615,616,512 B of AdamW states per GPU (above) go out at 1.8 GB/s (NeMo RL issue 3976's
+    Nsight trace on an H100) and back at 16.1 GB/s, the 3,807,808,256 B of fp32 weights at the host link's 64 GB/s:
+    out 3,807,808,256 / 64e9 + 7,615,616,512 / 1.8e9 = 0.059497 + 4.230898 = 4.290395 s, back 0.059497 + 0.473019 = 0.532516 s. With
+    all (NeMo RL's DTensor worker, model.to("cpu")) every byte does: 11,423,424,768 / 1.8e9 = 6.346347 s out,
+    / 16.1e9 = 0.709529 s back. The memory is the same either way."""
+    opt = evaluate(_rl(offload_train_states=True, offload_pageable="optimizer_states"))
+    ph = opt.performance.details["phases_s"]
+    assert ph["state_offload"] == pytest.approx(4.290395, rel=1e-6)
+    assert ph["state_onload"] == pytest.approx(0.532516, rel=1e-5)
+    assert opt.performance.step_time_s == pytest.approx(sum(ph.values()), rel=1e-9)
+    every = evaluate(_rl(offload_train_states=True, offload_pageable="all")).performance.details["phases_s"]
+    assert every["state_offload"] == pytest.approx(6.346347, rel=1e-6)
+    assert every["state_onload"] == pytest.approx(0.709529, rel=1e-5)
+    assert opt.memory.peak_bytes_per_gpu == evaluate(_rl(offload_train_states=True)).memory.peak_bytes_per_gpu
+
+
+def test_pageable_offload_needs_an_offload():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_rl(offload_pageable="optimizer_states"), "t")
+    assert "offload_pageable" in str(err.value) and "offload_train_states" in str(err.value)
+
+
 def test_reference_on_host_is_swapped_not_held():
     """NeMo RL keeps the reference in host memory and swaps it into the policy's parameters for its pass: the
     GPU holds no reference copy (7,615,616,512 x 2 B / 8 ranks = 1,903,904,128 B less) and the step pays three
