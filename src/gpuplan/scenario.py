@@ -900,10 +900,11 @@ def _check_posttrain(scn: "Scenario") -> None:
     if rl.placement == "split" and rl.engine_sleep_level != 2:
         raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
                          "split rollout engine never sleeps); remove engine_sleep_level")
-    if rl.offload_pageable != "none" and not (rl.offload_train_states and rl.placement == "colocated"):
+    if rl.offload_pageable != "none" and not rl.offload_train_states:
+        # (a split placement offloads nothing either way, as with offload_train_states: the RL placement search
+        # turns colocated scenarios into split candidates)
         raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
-                         "but nothing is offloaded: set offload_train_states: true with placement: colocated, or "
-                         "remove offload_pageable")
+                         "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:
