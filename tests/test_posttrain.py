@@ -611,6 +611,18 @@ def test_colocated_refit_assembles_the_whole_model_on_every_gpu():
         QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)
 
 
+def test_fully_sharded_refit_gathers_the_stored_fp32_parameters():
+    """NeMo RL's DTensor worker gathers each FSDP2 shard with full_tensor() in its stored fp32 and casts to bf16
+    after: under ZeRO-3 on one node of 8 (torch AMP: fp32 parameters) every GPU receives 7/8 of 7,615,616,512 x 4
+    bytes over NVLink, plus seven latency steps: twice the 16-bit gather's bytes."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    est = evaluate(_rl())
+    link = group_link(est.gpu, 8, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 4 * 7 / 8 / link.effective_bytes_per_s + 7 * link.latency_s, rel=1e-9)
+
+
 def test_split_refit_broadcasts_the_whole_model_from_one_training_gpu():
     """Split placement (NeMo RL broadcast_weights_for_collective): training rank 0 broadcasts every 16-bit tensor
     to the rollout GPUs, each of which receives the whole model: 7,615,616,512 x 2 bytes through the link between

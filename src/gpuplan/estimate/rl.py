@@ -585,6 +585,9 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     parameter, an all-gather of the tensor-parallel slices, a broadcast from the owning pipeline stage to the
     whole pipeline group and, for routed experts, an all-gather over the expert-parallel group, before the HF
     renaming and CUDA-IPC hand-off; verl's FSDP path gathers each full tensor over the shard group the same way).
+    Under ZeRO-3 / FSDP the gathers move the parameters as the trainer stores them (fp32 under FSDP2 mixed
+    precision, which NeMo RL's DTensor worker casts to 16 bits only after `full_tensor()`); otherwise, and for the
+    broadcast to a split engine, 16 bits.
     Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the model
     with each routed expert at one expert-parallel rank's share (a pipelined ring broadcast moves S bytes per
     rank in S / bandwidth), the expert all-gather, or under
@@ -601,13 +604,20 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     gpn = _gpus_per_node(scn, gpu)
     _, train_gpus = gpu_groups(scn)
     pa = scn.parallel
+    from .memory import state_bytes
     whole = model.params_total * 2.0
-    experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
-    gather = _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
+    # a fully sharded trainer gathers its parameters as it stores them and casts to 16 bits after: NeMo RL's
+    # DTensor worker takes `tensor.full_tensor()` of each fp32 FSDP2 shard (over the FSDP and TP mesh), then
+    # `.to(self.dtype)` (dtensor_policy_worker.py get_weights_ipc_handles / broadcast_weights_for_collective,
+    # v0.3.0); Megatron's (ZeRO <= 1 here) parameters are 16-bit already
+    stored = model.params_total * (state_bytes(training_scenario(scn)).weight if pa.zero >= 3 else 2.0)
+    experts = (sum(b.total for b in model.blocks if b.kind == "expert") * stored / model.params_total
+               if model.is_moe and pa.ep > 1 else 0.0)
+    gather = _megatron_gather(scn, gpu, P, network, gpn, stored, experts, train_gpus)
     if pa.zero >= 3:
         shard = max(1, train_gpus // (pa.tp * pa.pp))
         link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
-        gather += all_gather_time(whole / (pa.tp * pa.pp), shard, link)
+        gather += all_gather_time(stored / (pa.tp * pa.pp), shard, link)
     if rl.placement == "colocated":
         return gather
     # the broadcast's source is one training GPU: every byte leaves through that GPU's link to the other group
