@@ -197,7 +197,10 @@ def posttrain_scenario(row: dict) -> dict:
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl,
-                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
+                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
+                      # Megatron's precision-aware optimizer keeps 16-bit master-weight remainders
+                      **({"master_weight_remainders": row["master_weight_remainders"] == "true"}
+                         if row.get("master_weight_remainders") else {})}}
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;

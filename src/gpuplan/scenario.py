@@ -283,6 +283,10 @@ class Train(_Strict):
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
+    master_weight_remainders: bool = Field(False, description=(
+        "framework megatron, bf16: the fp32 master weights are kept as the 16 bits the bf16 parameters lack (Megatron's "
+        "precision-aware distributed optimizer with Transformer Engine >= 2.1, store_param_remainders, on by default "
+        "there; NeMo RL's configs turn the optimizer on): 2 bytes per parameter instead of 4"))
     grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="framework megatron: the dtype of the gradient buffer the backward accumulates into and "
         "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
@@ -728,6 +732,7 @@ class Scenario(_Strict):
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
             _check_grad_reduce(self)
+            _check_master_remainders(self)
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
@@ -858,6 +863,21 @@ def _check_grad_reduce(scn: "Scenario") -> None:
         raise ValueError(f"train.grad_reduce_dtype = {g}: with grad_reduce_in_fp32 false Megatron keeps the "
                          f"gradients in the parameters' dtype, and precision {t.precision} has {have}; use "
                          f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
+
+
+def _check_master_remainders(scn: "Scenario") -> None:
+    """train.master_weight_remainders is Megatron's precision-aware optimizer over bf16 parameters with master
+    weights (megatron/core/optimizer/optimizer_config.py store_param_remainders, terrykong/Megatron-LM @2ff0f099)."""
+    t = scn.train
+    if not t.master_weight_remainders:
+        return
+    if (scn.framework != "megatron" or t.precision not in ("bf16", "fp8") or not t.master_weights
+            or scn.parallel.zero < 1):
+        raise ValueError(f"train.master_weight_remainders keeps the low 16 bits of fp32 master weights beside bf16 "
+                         f"parameters (Megatron's store_param_remainders, only with its distributed optimizer), but "
+                         f"framework is {scn.framework}, precision {t.precision}, master_weights {t.master_weights}, "
+                         f"parallel.zero {scn.parallel.zero}; it needs framework: megatron, precision bf16, "
+                         "master_weights: true and parallel.zero >= 1, or remove master_weight_remainders")
 
 
 def _check_posttrain(scn: "Scenario") -> None:
