@@ -656,10 +656,10 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
 # driver stages them through its own pinned buffer and every destination page is faulted in on first touch, far below
 # the host link. NeMo RL's `offload_before_refit` moves the optimizer states this way, tensor by tensor; an Nsight
 # trace of it on one H100 (NVIDIA-NeMo/RL issue 3976, 2026-09-17: colocated GRPO, Megatron distributed optimizer)
-# measured 510 Device -> Pageable copies, 4.94 GB in 2.75 s of copy time (1.8 GB/s), where a 1 GiB pageable copy into
-# memory already touched ran at 16.1 GB/s and a pinned one at 55 GB/s on the same host. (SGLang PR 32032 measured the
-# same kind of offload, module.to("cpu"), at 2.8 GB/s on an H200.) The way back, `v.to("cuda")` from those resident
-# pages, has no fresh allocation: the issue's 16.1 GB/s.
+# measured 510 Device -> Pageable copies, 4.94 GB in 2.75 s of copy time (1.8 GB/s), where one simple 1 GiB pageable
+# copy ran at 16.1 GB/s and a pinned one at 55 GB/s on the same host. (SGLang PR 32032 measured the same kind of
+# offload, module.to("cpu"), at 2.8 GB/s on an H200.) The way back, `v.to("cuda")` from those pages, allocates no
+# host memory: priced at the issue's simple pageable copy, 16.1 GB/s (no per-tensor trace of it was published).
 PAGEABLE_OUT_BYTES_PER_S = 1.8e9
 PAGEABLE_BACK_BYTES_PER_S = 16.1e9
 
