@@ -189,6 +189,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_sleep_level"] = int(row["engine_sleep_level"])
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
+    if row.get("offload_pageable"):     # which offloaded states go to fresh pageable host memory (rl.offload_time)
+        rl["offload_pageable"] = row["offload_pageable"]
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
@@ -197,7 +199,10 @@ def posttrain_scenario(row: dict) -> dict:
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl,
-                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
+                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
+                      # Megatron's precision-aware optimizer keeps 16-bit master-weight remainders
+                      **({"master_weight_remainders": row["master_weight_remainders"] == "true"}
+                         if row.get("master_weight_remainders") else {})}}
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;

@@ -219,6 +219,12 @@ class RL(_Strict):
                             lo=0, hi=64)
     offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
                                        "go to host memory during rollout (verl param/optimizer offload)")
+    offload_pageable: Literal["none", "optimizer_states", "all"] = Field("none", description=(
+        "with offload_train_states: which of the trainer's states are copied into freshly allocated pageable host "
+        "memory (torch .to('cpu')), a copy far below the host link's rate, rather than into pinned memory: none "
+        "(pinned, at the host link's rate); optimizer_states (NeMo RL's Megatron worker: the optimizer states per "
+        "tensor with .to('cpu'), the parameters into Megatron's pinned buffer); all (NeMo RL's DTensor worker: "
+        "model.to('cpu') as well)"))
     mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
                                   "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
                                   "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
@@ -277,6 +283,10 @@ class Train(_Strict):
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
+    master_weight_remainders: bool = Field(False, description=(
+        "framework megatron, bf16: the fp32 master weights are kept as the 16 bits the bf16 parameters lack (Megatron's "
+        "precision-aware distributed optimizer with Transformer Engine >= 2.1, store_param_remainders, on by default "
+        "there; NeMo RL's configs turn the optimizer on): 2 bytes per parameter instead of 4"))
     grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="framework megatron: the dtype of the gradient buffer the backward accumulates into and "
         "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
@@ -729,6 +739,7 @@ class Scenario(_Strict):
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
             _check_grad_reduce(self)
+            _check_master_remainders(self)
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
@@ -872,6 +883,21 @@ def _check_grad_reduce(scn: "Scenario") -> None:
                          f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
 
 
+def _check_master_remainders(scn: "Scenario") -> None:
+    """train.master_weight_remainders is Megatron's precision-aware optimizer over bf16 parameters with master
+    weights (megatron/core/optimizer/optimizer_config.py store_param_remainders, terrykong/Megatron-LM @2ff0f099)."""
+    t = scn.train
+    if not t.master_weight_remainders:
+        return
+    if (scn.framework != "megatron" or t.precision not in ("bf16", "fp8") or not t.master_weights
+            or scn.parallel.zero < 1):
+        raise ValueError(f"train.master_weight_remainders keeps the low 16 bits of fp32 master weights beside bf16 "
+                         f"parameters (Megatron's store_param_remainders, only with its distributed optimizer), but "
+                         f"framework is {scn.framework}, precision {t.precision}, master_weights {t.master_weights}, "
+                         f"parallel.zero {scn.parallel.zero}; it needs framework: megatron, precision bf16, "
+                         "master_weights: true and parallel.zero >= 1, or remove master_weight_remainders")
+
+
 def _check_posttrain(scn: "Scenario") -> None:
     """Cross-field rules of train.objective: a teacher only for distill, a reference only where the loss
     uses one, RL settings only for RL objectives, a group of at least two for group baselines, a split
@@ -912,6 +938,11 @@ def _check_posttrain(scn: "Scenario") -> None:
     if rl.placement == "split" and rl.engine_sleep_level != 2:
         raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
                          "split rollout engine never sleeps); remove engine_sleep_level")
+    if rl.offload_pageable != "none" and not rl.offload_train_states:
+        # (a split placement offloads nothing either way, as with offload_train_states: the RL placement search
+        # turns colocated scenarios into split candidates)
+        raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
+                         "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

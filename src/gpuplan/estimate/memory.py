@@ -99,7 +99,8 @@ def state_bytes(scn: Scenario) -> StateBytes:
         w, g, master = low, low, 0
     elif fw == "megatron":
         # bf16 params, fp32 main grads (unless grad_reduce_in_fp32 is off: the params' dtype), fp32 master copy
-        w, g, master = low, (2 if t.grad_reduce_dtype in ("bf16", "fp16") else 4), 4
+        # (master_weight_remainders: the precision-aware optimizer keeps only the 16 bits the bf16 copy lacks)
+        w, g, master = low, (2 if t.grad_reduce_dtype in ("bf16", "fp16") else 4), 2 if t.master_weight_remainders else 4
     elif fw == "deepspeed":
         w, g, master = low, low, 4        # ZeRO paper accounting: 2 + 2 + (4 + 4 + 4)
     else:
