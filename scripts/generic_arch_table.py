@@ -233,11 +233,13 @@ def _max_positions(cfg: dict) -> int | None:
 
 
 def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
-    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512); training's
-    # sequence must fit it too (Blenderbot's table holds 128, CTRL's 256)
-    fits = isinstance(max_positions, int) and max_positions > 2
-    prompt = min(512, max_positions - 2) if fits else 512
-    seq = min(512, max_positions) if fits else 512
+    # the tokens must fit a learned position table (Blenderbot's holds 128, CTRL's 256, BERT-style 512): RoBERTa-style
+    # embeddings number positions from padding_idx + 1 = 2 (create_position_ids_from_input_ids, modeling_xmod.py and
+    # modeling_roberta.py, transformers 5.25), so a table of N holds N - 2 tokens: training's sequence, or the
+    # prompt plus the output token
+    fits = isinstance(max_positions, int) and max_positions > 3
+    prompt = min(512, max_positions - 3) if fits else 512
+    seq = min(512, max_positions - 2) if fits else 512
     hw = {"gpu": "h100-sxm", "count": 1}
     # the fake-tensor trace runs on CPU, where transformers takes its torch path for state-space mixers
     # (mamba_ssm's CUDA kernels cannot load): both scenarios say so (ssm_kernels false), as tests/test_ssm.py does
@@ -446,9 +448,9 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "a composite vision/audio-language config has its `text_config` cut "
             "and its towers kept whole) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
-            "weights, seq 512 x 1 (the learned position table's length where shorter), no recompute (total peak; "
+            "weights, seq 512 x 1 (a learned position table's length less 2 where shorter: RoBERTa-style positions start at 2), no recompute (total peak; "
             "activations alongside); inference = engine hf, "
-            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). For a fair "
+            "prompt 512 (509 where a learned position table holds 512: prompt and output token fit the table less 2), one decode step (peak). For a fair "
             "comparison both scenarios set `ssm_kernels: false`: the trace runs on CPU, where transformers takes "
             "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
             "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace, which the "
