@@ -274,16 +274,20 @@ _NOT_OURS = (
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
      "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
     ("expected scalar type",
-     "transformers' XLNet mixes fp32 and bf16 tensors in pure bf16 (a bf16 run on real CPU tensors fails too)"),
+     "transformers' XLNet creates its attention weights as torch.FloatTensor (fp32 whatever dtype is asked, "
+     "modeling_xlnet.py XLNetRelativeAttention.__init__) and from_pretrained keeps an instantiated parameter's dtype "
+     "(core_model_loading.py: a loaded tensor is cast to empty_param.dtype), so in pure bf16 its einsums mix fp32 "
+     "weights with bf16 activations and fail, on real tensors too"),
     ("Expected input batch_size",
      "GIT's loss drops image_patch_tokens logit positions whatever the input (modeling_git.py), so text-only "
      "training fails in transformers itself"),
+    ("a value computed from the weights picks a shape",
+     "a shape depends on values the weights compute (JetMoE's per-expert split sizes come from the router's top-k), "
+     "which neither fake tensors nor the inputs the harness chose can answer"),
     ("DataDependentOutputException",
-     "the model reads tensor values to pick shapes (.item(), .tolist(): XLM's length check, JetMoE's per-expert "
-     "split), which fake tensors cannot answer"),
+     "the model reads tensor values to pick shapes, which fake tensors cannot answer"),
     ("DynamicOutputShapeException",
-     "the model's shapes depend on tensor values (boolean-mask indexing, unique(): X-MOD's per-language "
-     "adapters, Kolibri's indexed-attention pools), which fake tensors cannot run"),
+     "the model's shapes depend on tensor values, which fake tensors cannot run"),
 )
 
 

@@ -134,9 +134,8 @@ def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, kn
         from ..errors import UnsupportedError
         raise UnsupportedError(
             f"tracing '{spec.name}' ({scenario.task})",
-            f"the model picks a shape from a value computed from its weights ({_model_frame(err)}: "
-            f"{type(err).__name__} on {err.func}), which neither fake tensors nor the inputs the harness chose "
-            "can answer; nothing is guessed.",
+            f"a value computed from the weights picks a shape at {_model_frame(err)} ({type(err).__name__} on "
+            f"{err.func}); neither fake tensors nor the inputs the harness chose can answer it, and nothing is guessed.",
             "use `gpuplan estimate` for this model.") from None
     res.model, res.task = spec.name, scenario.task
     res.world_size = world
@@ -155,7 +154,7 @@ def _model_frame(err: BaseException) -> str:
     if not frames:
         return "the model's forward"
     f = frames[-1]
-    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.lineno} {f.name}: {(f.line or '').strip()}"
+    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.lineno} `{(f.line or '').strip()}`"
 
 
 @contextlib.contextmanager
