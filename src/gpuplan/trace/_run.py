@@ -721,6 +721,7 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     num_beams times (_expand_inputs_for_generation), the first decoder step fills the cross-attention cache
     over the prompt, every step appends one token to the self-attention cache."""
     from transformers import EncoderDecoderCache, StaticCache
+    from transformers.modeling_outputs import BaseModelOutput
     inf = scenario.infer
     B, P, k = inf.concurrency, inf.prompt_len, inf.beam_width
     vocab = cfg.get_text_config().vocab_size
@@ -738,14 +739,17 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
         with torch.no_grad():
             tracker.set_phase("encoder")
             ids = _input_ids(tracker, vocab, (B, P))
-            enc = model.get_encoder()(input_ids=ids).last_hidden_state
+            # the first output is the last hidden state, as a ModelOutput or a plain tuple (ProphetNet's encoder)
+            enc = model.get_encoder()(input_ids=ids)[0]
             del ids
             if k > 1:
                 enc = enc.repeat_interleave(k, dim=0)
             for step in range(steps):
                 tracker.set_phase("prefill" if step == 0 else "decode")
                 tok = torch.zeros((B * k, 1), dtype=torch.long)
-                out = model(encoder_outputs=(enc,), decoder_input_ids=tok, past_key_values=cache, use_cache=True)
+                # a ModelOutput, as HF generate passes the encoder's output (ProphetNet reads .last_hidden_state)
+                out = model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), decoder_input_ids=tok,
+                            past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
                 for c in (cache.self_attention_cache, cache.cross_attention_cache):
                     _label_cache(tracker, c)
