@@ -135,7 +135,8 @@ def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, kn
         raise UnsupportedError(
             f"tracing '{spec.name}' ({scenario.task})",
             f"a value computed from the weights picks a shape at {_model_frame(err)} ({type(err).__name__} on "
-            f"{err.func}); neither fake tensors nor the inputs the harness chose can answer it, and nothing is guessed.",
+            f"{err.func}); neither fake tensors nor the inputs the harness chose can answer it, and nothing is "
+            "guessed.",
             "use `gpuplan estimate` for this model.") from None
     res.model, res.task = spec.name, scenario.task
     res.world_size = world
