@@ -111,3 +111,14 @@ def test_shape_from_weight_values_is_a_clear_error():
         trace(s, iterations=1)
     text = str(err.value)
     assert "computed from the weights" in text and "modeling_jetmoe.py" in text and "\n" not in text
+
+
+def test_values_too_large_to_keep_are_let_go_and_said_so(monkeypatch):
+    from gpuplan.trace import _known
+    monkeypatch.setattr(_known, "KNOWN_NUMEL", 8)
+    with KnownValuesMode() as mode:
+        ids = harness_tokens(50, (2, 8))                 # 16 elements: more than the 8 kept
+        mask = ids != 3
+        with pytest.raises(DataDependentOutputException):
+            mask.sum().item()
+    assert mode.dropped_large

@@ -44,18 +44,22 @@ class KnownValuesMode(FakeTensorMode):
     def __init__(self, **kwargs):
         super().__init__(allow_non_fake_inputs=True, **kwargs)
         self.generator = torch.Generator().manual_seed(_SEED)
+        self.dropped_large = False      # an op on known values gave over KNOWN_NUMEL elements: values let go
 
     def may_turn_const(self, t: torch.Tensor) -> bool:
-        return (t.numel() <= KNOWN_NUMEL and not t.is_sparse and not self.is_our_fake(t)
-                and t.device.type != "meta")
+        if t.numel() > KNOWN_NUMEL:
+            self.dropped_large = True
+            return False
+        return not t.is_sparse and not self.is_our_fake(t) and t.device.type != "meta"
 
     def dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = super().dispatch(func, types, args, kwargs)
         if getattr(func, "overloadpacket", None) in _FACTORIES and isinstance(out, FakeTensor) \
-                and out.constant is None and out.device.type == "cpu" and out.numel() <= KNOWN_NUMEL:
-            out.constant = _real_factory(func, args, kwargs)
-            self.fake_tensor_converter.add_constant_storage_mapping(out)
+                and out.constant is None and out.device.type == "cpu":
+            if out.numel() <= KNOWN_NUMEL:       # (a large buffer, a KV cache's zeros, stays value-less)
+                out.constant = _real_factory(func, args, kwargs)
+                self.fake_tensor_converter.add_constant_storage_mapping(out)
         return out
 
     def known(self, real: torch.Tensor) -> FakeTensor:

@@ -132,12 +132,15 @@ def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, kn
         if not known:
             raise
         from ..errors import UnsupportedError
+        from ._known import KNOWN_NUMEL
+        source = ("the weights, or from a tensor over {:,} elements whose values the trace does not keep".format(
+            KNOWN_NUMEL) if mode.dropped_large else "the weights")
         raise UnsupportedError(
             f"tracing '{spec.name}' ({scenario.task})",
-            f"a value computed from the weights picks a shape at {_model_frame(err)} ({type(err).__name__} on "
+            f"a value computed from {source} picks a shape at {_model_frame(err)} ({type(err).__name__} on "
             f"{err.func}); neither fake tensors nor the inputs the harness chose can answer it, and nothing is "
             "guessed.",
-            "use `gpuplan estimate` for this model.") from None
+            "use `gpuplan estimate` for this model, or trace a shorter sequence.") from None
     res.model, res.task = spec.name, scenario.task
     res.world_size = world
     res.per_rank = [{"rank": rank, "peak_bytes": res.peak_bytes}]
