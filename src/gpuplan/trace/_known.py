@@ -26,7 +26,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._mode_utils import no_dispatch
 
-# Largest tensor whose values are kept: a causal mask over 2 x 1024 x 1024 tokens (the values live in host
+# Largest tensor whose values are kept: a [4, 1024, 1024] mask, 4M elements (the values live in host
 # memory, outside the traced count). Larger results stay value-less fake tensors.
 KNOWN_NUMEL = 1 << 22
 
