@@ -34,9 +34,10 @@ the separate forward and backward panels were not to be had as text, so both pas
 exact for forward + backward (3.5 x the forward FLOPs at that rate). Forward-only use (serving prefill of vLLM
 and SGLang on A100, `engine_kernel`) takes it too: the combined rate is a weighted harmonic mean of the two
 passes' rates, so it lies between them and is a lower bound on the forward wherever the forward is the faster
-pass, as FA2's is on A100: the abstract's top, 73 % of peak (230 TFLOP/s), is above every forward + backward bar
-of Fig. 4 (best 203 TFLOP/s = 65 %, panel b), so the forward alone (Fig. 5) runs up to ~13 % faster than the
-combined rate. The calibrated factor it replaces is an FA1-generation fwd+bwd rate (0.28 of peak, docs/speed.md
+pass: the abstract's top, 73 % of the A100's peak (~228 TFLOP/s), is above every forward + backward bar of
+Fig. 4 (best 203 TFLOP/s = 65 %, panel b), so a pass alone runs up to ~12 % faster than the combined rate, and
+the faster pass is the forward (as for the same kernel on H100, the `fa2,hopper` rows: forward >= backward
+from 1k tokens). The calibrated factor it replaces is an FA1-generation fwd+bwd rate (0.28 of peak, docs/speed.md
 §4), 1.1x (512 tokens) to 2.2x (16k) slower than this one. The sm86/sm87 Ampere parts (GeForce 30-series, A10, A40, RTX A-series,
 Jetson Orin) run other tiles of the same kernel — flash-attention's run_mha_fwd_hdim128 picks 64 x 64 blocks when
 `is_sm8x` (cc 8.x, x > 0) against 128 x 64 on sm80, and run_mha_bwd_hdim128 its large backward tile only with
