@@ -500,7 +500,7 @@ def trtllm_prefill_attention_prior(P: dict) -> float:
     B200 (cudnn-frontend @cb560b9, attention_kernels.csv), 1350 TFLOP/s causal at 16k tokens = 0.60 of 2250.
     Computed after the family priors have set η_attn (Blackwell) and the llama.cpp stage the clock factor."""
     from gpuplan.estimate.attention_kernels import kernel_rates, reference_gpu
-    ref = get_gpu(reference_gpu("cudnn", "blackwell-dc", forward_only=True))
+    ref = get_gpu(reference_gpu("cudnn", "blackwell-dc"))
     fwd = kernel_rates("cudnn", "blackwell-dc", PREFILL_PLATEAU_TOKENS, 1.0)[0]
     eta = P["attention"][ref.family]
     return fwd / (speed.peak_flops(ref, "bf16") * speed.clock_factor(P, ref) * eta)

@@ -401,11 +401,10 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
-def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any], forward_only: bool = False) -> float | None:
+def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
     """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
-    sustained clock); None when no figures are published for the GPU's family (`forward_only`: none for
-    the forward pass by itself)."""
-    ref = reference_gpu(kernel, _kernel_family(gpu), forward_only) if kernel else None
+    sustained clock); None when no figures are published for the GPU's family."""
+    ref = reference_gpu(kernel, _kernel_family(gpu)) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
@@ -1088,7 +1087,7 @@ class _Serving:
         self.eng = _engine(P, inf.engine, self.fam)
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
         self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
-        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P, forward_only=True)
+        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
@@ -1459,9 +1458,9 @@ class _Serving:
 
     def prefill_attention_time(self, flops: float, context: float | None = None) -> float:
         """Forward-only attention of a prompt whose causal prefix reaches `context` tokens. Engines whose
-        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
-        HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
-        the calibrated efficiency."""
+        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper and
+        FlashAttention-2-class kernels on A100, HF FlashAttention-2: estimate/attention_kernels.py) take its
+        forward rate at that length; the rest the calibrated efficiency."""
         # FP8 context FMHA: the 16-bit kernel's rate times the published FP8/16-bit forward speed ratio at this
         # length (attention_kernels.fp8_forward_speedup)
         fp8 = fp8_forward_speedup(context or 1.0) if self.fp8_attn else 1.0
