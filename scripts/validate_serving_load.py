@@ -151,11 +151,16 @@ def _med(errs: list[float]) -> str:
     return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
 
 
-def offline_check(rows: list[dict]) -> None:
+def offline_check(rows: list[dict], server_capacity: dict[str, float] | None = None) -> None:
     """MLPerf rows whose source also ran the Offline scenario on the same system: the predicted Offline
     throughput (the source's Offline batch, all requests queued) against the measured one tests the
     capacity alone; the Server run at the same share of the *predicted* Offline throughput as it ran at of
     the measured one then tests the latency model near saturation with that capacity error taken out.
+    With `server_capacity` (row id -> predicted Server capacity, whole system) it also prints the
+    Server-only gap: the measured valid Server rate as a share of the measured Offline throughput against
+    the predicted Server capacity as a share of the predicted Offline throughput. NVIDIA's harness streams
+    one response per token per request in Server and none in Offline (main_llm.cc: mIsStreaming =
+    streaming && scenario != "Offline"), a cost gpuplan does not price.
     Diagnostic only: nothing is fitted or changed by it."""
     if not rows:
         return
@@ -180,6 +185,11 @@ def offline_check(rows: list[dict]) -> None:
               f"{s['tpot_s']['mean'] * 1e3:.1f} ms (measured {float(row['tpot_ms']):.1f}), "
               f"{s['mean_in_system']:.0f} requests in a replica (measured, Little's law: "
               f"{float(row['requests_per_s']) / n * (float(row['ttft_ms']) + (float(row['output_mean_tokens']) - 1) * float(row['tpot_ms'])) / 1e3:.0f})")
+        if server_capacity and row["id"] in server_capacity:
+            cap = server_capacity[row["id"]]
+            print(f"  {row['id']} Server-only gap: measured valid Server rate / measured Offline {100 * share:.0f}%, "
+                  f"predicted Server capacity / predicted Offline {100 * cap / off:.0f}% (the Server run streams "
+                  f"every token, the Offline run none; not priced)")
 
 
 OFFLINE_REQUESTS = 20000     # per replica: enough that the fill-up and the drain are a small part of the run
@@ -439,9 +449,11 @@ def main(argv: list[str] | None = None) -> int:
         # times the replicas). Scored apart from the TTFT/TPOT medians above (a capacity, not a latency).
         print("\nMLPerf Server: highest rate meeting the p99 TTFT/TPOT constraints (whole system = replicas x one "
               "replica's), and the input-length sensitivity of the mean TTFT/TPOT (input mean not published)")
+        server_capacity = {}
         for row in slo_rows:
             s = predict(row, search=True)
             n = replicas(row)
+            server_capacity[row["id"]] = s["capacity_per_s"] * n
             got = (s.get("max_rate_meeting_slo_per_s") or 0.0) * n
             meas = float(row["measured_max_rate_per_s"])
             sens = []
@@ -452,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: predicted {got:6.1f} req/s, measured (valid) "
                   f"{meas:6.1f} req/s  {100 * (got - meas) / meas:+5.0f}%   capacity {s['capacity_per_s'] * n:.1f} req/s; "
                   + "; ".join(sens))
-        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")])
+        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")], server_capacity)
     if a.per_seq_diagnostic:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.frontend_ceiling_diagnostic:
