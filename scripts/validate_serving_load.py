@@ -185,6 +185,9 @@ def offline_check(rows: list[dict], server_capacity: dict[str, float] | None = N
               f"{s['tpot_s']['mean'] * 1e3:.1f} ms (measured {float(row['tpot_ms']):.1f}), "
               f"{s['mean_in_system']:.0f} requests in a replica (measured, Little's law: "
               f"{float(row['requests_per_s']) / n * (float(row['ttft_ms']) + (float(row['output_mean_tokens']) - 1) * float(row['tpot_ms'])) / 1e3:.0f})")
+        b, t, tpot = step_at_measured_batch(row)
+        print(f"  {row['id']} step at the measured batch ({b:.0f} running, Little's law): priced {t * 1e3:.1f} ms, "
+              f"measured TPOT {tpot * 1e3:.1f} ms ({100 * (t - tpot) / tpot:+.0f}%)")
         if server_capacity and row["id"] in server_capacity:
             cap = server_capacity[row["id"]]
             print(f"  {row['id']} Server-only gap: measured valid Server rate / measured Offline {100 * share:.0f}%, "
@@ -193,6 +196,30 @@ def offline_check(rows: list[dict], server_capacity: dict[str, float] | None = N
 
 
 OFFLINE_REQUESTS = 20000     # per replica: enough that the fill-up and the drain are a small part of the run
+
+
+def step_at_measured_batch(row: dict) -> tuple[float, float, float]:
+    """The step the measured Server run took, priced by gpuplan at that run's own operating point, which takes the
+    queueing out (near saturation a few per cent of step cost decide a factor of two in the batch). Little's law
+    on the measured means gives the replica's running batch B = rate per replica x (TTFT + (output - 1) x TPOT);
+    each of them decodes at the mean context of a running request (input + the length-biased half of the output,
+    under the script's output-length assumption), and the prompts arriving during one measured TPOT ride in the
+    step (whole, unchunked, as the harness runs them). Returns (B, priced step s, measured TPOT s).
+    Diagnostic only."""
+    from gpuplan.estimate.speed import serving_model
+    n = replicas(row)
+    rate = float(row["requests_per_s"]) / n
+    ttft, tpot = float(row["ttft_ms"]) / 1e3, float(row["tpot_ms"]) / 1e3
+    out, inp = float(row["output_mean_tokens"]), float(row["input_mean_tokens"])
+    batch = rate * (ttft + (out - 1) * tpot)
+    context = inp + out * (1 + SHAREGPT_CV["output"] ** 2) / 2
+    r = pipeline.resolve(scenario(row))
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                       memory=pipeline.memory(r))
+    prompts = rate * tpot
+    t = sv.decode_step(batch, context)["time"] + prompts * sv.prefill_chunk(inp, compute_only=True,
+                                                                            riding_with=batch)
+    return batch, t, tpot
 
 
 PER_SEQ_GRID_S = (0.0, 5e-6, 10e-6, 20e-6, 40e-6, 80e-6)
