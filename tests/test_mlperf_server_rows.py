@@ -89,3 +89,11 @@ def test_simulated_scenario_is_the_in_process_cpp_harness():
         n = sub["gpus"] // sub["tensor_parallelism"]
         assert abs(load["rate_per_s"] - sub["scheduled_samples_per_s"] / n) < 1e-9
         assert load["slo_percentile"] == 99
+
+
+def test_step_at_the_measured_batch_uses_littles_law_by_hand():
+    # ML01: 74.42 / 4 completed samples/s per replica x (0.27593 s + (290.3 - 1) x 0.15496 s) = 839.2 running
+    batch, priced, tpot = V.step_at_measured_batch(_rows()["ML01"])
+    assert abs(batch - 74.42 / 4 * (0.27593 + 289.3 * 0.15496)) < 0.5
+    assert abs(tpot - 0.15496) < 1e-12
+    assert priced > 0
