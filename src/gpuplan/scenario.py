@@ -491,7 +491,10 @@ class Infer(_Strict):
     concurrency: int = _num(1, "requests in flight", lo=1, hi=MAX_BATCH)
     beam_width: int = _num(1, "beam search: beams per request (HF generate num_beams, vLLM BeamSearchParams."
                            "beam_width); 1 = greedy/sampling", lo=1, hi=1024)
-    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
+    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes (vLLM --gpu-memory-utilization, "
+                                         "SGLang --mem-fraction-static); TensorRT-LLM: free_gpu_memory_fraction, the "
+                                         "share of the memory still free after the model loads that its KV pool "
+                                         "takes", lo=0, hi=1, open_lo=True)
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     cuda_graph_batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=MAX_BATCH)]], Field(max_length=MAX_LIST)] | None = \
