@@ -599,8 +599,9 @@ def write_doc(table, stats, P) -> None:
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
               "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
               "run the FP8 context FMHA at FlashAttention-3's published FP8/BF16 forward ratio on top, docs/speed.md §3.14).",
-              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on prompt-chunk "
-              "expert GEMMs; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
+              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on the expert GEMMs, "
+              "at TensorRT-LLM's tile-padded rows, decode steps included (docs/speed.md §3.16); prior 112.5 from DeepGEMM's "
+              "grouped-GEMM curve; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
               "attention data parallel 8 + expert parallel 8 (`DEP8`), with the attention-DP imbalance E[max of ep Poisson(λ)]/λ.",
               "- KV capacity of vLLM/SGLang/TensorRT-LLM rows: the memory engine's pool (`limits.kv_tokens`).",
               "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
