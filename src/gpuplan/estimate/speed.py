@@ -1328,6 +1328,8 @@ class _Serving:
         (moe.padded_rows_per_expert, the kernel's smallest M tile)."""
         m = self.model
         k, e = m.experts_per_tok, m.num_experts
+        if k <= 0 or e <= 0:
+            return 1.0, 1.0
         n = max(1, int(round(group_tokens)))
         padded = padded_rows_per_expert(n, k, e, self.moe_kernel.tile_rows)
         touched = 1.0 - (1.0 - k / e) ** n
