@@ -103,3 +103,18 @@ def test_rows_half_prior_reproduces_deepgemm_grouped_gemm_curve():
     a = math.exp(sum(math.log(t * (x + d0m) / x) for x, t in zip(m, rate)) / len(m))
     for x, t in zip(m, rate):
         assert a * x / (x + d0m) == pytest.approx(t, rel=0.05)
+
+
+def test_tile_padding_only_where_the_kernels_fix_a_128_row_tile():
+    # FP8 experts on Hopper run TMA warp-specialized grouped GEMMs only (M tiles 128/256); NVFP4 experts on B200 the
+    # SM100 FP4 grouped GEMMs (M tiles 128/256). 16-bit experts may fall back to SM80 tiles from 16 rows, MXFP4 runs
+    # mixed-input kernels: no padding priced there.
+    def tile(model, weights, gpu_id):
+        scn = scenario_from_dict({
+            "model": model, "task": "infer", "hardware": {"gpu": gpu_id, "count": 1},
+            "infer": {"weights": weights, "engine": "trtllm", "prompt_len": 128, "output_len": 128, "concurrency": 1}})
+        return speed._Serving(scn, get_model(model), get_gpu(gpu_id), speed.load_efficiency(), None).moe_tile
+    assert tile("qwen3-30b-a3b", "fp8", "h100-sxm") == 128
+    assert tile("qwen3-30b-a3b", "nvfp4", "b200") == 128
+    assert tile("qwen3-30b-a3b", "bf16", "h100-sxm") is None
+    assert tile("gpt-oss-20b", "mxfp4", "h100-sxm") is None

@@ -184,11 +184,16 @@ def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_
 class ServingMoeKernel:
     """How an engine runs one MoE layer of a serving forward.
 
-    tile_rows: the smallest M tile of the grouped GEMMs. Each expert's rows form their own GEMM problem,
-    computed in whole tiles, so an expert with x rows costs ceil(x / tile_rows) tiles.
+    tile_rows: the smallest M tile of the grouped GEMMs, where the engine's kernels fix it. Each expert's rows form
+    their own GEMM problem, computed in whole tiles, so an expert with x rows costs ceil(x / tile) tiles.
     The memory-bound kernels around the GEMMs are `fused_moe_pass_bytes`."""
     name: str
-    tile_rows: int
+    tile_rows: dict[tuple[str, str], int]   # (GPU kernel family, GEMM input dtype class) -> smallest M tile
+
+    def tile_for(self, kernel_family: str, act_dtype: str) -> int | None:
+        """The smallest M tile of the grouped GEMMs on this GPU for this activation format; None where the engine
+        may pick kernels with smaller tiles (or other code), so no padding is priced."""
+        return self.tile_rows.get((kernel_family, act_dtype))
 
 
 # TensorRT-LLM's PyTorch backend, CUTLASS fused MoE (the default `moe_backend` on Hopper and Blackwell):
@@ -201,8 +206,15 @@ class ServingMoeKernel:
 #   Grouped-GEMM tiles (cpp/tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp
 #   @0b53e94719f4bd566e9c75a7df32639a306dfec6): every SM90 grouped candidate has M = 128 or 256
 #   (`get_candidate_tiles_sm90`, GROUPED_GEMM), every SM100 FP4 grouped candidate too
-#   (`get_candidate_configs_sm100`, FP4_ONLY): 128 rows is the smallest tile an expert's rows fill.
-TRTLLM_CUTLASS_MOE = ServingMoeKernel("TensorRT-LLM CUTLASS fused MoE", 128)
+#   (`get_candidate_configs_sm100`, FP4_ONLY; the other SM100 grouped candidates have M >= 64 only with 2-SM
+#   clusters, M 64 1-SM tiles being among them: FP8 on SM100 is left unpadded). `MoeGemmRunner::dispatchToArch`
+#   (moe_gemm_template_dispatch.h @000a01de66f0eab4ab05640711f0253f50f5209c) runs FP8 on SM90 with those TMA
+#   warp-specialized kernels only ("No fallback FP8 implementation available"), while 16-bit experts may fall back to
+#   the SM80 kernels "because for some cases with small numbers of tokens SM80 is faster" (M tiles from 16), and
+#   W4A16 / W4A8 experts run mixed-input kernels of their own: only FP8 on Hopper and NVFP4 on data-centre Blackwell
+#   have 128 rows as the smallest tile an expert's rows fill.
+TRTLLM_CUTLASS_MOE = ServingMoeKernel("TensorRT-LLM CUTLASS fused MoE",
+                                      {("hopper", "fp8"): 128, ("blackwell-dc", "fp4"): 128})
 
 SERVING_MOE_KERNELS = {"trtllm": TRTLLM_CUTLASS_MOE}
 

@@ -1109,6 +1109,11 @@ class _Serving:
         self.kvb = kv_bytes(inf.kv_cache)
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
+        # the grouped GEMMs' smallest M tile where the engine's kernels fix it (None: no padding priced, and the row
+        # factor on prompt rows only, as for the engines whose MoE step is not read)
+        self.moe_tile = None
+        if self.moe_kernel is not None:
+            self.moe_tile = self.moe_kernel.tile_for(_kernel_family(gpu), _dtype_class(self.compute_dtype))
         self.bw = _bw(gpu) * _fam(P["memory"], self.fam) * self.eng["decode_bw_scale"]
         # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
         # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
@@ -1298,7 +1303,7 @@ class _Serving:
                 rows = tokens * b.active_fraction * share
                 count = b.count / self.pp / (self.ep if ep_split else 1)
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
-                if self.moe_kernel is not None:
+                if self.moe_tile is not None:
                     m_eff, pad = self._expert_tiles(max(tokens, step_tokens or 0.0) * share)
                 if rows < 1.0:  # tiny batch: only the touched experts run
                     count *= max(rows, 1e-9)
@@ -1315,10 +1320,10 @@ class _Serving:
                 dtype, peak = self.head_dtype, self.head_peak
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
             # expert GEMMs are bound by reading the touched experts, which its memory term charges.
-            # An engine whose MoE step is priced kernel by kernel (self.moe_kernel) runs one grouped GEMM over
-            # the step's rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
+            # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
+            # rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
-                                  grouped=b.kind == "expert" and (prefill or self.moe_kernel is not None))
+                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None))
             t += flops / (peak * eta * scale)
         return t
 
@@ -1331,7 +1336,7 @@ class _Serving:
         if k <= 0 or e <= 0:
             return 1.0, 1.0
         n = max(1, int(round(group_tokens)))
-        padded = padded_rows_per_expert(n, k, e, self.moe_kernel.tile_rows)
+        padded = padded_rows_per_expert(n, k, e, self.moe_tile)
         touched = 1.0 - (1.0 - k / e) ** n
         return padded / touched, padded / (n * k / e)
 
