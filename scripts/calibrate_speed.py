@@ -486,23 +486,14 @@ def blackwell_fp4_prior(P: dict) -> float:
     return measured_gemm_prior(P, "b200", "fp4")
 
 
-GROUPED_GEMM_ROWS = ROOT / "src" / "gpuplan" / "estimate" / "data" / "grouped_gemm_rows.csv"
 
 
 def grouped_gemm_rows_half_prior() -> float:
     """Start value of the grouped-expert-GEMM row constant d0_M, and its value wherever no TensorRT-LLM MoE row is
-    left to fit it (leave-one-source-out): the measured curve, not d0. DeepGEMM's README (@a6d97a1) times its FP8
-    grouped GEMMs on an H800 at one shape (N 4096 x K 7168) for 8192, 4096, 1024, 512 and 256 rows per group
-    (estimate/data/grouped_gemm_rows.csv): 1297 ... 932 TFLOP/s. The model's row factor is M / (M + d0_M) at
-    an asymptote of its own (the K and N factors and η are the same at every point), so d0_M is the
-    least-squares fit of log(A · M / (M + d0_M)) to the log rates: about 112 rows. Every M there is a multiple
-    of the 128-row tile, so padding is not in it (priced apart: moe.padded_rows_per_expert)."""
-    rows = list(csv.DictReader(GROUPED_GEMM_ROWS.open(encoding="utf-8")))
-    m = np.array([float(r["m_per_group"]) for r in rows])
-    rate = np.array([float(r["tflops_per_s"]) for r in rows])
-    res = least_squares(lambda x: np.log(x[0] * m / (m + x[1])) - np.log(rate), [float(rate.max()), 100.0],
-                        bounds=([1e-9, 1e-9], [np.inf, np.inf]))
-    return float(res.x[1])
+    left to fit it (leave-one-source-out): the measured curve, not d0 (estimate.moe.measured_rows_half: DeepGEMM's
+    grouped-GEMM rates, about 112 rows)."""
+    from gpuplan.estimate.moe import measured_rows_half
+    return measured_rows_half()
 
 
 # the sequence length at which a published forward kernel's rate stands for a packed prefill step: the plateau of

@@ -273,3 +273,25 @@ def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1
     per_row = hidden * 2.0 * a + (hidden * a + gemm1_n * o) + (gemm1_n * o + inter * a) + (inter * a + hidden * o) \
         + hidden * o
     return tokens * per_token + routed_rows * per_row + out_tokens * hidden * o
+
+
+@lru_cache(maxsize=1)
+def measured_rows_half() -> float:
+    """d0_M of a grouped expert GEMM as its kernel measures it: DeepGEMM's README (@a6d97a1) times FP8 grouped
+    GEMMs on an H800 at one shape for 256 ... 8192 rows per group (data/grouped_gemm_rows.csv). The row factor
+    is M / (M + d0_M) times a rate of its own, so d0_M minimises the squared log error, that rate taken in
+    closed form (the mean log ratio) at each d0_M of a fine logarithmic grid: about 112 rows. Every M there is a
+    multiple of the 128-row tile, so padding is not in it (padded_rows_per_expert prices it apart)."""
+    import csv
+    from importlib import resources
+
+    import numpy as np
+    text = resources.files("gpuplan.estimate").joinpath("data/grouped_gemm_rows.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    m = np.array([float(r["m_per_group"]) for r in rows])
+    log_rate = np.log([float(r["tflops_per_s"]) for r in rows])
+    grid = np.exp(np.linspace(np.log(1.0), np.log(1e5), 20001))
+    shape = np.log(m[None, :] / (m[None, :] + grid[:, None]))
+    resid = log_rate[None, :] - shape
+    sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(sse))])

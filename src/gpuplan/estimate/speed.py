@@ -30,7 +30,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 reference_gpu)
 from .layout import grad_accum_steps
 from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
-                  fused_moe_pass_bytes, padded_rows_per_expert, permute_bytes, serving_moe_kernel)
+                  fused_moe_pass_bytes, measured_rows_half, padded_rows_per_expert, permute_bytes,
+                  serving_moe_kernel)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -1321,8 +1322,11 @@ class _Serving:
             # expert GEMMs are bound by reading the touched experts, which its memory term charges.
             # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
             # rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
+            # a decode step's tile-padded rows run at the kernel's measured row curve (moe.measured_rows_half):
+            # the fitted d0_M also carries a per-prompt-token cost of the MoE step that is not priced apart (§3.17)
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
-                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None))
+                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None),
+                                  rows_half=None if prefill else measured_rows_half())
             t += flops / (peak * eta * scale)
         return t
 
