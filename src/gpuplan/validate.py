@@ -256,8 +256,8 @@ def _document_rules(scn: Any, model: Any) -> list[str]:
                          "Transformer Engine's fused attention (THD format); its own DotProductAttention refuses "
                          "packed_seq_params.", "use attention: flash (Transformer Engine), or remove document_len.")
     if t.attention != "flash":
-        return [f"train.document_len with attention {t.attention}: the documents are masked apart (transformers builds "
-                f"a block-diagonal mask from the position_ids), but every score of the {t.seq_len:,}-token row is still "
+        return [f"train.document_len with attention {t.attention}: the documents are masked apart (a block-diagonal "
+                f"mask, as transformers builds it from the position_ids), but every score of the {t.seq_len:,}-token row is still "
                 "computed, so attention is priced over the whole row" + (" and its scores are kept whole"
                                                                          if t.attention == "eager" else
                                                                          "; the [s, s] mask itself is not counted")
