@@ -41,6 +41,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "method": ("train", "method", str, None, None), "precision": ("train", "precision", str, None, None),
     "optimizer": ("train", "optimizer", str, None, None), "seq_len": ("train", "seq_len", int, 1, MAX_TOKENS_IN_SEQ),
     "target_len": ("train", "target_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "document_len": ("train", "document_len", int, 1, MAX_TOKENS_IN_SEQ),
     "micro_batch": ("train", "micro_batch", int, 1, 65536),
     "global_batch": ("train", "global_batch", int, 1, MAX_TOKENS_IN_SEQ),
     "recompute": ("train", "recompute", str, None, None), "attention": ("train", "attention", str, None, None),

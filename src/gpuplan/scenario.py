@@ -301,6 +301,11 @@ class Train(_Strict):
     target_len: int | None = _num(None, "encoder-decoder models: target (decoder) tokens per sequence; seq_len is "
                                   "then the input (encoder) length; default: seq_len", lo=1, hi=MAX_TOKENS_LEN,
                                   unit="tokens")
+    document_len: int | None = _num(
+        None, "packed rows (padding-free / sample packing): mean tokens of the documents packed into each "
+        "seq_len-token row, each attending only to itself (flash-attention varlen cu_seqlens, flex or Transformer "
+        "Engine document masks); attention is priced per document, the linear layers on all the row's tokens; "
+        "default none = attention spans the whole row (docs/speed.md §1)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
     recompute: Recompute = Field("none", description=(
@@ -372,6 +377,19 @@ class Train(_Strict):
         if self.optimizer == "galore" and self.method != "full":
             raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
                              "the adapters train (use method: full with galore, or adamw for LoRA)")
+        return self
+
+    @model_validator(mode="after")
+    def _documents_fit_row(self):
+        d = self.document_len
+        if d is None:
+            return self
+        if d > self.seq_len:
+            raise ValueError(f"train.document_len = {d} is longer than the packed row, train.seq_len = {self.seq_len} "
+                             "(set document_len <= seq_len, or remove it: attention then spans the whole row)")
+        if self.objective in RL_OBJECTIVES:
+            raise ValueError(f"train.document_len packs documents into rows; objective {self.objective} packs its "
+                             "generated sequences itself (use train.rl.packing, or remove document_len)")
         return self
 
 

@@ -21,8 +21,8 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all
 from .engine_host import eager_issue_layer_s, engine_host, step_with_host
 from . import elementwise
 from . import encdec as encdec_flops
-from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
-                    training_flops_per_token)
+from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span, lora_adapter_params,
+                    matmul_params_active, training_flops_per_token)
 from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
@@ -399,7 +399,9 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
         return None
     kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
-    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
+    # the kernel runs at the length it attends over: a packed row's documents (cu_seqlens), not the row
+    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), attention_span(c.tr) / c.par.cp,
+                                                   scale)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
@@ -436,7 +438,7 @@ def _stream_share(c: _Train, b: Any) -> float:
 
 def _attention_time(c: _Train) -> float:
     tr = c.tr
-    attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    attn_f = attention_flops_per_token_forward(c.model, attention_span(tr)) * c.tokens / c.par.tp / c.par.pp
     if c.model.is_encoder_decoder:
         attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
             * tr.micro_batch / c.par.tp
@@ -796,9 +798,9 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
     t_mp, _ = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
-    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
-    f = training_flops_per_token(model, tr.seq_len)
+    f = training_flops_per_token(model, attention_span(tr))
     share = (f.matmul_forward + f.attention_forward) / fl.hardware if fl.hardware else 1.0 / 3.0
     t_compute, t_comm = share * t_compute_mb, share * t_mp
     fill = (par.pp - 1) / par.vpp * (t_compute + t_comm) if par.pp > 1 else 0.0
@@ -852,7 +854,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         notes.append(note)
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
-    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
     if model.is_encoder_decoder:
         fl = encdec_training_flops(model, tr.seq_len, tr.target_len or tr.seq_len, tr.recompute, tr.method)
@@ -1786,7 +1788,7 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
         t_vit = samples * (passes * t_fwd + cross_passes * t_cross)
         step = base.step_time_s + t_vit
         tokens = base.tokens_per_s_per_gpu * base.step_time_s
-        fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
+        fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank)
         f_dec = fl.model * tokens
         f_vit = samples * (model_passes * f_fwd + 3.0 * f_cross)
         mfu = base.mfu * (base.step_time_s / step) * (1.0 + f_vit / f_dec) if base.mfu and f_dec else base.mfu
