@@ -1074,9 +1074,11 @@ def _reserve_knob(inf) -> str:
 def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
     """The KV pool the engine allocates beside `rest` (weights, profiled activations, graphs, context). vLLM and
     SGLang take their share of the whole GPU and give the pool what is left of it; TensorRT-LLM takes
-    `free_gpu_memory_fraction` of the memory still free once the model is loaded ("KV cache will by default
-    allocate 85% of the remaining free GPU memory ... When freeGpuMemoryFraction is specified, the specified
-    value will be used", NVIDIA/TensorRT-LLM@5a211b9 docs/source/reference/memory.md), ~10 % more at 0.9."""
+    `free_gpu_memory_fraction` (default 0.9) of the memory still free after its profiling run: PyTorch backend
+    `KvCacheCreator._cal_max_tokens`, available_kv_mem = (total - peak + profiling KV) x fraction
+    (NVIDIA/TensorRT-LLM@d8ae02c tensorrt_llm/_torch/pyexecutor/_util.py; the C++ runtime likewise, "allocate
+    85% of the remaining free GPU memory" unless the fraction is given, @5a211b9
+    docs/source/reference/memory.md): ~10 % more than vLLM's pool at 0.9."""
     if inf.engine == "trtllm":
         return inf.gpu_memory_utilization * (capacity - rest)
     return capacity * inf.gpu_memory_utilization - rest
