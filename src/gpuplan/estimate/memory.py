@@ -1076,9 +1076,12 @@ def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
     SGLang take their share of the whole GPU and give the pool what is left of it; TensorRT-LLM takes
     `free_gpu_memory_fraction` (default 0.9) of the memory still free after its profiling run: PyTorch backend
     `KvCacheCreator._cal_max_tokens`, available_kv_mem = (total - peak + profiling KV) x fraction
-    (NVIDIA/TensorRT-LLM@d8ae02c tensorrt_llm/_torch/pyexecutor/_util.py; the C++ runtime likewise, "allocate
-    85% of the remaining free GPU memory" unless the fraction is given, @5a211b9
-    docs/source/reference/memory.md): ~10 % more than vLLM's pool at 0.9."""
+    (NVIDIA/TensorRT-LLM@d8ae02c tensorrt_llm/_torch/pyexecutor/_util.py; the C++ executor that runs TensorRT
+    engines likewise: BaseKVCacheManager::calculateFreeMemBytes takes the fraction, "Default is 90%"
+    (@0165bd7 cpp/include/tensorrt_llm/executor/executor.h KvCacheConfig), of the memory free after the engine,
+    its runtime buffers and decoder are allocated (@00825c4 cpp/tensorrt_llm/batch_manager/
+    trtGptModelInflightBatching.cpp); memory.md's 85 % is the older GptSession's): ~10 % more than vLLM's pool
+    at 0.9."""
     if inf.engine == "trtllm":
         return inf.gpu_memory_utilization * (capacity - rest)
     return capacity * inf.gpu_memory_utilization - rest
