@@ -12,6 +12,10 @@ a785283c, trl/trainer/dpo_trainer.py unless named; docs/posttrain.md has the ful
 - DPO/IPO concatenate chosen and rejected into one batch ([chosen, rejected], `_compute_loss`
   L1353: `logps.chunk(2)`): the policy's forward and backward see 2 sequences per pair. IPO is the
   same trainer with `loss_type="ipo"` (L1440).
+- train.pair_concat: sequence (not TRL: open-instruct's OLMo-core DPO with packing, `concatenated_forward_olmo`,
+  allenai/open-instruct@ee0c4608 open_instruct/dpo_utils.py) joins chosen and rejected on the sequence axis
+  (torch.cat(dim=-1)): the policy pass is then micro_batch rows of 2 x seq_len tokens (`policy_scenario`),
+  the same tokens, attention over the joined row (flops.py `row_len`, `attention_span`).
 - The reference: `ref_model=None` with a PEFT model or with `precompute_ref_log_probs` keeps no
   reference (L893-898); PEFT disables the adapters for the reference forward (`use_adapter`, L1374);
   otherwise a second model is loaded in the model's dtype and prepared like the policy (ZeRO-3 /
