@@ -124,3 +124,15 @@ def test_launch_refuses_the_sequence_layout():
     with pytest.raises(UnsupportedError) as err:
         launch_files(scenario_from_dict(_scn(pair_concat="sequence", seq_len=2048)), "trl")
     assert "pair_concat" in str(err.value)
+
+
+def test_partial_scenario_context_counts_the_joined_row():
+    from gpuplan.validate import check_partial_against_model
+    m = get_model("llama-3.1-8b")
+    data = {"model": "llama-3.1-8b", "task": "finetune",
+            "train": {"objective": "dpo", "seq_len": 98304, "pair_concat": "sequence", "reference": "precomputed"}}
+    with pytest.raises(InputError) as err:
+        check_partial_against_model(data, m)
+    assert "pair_concat" in str(err.value) and "196,608" in str(err.value)
+    data["train"]["pair_concat"] = "batch"
+    check_partial_against_model(data, m)

@@ -140,7 +140,10 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
         given = data.get("train") or {}
         tr = {**Train().model_dump(), **given}
         what = "train.seq_len" + ("" if "seq_len" in given else " (default)")
-        return tuple(context_rules(model, what, tr["seq_len"], training=True, allowed=tr["allow_longer_context"],
+        tokens = tr["seq_len"]
+        if tr.get("pair_concat") == "sequence":     # the pair joined into one row (as `_length`)
+            what, tokens = f"2 x {what} (train.pair_concat: sequence)", 2 * tokens
+        return tuple(context_rules(model, what, tokens, training=True, allowed=tr["allow_longer_context"],
                                    pretraining=data.get("task", "train") == "train"))
     inf = {**Infer().model_dump(), **(data.get("infer") or {})}
     total = inf["prompt_len"] + inf["output_len"]
@@ -259,8 +262,9 @@ def _document_rules(scn: Any, model: Any) -> list[str]:
                          "Transformer Engine's fused attention (THD format); its own DotProductAttention refuses "
                          "packed_seq_params.", "use attention: flash (Transformer Engine), or remove document_len.")
     if t.attention != "flash":
+        from .estimate.flops import row_len
         return [f"train.document_len with attention {t.attention}: the documents are masked apart (a block-diagonal "
-                f"mask, as transformers builds it from the position_ids), but every score of the {t.seq_len:,}-token row is still "
+                f"mask, as transformers builds it from the position_ids), but every score of the {row_len(t):,}-token row is still "
                 "computed, so attention is priced over the whole row" + (" and its scores are kept whole"
                                                                          if t.attention == "eager" else
                                                                          "; the [s, s] mask itself is not counted")
