@@ -109,6 +109,7 @@ def test_orpo_and_simpo_add_the_chosen_halfs_log_softmax(objective):
 @pytest.mark.parametrize("train,why", [
     ({"objective": "reward", "seq_len": 32}, "objective 'reward'"),
     ({"objective": "dpo", "seq_len": 32}, "more than one GPU"),
+    ({"objective": "dpo", "seq_len": 32, "pair_concat": "sequence"}, "pair_concat = sequence"),
 ])
 def test_untraced_post_training_is_a_clear_error(train, why):
     scn = {"model": dict(TINY), "task": "train", "hardware": {"gpu": "h100-sxm", "count": 1}, "train": train}

@@ -276,6 +276,8 @@ def test_preference_scenario_reads_the_stated_settings():
     t = scn["train"]
     assert (t["objective"], t["seq_len"], t["micro_batch"], t["global_batch"]) == ("dpo", 16384, 1, 16)
     assert (t["reference"], t["recompute"], t["compile"]) == ("precomputed", "full", True)
+    # concatenated_forward_olmo with packing joins chosen and rejected with torch.cat(dim=-1): one 32,768-token row
+    assert t["pair_concat"] == "sequence"
     assert scn["framework"] == "torchtitan" and scn["parallel"]["zero"] == 3 and scn["parallel"]["dp"] == 16
     assert scn["hardware"] == {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8}
 
@@ -286,6 +288,7 @@ def test_preference_scenario_reads_the_document_length():
     row = {x["id"]: x for x in _pref_rows()}["OI01"]
     assert row["mean_document_len"] == "" and "document_len" not in vg.preference_scenario(row)["train"]
     assert vg.preference_scenario(dict(row, mean_document_len="1684"))["train"]["document_len"] == 1684
+    assert "pair_concat" not in vg.preference_scenario(dict(row, pair_concat=""))["train"]     # TRL's default
 
 
 def test_preference_scenario_refuses_a_non_preference_objective():

@@ -192,6 +192,7 @@ _LONGER = Field(False, description="allow a sequence longer than the model's con
 TrainObjective = Literal["sft", "dpo", "ipo", "kto", "orpo", "simpo", "distill", "reward", "grpo", "ppo", "rloo"]
 RL_OBJECTIVES = ("grpo", "ppo", "rloo")
 REFERENCE_OBJECTIVES = ("dpo", "ipo", "kto")       # a frozen reference model's log-probs are in the loss
+PAIR_OBJECTIVES = ("dpo", "ipo", "orpo", "simpo")  # a chosen and a rejected sequence per example, both through the LM
 
 
 class RL(_Strict):
@@ -306,6 +307,12 @@ class Train(_Strict):
         "seq_len-token row, each attending only to itself (flash-attention varlen cu_seqlens, flex or Transformer "
         "Engine document masks); attention is priced per document, the linear layers on all the row's tokens; "
         "default none = attention spans the whole row (docs/speed.md §1)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    pair_concat: Literal["batch", "sequence"] = Field("batch", description=(
+        "dpo, ipo, orpo, simpo: how the chosen and rejected sequences of a pair go through the policy. batch (TRL's "
+        "concatenated_forward: two seq_len-token rows); sequence (open-instruct's OLMo-core DPO with packing, "
+        "concatenated_forward_olmo: one row of 2 x seq_len tokens, attention causal across both sides unless "
+        "document_len separates the documents). The same tokens through the linear layers; attention spans "
+        "2 x seq_len (docs/posttrain.md). A description of the run: no generated launch file sets it"))
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
     recompute: Recompute = Field("none", description=(
@@ -941,6 +948,10 @@ def _check_posttrain(scn: "Scenario") -> None:
     if t.reference == "base" and t.method == "full":
         raise ValueError("train.reference = base means the LoRA base with adapters disabled; train.method is full "
                          "(no adapters): use reference: copy or precomputed")
+    if t.pair_concat != "batch" and obj not in PAIR_OBJECTIVES:
+        raise ValueError(f"train.pair_concat = {t.pair_concat} joins a chosen and a rejected sequence into one row, "
+                         f"but objective {obj} has no such pair (pair objectives: {', '.join(PAIR_OBJECTIVES)}); "
+                         "remove train.pair_concat")
     if t.rl is not None and obj not in RL_OBJECTIVES:
         raise ValueError(f"train.rl is set but train.objective is {obj}; rl settings apply to grpo, ppo, rloo")
     if obj not in RL_OBJECTIVES:

@@ -73,7 +73,10 @@ def _length(scn: Any, model: Any = None) -> tuple[str, int]:
     if scn.is_training:
         if (scn.train.target_len or 0) > scn.train.seq_len:
             return "train.target_len", scn.train.target_len
-        return "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)"), scn.train.seq_len
+        what = "train.seq_len" + ("" if "seq_len" in scn.train.model_fields_set else " (default)")
+        if scn.train.pair_concat == "sequence":     # the pair joined into one row: positions run to 2 x seq_len
+            return f"2 x {what} (train.pair_concat: sequence)", 2 * scn.train.seq_len
+        return what, scn.train.seq_len
     inf = scn.infer
     total = inf.prompt_len + inf.output_len
     if getattr(model, "is_encoder_decoder", False):
@@ -137,7 +140,10 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
         given = data.get("train") or {}
         tr = {**Train().model_dump(), **given}
         what = "train.seq_len" + ("" if "seq_len" in given else " (default)")
-        return tuple(context_rules(model, what, tr["seq_len"], training=True, allowed=tr["allow_longer_context"],
+        tokens = tr["seq_len"]
+        if tr.get("pair_concat") == "sequence":     # the pair joined into one row (as `_length`)
+            what, tokens = f"2 x {what} (train.pair_concat: sequence)", 2 * tokens
+        return tuple(context_rules(model, what, tokens, training=True, allowed=tr["allow_longer_context"],
                                    pretraining=data.get("task", "train") == "train"))
     inf = {**Infer().model_dump(), **(data.get("infer") or {})}
     total = inf["prompt_len"] + inf["output_len"]
@@ -256,8 +262,9 @@ def _document_rules(scn: Any, model: Any) -> list[str]:
                          "Transformer Engine's fused attention (THD format); its own DotProductAttention refuses "
                          "packed_seq_params.", "use attention: flash (Transformer Engine), or remove document_len.")
     if t.attention != "flash":
+        from .estimate.flops import row_len
         return [f"train.document_len with attention {t.attention}: the documents are masked apart (a block-diagonal "
-                f"mask, as transformers builds it from the position_ids), but every score of the {t.seq_len:,}-token row is still "
+                f"mask, as transformers builds it from the position_ids), but every score of the {row_len(t):,}-token row is still "
                 "computed, so attention is priced over the whole row" + (" and its scores are kept whole"
                                                                          if t.attention == "eager" else
                                                                          "; the [s, s] mask itself is not counted")
@@ -265,8 +272,18 @@ def _document_rules(scn: Any, model: Any) -> list[str]:
     return []
 
 
+def _pair_rules(scn: Any, model: Any) -> None:
+    """train.pair_concat: sequence joins a pair into one decoder row: no such row in an encoder-decoder."""
+    t = scn.train if scn.is_training else None
+    if t is not None and t.pair_concat == "sequence" and model.is_encoder_decoder:
+        raise InputError("train.pair_concat = sequence", f"joins the chosen and rejected sequences into one decoder "
+                         f"row; {model.name} is an encoder-decoder (each target is decoded against its own encoder "
+                         "input).", "remove train.pair_concat (the pair then goes in the batch).")
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
+    _pair_rules(scn, model)
     _encdec_rules(scn, model)
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)

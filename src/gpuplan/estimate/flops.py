@@ -47,6 +47,14 @@ def lora_adapter_params(model: ModelSpec, rank: int) -> float:
                      for b in model.linear_blocks))
 
 
+def row_len(train: Any) -> int:
+    """Tokens of one row through the model: train.seq_len, or, with a preference pair joined on the sequence axis
+    (train.pair_concat: sequence; open-instruct's `concatenated_forward_olmo` with packing, torch.cat(dim=-1) of
+    the chosen and rejected packs, allenai/open-instruct@ee0c4608 open_instruct/dpo_utils.py), both sides:
+    2 x seq_len. Both layouts run the same tokens through the linear layers."""
+    return train.seq_len * (2 if getattr(train, "pair_concat", "batch") == "sequence" else 1)
+
+
 def attention_span(train: Any) -> int:
     """Tokens a training sequence's attention spans: the row (train.seq_len), or, for rows packed with documents
     that attend only to themselves (train.document_len), the document, where the kernel computes each document's
@@ -58,9 +66,12 @@ def attention_span(train: Any) -> int:
     Stacks that only mask compute the whole row: transformers' sdpa and eager paths get a block-diagonal
     [s, s] mask from the position_ids (masking_utils.py `find_packed_sequence_indices`,
     `packed_sequence_mask_function`, huggingface/transformers@00c4411c) and eager_attention_forward adds it to
-    the full Q·K^T, so they stay at the row (attention sdpa / eager)."""
-    d = getattr(train, "document_len", None)
-    return min(d, train.seq_len) if d and train.attention == "flash" else train.seq_len
+    the full Q·K^T, so they stay at the row (attention sdpa / eager).
+    The row is `row_len`: a pair joined on the sequence axis attends across both sides (2 x seq_len) unless
+    document_len separates the documents (open-instruct passes doc_lens since #1670, 7aa1712f: each side's
+    documents, so the span is then the document, as for any packed row)."""
+    d, row = getattr(train, "document_len", None), row_len(train)
+    return min(d, row) if d and train.attention == "flash" else row
 
 
 def attention_flops_per_token_forward(model: ModelSpec, seq_len: int, causal: bool = True) -> float:

@@ -12,6 +12,10 @@ a785283c, trl/trainer/dpo_trainer.py unless named; docs/posttrain.md has the ful
 - DPO/IPO concatenate chosen and rejected into one batch ([chosen, rejected], `_compute_loss`
   L1353: `logps.chunk(2)`): the policy's forward and backward see 2 sequences per pair. IPO is the
   same trainer with `loss_type="ipo"` (L1440).
+- train.pair_concat: sequence (not TRL: open-instruct's OLMo-core DPO with packing, `concatenated_forward_olmo`,
+  allenai/open-instruct@ee0c4608 open_instruct/dpo_utils.py) joins chosen and rejected on the sequence axis
+  (torch.cat(dim=-1)): the policy pass is then micro_batch rows of 2 x seq_len tokens (`policy_scenario`),
+  the same tokens, attention over the joined row (flops.py `row_len`, `attention_span`).
 - The reference: `ref_model=None` with a PEFT model or with `precompute_ref_log_probs` keeps no
   reference (L893-898); PEFT disables the adapters for the reference forward (`use_adapter`, L1374);
   otherwise a second model is loaded in the model's dtype and prepared like the policy (ZeRO-3 /
@@ -103,11 +107,17 @@ def shape(scn: Scenario) -> ObjectiveShape:
 
 def policy_scenario(scn: Scenario, sequences: int | None = None) -> Scenario:
     """The SFT scenario whose step is the policy's pass: `sequences` per example (default the
-    objective's), so micro_batch and global_batch count sequences, not examples."""
+    objective's), so micro_batch and global_batch count sequences, not examples. A pair joined on the
+    sequence axis (train.pair_concat: sequence) is one row of `row_len` = 2 x seq_len tokens per example:
+    the same tokens, half the rows, each attending across both sides (flops.py `attention_span`)."""
+    from .flops import row_len
     t = scn.train
     g = shape(scn).grad_sequences if sequences is None else sequences
+    row = row_len(t)
+    if row != t.seq_len:
+        g = g * t.seq_len // row
     upd: dict[str, Any] = {"objective": "sft", "reference": None, "teacher": None, "rl": None,
-                           "micro_batch": t.micro_batch * g}
+                           "micro_batch": t.micro_batch * g, "seq_len": row, "pair_concat": "batch"}
     if t.global_batch:
         upd["global_batch"] = t.global_batch * g
     return scn.model_copy(update={"train": t.model_copy(update=upd)})
@@ -167,6 +177,7 @@ def _add(phase: dict[str, float], **extra: float) -> dict[str, float]:
 
 def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShape, teacher: ModelSpec | None,
                   facts: dict[str, Any]) -> tuple[dict[str, dict[str, float]], list[str], float]:
+    from .flops import row_len
     from .memory import _train_components
     pol = policy_scenario(scn)
     phases, notes = _train_components(pol, model, stage)
@@ -217,7 +228,7 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
             pol_logits = pol_tokens * vocab * OUT_BYTES
             seq_logsoftmax = 0.0          # the fp32 branch reduces row by row with logsumexp
         else:
-            seq_logsoftmax = scn.train.seq_len / scn.parallel.cp * vocab * low   # one row of selective_log_softmax
+            seq_logsoftmax = row_len(scn.train) / scn.parallel.cp * vocab * low   # one row of selective_log_softmax
             ref_logits = ref_tokens * vocab * low
             pol_logits = loss_block if loss_block is not None else pol_tokens * vocab * low
         facts["reference_logits_bytes"] = int(ref_logits)
@@ -232,7 +243,8 @@ def _stage_phases(scn: Scenario, model: ModelSpec, stage: str, sh: ObjectiveShap
         pol_tokens = _tokens_rank(scn, sh.grad_sequences)
         vocab = _vocab_rank(scn, model)
         ref_logits = _tokens_rank(scn, sh.reference_at_once) * vocab * OUT_BYTES
-        copy = pol_tokens * (scn.train.seq_len - 1) / scn.train.seq_len * vocab * OUT_BYTES
+        row = row_len(scn.train)                     # the shift drops one position per row
+        copy = pol_tokens * (row - 1) / row * vocab * OUT_BYTES
         chunks = 3 * ENTROPY_CHUNK_ROWS * vocab * OUT_BYTES
         facts["metrics_logits_copy_bytes"] = int(copy)
         phases["loss_metrics"] = dict(phases["backward"], logits=pol_tokens * vocab * OUT_BYTES + ref_logits + copy
@@ -326,7 +338,11 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
     for stage in stages(scn.parallel.pp):
         facts: dict[str, Any] = {}
         phases, notes, cpu = _stage_phases(scn, model, stage, sh, teacher, facts)
-        if sh.grad_sequences > 1:
+        if scn.train.pair_concat == "sequence":
+            notes.insert(0, f"{sh.name}: chosen and rejected joined on the sequence axis (train.pair_concat: "
+                         f"sequence): {scn.train.micro_batch} row(s) of 2 x {scn.train.seq_len:,} tokens per "
+                         "micro-step, the same tokens as two rows; attention spans the joined row")
+        elif sh.grad_sequences > 1:
             notes.insert(0, f"{sh.name}: chosen and rejected sequences go through the policy together: "
                          f"{sh.grad_sequences} x micro_batch = {scn.train.micro_batch * sh.grad_sequences} "
                          "sequences per micro-step")

@@ -57,6 +57,14 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
                                "the files written for this engine do not pack documents that attend only to "
                                "themselves.", "remove train.document_len, or use one of: "
                                + ", ".join(_PACKING_ENGINES) + " (SFT).")
+    if t is not None and t.pair_concat == "sequence":
+        # TRL's DPO/ORPO/CPO trainers (the preference files written here) concatenate the pair on the batch axis;
+        # the sequence-axis join is open-instruct's OLMo-core DPO, not an engine gpuplan writes
+        raise UnsupportedError(f"launch engine '{engine}': train.pair_concat = sequence",
+                               "no engine gpuplan writes joins the chosen and rejected sequences into one row "
+                               "(TRL concatenates them on the batch axis); the field describes a run "
+                               "(open-instruct's OLMo-core DPO with packing) for its estimate.",
+                               "remove train.pair_concat to launch TRL's layout.")
     if engine == "torchrun":
         from . import torchrun as mod
     elif engine == "hf":

@@ -538,6 +538,11 @@ def _posttrain_setup(scenario, spec, cfg, model, param_dtype, attn, tracker, not
             "model on one GPU.",
             f"trace objective {', '.join(TRACED_OBJECTIVES)} with parallel dp = tp = 1, or estimate this scenario "
             "instead.")
+    if getattr(train, "pair_concat", "batch") == "sequence":
+        raise UnsupportedError("tracing train.pair_concat = sequence", "the trace runs TRL's step, which puts the "
+                               "chosen and rejected sequences in the batch; the joined row is open-instruct's "
+                               "OLMo-core forward, not traced here.",
+                               "trace with pair_concat: batch, or estimate this scenario instead.")
     vocab = cfg.get_text_config().vocab_size
     if objective == "grpo":
         rl = train.rl
