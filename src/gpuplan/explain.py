@@ -117,7 +117,8 @@ def _state_source(scn) -> str:
 
 def _shard_inputs(est, ts, divides: bool, what: str) -> list[Input]:
     p = est.scenario.parallel
-    return [Input("ZeRO stage, shard group n = dp x cp", f"stage {p.zero}, n = {ts.shard}"
+    group = "shard_group x cp" if p.replicas > 1 else "dp x cp"
+    return [Input(f"ZeRO stage, shard group n = {group}", f"stage {p.zero}, n = {ts.shard}"
                   + ("" if divides else f" ({what} not divided at this stage)"), SRC_ZERO)]
 
 
