@@ -85,7 +85,8 @@ def _describe(est) -> str:
             f"{s.infer.engine}, weights {s.infer.weights}, kv {s.infer.kv_cache}, {s.infer.concurrency} x "
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
     return (f"{est.model.name} · {s.task} ({what}) · {s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={p.tp} "
-            f"pp={p.pp} zero={p.zero} · framework {s.framework}")
+            f"pp={p.pp} zero={p.zero}" + (f" shard_group={p.shard_group}" if p.replicas > 1 else "")
+            + f" · framework {s.framework}")
 
 
 def _train_stage(est, stage: str | None = None):

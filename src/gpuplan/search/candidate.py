@@ -72,6 +72,8 @@ def layout_text(par: Mapping[str, Any], extra: Mapping[str, Any] = ()) -> str:
         bits.append(f"dp={par['dp']}")
     if par.get("zero"):
         bits.append(f"zero={par['zero']}")
+    if par.get("shard_group") and par.get("dp") not in (None, par["shard_group"]):
+        bits.append(f"shard_group={par['shard_group']}")
     if par.get("offload", "none") != "none":
         bits.append(f"offload={par['offload']}")
     bits.extend(f"{k}={v}" for k, v in dict(extra).items())
