@@ -568,6 +568,20 @@ smoke = pytest.mark.skipif(os.environ.get("GPUPLAN_LAUNCH_SMOKE") != "1", reason
 
 
 @smoke
+def test_fsdp2_script_runs_hsdp_on_cpu(tmp_path):
+    # hybrid sharding: FSDP over 2 ranks, 2 replicas, on the script's 2-D mesh
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    s, _ = scen("train8b")
+    write_launch(s.replace(hardware={"count": 4}, parallel={"dp": 4, "shard_group": 2}, train={"global_batch": 4}),
+                 "torchrun", tmp_path)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+                        "train_fsdp2.py", "--smoke"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step 2/2 loss" in r.stdout
+
+
+@smoke
 def test_fsdp2_script_runs_on_cpu(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
