@@ -199,3 +199,26 @@ def test_preference_row_oi06_reads_its_shard_degree():
         row = {r["id"]: r for r in csv.DictReader(fh)}["OI06"]
     par = vg.preference_scenario(row)["parallel"]
     assert (par["tp"], par["dp"], par["shard_group"]) == (2, 8, 4)
+
+
+# ---- measured with PyTorch: FSDP2 fully_shard on a 2-D fake mesh (gpuplan trace) ---------------------------------
+
+def test_traced_hsdp_peak_grows_by_the_unsharded_states_as_the_estimate_says():
+    """Qwen2.5-0.5B (494,032,768 parameters), torchtitan-style FSDP2 with fp32 master weights, one micro-batch:
+    at the optimizer-step peak each rank holds its fp32 master shard and AdamW's two fp32 moments, 12 bytes per
+    parameter over the shard group. Shard group 4 instead of all 16 ranks adds 12·P·(1/4 − 1/16) bytes, in the
+    traced peak (real fully_shard over a (dp_replicate, dp_shard) mesh) and in the estimate alike."""
+    pytest.importorskip("torch")
+    from gpuplan.trace import trace
+    q = {"model": "qwen2.5-0.5b", "task": "train", "framework": "torchtitan",
+         "hardware": {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8},
+         "parallel": {"zero": 3}, "train": {"seq_len": 512, "micro_batch": 1, "global_batch": 16, "attention": "sdpa"}}
+    hybrid = copy.deepcopy(q)
+    hybrid["parallel"]["shard_group"] = 4
+    hand = 12 * 494_032_768 * (1 / 4 - 1 / 16)
+    traced = trace(hybrid).peak_bytes - trace(q).peak_bytes
+    assert traced == pytest.approx(hand, rel=0.01)
+    states = ("weights", "gradients", "optimizer_states")
+    est = (sum(estimate(hybrid).memory.components[k] for k in states)
+           - sum(estimate(q).memory.components[k] for k in states))
+    assert est == pytest.approx(traced, rel=0.01)
