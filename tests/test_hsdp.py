@@ -90,6 +90,7 @@ def test_shard_group_within_a_node_shrinks_the_fsdp_collectives():
 @pytest.mark.parametrize("update, needles", [
     ({"parallel": {"zero": 3, "shard_group": 3}}, ("must divide", "dp = 16", "1, 2, 4, 8, 16")),
     ({"parallel": {"zero": 2, "shard_group": 8}}, ("zero is 2", "set zero: 3")),
+    ({"parallel": {"zero": 3, "shard_group": 1}}, ("shards nothing", "zero: 0")),
     ({"framework": "megatron", "parallel": {"zero": 3, "shard_group": 8}}, ("Megatron",)),
     ({"framework": "deepspeed", "parallel": {"zero": 3, "shard_group": 8, "offload": "optimizer"}}, ("MiCS", "offload")),
     ({"task": "infer", "train": None, "parallel": {"shard_group": 8}}, ("task infer",)),

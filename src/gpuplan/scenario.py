@@ -860,6 +860,11 @@ def _check_shard_group(scn: "Scenario", dp: int) -> None:
                          f"groups of equal size): use one of {divs}, or remove shard_group")
     if g == dp:
         return
+    if g == 1 and p.cp == 1:
+        # accelerate's ParallelismConfig refuses FSDP2 with dp_shard_size 1 ("no dimension for FSDP to shard
+        # across"), and torchtitan runs DDP for a replicate-only mesh
+        raise ValueError(f"{head} shards nothing: every rank holds the whole model, which is plain data "
+                         "parallelism; set zero: 0 (DDP) and remove shard_group, or use a group of 2 or more")
     if scn.framework == "megatron":
         raise ValueError(f"{head}: Megatron's distributed optimizer has no ZeRO-3 hybrid shard here; use framework "
                          "torchtitan, hf or deepspeed, or remove shard_group")
