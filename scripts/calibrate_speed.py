@@ -486,6 +486,16 @@ def blackwell_fp4_prior(P: dict) -> float:
     return measured_gemm_prior(P, "b200", "fp4")
 
 
+
+
+def grouped_gemm_rows_half_prior() -> float:
+    """Start value of the grouped-expert-GEMM row constant d0_M, and its value wherever no TensorRT-LLM MoE row is
+    left to fit it (leave-one-source-out): the measured curve, not d0 (estimate.moe.measured_rows_half: DeepGEMM's
+    grouped-GEMM rates, about 112 rows)."""
+    from gpuplan.estimate.moe import measured_rows_half
+    return measured_rows_half()
+
+
 # the sequence length at which a published forward kernel's rate stands for a packed prefill step: the plateau of
 # cuDNN's B200 forward (attention_kernels.csv: 1198 TFLOP/s at 8k, 1350 at 16k, 1430-1448 at 32k-64k, batch 1),
 # whose shorter points are one under-occupied sequence, not a step of many packed prompts
@@ -580,8 +590,9 @@ def write_doc(table, stats, P) -> None:
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
               "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
               "run the FP8 context FMHA at FlashAttention-3's published FP8/BF16 forward ratio on top, docs/speed.md §3.14).",
-              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on prompt-chunk "
-              "expert GEMMs; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
+              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on the expert GEMMs, "
+              "at TensorRT-LLM's tile-padded rows, decode steps included (docs/speed.md §3.17); prior 112.5 from DeepGEMM's "
+              "grouped-GEMM curve; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
               "attention data parallel 8 + expert parallel 8 (`DEP8`), with the attention-DP imbalance E[max of ep Poisson(λ)]/λ.",
               "- KV capacity of vLLM/SGLang/TensorRT-LLM rows: the memory engine's pool (`limits.kv_tokens`).",
               "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
@@ -646,10 +657,11 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
         (("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P), 0.5, 4.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
     ])
-    # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
-    #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
+    # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: DeepGEMM's measured
+    #    grouped-GEMM curve), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP); TensorRT-LLM's tile
+    #    padding and the fused MoE step's memory passes are priced apart (estimate/moe.py)
     moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
-    P = fit(moe_fit, P, [(("matmul_rows_half",), P["matmul_dim_half"], 50.0, 8192.0, True)])
+    P = fit(moe_fit, P, [(("matmul_rows_half",), grouped_gemm_rows_half_prior(), 50.0, 8192.0, True)])
     P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
     P["provenance"] = {
         "script": "scripts/calibrate_speed.py",

@@ -227,6 +227,8 @@ def preference_scenario(row: dict) -> dict:
              "compile": row["compile"] == "true", "reference": row["reference"],
              # a 16k packed row on a 4k-context model: the source trains past max_position_embeddings (RoPE)
              "allow_longer_context": True}
+    if row.get("mean_document_len"):    # packed rows whose documents the model sees apart (varlen / doc_lens)
+        train["document_len"] = int(row["mean_document_len"])
     return {"model": row["model"], "task": "finetune", "framework": PREFERENCE_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": gpus, "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "zero": int(row["zero"]),

@@ -151,11 +151,16 @@ def _med(errs: list[float]) -> str:
     return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
 
 
-def offline_check(rows: list[dict]) -> None:
+def offline_check(rows: list[dict], server_capacity: dict[str, float] | None = None) -> None:
     """MLPerf rows whose source also ran the Offline scenario on the same system: the predicted Offline
     throughput (the source's Offline batch, all requests queued) against the measured one tests the
     capacity alone; the Server run at the same share of the *predicted* Offline throughput as it ran at of
     the measured one then tests the latency model near saturation with that capacity error taken out.
+    With `server_capacity` (row id -> predicted Server capacity, whole system) it also prints the
+    Server-only gap: the measured valid Server rate as a share of the measured Offline throughput against
+    the predicted Server capacity as a share of the predicted Offline throughput. NVIDIA's harness streams
+    one response per token per request in Server and none in Offline (main_llm.cc: mIsStreaming =
+    streaming && scenario != "Offline"), a cost gpuplan does not price.
     Diagnostic only: nothing is fitted or changed by it."""
     if not rows:
         return
@@ -180,9 +185,41 @@ def offline_check(rows: list[dict]) -> None:
               f"{s['tpot_s']['mean'] * 1e3:.1f} ms (measured {float(row['tpot_ms']):.1f}), "
               f"{s['mean_in_system']:.0f} requests in a replica (measured, Little's law: "
               f"{float(row['requests_per_s']) / n * (float(row['ttft_ms']) + (float(row['output_mean_tokens']) - 1) * float(row['tpot_ms'])) / 1e3:.0f})")
+        b, t, tpot = step_at_measured_batch(row)
+        print(f"  {row['id']} step at the measured batch ({b:.0f} running, Little's law): priced {t * 1e3:.1f} ms, "
+              f"measured TPOT {tpot * 1e3:.1f} ms ({100 * (t - tpot) / tpot:+.0f}%)")
+        if server_capacity and row["id"] in server_capacity:
+            cap = server_capacity[row["id"]]
+            print(f"  {row['id']} Server-only gap: measured valid Server rate / measured Offline {100 * share:.0f}%, "
+                  f"predicted Server capacity / predicted Offline {100 * cap / off:.0f}% (the Server run streams "
+                  f"every token, the Offline run none; not priced)")
 
 
 OFFLINE_REQUESTS = 20000     # per replica: enough that the fill-up and the drain are a small part of the run
+
+
+def step_at_measured_batch(row: dict) -> tuple[float, float, float]:
+    """The step the measured Server run took, priced by gpuplan at that run's own operating point, which takes the
+    queueing out (near saturation a few per cent of step cost decide a factor of two in the batch). Little's law
+    on the measured means gives the replica's running batch B = rate per replica x (TTFT + (output - 1) x TPOT);
+    each of them decodes at the mean context of a running request (input + the length-biased half of the output,
+    under the script's output-length assumption), and the prompts arriving during one measured TPOT ride in the
+    step (whole, unchunked, as the harness runs them). Returns (B, priced step s, measured TPOT s).
+    Diagnostic only."""
+    from gpuplan.estimate.speed import serving_model
+    n = replicas(row)
+    rate = float(row["requests_per_s"]) / n
+    ttft, tpot = float(row["ttft_ms"]) / 1e3, float(row["tpot_ms"]) / 1e3
+    out, inp = float(row["output_mean_tokens"]), float(row["input_mean_tokens"])
+    batch = rate * (ttft + (out - 1) * tpot)
+    context = inp + out * (1 + SHAREGPT_CV["output"] ** 2) / 2
+    r = pipeline.resolve(scenario(row))
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                       memory=pipeline.memory(r))
+    prompts = rate * tpot
+    t = sv.decode_step(batch, context)["time"] + prompts * sv.prefill_chunk(inp, compute_only=True,
+                                                                            riding_with=batch)
+    return batch, t, tpot
 
 
 PER_SEQ_GRID_S = (0.0, 5e-6, 10e-6, 20e-6, 40e-6, 80e-6)
@@ -439,9 +476,11 @@ def main(argv: list[str] | None = None) -> int:
         # times the replicas). Scored apart from the TTFT/TPOT medians above (a capacity, not a latency).
         print("\nMLPerf Server: highest rate meeting the p99 TTFT/TPOT constraints (whole system = replicas x one "
               "replica's), and the input-length sensitivity of the mean TTFT/TPOT (input mean not published)")
+        server_capacity = {}
         for row in slo_rows:
             s = predict(row, search=True)
             n = replicas(row)
+            server_capacity[row["id"]] = s["capacity_per_s"] * n
             got = (s.get("max_rate_meeting_slo_per_s") or 0.0) * n
             meas = float(row["measured_max_rate_per_s"])
             sens = []
@@ -452,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: predicted {got:6.1f} req/s, measured (valid) "
                   f"{meas:6.1f} req/s  {100 * (got - meas) / meas:+5.0f}%   capacity {s['capacity_per_s'] * n:.1f} req/s; "
                   + "; ".join(sens))
-        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")])
+        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")], server_capacity)
     if a.per_seq_diagnostic:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.frontend_ceiling_diagnostic:

@@ -43,3 +43,18 @@ def test_a_wrong_value_in_the_file_is_refused_even_when_a_flag_overrides_it(tmp_
     rc = main(["estimate", path, "--count", "2"])
     err = capsys.readouterr().err
     assert rc == 2 and "count" in err and "s.yaml" in err
+
+
+def test_serve_from_flags_alone_is_an_inference_question(tmp_path, capsys):
+    # `gpuplan serve --model M --gpu G` with no file and no --task: the command names the task
+    rc = main(["serve", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0, out
+    assert out["result"]["performance"]["tpot_s"] > 0
+    # a task the user did state still wins, and the mismatch is refused as before
+    rc = main(["serve", "--model", "qwen2.5-0.5b", "--gpu", "l4", "--task", "finetune"])
+    assert rc == 2 and "needs task: infer" in capsys.readouterr().err
+    # a file with a training task is not silently turned into serving
+    path = _write(tmp_path, "model: qwen2.5-0.5b\ntask: finetune\nhardware: {gpu: l4}\n")
+    rc = main(["serve", path])
+    assert rc == 2 and "needs task: infer" in capsys.readouterr().err

@@ -280,6 +280,14 @@ def test_preference_scenario_reads_the_stated_settings():
     assert scn["hardware"] == {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8}
 
 
+def test_preference_scenario_reads_the_document_length():
+    """mean_document_len -> train.document_len; OI01 leaves it empty: open-instruct's OLMo-core forward at ee0c4608
+    got no doc_lens (dpo_utils.concatenated_forward_olmo calls model(input_ids)), so attention spans the row."""
+    row = {x["id"]: x for x in _pref_rows()}["OI01"]
+    assert row["mean_document_len"] == "" and "document_len" not in vg.preference_scenario(row)["train"]
+    assert vg.preference_scenario(dict(row, mean_document_len="1684"))["train"]["document_len"] == 1684
+
+
 def test_preference_scenario_refuses_a_non_preference_objective():
     row = dict({x["id"]: x for x in _pref_rows()}["OI01"], objective="grpo")
     try:

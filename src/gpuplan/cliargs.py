@@ -42,6 +42,7 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "method": ("train", "method", str, None, None), "precision": ("train", "precision", str, None, None),
     "optimizer": ("train", "optimizer", str, None, None), "seq_len": ("train", "seq_len", int, 1, MAX_TOKENS_IN_SEQ),
     "target_len": ("train", "target_len", int, 1, MAX_TOKENS_IN_SEQ),
+    "document_len": ("train", "document_len", int, 1, MAX_TOKENS_IN_SEQ),
     "micro_batch": ("train", "micro_batch", int, 1, 65536),
     "global_batch": ("train", "global_batch", int, 1, MAX_TOKENS_IN_SEQ),
     "recompute": ("train", "recompute", str, None, None), "attention": ("train", "attention", str, None, None),
@@ -245,8 +246,9 @@ def partial_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return scenario_data_from_args(args, base)
 
 
-def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
-    """A Scenario from the positional file plus flag overrides."""
+def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True, default_task: str | None = None):
+    """A Scenario from the positional file plus flag overrides; `default_task` where neither names a task
+    (`gpuplan serve --model ... --gpu ...` is an inference question)."""
     from .inputs import read_mapping_file, short_path
     from .scenario import scenario_from_dict
     base: dict[str, Any] = {}
@@ -260,6 +262,8 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True):
         if any(getattr(args, f, None) is not None for f in getattr(args, "_scenario_flags", ())):
             source += " with flags"
     data = scenario_data_from_args(args, base)
+    if default_task and not data.get("task"):
+        data["task"] = default_task
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):
         raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
     data.setdefault("hardware", {})

@@ -548,11 +548,11 @@ def _step_time(est) -> Explanation:
 
 def _mfu(est) -> Explanation:
     _needs(est, True, "speed.mfu")
-    from .estimate.flops import training_flops_per_token
+    from .estimate.flops import attention_span, training_flops_per_token
     from .estimate.speed import peak_flops
     scn, perf = est.scenario, est.performance
     t = scn.train
-    fl = training_flops_per_token(est.model, t.seq_len, "none", t.method, t.lora_rank)
+    fl = training_flops_per_token(est.model, attention_span(t), "none", t.method, t.lora_rank)
     dtype = "fp32" if t.precision == "fp32" else ("fp8" if t.precision == "fp8" else "bf16")
     peak = peak_flops(est.gpu, dtype)
     formula = ["MFU = model FLOPs per token x tokens/s per GPU ÷ the GPU's dense peak",

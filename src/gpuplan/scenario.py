@@ -319,6 +319,11 @@ class Train(_Strict):
     target_len: int | None = _num(None, "encoder-decoder models: target (decoder) tokens per sequence; seq_len is "
                                   "then the input (encoder) length; default: seq_len", lo=1, hi=MAX_TOKENS_LEN,
                                   unit="tokens")
+    document_len: int | None = _num(
+        None, "packed rows (padding-free / sample packing): mean tokens of the documents packed into each "
+        "seq_len-token row, each attending only to itself (flash-attention varlen cu_seqlens, flex or Transformer "
+        "Engine document masks); attention is priced per document, the linear layers on all the row's tokens; "
+        "default none = attention spans the whole row (docs/speed.md §1)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     micro_batch: int = _num(1, "sequences per GPU per micro-step", lo=1, hi=MAX_BATCH)
     global_batch: int | None = _num(None, "sequences per optimizer step", lo=1, hi=MAX_BATCH)
     recompute: Recompute = Field("none", description=(
@@ -390,6 +395,19 @@ class Train(_Strict):
         if self.optimizer == "galore" and self.method != "full":
             raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
                              "the adapters train (use method: full with galore, or adamw for LoRA)")
+        return self
+
+    @model_validator(mode="after")
+    def _documents_fit_row(self):
+        d = self.document_len
+        if d is None:
+            return self
+        if d > self.seq_len:
+            raise ValueError(f"train.document_len = {d} is longer than the packed row, train.seq_len = {self.seq_len} "
+                             "(set document_len <= seq_len, or remove it: attention then spans the whole row)")
+        if self.objective in RL_OBJECTIVES:
+            raise ValueError(f"train.document_len packs documents into rows; objective {self.objective} packs its "
+                             "generated sequences itself (use train.rl.packing, or remove document_len)")
         return self
 
 
@@ -509,7 +527,10 @@ class Infer(_Strict):
     concurrency: int = _num(1, "requests in flight", lo=1, hi=MAX_BATCH)
     beam_width: int = _num(1, "beam search: beams per request (HF generate num_beams, vLLM BeamSearchParams."
                            "beam_width); 1 = greedy/sampling", lo=1, hi=1024)
-    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
+    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes (vLLM --gpu-memory-utilization, "
+                                         "SGLang --mem-fraction-static); TensorRT-LLM: free_gpu_memory_fraction, the "
+                                         "share of the memory still free after the model loads that its KV pool "
+                                         "takes", lo=0, hi=1, open_lo=True)
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     cuda_graph_batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=MAX_BATCH)]], Field(max_length=MAX_LIST)] | None = \

@@ -240,6 +240,31 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                          "llama.cpp's T5 path are not modelled).", "use engine: hf.")
 
 
+def _document_rules(scn: Any, model: Any) -> list[str]:
+    """train.document_len (documents packed into a row, each attending only to itself) where the stack has it."""
+    t = scn.train if scn.is_training else None
+    if t is None or t.document_len is None:
+        return []
+    field = f"train.document_len = {t.document_len}"
+    if model.is_encoder_decoder:
+        raise InputError(field, f"packs documents into one decoder row; {model.name} is an encoder-decoder (its input "
+                         "and target are separate sequences).", "remove train.document_len.")
+    if scn.framework == "megatron" and t.attention != "flash":
+        # megatron/core/transformer/dot_product_attention.py (Megatron-LM@d98e8a64): `assert packed_seq_params is
+        # None, "Packed sequence is not supported by DotProductAttention..."`: packed rows need TE's THD attention
+        raise InputError(field, f"with attention {t.attention}: Megatron runs packed sequences only through "
+                         "Transformer Engine's fused attention (THD format); its own DotProductAttention refuses "
+                         "packed_seq_params.", "use attention: flash (Transformer Engine), or remove document_len.")
+    if t.attention != "flash":
+        return [f"train.document_len with attention {t.attention}: the documents are masked apart (a block-diagonal "
+                f"mask, as transformers builds it from the position_ids), but every score of the {t.seq_len:,}-token row is still "
+                "computed, so attention is priced over the whole row" + (" and its scores are kept whole"
+                                                                         if t.attention == "eager" else
+                                                                         "; the [s, s] mask itself is not counted")
+                + "; attention: flash (flash-attention varlen) computes each document alone"]
+    return []
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _encdec_rules(scn, model)
@@ -247,6 +272,7 @@ def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     _layout_rules(scn, model)
     notes += _ssm_rules(scn, model)
     notes += _context_rules(scn, model)
+    notes += _document_rules(scn, model)
     inf = getattr(scn, "infer", None)
     if inf is not None and inf.num_scheduler_steps > 1 and inf.load is None:
         notes.append(f"infer.num_scheduler_steps {inf.num_scheduler_steps} (vLLM V0 multi-step) is simulated under "

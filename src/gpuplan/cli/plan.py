@@ -313,7 +313,7 @@ def _check_task(command: str, scn) -> None:
 def cmd_speed(args: argparse.Namespace) -> int:
     from .. import pipeline
     from ..plot import plot_path, write_plot
-    scn = scenario_from_args(args)
+    scn = scenario_from_args(args, default_task="infer" if args.command == "serve" else None)
     _check_task(args.command, scn)
     if args.command == "serve":
         scn = _with_load(args, scn)

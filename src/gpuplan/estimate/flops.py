@@ -15,7 +15,7 @@ Conventions
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..models import ModelSpec
 
@@ -45,6 +45,22 @@ def lora_adapter_params(model: ModelSpec, rank: int) -> float:
     """Adapter parameters touched per token with all-linear targets: r·(in+out) per decoder linear."""
     return float(sum(rank * (b.linear[0] + b.linear[1]) * b.count * b.active_fraction
                      for b in model.linear_blocks))
+
+
+def attention_span(train: Any) -> int:
+    """Tokens a training sequence's attention spans: the row (train.seq_len), or, for rows packed with documents
+    that attend only to themselves (train.document_len), the document, where the kernel computes each document's
+    own causal triangle and skips the rest: flash-attention's varlen kernels on cu_seqlens (transformers'
+    padding-free path, open-instruct's and TRL's collators, Axolotl's multipack), flex attention's block mask
+    (torchtitan's document masking) and Transformer Engine's THD packed format (Megatron). The row of s tokens
+    then costs s/d documents x d(d+1)/2 query-key pairs, i.e. s(d+1)/2 instead of s(s+1)/2, as RL's packed passes
+    are priced (rl.py `_packed`: attention at the packed sequences' length, the linears on all the tokens).
+    Stacks that only mask compute the whole row: transformers' sdpa and eager paths get a block-diagonal
+    [s, s] mask from the position_ids (masking_utils.py `find_packed_sequence_indices`,
+    `packed_sequence_mask_function`, huggingface/transformers@00c4411c) and eager_attention_forward adds it to
+    the full Q·K^T, so they stay at the row (attention sdpa / eager)."""
+    d = getattr(train, "document_len", None)
+    return min(d, train.seq_len) if d and train.attention == "flash" else train.seq_len
 
 
 def attention_flops_per_token_forward(model: ModelSpec, seq_len: int, causal: bool = True) -> float:

@@ -12,6 +12,8 @@ Pure functions of counts; the speed engine (speed.py) turns bytes into time and 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import lru_cache
 
 
 def permute_passes_per_row(top_k: int, local_experts: float, ep: int) -> float:
@@ -171,3 +173,125 @@ def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_
     intra = (g - 1) * p_rank * (1.0 + max(0.0, nodes - 1.0))
     inter = max(0.0, nodes - 1.0) * p_node
     return intra, inter
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving: the fused MoE step of an inference engine (what one MoE layer of a forward does around and
+# inside its two grouped expert GEMMs)
+
+
+@dataclass(frozen=True)
+class ServingMoeKernel:
+    """How an engine runs one MoE layer of a serving forward.
+
+    tile_rows: the smallest M tile of the grouped GEMMs, where the engine's kernels fix it. Each expert's rows form
+    their own GEMM problem, computed in whole tiles, so an expert with x rows costs ceil(x / tile) tiles.
+    The memory-bound kernels around the GEMMs are `fused_moe_pass_bytes`."""
+    name: str
+    tile_rows: dict[tuple[str, str], int]   # (GPU kernel family, GEMM input dtype class) -> smallest M tile
+
+    def tile_for(self, kernel_family: str, act_dtype: str) -> int | None:
+        """The smallest M tile of the grouped GEMMs on this GPU for this activation format; None where the engine
+        may pick kernels with smaller tiles (or other code), so no padding is priced."""
+        return self.tile_rows.get((kernel_family, act_dtype))
+
+
+# TensorRT-LLM's PyTorch backend, CUTLASS fused MoE (the default `moe_backend` on Hopper and Blackwell):
+#   `CutlassFusedMoE.forward_chunk` (tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py
+#   @000a01de66f0eab4ab05640711f0253f50f5209c): "dynamic quant + routing(topK, etc.) [+ fp4_allgather] +
+#   scatter + gemm1 + swiglu + gemm2 + finalizeMoeRoute"; `CutlassMoeFCRunner::runMoe`, `gemm1`, `gemm2`
+#   (cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu @000dea273b339cd5074b3e9b03d5c2c1b10171ba):
+#   expandInputRowsKernel, the TMA warp-specialized grouped GEMM1 into a 16-bit intermediate, doActivation
+#   (SwiGLU + quantization of the GEMM2 input), GEMM2 into a 16-bit intermediate, finalizeMoeRoutingKernel.
+#   Grouped-GEMM tiles (cpp/tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp
+#   @0b53e94719f4bd566e9c75a7df32639a306dfec6): every SM90 grouped candidate has M = 128 or 256
+#   (`get_candidate_tiles_sm90`, GROUPED_GEMM), every SM100 FP4 grouped candidate too
+#   (`get_candidate_configs_sm100`, FP4_ONLY; the other SM100 grouped candidates have M >= 64 only with 2-SM
+#   clusters, M 64 1-SM tiles being among them: FP8 on SM100 is left unpadded). `MoeGemmRunner::dispatchToArch`
+#   (moe_gemm_template_dispatch.h @000a01de66f0eab4ab05640711f0253f50f5209c) runs FP8 on SM90 with those TMA
+#   warp-specialized kernels only ("No fallback FP8 implementation available"), while 16-bit experts may fall back to
+#   the SM80 kernels "because for some cases with small numbers of tokens SM80 is faster" (M tiles from 16), and
+#   W4A16 / W4A8 experts run mixed-input kernels of their own: only FP8 on Hopper and NVFP4 on data-centre Blackwell
+#   have 128 rows as the smallest tile an expert's rows fill.
+TRTLLM_CUTLASS_MOE = ServingMoeKernel("TensorRT-LLM CUTLASS fused MoE",
+                                      {("hopper", "fp8"): 128, ("blackwell-dc", "fp4"): 128})
+
+SERVING_MOE_KERNELS = {"trtllm": TRTLLM_CUTLASS_MOE}
+
+
+def serving_moe_kernel(engine: str) -> ServingMoeKernel | None:
+    """The fused-MoE step `engine` runs, where gpuplan prices its kernels; None: the grouped GEMMs alone."""
+    return SERVING_MOE_KERNELS.get(engine)
+
+
+@lru_cache(maxsize=8192)
+def padded_rows_per_expert(tokens: int, top_k: int, num_experts: int, tile: int) -> float:
+    """E[ceil(X / tile) · tile]: the rows one expert's grouped-GEMM problem computes, padding included, when
+    `tokens` tokens each pick `top_k` distinct experts of `num_experts` uniformly at random, so one expert's
+    row count X is Binomial(tokens, k/E). Summed over the pmf within 12 standard deviations of the mean
+    (log-pmf by lgamma); the rest of the mass is below 1e-30."""
+    n = int(tokens)
+    if n <= 0 or top_k <= 0 or num_experts <= 0 or tile <= 0:
+        return 0.0
+    p = min(1.0, top_k / num_experts)
+    if p >= 1.0:
+        return float(math.ceil(n / tile) * tile)
+    mean = n * p
+    sd = math.sqrt(n * p * (1.0 - p))
+    lo = max(0, int(math.floor(mean - 12.0 * sd - 1.0)))
+    hi = min(n, int(math.ceil(mean + 12.0 * sd + 1.0)))
+    log_p, log_q, log_nf = math.log(p), math.log1p(-p), math.lgamma(n + 1.0)
+    total = 0.0
+    for x in range(lo, hi + 1):
+        w = math.exp(log_nf - math.lgamma(x + 1.0) - math.lgamma(n - x + 1.0) + x * log_p + (n - x) * log_q)
+        total += w * math.ceil(x / tile)
+    return tile * total
+
+
+def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1_n: float, inter: float,
+                         in_bytes: float, out_bytes: float = 2.0, quantize_input: bool = True,
+                         output_tokens: float | None = None) -> float:
+    """HBM bytes of the memory-bound work of one MoE layer of TensorRT-LLM's CUTLASS fused MoE (sources at
+    TRTLLM_CUTLASS_MOE) for `tokens` tokens whose `routed_rows` (token, expert) pairs run on this GPU.
+    `in_bytes`: bytes per element of a GEMM input (NVFP4 0.5 + one FP8 scale per 16 elements; FP8 1;
+    16-bit 2), `out_bytes`: the 16-bit GEMM outputs; `gemm1_n`: GEMM1's width (2 x inter when gated).
+
+      dynamic quant   read each token's 16-bit hidden row, write it quantized         tokens x h x (2 + a)
+                      (FP8 / NVFP4 checkpoints only: `static_quantize_e4m3_per_tensor`, `fp4_quantize`)
+      expand (scatter) read a token's row once per routed copy, write the copy         rows x h x 2a
+      GEMM1           read its input rows, write the 16-bit intermediate                rows x (h·a + n1·o)
+      activation      read the intermediate, write the quantized GEMM2 input            rows x (n1·o + I·a)
+      GEMM2           read its input rows, write the 16-bit per-copy output             rows x (I·a + h·o)
+      finalize        read every copy's output, write one weighted sum per token        rows x h·o + tokens x h·o
+    Under attention DP the quantized tokens of every rank are gathered first (`fp4_allgather`) and the
+    finalize writes a row for each gathered token (`output_tokens`, before the reduce-scatter).
+    The GEMMs' weight reads are priced with the weights (touched experts); padding rows are computed but
+    neither read nor written (TMA bounds the problem at the expert's real rows)."""
+    a, o = in_bytes, out_bytes
+    out_tokens = tokens if output_tokens is None else output_tokens
+    per_token = hidden * ((2.0 + a) if quantize_input else 0.0)
+    per_row = hidden * 2.0 * a + (hidden * a + gemm1_n * o) + (gemm1_n * o + inter * a) + (inter * a + hidden * o) \
+        + hidden * o
+    return tokens * per_token + routed_rows * per_row + out_tokens * hidden * o
+
+
+@lru_cache(maxsize=1)
+def measured_rows_half() -> float:
+    """d0_M of a grouped expert GEMM as its kernel measures it: DeepGEMM's README (@a6d97a1) times FP8 grouped
+    GEMMs on an H800 at one shape for 256 ... 8192 rows per group (data/grouped_gemm_rows.csv). The row factor
+    is M / (M + d0_M) times a rate of its own, so d0_M minimises the squared log error, that rate taken in
+    closed form (the mean log ratio) at each d0_M of a fine logarithmic grid: about 112 rows. Every M there is a
+    multiple of the 128-row tile, so padding is not in it (padded_rows_per_expert prices it apart)."""
+    import csv
+    from importlib import resources
+
+    import numpy as np
+    text = resources.files("gpuplan.estimate").joinpath("data/grouped_gemm_rows.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    m = np.array([float(r["m_per_group"]) for r in rows])
+    log_rate = np.log([float(r["tflops_per_s"]) for r in rows])
+    grid = np.exp(np.linspace(np.log(1.0), np.log(1e5), 20001))
+    shape = np.log(m[None, :] / (m[None, :] + grid[:, None]))
+    resid = log_rate[None, :] - shape
+    sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(sse))])

@@ -364,13 +364,13 @@ def forward_seconds_per_token(base: PerformanceEstimate, scn_policy: Scenario, m
     at the efficiency the policy's own step runs: the step's compute time per hardware FLOP it executes,
     times the forward FLOPs (2 x active matmul params + attention core). An approximation: a forward-only
     pass has no backward GEMMs, whose efficiency differs a little."""
-    from .flops import training_flops_per_token
+    from .flops import attention_span, training_flops_per_token
     t = scn_policy.train
-    fl = training_flops_per_token(model, t.seq_len, t.recompute, t.method, t.lora_rank)
+    fl = training_flops_per_token(model, attention_span(t), t.recompute, t.method, t.lora_rank)
     hw_per_token = fl.model * (base.hfu / base.mfu) if base.mfu else fl.hardware
     tokens = base.details["tokens_per_step"]
     s_per_flop = base.breakdown["compute"] / (hw_per_token * tokens)
-    f = training_flops_per_token(fwd_model or model, t.seq_len)
+    f = training_flops_per_token(fwd_model or model, attention_span(t))
     return s_per_flop * (f.matmul_forward + f.attention_forward)
 
 
@@ -378,7 +378,7 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
                 network: Any = None, memory: Any = None, teacher: ModelSpec | None = None) -> PerformanceEstimate:
     """Step time of a preference / distillation / reward-model step: the policy's SFT step on its
     sequences, plus the no-grad forwards of the reference (and KTO's KL batch, the teacher)."""
-    from .flops import training_flops_per_token
+    from .flops import attention_span, training_flops_per_token
     from .speed import train_performance
     sh = shape(scn)
     pol = policy_scenario(scn)
@@ -389,7 +389,7 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     fwd = forward_seconds_per_token(base, pol, model)
     extra: dict[str, float] = {}
     extra_flops = 0.0
-    f_pol = training_flops_per_token(model, t.seq_len)
+    f_pol = training_flops_per_token(model, attention_span(t))
     if sh.reference_sequences:
         extra["reference_forward"] = fwd * per_example * sh.reference_sequences
         extra_flops += (f_pol.matmul_forward + f_pol.attention_forward) * per_example * sh.reference_sequences
@@ -399,10 +399,10 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     if sh.teacher:
         tspec = teacher if teacher is not None else teacher_spec(scn)
         extra["teacher_forward"] = forward_seconds_per_token(base, pol, model, tspec) * per_example
-        f_t = training_flops_per_token(tspec, t.seq_len)
+        f_t = training_flops_per_token(tspec, attention_span(t))
         extra_flops += (f_t.matmul_forward + f_t.attention_forward) * per_example
     saved = 0.0
-    fl = training_flops_per_token(model, t.seq_len, t.recompute, t.method, t.lora_rank)
+    fl = training_flops_per_token(model, attention_span(t), t.recompute, t.method, t.lora_rank)
     if not sh.lm_head:
         # no LM head: its matmul (2 V h per token forward; x3 with its weight gradient, x2 frozen) is gone
         head = 2.0 * model.vocab_size * model.hidden_size * (2.0 if t.method in ("lora", "qlora") else 3.0)

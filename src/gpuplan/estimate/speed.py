@@ -21,8 +21,8 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all
 from .engine_host import eager_issue_layer_s, engine_host, step_with_host
 from . import elementwise
 from . import encdec as encdec_flops
-from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapter_params, matmul_params_active,
-                    training_flops_per_token)
+from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span, lora_adapter_params,
+                    matmul_params_active, training_flops_per_token)
 from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
@@ -30,7 +30,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 reference_gpu)
 from .layout import grad_accum_steps
 from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
-                  permute_bytes)
+                  fused_moe_pass_bytes, measured_rows_half, padded_rows_per_expert, permute_bytes,
+                  serving_moe_kernel)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -398,7 +399,9 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
         return None
     kernel = _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
     scale = _kernel_scale(kernel, c.gpu, c.P)
-    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
+    # the kernel runs at the length it attends over: a packed row's documents (cu_seqlens), not the row
+    return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), attention_span(c.tr) / c.par.cp,
+                                                   scale)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
@@ -435,7 +438,7 @@ def _stream_share(c: _Train, b: Any) -> float:
 
 def _attention_time(c: _Train) -> float:
     tr = c.tr
-    attn_f = attention_flops_per_token_forward(c.model, tr.seq_len) * c.tokens / c.par.tp / c.par.pp
+    attn_f = attention_flops_per_token_forward(c.model, attention_span(tr)) * c.tokens / c.par.tp / c.par.pp
     if c.model.is_encoder_decoder:
         attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
             * tr.micro_batch / c.par.tp
@@ -822,9 +825,9 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
     t_mp, _ = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
-    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
-    f = training_flops_per_token(model, tr.seq_len)
+    f = training_flops_per_token(model, attention_span(tr))
     share = (f.matmul_forward + f.attention_forward) / fl.hardware if fl.hardware else 1.0 / 3.0
     t_compute, t_comm = share * t_compute_mb, share * t_mp
     fill = (par.pp - 1) / par.vpp * (t_compute + t_comm) if par.pp > 1 else 0.0
@@ -878,7 +881,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         notes.append(note)
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
-    fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank,
+    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
                                   shares=(c.rc.linear_share, c.rc.attention_share))
     if model.is_encoder_decoder:
         fl = encdec_training_flops(model, tr.seq_len, tr.target_len or tr.seq_len, tr.recompute, tr.method)
@@ -1112,6 +1115,9 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        # the engine's fused MoE step where it is priced kernel by kernel (moe.py: TensorRT-LLM's CUTLASS fused
+        # MoE): tile-padded grouped GEMMs at every step, decode included, and the memory-bound passes around them
+        self.moe_kernel = serving_moe_kernel(inf.engine) if model.is_moe and model.num_experts > 0 else None
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
         self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
         self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
@@ -1132,6 +1138,11 @@ class _Serving:
         self.kvb = kv_bytes(inf.kv_cache)
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
+        # the grouped GEMMs' smallest M tile where the engine's kernels fix it (None: no padding priced, and the row
+        # factor on prompt rows only, as for the engines whose MoE step is not read)
+        self.moe_tile = None
+        if self.moe_kernel is not None:
+            self.moe_tile = self.moe_kernel.tile_for(_kernel_family(gpu), _dtype_class(self.compute_dtype))
         self.bw = _bw(gpu) * _fam(P["memory"], self.fam) * self.eng["decode_bw_scale"]
         # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
         # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
@@ -1315,12 +1326,14 @@ class _Serving:
                     k_in /= self.tp
                 else:
                     n_out /= self.tp
-            m_eff = 1.0
+            m_eff, pad = 1.0, 1.0
             if b.kind == "expert":
                 share = float(self.adp) if ep_split else 1.0     # every replica's tokens reach the experts
                 rows = tokens * b.active_fraction * share
                 count = b.count / self.pp / (self.ep if ep_split else 1)
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
+                if self.moe_tile is not None:
+                    m_eff, pad = self._expert_tiles(max(tokens, step_tokens or 0.0) * share)
                 if rows < 1.0:  # tiny batch: only the touched experts run
                     count *= max(rows, 1e-9)
                     rows = 1.0
@@ -1330,16 +1343,57 @@ class _Serving:
                     rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
                 if b.kind == "lm_head" and prefill and self.last_token_logits:
                     rows = min(rows, 1.0)             # a prompt's logits: its last position only
-            flops = 2.0 * rows * k_in * n_out * count
+            flops = 2.0 * rows * k_in * n_out * count * pad
             dtype, peak = self.compute_dtype, self.peak_mm
             if b.kind == "lm_head" and self.head_dtype is not None:
                 dtype, peak = self.head_dtype, self.head_peak
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
-            # expert GEMMs are bound by reading the touched experts, which its memory term charges
+            # expert GEMMs are bound by reading the touched experts, which its memory term charges.
+            # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
+            # rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
+            # a decode step's tile-padded rows run at the kernel's measured row curve (moe.measured_rows_half):
+            # the fitted d0_M also carries a per-prompt-token cost of the MoE step that is not priced apart (§3.17)
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
-                                  grouped=b.kind == "expert" and prefill)
+                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None),
+                                  rows_half=None if prefill else measured_rows_half())
             t += flops / (peak * eta * scale)
         return t
+
+    def _expert_tiles(self, group_tokens: float) -> tuple[float, float]:
+        """(rows of each running expert's grouped-GEMM problem, padding included; computed rows over routed
+        rows) for a step whose `group_tokens` tokens reach the experts, routed uniformly at random
+        (moe.padded_rows_per_expert, the kernel's smallest M tile)."""
+        m = self.model
+        k, e = m.experts_per_tok, m.num_experts
+        if k <= 0 or e <= 0:
+            return 1.0, 1.0
+        n = max(1, int(round(group_tokens)))
+        padded = padded_rows_per_expert(n, k, e, self.moe_tile)
+        touched = 1.0 - (1.0 - k / e) ** n
+        return padded / touched, padded / (n * k / e)
+
+    def _moe_passes(self, tokens: float) -> float:
+        """Seconds of the memory-bound kernels of the engine's fused MoE step (moe.fused_moe_pass_bytes) over
+        `tokens` tokens per attention replica: every MoE layer on this GPU, at the HBM roofline."""
+        if self.moe_kernel is None or tokens <= 0:
+            return 0.0
+        m = self.model
+        h = float(m.hidden_size)
+        experts = [b for b in m.blocks if b.kind == "expert" and b.linear is not None]
+        n1 = sum(b.linear[1] for b in experts if b.linear[0] == m.hidden_size)
+        inter = sum(b.linear[0] for b in experts if b.linear[1] == m.hidden_size)
+        gathered = tokens * self.adp                       # attention DP: every replica's tokens are gathered
+        if self.ep > 1:
+            rows = gathered * m.experts_per_tok / self.ep   # the copies routed to this rank's E/ep experts
+        else:
+            rows = tokens * m.experts_per_tok
+            n1, inter = n1 / self.tp, inter / self.tp       # tensor-parallel experts: each GPU a slice of I
+        dc = _dtype_class(self.compute_dtype)
+        a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(dc, 2.0)
+        per_layer = fused_moe_pass_bytes(tokens, rows, h, n1, inter, a, 2.0, quantize_input=dc in ("fp4", "fp8"),
+                                         output_tokens=gathered)
+        layers = (m.num_moe_layers or m.num_layers) / self.pp
+        return per_layer * layers / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _elementwise(self, tokens: float) -> float:
         """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
@@ -1453,14 +1507,15 @@ class _Serving:
         t_issue = self._dequant_issue(q)
         # the sampler's kernels run after the lm_head, bound by their passes over the step's fp32 logits
         t_sample = q_attn * self.sample_per_row / self.bw
+        t_moe = self._moe_passes(q)
         t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
-            + self._elementwise(q) + comm + self._overhead() + t_sample
+            + self._elementwise(q) + t_moe + comm + self._overhead() + t_sample
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue,
-                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row}
+                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row, "moe_passes": t_moe}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
@@ -1512,7 +1567,7 @@ class _Serving:
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
-        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
+        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt)) + self._moe_passes(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)
@@ -1760,7 +1815,7 @@ def _performance_with_images(scn: Any, model: ModelSpec, gpu: Any, load: Any, *,
         t_vit = samples * (passes * t_fwd + cross_passes * t_cross)
         step = base.step_time_s + t_vit
         tokens = base.tokens_per_s_per_gpu * base.step_time_s
-        fl = training_flops_per_token(model, tr.seq_len, tr.recompute, tr.method, tr.lora_rank)
+        fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank)
         f_dec = fl.model * tokens
         f_vit = samples * (model_passes * f_fwd + 3.0 * f_cross)
         mfu = base.mfu * (base.step_time_s / step) * (1.0 + f_vit / f_dec) if base.mfu and f_dec else base.mfu

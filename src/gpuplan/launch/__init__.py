@@ -28,6 +28,11 @@ HYBRID_SHARD_ENGINES = ("torchrun", "hf", "slurm")
 __all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_launch"]
 
 
+# engines whose files write packed rows with per-document attention (train.document_len): Axolotl's
+# sample_packing, LLaMA-Factory's neat_packing
+_PACKING_ENGINES = ("axolotl", "llama-factory")
+
+
 def _engine_name(engine: str) -> str:
     key = str(engine).strip().lower()
     key = _ALIASES.get(key, key)
@@ -61,6 +66,13 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
                                "llama.cpp) are not set up for it here.",
                                "use `gpuplan estimate/memory/train/serve` for the numbers and transformers' "
                                "Seq2SeqTrainer / generate() for the run.")
+    t = plan.s.train if plan.s.is_training else None
+    if t is not None and t.document_len is not None and engine not in _PACKING_ENGINES + ("trl", "slurm"):
+        # the scripts written for these engines train on rows whose attention spans the whole row
+        raise UnsupportedError(f"launch engine '{engine}': train.document_len = {t.document_len}",
+                               "the files written for this engine do not pack documents that attend only to "
+                               "themselves.", "remove train.document_len, or use one of: "
+                               + ", ".join(_PACKING_ENGINES) + " (SFT).")
     if engine == "torchrun":
         from . import torchrun as mod
     elif engine == "hf":

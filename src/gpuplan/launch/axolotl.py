@@ -11,7 +11,8 @@ What maps where: objective sft -> no `rl`; dpo / ipo / orpo / kto / simpo -> rl 
 lora / qlora -> adapter lora / qlora (qlora: load_in_4bit), lora_r / lora_alpha / lora_dropout 0,
 all-linear -> lora_target_linear, a list -> lora_target_modules; seq_len -> sequence_len; micro_batch
 (pairs for the paired objectives) -> micro_batch_size, the accumulation from global_batch; recompute ->
-gradient_checkpointing (true, or `offload` with activation_offload); attention flash / sdpa / eager ->
+gradient_checkpointing (true, or `offload` with activation_offload); document_len (SFT) -> sample_packing and
+pad_to_sequence_len; attention flash / sdpa / eager ->
 attn_implementation flash_attention_2 / sdpa / eager; zero 1 / 2 / 3 -> the tag's deepspeed_configs/zero{n}.json;
 the optimizer by its TrainingArguments name (axolotl passes it through).
 """
@@ -47,6 +48,12 @@ def check(plan: Plan) -> None:
     if t.precision not in ("bf16", "fp16", "fp32"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "the config here trains in bf16, fp16 or fp32.",
                           (), "use bf16, or")
+    if t.document_len is not None and t.objective in _RL:
+        # schemas/validation.py check_sample_packing_w_rl @2f5cb9da; its dpo_padding_free passes TRL's padding_free,
+        # which TRL v1.9.0's DPOTrainer switches off (see launch/trl.py)
+        raise unsupported(plan, f"train.document_len with objective '{t.objective}'", "Axolotl refuses "
+                          "`sample_packing: true` with RLHF trainers (\"does not work with RLHF training\").", (),
+                          "remove train.document_len (one pair per row), or use objective sft.")
 
 
 def config(plan: Plan) -> dict[str, Any]:
@@ -60,6 +67,10 @@ def config(plan: Plan) -> dict[str, Any]:
                         "type": "chat_template.default" if t.objective in _RL else "chat_template"}]
     cfg["output_dir"] = "./outputs"
     cfg["sequence_len"] = t.seq_len
+    if t.document_len is not None:
+        # multipack: documents packed into sequence_len-token rows, each attending only to itself (flash varlen on
+        # the position_ids; sdpa/eager through a block-diagonal mask); rows padded to sequence_len
+        cfg.update(sample_packing=True, pad_to_sequence_len=True)
     if t.method in ("lora", "qlora"):
         cfg.update(adapter=t.method, lora_r=t.lora_rank, lora_alpha=t.lora_alpha or 2 * t.lora_rank, lora_dropout=0.0)
         if t.lora_targets == "all-linear":

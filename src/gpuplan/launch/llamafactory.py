@@ -9,7 +9,8 @@ TrainingArguments rows. The layout follows the tag's examples/train_lora/qwen3_l
 What maps where: objective sft -> stage sft (task train: pt); dpo / ipo / orpo / simpo -> stage dpo with
 pref_loss sigmoid / ipo / orpo / simpo (pref_beta 0.1, its default); kto -> stage kto; reward -> stage rm;
 method full / lora -> finetuning_type; qlora -> lora + quantization_bit 4, quantization_method bnb;
-lora_rank / lora_alpha / lora_targets (all-linear -> `all`); seq_len -> cutoff_len; micro_batch (pairs for
+lora_rank / lora_alpha / lora_targets (all-linear -> `all`); seq_len -> cutoff_len; document_len (sft) ->
+neat_packing; micro_batch (pairs for
 the paired objectives, as LLaMA-Factory's per_device_train_batch_size) and global_batch -> batch size and
 accumulation; recompute none -> disable_gradient_checkpointing; offloaded checkpointing (recompute full +
 activation_offload) -> use_unsloth_gc; loss fused-linear -> enable_liger_kernel; attention -> flash_attn
@@ -47,6 +48,18 @@ def check(plan: Plan) -> None:
     if t.precision not in ("bf16", "fp16", "fp32"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "the config here trains in bf16, fp16 or fp32.",
                           (), "use bf16, or")
+    if t.document_len is not None:
+        stage = "pt" if t.objective == "sft" and plan.s.task == "train" else _STAGE[t.objective]
+        if stage != "sft":
+            # hparams/parser.py @7af90952: "`neat_packing` cannot be set as True except SFT."
+            raise unsupported(plan, f"train.document_len with stage {stage}", "LLaMA-Factory packs documents "
+                              "that attend only to themselves (neat_packing) in the sft stage only.", ("axolotl",),
+                              "use objective sft with task finetune, or remove train.document_len; or")
+        if t.attention == "flash" and plan.micro_batch != 1:
+            # data/collator.py SFTDataCollatorWith4DAttentionMask @7af90952: "bsz should be 1 for neat packing"
+            raise unsupported(plan, f"train.document_len with micro_batch {plan.micro_batch}", "LLaMA-Factory's "
+                              "neat packing on flash-attention takes one packed row per device and micro-step.", (),
+                              "set micro_batch: 1 (a longer seq_len holds more documents).")
 
 
 def config(plan: Plan) -> dict[str, Any]:
@@ -64,6 +77,10 @@ def config(plan: Plan) -> dict[str, Any]:
         cfg.update(pref_beta=0.1, pref_loss=_PREF_LOSS[t.objective])
     cfg.update(dataset="REPLACE_WITH_DATASET", template="default", cutoff_len=t.seq_len,
                flash_attn=_ATTN[t.attention], disable_gradient_checkpointing=t.recompute == "none")
+    if t.document_len is not None:
+        # packs into cutoff_len-token rows; flash (fa2): varlen over the position_ids, sdpa/eager: a 4D
+        # block-diagonal mask (block_diag_attn), which masks but computes the whole row
+        cfg["neat_packing"] = True
     if t.recompute == "full" and t.activation_offload:
         cfg["use_unsloth_gc"] = True
     if t.loss == "fused-linear":

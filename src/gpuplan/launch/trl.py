@@ -94,6 +94,12 @@ def check(plan: Plan) -> None:
     if t.precision not in ("bf16", "fp32"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "the TRL launch here trains in bf16 or fp32.",
                           ("hf",), "use bf16, or")
+    if t.document_len is not None:
+        # trl/trainer/dpo_trainer.py @35def3ee: `padding_free=True` "is temporarily unavailable after a refactor
+        # and is currently disabled", the trainer warns and pads
+        raise unsupported(plan, "train.document_len", f"TRL {TRL_VERSION}'s DPOTrainer switches padding_free off "
+                          "(it pads every pair instead), so no packed rows would run.", (),
+                          "remove train.document_len (each row one sequence).")
 
 
 def _train_gpus(plan: Plan) -> int:

@@ -35,10 +35,13 @@ def lower_bounds(s: Search, gpu: Any, count: int, method: str, precision: str, s
     from ..estimate.flops import training_flops_per_token
     from ..estimate.speed import peak_flops
     e_mm, e_attn = etas(s, gpu)
-    fkey = (method, seq_len, e_mm, e_attn)
+    # packed rows (train.document_len) attend per document at most: the shorter span keeps the bound a bound
+    doc = (s.space.base.get("train") or {}).get("document_len")
+    span = min(seq_len, int(doc)) if doc else seq_len
+    fkey = (method, span, e_mm, e_attn)
     f = s.cache.flops.get(fkey)
     if f is None:
-        fl = training_flops_per_token(s.model, seq_len, "none", method)
+        fl = training_flops_per_token(s.model, span, "none", method)
         f = s.cache.flops[fkey] = (fl.matmul_forward * (3.0 if method == "full" else 2.0)
                                    + 3.0 * fl.attention_forward * e_mm / e_attn)
     price = hourly(s, gpu, count)
