@@ -103,6 +103,10 @@ def _sharding(p: Any, dp: int, cp: int) -> list[Technique]:
                 out.append(Technique(f"zero={z}", {"parallel": {"zero": z, "dp": dp, **drop}}, _ZERO_NOTES[z],
                                      "more communication" if z > p.zero else "less communication, more memory",
                                      saves_memory=z > p.zero))
+    if p.replicas > 1:
+        out.append(Technique("shard_group=dp", {"parallel": {"shard_group": None, "dp": dp}},
+                             "FSDP/ZeRO-3 over every data-parallel rank instead of hybrid sharding (no replicas)",
+                             "the per-layer all-gathers and reduce-scatters span the whole data-parallel group"))
     if p.offload == "none":
         out.append(Technique("offload=optimizer", {"parallel": {"offload": "optimizer", "zero": max(p.zero, 1), "dp": dp}},
                              "optimizer states and master weights in CPU memory, step on the CPU",
