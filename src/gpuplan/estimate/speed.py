@@ -711,8 +711,9 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     par, ov = c.par, c.P["overlap"]
     if c.scn.dp * par.cp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * par.expert_tp):   # no dp peers
         return 0.0, 0.0, {}
-    # hybrid sharding (parallel.shard_group, zero 3 only): the shard group is shard_group x cp ranks, tp-major
-    # like torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp), so it spans tp x cp x shard_group GPUs
+    # hybrid sharding (parallel.shard_group, zero 3 only): the shard group is shard_group x cp ranks with tp
+    # innermost, as torchtitan's dense mesh (pp, dp_replicate, fsdp = dp_shard x cp, tp) orders them
+    # (torchtitan/distributed/parallel_dims.py @v0.2.2 73a0e697 `build_mesh`): it spans tp x cp x shard_group GPUs
     n_dp = par.zero_shard_dp * par.cp
     link = group_link(c.gpu, n_dp, par.tp * n_dp, c.gpn, c.net, c.P["comm"])
     # on the experts' own grid each rank holds E/ep of the routed experts split over etp (layout.py), and their
