@@ -755,7 +755,9 @@ def _replica_all_reduce(c: _Train, grad_bytes_per_param: float) -> tuple[float, 
     dp/shard_group replicas. FSDP2 HSDP: `foreach_reduce` reduce-scatters a unit's gradients within the shard
     group, then runs dist.all_reduce(reduce_output, group=all_reduce_group) on its all-reduce stream, so each
     layer's shard (1/shard of the unit, in the reduce dtype) is all-reduced in every backward that syncs
-    gradients (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). DeepSpeed
+    gradients (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py); torchtitan
+    v0.2.2 never turns that off (no set_requires_gradient_sync / set_requires_all_reduce call), so every
+    micro-batch pays it. DeepSpeed
     MiCS does the same all-reduce once, at the accumulation boundary (deepspeed/runtime/zero/mics.py @edaa7221
     `allreduce_mics_shard_grads`). The replicas are shard_group x cp x tp GPUs apart: across nodes once one
     replica fills a node."""
