@@ -233,7 +233,9 @@ def preference_scenario(row: dict) -> dict:
         train["pair_concat"] = row["pair_concat"]
     return {"model": row["model"], "task": "finetune", "framework": PREFERENCE_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": gpus, "gpus_per_node": int(row["gpus_per_node"])},
-            "parallel": {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "zero": int(row["zero"])},
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "zero": int(row["zero"]),
+                         # HSDP: FSDP over shard_group data-parallel ranks, replicated dp/shard_group times
+                         **({"shard_group": int(row["shard_group"])} if row.get("shard_group") else {})},
             "train": train}
 
 

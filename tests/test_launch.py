@@ -108,6 +108,16 @@ CASES = {
                             "hardware": {"gpu": "h100-sxm", "count": 32, "gpus_per_node": 8},
                             "parallel": {"tp": 4, "pp": 4, "zero": 1, "offload": "optimizer"},
                             "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 64, "tokens": 1e11}}, None),
+    # hybrid sharding (parallel.shard_group): ZeRO-3/FSDP within a node, replicated across 2 nodes (HSDP / MiCS),
+    # and torchtitan's HSDP beside TP (FSDP over 4, replicate 2, TP 2)
+    "train8b_hsdp": ({"model": "llama-3.1-8b", "task": "train", "hardware": {"gpu": "h100-sxm", "count": 16,
+                                                                           "gpus_per_node": 8},
+                      "parallel": {"zero": 3, "shard_group": 8}, "train": {"seq_len": 4096, "micro_batch": 2,
+                                                                          "global_batch": 64, "tokens": 1e10}}, None),
+    "train8b_titan_hsdp": ({"model": "llama-3.1-8b", "task": "train", "framework": "torchtitan",
+                            "hardware": {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8},
+                            "parallel": {"tp": 2, "zero": 3, "shard_group": 4},
+                            "train": {"seq_len": 8192, "micro_batch": 1, "global_batch": 64, "tokens": 1e10}}, None),
     # llama.cpp: GGUF on a consumer card, q8_0 KV cache
     "gguf4090": ({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "rtx-4090", "count": 1},
                   "infer": {"weights": "gguf-q4_k_m", "kv_cache": "q8_0", "engine": "llama.cpp", "prompt_len": 4096,
@@ -122,7 +132,8 @@ SNAPSHOTS = [("train8b", "torchrun"), ("train8b", "hf"), ("train8b", "deepspeed"
              ("gguf4090", "llama.cpp"), ("serve8b", "llama.cpp_f16"), ("serve8b_nf4", "vllm"),
              ("serve_moe_dpep", "sglang"), ("train_qwen3", "megatron"), ("train_qwen25", "megatron"),
              ("train70b_titan2d", "torchrun"), ("train70b_titan3d", "torchrun"), ("train8b_autotp", "deepspeed"),
-             ("train70b_mgoffload", "megatron")]
+             ("train70b_mgoffload", "megatron"), ("train8b_hsdp", "torchrun"), ("train8b_hsdp", "hf"),
+             ("train8b_titan_hsdp", "torchrun")]
 
 
 def scen(case, **updates):
@@ -554,6 +565,20 @@ def test_cli(tmp_path, capsys):
 # ---- smoke runs of the generated training scripts (CPU) ----------------------------------------
 
 smoke = pytest.mark.skipif(os.environ.get("GPUPLAN_LAUNCH_SMOKE") != "1", reason="set GPUPLAN_LAUNCH_SMOKE=1 (~30 s)")
+
+
+@smoke
+def test_fsdp2_script_runs_hsdp_on_cpu(tmp_path):
+    # hybrid sharding: FSDP over 2 ranks, 2 replicas, on the script's 2-D mesh
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    s, _ = scen("train8b")
+    write_launch(s.replace(hardware={"count": 4}, parallel={"dp": 4, "shard_group": 2}, train={"global_batch": 4}),
+                 "torchrun", tmp_path)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+                        "train_fsdp2.py", "--smoke"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step 2/2 loss" in r.stdout
 
 
 @smoke

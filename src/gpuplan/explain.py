@@ -85,7 +85,8 @@ def _describe(est) -> str:
             f"{s.infer.engine}, weights {s.infer.weights}, kv {s.infer.kv_cache}, {s.infer.concurrency} x "
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
     return (f"{est.model.name} · {s.task} ({what}) · {s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={p.tp} "
-            f"pp={p.pp} zero={p.zero} · framework {s.framework}")
+            f"pp={p.pp} zero={p.zero}" + (f" shard_group={p.shard_group}" if p.replicas > 1 else "")
+            + f" · framework {s.framework}")
 
 
 def _train_stage(est, stage: str | None = None):
@@ -117,7 +118,8 @@ def _state_source(scn) -> str:
 
 def _shard_inputs(est, ts, divides: bool, what: str) -> list[Input]:
     p = est.scenario.parallel
-    return [Input("ZeRO stage, shard group n = dp x cp", f"stage {p.zero}, n = {ts.shard}"
+    group = "shard_group x cp" if p.replicas > 1 else "dp x cp"
+    return [Input(f"ZeRO stage, shard group n = {group}", f"stage {p.zero}, n = {ts.shard}"
                   + ("" if divides else f" ({what} not divided at this stage)"), SRC_ZERO)]
 
 

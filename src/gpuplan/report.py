@@ -134,7 +134,8 @@ def estimate_report(est) -> str:
     m = est.model
     head = (f"{m.name} ({fmt_count(m.params_total)} params) · task {s.task} · "
             f"{s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={s.parallel.tp} pp={s.parallel.pp} "
-            f"zero={s.parallel.zero}")
+            f"zero={s.parallel.zero}" + (f" shard_group={s.parallel.shard_group} (x{s.parallel.replicas} replicas)"
+                                         if s.parallel.replicas > 1 else ""))
     parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost, s)]
     train = getattr(s, "train", None)
     if train is not None and getattr(train, "objective", "sft") != "sft":   # post-training: per-phase table

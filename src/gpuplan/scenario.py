@@ -163,7 +163,25 @@ class Parallel(_Strict):
         "(--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep) sends a token once per "
         "destination GPU and once per destination node")
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
+    # ---- hybrid sharding (HSDP / MiCS) ----
+    shard_group: int | None = _num(None, "data-parallel ranks one ZeRO-3/FSDP shard group spans (training, zero 3): "
+                                   "weights, gradients and optimizer states are sharded within the group and the "
+                                   "dp/shard_group groups are replicas whose gradient shards are all-reduced "
+                                   "(FSDP2 HSDP: torchtitan data_parallel_shard_degree, replicate degree = "
+                                   "dp/shard_group; FSDP1/accelerate HYBRID_SHARD; DeepSpeed MiCS "
+                                   "mics_shard_size = shard_group x cp); must divide dp; default dp (every "
+                                   "data-parallel rank)", lo=1, hi=MAX_GPUS)
     offload: Offload = "none"
+
+    @property
+    def zero_shard_dp(self) -> int:
+        """Data-parallel ranks of one ZeRO/FSDP shard group: shard_group, else every data-parallel rank."""
+        return self.shard_group if self.shard_group is not None else (self.dp or 1)
+
+    @property
+    def replicas(self) -> int:
+        """Hybrid sharding's replica groups: dp / shard_group (1 without hybrid sharding)."""
+        return max(1, (self.dp or 1) // self.zero_shard_dp)
 
     @property
     def expert_tp(self) -> int:
@@ -782,6 +800,8 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}")
         if p.dp is None:
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
+        if p.shard_group is not None:
+            _check_shard_group(self, dp)
         if p.etp is not None:
             _check_expert_grid(self, dp)
         elif self.framework == "megatron" and self.task != "infer":
@@ -846,6 +866,43 @@ class Scenario(_Strict):
         elif "hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates:
             data["parallel"]["dp"] = None
         return scenario_from_dict(data)
+
+
+def _check_shard_group(scn: "Scenario", dp: int) -> None:
+    """Hybrid sharding: ZeRO-3/FSDP over shard_group data-parallel ranks (x cp), replicated dp/shard_group times.
+    Only a full shard has it here: DeepSpeed builds its MiCS optimizer only in the stage-3 branch of
+    `_configure_zero_optimizer` and ignores mics_shard_size at stages 1-2 (deepspeed/runtime/engine.py
+    @edaa7221 L2434-2469), and MiCS refuses CPU offload ("Local sharding has no support for CPU offloading",
+    deepspeed/runtime/zero/mics.py `allreduce_mics_shard_grads`)."""
+    p, g = scn.parallel, scn.parallel.shard_group
+    head = f"parallel.shard_group = {g}"
+    if scn.task == "infer":
+        raise ValueError(f"{head} shards a training step's weights, gradients and optimizer states; task infer "
+                         "has none to shard (remove shard_group)")
+    if p.zero < 3:
+        raise ValueError(f"{head} is hybrid sharding of ZeRO-3/FSDP full-shard; parallel.zero is {p.zero} "
+                         "(DeepSpeed ignores mics_shard_size below stage 3): set zero: 3, or remove shard_group")
+    if dp % g:
+        divs = ", ".join(str(d) for d in range(1, dp + 1) if dp % d == 0)
+        raise ValueError(f"{head} must divide the data-parallel size dp = {dp} (the replicas are dp/shard_group "
+                         f"groups of equal size): use one of {divs}, or remove shard_group")
+    if g == dp:
+        return
+    if g == 1 and p.cp == 1:
+        # accelerate's ParallelismConfig refuses FSDP2 with dp_shard_size 1 ("no dimension for FSDP to shard
+        # across"), and torchtitan runs DDP for a replicate-only mesh
+        raise ValueError(f"{head} shards nothing: every rank holds the whole model, which is plain data "
+                         "parallelism; set zero: 0 (DDP) and remove shard_group, or use a group of 2 or more")
+    if scn.framework == "megatron":
+        raise ValueError(f"{head}: Megatron's distributed optimizer has no ZeRO-3 hybrid shard here; use framework "
+                         "torchtitan, hf or deepspeed, or remove shard_group")
+    if p.ep > 1:
+        raise ValueError(f"{head} with parallel.ep = {p.ep}: hybrid sharding of expert-parallel layouts is not "
+                         "modelled; remove shard_group or set ep: 1")
+    if scn.framework == "deepspeed" and p.offload != "none":
+        raise ValueError(f"{head}: DeepSpeed MiCS has no CPU offload (mics.py raises 'Local sharding has no "
+                         f"support for CPU offloading'); parallel.offload is {p.offload}: set offload: none, or "
+                         "remove shard_group")
 
 
 def _check_expert_grid(scn: "Scenario", dp: int) -> None:

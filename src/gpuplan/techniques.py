@@ -98,9 +98,15 @@ def _sharding(p: Any, dp: int, cp: int) -> list[Technique]:
     if dp * cp > 1:
         for z in (1, 2, 3):
             if z != p.zero:
-                out.append(Technique(f"zero={z}", {"parallel": {"zero": z, "dp": dp}}, _ZERO_NOTES[z],
+                # hybrid sharding needs zero 3: a lower stage drops the shard group
+                drop = {"shard_group": None} if z < 3 and p.shard_group is not None else {}
+                out.append(Technique(f"zero={z}", {"parallel": {"zero": z, "dp": dp, **drop}}, _ZERO_NOTES[z],
                                      "more communication" if z > p.zero else "less communication, more memory",
                                      saves_memory=z > p.zero))
+    if p.replicas > 1:
+        out.append(Technique("shard_group=dp", {"parallel": {"shard_group": None, "dp": dp}},
+                             "FSDP/ZeRO-3 over every data-parallel rank instead of hybrid sharding (no replicas)",
+                             "the per-layer all-gathers and reduce-scatters span the whole data-parallel group"))
     if p.offload == "none":
         out.append(Technique("offload=optimizer", {"parallel": {"offload": "optimizer", "zero": max(p.zero, 1), "dp": dp}},
                              "optimizer states and master weights in CPU memory, step on the CPU",

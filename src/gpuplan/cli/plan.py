@@ -127,15 +127,19 @@ def _names_no_gpu(args: argparse.Namespace) -> bool:
 def usual_layouts(scn) -> list[tuple[str, dict, dict]]:
     """(label, hardware update, parallel update) of the layouts people start from: one GPU, then 2, 4 and 8
     GPUs sharded the usual way - ZeRO-3 / FSDP full shard for training (weights, gradients and optimizer
-    states split across the GPUs), tensor parallel for serving (weights and KV cache split)."""
+    states split across the GPUs), tensor parallel for serving (weights and KV cache split). A shard group the
+    scenario sets is dropped: the usual layouts shard over all their data-parallel ranks."""
     out = []
     for n in USUAL_COUNTS:
         if n == 1:
-            out.append(("1 GPU", {"count": 1}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": scn.parallel.zero}))
+            out.append(("1 GPU", {"count": 1}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": scn.parallel.zero,
+                                             "shard_group": None}))
         elif scn.is_training:
-            out.append((f"{n} GPUs, ZeRO-3 / FSDP", {"count": n}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": 3}))
+            out.append((f"{n} GPUs, ZeRO-3 / FSDP", {"count": n}, {"dp": None, "tp": 1, "pp": 1, "cp": 1, "zero": 3,
+                                                                   "shard_group": None}))
         else:
-            out.append((f"{n} GPUs, tensor parallel", {"count": n}, {"dp": None, "tp": n, "pp": 1, "cp": 1}))
+            out.append((f"{n} GPUs, tensor parallel", {"count": n}, {"dp": None, "tp": n, "pp": 1, "cp": 1,
+                                                                        "shard_group": None}))
     return out
 
 

@@ -179,7 +179,7 @@ class _TrainSetup:
     model: ModelSpec
     stage: str
     rp: RankParams
-    shard: int                 # ZeRO/FSDP shard group (Megatron shards over dp x cp)
+    shard: int                 # ZeRO/FSDP shard group: shard_group (default dp) x cp (Megatron shards over dp x cp)
     low: int                   # bytes of a 16-bit (or fp32) element
     peft: bool
     targets: frozenset[str]
@@ -212,7 +212,7 @@ def _train_setup(scn: Scenario, model: ModelSpec, stage: str) -> _TrainSetup:
     return _TrainSetup(scn=scn, model=model, stage=stage,
                        rp=rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp,
                                       etp=p.etp),
-                       shard=scn.dp * p.cp, low=4 if t.precision == "fp32" else 2, peft=peft,
+                       shard=p.zero_shard_dp * p.cp, low=4 if t.precision == "fp32" else 2, peft=peft,
                        targets=_lora_targets(t.lora_targets) if peft else frozenset(), native_tp=native_tp,
                        untied_head=untied_head, fabric_bnb=fabric_bnb)
 

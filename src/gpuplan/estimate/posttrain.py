@@ -131,7 +131,7 @@ def _low(scn: Scenario) -> int:
 def _shard(scn: Scenario) -> int:
     """ZeRO-3 / FSDP shards a frozen model prepared like the policy (TRL prepare_deepspeed/prepare_fsdp)."""
     p = scn.parallel
-    return scn.dp * p.cp if p.zero >= 3 else 1
+    return p.zero_shard_dp * p.cp if p.zero >= 3 else 1   # shard_group x cp under hybrid sharding
 
 
 def frozen_model_bytes(scn: Scenario, model: ModelSpec, stage: str = "only", bytes_per_param: float | None = None) -> float:

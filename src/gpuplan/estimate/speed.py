@@ -709,10 +709,13 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     """Gradients (and parameters under ZeRO-3/FSDP) over dp·cp ranks: (exposed per micro-batch,
     exposed once per step, each one's time)."""
     par, ov = c.par, c.P["overlap"]
-    n_dp = c.scn.dp * par.cp
-    if n_dp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * par.expert_tp):   # no expert-data-parallel peers
+    if c.scn.dp * par.cp <= 1 and (c.expert_local <= 0 or par.tp <= par.ep * par.expert_tp):   # no dp peers
         return 0.0, 0.0, {}
-    link = group_link(c.gpu, n_dp, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
+    # hybrid sharding (parallel.shard_group, zero 3 only): the shard group is shard_group x cp ranks with tp
+    # innermost, as torchtitan's dense mesh (pp, dp_replicate, fsdp = dp_shard x cp, tp) orders them
+    # (torchtitan/distributed/parallel_dims.py @v0.2.2 73a0e697 `build_mesh`): it spans tp x cp x shard_group GPUs
+    n_dp = par.zero_shard_dp * par.cp
+    link = group_link(c.gpu, n_dp, par.tp * n_dp, c.gpn, c.net, c.P["comm"])
     # on the experts' own grid each rank holds E/ep of the routed experts split over etp (layout.py), and their
     # gradients are reduced only over the ranks holding the same shard: Megatron's expert-data-parallel
     # group, tp·dp·cp/(ep·etp) ranks (megatron/core/parallel_state.py @core_v0.19.0); the rest over dp·cp
@@ -734,15 +737,42 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
             unit = params / max(1.0, c.L_stage)
             t += c.L_stage * 2 * all_gather_time(unit * w_b, n, lk)
             t += c.L_stage * reduce_scatter_time(unit * train_frac * g_b, n, lk)
-        return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
+        if par.replicas <= 1:
+            return max(0.0, t - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t}
+        t_ar, per_step = _replica_all_reduce(c, train_frac * g_b)
+        if per_step:
+            # DeepSpeed MiCS all-reduces the gradient shards only at the accumulation boundary, during the last
+            # micro-batch's backward (mics.py `allreduce_mics_shard_grads`): priced like the DDP all-reduce
+            return (max(0.0, t - ov["fsdp"] * t_compute_mb),
+                    max(0.0, t_ar - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"fsdp": t, "dp_replicas": t_ar})
+        return max(0.0, t + t_ar - ov["fsdp"] * t_compute_mb), 0.0, {"fsdp": t, "replicas": t_ar}
     t = sum(all_reduce_time(params * train_frac * c.grad_b, n, lk) for params, n, lk in groups)
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
+
+
+def _replica_all_reduce(c: _Train, grad_bytes_per_param: float) -> tuple[float, bool]:
+    """(time, once per step?) of hybrid sharding's all-reduce of each rank's gradient shard across the
+    dp/shard_group replicas. FSDP2 HSDP: `foreach_reduce` reduce-scatters a unit's gradients within the shard
+    group, then runs dist.all_reduce(reduce_output, group=all_reduce_group) on its all-reduce stream, so each
+    layer's shard (1/shard of the unit, in the reduce dtype) is all-reduced in every backward that syncs
+    gradients (pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py); torchtitan
+    v0.2.2 never turns that off (no set_requires_gradient_sync / set_requires_all_reduce call), so every
+    micro-batch pays it. DeepSpeed
+    MiCS does the same all-reduce once, at the accumulation boundary (deepspeed/runtime/zero/mics.py @edaa7221
+    `allreduce_mics_shard_grads`). The replicas are shard_group x cp x tp GPUs apart: across nodes once one
+    replica fills a node."""
+    par = c.par
+    n_shard, rep = par.zero_shard_dp * par.cp, par.replicas
+    link = group_link(c.gpu, rep, par.tp * par.cp * c.scn.dp, c.gpn, c.net, c.P["comm"])
+    unit = (c.params_local - c.expert_local) / max(1.0, c.L_stage)
+    t = c.L_stage * all_reduce_time(unit * grad_bytes_per_param / n_shard, rep, link)
+    return t, c.scn.framework == "deepspeed"
 
 
 def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     """(optimizer step on the GPU, exposed offload traffic and CPU step) per optimizer step."""
     par, P = c.par, c.P
-    shard = c.scn.dp * par.cp if par.zero >= 1 else 1
+    shard = par.zero_shard_dp * par.cp if par.zero >= 1 else 1
     # the distributed optimizer shards the routed experts' states over their expert-data-parallel group
     # (tp·dp·cp/(ep·etp) ranks holding the same expert shard), the rest over dp·cp
     e_shard = par.expert_dp if par.zero >= 1 else 1
@@ -864,7 +894,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
     # every entry is seconds per optimizer step: the model-parallel and FSDP traffic is per micro-batch (m of
     # them), the data-parallel reduction once per step
-    breakdown.update({f"comm_{k}_s": v * (1 if k == "dp" else m) for k, v in detail.items()})
+    breakdown.update({f"comm_{k}_s": v * (1 if k in ("dp", "dp_replicas") else m) for k, v in detail.items()})
     breakdown.update({"compute_matmul": m * t_lin,
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}

@@ -22,6 +22,9 @@ _ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "lla
             "megatron-core": "megatron", "sbatch": "slurm", "mlx": "mlx-lm", "mlx_lm": "mlx-lm",
             "mlxlm": "mlx-lm"}
 
+# engines whose generated files express parallel.shard_group (hybrid sharding); slurm wraps one of them
+HYBRID_SHARD_ENGINES = ("torchrun", "hf", "slurm")
+
 __all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_launch"]
 
 
@@ -42,6 +45,19 @@ def _engine_name(engine: str) -> str:
 def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str | None = None,
               time_limit_h: float | None = None) -> dict[str, str]:
     plan = make_plan(scenario, engine, estimate)
+    if scenario.parallel.replicas > 1 and engine not in HYBRID_SHARD_ENGINES:
+        p = scenario.parallel
+        why = (f"(FSDP/ZeRO-3 over {p.shard_group} ranks, {p.replicas} replicas) is written only by the engines "
+               "that have a hybrid shard: torchrun/torchtitan (data_parallel_replicate_degree) and hf (accelerate "
+               "parallelism_config).")
+        if engine == "deepspeed":
+            from .deepspeed import DEEPSPEED_VERSION
+            # deepspeed/runtime/config.py (0.19.8) _REMOVED_ZERO_CONFIG_KEYS rejects mics_shard_size
+            why += (f" DeepSpeed {DEEPSPEED_VERSION} removed MiCS: its config rejects zero_optimization.mics_shard_size "
+                    "(deepspeedai/DeepSpeed#8489), and ZeRO++ hpZ (zero_hpz_partition_size) shards only a secondary "
+                    "copy of the weights, not the gradients and optimizer states.")
+        raise UnsupportedError(f"launch engine '{engine}': parallel.shard_group = {p.shard_group}", why,
+                               "pass --engine torchrun or hf (or slurm around one of them), or remove shard_group.")
     if plan.spec.is_encoder_decoder:
         # every generated script loads AutoModelForCausalLM / serves a decoder-only engine
         raise UnsupportedError(f"launch engine '{engine}': model '{plan.spec.name}'",

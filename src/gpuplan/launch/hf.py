@@ -211,6 +211,11 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_activation_checkpointing": False,
         }
+        if p.replicas > 1:
+            # HSDP through accelerate's ParallelismConfig (FSDP2 only): launch copies these keys to its
+            # --parallelism_config_* arguments (accelerate/commands/launch.py, accelerate 1.16)
+            cfg["parallelism_config"] = {"parallelism_config_dp_replicate_size": p.replicas,
+                                         "parallelism_config_dp_shard_size": p.zero_shard_dp}
     else:
         cfg["distributed_type"] = "MULTI_GPU"
         if p.zero == 1:

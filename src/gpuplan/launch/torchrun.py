@@ -191,7 +191,10 @@ def main():
         model = model.to(param_dtype) if param_dtype != master_dtype else model
         model = DistributedDataParallel(model, device_ids=[local_rank] if device_type == "cuda" else None)
     else:
-        mesh = init_device_mesh(device_type, (world,))
+        rep = par.get("data_parallel_replicate_degree", 1)
+        # a 2-D mesh makes fully_shard hybrid (HSDP): shard over the inner dim, replicate over the outer
+        mesh = (init_device_mesh(device_type, (rep, world // rep), mesh_dim_names=("dp_replicate", "dp_shard"))
+                if rep > 1 else init_device_mesh(device_type, (world,)))
         mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=getattr(torch, tr["mixed_precision_reduce"]))
         reshard = par["fsdp_reshard_after_forward"] != "never"
         extra = {"offload_policy": CPUOffloadPolicy()} if gp.get("offload") == "optimizer+params" else {}
@@ -349,8 +352,8 @@ def files(plan: Plan) -> dict[str, str]:
                      "seq_len": t.seq_len, "max_norm": 1.0, "steps": plan.train_steps or 1000,
                      "mixed_precision_param": "bfloat16" if mixed else "float32",
                      "mixed_precision_reduce": "float32", "dataset": "random"},
-        "parallelism": {"data_parallel_replicate_degree": 1 if p.zero else s.dp,
-                        "data_parallel_shard_degree": s.dp if p.zero else 1,
+        "parallelism": {"data_parallel_replicate_degree": p.replicas if p.zero else s.dp,
+                        "data_parallel_shard_degree": p.zero_shard_dp if p.zero else 1,
                         "fsdp_reshard_after_forward": "always" if p.zero == 3 else "never",
                         "tensor_parallel_degree": 1, "pipeline_parallel_degree": 1, "context_parallel_degree": 1},
         "activation_checkpoint": {"mode": t.recompute, "selective_ac_option": "op"},

@@ -100,8 +100,9 @@ def files(plan: Plan) -> dict[str, str]:
     pipelined = p.pp > 1
     local = plan.micro_batch * plan.grad_accum if pipelined else plan.micro_batch
     parallelism = {
-        "data_parallel_replicate_degree": 1,
-        "data_parallel_shard_degree": s.dp,
+        # hybrid sharding (parallel.shard_group): FSDP2 over the shard degree, replicated across the rest (HSDP)
+        "data_parallel_replicate_degree": p.replicas,
+        "data_parallel_shard_degree": p.zero_shard_dp,
         # under PP torchtitan's "default" keeps a stage's parameters gathered between forward and
         # backward, which is what the memory estimate assumes (estimate/memory.py _pipeline_fsdp_hold)
         "fsdp_reshard_after_forward": ("default" if pipelined else "always") if p.zero >= 3 else "never",

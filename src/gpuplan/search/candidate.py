@@ -15,7 +15,7 @@ from .pricing import cost_block
 from .state import Search
 
 # the fields of a training layout that shape its memory (memory does not depend on the GPU type)
-TRAIN_MEMORY_KEY = (("tp", "pp", "cp", "ep", "dp", "zero", "offload"),
+TRAIN_MEMORY_KEY = (("tp", "pp", "cp", "ep", "dp", "zero", "offload", "shard_group"),
                     ("method", "precision", "attention", "recompute", "micro_batch", "optimizer"))
 
 
@@ -72,6 +72,8 @@ def layout_text(par: Mapping[str, Any], extra: Mapping[str, Any] = ()) -> str:
         bits.append(f"dp={par['dp']}")
     if par.get("zero"):
         bits.append(f"zero={par['zero']}")
+    if par.get("shard_group") and par.get("dp") not in (None, par["shard_group"]):
+        bits.append(f"shard_group={par['shard_group']}")
     if par.get("offload", "none") != "none":
         bits.append(f"offload={par['offload']}")
     bits.extend(f"{k}={v}" for k, v in dict(extra).items())
@@ -84,7 +86,7 @@ def train_memory(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: 
                  framework: str | None = None) -> MemoryEstimate:
     """The memory of a training layout, estimated once per distinct layout: memory does not depend on
     the GPU type, only the capacity it is compared with does (see `for_gpu`)."""
-    key = (tuple(par[k] for k in TRAIN_MEMORY_KEY[0]) + tuple(section[k] for k in TRAIN_MEMORY_KEY[1])
+    key = (tuple(par.get(k) for k in TRAIN_MEMORY_KEY[0]) + tuple(section[k] for k in TRAIN_MEMORY_KEY[1])
            + (section.get("global_batch"), count > 1, framework))
     mem = s.cache.memory.get(key)
     if mem is None:

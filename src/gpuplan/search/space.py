@@ -158,6 +158,11 @@ def space_from(data: dict[str, Any]) -> Space:
 
     par = dict(data.get("parallel") or {})
     par.pop("dp", None)
+    if par.get("shard_group") is not None:
+        raise InputError(f"parallel.shard_group = {par['shard_group']!r}", "is chosen by the search: with zero 3 "
+                         "over more than one node it also tries a shard group of one node's GPUs (HSDP), and every "
+                         "layout has its own data-parallel size for the group to divide.",
+                         "remove shard_group here, and price one shard group with `gpuplan estimate`.")
     for name in PARALLEL_FIELDS:
         opts = checked_options(f"parallel.{name}", _as_options(par.pop(name, None)), Parallel)
         sp.parallel[name] = opts

@@ -448,6 +448,33 @@ def time_train(s: Search, job: Job, lay: Layout, tech: dict) -> None:
         return
     par = {**lay.par, "zero": tech["zero"], "offload": tech["offload"]}
     section = _section(job, lay, tech["recompute"], tech["micro_batch"], tech["optimizer"])
+    _time_plan(s, job, lay, tech, par, section)
+    group = node_shard_group(s, job, lay, tech)
+    if group is not None:
+        # hybrid sharding: the same plan with FSDP within one node and replicas across nodes, if it fits
+        hybrid = {**par, "shard_group": group}
+        if train_memory(s, gpu, count, job.gpn, hybrid, section, fw).peak_bytes_per_gpu <= job.cap:
+            _time_plan(s, job, lay, tech, hybrid, section)
+
+
+def node_shard_group(s: Search, job: Job, lay: Layout, tech: dict) -> int | None:
+    """The one hybrid-shard candidate of a ZeRO-3 plan whose data-parallel ranks span nodes: a shard group of
+    one node's GPUs (gpus_per_node / (tp x cp) data-parallel ranks), replicated across nodes, so the per-layer
+    all-gathers and reduce-scatters stay on the node's link and only the gradient shards cross the network.
+    Only on the frameworks whose launch writes it (torchtitan, HF accelerate), without expert parallelism."""
+    par = lay.par
+    fw = tech["framework"] or s.space.base.get("framework", "hf")
+    if tech["zero"] != 3 or par["ep"] > 1 or fw not in ("torchtitan", "hf"):
+        return None
+    per_group = par["tp"] * par["cp"]
+    if job.gpn % per_group:
+        return None
+    group = job.gpn // per_group
+    return group if 1 < group < par["dp"] and par["dp"] % group == 0 else None
+
+
+def _time_plan(s: Search, job: Job, lay: Layout, tech: dict, par: dict, section: dict) -> None:
+    gpu, count, method, fw = job.gpu, lay.count, lay.method, tech["framework"]
     scn = fast(s, gpu, count, job.gpn, par, section, fw)
     mem = train_memory(s, gpu, count, job.gpn, par, section, fw)      # capacity set for the plans shown
     perf = performance(s, scn, gpu, mem)

@@ -26,7 +26,12 @@ def fake_world(scenario, rank: int, notes: list[str]):
         dist.destroy_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
-        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+        if p.replicas > 1:
+            # hybrid sharding: FSDP2 shards over dp_shard and replicates over dp_replicate (HSDP)
+            mesh = init_device_mesh("cpu", (p.replicas, p.zero_shard_dp, tp),
+                                    mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
+        else:
+            mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
         notes.append(f"rank {rank} of a fake process group of world size {world} (dp={dp}, tp={tp}); ranks "
                      "differ only by shard padding, rank 0 holds the largest shards.")
         yield mesh
@@ -93,11 +98,13 @@ def parallelize(model, scenario, mesh, param_dtype, autocast_dtype, notes):
             mp = MixedPrecisionPolicy(param_dtype=autocast_dtype, reduce_dtype=torch.float32)
             model._gpuplan_fsdp_mp = True
         reshard = p.zero == 3
-        dp_mesh = mesh["dp"]
+        dp_mesh = mesh["dp_replicate", "dp_shard"] if p.replicas > 1 else mesh["dp"]
         for layer in _layers(model):
             fully_shard(layer, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
         fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
-        notes.append(f"FSDP2 fully_shard over dp={dp}, one unit per decoder layer plus the root "
+        notes.append(f"FSDP2 fully_shard over dp={dp}"
+                     + (f" as HSDP (shard {p.zero_shard_dp} x replicate {p.replicas})" if p.replicas > 1 else "")
+                     + ", one unit per decoder layer plus the root "
                      f"(embeddings, final norm, lm_head); reshard_after_forward={reshard} "
                      f"({'ZeRO-3' if reshard else 'ZeRO-2'})"
                      + (f"; MixedPrecisionPolicy(param_dtype={autocast_dtype}, reduce_dtype=fp32) instead of "

@@ -25,6 +25,7 @@ RANGES: dict[tuple[str, str], tuple[float, float]] = {
     ("hardware", "count"): (1, 65_536), ("hardware", "gpus_per_node"): (1, 1024),
     ("parallel", "dp"): (1, 65_536), ("parallel", "tp"): (1, 1024), ("parallel", "pp"): (1, 1024),
     ("parallel", "cp"): (1, 1024), ("parallel", "ep"): (1, 1024), ("parallel", "vpp"): (1, 1024),
+    ("parallel", "shard_group"): (1, 65_536),
     ("train", "seq_len"): (1, 10_000_000), ("train", "micro_batch"): (1, 65_536),
     ("train", "global_batch"): (1, 100_000_000), ("train", "lora_rank"): (1, 65_536),
     ("train", "lora_alpha"): (1, 1_000_000), ("train", "tokens"): (1, 1e16), ("train", "loss_chunks"): (1, 65_536),

@@ -7,7 +7,7 @@ const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 const SVG = "http://www.w3.org/2000/svg";
 
 // fields kept in the URL: form element id -> URL key (same name)
-const FIELDS = ["model", "gpu", "count", "tp", "pp", "zero", "itp",
+const FIELDS = ["model", "gpu", "count", "tp", "pp", "zero", "shard_group", "itp",
   "method", "precision", "optimizer", "seq_len", "micro_batch", "global_batch", "recompute", "lora_rank", "tokens",
   "weights", "kv_cache", "engine", "prompt_len", "output_len", "concurrency", "load_rate",
   "objective", "preset", "top", "budget_usd", "deadline_days", "max_gpus", "ttft_s", "tpot_ms", "requests_per_s",
@@ -244,7 +244,8 @@ function scenarioFromForm(mode) {
     if (Object.keys(inf).length) s.infer = inf;
   } else {
     const zero = val("zero");
-    const par = prune({ tp: int("tp"), pp: int("pp"), zero: zero === "" ? undefined : Number(zero) });
+    const par = prune({ tp: int("tp"), pp: int("pp"), zero: zero === "" ? undefined : Number(zero),
+      shard_group: int("shard_group") });
     if (Object.keys(par).length) s.parallel = par;
     const method = str("method");
     const tr = prune({ method, precision: str("precision"), optimizer: str("optimizer"),
@@ -733,7 +734,7 @@ function usePlan(p) {
     for (const k of ["weights", "kv_cache", "engine", "prompt_len", "output_len", "concurrency"]) set(k, (s.infer || {})[k]);
     set("load_rate", ((s.infer || {}).load || {}).rate_per_s);
   } else {
-    set("tp", par.tp); set("pp", par.pp); set("zero", par.zero);
+    set("tp", par.tp); set("pp", par.pp); set("zero", par.zero); set("shard_group", par.shard_group);
     for (const k of ["method", "precision", "optimizer", "seq_len", "micro_batch", "global_batch", "recompute", "lora_rank", "tokens"]) set(k, (s.train || {})[k]);
   }
   $("#plan-form").requestSubmit();
