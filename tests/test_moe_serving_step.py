@@ -118,3 +118,24 @@ def test_tile_padding_only_where_the_kernels_fix_a_128_row_tile():
     assert tile("qwen3-30b-a3b", "nvfp4", "b200") == 128
     assert tile("qwen3-30b-a3b", "bf16", "h100-sxm") is None
     assert tile("gpt-oss-20b", "mxfp4", "h100-sxm") is None
+
+
+def test_decode_tiles_run_at_the_measured_row_curve_not_the_fitted_constant():
+    # a decode-only step's tile-padded expert GEMMs take DeepGEMM's measured d0_M (moe.measured_rows_half, ~112
+    # rows), not matmul_rows_half fitted on prompt-carrying rows: batch-1 TPOT must not move with the fitted value,
+    # while the prompt (TTFT) does
+    import copy
+
+    from gpuplan.estimate.moe import measured_rows_half
+    assert 100 < measured_rows_half() < 125
+    scn = scenario_from_dict({"model": "qwen3-30b-a3b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "infer": {"engine": "trtllm", "weights": "fp8", "kv_cache": "fp8", "prompt_len": 1024,
+                                        "output_len": 128, "concurrency": 1}})
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    P = speed.load_efficiency()
+    lo, hi = copy.deepcopy(P), copy.deepcopy(P)
+    lo["matmul_rows_half"], hi["matmul_rows_half"] = 100.0, 5000.0
+    a = speed.infer_performance(scn, m, g, params=lo)
+    b = speed.infer_performance(scn, m, g, params=hi)
+    assert a.tpot_s == pytest.approx(b.tpot_s, rel=1e-9)
+    assert b.ttft_s > a.ttft_s

@@ -179,15 +179,15 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
 
 
 def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
-    # packaged Hopper bf16 efficiency 0.9093, d0 = 423.0 (K, N; fitted on training rows), d0_M = 821
-    # (rows of one expert's GEMM; fitted on TensorRT-LLM serving rows, tile padding priced apart).
+    # packaged Hopper bf16 efficiency 0.9093, d0 = 423.0 (K, N; fitted on training rows), d0_M = 2711
+    # (rows of one expert's GEMM; fitted on TensorRT-LLM prompt-carrying rows, tile padding priced apart).
     # Qwen3-30B-A3B gate projection (K 2048, N 768): 0.9093 x 2048/2471 x 768/1191 = 0.485975
     from gpuplan.estimate.speed import gemm_efficiency, load_efficiency, training_rows_half
     P = load_efficiency()
     assert P["matmul"]["hopper"]["bf16"] == 0.9093 and P["matmul_dim_half"] == 423.0
-    assert P["matmul_rows_half"] == 821.0
-    # serving: 4096 rows per expert x 4096/4917 = 0.404831
-    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.404831, rel=1e-4)
+    assert P["matmul_rows_half"] == 2711.0
+    # serving: 4096 rows per expert x 4096/6807 = 0.292430
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.292430, rel=1e-4)
     # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4519 = 0.440485
     assert training_rows_half(P) == 423.0
     assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True,
