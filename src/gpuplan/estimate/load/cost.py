@@ -189,6 +189,8 @@ class StreamCeiling:
         self.token_s = float(token_s)
 
     def __getattr__(self, name):          # frontend_s and the rest: the base cost's
+        if name == "base":                # (not set yet: copy/pickle before __init__)
+            raise AttributeError(name)
         return getattr(self.base, name)
 
     def attention(self, tokens: float, offset: float) -> float:
