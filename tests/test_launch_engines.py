@@ -639,3 +639,9 @@ def test_trtllm_under_load_estimate_simulator_and_launch_share_trtllm_serves_def
     assert (policy["max_num_seqs"], policy["max_num_batched_tokens"]) == (2048, 8192)
     a = argv(launch_files(scn, "trtllm", estimate=est)["serve.sh"], "trtllm-serve")
     assert (flag(a, "--max_batch_size"), flag(a, "--max_num_tokens")) == ("2048", "8192")
+
+
+def test_vllm_api_server_count_passed_only_above_one():
+    # infer.api_server_count (vLLM --api-server-count, PR 17546): one process is vLLM's default
+    assert flag(vllm(serve()), "--api-server-count") is None
+    assert flag(vllm(serve(api_server_count=4)), "--api-server-count") == "4"

@@ -579,6 +579,12 @@ class Infer(_Strict):
                                    "tokenisation, hand-off, first streamed chunk) adds to every TTFT; false: an "
                                    "in-process client (offline LLM.generate, MLPerf's C++ harness) pays none. "
                                    "Default: on")
+    api_server_count: int = _num(1, "engine vllm: API-server processes in front of the engine (vllm serve "
+                                 "--api-server-count). Each runs on one core and streams at most ~15k tokens/s "
+                                 "(vLLM PR 13923), so a load simulation's step lasts at least the decoding "
+                                 "requests' tokens over the processes' combined rate (docs/serving-load.md, Host "
+                                 "work and the front end). Default: 1, vLLM's default",
+                                 lo=1, hi=64)
     capacity_scheduler: Literal["guaranteed_no_evict", "max_utilization"] | None = Field(
         None, description="engine trtllm: TensorRT-LLM's capacity scheduler policy (LLM API scheduler_config."
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "

@@ -12,9 +12,12 @@ validation/gathered/serve-load.csv):
 * **Front-end latency per request** (HTTP server, request parsing and tokenisation, hand-off to the
   engine process, the first streamed chunk): `frontend_s` seconds added to every request's
   time to first token; it does not occupy the GPU.
-
-The engines' fixed per-step cost (`step_overhead_s`, `layer_overhead_s` in estimate/data/efficiency.json)
-stays where it was: it is calibrated on throughput rows and already holds each step's fixed host share.
+* **Front-end streaming throughput** (`stream_token_s`): the API server is one Python process (vLLM's
+  `vllm serve` runs one unless `--api-server-count` says more), and every token it streams (detokenised,
+  wrapped in a response chunk, written to its connection) takes that one core `stream_token_s` seconds.
+  The client cannot receive more than 1 / `stream_token_s` tokens a second per process, so the step it
+  sees lasts at least `stream_token_s` x the decoding requests / the processes (the load simulator's
+  `StreamCeiling`, load/cost.py).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class EngineHost:
     overlapped: bool      # host work of one step runs while the GPU runs another
     frontend_s: float     # front-end seconds per request, before its first token reaches the client
     source: str
+    stream_token_s: float = 0.0  # seconds of one API-server process per streamed token (0: not modelled)
 
 
 # vLLM V1.
@@ -47,10 +51,28 @@ class EngineHost:
 # 21.47 - 4.0 = 17.5 ms outside the GPU (the OpenAI completions endpoint: no chat template). The priced TPOT
 # (2.43 ms on an H100, 3.03 ms on an A100) brackets the measured 2.73 ms and cannot tell the two apart; on an
 # A100 the prefill is 8.2 ms and the front end would be 13.3 ms.
+# stream_token_s: vLLM PR 13923 (njhill, "[V1] AsyncLLM data parallel", comment of 2025-03-17) ran vLLM's serving
+# benchmark with 300 concurrent requests against "llama-1b" (Llama-3.2-1B, the model of the same author's PR
+# 17546) on one A100, V1 engine, one API-server process: 6000 requests (1,322,102 prompt and 1,205,048
+# generated tokens: 220 and 201 a request, ShareGPT lengths) in 80.55 s: 74.49 req/s, 14,960.69 output
+# tokens/s, mean TPOT 19.47 ms. The GPU is not the limit: gpuplan prices that model's decode step at 300
+# sequences at a fraction of 19.47 ms (tests/test_engine_host.py), and the engine core's own host work (seq_s
+# x 300) is 1.4 ms of it; the same author's PR 17546 (`--api-server-count`) exists because the one API-server
+# process is. Saturated, that process streamed 14,960.69 tokens a second: 66.8 us of its core per streamed
+# token, the request's own admission work (parsing, tokenisation, hand-off: ~1/201 of it per token) included
+# - the run cannot split the two, and charging it all per request instead is ruled out by the unscored
+# gpt-oss-20b rows of the same lab (GX01/GX02: 1000 chat requests admitted far faster than 13.4 ms each;
+# docs/serving-load.md). It matches the per-chunk ceiling earlier read off those rows (~70 us; diagnostic).
+# The benchmark's default endpoint (/v1/completions) is assumed; the host CPU is not named and is taken as
+# gpuplan's reference host (hardware/hosts.py; a named hardware.host_cpu scales it by its single-thread
+# speed). Not read from any row of validation/gathered/serve-load.csv.
+VLLM_STREAM_TOKENS_PER_S = 1_205_048 / 80.55
 VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_s=21.47e-3 - 4.0e-3,
                   source="GPUStack performance lab gpt-oss-20b H100 (vLLM 0.11 with/without async scheduling), "
                          "vLLM 0.14.0 release notes (async scheduling default), vLLM PR 17866 (light-load TTFT "
-                         "less the priced prefill)")
+                         "less the priced prefill), vLLM PR 13923 (one API server saturated at 14,961 "
+                         "streamed tokens/s)",
+                  stream_token_s=1.0 / VLLM_STREAM_TOKENS_PER_S)
 
 # SGLang: the overlap scheduler is on by default since v0.4 (LMSYS blog, 2024-12-04, "zero-overhead batch
 # scheduler"). seq_s: no per-sequence measurement of its own was found: 0, not modelled.

@@ -1135,6 +1135,11 @@ class _Serving:
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
         # an in-process client (infer.front_end false: offline generate, MLPerf's C++ harness) has no HTTP server
         self.frontend_s = 0.0 if getattr(inf, "front_end", None) is False else self.engine_host.frontend_s
+        # the API server's time per streamed token (engine_host.stream_token_s), one core per process, scaled by
+        # the host's single-thread speed; infer.api_server_count processes share the tokens (load simulator)
+        srv = self.engine_host.stream_token_s if self.frontend_s > 0 else 0.0
+        self.api_servers = int(getattr(inf, "api_server_count", None) or 1)
+        self.stream_token_s = srv / _host_speed(scn, gpu)[0] / self.api_servers if srv > 0 else 0.0
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)

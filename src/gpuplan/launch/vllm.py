@@ -55,6 +55,8 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     if i.async_scheduling is False and i.num_scheduler_steps == 1:   # V1's flag (on by default since vLLM 0.14,
         # release notes: "--no-async-scheduling"); V0 (multi-step) schedules synchronously and has no such flag
         argv.append("--no-async-scheduling")
+    if getattr(i, "api_server_count", 1) > 1:   # vLLM's --api-server-count (PR 17546): more API-server processes
+        argv += ["--api-server-count", str(i.api_server_count)]
     if i.num_scheduler_steps > 1:     # vLLM V0's multi-step scheduling (EngineArgs --num-scheduler-steps)
         argv += ["--num-scheduler-steps", str(i.num_scheduler_steps)]
         notes.append("--num-scheduler-steps is vLLM's V0 engine (from 0.5.5; gone with V0): run it on such a "

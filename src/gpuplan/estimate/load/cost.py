@@ -176,8 +176,37 @@ class SpecCost:
         return self.base.decode_sum(decodes, context, k) + k * self.extra(decodes, context + (k - 1) / 2.0)
 
 
+class StreamCeiling:
+    """The API server's streaming throughput on top of a step cost: its process(es) spend `token_s` seconds
+    per streamed token (engine_host.stream_token_s, already divided by the number of API-server processes),
+    so a step that streams one token for each of its decoding requests reaches the client no sooner than
+    `token_s` x decodes after the previous one: a step lasts max(engine step, token_s x decodes). Over k
+    decode steps of one batch the bound is taken on their total (the steps' own times grow with the
+    context; the floor does not)."""
+
+    def __init__(self, base, token_s: float):
+        self.base = base
+        self.token_s = float(token_s)
+
+    def __getattr__(self, name):          # frontend_s and the rest: the base cost's
+        if name == "base":                # (not set yet: copy/pickle before __init__)
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def attention(self, tokens: float, offset: float) -> float:
+        return self.base.attention(tokens, offset)
+
+    def step(self, decodes: int, context: float, prefill_tokens: float, attention_s: float) -> float:
+        return max(self.base.step(decodes, context, prefill_tokens, attention_s), self.token_s * decodes)
+
+    def decode_sum(self, decodes: int, context: float, k: int) -> float:
+        return max(self.base.decode_sum(decodes, context, k), self.token_s * decodes * k)
+
+
 def step_cost(serving, max_batch: int, max_context: int, max_prefill_tokens: int):
     """The step cost of one replica: the tabulated engine, with speculative decoding when the
-    scenario asks for it."""
+    scenario asks for it, and the API server's streaming ceiling where the engine has one."""
     base = EngineCost(serving, max_batch, max_context, max_prefill_tokens)
-    return SpecCost(base, serving) if getattr(serving, "spec", None) is not None else base
+    cost = SpecCost(base, serving) if getattr(serving, "spec", None) is not None else base
+    token_s = float(getattr(serving, "stream_token_s", 0.0) or 0.0)
+    return StreamCeiling(cost, token_s) if token_s > 0 else cost
