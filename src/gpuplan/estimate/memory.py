@@ -246,6 +246,16 @@ def _model_states(ts: _TrainSetup, text_only: bool = True) -> tuple[float, float
         n = rp.total + ts.untied_head
         n_step = n - (_idle_tower_params(ts) if text_only else 0.0)
         weights, grads, optim, optim_temp = n * sb.weight, n_step * sb.grad, n_step * sb.optim, n_step * sb.optim_temp
+        n32 = _fp32_kept_params(ts)
+        if n32:
+            # pure 16-bit HF training: these stay fp32, and so do their gradients and AdamW states (a state takes
+            # its parameter's dtype: torch/optim/adamw.py _init_group zeros_like(p))
+            se = _state_elem(t)
+            weights += n32 * (4 - sb.weight)
+            grads += n32 * (4 - sb.grad)
+            if t.optimizer not in opt.SHAPED:
+                optim += n32 * (opt.elementwise_state_bytes(t.optimizer, 4) - opt.elementwise_state_bytes(t.optimizer, se))
+                optim_temp += n32 * (4 - se) if sb.optim_temp else 0.0
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
@@ -292,14 +302,29 @@ def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
     return ne, max(1, ts.shard * p.tp // (p.ep * etp))
 
 
+def _fp32_kept_params(ts: _TrainSetup) -> float:
+    """Parameters on this rank that transformers keeps in fp32 although the model is loaded in 16 bits
+    (ModelSpec.params_fp32: a module built in fp32, `_keep_in_fp32_modules_strict`). They matter only where the
+    rest is 16-bit and the model is transformers' own: pure 16-bit training (no master weights) in framework hf.
+    DeepSpeed's engine casts the whole module (`module.bfloat16()`), the other frameworks build their own models."""
+    t, m = ts.scn.train, ts.model
+    if not m.params_fp32 or ts.scn.framework != "hf" or t.master_weights or t.precision not in ("bf16", "fp16"):
+        return 0.0
+    return m.params_fp32 * min(1.0, ts.rp.total / max(m.params_total, 1))
+
+
 def _idle_tower_params(ts: _TrainSetup) -> float:
-    """Parameters of a vision tower (and its projector) that a text-only step never runs: autograd gives them no
+    """Parameters of a vision (or audio) tower and its projector, or of a cross-attention onto an encoder the causal
+    LM is not given (TrOCR's decoder), that a text-only step never runs: autograd gives them no
     gradient, and torch's AdamW creates state only for parameters with one (torch/optim/adamw.py `_init_group`:
     `if p.grad is None: continue`), so they hold weights only (traced: 2-layer Gemma 3 with its SigLIP tower,
     text-only fine-tuning). Only unsharded training: ZeRO/FSDP flat buffers cover every parameter."""
-    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts):
+    m = ts.model
+    # a decoder's cross-attention onto an encoder output the causal LM is not given (Block stream "cross_idle")
+    cross = sum(b.total for b in m.blocks if b.stream == "cross_idle") * ts.rp.stage_layers / max(m.num_layers, 1)
+    if not (ts.rp.vision or cross) or ts.scn.parallel.zero or _fsdp(ts):
         return 0.0
-    return ts.rp.vision
+    return ts.rp.vision + cross
 
 
 def zero_divisors(zero, shard):
@@ -644,6 +669,11 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
     if model.is_encoder_decoder and t.loss == "full":
         logits = encdec.loss_bytes_per_token(model, setup) * sv.tokens
+    elif not model.traits.loss_fp32 and ts.scn.framework == "hf" and t.loss == "full":
+        # the model's own CrossEntropyLoss on the 16-bit logits (no upcast): T5's loss block (3 x 2 bytes x V;
+        # 12 under autocast, where log_softmax runs in fp32), plus what the loop holds of the output
+        logits = (encdec.loss_bytes_per_token(model, setup) + held_logits_bytes(ts.scn)) * vocab_rank / \
+            model.vocab_size * sv.tokens
     if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":
         # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
         logits += 2.0 * model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1) * sv.tokens
@@ -1171,6 +1201,11 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     notes: list[str] = []
     tp, pp = p.tp, p.pp
     weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
+    if inf.engine == "hf" and model.params_fp32 and weight_format(inf.weights).name in ("bf16", "fp16"):
+        # transformers keeps these parameters in fp32 under a 16-bit load (ModelSpec.params_fp32): 2 more bytes
+        weights += model.params_fp32 * 2.0 / tp
+        notes.append(f"{model.params_fp32 / 1e6:,.1f} M parameters stay fp32 under transformers' 16-bit load "
+                     "(_keep_in_fp32_modules_strict, or built in fp32 by the model's code)")
     ctx = inf.prompt_len + inf.output_len
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
     if getattr(inf, "speculative", None) is not None:
@@ -1253,6 +1288,10 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
         act += seqs * model.vocab_size * 4
+        if not model.traits.logits_to_keep:
+            # generate passes no logits_to_keep (the forward takes none): the prefill's 16-bit logits cover every
+            # prompt position, alive once the layers' activations are freed
+            act = max(act, seqs * inf.prompt_len * model.vocab_size * 2 + seqs * model.vocab_size * 4)
         if model.traits.eager_attention_only:
             act = max(act, seqs * inf.prompt_len * _eager_prefill_bytes_per_token(model, tp, tokens_per_seq))
         temp = 0.0

@@ -107,6 +107,10 @@ class Traits:
                                             # eager path holds the 16-bit scores and probabilities (4); BLOOM 14
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
     relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
+    loss_fp32: bool = True                  # the causal-LM loss upcasts the logits (transformers' ForCausalLMLoss);
+                                            # False: the model's own CrossEntropyLoss on the 16-bit logits (TrOCR)
+    logits_to_keep: bool = True             # forward takes logits_to_keep, so HF generate's prefill makes the last
+                                            # position's logits only; False: every prompt position's (TrOCR)
     encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),
                                             # "bart" (BART's LayerNorm layer, models/generic.py); "" = not derived
 
