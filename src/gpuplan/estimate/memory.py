@@ -1287,6 +1287,9 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             a, d, kvh = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp)
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
+        kda = _kda_fallback_prefill_bytes(model, tp, inf.prompt_len, inf.ssm_kernels)
+        if kda:
+            act = max(act, seqs * (inf.prompt_len * _prefill_bytes_per_token(model, tp) + kda))
         act += seqs * model.vocab_size * 4
         if not model.traits.logits_to_keep:
             # generate passes no logits_to_keep (the forward takes none): the prefill's 16-bit logits cover every
@@ -1304,6 +1307,22 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
+
+
+def _kda_fallback_prefill_bytes(model: ModelSpec, tp: int, prompt: int, kernels: bool) -> float:
+    """Bytes one sequence's prefill holds inside a Kimi Delta Attention layer on transformers' torch fallback
+    (`chunk_kimi_delta_attention`, modeling_kimi_linear.py, transformers 5.25; used where flash-linear-attention's
+    chunk_kda kernel is not loaded: ssm_kernels false). The prompt is padded to whole chunks of C and the
+    per-channel decay between every pair of positions in a chunk is materialised in fp32,
+    `decay_mask` [heads, chunks, C, C, d_k], kept for the whole chunk loop; the intra-chunk scores multiply
+    k_beta x key (same shape) by it, so three such tensors are alive at once: 3 x 4 bytes x padded tokens x C x
+    heads x d_k (traced: 2-layer default Kimi-Linear and Bailing-hybrid, prompt 512). The fused kernel keeps
+    per-chunk tiles on chip: none."""
+    t = model.traits
+    if kernels or not t.kda_channels or not t.kda_chunk:
+        return 0.0
+    padded = math.ceil(prompt / t.kda_chunk) * t.kda_chunk
+    return 3 * 4.0 * padded * t.kda_chunk * t.kda_channels / tp
 
 
 def _moe_prefill_bytes_per_token(model: ModelSpec) -> float:

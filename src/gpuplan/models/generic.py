@@ -462,6 +462,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     window_pattern=pattern if any(windows) else "none",
                     eager_attention_only=_eager_only(model),
                     loss_fp32=_loss_fp32(model), logits_to_keep=_takes_logits_to_keep(model),
+                    **_kda_fallback(model, text_cfg),
                     eager_prefill_score_bytes=_EAGER_PREFILL_SCORE_BYTES.get(mt, 4.0),
                     dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
                                     residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
@@ -547,6 +548,26 @@ def _fp32_params(model) -> int:
     pattern = re.compile("|".join(p.replace("*", ".*") for p in strict)) if strict else None
     return sum(p.numel() for n, p in model.named_parameters()
                if p.is_floating_point() and (p.dtype == torch.float32 or (pattern is not None and pattern.search(n))))
+
+
+def _kda_fallback(model, text_cfg) -> dict:
+    """Kimi Delta Attention (Kimi-Linear, Bailing-hybrid): its modeling module defines the torch fallback
+    `chunk_kimi_delta_attention(..., chunk_size=64)` that runs where flash-linear-attention's kernel does not
+    (modeling_kimi_linear.py, transformers 5.25). Returns the traits it needs: heads x key head dim of the
+    per-channel decay (config linear_num_heads x linear_head_dim) and the fallback's chunk length (its default)."""
+    import inspect
+    import sys
+    fn = getattr(sys.modules.get(type(model).__module__), "chunk_kimi_delta_attention", None)
+    heads, dk = _attr_int(text_cfg, "linear_num_heads"), _attr_int(text_cfg, "linear_head_dim")
+    if fn is None or not heads or not dk:
+        return {}
+    try:
+        # transformers wraps the fallback in a kernel-dispatch module (hub_kernels.py
+        # use_kernel_func_from_hub_with_fallback): its forward carries the function's signature
+        chunk = inspect.signature(getattr(fn, "forward", fn)).parameters["chunk_size"].default
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return dict(kda_channels=heads * dk, kda_chunk=int(chunk)) if isinstance(chunk, int) and chunk > 0 else {}
 
 
 def _takes_logits_to_keep(model) -> bool:
