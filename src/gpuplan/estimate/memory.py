@@ -1287,6 +1287,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             a, d, kvh = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp)
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
+        if model.traits.rope_fp32:
+            act = max(act, seqs * inf.prompt_len * _rope_fp32_prefill_bytes_per_token(model, tp))
         kda = _kda_fallback_prefill_bytes(model, tp, inf.prompt_len, inf.ssm_kernels)
         if kda:
             act = max(act, seqs * (inf.prompt_len * _prefill_bytes_per_token(model, tp) + kda))
@@ -1307,6 +1309,17 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
+
+
+def _rope_fp32_prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes per token alive during HF prefill (no_grad) while a model that rotates fp32 copies of q and k
+    (traits.rope_fp32: `k_embed = (k.float() * cos) + (rotate_half(k.float()) * sin)`) rotates k: in 16 bits the
+    residual stream, the norm output and q, k, v; in fp32 the rotated q and, for k, `k.float() * cos`, the second
+    `k.float()`, the negated half and the concatenation rotate_half builds from it (3.5 k-sized). Traced: 2-layer
+    default ModernBERT-decoder, prompt 512, where this is the prefill peak (the MLP's is lower)."""
+    h, d = model.hidden_size, model.head_dim
+    a, kv = model.num_heads / tp, max(1, model.num_kv_heads // tp)
+    return 2 * (2 * h + (a + 2 * kv) * d) + 4 * a * d + 3.5 * 4 * kv * d
 
 
 def _kda_fallback_prefill_bytes(model: ModelSpec, tp: int, prompt: int, kernels: bool) -> float:

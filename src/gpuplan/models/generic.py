@@ -462,7 +462,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     window_pattern=pattern if any(windows) else "none",
                     eager_attention_only=_eager_only(model),
                     loss_fp32=_loss_fp32(model), logits_to_keep=_takes_logits_to_keep(model),
-                    **_kda_fallback(model, text_cfg),
+                    rope_fp32=position == "rope" and _rope_fp32(model), **_kda_fallback(model, text_cfg),
                     eager_prefill_score_bytes=_EAGER_PREFILL_SCORE_BYTES.get(mt, 4.0),
                     dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
                                     residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
@@ -562,12 +562,36 @@ def _kda_fallback(model, text_cfg) -> dict:
     if fn is None or not heads or not dk:
         return {}
     try:
-        # transformers wraps the fallback in a kernel-dispatch module (hub_kernels.py
-        # use_kernel_func_from_hub_with_fallback): its forward carries the function's signature
-        chunk = inspect.signature(getattr(fn, "forward", fn)).parameters["chunk_size"].default
+        chunk = inspect.signature(_torch_code(fn)).parameters["chunk_size"].default
     except (KeyError, TypeError, ValueError):
         return {}
     return dict(kda_channels=heads * dk, kda_chunk=int(chunk)) if isinstance(chunk, int) and chunk > 0 else {}
+
+
+def _torch_code(fn):
+    """The torch function behind a kernel-dispatch wrapper: transformers wraps some module-level functions in an
+    nn.Module that calls a hub kernel where one is loaded and the function otherwise (kernels' layer.py
+    _create_func_module, used by transformers' hub_kernels.py use_kernel_func_from_hub); that function is
+    held in the wrapper's forward closure."""
+    import inspect
+    if fn is None or inspect.isfunction(fn):
+        return fn
+    for cell in getattr(getattr(type(fn), "forward", None), "__closure__", None) or ():
+        if inspect.isfunction(cell.cell_contents):
+            return cell.cell_contents
+    return getattr(fn, "forward", fn)
+
+
+def _rope_fp32(model) -> bool:
+    """Whether the modeling module's `apply_rotary_pos_emb` rotates fp32 copies of q and k (`q.float() * cos`,
+    modeling_modernbert_decoder.py / modeling_ernie4_5.py, transformers 5.25) rather than q and k in their dtype."""
+    import inspect
+    import sys
+    fn = getattr(sys.modules.get(type(model).__module__), "apply_rotary_pos_emb", None)
+    try:
+        return fn is not None and "q.float()" in inspect.getsource(_torch_code(fn))
+    except (OSError, TypeError):
+        return False
 
 
 def _takes_logits_to_keep(model) -> bool:

@@ -107,6 +107,8 @@ class Traits:
                                             # eager path holds the 16-bit scores and probabilities (4); BLOOM 14
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
     relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
+    rope_fp32: bool = False                 # rotary applied to fp32 copies of q and k (`q.float() * cos`: ModernBERT-
+                                            # decoder, ERNIE-4.5), cast back after
     kda_channels: int = 0                   # Kimi Delta Attention layers: heads x key head dim of the per-channel
     kda_chunk: int = 0                      # decay, and the chunk length of transformers' torch chunk fallback (0: none)
     loss_fp32: bool = True                  # the causal-LM loss upcasts the logits (transformers' ForCausalLMLoss);
