@@ -270,7 +270,9 @@ _NOT_OURS = (
      "not build the audio encoder's log-mel input"),
     ("can only be called on Attention layers",
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
-     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
+     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes); "
+     "HF generate with its default DynamicCache fails the same way on real CPU tensors (only "
+     "use_cache=False, re-running the sequence each step, runs)"),
     ("expected scalar type",
      "transformers' XLNet mixes fp32 and bf16 tensors in pure bf16 (a bf16 run on real CPU tensors fails too)"),
     ("Expected input batch_size",

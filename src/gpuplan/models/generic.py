@@ -529,7 +529,8 @@ def _mark_unfed_cross_attention(blocks: list, layers, layers_path: str, inferred
     names = {n for n, _ in layers[0].named_children() if n in _CROSS_ATTENTION}
     if not names:
         return blocks
-    marks = tuple(f"{layers_path}.*.{n}." for n in names)
+    # the sub-module and what runs with it in the same branch (TrOCR's encoder_attn_layer_norm)
+    marks = tuple(f"{layers_path}.*.{n}{sep}" for n in names for sep in (".", "_"))
     out = [dataclasses.replace(b, stream="cross_idle") if b.name.startswith(marks) else b for b in blocks]
     inferred["cross_idle"] = (f"cross-attention sub-modules {sorted(names)}: run only with an encoder's output, "
                               "which a causal LM is not given")
