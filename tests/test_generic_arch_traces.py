@@ -45,8 +45,13 @@ def test_shrink_plain_decoder_to_two_layers():
 # per-head Mamba scan at prefill: +17 % before), Dory's sections (and its deep-copied recurrent cache layers),
 # GPT-Neo's own attention table reaching the SDPA stand-in, GPT-NeoX-Japanese's, Megatron-BERT's and
 # RoFormer's eager prefill scores with the previous layer's kept (-7, -7, -6 %).
+# Read from transformers' code (docs/generic-coverage.md): TrOCR's idle cross-attention, 16-bit loss and full
+# prefill logits (+8.5 / -12.9 %), ModernBERT-decoder's fp32 rotary (-6.8 %), MOSS's and Phi-4-multimodal's audio
+# and image towers (+66.9 %, -28.8 %), HRM's second stack (-10.4 %), Hunyuan-V4's fp32 lm_head (-7.3 %),
+# Kimi-Linear's KDA torch fallback at prefill (-14.7 %).
 MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
-              "zamba", "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer"]
+              "zamba", "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer", "trocr",
+              "modernbert-decoder", "moss_transcribe_diarize", "phi4_multimodal", "hrm_text", "hy_v4", "kimi_linear"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)
