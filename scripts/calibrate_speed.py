@@ -455,22 +455,74 @@ def fit(rows: list[Row], P: dict, spec: list[tuple[tuple, float, float, float, b
     return params_from(res.x)
 
 
-def hopper_fp8_prior(P: dict) -> float:
-    """Start value of Hopper's FP8 GEMM efficiency, and its value wherever no TensorRT-LLM row is left to fit it
-    (leave-one-source-out): the measured one, not a guess. Stas Bekman's MAMF finder sustains 1402.6 TFLOP/s
-    FP8 (`torch._scaled_mm`) on an H100 SXM at its best shape 1024 x 9216 x 14336 (ml-engineering
-    compute/accelerator/README.md @b9e29720, estimate/data/max_achievable_gemm.csv). The model's rate at that
-    shape is peak x clock_factor x eta x K/(K + d0) x N/(N + d0) (speed.gemm_time; a dense GEMM's M is left to
-    the roofline), so eta = measured fraction / (clock_factor x size factor), capped at the fit's bound 1.0.
-    Computed after the llama.cpp stage, whose Hopper power fit sets clock_factor; d0 from the training stage."""
+def measured_gemm_prior(P: dict, gpu_id: str, dtype: str) -> float:
+    """A GEMM efficiency from a published measured rate (estimate/data/max_achievable_gemm.csv): the model's rate
+    at the measured shape is peak x clock_factor x eta x K/(K + d0) x N/(N + d0) (speed.gemm_time; a dense GEMM's M
+    is left to the roofline), so eta = measured fraction / (clock_factor x size factor), capped at the fit's bound
+    1.0. Needs the llama.cpp stage (clock_factor) and d0 from the training stage."""
     from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
-    row = maf_row("h100-sxm", "fp8")
-    g = get_gpu("h100-sxm")
-    measured = maf_fraction("h100-sxm", "fp8", speed.peak_flops(g, "fp8"))
+    row = maf_row(gpu_id, dtype)
+    g = get_gpu(gpu_id)
+    measured = maf_fraction(gpu_id, dtype, speed.peak_flops(g, dtype))
     d0 = float(P["matmul_dim_half"])
     k, n = float(row["k"]), float(row["n"])
     size = (k / (k + d0)) * (n / (n + d0))
     return min(1.0, measured / (speed.clock_factor(P, g) * size))
+
+
+def hopper_fp8_prior(P: dict) -> float:
+    """Start value of Hopper's FP8 GEMM efficiency, and its value wherever no TensorRT-LLM row is left to fit it
+    (leave-one-source-out): the measured one, not a guess. Stas Bekman's MAMF finder sustains 1402.6 TFLOP/s
+    FP8 (`torch._scaled_mm`) on an H100 SXM at its best shape 1024 x 9216 x 14336 (ml-engineering
+    compute/accelerator/README.md @b9e29720, estimate/data/max_achievable_gemm.csv)."""
+    return measured_gemm_prior(P, "h100-sxm", "fp8")
+
+
+def blackwell_fp4_prior(P: dict) -> float:
+    """Start value of Blackwell's NVFP4 GEMM efficiency, and its value wherever no TensorRT-LLM row is left to fit
+    it: flashinfer's mm_fp4 benchmark on a B200 (PR #1979), CUTLASS NVFP4 x NVFP4 at 1024 x 7168 x 4608, 3370.4
+    TFLOP/s = 37.4 % of the 9000 dense FP4 peak (the catalog's B200 and GB200 FP4 peaks are the dense ones:
+    9 and 10 PFLOP/s, half the sparse figures). One shape, not a sweep: a floor on what the kernels reach."""
+    return measured_gemm_prior(P, "b200", "fp4")
+
+
+GROUPED_GEMM_ROWS = ROOT / "src" / "gpuplan" / "estimate" / "data" / "grouped_gemm_rows.csv"
+
+
+def grouped_gemm_rows_half_prior() -> float:
+    """Start value of the grouped-expert-GEMM row constant d0_M, and its value wherever no TensorRT-LLM MoE row is
+    left to fit it (leave-one-source-out): the measured curve, not d0. DeepGEMM's README (@a6d97a1) times its FP8
+    grouped GEMMs on an H800 at one shape (N 4096 x K 7168) for 8192, 4096, 1024, 512 and 256 rows per group
+    (estimate/data/grouped_gemm_rows.csv): 1297 ... 932 TFLOP/s. The model's row factor is M / (M + d0_M) at
+    an asymptote of its own (the K and N factors and η are the same at every point), so d0_M is the
+    least-squares fit of log(A · M / (M + d0_M)) to the log rates: about 112 rows. Every M there is a multiple
+    of the 128-row tile, so padding is not in it (priced apart: moe.padded_rows_per_expert)."""
+    rows = list(csv.DictReader(GROUPED_GEMM_ROWS.open(encoding="utf-8")))
+    m = np.array([float(r["m_per_group"]) for r in rows])
+    rate = np.array([float(r["tflops_per_s"]) for r in rows])
+    res = least_squares(lambda x: np.log(x[0] * m / (m + x[1])) - np.log(rate), [float(rate.max()), 100.0],
+                        bounds=([1e-9, 1e-9], [np.inf, np.inf]))
+    return float(res.x[1])
+
+
+# the sequence length at which a published forward kernel's rate stands for a packed prefill step: the plateau of
+# cuDNN's B200 forward (attention_kernels.csv: 1198 TFLOP/s at 8k, 1350 at 16k, 1430-1448 at 32k-64k, batch 1),
+# whose shorter points are one under-occupied sequence, not a step of many packed prompts
+PREFILL_PLATEAU_TOKENS = 16384
+
+
+def trtllm_prefill_attention_prior(P: dict) -> float:
+    """Start value of TensorRT-LLM's forward-only attention factor, and its value wherever no TensorRT-LLM row is
+    left to fit it (leave-one-source-out): the measured forward rate, not a guess. The factor times η_attn is the
+    16-bit context FMHA's share of the sustained 16-bit peak on GPUs without published TensorRT-LLM kernel figures
+    (data-centre Blackwell in the calibration rows); the nearest published forward kernel there is cuDNN's on a
+    B200 (cudnn-frontend @cb560b9, attention_kernels.csv), 1350 TFLOP/s causal at 16k tokens = 0.60 of 2250.
+    Computed after the family priors have set η_attn (Blackwell) and the llama.cpp stage the clock factor."""
+    from gpuplan.estimate.attention_kernels import kernel_rates, reference_gpu
+    ref = get_gpu(reference_gpu("cudnn", "blackwell-dc"))
+    fwd = kernel_rates("cudnn", "blackwell-dc", PREFILL_PLATEAU_TOKENS, 1.0)[0]
+    eta = P["attention"][ref.family]
+    return fwd / (speed.peak_flops(ref, "bf16") * speed.clock_factor(P, ref) * eta)
 
 
 def apply_family_priors(P: dict) -> None:
@@ -544,9 +596,12 @@ def write_doc(table, stats, P) -> None:
               f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
               f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR build rows).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
-              "(at its physical bound: η_attn·factor ≈ 0.5–0.67 of the 16-bit peak, FA3-class forward kernels).",
-              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on prompt-chunk "
-              "expert GEMMs; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
+              f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
+              "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
+              "run the FP8 context FMHA at FlashAttention-3's published FP8/BF16 forward ratio on top, docs/speed.md §3.14).",
+              f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on the expert GEMMs, "
+              "at TensorRT-LLM's tile-padded rows, decode steps included (docs/speed.md §3.17); prior 112.5 from DeepGEMM's "
+              "grouped-GEMM curve; fitted on Qwen3-30B-A3B, one GPU). Qwen3-235B-A22B rows are timed as the source ran them: "
               "attention data parallel 8 + expert parallel 8 (`DEP8`), with the attention-DP imbalance E[max of ep Poisson(λ)]/λ.",
               "- KV capacity of vLLM/SGLang/TensorRT-LLM rows: the memory engine's pool (`limits.kv_tokens`).",
               "- Everything else is a stated prior (docs/speed.md §4); outliers are explained in docs/speed.md §5.",
@@ -605,14 +660,17 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
     P = fit(trt, P, [
         (("matmul", "hopper", "fp8"), hopper_fp8_prior(P), 0.2, 1.0, False),   # at the sustained clock
-        (("matmul", "blackwell", "fp4"), 0.5, 0.1, 1.0, False),
-        (("engines", "trtllm", "prefill_attention_scale"), 1.5, 0.5, 3.0, True),
+        (("matmul", "blackwell", "fp4"), blackwell_fp4_prior(P), 0.1, 1.0, False),
+        # bound 4.0: η_attn(Blackwell) x 4 = 0.675 of the 16-bit peak, above the best published B200 16-bit
+        # forward (cuDNN 0.64 at 64k tokens, attention_kernels.csv); FP8 context FMHA is priced apart (speed.py)
+        (("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P), 0.5, 4.0, True),
         (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
     ])
-    # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: d0, the same
-    #    tile/wave form as K and N), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP)
+    # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: DeepGEMM's measured
+    #    grouped-GEMM curve), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP); TensorRT-LLM's tile
+    #    padding and the fused MoE step's memory passes are priced apart (estimate/moe.py)
     moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
-    P = fit(moe_fit, P, [(("matmul_rows_half",), P["matmul_dim_half"], 50.0, 8192.0, True)])
+    P = fit(moe_fit, P, [(("matmul_rows_half",), grouped_gemm_rows_half_prior(), 50.0, 8192.0, True)])
     P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
     P["provenance"] = {
         "script": "scripts/calibrate_speed.py",

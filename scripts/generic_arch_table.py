@@ -233,11 +233,13 @@ def _max_positions(cfg: dict) -> int | None:
 
 
 def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
-    # prompt + 1 output token must fit a learned position table (BERT-style tables hold 512); training's
-    # sequence must fit it too (Blenderbot's table holds 128, CTRL's 256)
-    fits = isinstance(max_positions, int) and max_positions > 2
-    prompt = min(512, max_positions - 2) if fits else 512
-    seq = min(512, max_positions) if fits else 512
+    # the tokens must fit a learned position table (Blenderbot's holds 128, CTRL's 256, BERT-style 512): RoBERTa-style
+    # embeddings number positions from padding_idx + 1 = 2 (create_position_ids_from_input_ids, modeling_xmod.py and
+    # modeling_roberta.py, transformers 5.25), so a table of N holds N - 2 tokens: training's sequence, or the
+    # prompt plus the output token
+    fits = isinstance(max_positions, int) and max_positions > 3
+    prompt = min(512, max_positions - 3) if fits else 512
+    seq = min(512, max_positions - 2) if fits else 512
     hw = {"gpu": "h100-sxm", "count": 1}
     # the fake-tensor trace runs on CPU, where transformers takes its torch path for state-space mixers
     # (mamba_ssm's CUDA kernels cannot load): both scenarios say so (ssm_kernels false), as tests/test_ssm.py does
@@ -274,16 +276,20 @@ _NOT_OURS = (
      "HF generate with its default DynamicCache fails the same way on real CPU tensors (only "
      "use_cache=False, re-running the sequence each step, runs)"),
     ("expected scalar type",
-     "transformers' XLNet mixes fp32 and bf16 tensors in pure bf16 (a bf16 run on real CPU tensors fails too)"),
+     "transformers' XLNet creates its attention weights as torch.FloatTensor (fp32 whatever dtype is asked, "
+     "modeling_xlnet.py XLNetRelativeAttention.__init__) and from_pretrained keeps an instantiated parameter's dtype "
+     "(core_model_loading.py: a loaded tensor is cast to empty_param.dtype), so in pure bf16 its einsums mix fp32 "
+     "weights with bf16 activations and fail, on real tensors too"),
     ("Expected input batch_size",
      "GIT's loss drops image_patch_tokens logit positions whatever the input (modeling_git.py), so text-only "
      "training fails in transformers itself"),
+    ("a value computed from the weights picks a shape",
+     "a shape depends on values the weights compute (JetMoE's per-expert split sizes come from the router's top-k), "
+     "which neither fake tensors nor the inputs the harness chose can answer"),
     ("DataDependentOutputException",
-     "the model reads tensor values to pick shapes (.item(), .tolist(): XLM's length check, JetMoE's per-expert "
-     "split), which fake tensors cannot answer"),
+     "the model reads tensor values to pick shapes, which fake tensors cannot answer"),
     ("DynamicOutputShapeException",
-     "the model's shapes depend on tensor values (boolean-mask indexing, unique(): X-MOD's per-language "
-     "adapters, Kolibri's indexed-attention pools), which fake tensors cannot run"),
+     "the model's shapes depend on tensor values, which fake tensors cannot run"),
 )
 
 
@@ -448,9 +454,10 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "a composite vision/audio-language config has its `text_config` cut "
             "and its towers kept whole) and `gpuplan.api.estimate` is compared with "
             "`gpuplan.trace.trace` (fake tensors): training = full bf16 fine-tuning, AdamW without master "
-            "weights, seq 512 x 1 (the learned position table's length where shorter), no recompute (total peak; "
-            "activations alongside); inference = engine hf, "
-            "prompt 512 (510 where a learned position table holds 512), one decode step (peak). For a fair "
+            "weights, seq 512 x 1 (a learned position table's length less 2 where shorter: RoBERTa-style "
+            "positions start at 2), no recompute (total peak; activations alongside); inference = engine hf, "
+            "prompt 512 (509 where a learned position table holds 512: prompt and output token fit the table "
+            "less 2), one decode step (peak). For a fair "
             "comparison both scenarios set `ssm_kernels: false`: the trace runs on CPU, where transformers takes "
             "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
             "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace; the estimate "
@@ -459,10 +466,12 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "flash-attention path runs eager, a model with a cache class of its own (MiniMax) builds it, a model "
             "with none (OpenAI GPT) re-runs the sequence each step, and each decode step takes what the model's "
             "prepare_inputs_for_generation keeps (CPM-Ant: the whole sequence); at inference a fake tensor answers "
-            "`is_cuda` as the GPU tensor it stands for (Ergo's CUDA-only fp32-output lm_head GEMM). A trace note "
-            "after `train:` / "
-            "`infer:` says why a failed trace is transformers' own, fake tensors' limit (values read to pick "
-            "shapes) or the harness's. Both peaks leave out runtime_overhead (CUDA "
+            "`is_cuda` as the GPU tensor it stands for (Ergo's CUDA-only fp32-output lm_head GEMM). A model that "
+            "reads tensor values to "
+            "pick shapes (XLM, X-MOD, Kolibri) is traced on fake tensors that carry the values fixed before the run "
+            "(the harness's seeded token ids, constants the code builds; trace/_known.py). A trace note after "
+            "`train:` / `infer:` says why a failed trace is transformers' own, fake tensors' limit (a shape picked "
+            "from values the weights compute) or the harness's. Both peaks leave out runtime_overhead (CUDA "
             "context, allocator reserve), which a fake-tensor trace does not allocate; a blank activations cell "
             "means the two peaks fall in different phases, or the traced peak holds under 1 MiB of activations (an "
             "optimizer-step or tied-gradient-sum peak): no meaningful ratio. Errors are estimate / trace - 1; a cell with text is the "

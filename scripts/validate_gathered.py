@@ -33,6 +33,8 @@ def scenario(row: dict) -> dict:
         train["recompute_layers"] = int(row["recompute_layers"])
     if row.get("fp8_recipe"):
         train["fp8_recipe"] = row["fp8_recipe"]
+    if row.get("moe_capacity_factor"):     # Megatron token-drop, inputs padded to capacity
+        train["moe_capacity_factor"] = float(row["moe_capacity_factor"])
     return {
         "model": row["model"], "task": "train", "framework": row["framework"],
         "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
@@ -187,6 +189,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_sleep_level"] = int(row["engine_sleep_level"])
     if row.get("offload_train_states"):
         rl["offload_train_states"] = row["offload_train_states"] == "true"
+    if row.get("offload_pageable"):     # which offloaded states go to fresh pageable host memory (rl.offload_time)
+        rl["offload_pageable"] = row["offload_pageable"]
     tp, pp, cp, ep = (int(row[k]) for k in ("train_tp", "train_pp", "train_cp", "train_ep"))
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
@@ -195,7 +199,38 @@ def posttrain_scenario(row: dict) -> dict:
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl,
-                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {})}}
+                      **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
+                      # Megatron's precision-aware optimizer keeps 16-bit master-weight remainders
+                      **({"master_weight_remainders": row["master_weight_remainders"] == "true"}
+                         if row.get("master_weight_remainders") else {})}}
+
+
+# preference.csv's training backends -> gpuplan's framework. open-instruct's dpo.py trains OLMo-core's
+# TransformerTrainModule: FSDP2 fully_shard (HSDP, blocks wrapped) with param bf16 / reduce fp32 (dpo.py
+# TransformerDataParallelConfig @ee0c4608), the torchtitan profile; dpo_tune_cache.py runs DeepSpeed ZeRO
+PREFERENCE_BACKENDS = {"olmo-core-fsdp": "torchtitan", "deepspeed": "deepspeed", "pytorch-fsdp": "torchtitan"}
+PREFERENCE_OBJECTIVES = ("dpo", "ipo", "kto", "orpo", "simpo")
+
+
+def preference_scenario(row: dict) -> dict:
+    """The preference-tuning scenario a preference.csv row describes. `micro_batch` is in gpuplan's unit, pairs of
+    `max_seq_len`-token rows per GPU per micro-step (a packed micro-step padded to the budget is one pair);
+    the optimizer step holds micro_batch x data-parallel ranks x grad_accum pairs."""
+    if row["objective"] not in PREFERENCE_OBJECTIVES:
+        raise ValueError(f"row {row['id']}: objective {row['objective']!r} is not one of {PREFERENCE_OBJECTIVES}")
+    gpus, tp, pp, cp = (int(row[k]) for k in ("gpus", "train_tp", "train_pp", "train_cp"))
+    dp = gpus // (tp * pp * cp)
+    micro = int(row["micro_batch"])
+    train = {"objective": row["objective"], "method": row["method"], "precision": row["precision"],
+             "seq_len": int(row["max_seq_len"]), "micro_batch": micro,
+             "global_batch": micro * dp * int(row["grad_accum"]), "recompute": row["recompute"],
+             "compile": row["compile"] == "true", "reference": row["reference"],
+             # a 16k packed row on a 4k-context model: the source trains past max_position_embeddings (RoPE)
+             "allow_longer_context": True}
+    return {"model": row["model"], "task": "finetune", "framework": PREFERENCE_BACKENDS[row["train_backend"]],
+            "hardware": {"gpu": row["gpu"], "count": gpus, "gpus_per_node": int(row["gpus_per_node"])},
+            "parallel": {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "zero": int(row["zero"])},
+            "train": train}
 
 
 # a source's per-phase times and the gpuplan phases each one covers (NeMo RL: generation; policy training;
@@ -235,6 +270,7 @@ def score(path: Path) -> list[dict]:
     serving = path.stem == "serve"
     posttrain = path.stem == "posttrain"
     finetune = path.stem == "finetune-memory"
+    preference = path.stem == "preference"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
@@ -245,6 +281,7 @@ def score(path: Path) -> list[dict]:
                 continue
             try:
                 scn = (serve_scenario(row) if serving else posttrain_scenario(row) if posttrain
+                       else preference_scenario(row) if preference
                        else finetune_scenario(row) if finetune else scenario(row))
                 est = api.estimate(scn)
             except GpuplanError as exc:
@@ -265,6 +302,11 @@ def score(path: Path) -> list[dict]:
             if finetune:    # LoRA/QLoRA peak memory, at the level the source read it
                 rec["mem"] = memory_pair(row, est)
                 rec["method"] = row["method"]
+                out.append(rec)
+                continue
+            if preference:  # a preference-tuning optimizer step (its own category: no RL phases)
+                rec["pref"] = (est.performance.step_time_s, float(row["step_time_s"]))
+                rec["framework"] = row["framework"]
                 out.append(rec)
                 continue
             if posttrain:   # RL step time (and the phases gpuplan predicts, printed beside it)
@@ -301,7 +343,7 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 
 # the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
 # scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
-SCORED = ("train", "serve", "posttrain", "finetune-memory")
+SCORED = ("train", "serve", "posttrain", "preference", "finetune-memory")
 
 
 def _err(pred: float, meas: float) -> str:
@@ -344,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
             for col, (pp_, mm) in r["phase_pairs"].items():
                 print(f"{'':6s}   {col[:-7]:>10s} {pp_:7.1f} s  measured {mm:7.1f} s  {_err(pp_, mm)}")
             continue
+        if "pref" in r:
+            p, m_ = r["pref"]
+            print(f"{r['id']:6s} preference step {p:7.2f} s  measured {m_:7.2f} s  {_err(p, m_)}   {r['gpu']}")
+            continue
         if "tpot" in r:
             p, m_ = r["tpot"]
             print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {_err(p, m_)}   "
@@ -373,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     # held-out error
     for fw in sorted({r["framework"] for r in rows if "rl" in r}):
         print(_summary(f"  family {fw}", [r["rl"] for r in rows if "rl" in r and r["framework"] == fw]))
+    print(_summary("preference step", [r["pref"] for r in rows if "pref" in r]))
+    for src in sorted({r["source"] for r in rows if "pref" in r}):
+        print(_summary(f"  {src[:40]}", [r["pref"] for r in rows if "pref" in r and r["source"] == src]))
     for col in PHASES:
         print(_summary(f"  phase {col[:-7]}", [r["phase_pairs"][col] for r in rows if col in r.get("phase_pairs", {})]))
     return 0

@@ -13,6 +13,7 @@ script says so rather than computing a refit that does not exist.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import csv
 import statistics
 import sys
@@ -150,11 +151,16 @@ def _med(errs: list[float]) -> str:
     return f"{100 * statistics.median(abs(e) for e in errs):5.1f}%"
 
 
-def offline_check(rows: list[dict]) -> None:
+def offline_check(rows: list[dict], server_capacity: dict[str, float] | None = None) -> None:
     """MLPerf rows whose source also ran the Offline scenario on the same system: the predicted Offline
     throughput (the source's Offline batch, all requests queued) against the measured one tests the
     capacity alone; the Server run at the same share of the *predicted* Offline throughput as it ran at of
     the measured one then tests the latency model near saturation with that capacity error taken out.
+    With `server_capacity` (row id -> predicted Server capacity, whole system) it also prints the
+    Server-only gap: the measured valid Server rate as a share of the measured Offline throughput against
+    the predicted Server capacity as a share of the predicted Offline throughput. NVIDIA's harness streams
+    one response per token per request in Server and none in Offline (main_llm.cc: mIsStreaming =
+    streaming && scenario != "Offline"), a cost gpuplan does not price.
     Diagnostic only: nothing is fitted or changed by it."""
     if not rows:
         return
@@ -179,9 +185,41 @@ def offline_check(rows: list[dict]) -> None:
               f"{s['tpot_s']['mean'] * 1e3:.1f} ms (measured {float(row['tpot_ms']):.1f}), "
               f"{s['mean_in_system']:.0f} requests in a replica (measured, Little's law: "
               f"{float(row['requests_per_s']) / n * (float(row['ttft_ms']) + (float(row['output_mean_tokens']) - 1) * float(row['tpot_ms'])) / 1e3:.0f})")
+        b, t, tpot = step_at_measured_batch(row)
+        print(f"  {row['id']} step at the measured batch ({b:.0f} running, Little's law): priced {t * 1e3:.1f} ms, "
+              f"measured TPOT {tpot * 1e3:.1f} ms ({100 * (t - tpot) / tpot:+.0f}%)")
+        if server_capacity and row["id"] in server_capacity:
+            cap = server_capacity[row["id"]]
+            print(f"  {row['id']} Server-only gap: measured valid Server rate / measured Offline {100 * share:.0f}%, "
+                  f"predicted Server capacity / predicted Offline {100 * cap / off:.0f}% (the Server run streams "
+                  f"every token, the Offline run none; not priced)")
 
 
 OFFLINE_REQUESTS = 20000     # per replica: enough that the fill-up and the drain are a small part of the run
+
+
+def step_at_measured_batch(row: dict) -> tuple[float, float, float]:
+    """The step the measured Server run took, priced by gpuplan at that run's own operating point, which takes the
+    queueing out (near saturation a few per cent of step cost decide a factor of two in the batch). Little's law
+    on the measured means gives the replica's running batch B = rate per replica x (TTFT + (output - 1) x TPOT);
+    each of them decodes at the mean context of a running request (input + the length-biased half of the output,
+    under the script's output-length assumption), and the prompts arriving during one measured TPOT ride in the
+    step (whole, unchunked, as the harness runs them). Returns (B, priced step s, measured TPOT s).
+    Diagnostic only."""
+    from gpuplan.estimate.speed import serving_model
+    n = replicas(row)
+    rate = float(row["requests_per_s"]) / n
+    ttft, tpot = float(row["ttft_ms"]) / 1e3, float(row["tpot_ms"]) / 1e3
+    out, inp = float(row["output_mean_tokens"]), float(row["input_mean_tokens"])
+    batch = rate * (ttft + (out - 1) * tpot)
+    context = inp + out * (1 + SHAREGPT_CV["output"] ** 2) / 2
+    r = pipeline.resolve(scenario(row))
+    sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                       memory=pipeline.memory(r))
+    prompts = rate * tpot
+    t = sv.decode_step(batch, context)["time"] + prompts * sv.prefill_chunk(inp, compute_only=True,
+                                                                            riding_with=batch)
+    return batch, t, tpot
 
 
 PER_SEQ_GRID_S = (0.0, 5e-6, 10e-6, 20e-6, 40e-6, 80e-6)
@@ -296,6 +334,61 @@ def frontend_ceiling_diagnostic(rows: list[dict]) -> None:
               f"{_med([e1[i][0] for i in ids])} / {_med([e1[i][1] for i in ids])}")
 
 
+DECODE_CSV = ROOT / "validation" / "gathered" / "serve-decode-steps.csv"
+# the GPUs a page's "H100" could be, by the catalog: the SXM it names, and the two other 80-94 GB Hopper boards
+H100_CANDIDATES = ("h100-sxm", "h100-pcie", "h100-nvl")
+
+
+def decode_step_row(step: dict, load_rows: dict[str, dict], gpu: str) -> dict:
+    """The priced decode-only step of one serve-decode-steps.csv row on `gpu`: the row's model and case (its
+    `load_row` of serve-load.csv, with the step's own engine, weights and KV format), at its stated batch or,
+    where the pool sets it, the whole requests the KV pool holds on that GPU. Returns the batch, context,
+    priced seconds and the bytes the step reads (weights + KV, one GPU)."""
+    from gpuplan.estimate.speed import serving_model
+    row = dict(load_rows[step["load_row"]])
+    row.update(gpu=gpu, engine=step["engine"], engine_version=step["engine_version"], weights=step["weights"],
+               kv_cache=step["kv_cache"])
+    r = pipeline.resolve(scenario(row))
+    scn = r.scenario
+    if scn.infer.engine == "vllm" and scn.infer.max_num_seqs is None:   # as pipeline.serving_load sizes the pool
+        from gpuplan.estimate.memory import engine_max_num_seqs
+        seqs = engine_max_num_seqs(scn, int(r.gpu.usable_memory_bytes), 1 << 30)
+        scn = scn.model_copy(update={"infer": scn.infer.model_copy(update={"max_num_seqs": seqs})})
+        r = dataclasses.replace(r, scenario=scn)
+    mem = pipeline.memory(r)
+    sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    context = float(step["input_tokens"]) + float(step["output_tokens"]) / 2.0
+    batch = int(step["batch"]) if step["batch"] else max(1, int(sv.kv_capacity_tokens // context))
+    d = sv.decode_step(batch, context)
+    return {"batch": batch, "context": context, "priced_s": d["time"], "bytes": d["weights_bytes"] + d["kv_bytes"],
+            "pool": sv.kv_capacity_tokens, "spec_bw": float(r.gpu.mem_bandwidth_bytes_per_s)}
+
+
+def decode_step_check() -> None:
+    """Diagnostic (docs/serving-load.md, "The H100 rows' own decode-only steps"): a step that decodes a full
+    KV pool and no prompt reads the weights and the pool once, so its measured inter-token latency gives the
+    card's delivered memory bandwidth independent of any compute efficiency. Priced on the row's GPU and, for
+    an H100 row, on the catalog's other H100 boards."""
+    with CSV.open(newline="", encoding="utf-8") as fh:
+        load_rows = {r["id"]: r for r in csv.DictReader(fh)}
+    with DECODE_CSV.open(newline="", encoding="utf-8") as fh:
+        steps = list(csv.DictReader(fh))
+    print("\ndecode-only steps (median ITL of a full KV pool, no prompt chunk; serve-decode-steps.csv): delivered "
+          "bandwidth = bytes read / measured, and the priced step per candidate GPU")
+    for st in steps:
+        meas = float(st["median_itl_ms"]) / 1e3
+        own = decode_step_row(st, load_rows, st["gpu"])
+        bw = own["bytes"] / meas
+        print(f"  {st['id']} {st['engine']:6s} {st['weights']:4s} on '{st['gpu']}': measured {meas * 1e3:5.1f} ms, "
+              f"{own['bytes'] / 1e9:5.1f} GB read -> {bw / 1e12:4.2f} TB/s delivered "
+              f"({100 * bw / own['spec_bw']:3.0f} % of its {own['spec_bw'] / 1e12:.2f} TB/s)")
+        cands = H100_CANDIDATES if st["gpu"] in H100_CANDIDATES else (st["gpu"],)
+        for g in cands:
+            c = own if g == st["gpu"] else decode_step_row(st, load_rows, g)
+            print(f"      priced as {g:14s} batch {c['batch']:3d} (pool {c['pool']:9,.0f} tokens)  {c['priced_s'] * 1e3:5.1f} ms"
+                  f"  {100 * (c['priced_s'] - meas) / meas:+5.0f}%")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
@@ -307,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frontend-ceiling-diagnostic", action="store_true",
                     help="also test a front-end throughput ceiling read off the unscored gpt-oss rows (diagnostic "
                          "only, ~1 min)")
+    ap.add_argument("--decode-step-check", action="store_true",
+                    help="also price the pages' decode-only steps (serve-decode-steps.csv) on the stated GPU and the "
+                         "other H100 boards: the delivered memory bandwidth of the card that ran them")
     a = ap.parse_args(argv)
     want = set(a.rows.split(",")) if a.rows else None
     with CSV.open(newline="", encoding="utf-8") as fh:
@@ -380,9 +476,11 @@ def main(argv: list[str] | None = None) -> int:
         # times the replicas). Scored apart from the TTFT/TPOT medians above (a capacity, not a latency).
         print("\nMLPerf Server: highest rate meeting the p99 TTFT/TPOT constraints (whole system = replicas x one "
               "replica's), and the input-length sensitivity of the mean TTFT/TPOT (input mean not published)")
+        server_capacity = {}
         for row in slo_rows:
             s = predict(row, search=True)
             n = replicas(row)
+            server_capacity[row["id"]] = s["capacity_per_s"] * n
             got = (s.get("max_rate_meeting_slo_per_s") or 0.0) * n
             meas = float(row["measured_max_rate_per_s"])
             sens = []
@@ -393,11 +491,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']} {row['gpu']} {n} x tp{row['tp']}: predicted {got:6.1f} req/s, measured (valid) "
                   f"{meas:6.1f} req/s  {100 * (got - meas) / meas:+5.0f}%   capacity {s['capacity_per_s'] * n:.1f} req/s; "
                   + "; ".join(sens))
-        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")])
+        offline_check([row for row in slo_rows if row.get("offline_requests_per_s")], server_capacity)
     if a.per_seq_diagnostic:
         per_seq_diagnostic([row for row in rows if row["scored"] == "yes"])
     if a.frontend_ceiling_diagnostic:
         frontend_ceiling_diagnostic(rows)
+    if a.decode_step_check:
+        decode_step_check()
     if a.csv:
         with open(a.csv, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=list(out[0]))

@@ -66,12 +66,10 @@ def test_serving_prefill_runs_the_engines_kernel_forward_rate():
     assert _serving("sglang").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
     assert _serving("hf").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 333e12, rel=1e-9)
     # TensorRT-LLM's sm90 context FMHA is a warp-specialized flash-attention kernel: FA3's rate on Hopper;
-    # on Blackwell (no published figures) it keeps its calibrated factor, as Ampere does for every engine
+    # on Blackwell (no published figures) it keeps its calibrated factor (A100: see the sm80 tests below)
     assert _serving("trtllm").prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 602e12, rel=1e-9)
     b200 = _serving("trtllm", "b200")
     assert b200.prefill_attention_time(1e15, 8192) == pytest.approx(b200.prefill_attention_time(1e15), rel=1e-9)
-    a100 = _serving("vllm", "a100-sxm-80gb")
-    assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)
 
 
 # AMD Instinct (issue 13). PyTorch SDPA on ROCm runs AOTriton by default (torch/backends/cuda/__init__.py
@@ -221,8 +219,72 @@ def test_sm86_ampere_and_the_rest_of_sm80_are_told_apart():
         assert speed._kernel_family(get_gpu(g)) == "ampere"
 
 
-def test_serving_prefill_on_a100_keeps_its_factor_no_forward_only_rate_published():
-    # only forward + backward is published for A100: the forward-only prefill keeps the calibrated factor
-    a100 = _serving("hf", "a100-sxm-80gb")
-    assert a100.prefill_scale is None
-    assert a100.prefill_attention_time(1e15, 8192) == pytest.approx(a100.prefill_attention_time(1e15), rel=1e-9)
+# ---- A100 (sm80) serving prefill: FlashAttention-2's published rate, forward-only ----------------------------
+# vLLM: FLASH_ATTN first below cc 10 (vllm/platforms/cuda.py @002db495), FA version 2 unless major == 9
+# (vllm/attention/utils/fa_utils.py @0fa99d44); SGLang: FlashInfer by default off Hopper (sgl-project/sglang
+# @eea4254e docs/backend/attention_backend.md), an FA2-algorithm prefill. Only the forward + backward rate is
+# published for A100 (Fig. 4d: 99 / 133 / 155 / 173 / 182 / 189 TFLOP/s at 512 ... 16k), so the forward takes it.
+
+def test_vllm_and_sglang_run_flash_attention_2_below_hopper():
+    from gpuplan.estimate.attention_kernels import engine_kernel
+    for eng in ("vllm", "sglang"):
+        assert engine_kernel(eng, "ampere") == "fa2" and engine_kernel(eng, "ada") == "fa2"
+        assert engine_kernel(eng, "hopper") == "fa3"
+    # TensorRT-LLM keeps its own FMHA (calibrated off Hopper), llama.cpp names none
+    assert engine_kernel("trtllm", "ampere") == "fa3" and engine_kernel("llama.cpp", "ampere") is None
+    assert _serving("vllm", "a100-sxm-80gb").prefill_kernel == "fa2"
+
+
+def test_a100_serving_prefill_takes_the_published_fa2_rate_by_hand():
+    # A100 SXM 80GB is the reference GPU (scale 1): 1e15 FLOPs of a prefix reaching 8k tokens at 182 TFLOP/s,
+    # at 512 tokens at 99, and flat at 189 beyond 16k (32k prompt)
+    for eng in ("vllm", "sglang", "hf"):
+        s = _serving(eng, "a100-sxm-80gb")
+        assert s.prefill_scale == pytest.approx(1.0, rel=1e-12)
+        assert s.prefill_attention_time(1e15, 8192) == pytest.approx(1e15 / 182e12, rel=1e-9)
+        assert s.prefill_attention_time(1e15, 512) == pytest.approx(1e15 / 99e12, rel=1e-9)
+        assert s.prefill_attention_time(1e15, 32768) == pytest.approx(1e15 / 189e12, rel=1e-9)
+
+
+def test_a100_serving_prefill_no_longer_uses_the_training_calibrated_factor():
+    # the calibrated path: 312 TFLOP/s x eta_attn(ampere) x clock, the FA1-generation fwd+bwd fit (~0.28 of
+    # peak); the published FA2 rate at 16k (189 = 0.61 of peak) is about twice as fast
+    from gpuplan.estimate import speed
+    from gpuplan.estimate.calibration import load_efficiency
+    from gpuplan.hardware import get_gpu
+    P = load_efficiency()
+    a100 = get_gpu("a100-sxm-80gb")
+    calibrated = 1e15 / (312e12 * P["attention"]["ampere"] * speed.clock_factor(P, a100))
+    t = _serving("vllm", "a100-sxm-80gb").prefill_attention_time(1e15, 16384)
+    assert t == pytest.approx(1e15 / 189e12, rel=1e-9)
+    assert t < 0.6 * calibrated
+
+
+def test_a100_llama_cpp_and_trtllm_prefill_keep_their_calibrated_factors():
+    # no kernel figures stand for llama.cpp's or TensorRT-LLM's sm80 kernels: the length does not matter
+    for eng in ("llama.cpp", "trtllm"):
+        s = _serving(eng, "a100-sxm-80gb")
+        assert s.prefill_scale is None
+        assert s.prefill_attention_time(1e15, 8192) == pytest.approx(s.prefill_attention_time(1e15), rel=1e-9)
+
+
+def test_sm86_and_ada_serving_prefill_keep_the_calibrated_factor():
+    # vLLM runs FA2 there too, but the A100 figures stand for cc 8.0 only (other tiles on sm86/sm89)
+    for g in ("a10", "l40s"):
+        s = _serving("vllm", g)
+        assert s.prefill_kernel == "fa2" and s.prefill_scale is None
+        assert s.prefill_attention_time(1e15, 8192) == pytest.approx(s.prefill_attention_time(1e15), rel=1e-9)
+
+
+def test_a100_training_attention_is_unchanged_by_the_serving_rate():
+    # training keeps FA2's combined rate for forward + backward (3.5 x forward FLOPs at 182 at 8k) and the
+    # llm-foundry rows' fa1-triton kernel keeps the calibrated eta_attn: the serving change touches neither
+    f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
+    assert _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none") == pytest.approx(3.5 * f / 182e12, rel=1e-6)
+    from gpuplan.estimate import speed
+    from gpuplan.estimate.calibration import load_efficiency
+    from gpuplan.hardware import get_gpu
+    P = load_efficiency()
+    eta = P["attention"]["ampere"]
+    tri = _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none", attention_kernel="fa1-triton")
+    assert tri == pytest.approx(3 * f / (312e12 * eta * speed.clock_factor(P, get_gpu("a100-sxm-80gb"))), rel=1e-6)

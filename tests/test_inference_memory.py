@@ -44,3 +44,22 @@ def test_vllm_kv_bytes_per_token_with_tp_and_gqa():
     per_token = _kv_per_token_rank(get_model("qwen3-235b-a22b"), "bf16", tp=4, pp=1)
     assert per_token == 94 * 1 * 128 * 2 * 2
     assert 8.11 * GiB / per_token == pytest.approx(178_880, rel=0.02)
+
+
+def test_trtllm_pool_is_a_share_of_the_free_memory():
+    # TensorRT-LLM's free_gpu_memory_fraction is a share of what is free once the model is loaded
+    # (NVIDIA/TensorRT-LLM docs/source/reference/memory.md); vLLM's gpu_memory_utilization a share of the whole GPU.
+    # 80 GiB card, 40 GiB of weights/activations/context, fraction 0.9: 0.9 x 40 = 36 GiB vs 72 - 40 = 32 GiB
+    from types import SimpleNamespace
+
+    from gpuplan.estimate.memory import _kv_pool_bytes
+    trt = SimpleNamespace(engine="trtllm", gpu_memory_utilization=0.9)
+    vllm = SimpleNamespace(engine="vllm", gpu_memory_utilization=0.9)
+    assert _kv_pool_bytes(trt, 80 * GiB, 40 * GiB) == pytest.approx(36 * GiB)
+    assert _kv_pool_bytes(vllm, 80 * GiB, 40 * GiB) == pytest.approx(32 * GiB)
+    # the whole estimate: a TensorRT-LLM 70B fp8 tp=2 pool is larger than vLLM's for the same plan
+    def pool(engine):
+        scn = scenario_from_dict({"model": "llama-3.1-70b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 2},
+                                  "parallel": {"tp": 2}, "infer": {"engine": engine, "weights": "fp8"}})
+        return estimate_memory(scn, get_model("llama-3.1-70b"), get_gpu("h100-sxm").usable_memory_bytes).limits
+    assert pool("trtllm")["kv_pool_bytes"] > pool("vllm")["kv_pool_bytes"]

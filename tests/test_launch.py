@@ -461,6 +461,17 @@ def test_megatron_grad_reduce_dtype_flag():
         assert not ns.accumulate_allreduce_grads_in_fp32
 
 
+def test_megatron_master_weight_remainders_flag():
+    """train.master_weight_remainders -> --use-precision-aware-optimizer (Megatron's TE FusedAdam path, whose
+    store_param_remainders is on by default); off writes nothing."""
+    s, est = scen("train8b")
+    for on in (True, False):
+        scn = s.replace(framework="megatron", parallel={"zero": 1}, train={"master_weight_remainders": on})
+        text = launch_files(scn, "megatron", estimate=est)["train_megatron.sh"]
+        ns = _parse("megatron", _command(text, "torchrun"), positional=5)
+        assert bool(ns.use_precision_aware_optimizer) is on and ns.use_distributed_optimizer
+
+
 def test_slurm_sbatch():
     fs = files_for("train70b4n", "slurm")
     sb = fs["slurm.sbatch"]

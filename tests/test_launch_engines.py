@@ -361,6 +361,26 @@ def test_hf_qlora_quant_storage_only_when_sharded(count, zero, storage):
     assert bnb.get("bnb_4bit_quant_storage") == storage and bnb["bnb_4bit_compute_dtype"] == "bfloat16"
 
 
+def test_hf_qlora_keeps_unquantized_weights_in_the_load_dtype():
+    # peft's prepare_model_for_kbit_training upcasts every 16-bit parameter to fp32 (embeddings, head, norms);
+    # the memory estimate prices them 16-bit, so the written script casts them back
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    script = launch_files(train(1, method="qlora", global_batch=2, parallel={"zero": 0}), "hf")["train_hf.py"]
+    call = script.index("prepare_model_for_kbit_training(model")
+    assert script.index("keep_compute_dtype(model, dtype)", call) - call < 200       # right after it
+    ns = {"__name__": "train_hf", "__file__": "train_hf.py"}
+    exec(compile(script, "train_hf.py", "exec"), ns)
+    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                                   num_key_value_heads=1, vocab_size=128)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    assert model.get_input_embeddings().weight.dtype == torch.float32      # what peft does
+    ns["keep_compute_dtype"](model, torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
 def test_hf_accelerate_fsdp_and_multi_node():
     fs = launch_files(train(16, parallel={"zero": 3, "offload": "optimizer+params"}, global_batch=32), "hf")
     acc = yaml.safe_load(fs["accelerate_config.yaml"])

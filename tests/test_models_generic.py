@@ -81,3 +81,17 @@ def test_classes_without_sdpa_or_flash_are_flagged_eager_only():
     gpt1 = spec_from_config({"model_type": "openai-gpt", "n_layer": 2}, name="gpt1")
     llama = spec_from_config({"model_type": "llama", "num_hidden_layers": 2}, name="llama")
     assert gpt1.traits.eager_attention_only and not llama.traits.eager_attention_only
+
+
+def test_xlm_layers_kept_in_parallel_lists_by_hand():
+    # XLM keeps each layer's parts in sibling lists (transformer.attentions, layer_norm1, ffns, layer_norm2;
+    # modeling_xlm.py XLMModel.__init__, transformers 5.25): the FFN is part of the layer, 4 x emb_dim wide, and
+    # counted per layer (it was read as model-level "other" weights, leaving the layers without an MLP)
+    cfg = _default("xlm", emb_dim=64, n_layers=3, n_heads=4, vocab_size=100, max_position_embeddings=32)
+    m = spec_from_config(cfg, name="xlm-tiny")
+    h, n = 64, 3
+    assert (m.num_layers, m.intermediate_size, m.gated_mlp) == (n, 4 * h, False)
+    per_layer = 4 * (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h) + 2 * 2 * h
+    layer_params = sum(b.numel * b.count for b in m.blocks if b.layer_scope == "layer")
+    assert layer_params == n * per_layer
+    assert {b.kind for b in m.blocks if ".ffns." in b.name and b.name.endswith("weight")} == {"mlp"}

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from gpuplan import api
 from gpuplan.estimate import speed
 from gpuplan.estimate.moe import (dispatch_copies, ep_rank_imbalance, expected_max_std_normal, permute_bytes,
                                   permute_passes_per_row, token_reaches)
@@ -56,11 +57,11 @@ def test_expected_max_of_normals_closed_forms():
 def test_ep_rank_imbalance_hand_arithmetic():
     # T 8192 per rank, k 8 of E 128, ep 8: per-token variance 8 x 1/8 x 7/8 x 120/127 = 0.826772;
     # a rank sees 8 x 8192 = 65,536 tokens: sigma = sqrt(65,536 x 0.826772) = 232.77, mean 65,536;
-    # 1 + 1.42360 x 232.77 / 65,536 = 1.005056
-    assert ep_rank_imbalance(8192, 8, 128, 8) == pytest.approx(1.005056, rel=2e-6)
+    # the 8 counts sum to a constant (correlation -1/7): 1 + sqrt(8/7) x 1.42360 x 232.77 / 65,536 = 1.0054055
+    assert ep_rank_imbalance(8192, 8, 128, 8) == pytest.approx(1.0054055, rel=2e-6)
     # tiny batch: T 1, k 2 of E 8, ep 2: var 2 x 1/2 x 1/2 x 6/7 = 0.428571; sigma = sqrt(2 x 0.428571) = 0.92582;
-    # mean 2; 1 + 0.564190 x 0.92582 / 2 = 1.26117
-    assert ep_rank_imbalance(1, 2, 8, 2) == pytest.approx(1.26117, rel=1e-4)
+    # mean 2; two ranks: max = mean + |X - mean|, E|X - mean| = sigma sqrt(2/pi): 1 + 0.797885 x 0.92582 / 2 = 1.36935
+    assert ep_rank_imbalance(1, 2, 8, 2) == pytest.approx(1.36935, rel=1e-4)
     # no EP, or every expert on every token: nothing to be uneven
     assert ep_rank_imbalance(8192, 8, 128, 1) == 1.0
     assert ep_rank_imbalance(8192, 8, 8, 8) == 1.0
@@ -81,8 +82,9 @@ def test_training_step_charges_permutation_traffic(monkeypatch):
     without = speed.train_performance(scn, m, g).breakdown["compute_memory_bound"]
     # one micro-batch (global batch 8 = 1 x dp 8) of T = 4096 tokens, 48 MoE layers, 16 local experts:
     # 14.25 x 4096 x 8 x 2048 x 2 B x 48 = 91,804,925,952 B, times the busiest-rank factor
-    # 1 + 1.42360 x sqrt(32,768 x 0.826772) / 32,768 = 1.0071508, at 3.35 TB/s x 0.8 (packaged memory efficiency)
-    expected = 91_804_925_952 * 1.0071508 / (3.35e12 * 0.8)
+    # 1 + sqrt(8/7) x 1.42360 x sqrt(32,768 x 0.826772) / 32,768 = 1.0076445 (the 8 counts sum to a constant:
+    # correlation -1/7), at 3.35 TB/s x 0.8 (packaged memory efficiency)
+    expected = 91_804_925_952 * 1.0076445 / (3.35e12 * 0.8)
     assert with_perm - without == pytest.approx(expected, rel=1e-4)
 
 
@@ -159,10 +161,10 @@ def test_all_to_all_across_nodes_hand_arithmetic():
 def test_training_ep_all_to_all_bytes_hand_arithmetic():
     # dispatch + combine, forward and backward: 4 all-to-alls of T·k·h·2 bytes per MoE layer. T 4096, k 8,
     # h 2048: 134,217,728 B; 7/8 of it over NVLink (450 GB/s x 0.8) = 3.26224e-4 s, + 7 x 3 us latency
-    # = 3.47224e-4 s; x 4 x 48 layers = 0.0666671 s; x busiest-rank factor 1.0071508 = 0.0671438 s (one micro-batch)
+    # = 3.47224e-4 s; x 4 x 48 layers = 0.0666671 s; x busiest-rank factor 1.0076445 = 0.0671767 s (one micro-batch)
     m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
     b = speed.train_performance(_moe_train(ep=8), m, g).breakdown
-    assert b["comm_ep_s"] == pytest.approx(0.0671438, rel=1e-5)
+    assert b["comm_ep_s"] == pytest.approx(0.0671767, rel=1e-5)
 
 
 def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
@@ -170,31 +172,31 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
     # 134,217,728 B leaves through the GPU's NIC: 67,108,864 / 40e9 = 1.677722e-3 s (the 7/16 over NVLink,
     # 0.163 ms, runs beside it) + 15 x 2 us = 1.707722e-3 s; x 4 x 48 = 0.3278826 s; busiest of 16 ranks:
     # var 8 x 1/16 x 15/16 x 120/127 = 0.4429134, sigma = sqrt(65,536 x 0.4429134) = 170.374, E[max of 16
-    # normals] 1.765991: 1 + 1.765991 x 170.374 / 32,768 = 1.0091822 -> 0.3308954 s
+    # normals] 1.765991, correlation -1/15: 1 + sqrt(16/15) x 1.765991 x 170.374 / 32,768 = 1.0094832 -> 0.3309920 s
     m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
     b = speed.train_performance(_moe_train(ep=16, dp=16, gb=16), m, g).breakdown
-    assert b["comm_ep_s"] == pytest.approx(0.3308954, rel=1e-4)
+    assert b["comm_ep_s"] == pytest.approx(0.3309920, rel=1e-4)
 
 
 def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
-    # packaged Hopper bf16 efficiency 0.9089, d0 = 423.3 (K, N; fitted on training rows), d0_M = 3694
-    # (rows of one expert's GEMM; fitted on TensorRT-LLM serving rows). Qwen3-30B-A3B gate projection
-    # (K 2048, N 768): 0.9089 x 2048/2471.3 x 768/1191.3 = 0.485580
+    # packaged Hopper bf16 efficiency 0.9093, d0 = 423.0 (K, N; fitted on training rows), d0_M = 821
+    # (rows of one expert's GEMM; fitted on TensorRT-LLM serving rows, tile padding priced apart).
+    # Qwen3-30B-A3B gate projection (K 2048, N 768): 0.9093 x 2048/2471 x 768/1191 = 0.485975
     from gpuplan.estimate.speed import gemm_efficiency, load_efficiency, training_rows_half
     P = load_efficiency()
-    assert P["matmul"]["hopper"]["bf16"] == 0.9089 and P["matmul_dim_half"] == 423.3
-    assert P["matmul_rows_half"] == 3694.0
-    # serving: 4096 rows per expert x 4096/7790 = 0.255319
-    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.255319, rel=1e-4)
-    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4519.3 = 0.440098
-    assert training_rows_half(P) == 423.3
+    assert P["matmul"]["hopper"]["bf16"] == 0.9093 and P["matmul_dim_half"] == 423.0
+    assert P["matmul_rows_half"] == 821.0
+    # serving: 4096 rows per expert x 4096/4917 = 0.404831
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.404831, rel=1e-4)
+    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4519 = 0.440485
+    assert training_rows_half(P) == 423.0
     assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True,
-                           rows_half=training_rows_half(P)) == pytest.approx(0.440098, rel=1e-4)
-    # 512 rows per expert (one eighth), training: x 512/935.3 = 0.265817
+                           rows_half=training_rows_half(P)) == pytest.approx(0.440485, rel=1e-4)
+    # 512 rows per expert (one eighth), training: x 512/935 = 0.266117
     assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True,
-                           rows_half=423.3) == pytest.approx(0.265817, rel=1e-4)
+                           rows_half=423.0) == pytest.approx(0.266117, rel=1e-4)
     # a dense GEMM leaves M to the roofline's memory term
-    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485580, rel=1e-5)
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485975, rel=1e-5)
 
 
 def test_moe_training_time_does_not_read_the_serving_row_constant():
@@ -242,11 +244,11 @@ def test_dispatch_copies_per_token():
 def test_training_hybridep_across_two_nodes_hand_arithmetic():
     # EP 16 over two nodes with HybridEP: per dispatch 0.996904 x T·h·2 B (T 4096, h 2048: 16,777,216 B) through
     # the NIC at 40 GB/s = 4.181319e-4 s (NVLink side: 5.771949 x 16,777,216 / 360e9 = 2.69e-4 s, beside it),
-    # + 15 x 2 us = 4.481319e-4 s; x 4 x 48 layers = 0.0860413 s; x busiest of 16 ranks 1.0091822 = 0.0868314 s
-    # (the all-to-all dispatcher: 0.3308954 s, test above)
+    # + 15 x 2 us = 4.481319e-4 s; x 4 x 48 layers = 0.0860413 s; x busiest of 16 ranks 1.0094832 = 0.0868572 s
+    # (the all-to-all dispatcher: 0.3309920 s, test above)
     m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
     scn = _moe_train(ep=16, dp=16, gb=16).replace(parallel={"ep_dispatcher": "hybridep"})
-    assert speed.train_performance(scn, m, g).breakdown["comm_ep_s"] == pytest.approx(0.0868314, rel=1e-4)
+    assert speed.train_performance(scn, m, g).breakdown["comm_ep_s"] == pytest.approx(0.0868572, rel=1e-4)
 
 
 def test_ep_dispatcher_needs_training_ep():
@@ -285,3 +287,128 @@ def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group():
     from gpuplan.pipeline import evaluate
     comp = evaluate(_moe_train(ep=8)).to_json()["memory"]["components"]
     assert comp["optimizer_states"] == pytest.approx(45_798_183_936, rel=1e-3)
+
+
+# --- busiest EP rank against a direct computation --------------------------------------------------------
+
+
+def _exact_two_rank_excess(tokens_per_rank, k, experts):
+    """E[max of the two ranks' rows] / mean - 1 by convolving the per-token hypergeometric count directly."""
+    held = experts // 2
+    pmf = [math.comb(held, j) * math.comb(experts - held, k - j) / math.comb(experts, k) for j in range(k + 1)]
+    dist = [1.0]
+    for _ in range(2 * tokens_per_rank):
+        new = [0.0] * (len(dist) + k)
+        for i, a in enumerate(dist):
+            for j, b in enumerate(pmf):
+                new[i + j] += a * b
+        dist = new
+    total = 2 * tokens_per_rank * k
+    return sum(p * max(x, total - x) for x, p in enumerate(dist)) / (tokens_per_rank * k) - 1.0
+
+
+@pytest.mark.parametrize("tokens,k,experts", [(50, 2, 4), (100, 4, 16), (400, 8, 128)])
+def test_two_rank_imbalance_matches_the_exact_distribution(tokens, k, experts):
+    exact = _exact_two_rank_excess(tokens, k, experts)
+    assert ep_rank_imbalance(tokens, k, experts, 2) - 1.0 == pytest.approx(exact, rel=0.01)
+
+
+def test_busiest_of_four_ranks_matches_simulated_routing():
+    # force-balanced routing: each token takes k distinct experts uniformly (Megatron RandomSTE); 20,000 seeded
+    # steps of 4 ranks x 32 tokens, k 2 of 8 experts (2 per rank); the busiest rank's rows over the mean
+    import itertools
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    ep, tokens, k, experts = 4, 32, 2, 8
+    pairs = list(itertools.combinations(range(experts), k))
+    per_rank = np.array([[sum(e // (experts // ep) == r for e in pair) for r in range(ep)] for pair in pairs])
+    counts = per_rank[rng.integers(0, len(pairs), size=(20_000, ep * tokens))].sum(axis=1)
+    simulated = counts.max(axis=1).mean() / (tokens * k) - 1.0
+    assert ep_rank_imbalance(tokens, k, experts, ep) - 1.0 == pytest.approx(simulated, rel=0.03)
+
+
+# --- Megatron's grouped expert MLP: FP8 row padding, expert output bias, token-drop capacity ----------------
+
+
+def test_grouped_mlp_pass_counts():
+    from gpuplan.estimate.moe import expert_bias_passes_per_row, fp8_pad_passes_per_row
+    # pad input + unpad output, read + write each, forward; the opposite copies in backward
+    assert fp8_pad_passes_per_row() == 8.0
+    assert fp8_pad_passes_per_row(1.0) == 12.0
+    # forward: b*p written 1, t + b*p 3, cat 2; backward: grad*p and grad*b 3 each, split's cat 2
+    assert expert_bias_passes_per_row() == 14.0
+    assert expert_bias_passes_per_row(1.0) == 20.0
+
+
+def _grouped_bytes(scn_dict, model):
+    from gpuplan.estimate import speed as S
+    from gpuplan.scenario import scenario_from_dict
+    scn = scenario_from_dict(scn_dict)
+    g = get_gpu(scn.hardware.gpu)
+    c = S._train_setup(scn, model, g, S._packaged_efficiency(), S._network(scn, g), [])
+    return c, S._grouped_mlp_bytes(c)
+
+
+def _megatron_moe(model="qwen3-30b-a3b", precision="fp8", mb=1, **train):
+    return {"model": model, "task": "train", "framework": "megatron",
+            "hardware": {"gpu": "h100-sxm", "count": 8, "gpus_per_node": 8},
+            "parallel": {"ep": 8}, "train": {"precision": precision, "seq_len": 4096, "micro_batch": mb,
+                                               "global_batch": 64, **train}}
+
+
+def test_fp8_dropless_charges_the_padding_copies():
+    m = get_model("qwen3-30b-a3b")
+    c, got = _grouped_bytes(_megatron_moe(), m)
+    # 4096 tokens x k 8 rows times the busiest-rank factor (sigma = sqrt(8 x 4096 x 0.826772) = 164.59 of a
+    # mean 32,768: 1 + sqrt(8/7) x 1.42360 x 164.59 / 32,768 = 1.0076445), 2048 wide, 2 bytes, 8 passes, 48 layers
+    rows = 4096 * 8 * 1.0076445
+    assert got == pytest.approx(8 * rows * 2048 * 2 * 48, rel=1e-6)
+    # the same run in bf16 pads nothing (Qwen3 linears carry no bias)
+    assert _grouped_bytes(_megatron_moe(precision="bf16"), m)[1] == 0.0
+
+
+def test_token_drop_with_an_aligned_capacity_needs_no_fp8_padding():
+    m = get_model("qwen3-30b-a3b")
+    # capacity ceil(4096 x 8 / 128 x 1.0) = 256 per source rank; 256 x ep 8 rows per local expert, a multiple of 16
+    assert _grouped_bytes(_megatron_moe(moe_capacity_factor=1.0), m)[1] == 0.0
+    # capacity ceil(256 x 1.01) = 259; 259 x 8 = 2072 = 16 x 129.5: unaligned, so TE pads
+    c, got = _grouped_bytes(_megatron_moe(moe_capacity_factor=1.01), m)
+    assert got == pytest.approx(8 * (259 * 128) * 2048 * 2 * 48, rel=1e-9)
+
+
+def test_capacity_sets_the_rows_and_the_all_to_all():
+    from gpuplan.estimate import speed as S
+    m = get_model("qwen3-30b-a3b")
+    c, _ = _grouped_bytes(_megatron_moe(moe_capacity_factor=1.25), m)
+    # ceil(256 x 1.25) = 320 rows per expert and source rank, against 256 dropless: 1.25, no busiest-rank excess
+    assert S._routed_rows(c) == pytest.approx(1.25, rel=1e-12)
+    drop = api.estimate(_megatron_moe(moe_capacity_factor=1.25)).performance.breakdown["comm_ep_s"]
+    flat = api.estimate(_megatron_moe(moe_capacity_factor=1.0)).performance.breakdown["comm_ep_s"]
+    assert drop / flat == pytest.approx(1.25, rel=1e-3)
+
+
+def test_expert_output_bias_is_charged_under_megatron_only():
+    m = get_model("gpt-oss-20b")
+    assert m.traits.mlp_bias
+    scn = _megatron_moe(model="gpt-oss-20b", precision="bf16")
+    c, got = _grouped_bytes(scn, m)
+    rows = 4096 * m.experts_per_tok * ep_rank_imbalance(4096, m.experts_per_tok, m.num_experts, 8)
+    assert got == pytest.approx(14 * rows * m.hidden_size * 2 * m.num_layers, rel=1e-9)
+    other = {**scn, "framework": "torchtitan", "parallel": {"ep": 8}}
+    assert _grouped_bytes(other, m)[1] == 0.0
+
+
+def test_capacity_factor_is_megatron_all_to_all_only():
+    with pytest.raises(Exception, match="moe_capacity_factor"):
+        api.estimate({**_megatron_moe(moe_capacity_factor=1.0), "framework": "torchtitan"})
+    with pytest.raises(Exception, match="ep_dispatcher"):
+        api.estimate({**_megatron_moe(moe_capacity_factor=1.0), "parallel": {"ep": 8, "ep_dispatcher": "deepep"}})
+
+
+def test_token_drop_has_no_host_sync_note_and_launches_with_capacity():
+    from gpuplan.launch import launch_files
+    drop = api.estimate(_megatron_moe(moe_capacity_factor=1.0)).performance.notes
+    assert not any("synchronises host and GPU" in n for n in drop)
+    assert any("synchronises host and GPU" in n for n in api.estimate(_megatron_moe()).performance.notes)
+    text = "\n".join(launch_files(scenario_from_dict(_megatron_moe(moe_capacity_factor=1.0)), "megatron").values())
+    assert "--moe-expert-capacity-factor 1 " in text and "--moe-pad-expert-input-to-capacity" in text

@@ -264,6 +264,30 @@ def test_colocated_offload_moves_the_states_out_and_back_over_pcie():
     assert "state_offload" not in plain and "state_onload" not in plain
 
 
+def test_pageable_offload_prices_each_part_at_its_own_rate():
+    """NeMo RL copies the optimizer states into fresh pageable memory (`v.to("cpu")`): with offload_pageable
+    optimizer_states, the 7,615,616,512 B of AdamW states per GPU (above) go out at 1.8 GB/s (NeMo RL issue 3976's
+    Nsight trace on an H100) and back at 16.1 GB/s, the 3,807,808,256 B of fp32 weights at the host link's 64 GB/s:
+    out 3,807,808,256 / 64e9 + 7,615,616,512 / 1.8e9 = 0.059497 + 4.230898 = 4.290395 s, back 0.059497 + 0.473019 = 0.532516 s. With
+    all (NeMo RL's DTensor worker, model.to("cpu")) every byte does: 11,423,424,768 / 1.8e9 = 6.346347 s out,
+    / 16.1e9 = 0.709529 s back. The memory is the same either way."""
+    opt = evaluate(_rl(offload_train_states=True, offload_pageable="optimizer_states"))
+    ph = opt.performance.details["phases_s"]
+    assert ph["state_offload"] == pytest.approx(4.290395, rel=1e-6)
+    assert ph["state_onload"] == pytest.approx(0.532516, rel=1e-5)
+    assert opt.performance.step_time_s == pytest.approx(sum(ph.values()), rel=1e-9)
+    every = evaluate(_rl(offload_train_states=True, offload_pageable="all")).performance.details["phases_s"]
+    assert every["state_offload"] == pytest.approx(6.346347, rel=1e-6)
+    assert every["state_onload"] == pytest.approx(0.709529, rel=1e-5)
+    assert opt.memory.peak_bytes_per_gpu == evaluate(_rl(offload_train_states=True)).memory.peak_bytes_per_gpu
+
+
+def test_pageable_offload_needs_an_offload():
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(_rl(offload_pageable="optimizer_states"), "t")
+    assert "offload_pageable" in str(err.value) and "offload_train_states" in str(err.value)
+
+
 def test_reference_on_host_is_swapped_not_held():
     """NeMo RL keeps the reference in host memory and swaps it into the policy's parameters for its pass: the
     GPU holds no reference copy (7,615,616,512 x 2 B / 8 ranks = 1,903,904,128 B less) and the step pays three
@@ -418,6 +442,30 @@ def test_grad_reduce_dtype_unknown_value_names_the_field():
     with pytest.raises(InputError) as err:
         scenario_from_dict(_megatron_sft(grad_reduce_dtype="float32"), "t")
     assert "grad_reduce_dtype" in str(err.value) and "fp32" in str(err.value)
+
+
+def test_master_weight_remainders_halve_the_master_copy():
+    """Megatron's precision-aware optimizer with store_param_remainders keeps the 16 low bits of each fp32 master
+    weight (the bf16 parameter holds the high 16): the distributed optimizer's states per GPU drop from 12 to 10
+    bytes a parameter, 8,030,261,248 x 2 / 8 = 2,007,565,312 bytes less; weights and gradients unchanged. (NeMo RL
+    issue 3976's offload moved 4.94 GB for Qwen2.5-0.5B's 494 M parameters: 10 bytes each.)"""
+    a = evaluate(_megatron_sft()).memory
+    b = evaluate(_megatron_sft(master_weight_remainders=True)).memory
+    assert a.components["optimizer_states"] - b.components["optimizer_states"] == 2_007_565_312
+    assert a.components["weights"] == b.components["weights"] and a.components["gradients"] == b.components["gradients"]
+
+
+@pytest.mark.parametrize("extra, words", [({"framework": "hf"}, "framework is hf"),
+                                          ({"precision": "fp32"}, "precision fp32")])
+def test_master_weight_remainders_outside_megatron_bf16_is_a_clear_error(extra, words):
+    data = _megatron_sft(master_weight_remainders=True)
+    if "framework" in extra:
+        data["framework"] = extra["framework"]
+    else:
+        data["train"].update(extra)
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data, "t")
+    assert "master_weight_remainders" in str(err.value) and words in str(err.value)
 
 
 # ---- the rollout engine's sleep level (rl.engine_sleep_level) ----------------------------------------------
@@ -585,6 +633,18 @@ def test_colocated_refit_assembles_the_whole_model_on_every_gpu():
     link = group_link(est.gpu, 2, 8, 8, None, packaged()["comm"])
     assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
         QWEN_7B * 2 / link.effective_bytes_per_s + link.latency_s, rel=1e-9)
+
+
+def test_fully_sharded_refit_gathers_the_stored_fp32_parameters():
+    """NeMo RL's DTensor worker gathers each FSDP2 shard with full_tensor() in its stored fp32 and casts to bf16
+    after: under ZeRO-3 on one node of 8 (torch AMP: fp32 parameters) every GPU receives 7/8 of 7,615,616,512 x 4
+    bytes over NVLink, plus seven latency steps: twice the 16-bit gather's bytes."""
+    from gpuplan.estimate.comm import group_link
+    from gpuplan.estimate.calibration import packaged
+    est = evaluate(_rl())
+    link = group_link(est.gpu, 8, 8, 8, None, packaged()["comm"])
+    assert est.performance.details["phases_s"]["weight_sync"] == pytest.approx(
+        QWEN_7B * 4 * 7 / 8 / link.effective_bytes_per_s + 7 * link.latency_s, rel=1e-9)
 
 
 def test_split_refit_broadcasts_the_whole_model_from_one_training_gpu():

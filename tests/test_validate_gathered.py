@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -233,3 +234,73 @@ def test_finetune_rows_score_in_the_lora_memory_category():
     recs = [r for r in vg.score(FT_CSV) if "mem" in r]
     assert len(recs) >= 15 and all(r["method"] in ("lora", "qlora") for r in recs)
     assert memory_category("finetune", recs[0]["method"], 3, 2, None) == "fine-tuning, LoRA/QLoRA"
+
+
+# ---- preference-tuning rows (validation/gathered/preference.csv) --------------------------------------------------
+PREF_CSV = ROOT / "validation" / "gathered" / "preference.csv"
+
+
+def _pref_rows() -> list[dict]:
+    with PREF_CSV.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_preference_rows_are_complete():
+    """Every row names its source, the date it was read and a measured value with its unit; a scored row states
+    every setting its scenario reads and pins its recipe to a commit."""
+    rows = _pref_rows()
+    assert rows and len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        pinned = r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"]
+        assert r["source_url"].startswith("https://") and (pinned or r["published"][:2] == "20"), r["id"]
+        assert r["retrieved"][:2] == "20" and r["framework"] and r["framework_version"], r["id"]
+        assert r["objective"] in vg.PREFERENCE_OBJECTIVES, r["id"]
+        assert float(r["step_time_s"] or 0) > 0 or float(r["tokens_per_s_per_gpu"] or 0) > 0, r["id"]
+        if r["notes"].startswith(vg.UNSCORED):
+            assert len(r["notes"]) > len(vg.UNSCORED) + 10, r["id"]     # the reason is said
+            continue
+        for col in ("model", "method", "precision", "gpu", "gpus", "gpus_per_node", "train_tp", "train_pp", "train_cp",
+                    "zero", "micro_batch", "grad_accum", "max_seq_len", "packing", "recompute", "compile",
+                    "reference", "step_time_s"):
+            assert r[col], (r["id"], col)
+        assert r["train_backend"] in vg.PREFERENCE_BACKENDS, r["id"]
+        assert re.search(r"/blob/[0-9a-f]{40}/", r["recipe"]), r["id"]
+
+
+def test_preference_scenario_reads_the_stated_settings():
+    """OI01 (open-instruct dpo.py, 16 H100, bs 16 pairs packed into one 16,384-token row per side and padded to it):
+    one pair of 16,384-token sequences per GPU per micro-step, 16 ranks x 1 x no accumulation = 16 pairs per step,
+    the reference's log-probs cached before training, FSDP2 over all 16 GPUs."""
+    row = {x["id"]: x for x in _pref_rows()}["OI01"]
+    scn = vg.preference_scenario(row)
+    t = scn["train"]
+    assert (t["objective"], t["seq_len"], t["micro_batch"], t["global_batch"]) == ("dpo", 16384, 1, 16)
+    assert (t["reference"], t["recompute"], t["compile"]) == ("precomputed", "full", True)
+    assert scn["framework"] == "torchtitan" and scn["parallel"]["zero"] == 3 and scn["parallel"]["dp"] == 16
+    assert scn["hardware"] == {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8}
+
+
+def test_preference_scenario_refuses_a_non_preference_objective():
+    row = dict({x["id"]: x for x in _pref_rows()}["OI01"], objective="grpo")
+    try:
+        vg.preference_scenario(row)
+    except ValueError as exc:
+        assert "grpo" in str(exc) and "OI01" in str(exc)
+    else:
+        raise AssertionError("a grpo row was read as a preference row")
+
+
+def test_scored_preference_rows_run_through_the_scorer():
+    """Each scored DPO row goes through gpuplan and comes back as (predicted, measured) step seconds in its own
+    category (not the RL step's); each unscored row comes back with its reason and no prediction."""
+    rows = {x["id"]: x for x in _pref_rows()}
+    out = {r["id"]: r for r in vg.score(PREF_CSV)}
+    assert set(out) == set(rows)
+    scored = [i for i, r in rows.items() if not r["notes"].startswith(vg.UNSCORED)]
+    assert scored
+    for i in scored:
+        assert "skip" not in out[i], out[i].get("skip")
+        pred, meas = out[i]["pref"]
+        assert pred > 0 and meas == float(rows[i]["step_time_s"]) and "rl" not in out[i]
+    for i in set(rows) - set(scored):
+        assert out[i]["unscored"] and "pref" not in out[i]

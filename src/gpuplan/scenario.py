@@ -219,6 +219,12 @@ class RL(_Strict):
                             lo=0, hi=64)
     offload_train_states: bool = Field(False, description="colocated: the trainer's weights and optimizer states "
                                        "go to host memory during rollout (verl param/optimizer offload)")
+    offload_pageable: Literal["none", "optimizer_states", "all"] = Field("none", description=(
+        "with offload_train_states: which of the trainer's states are copied into freshly allocated pageable host "
+        "memory (torch .to('cpu')), a copy far below the host link's rate, rather than into pinned memory: none "
+        "(pinned, at the host link's rate); optimizer_states (NeMo RL's Megatron worker: the optimizer states per "
+        "tensor with .to('cpu'), the parameters into Megatron's pinned buffer); all (NeMo RL's DTensor worker: "
+        "model.to('cpu') as well)"))
     mini_batch: int | None = _num(None, "sequences per optimizer step of the training pass (NeMo RL "
                                   "train_global_batch_size; verl ppo_mini_batch_size x n); default: all the step's "
                                   "sequences in one optimizer step", lo=1, hi=MAX_BATCH)
@@ -277,6 +283,10 @@ class Train(_Strict):
         "(torchao default, Transformer Engine current scaling), rowwise, rowwise_gw_hp (weight-gradient GEMM in "
         "bf16), delayed (Transformer Engine DelayedScaling), mxfp8 (Blackwell MX blocks); auto = tensorwise")
     master_weights: bool = True
+    master_weight_remainders: bool = Field(False, description=(
+        "framework megatron, bf16: the fp32 master weights are kept as the 16 bits the bf16 parameters lack (Megatron's "
+        "precision-aware distributed optimizer with Transformer Engine >= 2.1, store_param_remainders, on by default "
+        "there; NeMo RL's configs turn the optimizer on): 2 bytes per parameter instead of 4"))
     grad_reduce_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="framework megatron: the dtype of the gradient buffer the backward accumulates into and "
         "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
@@ -303,6 +313,13 @@ class Train(_Strict):
     recompute_group: int = _num(1, "with recompute: full, layers per checkpoint (Megatron --recompute-method "
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
+    moe_capacity_factor: float | None = _num(
+        None, "MoE training, framework megatron: token-drop routing with each expert's input padded to its "
+        "capacity, ceil(tokens x top-k / experts x factor) rows per source rank (Megatron "
+        "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity; Megatron-Bridge "
+        "apply_moe_token_drop): every expert runs exactly that many rows, so no rank is busier than another, the "
+        "split sizes are known to the host and FP8 needs no row padding when the capacity is aligned; default "
+        "none = dropless routing (docs/speed.md §2.7)", lo=0, hi=1024, open_lo=True)
     attention: Attention = "flash"
     attention_kernel: Literal["auto", "fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton"] = Field(
         "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
@@ -474,7 +491,10 @@ class Infer(_Strict):
     concurrency: int = _num(1, "requests in flight", lo=1, hi=MAX_BATCH)
     beam_width: int = _num(1, "beam search: beams per request (HF generate num_beams, vLLM BeamSearchParams."
                            "beam_width); 1 = greedy/sampling", lo=1, hi=1024)
-    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes", lo=0, hi=1, open_lo=True)
+    gpu_memory_utilization: float = _num(0.9, "share of GPU memory the engine takes (vLLM --gpu-memory-utilization, "
+                                         "SGLang --mem-fraction-static); TensorRT-LLM: free_gpu_memory_fraction, the "
+                                         "share of the memory still free after the model loads that its KV pool "
+                                         "takes", lo=0, hi=1, open_lo=True)
     max_model_len: int | None = _num(None, "engine's context limit", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     cuda_graphs: bool = True
     cuda_graph_batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=MAX_BATCH)]], Field(max_length=MAX_LIST)] | None = \
@@ -724,6 +744,7 @@ class Scenario(_Strict):
         if self.train is not None:
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
             _check_grad_reduce(self)
+            _check_master_remainders(self)
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
@@ -754,6 +775,17 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.ep_dispatcher = {p.ep_dispatcher} dispatches a training step's tokens to "
                              "expert-parallel ranks: it needs task train/finetune and parallel.ep > 1 (set ep, or "
                              "remove ep_dispatcher)")
+        if self.train is not None and self.train.moe_capacity_factor is not None:
+            # Megatron-Bridge's apply_moe_token_drop asserts the all-to-all dispatcher
+            # (src/megatron/bridge/training/utils/moe_token_drop.py @fa0315ae2); the field is Megatron's flag
+            if self.framework != "megatron" or self.task == "infer":
+                raise ValueError("train.moe_capacity_factor is Megatron's token-drop training setting "
+                                 "(--moe-expert-capacity-factor); it needs framework megatron and a training task "
+                                 "(set framework: megatron, or remove moe_capacity_factor)")
+            if p.ep_dispatcher != "alltoall":
+                raise ValueError(f"train.moe_capacity_factor drops tokens in Megatron's all-to-all dispatcher; "
+                                 f"parallel.ep_dispatcher is {p.ep_dispatcher} (set ep_dispatcher: alltoall, or "
+                                 "remove moe_capacity_factor)")
         if p.ep_comm_overlap:
             # megatron/core/transformer/transformer_config.py (core_v0.15.0) asserts the same
             if self.task == "infer" or p.ep <= 1:
@@ -856,6 +888,21 @@ def _check_grad_reduce(scn: "Scenario") -> None:
                          f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
 
 
+def _check_master_remainders(scn: "Scenario") -> None:
+    """train.master_weight_remainders is Megatron's precision-aware optimizer over bf16 parameters with master
+    weights (megatron/core/optimizer/optimizer_config.py store_param_remainders, terrykong/Megatron-LM @2ff0f099)."""
+    t = scn.train
+    if not t.master_weight_remainders:
+        return
+    if (scn.framework != "megatron" or t.precision not in ("bf16", "fp8") or not t.master_weights
+            or scn.parallel.zero < 1):
+        raise ValueError(f"train.master_weight_remainders keeps the low 16 bits of fp32 master weights beside bf16 "
+                         f"parameters (Megatron's store_param_remainders, only with its distributed optimizer), but "
+                         f"framework is {scn.framework}, precision {t.precision}, master_weights {t.master_weights}, "
+                         f"parallel.zero {scn.parallel.zero}; it needs framework: megatron, precision bf16, "
+                         "master_weights: true and parallel.zero >= 1, or remove master_weight_remainders")
+
+
 def _check_posttrain(scn: "Scenario") -> None:
     """Cross-field rules of train.objective: a teacher only for distill, a reference only where the loss
     uses one, RL settings only for RL objectives, a group of at least two for group baselines, a split
@@ -896,6 +943,11 @@ def _check_posttrain(scn: "Scenario") -> None:
     if rl.placement == "split" and rl.engine_sleep_level != 2:
         raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
                          "split rollout engine never sleeps); remove engine_sleep_level")
+    if rl.offload_pageable != "none" and not rl.offload_train_states:
+        # (a split placement offloads nothing either way, as with offload_train_states: the RL placement search
+        # turns colocated scenarios into split candidates)
+        raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
+                         "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

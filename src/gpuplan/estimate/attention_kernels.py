@@ -12,8 +12,11 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
-* Serving prefill (forward only): vLLM and SGLang run FlashAttention-3 on Hopper, HF FlashAttention-2
-  (`engine_kernel`); TensorRT-LLM and llama.cpp keep their calibrated factors.
+* Serving prefill (forward only): vLLM, SGLang and TensorRT-LLM run FlashAttention-3-class kernels on Hopper, HF
+  FlashAttention-2; on Ampere and Ada vLLM runs FlashAttention-2 and SGLang FlashInfer's FA2-algorithm prefill
+  (`engine_kernel`); TensorRT-LLM off Hopper and llama.cpp keep their calibrated factors.
+  TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache) runs at the published FP8/16-bit forward
+  speed ratio on top (`fp8_context_attention`, `fp8_forward_speedup`, data/attention_fp8.csv).
 
 On AMD Instinct (CDNA families) the kernels differ: PyTorch SDPA's flash backend runs AOTriton by
 default ("When Flash Attention is enabled and desired, PyTorch defaults to using AOTriton as the
@@ -28,8 +31,14 @@ A100-class Ampere (table key `ampere-sm80`: the compute-capability 8.0 parts, A1
 FlashAttention-2's published A100 80GB SXM4 rate, forward + backward only (Dao 2023, arXiv:2307.08691 Fig. 4d,
 the flash-attention README figure assets/flash2_a100_fwd_bwd_benchmark.png @4f285b35: causal, head dim 128);
 the separate forward and backward panels were not to be had as text, so both passes take the combined rate,
-exact for forward + backward (3.5 x the forward FLOPs at that rate) and used for nothing forward-only (serving
-prefill keeps its calibrated factor there). The sm86/sm87 Ampere parts (GeForce 30-series, A10, A40, RTX A-series,
+exact for forward + backward (3.5 x the forward FLOPs at that rate). Forward-only use (serving prefill of vLLM
+and SGLang on A100, `engine_kernel`) takes it too: the combined rate is a weighted harmonic mean of the two
+passes' rates, so it lies between them and is a lower bound on the forward wherever the forward is the faster
+pass: the abstract's top, 73 % of the A100's peak (~228 TFLOP/s), is above every forward + backward bar of
+Fig. 4 (best 203 TFLOP/s = 65 %, panel b), so a pass alone runs up to ~12 % faster than the combined rate, and
+the faster pass is the forward (as for the same kernel on H100, the `fa2,hopper` rows: forward >= backward
+from 1k tokens). The calibrated factor it replaces is an FA1-generation fwd+bwd rate (0.28 of peak, docs/speed.md
+§4), 1.1x (512 tokens) to 2.2x (16k) slower than this one. The sm86/sm87 Ampere parts (GeForce 30-series, A10, A40, RTX A-series,
 Jetson Orin) run other tiles of the same kernel — flash-attention's run_mha_fwd_hdim128 picks 64 x 64 blocks when
 `is_sm8x` (cc 8.x, x > 0) against 128 x 64 on sm80, and run_mha_bwd_hdim128 its large backward tile only with
 >= 144 KB of shared memory per block (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h @0251105a) — and
@@ -70,29 +79,25 @@ KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton")
 AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
 
-def _rates(r: dict[str, str]) -> tuple[float, float, bool]:
-    """(forward, backward) FLOP/s of one table row, and whether they were published apart. A row with only
-    the forward + backward rate gives both passes that rate: forward + backward time, 3.5 x the forward
-    FLOPs over it, is then the published one."""
+def _rates(r: dict[str, str]) -> tuple[float, float]:
+    """(forward, backward) FLOP/s of one table row. A row with only the forward + backward rate gives both
+    passes that rate: forward + backward time, 3.5 x the forward FLOPs over it, is then the published one."""
     f, b, fb = (r.get(k) or "" for k in ("fwd_tflops_per_s", "bwd_tflops_per_s", "fwd_bwd_tflops_per_s"))
     if f and b:
-        return float(f) * 1e12, float(b) * 1e12, True
-    return float(fb) * 1e12, float(fb) * 1e12, False
+        return float(f) * 1e12, float(b) * 1e12
+    return float(fb) * 1e12, float(fb) * 1e12
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]], bool]]:
-    """(kernel, family) -> (reference GPU, [(seq_len, fwd, bwd FLOP/s)], forward published apart)."""
+def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]]:
+    """(kernel, family) -> (reference GPU, [(seq_len, fwd, bwd FLOP/s)])."""
     path = resources.files("gpuplan.estimate").joinpath("data/attention_kernels.csv")
-    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]], bool]] = {}
+    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]] = {}
     with path.open(encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            key = (r["kernel"], r["family"])
-            f, b, split = _rates(r)
-            ref, pts, split0 = out.get(key, (r["reference_gpu"], [], True))
-            pts.append((int(r["seq_len"]), f, b))
-            out[key] = (ref, pts, split0 and split)
-    for _, pts, _ in out.values():
+            ref, pts = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], []))
+            pts.append((int(r["seq_len"]), *_rates(r)))
+    for _, pts in out.values():
         pts.sort()
     return out
 
@@ -133,9 +138,25 @@ _ENGINE_KERNEL = {"vllm": "fa3", "sglang": "fa3", "hf": "fa2", "trtllm": "fa3"}
 _ENGINE_KERNEL_AMD = {"vllm": "triton"}
 
 
+# Below Hopper (Ampere, Ada) vLLM and SGLang run FlashAttention-2-class prefill kernels. vLLM's CUDA selector puts
+# FLASH_ATTN first below compute capability 10 (vllm/platforms/cuda.py `_get_backend_priorities` @002db495) and its
+# FlashAttention version is 3 only when the major capability is 9 ("fa_version = 3 if (device_capability.major == 9
+# ...) else 2", vllm/attention/utils/fa_utils.py `get_flash_attn_version` @0fa99d44): vllm-flash-attn's FA2 on sm80.
+# SGLang's default for models with standard attention off Hopper is FlashInfer ("FlashInfer (Default for Non-Hopper
+# Machines, e.g., A100, A40)", sgl-project/sglang@eea4254e docs/backend/attention_backend.md), whose prefill kernel
+# is the FlashAttention-2 algorithm reimplemented in CUDA (flashinfer.ai, 2024-02-02 blog): it takes FA2's rates.
+# Figures exist for A100-class parts only (`ampere-sm80`); Ada and sm86 Ampere keep the calibrated factor.
+_ENGINE_KERNEL_FA2_FAMILIES = ("ampere", "ada")
+_ENGINE_KERNEL_FA2 = {"vllm": "fa2", "sglang": "fa2"}
+
+
 def engine_kernel(engine: str, family: str | None = None) -> str | None:
+    """The fused attention kernel a serving engine's prefill runs on a GPU family (None: none named, the
+    engine's calibrated prefill factor)."""
     if family in AMD_FAMILIES:
         return _ENGINE_KERNEL_AMD.get(engine)
+    if family in _ENGINE_KERNEL_FA2_FAMILIES and engine in _ENGINE_KERNEL_FA2:
+        return _ENGINE_KERNEL_FA2[engine]
     return _ENGINE_KERNEL.get(engine)
 
 
@@ -161,13 +182,13 @@ def kernel_rates(kernel: str, family: str, seq_len: float, scale: float) -> tupl
     return f * scale, b * scale
 
 
-def reference_gpu(kernel: str, family: str, forward_only: bool = False) -> str | None:
-    """The GPU `kernel`'s figures for `family` were measured on; None when there are none (or, for
-    `forward_only` use such as serving prefill, none for the forward pass by itself)."""
+def reference_gpu(kernel: str, family: str) -> str | None:
+    """The GPU `kernel`'s figures for `family` were measured on; None when there are none. Forward-only use
+    (serving prefill) of a row with only the forward + backward rate takes that rate for the forward: a lower
+    bound where the forward is the faster pass (FA2 on A100, module docstring)."""
     hit = _table().get((kernel, family))
-    if hit is None or (forward_only and not hit[2]):
-        return None
-    return hit[0]
+    return None if hit is None else hit[0]
+
 
 
 def backward_flop_ratio(kernel: str | None) -> float:
@@ -191,3 +212,41 @@ def describe(kernel: str) -> str:
             "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)"}.get(kernel, kernel)
 
 
+
+
+# FP8 context attention (TensorRT-LLM). A checkpoint whose linears quantize their activations (ModelOpt FP8
+# per-tensor `has_fp8_qdq`, FP8 block scales, NVFP4) gives the attention op the o_proj's input scale
+# (tensorrt_llm/_torch/modules/attention.py @c6d3bb2a, `out_scale = self.o_proj.inv_input_scale`); with an FP8
+# (or FP4) KV cache the TRTLLM backend then asks for an FP8 (NVFP4 on Blackwell) output (_torch/attention_backend/
+# trtllm.py @9144c0e6, `out_dtype = torch.float8_e4m3fn`), and an FP8 or FP4 output sets mFP8ContextFMHA
+# (cpp/tensorrt_llm/thop/attentionOp.cpp @38134b13, `mFP8ContextFMHA = is_fp8_out || is_fp4_out || ...`): the
+# context FMHA runs with Q, K and V in e4m3, both of its matmuls on the FP8 tensor cores. A 16-bit KV cache or a
+# weight-only format keeps the 16-bit kernel. The perf-overview checkpoints (nvidia/*-FP8, *-FP4) carry an FP8
+# KV cache, so every TensorRT-LLM calibration row runs it.
+_FP8_ACTIVATION_COMPUTE = ("fp8", "fp4")
+_FP8_KV = ("fp8", "fp8_e4m3")
+
+
+def fp8_context_attention(engine: str, compute_dtype: str, kv_cache: str) -> bool:
+    """Whether the engine's prefill attention runs its matmuls in FP8 (TensorRT-LLM's FP8 context FMHA)."""
+    return engine == "trtllm" and compute_dtype in _FP8_ACTIVATION_COMPUTE and str(kv_cache).lower() in _FP8_KV
+
+
+@lru_cache(maxsize=1)
+def _fp8_speedup_points() -> list[tuple[int, float]]:
+    """[(seq_len, FP8 forward rate / 16-bit forward rate)] from data/attention_fp8.csv (both rates from the same
+    paper, same kernel, shapes and mask)."""
+    path = resources.files("gpuplan.estimate").joinpath("data/attention_fp8.csv")
+    with path.open(encoding="utf-8") as fh:
+        return sorted((int(r["seq_len"]), float(r["fp8_fwd_tflops_per_s"]) / float(r["bf16_fwd_tflops_per_s"]))
+                      for r in csv.DictReader(fh))
+
+
+def fp8_forward_speedup(seq_len: float) -> float:
+    """How much faster an FP8 flash-attention forward runs than the same kernel's 16-bit forward at `seq_len`
+    (interpolated in log length, flat beyond the ends). The one published pair is FlashAttention-3's on H100
+    (Shah et al. 2024): 0.75x at 512 tokens (the FP8 kernel is the slower one there), 1.05x at 1k, 1.44x at 4k,
+    1.56x at 16k, short of the 2x of the FP8 peak because the softmax's exponentials do not speed up. It
+    stands for TensorRT-LLM's FP8 context FMHA on every GPU with FP8 tensor cores (no FP8 attention figures
+    are published for Blackwell)."""
+    return _interp([(s, r, r) for s, r in _fp8_speedup_points()], seq_len)[0]

@@ -99,7 +99,8 @@ def state_bytes(scn: Scenario) -> StateBytes:
         w, g, master = low, low, 0
     elif fw == "megatron":
         # bf16 params, fp32 main grads (unless grad_reduce_in_fp32 is off: the params' dtype), fp32 master copy
-        w, g, master = low, (2 if t.grad_reduce_dtype in ("bf16", "fp16") else 4), 4
+        # (master_weight_remainders: the precision-aware optimizer keeps only the 16 bits the bf16 copy lacks)
+        w, g, master = low, (2 if t.grad_reduce_dtype in ("bf16", "fp16") else 4), 2 if t.master_weight_remainders else 4
     elif fw == "deepspeed":
         w, g, master = low, low, 4        # ZeRO paper accounting: 2 + 2 + (4 + 4 + 4)
     else:
@@ -1100,6 +1101,17 @@ def _reserve_knob(inf) -> str:
     return text if knob == "gpu_memory_utilization" else text + " (scenario infer.gpu_memory_utilization)"
 
 
+def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
+    """The KV pool the engine allocates beside `rest` (weights, profiled activations, graphs, context). vLLM and
+    SGLang take their share of the whole GPU and give the pool what is left of it; TensorRT-LLM takes
+    `free_gpu_memory_fraction` of the memory still free once the model is loaded ("KV cache will by default
+    allocate 85% of the remaining free GPU memory ... When freeGpuMemoryFraction is specified, the specified
+    value will be used", NVIDIA/TensorRT-LLM@5a211b9 docs/source/reference/memory.md), ~10 % more at 0.9."""
+    if inf.engine == "trtllm":
+        return inf.gpu_memory_utilization * (capacity - rest)
+    return capacity * inf.gpu_memory_utilization - rest
+
+
 CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
 
 
@@ -1247,10 +1259,11 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     if inf.engine in ("vllm", "sglang", "trtllm"):
         act = _profile_run_bytes(scn, model, capacity, seqs)
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
-        budget = capacity * inf.gpu_memory_utilization
-        pool = budget - weights - act - graphs - _overhead(scn, 0)
+        rest = weights + act + graphs + _overhead(scn, 0)
+        pool = _kv_pool_bytes(inf, capacity, rest)
+        reserved = int(rest + pool)          # what the engine holds: its share of the GPU (TensorRT-LLM: of the free part)
         per_seq = per_token * (beam_kv_tokens(inf, block) if beams > 1 else tokens_per_seq) + state_seq
-        extra = dict(kv_pool_bytes=max(0, int(pool)),
+        extra = dict(kv_pool_bytes=max(0, int(pool)), reserved_bytes=reserved,
                      # a pure SSM model keeps no per-token cache: its pool holds whole sequences' states
                      kv_tokens=max(0, int(pool // per_token)) if per_token else None,
                      # sequences one model copy can hold: each attention-DP rank holds its share
@@ -1631,7 +1644,9 @@ def _estimate_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int, visio
             if name in phases:
                 phases[name]["kv_cache"] = phases[name].get("kv_cache", 0.0) + vision_kv * seqs
     cpu = extra.pop("cpu_bytes", 0)
-    cap = capacity_bytes
-    if scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm"):
-        cap = int(capacity_bytes * scn.infer.gpu_memory_utilization)
+    # a paged engine's reservation (its share of the GPU) is the capacity the workload must fit in
+    cap = extra.pop("reserved_bytes", None)
+    if cap is None:
+        paged = scn.infer and scn.infer.engine in ("vllm", "sglang", "trtllm")
+        cap = int(capacity_bytes * scn.infer.gpu_memory_utilization) if paged else capacity_bytes
     return _finish(phases, scn, cap, notes, cpu, limits=extra)

@@ -12,6 +12,8 @@ Pure functions of counts; the speed engine (speed.py) turns bytes into time and 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import lru_cache
 
 
 def permute_passes_per_row(top_k: int, local_experts: float, ep: int) -> float:
@@ -43,6 +45,41 @@ def permute_bytes(tokens: float, top_k: int, hidden: float, act_bytes: float, lo
     return passes * tokens * top_k * hidden * act_bytes * moe_layers
 
 
+# ---------------------------------------------------------------------------------------------
+# Megatron's grouped expert MLP (TEGroupedMLP, megatron/core/transformer/moe/experts.py at core_v0.15.0):
+# HBM passes it makes around the grouped GEMMs, in units of (routed rows on this rank) x h elements
+
+
+def fp8_pad_passes_per_row(recompute_forward_share: float = 0.0) -> float:
+    """Row padding around FP8 grouped GEMMs. An FP8 GEMM needs each expert's row count to be a multiple of
+    16 (32 for MXFP8), so `TEGroupedMLP.forward` pads the permuted input with Transformer Engine's
+    `Fp8Padding` and strips the pad rows from the output with `Fp8Unpadding` (experts.py, core_v0.15.0).
+    Each is a copy (`tex.fused_multi_row_padding` / `fused_multi_row_unpadding` into a new tensor:
+    read + write the rows) unless every expert's count is already aligned (`if m_splits ==
+    padded_m_splits: return inp`; transformer_engine/pytorch/module/fp8_padding.py and fp8_unpadding.py at
+    v2.9), and each backward is the opposite copy on the gradient:
+      forward   pad input (2) + unpad output (2)
+      backward  unpad grad input (2) + pad grad output (2)
+    Dropless routing gives random counts, so it pads; drop-and-pad with a capacity that is a multiple of
+    the alignment does not, and neither does Megatron's `moe_router_padding_for_fp8` (not modelled: off by
+    default and in the Megatron-Bridge recipes). A recomputed forward repeats its half."""
+    return 8.0 * (1.0 + 0.5 * recompute_forward_share)
+
+
+def expert_bias_passes_per_row(recompute_forward_share: float = 0.0) -> float:
+    """The routed experts' output bias. With biased linears (`add_bias_linear`) TEGroupedMLP builds its second
+    grouped linear with `skip_bias_add=True` and adds the bias afterwards in `_apply_bias`, a Python loop over
+    the local experts: `torch.cat([t + b * p for t, b, p in zip(torch.split(output, tokens_per_expert), bias,
+    torch.split(probs, tokens_per_expert))])` (experts.py, core_v0.15.0), each a separate eager kernel over the
+    expert's rows (probs in the activation dtype: the router's default dtype):
+      forward   b·p written (1), t + b·p read 2 write 1 (3), cat read + write (2)                    (6)
+      backward  mul's two gradients grad·p and grad·b, each written then summed to the bias / probs
+                shape (read 1, write 1, read 1: 3 each), split's backward concatenates the
+                per-expert gradients (2)                                                              (8)
+    A recomputed forward repeats its 6."""
+    return 14.0 + 6.0 * recompute_forward_share
+
+
 def expected_max_std_normal(n: int) -> float:
     """E[max of n independent standard normals] (0 for n = 1; 1/sqrt(pi) for 2; 3/(2 sqrt(pi)) for 3):
     the integral of x · n φ(x) Φ(x)^(n−1) over the real line, by the midpoint rule on [−10, 10]."""
@@ -67,8 +104,11 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     One token sends to a rank holding E/ep experts a hypergeometric count (k draws, E/ep of E marked):
     mean k/ep, variance k (1/ep)(1 − 1/ep)(E − k)/(E − 1). A rank receives from all ep·T tokens of the
     group: mean T·k, variance ep·T times that. The all-to-all and the expert GEMMs wait for the busiest
-    rank: 1 + E[max of ep normals] · σ / mean (normal approximation; the ranks' slight negative
-    correlation is ignored, which overstates the maximum by well under a percent here)."""
+    rank. Every token sends exactly k rows in all, so the ep counts sum to ep·T·k: exchangeable, with
+    correlation ρ = −1/(ep − 1) between any two. For exchangeable normals X_i = μ + σ(√(1−ρ)·Z_i + √ρ·W)
+    (ρ ≥ 0; the same covariance for ρ < 0 as the iid Z_i less their mean, scaled) the maximum is
+    μ + σ·√(1 − ρ)·E[max of ep iid N(0,1)], so: 1 + √(ep/(ep − 1)) · E[max of ep normals] · σ / mean
+    (normal approximation; for ep = 2 it is the exact mean absolute deviation, σ·√(2/π))."""
     if ep <= 1 or top_k <= 0 or num_experts <= top_k or tokens_per_rank <= 0:
         return 1.0
     p = 1.0 / ep
@@ -76,7 +116,7 @@ def ep_rank_imbalance(tokens_per_rank: float, top_k: int, num_experts: int, ep: 
     n_tokens = ep * tokens_per_rank
     mean = tokens_per_rank * top_k
     sigma = math.sqrt(n_tokens * var_token)
-    return 1.0 + expected_max_std_normal(ep) * sigma / mean
+    return 1.0 + math.sqrt(ep / (ep - 1.0)) * expected_max_std_normal(ep) * sigma / mean
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,3 +173,103 @@ def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_
     intra = (g - 1) * p_rank * (1.0 + max(0.0, nodes - 1.0))
     inter = max(0.0, nodes - 1.0) * p_node
     return intra, inter
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving: the fused MoE step of an inference engine (what one MoE layer of a forward does around and
+# inside its two grouped expert GEMMs)
+
+
+@dataclass(frozen=True)
+class ServingMoeKernel:
+    """How an engine runs one MoE layer of a serving forward.
+
+    tile_rows: the smallest M tile of the grouped GEMMs, where the engine's kernels fix it. Each expert's rows form
+    their own GEMM problem, computed in whole tiles, so an expert with x rows costs ceil(x / tile) tiles.
+    The memory-bound kernels around the GEMMs are `fused_moe_pass_bytes`."""
+    name: str
+    tile_rows: dict[tuple[str, str], int]   # (GPU kernel family, GEMM input dtype class) -> smallest M tile
+
+    def tile_for(self, kernel_family: str, act_dtype: str) -> int | None:
+        """The smallest M tile of the grouped GEMMs on this GPU for this activation format; None where the engine
+        may pick kernels with smaller tiles (or other code), so no padding is priced."""
+        return self.tile_rows.get((kernel_family, act_dtype))
+
+
+# TensorRT-LLM's PyTorch backend, CUTLASS fused MoE (the default `moe_backend` on Hopper and Blackwell):
+#   `CutlassFusedMoE.forward_chunk` (tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py
+#   @000a01de66f0eab4ab05640711f0253f50f5209c): "dynamic quant + routing(topK, etc.) [+ fp4_allgather] +
+#   scatter + gemm1 + swiglu + gemm2 + finalizeMoeRoute"; `CutlassMoeFCRunner::runMoe`, `gemm1`, `gemm2`
+#   (cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu @000dea273b339cd5074b3e9b03d5c2c1b10171ba):
+#   expandInputRowsKernel, the TMA warp-specialized grouped GEMM1 into a 16-bit intermediate, doActivation
+#   (SwiGLU + quantization of the GEMM2 input), GEMM2 into a 16-bit intermediate, finalizeMoeRoutingKernel.
+#   Grouped-GEMM tiles (cpp/tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp
+#   @0b53e94719f4bd566e9c75a7df32639a306dfec6): every SM90 grouped candidate has M = 128 or 256
+#   (`get_candidate_tiles_sm90`, GROUPED_GEMM), every SM100 FP4 grouped candidate too
+#   (`get_candidate_configs_sm100`, FP4_ONLY; the other SM100 grouped candidates have M >= 64 only with 2-SM
+#   clusters, M 64 1-SM tiles being among them: FP8 on SM100 is left unpadded). `MoeGemmRunner::dispatchToArch`
+#   (moe_gemm_template_dispatch.h @000a01de66f0eab4ab05640711f0253f50f5209c) runs FP8 on SM90 with those TMA
+#   warp-specialized kernels only ("No fallback FP8 implementation available"), while 16-bit experts may fall back to
+#   the SM80 kernels "because for some cases with small numbers of tokens SM80 is faster" (M tiles from 16), and
+#   W4A16 / W4A8 experts run mixed-input kernels of their own: only FP8 on Hopper and NVFP4 on data-centre Blackwell
+#   have 128 rows as the smallest tile an expert's rows fill.
+TRTLLM_CUTLASS_MOE = ServingMoeKernel("TensorRT-LLM CUTLASS fused MoE",
+                                      {("hopper", "fp8"): 128, ("blackwell-dc", "fp4"): 128})
+
+SERVING_MOE_KERNELS = {"trtllm": TRTLLM_CUTLASS_MOE}
+
+
+def serving_moe_kernel(engine: str) -> ServingMoeKernel | None:
+    """The fused-MoE step `engine` runs, where gpuplan prices its kernels; None: the grouped GEMMs alone."""
+    return SERVING_MOE_KERNELS.get(engine)
+
+
+@lru_cache(maxsize=8192)
+def padded_rows_per_expert(tokens: int, top_k: int, num_experts: int, tile: int) -> float:
+    """E[ceil(X / tile) · tile]: the rows one expert's grouped-GEMM problem computes, padding included, when
+    `tokens` tokens each pick `top_k` distinct experts of `num_experts` uniformly at random, so one expert's
+    row count X is Binomial(tokens, k/E). Summed over the pmf within 12 standard deviations of the mean
+    (log-pmf by lgamma); the rest of the mass is below 1e-30."""
+    n = int(tokens)
+    if n <= 0 or top_k <= 0 or num_experts <= 0 or tile <= 0:
+        return 0.0
+    p = min(1.0, top_k / num_experts)
+    if p >= 1.0:
+        return float(math.ceil(n / tile) * tile)
+    mean = n * p
+    sd = math.sqrt(n * p * (1.0 - p))
+    lo = max(0, int(math.floor(mean - 12.0 * sd - 1.0)))
+    hi = min(n, int(math.ceil(mean + 12.0 * sd + 1.0)))
+    log_p, log_q, log_nf = math.log(p), math.log1p(-p), math.lgamma(n + 1.0)
+    total = 0.0
+    for x in range(lo, hi + 1):
+        w = math.exp(log_nf - math.lgamma(x + 1.0) - math.lgamma(n - x + 1.0) + x * log_p + (n - x) * log_q)
+        total += w * math.ceil(x / tile)
+    return tile * total
+
+
+def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1_n: float, inter: float,
+                         in_bytes: float, out_bytes: float = 2.0, quantize_input: bool = True,
+                         output_tokens: float | None = None) -> float:
+    """HBM bytes of the memory-bound work of one MoE layer of TensorRT-LLM's CUTLASS fused MoE (sources at
+    TRTLLM_CUTLASS_MOE) for `tokens` tokens whose `routed_rows` (token, expert) pairs run on this GPU.
+    `in_bytes`: bytes per element of a GEMM input (NVFP4 0.5 + one FP8 scale per 16 elements; FP8 1;
+    16-bit 2), `out_bytes`: the 16-bit GEMM outputs; `gemm1_n`: GEMM1's width (2 x inter when gated).
+
+      dynamic quant   read each token's 16-bit hidden row, write it quantized         tokens x h x (2 + a)
+                      (FP8 / NVFP4 checkpoints only: `static_quantize_e4m3_per_tensor`, `fp4_quantize`)
+      expand (scatter) read a token's row once per routed copy, write the copy         rows x h x 2a
+      GEMM1           read its input rows, write the 16-bit intermediate                rows x (h·a + n1·o)
+      activation      read the intermediate, write the quantized GEMM2 input            rows x (n1·o + I·a)
+      GEMM2           read its input rows, write the 16-bit per-copy output             rows x (I·a + h·o)
+      finalize        read every copy's output, write one weighted sum per token        rows x h·o + tokens x h·o
+    Under attention DP the quantized tokens of every rank are gathered first (`fp4_allgather`) and the
+    finalize writes a row for each gathered token (`output_tokens`, before the reduce-scatter).
+    The GEMMs' weight reads are priced with the weights (touched experts); padding rows are computed but
+    neither read nor written (TMA bounds the problem at the expert's real rows)."""
+    a, o = in_bytes, out_bytes
+    out_tokens = tokens if output_tokens is None else output_tokens
+    per_token = hidden * ((2.0 + a) if quantize_input else 0.0)
+    per_row = hidden * 2.0 * a + (hidden * a + gemm1_n * o) + (gemm1_n * o + inter * a) + (inter * a + hidden * o) \
+        + hidden * o
+    return tokens * per_token + routed_rows * per_row + out_tokens * hidden * o

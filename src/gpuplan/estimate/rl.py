@@ -585,6 +585,9 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     parameter, an all-gather of the tensor-parallel slices, a broadcast from the owning pipeline stage to the
     whole pipeline group and, for routed experts, an all-gather over the expert-parallel group, before the HF
     renaming and CUDA-IPC hand-off; verl's FSDP path gathers each full tensor over the shard group the same way).
+    Under ZeRO-3 / FSDP the gathers move the parameters as the trainer stores them (fp32 under FSDP2 mixed
+    precision, which NeMo RL's DTensor worker casts to 16 bits only after `full_tensor()`); otherwise, and for the
+    broadcast to a split engine, 16 bits.
     Time: the tensor-parallel all-gather of a stage's non-expert weights, the pipeline broadcast of the model
     with each routed expert at one expert-parallel rank's share (a pipelined ring broadcast moves S bytes per
     rank in S / bandwidth), the expert all-gather, or under
@@ -601,13 +604,20 @@ def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, 
     gpn = _gpus_per_node(scn, gpu)
     _, train_gpus = gpu_groups(scn)
     pa = scn.parallel
+    from .memory import state_bytes
     whole = model.params_total * 2.0
-    experts = sum(b.total for b in model.blocks if b.kind == "expert") * 2.0 if model.is_moe and pa.ep > 1 else 0.0
-    gather = _megatron_gather(scn, gpu, P, network, gpn, whole, experts, train_gpus)
+    # a fully sharded trainer gathers its parameters as it stores them and casts to 16 bits after: NeMo RL's
+    # DTensor worker takes `tensor.full_tensor()` of each fp32 FSDP2 shard (over the FSDP and TP mesh), then
+    # `.to(self.dtype)` (dtensor_policy_worker.py get_weights_ipc_handles / broadcast_weights_for_collective,
+    # v0.3.0); Megatron's (ZeRO <= 1 here) parameters are 16-bit already
+    stored = model.params_total * (state_bytes(training_scenario(scn)).weight if pa.zero >= 3 else 2.0)
+    experts = (sum(b.total for b in model.blocks if b.kind == "expert") * stored / model.params_total
+               if model.is_moe and pa.ep > 1 else 0.0)
+    gather = _megatron_gather(scn, gpu, P, network, gpn, stored, experts, train_gpus)
     if pa.zero >= 3:
         shard = max(1, train_gpus // (pa.tp * pa.pp))
         link = group_link(gpu, shard, train_gpus // pa.pp, gpn, network, P["comm"])
-        gather += all_gather_time(whole / (pa.tp * pa.pp), shard, link)
+        gather += all_gather_time(stored / (pa.tp * pa.pp), shard, link)
     if rl.placement == "colocated":
         return gather
     # the broadcast's source is one training GPU: every byte leaves through that GPU's link to the other group
@@ -642,23 +652,56 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
     return t
 
 
-def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
-    """Colocated with rl.offload_train_states: seconds to move the trainer's resident weights and optimizer
-    states over the GPU's host link once, one way. NeMo RL does it twice a step: out during the refit
-    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
-    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
-    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
-    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied
-    (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu, terrykong/Megatron-LM @2ff0f099). verl's
-    param/optimizer offload moves the same states."""
-    _, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
+# Copies into freshly allocated pageable host memory (torch `.to("cpu")` of a CUDA tensor without pinning): the CUDA
+# driver stages them through its own pinned buffer and every destination page is faulted in on first touch, far below
+# the host link. NeMo RL's `offload_before_refit` moves the optimizer states this way, tensor by tensor; an Nsight
+# trace of it on one H100 (NVIDIA-NeMo/RL issue 3976, 2026-09-17: colocated GRPO, Megatron distributed optimizer)
+# measured 510 Device -> Pageable copies, 4.94 GB in 2.75 s of copy time (1.8 GB/s), where one simple 1 GiB pageable
+# copy ran at 16.1 GB/s and a pinned one at 55 GB/s on the same host. (SGLang PR 32032 measured the same kind of
+# offload, module.to("cpu"), at 2.8 GB/s on an H200.) The way back, `v.to("cuda")` from those pages, allocates no
+# host memory: priced at the issue's simple pageable copy, 16.1 GB/s (no per-tensor trace of it was published).
+PAGEABLE_OUT_BYTES_PER_S = 1.8e9
+PAGEABLE_BACK_BYTES_PER_S = 16.1e9
+
+
+def offload_bytes(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[float, float]:
+    """Colocated with rl.offload_train_states: (pinned, pageable) bytes of the trainer's states a GPU moves to the
+    host once, one way: its resident weights and optimizer states, less the rollout engine's own backup (level-1
+    sleep) and a reference kept on the host. rl.offload_pageable says which part goes to pageable memory."""
+    phases, _, host_bytes, engine = rl_stage_phases(scn, model, capacity)
     if scn.train.rl.engine_sleep_level == 1:
         host_bytes -= engine["weights"]     # the engine's own backup: engine_sleep_time, not the trainer's states
     if scn.train.rl.reference and scn.train.rl.reference_on_host and scn.train.method == "full":
         from .posttrain import frozen_model_bytes
         host_bytes -= frozen_model_bytes(training_scenario(scn), model)   # stays on the host: not moved
+    mode = scn.train.rl.offload_pageable
+    pageable = (host_bytes if mode == "all" else
+                min(host_bytes, phases["optimizer_step"].get("optimizer_states", 0.0)) if mode == "optimizer_states"
+                else 0.0)
+    return host_bytes - pageable, pageable
+
+
+def offload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> tuple[float, float]:
+    """Colocated with rl.offload_train_states: (out, back) seconds to move the trainer's resident weights and
+    optimizer states to the host and back, once each. NeMo RL does it every step: out during the refit
+    (`offload_before_refit`: optimizer states; `offload_after_refit`: parameters; grpo.py timer
+    `prepare_for_generation`, @06f6343) and back before the passes (`prepare_for_lp_inference`: parameters;
+    `prepare_for_training`: optimizer states; timers `logprob_inference_prep`, `training_prep`), hence the two
+    phases state_offload and state_onload. Megatron's gradient buffer is freed and re-zeroed, not copied, and its
+    parameters go to a pinned buffer (param_and_grad_buffer.py offload_to_cpu / reload_from_cpu,
+    terrykong/Megatron-LM @2ff0f099 and @76065f17: `param_data.cpu().pin_memory()` once, then `copy_(...,
+    non_blocking=True)`): the host link's rate. The optimizer states go per tensor with `state[k] = v.to("cpu")`
+    (megatron_policy_worker.py offload_before_refit, v0.3.0 and @06beed91), and NeMo RL's DTensor worker also moves
+    the model with `model.to("cpu")` (dtensor_policy_worker.py move_to_cpu): fresh pageable memory every step
+    (rl.offload_pageable), at PAGEABLE_OUT_BYTES_PER_S out and PAGEABLE_BACK_BYTES_PER_S back, never above the
+    host link. verl's param/optimizer offload moves the same states."""
+    pinned, pageable = offload_bytes(scn, model, capacity)
     bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
-    return host_bytes / bw if bw > 0 else 0.0
+    if bw <= 0:
+        return 0.0, 0.0
+    out = pinned / bw + pageable / min(bw, PAGEABLE_OUT_BYTES_PER_S)
+    back = pinned / bw + pageable / min(bw, PAGEABLE_BACK_BYTES_PER_S)
+    return out, back
 
 
 def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) -> float:
@@ -720,7 +763,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     phases["actor_update"] = k * base.step_time_s
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
-        phases["state_offload"] = phases["state_onload"] = offload_time(scn, model, capacity, gpu)
+        phases["state_offload"], phases["state_onload"] = offload_time(scn, model, capacity, gpu)
     if rl.placement == "colocated" and rl.engine_sleep_level == 1:
         phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":

@@ -26,9 +26,11 @@ from .flops import (TrainingFlops, attention_flops_per_token_forward, lora_adapt
 from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
-                                engine_kernel, kernel_rates, reference_gpu)
+                                engine_kernel, fp8_context_attention, fp8_forward_speedup, kernel_rates,
+                                reference_gpu)
 from .layout import grad_accum_steps
-from .moe import dispatch_copies, ep_rank_imbalance, permute_bytes
+from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
+                  fused_moe_pass_bytes, padded_rows_per_expert, permute_bytes, serving_moe_kernel)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -324,7 +326,7 @@ def _linear_time(c: _Train) -> float:
             # copies), the all-to-all brings those of its ep peers for its E/ep experts and the expert-TP
             # all-gather those of its etp peers (MoEAlltoAllTokenDispatcher, token_dispatcher.py @core_v0.19.0)
             m_rows = c.tokens / tp * b.active_fraction * ep * etp
-            count = b.count / ep / per_stage * _ep_imbalance(c)   # the busiest EP rank sets the pace
+            count = b.count / ep / per_stage * _routed_rows(c)   # the busiest EP rank (or the capacity) sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
         dtype, eff = c.mm_dtype, None
@@ -399,11 +401,10 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), c.tr.seq_len / c.par.cp, scale)
 
 
-def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any], forward_only: bool = False) -> float | None:
+def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
     """How much faster `gpu` runs `kernel` than the GPU its figures were published on (16-bit peak x
-    sustained clock); None when no figures are published for the GPU's family (`forward_only`: none for
-    the forward pass by itself)."""
-    ref = reference_gpu(kernel, _kernel_family(gpu), forward_only) if kernel else None
+    sustained clock); None when no figures are published for the GPU's family."""
+    ref = reference_gpu(kernel, _kernel_family(gpu)) if kernel else None
     if ref is None:
         return None
     from ..hardware import get_gpu
@@ -490,16 +491,66 @@ def _ep_imbalance(c: _Train) -> float:
     return ep_rank_imbalance(c.tokens / c.par.tp, m.experts_per_tok, m.num_experts, c.par.ep)
 
 
+def _capacity_rows(c: _Train) -> float | None:
+    """Token-drop with padding (train.moe_capacity_factor): the rows each expert gets from one source rank,
+    Megatron's `get_capacity` = ceil(T·k/E · factor) over that rank's T = tokens/tp routed tokens
+    (moe_utils.py, core_v0.15.0); None under dropless routing."""
+    m, cf = c.model, getattr(c.tr, "moe_capacity_factor", None)
+    if cf is None or not m.is_moe or m.experts_per_tok <= 0 or m.num_experts <= 0:
+        return None
+    return float(math.ceil(c.tokens / c.par.tp * m.experts_per_tok / m.num_experts * cf))
+
+
+def _routed_rows(c: _Train) -> float:
+    """Rows the busiest rank's experts run, over the dropless mean T·k/E per expert: the EP busiest-rank
+    imbalance under dropless routing; under drop-and-pad every expert runs exactly its capacity
+    (`num_out_tokens = capacity * num_experts`, token_dispatcher.py core_v0.15.0), padding rows included."""
+    cap = _capacity_rows(c)
+    if cap is None:
+        return _ep_imbalance(c)
+    m = c.model
+    return cap * m.num_experts / (c.tokens / c.par.tp * m.experts_per_tok)
+
+
+def _fp8_rows_aligned(c: _Train) -> bool:
+    """True when every local expert's row count is a multiple of the FP8 GEMM alignment (Transformer Engine
+    Fp8Padding: 32 rows for MXFP8, 16 otherwise), so no padding copy runs: only drop-and-pad can guarantee it,
+    each local expert then getting capacity x etp x ep rows (token_dispatcher.py `num_tokens_per_local_expert`)."""
+    cap = _capacity_rows(c)
+    if cap is None:
+        return False
+    align = 32 if (c.fp8 is not None and c.fp8.name == "mxfp8") else 16
+    return (cap * c.par.expert_tp * c.par.ep) % align == 0
+
+
 def _moe_permute_bytes(c: _Train) -> float:
     """HBM bytes of the token permutation around the experts per micro-batch (estimate/moe.py): the
-    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward."""
+    dispatcher's permute / sort / unsort / unpermute over T·k rows of h, forward and backward, plus what
+    Megatron's grouped expert MLP moves around its GEMMs (`_grouped_mlp_bytes`)."""
     m = c.model
     if not m.is_moe or m.experts_per_tok <= 0:
         return 0.0
     ep = c.par.ep
     local = m.num_experts / ep
     return permute_bytes(c.tokens / c.par.tp, m.experts_per_tok, m.hidden_size, c.act_b, local, ep,
-                         _moe_layers_stage(c), c.rc.linear_share) * _ep_imbalance(c)
+                         _moe_layers_stage(c), c.rc.linear_share) * _routed_rows(c) + _grouped_mlp_bytes(c)
+
+
+def _grouped_mlp_bytes(c: _Train) -> float:
+    """HBM bytes per micro-batch of Megatron's TEGroupedMLP around its grouped GEMMs (estimate/moe.py): the FP8
+    row padding and unpadding copies (FP8 with unaligned expert counts: dropless routing) and the experts'
+    output-bias loop (models with biased linears), over the rows this rank's experts receive,
+    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide."""
+    m = c.model
+    if c.scn.framework != "megatron" or not m.is_moe or m.experts_per_tok <= 0:
+        return 0.0
+    passes = 0.0
+    if c.mm_dtype == "fp8" and not _fp8_rows_aligned(c):
+        passes += fp8_pad_passes_per_row(c.rc.linear_share)
+    if m.traits.mlp_bias:
+        passes += expert_bias_passes_per_row(c.rc.linear_share)
+    rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
+    return passes * rows * m.hidden_size * c.act_b * _moe_layers_stage(c)
 
 
 def _fusion_mode(c: _Train) -> str:
@@ -629,13 +680,13 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
             a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
         else:
             a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, etp * ep, c.gpn, c.net, comm))
-        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _ep_imbalance(c)
+        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _routed_rows(c)
         exposed += _ep_exposed(c, t, t_compute)
     if folded and etp > 1:
         # expert TP: the received rows are all-gathered over the etp ranks before the experts and
         # reduce-scattered after them (token_dispatcher.py gather_from_sequence_parallel_region /
         # reduce_scatter_to_sequence_parallel_region on the expert-TP group), and the adjoints in backward
-        gathered = etp * tokens / tp * model.experts_per_tok * h * act_b * _ep_imbalance(c)
+        gathered = etp * tokens / tp * model.experts_per_tok * h * act_b * _routed_rows(c)
         link = group_link(c.gpu, etp, etp, c.gpn, c.net, comm)
         detail["etp"] = t = _moe_layers_stage(c) * 4 * all_gather_time(gathered, etp, link)
         exposed += t
@@ -761,8 +812,8 @@ def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
     where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
     model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
     par = c.par
-    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1:
-        return None
+    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1 or _capacity_rows(c) is not None:
+        return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
     dispatcher = getattr(par, "ep_dispatcher", "alltoall")
     if dispatcher == "hybridep":
         return None
@@ -1034,9 +1085,12 @@ class _Serving:
         self.group_gpus = self.n_gpu_group * self.adp     # one copy of the model
         self.fam = _family(gpu)
         self.eng = _engine(P, inf.engine, self.fam)
+        # the engine's fused MoE step where it is priced kernel by kernel (moe.py: TensorRT-LLM's CUTLASS fused
+        # MoE): tile-padded grouped GEMMs at every step, decode included, and the memory-bound passes around them
+        self.moe_kernel = serving_moe_kernel(inf.engine) if model.is_moe and model.num_experts > 0 else None
         # the prefill's fused attention kernel and its published speed on this GPU (None: calibrated factor)
         self.prefill_kernel = _fused_kernel(model, engine_kernel(inf.engine, self.fam))
-        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P, forward_only=True)
+        self.prefill_scale = _kernel_scale(self.prefill_kernel, gpu, P)
         # eager engines (HF transformers): how fast this host issues kernels, relative to the host the
         # packaged host costs were read on (hardware/hosts.py)
         # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
@@ -1054,6 +1108,11 @@ class _Serving:
         self.kvb = kv_bytes(inf.kv_cache)
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
+        # the grouped GEMMs' smallest M tile where the engine's kernels fix it (None: no padding priced, and the row
+        # factor on prompt rows only, as for the engines whose MoE step is not read)
+        self.moe_tile = None
+        if self.moe_kernel is not None:
+            self.moe_tile = self.moe_kernel.tile_for(_kernel_family(gpu), _dtype_class(self.compute_dtype))
         self.bw = _bw(gpu) * _fam(P["memory"], self.fam) * self.eng["decode_bw_scale"]
         # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
         # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
@@ -1073,6 +1132,10 @@ class _Serving:
         # `hidden_states[logits_indices]`), SGLang (LogitsProcessor prunes to each request's last position)
         self.last_token_logits = inf.engine in _BATCHED_ENGINES
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
+        # TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache, attention_kernels.py): the prefill
+        # attention's matmuls run on the FP8 tensor cores (a GPU without them keeps the 16-bit kernel)
+        self.fp8_attn = (fp8_context_attention(inf.engine, cd, inf.kv_cache)
+                         and peak_flops(gpu, "fp8") > peak_flops(gpu, "fp16"))
         gpn = _gpus_per_node(scn, gpu)
         net = network if network is not None else _network(scn, gpu)
         self.network, self.gpus_per_node = net, gpn
@@ -1233,12 +1296,14 @@ class _Serving:
                     k_in /= self.tp
                 else:
                     n_out /= self.tp
-            m_eff = 1.0
+            m_eff, pad = 1.0, 1.0
             if b.kind == "expert":
                 share = float(self.adp) if ep_split else 1.0     # every replica's tokens reach the experts
                 rows = tokens * b.active_fraction * share
                 count = b.count / self.pp / (self.ep if ep_split else 1)
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
+                if self.moe_tile is not None:
+                    m_eff, pad = self._expert_tiles(max(tokens, step_tokens or 0.0) * share)
                 if rows < 1.0:  # tiny batch: only the touched experts run
                     count *= max(rows, 1e-9)
                     rows = 1.0
@@ -1248,16 +1313,54 @@ class _Serving:
                     rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
                 if b.kind == "lm_head" and prefill and self.last_token_logits:
                     rows = min(rows, 1.0)             # a prompt's logits: its last position only
-            flops = 2.0 * rows * k_in * n_out * count
+            flops = 2.0 * rows * k_in * n_out * count * pad
             dtype, peak = self.compute_dtype, self.peak_mm
             if b.kind == "lm_head" and self.head_dtype is not None:
                 dtype, peak = self.head_dtype, self.head_peak
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
-            # expert GEMMs are bound by reading the touched experts, which its memory term charges
+            # expert GEMMs are bound by reading the touched experts, which its memory term charges.
+            # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
+            # rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
-                                  grouped=b.kind == "expert" and prefill)
+                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None))
             t += flops / (peak * eta * scale)
         return t
+
+    def _expert_tiles(self, group_tokens: float) -> tuple[float, float]:
+        """(rows of each running expert's grouped-GEMM problem, padding included; computed rows over routed
+        rows) for a step whose `group_tokens` tokens reach the experts, routed uniformly at random
+        (moe.padded_rows_per_expert, the kernel's smallest M tile)."""
+        m = self.model
+        k, e = m.experts_per_tok, m.num_experts
+        if k <= 0 or e <= 0:
+            return 1.0, 1.0
+        n = max(1, int(round(group_tokens)))
+        padded = padded_rows_per_expert(n, k, e, self.moe_tile)
+        touched = 1.0 - (1.0 - k / e) ** n
+        return padded / touched, padded / (n * k / e)
+
+    def _moe_passes(self, tokens: float) -> float:
+        """Seconds of the memory-bound kernels of the engine's fused MoE step (moe.fused_moe_pass_bytes) over
+        `tokens` tokens per attention replica: every MoE layer on this GPU, at the HBM roofline."""
+        if self.moe_kernel is None or tokens <= 0:
+            return 0.0
+        m = self.model
+        h = float(m.hidden_size)
+        experts = [b for b in m.blocks if b.kind == "expert" and b.linear is not None]
+        n1 = sum(b.linear[1] for b in experts if b.linear[0] == m.hidden_size)
+        inter = sum(b.linear[0] for b in experts if b.linear[1] == m.hidden_size)
+        gathered = tokens * self.adp                       # attention DP: every replica's tokens are gathered
+        if self.ep > 1:
+            rows = gathered * m.experts_per_tok / self.ep   # the copies routed to this rank's E/ep experts
+        else:
+            rows = tokens * m.experts_per_tok
+            n1, inter = n1 / self.tp, inter / self.tp       # tensor-parallel experts: each GPU a slice of I
+        dc = _dtype_class(self.compute_dtype)
+        a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(dc, 2.0)
+        per_layer = fused_moe_pass_bytes(tokens, rows, h, n1, inter, a, 2.0, quantize_input=dc in ("fp4", "fp8"),
+                                         output_tokens=gathered)
+        layers = (m.num_moe_layers or m.num_layers) / self.pp
+        return per_layer * layers / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
 
     def _elementwise(self, tokens: float) -> float:
         """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
@@ -1371,14 +1474,15 @@ class _Serving:
         t_issue = self._dequant_issue(q)
         # the sampler's kernels run after the lm_head, bound by their passes over the step's fp32 logits
         t_sample = q_attn * self.sample_per_row / self.bw
+        t_moe = self._moe_passes(q)
         t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
-            + self._elementwise(q) + comm + self._overhead() + t_sample
+            + self._elementwise(q) + t_moe + comm + self._overhead() + t_sample
         host = self._host_issue(q)
         t = self.with_host(max(t, host), batch)
         return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue,
-                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row}
+                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row, "moe_passes": t_moe}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
@@ -1403,15 +1507,19 @@ class _Serving:
 
     def prefill_attention_time(self, flops: float, context: float | None = None) -> float:
         """Forward-only attention of a prompt whose causal prefix reaches `context` tokens. Engines whose
-        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper,
-        HF FlashAttention-2: estimate/attention_kernels.py) take its forward rate at that length; the rest
-        the calibrated efficiency."""
+        kernel's speed is published for this GPU family (vLLM and SGLang run FlashAttention-3 on Hopper and
+        FlashAttention-2-class kernels on A100, HF FlashAttention-2: estimate/attention_kernels.py) take its
+        forward rate at that length; the rest the calibrated efficiency."""
+        # FP8 context FMHA: the 16-bit kernel's rate times the published FP8/16-bit forward speed ratio at this
+        # length (attention_kernels.fp8_forward_speedup)
+        fp8 = fp8_forward_speedup(context or 1.0) if self.fp8_attn else 1.0
         if self.prefill_scale is not None and context:
-            return flops / kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context, self.prefill_scale)[0]
+            return flops / (fp8 * kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context,
+                                               self.prefill_scale)[0])
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
-        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA)
-        return flops / (self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
-                                             self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
+        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA, 16-bit terms)
+        return flops / (fp8 * self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
+                                                   self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
 
     def prefill_chunk(self, tokens: float, offset: float = 0.0, *, compute_only: bool = False,
                       step_tokens: float | None = None, dense_scale: float = 1.0,
@@ -1426,7 +1534,7 @@ class _Serving:
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
-        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt))
+        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt)) + self._moe_passes(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)

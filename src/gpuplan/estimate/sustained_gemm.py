@@ -58,17 +58,24 @@ def fp8_vs_16bit(family: str) -> float:
         g = get_gpu(gid)
         if str(g.family).lower() != family:
             continue
-        p = g.peak_flops_per_s
-        f8, b16 = maf_fraction(gid, "fp8", p["fp8"]), maf_fraction(gid, "bf16", p["bf16"])
+        f8, b16 = _fractions(g)
         if f8 and b16:
             ratios.append(f8 / b16)
     return sum(ratios) / len(ratios) if ratios else 1.0
 
 
+def _fractions(g) -> tuple[float | None, float | None]:
+    """(FP8, BF16) max-achievable fractions of peak of GpuSpec `g`; None where it has no row or no such unit
+    (the A100 rows are BF16 only: Ampere has no FP8 tensor unit)."""
+    p = g.peak_flops_per_s
+    f8 = maf_fraction(g.id, "fp8", p["fp8"]) if p.get("fp8") else None
+    b16 = maf_fraction(g.id, "bf16", p["bf16"]) if p.get("bf16") else None
+    return f8, b16
+
+
 def _ratio(gid: str) -> float | None:
     from ..hardware import get_gpu
-    p = get_gpu(gid).peak_flops_per_s
-    f8, b16 = maf_fraction(gid, "fp8", p["fp8"]), maf_fraction(gid, "bf16", p["bf16"])
+    f8, b16 = _fractions(get_gpu(gid))
     return f8 / b16 if f8 and b16 else None
 
 

@@ -65,6 +65,20 @@ def text_dataset(name, tokenizer, seq_len):
     return ds.map(pack, batched=True, remove_columns=ds.column_names)
 
 
+def keep_compute_dtype(model, dtype):
+    # peft's prepare_model_for_kbit_training casts every 16-bit parameter that is not a bitsandbytes
+    # Params4bit (embeddings, output head, norms) to fp32 (peft 0.21.2, peft/utils/other.py). At a 128k vocabulary
+    # that adds 2 bytes per embedding and head weight (+4.2 GB at 70B), and an fp32 norm weight makes the norm's
+    # output fp32. The plan, like its memory estimate, keeps them in the load dtype: TRL's SFTTrainer casts the
+    # embedding and head back the same way (peft_module_casting_to_bf16); the norms still compute in fp32 inside.
+    import torch
+    for param in model.parameters():
+        if param.dtype == torch.float32 and param.__class__.__name__ != "Params4bit":
+            param.data = param.data.to(dtype)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="tiny random model, CPU, 2 steps")
@@ -115,6 +129,7 @@ def main():
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
         if quant:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=bool(args.activation_checkpointing))
+            keep_compute_dtype(model, dtype)
         model = get_peft_model(model, LoraConfig(**load("lora_config.json")))
         model.print_trainable_parameters()
 

@@ -79,6 +79,10 @@ def model_args(plan: Plan) -> list[str]:
         dispatcher = plan.s.parallel.ep_dispatcher
         if dispatcher == "alltoall":
             args += ["--moe-token-dispatcher-type", "alltoall"]
+            cf = plan.s.train.moe_capacity_factor if plan.s.train is not None else None
+            if cf is not None:   # token-drop, each expert padded to its capacity (what the estimate timed)
+                args += ["--moe-expert-capacity-factor", f"{cf:g}",
+                         "--moe-pad-expert-input-to-capacity"]
         else:   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
             args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
     return args
@@ -166,6 +170,10 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args.append("--grad-reduce-in-bf16")
     elif t.grad_reduce_dtype == "fp32" and t.precision == "fp16":
         args.append("--accumulate-allreduce-grads-in-fp32")
+    if t.master_weight_remainders:
+        # the precision-aware optimizer (TE FusedAdam), whose store_param_remainders defaults to true
+        # (megatron/core/optimizer/optimizer_config.py) and needs --use-distributed-optimizer (zero >= 1, checked)
+        args.append("--use-precision-aware-optimizer")
     if not t.master_weights and t.precision != "fp32":
         notes.append("master_weights false: Megatron keeps fp32 master weights in its optimizer regardless")
     if t.recompute == "selective":

@@ -150,7 +150,23 @@ def _decoder_layers(model):
                 best = (path, mod)
             elif len(kinds) > 1 and (mixed[1] is None or len(mod) > len(mixed[1])):
                 mixed = (path, mod)
-    return best if best[1] is not None else mixed
+    path, mod = best if best[1] is not None else mixed
+    return (path, mod) if mod is None else _parallel_parts(lists, path, mod)
+
+
+def _parallel_parts(lists: dict, path: str, mod):
+    """A model that keeps each part of its layers in a list of its own, side by side: XLM's
+    `transformer.attentions`, `layer_norm1`, `ffns`, `layer_norm2`, layer i being element i of each
+    (modeling_xlm.py XLMModel.__init__ and forward, transformers 5.25). Sibling lists of the layer count under
+    the same parent are the same layers' other parts: returned as (paths joined by '|', a list of per-layer
+    ModuleLists holding element i of each). One list stands alone: returned as it is."""
+    import torch.nn as nn
+    parent = path.rpartition(".")[0]
+    parts = [p for p, m in lists.items() if p.rpartition(".")[0] == parent and len(m) == len(mod)
+             and not _is_vision(p) and not any(p.startswith(outer + ".") for outer in lists)]
+    if len(parts) < 2:
+        return path, mod
+    return "|".join(parts), nn.ModuleList(nn.ModuleList(lists[p][i] for p in parts) for i in range(len(mod)))
 
 
 def _mamba_mixers(model) -> dict[str, str]:
@@ -270,7 +286,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     groups: dict[str, list] = {}
     first_name: dict[str, str] = {}       # grouping key -> the first concrete parameter name
     emb_names, out_names = _head_names(modules, emb, out)
-    layer_prefix = layers_path + "."
+    layer_prefix = tuple(p + "." for p in layers_path.split("|"))
     for pname, p in model.named_parameters():
         in_layer = pname.startswith(layer_prefix)
         key = _LAYER_INDEX.sub(".*.", pname, count=1) if in_layer else pname
@@ -513,6 +529,9 @@ _EAGER_PREFILL_SCORE_BYTES = {
     # previous layer's 16-bit attention_probs in `layer_outputs` (2) (traced: 2-layer defaults, prompt 510)
     "megatron-bert": 6.0,
     "roformer": 6.0,
+    # modeling_xlm.py MultiHeadAttention.forward: the 16-bit scores (masked in place) stay alive while softmax runs
+    # on their fp32 copy (`scores.float()`) into an fp32 output (2 + 4 + 4); the layer returns no probabilities
+    "xlm": 10.0,
 }
 
 

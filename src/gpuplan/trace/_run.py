@@ -87,21 +87,61 @@ class Progress:
 
 # --------------------------------------------------------------------------------------------------
 def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=None,
-              fake: bool = True, rank: int = 0) -> TraceResult:
-    """One rank's trace. `fake=False` runs the same code on real CPU tensors (tests only)."""
+              fake: bool = True, rank: int = 0, known: bool | None = None) -> TraceResult:
+    """One rank's trace. `fake=False` runs the same code on real CPU tensors (tests only).
+
+    `known`: run on fake tensors that carry the values the harness chose (its token ids) and those the code
+    fixes itself (trace/_known.py). None: only when a plain fake run stops at a value read to pick a shape."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     t0 = time.monotonic()
+    if not fake or known is not None:
+        res = _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, bool(known))
+    else:
+        try:
+            res = _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, False)
+        except (DataDependentOutputException, DynamicOutputShapeException):
+            res = _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, True)
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, known) -> TraceResult:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    from ._known import KnownValuesMode
     say = Progress(progress)
     notes: list[str] = []
     world = _world(scenario)
-    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    if not fake:
+        mode = contextlib.nullcontext()
+    else:
+        mode = KnownValuesMode() if known else FakeTensorMode(allow_non_fake_inputs=True)
+    if known:
+        notes.append("the model reads tensor values to pick shapes: traced on fake tensors that carry the values "
+                     "fixed before the run (the harness's seeded token ids, constants and masks the code builds "
+                     "from them and from arange/zeros/ones/full); a value computed from the weights stays unknown.")
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
-    with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
-            _cuda_kernel_semantics(notes), _fake_deepcopy(fake), _cuda_tensor_checks(fake and not scenario.is_training):
-        if scenario.is_training:
-            res = _train(scenario, spec, mesh, iterations, notes, say)
-        else:
-            res = _infer(scenario, spec, mesh, decode_steps, notes, say)
-    res.seconds = time.monotonic() - t0
+    try:
+        with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
+                _cuda_kernel_semantics(notes), _fake_deepcopy(fake), \
+                _cuda_tensor_checks(fake and not scenario.is_training):
+            if scenario.is_training:
+                res = _train(scenario, spec, mesh, iterations, notes, say)
+            else:
+                res = _infer(scenario, spec, mesh, decode_steps, notes, say)
+    except (DataDependentOutputException, DynamicOutputShapeException) as err:
+        if not known:
+            raise
+        from ..errors import UnsupportedError
+        from ._known import KNOWN_NUMEL
+        source = ("the weights, or from a tensor over {:,} elements whose values the trace does not keep".format(
+            KNOWN_NUMEL) if mode.dropped_large else "the weights")
+        raise UnsupportedError(
+            f"tracing '{spec.name}' ({scenario.task})",
+            f"a value computed from {source} picks a shape at {_model_frame(err)} ({type(err).__name__} on "
+            f"{err.func}); neither fake tensors nor the inputs the harness chose can answer it, and nothing is "
+            "guessed.",
+            "use `gpuplan estimate` for this model, or trace a shorter sequence.") from None
     res.model, res.task = spec.name, scenario.task
     res.world_size = world
     res.per_rank = [{"rank": rank, "peak_bytes": res.peak_bytes}]
@@ -110,6 +150,16 @@ def run_trace(scenario, spec, *, iterations: int, decode_steps: int, progress=No
                  "fragmentation, cuBLAS/attention workspaces and NCCL buffers are not included.")
     res.method_notes = notes
     return res
+
+
+def _model_frame(err: BaseException) -> str:
+    """The innermost frame of the model's own code (transformers/models/...) in `err`'s traceback."""
+    import traceback
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if "/models/" in f.filename.replace("\\", "/")]
+    if not frames:
+        return "the model's forward"
+    f = frames[-1]
+    return f"{f.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.lineno} `{(f.line or '').strip()}`"
 
 
 @contextlib.contextmanager
@@ -462,10 +512,10 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
             if post is not None:
                 loss = post(B, autocast_dtype)
             else:
-                ids = torch.randint(0, vocab, (B, S))
+                ids = _input_ids(tracker, vocab, (B, S))
                 # encoder-decoder: labels are the target (decoder) tokens; decoder-only: the input itself
-                labels = torch.randint(0, vocab, (B, train.target_len or S)) if spec.is_encoder_decoder else ids.clone()
-                tracker.label(ids, "inputs")
+                labels = (_input_ids(tracker, vocab, (B, train.target_len or S)) if spec.is_encoder_decoder
+                          else ids.clone())
                 tracker.label(labels, "inputs")
                 ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
                 with ctx:
@@ -646,8 +696,7 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
         tracker.reset_peak()
         with torch.no_grad():
             tracker.set_phase("prefill")
-            ids = torch.randint(0, vocab, (B, P))
-            tracker.label(ids, "inputs")
+            ids = _input_ids(tracker, vocab, (B, P))
             try:
                 out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             except Exception:   # noqa: BLE001 - retried below with the cache generate itself would make
@@ -675,7 +724,7 @@ def _infer(scenario, spec, mesh, decode_steps, notes, say) -> TraceResult:
             del out
             for step in range(decode_steps):
                 tracker.set_phase("decode")
-                tok = torch.randint(0, vocab, (B, 1))
+                tok = _input_ids(tracker, vocab, (B, 1), label=False)
                 seen = torch.cat([seen, tok], dim=1)
                 if cache is None or _full_sequence_each_step(model, seen, cache):
                     tok = seen
@@ -696,6 +745,7 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     num_beams times (_expand_inputs_for_generation), the first decoder step fills the cross-attention cache
     over the prompt, every step appends one token to the self-attention cache."""
     from transformers import EncoderDecoderCache, StaticCache
+    from transformers.modeling_outputs import BaseModelOutput
     inf = scenario.infer
     B, P, k = inf.concurrency, inf.prompt_len, inf.beam_width
     vocab = cfg.get_text_config().vocab_size
@@ -712,16 +762,18 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
         tracker.reset_peak()
         with torch.no_grad():
             tracker.set_phase("encoder")
-            ids = torch.randint(0, vocab, (B, P))
-            tracker.label(ids, "inputs")
-            enc = model.get_encoder()(input_ids=ids).last_hidden_state
+            ids = _input_ids(tracker, vocab, (B, P))
+            # the first output is the last hidden state, as a ModelOutput or a plain tuple (ProphetNet's encoder)
+            enc = model.get_encoder()(input_ids=ids)[0]
             del ids
             if k > 1:
                 enc = enc.repeat_interleave(k, dim=0)
             for step in range(steps):
                 tracker.set_phase("prefill" if step == 0 else "decode")
                 tok = torch.zeros((B * k, 1), dtype=torch.long)
-                out = model(encoder_outputs=(enc,), decoder_input_ids=tok, past_key_values=cache, use_cache=True)
+                # a ModelOutput, as HF generate passes the encoder's output (ProphetNet reads .last_hidden_state)
+                out = model(encoder_outputs=BaseModelOutput(last_hidden_state=enc), decoder_input_ids=tok,
+                            past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
                 for c in (cache.self_attention_cache, cache.cross_attention_cache):
                     _label_cache(tracker, c)
@@ -730,6 +782,17 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     kv = _cache_bytes(cache.self_attention_cache) + _cache_bytes(cache.cross_attention_cache)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
+
+
+def _input_ids(tracker, vocab: int, shape: tuple[int, ...], label: bool = True):
+    """The harness's token ids, counted (as inputs when `label`); under a KnownValuesMode they carry their values
+    (trace/_known.py) and are created outside dispatch, so they are registered here."""
+    from ._known import harness_tokens
+    ids = harness_tokens(vocab, shape)
+    tracker.register(ids, "inputs" if label else "")
+    if label:
+        tracker.label(ids, "inputs")
+    return ids
 
 
 def _full_sequence_each_step(model, seen, cache) -> bool:

@@ -1,0 +1,120 @@
+"""TensorRT-LLM's fused MoE step in serving (estimate/moe.py: tile padding of each expert's grouped-GEMM rows, the
+memory-bound kernels around the GEMMs) and the measured prior of the grouped-GEMM row constant.
+
+Expected numbers are hand arithmetic (written out in each test) or closed forms, never the code under test.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuplan.estimate import speed
+from gpuplan.estimate.moe import fused_moe_pass_bytes, padded_rows_per_expert, serving_moe_kernel
+from gpuplan.hardware import get_gpu
+from gpuplan.models import get_model
+from gpuplan.scenario import scenario_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_padded_rows_one_and_two_tokens_by_hand():
+    # one token, top-8 of 128: an expert runs with probability 8/128 = 1/16, and then one 128-row tile
+    assert padded_rows_per_expert(1, 8, 128, 128) == pytest.approx(128 / 16)
+    # two tokens: any row at all (1 - (15/16)^2 = 31/256) costs one tile: 128 x 31/256 = 15.5
+    assert padded_rows_per_expert(2, 8, 128, 128) == pytest.approx(15.5)
+    # every token on every expert (k = E): the rows are n exactly, rounded up to the tile
+    assert padded_rows_per_expert(300, 4, 4, 128) == 384.0
+    assert padded_rows_per_expert(0, 8, 128, 128) == 0.0
+
+
+def test_padded_rows_many_tokens_add_half_a_tile():
+    # 2^20 tokens, p = 1/16: X has mean 65536 and sd 248 (about two tiles), so X mod 128 is close to uniform and
+    # E[ceil(X/128)·128] - E[X] = E[(-X) mod 128] = (0 + 1 + ... + 127)/128 = 63.5
+    assert padded_rows_per_expert(2 ** 20, 8, 128, 128) == pytest.approx(65536 + 63.5, abs=0.5)
+
+
+def test_fused_moe_pass_bytes_by_hand():
+    # Qwen3-30B-A3B NVFP4 on one GPU, one token: h 2048, GEMM1 width 2 x 768, I 768, 8 routed rows,
+    # GEMM inputs at 0.5 + 1/16 = 0.5625 B, 16-bit GEMM outputs
+    quant = 2048 * (2 + 0.5625)                                  # 5248
+    expand = 2048 * 2 * 0.5625                                   # 2304
+    gemm1 = 2048 * 0.5625 + 1536 * 2                             # 4224
+    act = 1536 * 2 + 768 * 0.5625                                # 3504
+    gemm2 = 768 * 0.5625 + 2048 * 2                              # 4528
+    finalize = 2048 * 2                                          # 4096 per row, + 4096 per token written
+    want = quant + 8 * (expand + gemm1 + act + gemm2 + finalize) + 2048 * 2     # 158592
+    assert want == 158592
+    assert fused_moe_pass_bytes(1, 8, 2048, 1536, 768, 0.5625) == pytest.approx(want)
+    # a 16-bit checkpoint is not quantized first
+    assert fused_moe_pass_bytes(1, 8, 2048, 1536, 768, 2.0, quantize_input=False) == pytest.approx(
+        8 * (2048 * 4 + (2048 * 2 + 1536 * 2) + (1536 * 2 + 768 * 2) + (768 * 2 + 2048 * 2) + 2048 * 2) + 2048 * 2)
+
+
+def _qwen30b_b200(engine: str, batch: int):
+    return scenario_from_dict({
+        "model": "qwen3-30b-a3b", "task": "infer", "hardware": {"gpu": "b200", "count": 1},
+        "infer": {"weights": "nvfp4", "kv_cache": "fp8", "engine": engine, "prompt_len": 128, "output_len": 128,
+                  "concurrency": batch}})
+
+
+def test_decode_step_prices_the_moe_passes_at_the_hbm_roofline():
+    # 512 decode rows: 512 x 158592 B per MoE layer (test above) x 48 layers, over the B200's HBM bandwidth
+    # times the packaged memory efficiency of its family
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("b200")
+    P = speed.load_efficiency()
+    sv = speed._Serving(_qwen30b_b200("trtllm", 512), m, g, P, None)
+    step = sv.decode_step(512, 192)
+    bw = g.mem_bandwidth_bytes_per_s * P["memory"].get("blackwell", P["memory"]["default"])
+    assert step["moe_passes"] == pytest.approx(512 * 158592 * 48 / bw, rel=1e-9)
+    # an engine whose MoE step is not priced kernel by kernel has none
+    assert serving_moe_kernel("vllm") is None
+    vl = speed._Serving(_qwen30b_b200("vllm", 512), m, g, P, None)
+    assert vl.decode_step(512, 192)["moe_passes"] == 0.0
+
+
+def test_expert_tiles_at_one_token_are_a_whole_tile():
+    # one token: each of its 8 experts computes a whole 128-row tile for one row: 128 computed rows per running
+    # expert, 128 computed rows per routed row
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("b200")
+    sv = speed._Serving(_qwen30b_b200("trtllm", 1), m, g, speed.load_efficiency(), None)
+    rows, pad = sv._expert_tiles(1)
+    assert rows == pytest.approx(128.0) and pad == pytest.approx(128.0)
+    # 4096 tokens: 256 rows per expert on average, a multiple of the tile, plus the spread's rounding:
+    # between 256 and 256 + 128 rows computed
+    rows, pad = sv._expert_tiles(4096)
+    assert 256 < rows < 384 and pad == pytest.approx(rows / 256)
+
+
+def test_rows_half_prior_reproduces_deepgemm_grouped_gemm_curve():
+    # the prior is fitted on DeepGEMM's published grouped-GEMM rates; its form A·M/(M + d0_M) must pass within 5 %
+    # of every published point (1297, 1288, 1233, 1040, 932 TFLOP/s at 8192 ... 256 rows per group)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import calibrate_speed as cs
+    d0m = cs.grouped_gemm_rows_half_prior()
+    assert 90.0 < d0m < 140.0
+    rows = list(csv.DictReader((ROOT / "src/gpuplan/estimate/data/grouped_gemm_rows.csv").open(encoding="utf-8")))
+    m = [float(r["m_per_group"]) for r in rows]
+    rate = [float(r["tflops_per_s"]) for r in rows]
+    # the asymptote that best fits in log space, given d0_M: the geometric mean of rate x (M + d0_M)/M
+    a = math.exp(sum(math.log(t * (x + d0m) / x) for x, t in zip(m, rate)) / len(m))
+    for x, t in zip(m, rate):
+        assert a * x / (x + d0m) == pytest.approx(t, rel=0.05)
+
+
+def test_tile_padding_only_where_the_kernels_fix_a_128_row_tile():
+    # FP8 experts on Hopper run TMA warp-specialized grouped GEMMs only (M tiles 128/256); NVFP4 experts on B200 the
+    # SM100 FP4 grouped GEMMs (M tiles 128/256). 16-bit experts may fall back to SM80 tiles from 16 rows, MXFP4 runs
+    # mixed-input kernels: no padding priced there.
+    def tile(model, weights, gpu_id):
+        scn = scenario_from_dict({
+            "model": model, "task": "infer", "hardware": {"gpu": gpu_id, "count": 1},
+            "infer": {"weights": weights, "engine": "trtllm", "prompt_len": 128, "output_len": 128, "concurrency": 1}})
+        return speed._Serving(scn, get_model(model), get_gpu(gpu_id), speed.load_efficiency(), None).moe_tile
+    assert tile("qwen3-30b-a3b", "fp8", "h100-sxm") == 128
+    assert tile("qwen3-30b-a3b", "nvfp4", "b200") == 128
+    assert tile("qwen3-30b-a3b", "bf16", "h100-sxm") is None
+    assert tile("gpt-oss-20b", "mxfp4", "h100-sxm") is None
