@@ -13,6 +13,7 @@ pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gpuplan.api import estimate  # noqa: E402
+from gpuplan.errors import UnsupportedError  # noqa: E402
 from gpuplan.estimate.layout import rank_params  # noqa: E402
 from gpuplan.models import spec_from_config  # noqa: E402
 from gpuplan.models.spec import Block  # noqa: E402
@@ -157,3 +158,24 @@ def test_kda_fallback_prefill(tmp_path):
     fast = estimate(_infer(d)).memory.components["activations"]
     decay = 3 * 4 * 512 * 64 * 32 * 128          # three [32, 8, 64, 64, 128] fp32 tensors
     assert slow >= decay > 10 * fast
+
+
+def test_bigbird_pegasus_full_attention_up_to_its_block_sparse_length(tmp_path):
+    # BigBirdPegasusEncoder.forward switches block_sparse to original_full up to (5 + 2 x 3 random blocks) x 64
+    cfg, m = _spec("bigbird_pegasus")
+    assert m.traits.encdec_layer == "bart" and m.traits.encoder_eager_up_to == (5 + 2 * 3) * 64
+    d = _dirs(tmp_path, cfg)
+    estimate(_infer(d))                                   # 512 input tokens: full attention, derived
+    with pytest.raises(UnsupportedError, match="block-sparse"):
+        estimate(_infer(d, prompt_len=1024))
+
+
+def test_eager_encoder_scores_by_hand(tmp_path):
+    from gpuplan.estimate import encdec
+    _, m = _spec("bigbird_pegasus")
+    from gpuplan.estimate.activations import ActivationSetup
+    s = ActivationSetup(compute_bytes=2, residual_bytes=2, autocast=False)
+    # 16 heads: bf16 probabilities 16 x 512 x 512 x 2, less SDPA's fp32 log-sum-exp 16 x 512 x 4
+    assert encdec.eager_encoder_scores(m, s, 512) == 16 * 512 * 512 * 2 - 16 * 512 * 4
+    _, bart = _spec("bart")
+    assert encdec.eager_encoder_scores(bart, s, 512) == 0

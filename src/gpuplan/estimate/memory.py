@@ -1460,8 +1460,16 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
         # BART (modeling_bart.py BartEncoder.forward): the locals inputs_embeds and embed_pos (B, P, h) stay alive
         # through every layer; the peak is at out_proj (layer input, q, k, v, attention output, out_proj's output)
         # or at fc2 (residual, fc1's and the activation's outputs, fc2's output); no position bias (traced)
+        # (gelu_new's tanh approximation holds four i-sized tensors, as in T5's MLP above)
         i_enc = encdec.bart_ffn_width(model, "encoder") / tp
-        enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + 2 * i_enc))
+        enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + n_i * i_enc))
+        if model.traits.encoder_eager_up_to:
+            # an eager encoder attention (BigBird-Pegasus up to its block-sparse length,
+            # BigBirdPegasusSelfAttention.forward): at its softmax the 16-bit scores and probabilities (heads x P x P
+            # each) beside the layer input, q, k and v; the layer keeps the probabilities it returns through its MLP,
+            # next to the encoder's 16-bit additive mask (P x P) (traced: 2-layer default, prompt 512)
+            enc = max(seqs * P * 2 * (2 * h + 2 * h + n_i * i_enc) + seqs * (2 * a + 2) * P * P,
+                      seqs * (P * 2 * (3 * h + 3 * a * d) + 2 * 2 * a * P * P))
     # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
     first = seqs * k * P * 2 * (h + 2 * a * d)
     phases = {

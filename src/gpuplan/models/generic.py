@@ -675,7 +675,12 @@ def _prob(cfg, *names) -> float:
 # BartEncoderLayer / BartDecoderLayer: nn.LayerNorm, biased q/k/v/out_proj through the attention interface, fc1 ->
 # activation -> fc2, dropout after each sub-block); mbart, pegasus and blenderbot put the norm before each
 # sub-block, which saves the same tensors (estimate/encdec.py). Their memory estimate is derived and traced.
-BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp"})
+BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp",
+                              "bigbird_pegasus"})
+# BigBird-Pegasus runs Pegasus's layers, but its encoder self-attention is its own eager code
+# (modeling_bigbird_pegasus.py BigBirdPegasusSelfAttention: matmul, softmax, matmul): full attention up to
+# (5 + 2 x num_random_blocks) x block_size input tokens, where BigBirdPegasusEncoder.forward switches a
+# block_sparse config to original_full, and block-sparse attention beyond it, which is not derived.
 # encoder-decoders read for parameters whose activations differ from BART's, and why (no memory estimate)
 ENCDEC_NOT_DERIVED = {
     "whisper": "its encoder starts with two Conv1d layers over log-mel frames (not token embeddings) and the "
@@ -683,11 +688,22 @@ ENCDEC_NOT_DERIVED = {
     "prophetnet": "its decoder runs n-gram main and predict streams with relative position buckets (ngram "
                   "self-attention), not BART's decoder layer",
     "xlm-prophetnet": "its decoder runs n-gram main and predict streams (ngram self-attention), not BART's layer",
-    "bigbird_pegasus": "its encoder uses block-sparse attention (random, window and global blocks)",
     "led": "its encoder uses Longformer's sliding-window and global attention",
 }
 _CROSS_PATH = ("encoder_attn", "cross_attn", "crossattention", "cross_attention", "enc_dec_attn")
 _KV_LEAF = ("k_proj", "v_proj", "key_proj", "value_proj", "key", "value", "k", "v")
+
+
+def _bigbird_full_attention_up_to(cfg) -> int:
+    """Input tokens up to which a BigBird encoder runs full (eager) attention: all of them for attention_type
+    original_full; for block_sparse, (5 + 2 x num_random_blocks) x block_size (BigBirdPegasusEncoder.forward's
+    max_tokens_to_attend, transformers 5.25). 0 for a config without BigBird's attention keys."""
+    kind, block, rand = (getattr(cfg, k, None) for k in ("attention_type", "block_size", "num_random_blocks"))
+    if kind == "original_full":
+        return _cfg_int(cfg, "max_position_embeddings") or 1 << 30
+    if kind == "block_sparse" and isinstance(block, int) and isinstance(rand, int):
+        return (5 + 2 * rand) * block
+    return 0
 
 
 def _stack_layers(model, stack: str):
@@ -793,7 +809,8 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
                     attention_bias=any(b.kind == "bias" for b in blocks),
                     dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop,
                                     activation=_prob(cfg, "activation_dropout")),
-                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "")
+                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "",
+                    encoder_eager_up_to=_bigbird_full_attention_up_to(cfg))
     if mt not in BART_LAYER_TYPES:
         inferred["memory"] = ENCDEC_NOT_DERIVED.get(mt, "its layers are not checked against BART's")
     inferred["traits"] = "read from the config and module tree"

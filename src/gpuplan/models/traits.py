@@ -117,6 +117,9 @@ class Traits:
                                             # position's logits only; False: every prompt position's (TrOCR)
     encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),
                                             # "bart" (BART's LayerNorm layer, models/generic.py); "" = not derived
+    encoder_eager_up_to: int = 0           # BART-style encoder attention that runs eager (scores and probabilities
+                                            # materialised) up to this many input tokens and an attention gpuplan does
+                                            # not derive beyond (BigBird-Pegasus: block-sparse); 0 = SDPA throughout
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),
