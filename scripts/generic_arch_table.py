@@ -272,7 +272,9 @@ _NOT_OURS = (
      "not build the audio encoder's log-mel input"),
     ("can only be called on Attention layers",
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
-     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes)"),
+     "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes); "
+     "HF generate with its default DynamicCache fails the same way on real CPU tensors (only "
+     "use_cache=False, re-running the sequence each step, runs)"),
     ("expected scalar type",
      "transformers' XLNet creates its attention weights as torch.FloatTensor (fp32 whatever dtype is asked, "
      "modeling_xlnet.py XLNetRelativeAttention.__init__) and from_pretrained keeps an instantiated parameter's dtype "
@@ -458,12 +460,14 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "less 2), one decode step (peak). For a fair "
             "comparison both scenarios set `ssm_kernels: false`: the trace runs on CPU, where transformers takes "
             "its torch path for Mamba mixers (mamba_ssm's CUDA kernels cannot load); linear-attention layers "
-            "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace, which the "
-            "estimate does not model. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
+            "(Kimi/KDA, gated delta rules) likewise run transformers' torch fallback in the trace; the estimate "
+            "models KDA's (its per-channel chunk decay), not the gated delta rules'. A model that cannot take the trace's StaticCache (BERT-style decoders) is "
             "traced with the DynamicCache HF generate uses by default; as under HF generate, a model with no SDPA or "
             "flash-attention path runs eager, a model with a cache class of its own (MiniMax) builds it, a model "
             "with none (OpenAI GPT) re-runs the sequence each step, and each decode step takes what the model's "
-            "prepare_inputs_for_generation keeps (CPM-Ant: the whole sequence). A model that reads tensor values to "
+            "prepare_inputs_for_generation keeps (CPM-Ant: the whole sequence); at inference a fake tensor answers "
+            "`is_cuda` as the GPU tensor it stands for (Ergo's CUDA-only fp32-output lm_head GEMM). A model that "
+            "reads tensor values to "
             "pick shapes (XLM, X-MOD, Kolibri) is traced on fake tensors that carry the values fixed before the run "
             "(the harness's seeded token ids, constants the code builds; trace/_known.py). A trace note after "
             "`train:` / `infer:` says why a failed trace is transformers' own, fake tensors' limit (a shape picked "

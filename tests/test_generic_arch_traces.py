@@ -51,8 +51,16 @@ def test_shrink_plain_decoder_to_two_layers():
 # Rows whose shapes follow from values the harness chose (trace/_known.py), untraceable on value-less fake tensors:
 # XLM's length check (and its FFN, kept in a list beside the attention list: -38 % train, then its fp32 softmax
 # copy at prefill: -5 %), X-MOD's per-language adapter masks, Kolibri's indexed-attention query groups.
+# Read from transformers' code (docs/generic-coverage.md): TrOCR's idle cross-attention, 16-bit loss and full
+# prefill logits (+8.5 / -12.9 %), ModernBERT-decoder's fp32 rotary (-6.8 %), MOSS's and Phi-4-multimodal's audio
+# and image towers (+66.9 %, -28.8 %), HRM's second stack (-10.4 %), Hunyuan-V4's fp32 lm_head (-7.3 %),
+# Kimi-Linear's KDA torch fallback at prefill (-14.7 %), Ergo's fp32 embedding and, at inference, its lm_head on
+# the CUDA path a fake tensor's `is_cuda` now selects (-5.1 / -13.6 %), BigBird-Pegasus' eager encoder below its
+# block-sparse length (refused before).
 MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
-              "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer", "xlm", "xmod", "kolibri1_1"]
+              "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer", "xlm", "xmod", "kolibri1_1",
+              "trocr", "modernbert-decoder", "moss_transcribe_diarize", "phi4_multimodal", "hrm_text", "hy_v4",
+              "kimi_linear", "ergo", "bigbird_pegasus"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)

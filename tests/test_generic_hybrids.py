@@ -133,7 +133,7 @@ def test_bart_saved_bytes_per_token_by_hand():
     assert encdec.bart_decoder_token_bytes(m, s) == 3 * dec_layer + ends + 2 * h   # + lm_head's input
 
 
-@pytest.mark.parametrize("mt,why", [("whisper", "Conv1d"), ("prophetnet", "n-gram"), ("bigbird_pegasus", "block-sparse")])
+@pytest.mark.parametrize("mt,why", [("whisper", "Conv1d"), ("prophetnet", "n-gram")])
 def test_encoder_decoders_unlike_bart_are_refused_with_the_reason(mt, why, tmp_path):
     kw = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
               encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)

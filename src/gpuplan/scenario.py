@@ -554,8 +554,10 @@ class Infer(_Strict):
                                            "per call, exllamav2 from 51 (and runs at its measured speed below), "
                                            "cuda-old from 128. Unset: an ideal packed-weight kernel (transformers "
                                            "5 picks GPTQModel's kernel)")
-    ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels; "
-                              "false: transformers' torch path, whose prefill materialises fp32 state-sized tensors")
+    ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels and "
+                              "Kimi Delta Attention layers flash-linear-attention's; false: transformers' torch "
+                              "path, whose prefill materialises fp32 state-sized tensors (KDA: a per-channel decay "
+                              "between every pair of positions in a chunk)")
     max_num_seqs: int | None = _num(None, "engine's running-request cap; default: concurrency, as gpuplan's "
                                     "launch files set it, at most vLLM's default (1024 on >= 70 GiB GPUs other "
                                     "than A100, else 256); under infer.load: that default", lo=1, hi=MAX_BATCH)

@@ -210,6 +210,14 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                                "mbart, pegasus, marian, blenderbot, plbart, mvp) for memory and speed, or "
                                "`gpuplan trace` for a measured number.")
     bart = model.traits.encdec_layer == "bart"
+    up_to = model.traits.encoder_eager_up_to
+    src_len = t.seq_len if t is not None else (inf.prompt_len if inf is not None else 0)
+    if up_to and src_len > up_to:
+        what_len = "train.seq_len" if t is not None else "infer.prompt_len"
+        raise UnsupportedError(f"{what_len} = {src_len:,}", f"{what}: above {up_to:,} input tokens its encoder runs "
+                               "block-sparse attention (random, window and global blocks), whose memory gpuplan "
+                               "does not derive; up to that length it runs full attention, which is derived.",
+                               f"use at most {up_to:,} input tokens, or `gpuplan trace` for a measured number.")
     if p.pp > 1 or p.cp > 1 or p.ep > 1:
         raise InputError(f"parallel pp={p.pp}, cp={p.cp}, ep={p.ep}", f"{what}: gpuplan models an encoder-decoder "
                          "with data and tensor parallelism only (no pipeline split of the two stacks, no context "

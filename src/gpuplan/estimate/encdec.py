@@ -153,6 +153,16 @@ def bart_encoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) 
     return model.encoder_layers * layer + cross_in + cross_kv + ends
 
 
+def eager_encoder_scores(model: ModelSpec, s: ActivationSetup, src: int, tp: int = 1) -> float:
+    """Per sequence and encoder layer, what an eager encoder attention (traits.encoder_eager_up_to: BigBird-
+    Pegasus' matmul, softmax, matmul) saves beyond SDPA's kernel: the softmax output, kept by softmax's and the
+    second matmul's backward (heads x src x src in the compute dtype), less the kernel's fp32 log-sum-exp."""
+    if not model.traits.encoder_eager_up_to:
+        return 0.0
+    a = model.num_heads / tp
+    return s.compute_bytes * a * src * src - 4.0 * a * src
+
+
 def bart_decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
     """Bytes per target token: self-attention, cross-attention (q, output, lse), MLP, three norms and masks per
     layer; the stack's norms, embedding dropout and lm_head's input."""
@@ -201,7 +211,8 @@ def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int
     """All activation bytes saved for backward by one micro-batch of `batch` sequences (src input tokens,
     tgt target tokens each), lm_head's input included, the loss block excluded."""
     if is_bart_style(model):      # no position-bias or mask tensors: nothing grows with the square of a length
-        return batch * (src * bart_encoder_token_bytes(model, s, tp) + tgt * bart_decoder_token_bytes(model, s, tp))
+        return batch * (src * bart_encoder_token_bytes(model, s, tp) + tgt * bart_decoder_token_bytes(model, s, tp)
+                        + model.encoder_layers * eager_encoder_scores(model, s, src, tp))
     return (batch * (src * encoder_token_bytes(model, s, tp) + tgt * decoder_token_bytes(model, s, tp))
             + sequence_bytes(model, s, batch, src, tgt, tp))
 

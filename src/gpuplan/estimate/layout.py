@@ -24,13 +24,15 @@ class RankParams:
     lm_head: float
     model_norm: float
     vision: float
+    other: float           # outside the decoder layers and none of the above: an MLM head's transform, a second
+                           # stack the layer list does not name (HRM's H module), an lm_head bias
     linear: float          # of `layers`+lm_head: elements inside matmul weights (quantizable)
     layer_max: float       # largest single decoder layer on this rank (FSDP unit)
     stage_layers: int      # decoder layers on this stage
 
     @property
     def total(self) -> float:
-        return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision
+        return self.layers + self.embedding + self.lm_head + self.model_norm + self.vision + self.other
 
 
 def expert_tp(tp: int, ep: int, etp: int | None = None) -> int:
@@ -67,7 +69,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
     stage_layers = math.ceil(L / pp)
     layer_frac = stage_layers / L
     layers = linear = 0.0
-    emb = head = norm = vision = 0.0
+    emb = head = norm = vision = other = 0.0
     for b in model.blocks:
         share = b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel, etp)
         if b.layer_scope == "vision":
@@ -84,6 +86,10 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
                 linear += share
         elif b.kind == "norm":
             norm += share if stage in ("last", "only") or pp == 1 else 0
+        else:
+            # model-scope parameters of no other role are still resident, trained weights; held with the head
+            # (where an MLM head's transform and an lm_head bias sit)
+            other += share if stage in ("last", "only") or pp == 1 else 0
     if model.tie_embeddings and pp > 1 and stage == "last":
         # the tied matrix is replicated on the last stage (Megatron keeps a copy there)
         head += sum(b.total for b in model.blocks if b.kind == "embedding" and "positions" not in b.name) / (
@@ -97,7 +103,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
                        if b.layer_scope == "layer" and b.stream in streams and b.kind != "other") / max(n, 1)
         layer_max = max(per_block(("encoder",), model.encoder_layers),
                         per_block(("decoder", "cross_kv"), model.num_layers))
-    return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision,
+    return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision, other=other,
                       linear=linear, layer_max=layer_max, stage_layers=stage_layers)
 
 

@@ -247,6 +247,16 @@ def _model_states(ts: _TrainSetup, text_only: bool = True) -> tuple[float, float
         n = rp.total + ts.untied_head
         n_step = n - (_idle_tower_params(ts) if text_only else 0.0)
         weights, grads, optim, optim_temp = n * sb.weight, n_step * sb.grad, n_step * sb.optim, n_step * sb.optim_temp
+        n32 = _fp32_kept_params(ts)
+        if n32:
+            # pure 16-bit HF training: these stay fp32, and so do their gradients and AdamW states (a state takes
+            # its parameter's dtype: torch/optim/adamw.py _init_group zeros_like(p))
+            se = _state_elem(t)
+            weights += n32 * (4 - sb.weight)
+            grads += n32 * (4 - sb.grad)
+            if t.optimizer not in opt.SHAPED:
+                optim += n32 * (opt.elementwise_state_bytes(t.optimizer, 4) - opt.elementwise_state_bytes(t.optimizer, se))
+                optim_temp += n32 * (4 - se) if sb.optim_temp else 0.0
         if t.optimizer in opt.SHAPED:
             shaped, optim_temp = _shaped_states(ts, rank_tensors(ts.scn, ts.model, ts.stage))
             optim += shaped
@@ -293,14 +303,29 @@ def _expert_shard(ts: _TrainSetup) -> tuple[float, int]:
     return ne, max(1, ts.shard * p.tp // (p.ep * etp))
 
 
+def _fp32_kept_params(ts: _TrainSetup) -> float:
+    """Parameters on this rank that transformers keeps in fp32 although the model is loaded in 16 bits
+    (ModelSpec.params_fp32: a module built in fp32, `_keep_in_fp32_modules_strict`). They matter only where the
+    rest is 16-bit and the model is transformers' own: pure 16-bit training (no master weights) in framework hf.
+    DeepSpeed's engine casts the whole module (`module.bfloat16()`), the other frameworks build their own models."""
+    t, m = ts.scn.train, ts.model
+    if not m.params_fp32 or ts.scn.framework != "hf" or t.master_weights or t.precision not in ("bf16", "fp16"):
+        return 0.0
+    return m.params_fp32 * min(1.0, ts.rp.total / max(m.params_total, 1))
+
+
 def _idle_tower_params(ts: _TrainSetup) -> float:
-    """Parameters of a vision tower (and its projector) that a text-only step never runs: autograd gives them no
+    """Parameters of a vision (or audio) tower and its projector, or of a cross-attention onto an encoder the causal
+    LM is not given (TrOCR's decoder), that a text-only step never runs: autograd gives them no
     gradient, and torch's AdamW creates state only for parameters with one (torch/optim/adamw.py `_init_group`:
     `if p.grad is None: continue`), so they hold weights only (traced: 2-layer Gemma 3 with its SigLIP tower,
     text-only fine-tuning). Only unsharded training: ZeRO/FSDP flat buffers cover every parameter."""
-    if not ts.rp.vision or ts.scn.parallel.zero or _fsdp(ts):
+    m = ts.model
+    # a decoder's cross-attention onto an encoder output the causal LM is not given (Block stream "cross_idle")
+    cross = sum(b.total for b in m.blocks if b.stream == "cross_idle") * ts.rp.stage_layers / max(m.num_layers, 1)
+    if not (ts.rp.vision or cross) or ts.scn.parallel.zero or _fsdp(ts):
         return 0.0
-    return ts.rp.vision
+    return ts.rp.vision + cross
 
 
 def zero_divisors(zero, shard):
@@ -645,6 +670,11 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
     if model.is_encoder_decoder and t.loss == "full":
         logits = encdec.loss_bytes_per_token(model, setup) * sv.tokens
+    elif not model.traits.loss_fp32 and ts.scn.framework == "hf" and t.loss == "full":
+        # the model's own CrossEntropyLoss on the 16-bit logits (no upcast): T5's loss block (3 x 2 bytes x V;
+        # 12 under autocast, where log_softmax runs in fp32), plus what the loop holds of the output
+        logits = (encdec.loss_bytes_per_token(model, setup) + held_logits_bytes(ts.scn)) * vocab_rank / \
+            model.vocab_size * sv.tokens
     if model.traits.final_logit_softcap and ts.scn.framework == "hf" and t.loss == "full":
         # Gemma 2: logits = tanh(logits / cap) * cap; the tanh output (16-bit) is saved (traced)
         logits += 2.0 * model.vocab_size / (ts.scn.parallel.tp if ts.native_tp else 1) * sv.tokens
@@ -1188,6 +1218,11 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     notes: list[str] = []
     tp, pp = p.tp, p.pp
     weights = max(inference_weight_bytes(model, inf.weights, tp=tp, pp=pp, ep=p.ep, stage=s) for s in stages(pp))
+    if inf.engine == "hf" and model.params_fp32 and weight_format(inf.weights).name in ("bf16", "fp16"):
+        # transformers keeps these parameters in fp32 under a 16-bit load (ModelSpec.params_fp32): 2 more bytes
+        weights += model.params_fp32 * 2.0 / tp
+        notes.append(f"{model.params_fp32 / 1e6:,.1f} M parameters stay fp32 under transformers' 16-bit load "
+                     "(_keep_in_fp32_modules_strict, or built in fp32 by the model's code)")
     ctx = inf.prompt_len + inf.output_len
     per_token = _kv_per_token_rank(model, inf.kv_cache, tp, pp)
     if getattr(inf, "speculative", None) is not None:
@@ -1270,7 +1305,16 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
             a, d, kvh = model.num_heads / tp, model.head_dim, max(1, model.num_kv_heads // tp)
             attn = 8 * a * tokens_per_seq + 8 * a * d + 2 * (a + 2 * kvh) * d + 8 * h
             act = max(act, seqs * inf.prompt_len * attn)
+        if model.traits.rope_fp32:
+            act = max(act, seqs * inf.prompt_len * _rope_fp32_prefill_bytes_per_token(model, tp))
+        kda = _kda_fallback_prefill_bytes(model, tp, inf.prompt_len, inf.ssm_kernels)
+        if kda:
+            act = max(act, seqs * (inf.prompt_len * _prefill_bytes_per_token(model, tp) + kda))
         act += seqs * model.vocab_size * 4
+        if not model.traits.logits_to_keep:
+            # generate passes no logits_to_keep (the forward takes none): the prefill's 16-bit logits cover every
+            # prompt position, alive once the layers' activations are freed
+            act = max(act, seqs * inf.prompt_len * model.vocab_size * 2 + seqs * model.vocab_size * 4)
         if model.traits.eager_attention_only:
             act = max(act, seqs * inf.prompt_len * _eager_prefill_bytes_per_token(model, tp, tokens_per_seq))
         temp = 0.0
@@ -1283,6 +1327,33 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
                        temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
     }
     return phases, notes, extra
+
+
+def _rope_fp32_prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes per token alive during HF prefill (no_grad) while a model that rotates fp32 copies of q and k
+    (traits.rope_fp32: `k_embed = (k.float() * cos) + (rotate_half(k.float()) * sin)`) rotates k: in 16 bits the
+    residual stream, the norm output and q, k, v; in fp32 the rotated q and, for k, `k.float() * cos`, the second
+    `k.float()`, the negated half and the concatenation rotate_half builds from it (3.5 k-sized). Traced: 2-layer
+    default ModernBERT-decoder, prompt 512, where this is the prefill peak (the MLP's is lower)."""
+    h, d = model.hidden_size, model.head_dim
+    a, kv = model.num_heads / tp, max(1, model.num_kv_heads // tp)
+    return 2 * (2 * h + (a + 2 * kv) * d) + 4 * a * d + 3.5 * 4 * kv * d
+
+
+def _kda_fallback_prefill_bytes(model: ModelSpec, tp: int, prompt: int, kernels: bool) -> float:
+    """Bytes one sequence's prefill holds inside a Kimi Delta Attention layer on transformers' torch fallback
+    (`chunk_kimi_delta_attention`, modeling_kimi_linear.py, transformers 5.25; used where flash-linear-attention's
+    chunk_kda kernel is not loaded: ssm_kernels false). The prompt is padded to whole chunks of C and the
+    per-channel decay between every pair of positions in a chunk is materialised in fp32,
+    `decay_mask` [heads, chunks, C, C, d_k], kept for the whole chunk loop; the intra-chunk scores multiply
+    k_beta x key (same shape) by it, so three such tensors are alive at once: 3 x 4 bytes x padded tokens x C x
+    heads x d_k (traced: 2-layer default Kimi-Linear and Bailing-hybrid, prompt 512). The fused kernel keeps
+    per-chunk tiles on chip: none."""
+    t = model.traits
+    if kernels or not t.kda_channels or not t.kda_chunk:
+        return 0.0
+    padded = math.ceil(prompt / t.kda_chunk) * t.kda_chunk
+    return 3 * 4.0 * padded * t.kda_chunk * t.kda_channels / tp
 
 
 def _moe_prefill_bytes_per_token(model: ModelSpec) -> float:
@@ -1394,8 +1465,16 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
         # BART (modeling_bart.py BartEncoder.forward): the locals inputs_embeds and embed_pos (B, P, h) stay alive
         # through every layer; the peak is at out_proj (layer input, q, k, v, attention output, out_proj's output)
         # or at fc2 (residual, fc1's and the activation's outputs, fc2's output); no position bias (traced)
+        # (gelu_new's tanh approximation holds four i-sized tensors, as in T5's MLP above)
         i_enc = encdec.bart_ffn_width(model, "encoder") / tp
-        enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + 2 * i_enc))
+        enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + n_i * i_enc))
+        if model.traits.encoder_eager_up_to:
+            # an eager encoder attention (BigBird-Pegasus up to its block-sparse length,
+            # BigBirdPegasusSelfAttention.forward): at its softmax the 16-bit scores and probabilities (heads x P x P
+            # each) beside the layer input, q, k and v; the layer keeps the probabilities it returns through its MLP,
+            # next to the encoder's 16-bit additive mask (P x P) (traced: 2-layer default, prompt 512)
+            enc = max(seqs * P * 2 * (2 * h + 2 * h + n_i * i_enc) + seqs * (2 * a + 2) * P * P,
+                      seqs * (P * 2 * (3 * h + 3 * a * d) + 2 * 2 * a * P * P))
     # first decoder step: the repeated encoder output and one layer's cross k and v before they go to the cache
     first = seqs * k * P * 2 * (h + 2 * a * d)
     phases = {

@@ -14,6 +14,8 @@ parameter that fits none is refused by name rather than guessed.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from typing import Any, Mapping
 
@@ -123,9 +125,11 @@ def _per_layer_spread(cfg, name: str) -> list:
 
 
 def _is_vision(path: str) -> bool:
-    """Whether a module path lies in a vision tower or its projector (Qwen2-VL `visual`, LLaVA `vision_tower` and
-    `multi_modal_projector`, mllama `vision_model`, Gemma 3 `vision_tower`)."""
-    return any(p == "visual" or p.startswith(("vision", "image_encoder")) or p in (
+    """Whether a module path lies in a modality tower or its projector: vision (Qwen2-VL `visual`, LLaVA
+    `vision_tower` and `multi_modal_projector`, mllama `vision_model`, Gemma 3 `vision_tower`, Phi-4-multimodal
+    `image_embed`) or audio (Qwen2-Audio-style `audio_tower`, Phi-4-multimodal `audio_embed`, `speech_*`
+    encoders). Text never runs through them: counted as params_vision, idle in a text-only step."""
+    return any(p == "visual" or p.startswith(("vision", "image_", "audio", "speech")) or p in (
         "multi_modal_projector", "mm_projector") for p in path.split("."))
 
 
@@ -246,7 +250,10 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     mt0 = str(config.get("model_type"))
     if config.get("is_encoder_decoder") or _config_class_is_encoder_decoder(config):
         return spec_from_meta_encdec(config, name=name, hf_id=hf_id, where=where)
-    model = build_meta_model(config)
+    try:
+        model = build_meta_model(config, dtype="bfloat16")     # as transformers loads a 16-bit checkpoint
+    except UnsupportedError:
+        model = build_meta_model(config)
     cfg = model.config
     text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     inferred: dict[str, str] = {}
@@ -372,10 +379,11 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         shapes[key] = (kind, tuple(int(s) for s in p.shape))
         for q in params:
             kind_of[id(q)] = kind
+    blocks = _mark_unfed_cross_attention(blocks, layers, layers_path, inferred)
     if tie:
         blocks.append(_tied_head_flops_block(h, v))
     if any(b.layer_scope == "vision" for b in blocks):
-        inferred["vision"] = ("tensors under visual / vision* / multi_modal_projector paths: params_vision, outside "
+        inferred["vision"] = ("tensors under visual / vision* / image_* / audio* / speech* / multi_modal_projector paths: params_vision, outside "
                               "the decoder layers and the per-token FLOPs")
 
     # ---- structure -------------------------------------------------------------------------------
@@ -469,6 +477,8 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                     sliding_window=max((w for w in windows if w), default=None),
                     window_pattern=pattern if any(windows) else "none",
                     eager_attention_only=_eager_only(model),
+                    loss_fp32=_loss_fp32(model), logits_to_keep=_takes_logits_to_keep(model),
+                    rope_fp32=position == "rope" and _rope_fp32(model), **_kda_fallback(model, text_cfg),
                     eager_prefill_score_bytes=_EAGER_PREFILL_SCORE_BYTES.get(mt, 4.0),
                     dropout=Dropout(attention=_prob(text_cfg, "attention_dropout", "attn_pdrop"),
                                     residual=_prob(text_cfg, "resid_pdrop", "hidden_dropout", "residual_dropout",
@@ -491,7 +501,11 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                                     "parallel")
         ssm_fields = dict(ssm=ssm, layer_mixers=tuple(per_layer))
     family = "generic:" + mt
+    fp32 = _fp32_params(model)
+    if fp32:
+        inferred["params_fp32"] = "parameters kept in fp32 under a 16-bit load (built in fp32, _keep_in_fp32_modules_strict)"
     return ModelSpec(name=name, hf_id=hf_id, model_type=mt, family=family, hidden_size=h, num_layers=n, num_heads=a,
+                     params_fp32=fp32,
                      num_kv_heads=kv, head_dim=d, v_head_dim=d, intermediate_size=i, vocab_size=v, tie_embeddings=tie,
                      max_position=max_pos, gated_mlp=gated, norm="rms" if rms else "layernorm",
                      layer_windows=windows, traits=traits, blocks=tuple(blocks), config=dict(config),
@@ -519,6 +533,109 @@ _EAGER_PREFILL_SCORE_BYTES = {
     # on their fp32 copy (`scores.float()`) into an fp32 output (2 + 4 + 4); the layer returns no probabilities
     "xlm": 10.0,
 }
+
+
+# Sub-modules of a decoder layer that attend to an encoder's output (BART-style `encoder_attn`, BERT-style
+# `crossattention`): in a causal LM they run only when the caller passes encoder_hidden_states
+_CROSS_ATTENTION = ("encoder_attn", "crossattention")
+
+
+def _mark_unfed_cross_attention(blocks: list, layers, layers_path: str, inferred: dict) -> list:
+    """A decoder-only causal LM whose layers keep a cross-attention onto an encoder it does not own (TrOCR's
+    decoder: TrOCRDecoderLayer.encoder_attn, modeling_trocr.py, transformers 5.25, runs only
+    `if encoder_hidden_states is not None`): its blocks get stream "cross_idle", weights that a text-only step
+    never runs (no gradient, no optimizer state; memory._idle_params)."""
+    names = {n for n, _ in layers[0].named_children() if n in _CROSS_ATTENTION}
+    if not names:
+        return blocks
+    # the sub-module and what runs with it in the same branch (TrOCR's encoder_attn_layer_norm)
+    marks = tuple(f"{layers_path}.*.{n}{sep}" for n in names for sep in (".", "_"))
+    out = [dataclasses.replace(b, stream="cross_idle") if b.name.startswith(marks) else b for b in blocks]
+    inferred["cross_idle"] = (f"cross-attention sub-modules {sorted(names)}: run only with an encoder's output, "
+                              "which a causal LM is not given")
+    return out
+
+
+def _fp32_params(model) -> int:
+    """Parameters that stay fp32 when transformers loads the model in bf16: those the model's own code creates in
+    fp32 (the model is built under a bf16 default dtype, as `from_config(dtype=bf16)` does), and those matched by
+    its `_keep_in_fp32_modules_strict` patterns, which `from_pretrained` keeps in fp32 for bf16 and fp16 loads
+    (transformers 5.25 modeling_utils.py _get_dtype_plan; the patterns are searched in each parameter name,
+    core_model_loading.py build_glob_alternation). Hunyuan-V4: its lm_head, routers and hyper-connections."""
+    import re
+    import torch
+    strict = sorted(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    pattern = re.compile("|".join(p.replace("*", ".*") for p in strict)) if strict else None
+    return sum(p.numel() for n, p in model.named_parameters()
+               if p.is_floating_point() and (p.dtype == torch.float32 or (pattern is not None and pattern.search(n))))
+
+
+def _kda_fallback(model, text_cfg) -> dict:
+    """Kimi Delta Attention (Kimi-Linear, Bailing-hybrid): its modeling module defines the torch fallback
+    `chunk_kimi_delta_attention(..., chunk_size=64)` that runs where flash-linear-attention's kernel does not
+    (modeling_kimi_linear.py, transformers 5.25). Returns the traits it needs: heads x key head dim of the
+    per-channel decay (config linear_num_heads x linear_head_dim) and the fallback's chunk length (its default)."""
+    import inspect
+    import sys
+    fn = getattr(sys.modules.get(type(model).__module__), "chunk_kimi_delta_attention", None)
+    heads, dk = _attr_int(text_cfg, "linear_num_heads"), _attr_int(text_cfg, "linear_head_dim")
+    if fn is None or not heads or not dk:
+        return {}
+    try:
+        chunk = inspect.signature(_torch_code(fn)).parameters["chunk_size"].default
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return dict(kda_channels=heads * dk, kda_chunk=int(chunk)) if isinstance(chunk, int) and chunk > 0 else {}
+
+
+def _torch_code(fn):
+    """The torch function behind a kernel-dispatch wrapper: transformers wraps some module-level functions in an
+    nn.Module that calls a hub kernel where one is loaded and the function otherwise (kernels' layer.py
+    _create_func_module, used by transformers' hub_kernels.py use_kernel_func_from_hub); that function is
+    held in the wrapper's forward closure."""
+    import inspect
+    if fn is None or inspect.isfunction(fn):
+        return fn
+    for cell in getattr(getattr(type(fn), "forward", None), "__closure__", None) or ():
+        if inspect.isfunction(cell.cell_contents):
+            return cell.cell_contents
+    return getattr(fn, "forward", fn)
+
+
+def _rope_fp32(model) -> bool:
+    """Whether the modeling module's `apply_rotary_pos_emb` rotates fp32 copies of q and k (`q.float() * cos`,
+    modeling_modernbert_decoder.py / modeling_ernie4_5.py, transformers 5.25) rather than q and k in their dtype."""
+    import inspect
+    import sys
+    fn = getattr(sys.modules.get(type(model).__module__), "apply_rotary_pos_emb", None)
+    try:
+        return fn is not None and "q.float()" in inspect.getsource(_torch_code(fn))
+    except (OSError, TypeError):
+        return False
+
+
+def _takes_logits_to_keep(model) -> bool:
+    """Whether the model's forward takes `logits_to_keep`: HF generate passes logits_to_keep=1 only then
+    (generation/utils.py GenerationMixin._supports_logits_to_keep, transformers 5.25); without it the prefill
+    projects every prompt position onto the vocabulary."""
+    import inspect
+    try:
+        return "logits_to_keep" in inspect.signature(type(model).forward).parameters
+    except (TypeError, ValueError):
+        return True
+
+
+def _loss_fp32(model) -> bool:
+    """Whether the causal-LM loss upcasts the logits to fp32: transformers' shared `self.loss_function`
+    (loss/loss_utils.py ForCausalLMLoss: `logits.float()`) does; a forward that builds its own CrossEntropyLoss
+    on the logits as they are (TrOCR, CPM-Ant: modeling_trocr.py TrOCRForCausalLM.forward) does not. Read from
+    the forward's source; a forward whose source cannot be read is assumed to use the shared loss."""
+    import inspect
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return True
+    return "loss_function" in src or "CrossEntropyLoss" not in src
 
 
 def _eager_only(model) -> bool:
@@ -558,7 +675,12 @@ def _prob(cfg, *names) -> float:
 # BartEncoderLayer / BartDecoderLayer: nn.LayerNorm, biased q/k/v/out_proj through the attention interface, fc1 ->
 # activation -> fc2, dropout after each sub-block); mbart, pegasus and blenderbot put the norm before each
 # sub-block, which saves the same tensors (estimate/encdec.py). Their memory estimate is derived and traced.
-BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp"})
+BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp",
+                              "bigbird_pegasus"})
+# BigBird-Pegasus runs Pegasus's layers, but its encoder self-attention is its own eager code
+# (modeling_bigbird_pegasus.py BigBirdPegasusSelfAttention: matmul, softmax, matmul): full attention up to
+# (5 + 2 x num_random_blocks) x block_size input tokens, where BigBirdPegasusEncoder.forward switches a
+# block_sparse config to original_full, and block-sparse attention beyond it, which is not derived.
 # encoder-decoders read for parameters whose activations differ from BART's, and why (no memory estimate)
 ENCDEC_NOT_DERIVED = {
     "whisper": "its encoder starts with two Conv1d layers over log-mel frames (not token embeddings) and the "
@@ -566,11 +688,22 @@ ENCDEC_NOT_DERIVED = {
     "prophetnet": "its decoder runs n-gram main and predict streams with relative position buckets (ngram "
                   "self-attention), not BART's decoder layer",
     "xlm-prophetnet": "its decoder runs n-gram main and predict streams (ngram self-attention), not BART's layer",
-    "bigbird_pegasus": "its encoder uses block-sparse attention (random, window and global blocks)",
     "led": "its encoder uses Longformer's sliding-window and global attention",
 }
 _CROSS_PATH = ("encoder_attn", "cross_attn", "crossattention", "cross_attention", "enc_dec_attn")
 _KV_LEAF = ("k_proj", "v_proj", "key_proj", "value_proj", "key", "value", "k", "v")
+
+
+def _bigbird_full_attention_up_to(cfg) -> int:
+    """Input tokens up to which a BigBird encoder runs full (eager) attention: all of them for attention_type
+    original_full; for block_sparse, (5 + 2 x num_random_blocks) x block_size (BigBirdPegasusEncoder.forward's
+    max_tokens_to_attend, transformers 5.25). 0 for a config without BigBird's attention keys."""
+    kind, block, rand = (getattr(cfg, k, None) for k in ("attention_type", "block_size", "num_random_blocks"))
+    if kind == "original_full":
+        return _cfg_int(cfg, "max_position_embeddings") or 1 << 30
+    if kind == "block_sparse" and isinstance(block, int) and isinstance(rand, int):
+        return (5 + 2 * rand) * block
+    return 0
 
 
 def _stack_layers(model, stack: str):
@@ -676,7 +809,8 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
                     attention_bias=any(b.kind == "bias" for b in blocks),
                     dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop,
                                     activation=_prob(cfg, "activation_dropout")),
-                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "")
+                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "",
+                    encoder_eager_up_to=_bigbird_full_attention_up_to(cfg))
     if mt not in BART_LAYER_TYPES:
         inferred["memory"] = ENCDEC_NOT_DERIVED.get(mt, "its layers are not checked against BART's")
     inferred["traits"] = "read from the config and module tree"

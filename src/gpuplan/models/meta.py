@@ -20,7 +20,18 @@ _DROP = ("quantization_config", "rope_scaling", "auto_map")
 TEXT_ONLY_CAUSAL_LM = ("mllama",)
 
 
-def build_meta_model(config: Mapping[str, Any]):
+def build_meta_model(config: Mapping[str, Any], dtype: str | None = None):
+    """The transformers model of `config` on the meta device. `dtype` ("bfloat16"): built under that default
+    dtype, as `from_config(dtype=...)` builds it (modeling_utils local_torch_dtype): a module the model's own code
+    creates in another dtype keeps it (Hunyuan-V4's fp32 lm_head)."""
+    if dtype is not None:
+        import torch
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(getattr(torch, dtype))
+        try:
+            return build_meta_model(config)
+        finally:
+            torch.set_default_dtype(old)
     try:
         import torch
         import transformers

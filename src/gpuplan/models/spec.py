@@ -131,6 +131,9 @@ class ModelSpec:
     q_lora_rank: int = 0              # MLA query compression rank; 0 = uncompressed queries
     # encoder-decoder (T5): layers of the encoder stack; num_layers is then the decoder's. 0 = decoder-only
     encoder_layers: int = 0
+    # parameters transformers keeps in fp32 when it loads the model in 16 bits: modules the model's code builds
+    # in fp32, and those its `_keep_in_fp32_modules_strict` names (modeling_utils _get_dtype_plan); 0 = none
+    params_fp32: int = 0
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
     # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), "mlp" for
@@ -303,6 +306,7 @@ class ModelSpec:
             "params_total": self.params_total, "params_active": self.params_active,
             "params_embedding": self.params_embedding, "params_lm_head": self.params_lm_head,
             "params_vision": self.params_vision,
+            **({"params_fp32": self.params_fp32} if self.params_fp32 else {}),
             "num_layers": self.num_layers, "hidden_size": self.hidden_size,
             **({"encoder_layers": self.encoder_layers, "decoder_layers": self.num_layers,
                 "cross_kv_bytes_per_input_token": int(self.kv_cache_bytes_per_token(2.0))}

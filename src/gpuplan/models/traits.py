@@ -107,8 +107,19 @@ class Traits:
                                             # eager path holds the 16-bit scores and probabilities (4); BLOOM 14
     shared_expert_gate: bool = False        # a sigmoid gate (h x 1 linear) scales the shared expert (Qwen2-MoE)
     relative_attention_buckets: int = 0     # T5 relative position buckets (0: none)
+    rope_fp32: bool = False                 # rotary applied to fp32 copies of q and k (`q.float() * cos`: ModernBERT-
+                                            # decoder, ERNIE-4.5), cast back after
+    kda_channels: int = 0                   # Kimi Delta Attention layers: heads x key head dim of the per-channel
+    kda_chunk: int = 0                      # decay, and the chunk length of transformers' torch chunk fallback (0: none)
+    loss_fp32: bool = True                  # the causal-LM loss upcasts the logits (transformers' ForCausalLMLoss);
+                                            # False: the model's own CrossEntropyLoss on the 16-bit logits (TrOCR)
+    logits_to_keep: bool = True             # forward takes logits_to_keep, so HF generate's prefill makes the last
+                                            # position's logits only; False: every prompt position's (TrOCR)
     encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),
                                             # "bart" (BART's LayerNorm layer, models/generic.py); "" = not derived
+    encoder_eager_up_to: int = 0           # BART-style encoder attention that runs eager (scores and probabilities
+                                            # materialised) up to this many input tokens and an attention gpuplan does
+                                            # not derive beyond (BigBird-Pegasus: block-sparse); 0 = SDPA throughout
 
     def __post_init__(self) -> None:
         for name, vocab in (("norm_placement", NORM_PLACEMENTS), ("norm_dtype", NORM_DTYPES),

@@ -123,7 +123,8 @@ def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, kn
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
     try:
         with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
-                _cuda_kernel_semantics(notes), _fake_deepcopy(fake):
+                _cuda_kernel_semantics(notes), _fake_deepcopy(fake), \
+                _cuda_tensor_checks(fake and not scenario.is_training):
             if scenario.is_training:
                 res = _train(scenario, spec, mesh, iterations, notes, say)
             else:
@@ -191,6 +192,25 @@ def _fake_deepcopy(fake: bool):
             FakeTensor.__deepcopy__ = old
         else:
             del FakeTensor.__deepcopy__
+
+
+@contextlib.contextmanager
+def _cuda_tensor_checks(on: bool):
+    """Inference traces only: a fake tensor answers `tensor.is_cuda` as the GPU tensor it stands for. Some model
+    code takes a CUDA-only path on it: Ergo's lm_head and router (ErgoLinearWithFP32Output, modeling_ergo.py,
+    transformers 5.25) and Kolibri's router multiply in 16 bits into fp32 with `torch.mm(..., out_dtype=fp32)`
+    when `hidden_states.is_cuda` and no gradient is recorded, and on CPU make an fp32 copy of the whole weight
+    (`weight.float()`: 8 GiB for Ergo's 2.1B-parameter head). The device itself stays CPU (kernels are chosen by
+    the device, not this attribute); fake tensors run torch.mm's out_dtype like any op."""
+    if not on:
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+    FakeTensor.is_cuda = property(lambda self: True)
+    try:
+        yield
+    finally:
+        del FakeTensor.is_cuda
 
 
 @contextlib.contextmanager
