@@ -428,14 +428,20 @@ def test_grad_reduce_dtype_leaves_weights_and_optimizer_alone():
     ({"precision": "fp32"}, "fp32 parameters"),
 ])
 def test_grad_reduce_dtype_contradictions_are_clear_errors(extra, words):
-    data = _megatron_sft(grad_reduce_dtype="bf16")
+    _refused_megatron_field("grad_reduce_dtype", "bf16", extra, words)
+
+
+def _refused_megatron_field(field, value, extra, words):
+    """A Megatron SFT scenario with `field: value` and one contradicting change (`extra`: the framework, or a train
+    field) is refused with an error naming the field and the contradiction."""
+    data = _megatron_sft(**{field: value})
     if "framework" in extra:
         data["framework"] = extra["framework"]
     else:
         data["train"].update(extra)
     with pytest.raises(InputError) as err:
         scenario_from_dict(data, "t")
-    assert "grad_reduce_dtype" in str(err.value) and words in str(err.value)
+    assert field in str(err.value) and words in str(err.value)
 
 
 def test_grad_reduce_dtype_unknown_value_names_the_field():
@@ -458,14 +464,7 @@ def test_master_weight_remainders_halve_the_master_copy():
 @pytest.mark.parametrize("extra, words", [({"framework": "hf"}, "framework is hf"),
                                           ({"precision": "fp32"}, "precision fp32")])
 def test_master_weight_remainders_outside_megatron_bf16_is_a_clear_error(extra, words):
-    data = _megatron_sft(master_weight_remainders=True)
-    if "framework" in extra:
-        data["framework"] = extra["framework"]
-    else:
-        data["train"].update(extra)
-    with pytest.raises(InputError) as err:
-        scenario_from_dict(data, "t")
-    assert "master_weight_remainders" in str(err.value) and words in str(err.value)
+    _refused_megatron_field("master_weight_remainders", True, extra, words)
 
 
 # ---- the rollout engine's sleep level (rl.engine_sleep_level) ----------------------------------------------
