@@ -417,6 +417,14 @@ class Train(_Strict):
                              "generated sequences itself (use train.rl.packing, or remove document_len)")
         return self
 
+    @property
+    def row_len(self) -> int:
+        """Tokens of one row through the model: seq_len, or both sides of a preference pair joined on the sequence
+        axis (pair_concat: sequence; open-instruct's `concatenated_forward_olmo` with packing, torch.cat(dim=-1)
+        of the chosen and rejected packs, allenai/open-instruct@ee0c4608 open_instruct/dpo_utils.py): 2 x seq_len.
+        Both layouts run the same tokens through the linear layers."""
+        return self.seq_len * (2 if self.pair_concat == "sequence" else 1)
+
 
 LengthName = Literal["fixed", "uniform", "normal", "lognormal", "chat", "summarization", "code"]
 Arrival = Literal["poisson", "gamma", "closed", "offline", "trace"]

@@ -270,9 +270,8 @@ def _document_rules(scn: Any, model: Any) -> list[str]:
                          "Transformer Engine's fused attention (THD format); its own DotProductAttention refuses "
                          "packed_seq_params.", "use attention: flash (Transformer Engine), or remove document_len.")
     if t.attention != "flash":
-        from .estimate.flops import row_len
         return [f"train.document_len with attention {t.attention}: the documents are masked apart (a block-diagonal "
-                f"mask, as transformers builds it from the position_ids), but every score of the {row_len(t):,}-token row is still "
+                f"mask, as transformers builds it from the position_ids), but every score of the {t.row_len:,}-token row is still "
                 "computed, so attention is priced over the whole row" + (" and its scores are kept whole"
                                                                          if t.attention == "eager" else
                                                                          "; the [s, s] mask itself is not counted")

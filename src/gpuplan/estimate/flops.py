@@ -48,11 +48,9 @@ def lora_adapter_params(model: ModelSpec, rank: int) -> float:
 
 
 def row_len(train: Any) -> int:
-    """Tokens of one row through the model: train.seq_len, or, with a preference pair joined on the sequence axis
-    (train.pair_concat: sequence; open-instruct's `concatenated_forward_olmo` with packing, torch.cat(dim=-1) of
-    the chosen and rejected packs, allenai/open-instruct@ee0c4608 open_instruct/dpo_utils.py), both sides:
-    2 x seq_len. Both layouts run the same tokens through the linear layers."""
-    return train.seq_len * (2 if getattr(train, "pair_concat", "batch") == "sequence" else 1)
+    """Tokens of one row through the model (scenario.Train.row_len: 2 x seq_len for a pair joined on the sequence
+    axis); a stand-in train object without the field is one seq_len row."""
+    return train.row_len if hasattr(train, "row_len") else train.seq_len
 
 
 def attention_span(train: Any) -> int:
