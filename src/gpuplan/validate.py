@@ -209,7 +209,7 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                                "exactly (`gpuplan model`).", "use a T5 / Flan-T5 / mT5 or BART-style model (bart, "
                                "mbart, pegasus, marian, blenderbot, plbart, mvp) for memory and speed, or "
                                "`gpuplan trace` for a measured number.")
-    bart = model.traits.encdec_layer == "bart"
+    bart = model.traits.encdec_layer in ("bart", "ngram")
     up_to = model.traits.encoder_eager_up_to
     src_len = t.seq_len if t is not None else (inf.prompt_len if inf is not None else 0)
     if up_to and src_len > up_to:
