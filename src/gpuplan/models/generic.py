@@ -676,15 +676,18 @@ def _prob(cfg, *names) -> float:
 # activation -> fc2, dropout after each sub-block); mbart, pegasus and blenderbot put the norm before each
 # sub-block, which saves the same tensors (estimate/encdec.py). Their memory estimate is derived and traced.
 BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp",
-                              "bigbird_pegasus"})
+                              "bigbird_pegasus", "whisper"})
+# Whisper (transformers 5.25 models/whisper/modeling_whisper.py) runs mBART's pre-LN layers (WhisperEncoderLayer,
+# WhisperDecoderLayer: LayerNorm before each sub-block, attention through the attention interface, fc1 -> gelu -> fc2)
+# behind a front end WhisperEncoder.forward applies to log-mel frames: gelu(conv1(features)), gelu(conv2(.)) (kernel
+# 3; conv2 stride 2), + the fixed positions; it requires exactly max_source_positions x conv1.stride x conv2.stride
+# frames (30 s of audio), so its encoder length is the model's, not the scenario's (`traits.speech_frames`).
 # BigBird-Pegasus runs Pegasus's layers, but its encoder self-attention is its own eager code
 # (modeling_bigbird_pegasus.py BigBirdPegasusSelfAttention: matmul, softmax, matmul): full attention up to
 # (5 + 2 x num_random_blocks) x block_size input tokens, where BigBirdPegasusEncoder.forward switches a
 # block_sparse config to original_full, and block-sparse attention beyond it, which is not derived.
 # encoder-decoders read for parameters whose activations differ from BART's, and why (no memory estimate)
 ENCDEC_NOT_DERIVED = {
-    "whisper": "its encoder starts with two Conv1d layers over log-mel frames (not token embeddings) and the "
-               "decoder's input length is the text, not the audio",
     "led": "its encoder uses Longformer's sliding-window and global attention",
 }
 # n-gram decoders (transformers 5.25 models/prophetnet/modeling_prophetnet.py: ProphetNetDecoder runs the main stream
@@ -707,6 +710,22 @@ def _bigbird_full_attention_up_to(cfg) -> int:
     if kind == "block_sparse" and isinstance(block, int) and isinstance(rand, int):
         return (5 + 2 * rand) * block
     return 0
+
+
+def _speech_frames(model, enc_path: str, cfg) -> tuple:
+    """(mel bins, input frames, ((out_channels, stride), ...)) for an encoder whose stack starts with Conv1d layers
+    over feature channels (Whisper's conv1, conv2) and whose config fixes its positions (max_source_positions);
+    () otherwise."""
+    import torch.nn as nn
+    stack = enc_path.rpartition(".")[0]
+    convs = [m for p, m in model.named_modules() if isinstance(m, nn.Conv1d) and p.rpartition(".")[0] == stack]
+    positions = _cfg_int(cfg, "max_source_positions")
+    if not convs or not positions:
+        return ()
+    frames = positions
+    for c in convs:
+        frames *= c.stride[0]
+    return (convs[0].in_channels, frames, tuple((c.out_channels, c.stride[0]) for c in convs))
 
 
 def _stack_layers(model, stack: str):
@@ -819,6 +838,7 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
                     attention_bias=any(b.kind == "bias" for b in blocks),
                     dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop,
                                     activation=_prob(cfg, "activation_dropout")),
+                    speech_frames=_speech_frames(model, enc_path, cfg),
                     encdec_layer=layer_kind, ngram_streams=(ngram or 0) if layer_kind == "ngram" else 0,
                     relative_attention_buckets=(ngram_buckets or 0) if layer_kind == "ngram" else 0,
                     encoder_eager_up_to=_bigbird_full_attention_up_to(cfg))
