@@ -153,6 +153,23 @@ def bart_encoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) 
     return model.encoder_layers * layer + cross_in + cross_kv + ends
 
 
+def speech_front_end_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Per sequence, what a speech encoder's Conv1d front end (traits.speech_frames: Whisper's
+    `gelu(conv1(features))`, `gelu(conv2(.))`, WhisperEncoder.forward, transformers 5.25) saves for backward: the
+    log-mel features conv1 reads (under autocast an fp32 input and the 16-bit copy conv1 casts), each conv's output
+    (gelu's input) and each gelu's output but the last (the next conv's input; the last one's permuted sum with the
+    positions is the first layer's norm input, counted there). 0 for a token encoder."""
+    if not model.traits.speech_frames:
+        return 0.0
+    mels, frames, convs = model.traits.speech_frames
+    b = s.compute_bytes
+    total = (b + (4.0 if s.autocast else 0.0)) * mels * frames
+    for j, (channels, stride) in enumerate(convs):
+        frames //= stride
+        total += b * channels * frames * (1 if j == len(convs) - 1 else 2)
+    return total
+
+
 def eager_encoder_scores(model: ModelSpec, s: ActivationSetup, src: int, tp: int = 1) -> float:
     """Per sequence and encoder layer, what an eager encoder attention (traits.encoder_eager_up_to: BigBird-
     Pegasus' matmul, softmax, matmul) saves beyond SDPA's kernel: the softmax output, kept by softmax's and the
@@ -302,7 +319,8 @@ def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int
         return ngram_encoder_bytes(model, s, batch, src, tp) + ngram_decoder_bytes(model, s, batch, src, tgt, tp)
     if is_bart_style(model):      # no position-bias or mask tensors: nothing grows with the square of a length
         return batch * (src * bart_encoder_token_bytes(model, s, tp) + tgt * bart_decoder_token_bytes(model, s, tp)
-                        + model.encoder_layers * eager_encoder_scores(model, s, src, tp))
+                        + model.encoder_layers * eager_encoder_scores(model, s, src, tp)
+                        + speech_front_end_bytes(model, s))
     return (batch * (src * encoder_token_bytes(model, s, tp) + tgt * decoder_token_bytes(model, s, tp))
             + sequence_bytes(model, s, batch, src, tgt, tp))
 
