@@ -273,8 +273,8 @@ _NOT_OURS = (
      "GPT_NEO_ATTENTION_CLASSES): flash-attention cannot run on CPU and the harness's SDPA stand-in reaches only "
      "models on transformers' shared attention interface (the harness's limit)"),
     ("for this kind of AutoModel: AutoModelForSeq2SeqLM",
-     "a speech encoder-decoder: the harness (not transformers) feeds token ids to AutoModelForSeq2SeqLM and does "
-     "not build the audio encoder's log-mel input"),
+     "a speech encoder-decoder whose front end gpuplan does not read (not Whisper's Conv1d layers over log-mel "
+     "frames, traits.speech_frames): the harness feeds it token ids through AutoModelForSeq2SeqLM"),
     ("can only be called on Attention layers",
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
      "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes); "

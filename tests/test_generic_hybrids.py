@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gpuplan.api import estimate  # noqa: E402
-from gpuplan.errors import UnsupportedError  # noqa: E402
+from gpuplan.errors import InputError, UnsupportedError  # noqa: E402
 from gpuplan.models import spec_from_config  # noqa: E402
 from gpuplan.models.meta import meta_param_count  # noqa: E402
 from trace_checks import assert_inference_matches_trace  # noqa: E402
@@ -190,15 +190,49 @@ def test_ngram_decoder_training_within_5_percent_of_the_trace(src, tgt, batch, t
     assert abs(peak) <= 0.05 and abs(logits) <= 0.05, f"peak {peak:+.1%}, logits {logits:+.1%}"
 
 
-@pytest.mark.parametrize("mt,why", [("whisper", "Conv1d")])
+_WHISPER = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16, max_source_positions=100,
+                max_target_positions=64)    # WhisperConfig's token ids (50256 ...) need its own vocabulary
+
+
+def test_speech_front_end_bytes_by_hand(tmp_path):
+    from gpuplan.estimate import encdec
+    from gpuplan.estimate.activations import ActivationSetup
+    m = spec_from_config(_cfg("whisper", **_WHISPER))
+    # conv1 (16 mel bins -> 64, stride 1), conv2 (64 -> 64, stride 2) over 100 x 1 x 2 = 200 frames
+    assert m.traits.speech_frames == (16, 200, ((64, 1), (64, 2)))
+    s = ActivationSetup(compute_bytes=2, residual_bytes=2, autocast=False)
+    # features 16 x 200, conv1's output and gelu's 64 x 200 each, conv2's output 64 x 100 (2 bytes each)
+    assert encdec.speech_front_end_bytes(m, s) == 2 * (16 * 200 + 2 * 64 * 200 + 64 * 100)
+    # the encoder length is the model's: 100 positions, whatever seq_len says
+    (tmp_path / "config.json").write_text(json.dumps(_cfg("whisper", **_WHISPER)))
+    sc = {"model": str(tmp_path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+          "infer": {"engine": "hf", "prompt_len": 32, "output_len": 8, "concurrency": 1}}
+    with pytest.raises(InputError, match="100 positions") as err:
+        estimate(sc)
+    assert "prompt_len: 100" in err.value.fix
+    sc["infer"]["prompt_len"] = 100
+    assert estimate(sc).memory.components["kv_cache"] > 0
+
+
+@pytest.mark.parametrize("master", [False, True])
+def test_whisper_training_within_5_percent_of_the_trace(master, tmp_path):
+    from gpuplan.trace import trace
+    (tmp_path / "config.json").write_text(json.dumps(_cfg("whisper", **dict(_WHISPER, num_mel_bins=80,
+                                                                            max_source_positions=1500))))
+    sc = {"model": str(tmp_path), "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+          "train": {"method": "full", "precision": "bf16", "master_weights": master, "optimizer": "adamw",
+                    "seq_len": 1500, "target_len": 60, "micro_batch": 2, "global_batch": 2, "recompute": "none"}}
+    traced = trace(sc)
+    est = estimate(sc).memory
+    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
+    assert abs(peak) <= 0.05, f"peak {peak:+.1%}"
+
+
+@pytest.mark.parametrize("mt,why", [("led", "Longformer")])
 def test_encoder_decoders_unlike_bart_are_refused_with_the_reason(mt, why, tmp_path):
     kw = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
-    if mt == "whisper":
-        kw.pop("vocab_size")            # WhisperConfig's token ids (50256 ...) need its own vocabulary
-    if mt == "prophetnet":
-        kw = dict(hidden_size=64, num_encoder_layers=1, num_decoder_layers=1, num_encoder_attention_heads=2,
-                  num_decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
+              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100, attention_window=8)
     (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **kw)))
     with pytest.raises(UnsupportedError, match=why) as err:
         estimate({"model": str(tmp_path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
