@@ -226,13 +226,14 @@ def shrunk_config(model_type: str, per_kind: int = 1) -> tuple[dict, str]:
 
 def _max_positions(cfg: dict) -> int | None:
     for c in (cfg, cfg.get("text_config") or {}):
-        for k in ("max_position_embeddings", "n_positions"):
+        for k in ("max_position_embeddings", "n_positions", "max_target_positions"):
             if isinstance(c.get(k), int):
                 return c[k]
     return None
 
 
-def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, dict]:
+def _scenarios(model_dir: str, max_positions: int | None = None,
+               encoder_positions: int | None = None) -> tuple[dict, dict]:
     # the tokens must fit a learned position table (Blenderbot's holds 128, CTRL's 256, BERT-style 512): RoBERTa-style
     # embeddings number positions from padding_idx + 1 = 2 (create_position_ids_from_input_ids, modeling_xmod.py and
     # modeling_roberta.py, transformers 5.25), so a table of N holds N - 2 tokens: training's sequence, or the
@@ -249,6 +250,10 @@ def _scenarios(model_dir: str, max_positions: int | None = None) -> tuple[dict, 
                        "ssm_kernels": False}}
     infer = {"model": model_dir, "task": "infer", "hardware": hw,
              "infer": {"engine": "hf", "prompt_len": prompt, "output_len": 1, "concurrency": 1, "ssm_kernels": False}}
+    if isinstance(encoder_positions, int):
+        # a speech encoder (Whisper) runs its fixed frame count; the text (decoder) gets the sequence above
+        train["train"].update(seq_len=encoder_positions, target_len=seq)
+        infer["infer"]["prompt_len"] = encoder_positions
     return train, infer
 
 
@@ -268,8 +273,8 @@ _NOT_OURS = (
      "GPT_NEO_ATTENTION_CLASSES): flash-attention cannot run on CPU and the harness's SDPA stand-in reaches only "
      "models on transformers' shared attention interface (the harness's limit)"),
     ("for this kind of AutoModel: AutoModelForSeq2SeqLM",
-     "a speech encoder-decoder: the harness (not transformers) feeds token ids to AutoModelForSeq2SeqLM and does "
-     "not build the audio encoder's log-mel input"),
+     "a speech encoder-decoder whose front end gpuplan does not read (not Whisper's Conv1d layers over log-mel "
+     "frames, traits.speech_frames): the harness feeds it token ids through AutoModelForSeq2SeqLM"),
     ("can only be called on Attention layers",
      "transformers cannot run inference of this default config: every layer is a Mamba layer (no attention "
      "layer), yet its causal-mask builder asks the cache for attention sizes (cache_utils get_mask_sizes); "
@@ -330,7 +335,8 @@ def trace_row(model_type: str, per_kind: int = 1) -> dict:
     try:
         with tempfile.TemporaryDirectory() as d:
             Path(d, "config.json").write_text(json.dumps(cfg))
-            train, infer = _scenarios(d, _max_positions(cfg))
+            train, infer = _scenarios(d, _max_positions(cfg),
+                                      cfg.get("max_source_positions") if cfg.get("num_mel_bins") else None)
             for key, sc in (("train", train), ("infer", infer)):
                 try:
                     t = trace(sc, decode_steps=1) if key == "infer" else trace(sc)

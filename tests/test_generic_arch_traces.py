@@ -56,11 +56,13 @@ def test_shrink_plain_decoder_to_two_layers():
 # and image towers (+66.9 %, -28.8 %), HRM's second stack (-10.4 %), Hunyuan-V4's fp32 lm_head (-7.3 %),
 # Kimi-Linear's KDA torch fallback at prefill (-14.7 %), Ergo's fp32 embedding and, at inference, its lm_head on
 # the CUDA path a fake tensor's `is_cuda` now selects (-5.1 / -13.6 %), BigBird-Pegasus' eager encoder below its
-# block-sparse length (refused before).
+# block-sparse length (refused before), ProphetNet's n-gram decoder (1 + ngram streams through eager attention,
+# the n-gram logits and fp32 loss; refused before), Whisper (log-mel input_features through its Conv1d front end,
+# the encoder over its fixed 1500 frames; the harness fed token ids before).
 MECHANISMS = ["bloom", "gemma2", "gemma3", "minicpm5_moe", "mamba2", "deepseek_v4", "openai-gpt", "cpmant", "zamba2",
               "dory", "gpt_neo", "gpt_neox_japanese", "megatron-bert", "roformer", "xlm", "xmod", "kolibri1_1",
               "trocr", "modernbert-decoder", "moss_transcribe_diarize", "phi4_multimodal", "hrm_text", "hy_v4",
-              "kimi_linear", "ergo", "bigbird_pegasus"]
+              "kimi_linear", "ergo", "bigbird_pegasus", "prophetnet", "whisper"]
 
 
 @pytest.mark.parametrize("mt", SAMPLE + MECHANISMS)

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gpuplan.api import estimate  # noqa: E402
-from gpuplan.errors import UnsupportedError  # noqa: E402
+from gpuplan.errors import InputError, UnsupportedError  # noqa: E402
 from gpuplan.models import spec_from_config  # noqa: E402
 from gpuplan.models.meta import meta_param_count  # noqa: E402
 from trace_checks import assert_inference_matches_trace  # noqa: E402
@@ -133,15 +133,106 @@ def test_bart_saved_bytes_per_token_by_hand():
     assert encdec.bart_decoder_token_bytes(m, s) == 3 * dec_layer + ends + 2 * h   # + lm_head's input
 
 
-@pytest.mark.parametrize("mt,why", [("whisper", "Conv1d"), ("prophetnet", "n-gram")])
+_PROPHETNET = dict(hidden_size=64, num_encoder_layers=2, num_decoder_layers=3, num_encoder_attention_heads=2,
+                   num_decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=96, vocab_size=100, ngram=2,
+                   num_buckets=32)
+
+
+def test_ngram_decoder_is_read_from_the_config_and_module_tree():
+    m = spec_from_config(_cfg("prophetnet", **_PROPHETNET))
+    assert (m.traits.encdec_layer, m.traits.ngram_streams, m.traits.relative_attention_buckets) == ("ngram", 2, 32)
+    assert (m.encoder_layers, m.num_layers, m.num_heads, m.head_dim) == (2, 3, 2, 32)
+    # a BART layer has no n-gram streams
+    assert spec_from_config(_cfg("bart", **_BART)).traits.ngram_streams == 0
+
+
+def test_ngram_stream_bytes_by_hand():
+    # pure bf16 (2 bytes), h 64, 2 heads x 32, 32 buckets, ngram 2 (3 streams), decoder fc1 96, 3 decoder layers,
+    # dropout / attention_dropout / activation_dropout 0.1 (ProphetNetConfig defaults): 1-byte masks, gelu
+    from gpuplan.estimate import encdec
+    from gpuplan.estimate.activations import ActivationSetup
+    m = spec_from_config(_cfg("prophetnet", **_PROPHETNET))
+    s = ActivationSetup(compute_bytes=2, residual_bytes=2, autocast=False)
+    ln = 2 * 64 + 8                                   # LayerNorm input + fp32 mean and rstd
+    # n-gram self-attention per target token: layer input 3 x 128, q 3 x 128, main k^T, v, out_proj in 3 x 128,
+    # predicting q, hidden, out_proj in 3 x 2 x 128, stacked k and v 2 x 2 x 2 x 128; gather input 2 x 2 x 32 per
+    # stream; per stream an output dropout mask (64) and a LayerNorm
+    self_attn = 3 * 128 + 3 * 128 + 3 * 128 + 3 * 2 * 128 + 2 * 2 * 2 * 128 + 3 * 128 + 3 * (64 + ln)
+    cross = 3 * (128 + 2 * 128 + 64 + ln)             # per stream: q_proj in, q, out_proj in, mask, LayerNorm
+    mlp = 3 * (128 + 2 * 96 + 96 + 2 * 96 + 64 + ln)  # fc1 in, gelu in, act-dropout mask, fc2 in, mask, LayerNorm
+    ends = 3 * (ln + 64 + 128)                        # embeddings_layer_norm, dropout mask, lm_head's input
+    per_token = 3 * (self_attn + cross + mlp) + ends
+    assert encdec.ngram_decoder_token_bytes(m, s) == per_token == 3 * (3928 + 1752 + 2424) + 984
+    # pairs for 8 target and 16 input tokens, 2 sequences: main 8 x 8 and predicting 2 x 8 x 16 per head at
+    # 8 (int64 index) + 4 (fp32 softmax) + 1 (mask) + 2 (probabilities) bytes; cross 3 x 8 x 16 per head at
+    # 2 (softmax) + 1 (mask) + 2 (dropped-out probabilities) bytes
+    pairs = 2 * 15 * (64 + 256) + 2 * 5 * 384
+    assert encdec.ngram_decoder_bytes(m, s, 2, 16, 8) == 2 * (8 * per_token + 3 * pairs)
+    # loss per target token: 2 streams x 100 x (2 logits + 4 log-softmax + 4 its gradient + 2 the logits' gradient);
+    # two sequences add the first stream's contiguous copy (2 x 100)
+    assert encdec.ngram_loss_bytes_per_token(m, s, 1) == 2 * 100 * 12
+    assert encdec.ngram_loss_bytes_per_token(m, s, 2) == 2 * 100 * 12 + 200
+
+
+@pytest.mark.parametrize("src,tgt,batch", [(256, 128, 2), (510, 510, 1)])
+def test_ngram_decoder_training_within_5_percent_of_the_trace(src, tgt, batch, tmp_path):
+    from gpuplan.trace import trace
+    (tmp_path / "config.json").write_text(json.dumps(_cfg("prophetnet", **dict(_PROPHETNET, hidden_size=256,
+                                                                               vocab_size=8000))))
+    sc = {"model": str(tmp_path), "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+          "train": {"method": "full", "precision": "bf16", "master_weights": False, "optimizer": "adamw",
+                    "seq_len": src, "target_len": tgt, "micro_batch": batch, "global_batch": batch,
+                    "recompute": "none"}}
+    traced = trace(sc)
+    est = estimate(sc).memory
+    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
+    logits = est.components["logits"] / traced.components["logits"] - 1
+    assert abs(peak) <= 0.05 and abs(logits) <= 0.05, f"peak {peak:+.1%}, logits {logits:+.1%}"
+
+
+_WHISPER = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16, max_source_positions=100,
+                max_target_positions=64)    # WhisperConfig's token ids (50256 ...) need its own vocabulary
+
+
+def test_speech_front_end_bytes_by_hand(tmp_path):
+    from gpuplan.estimate import encdec
+    from gpuplan.estimate.activations import ActivationSetup
+    m = spec_from_config(_cfg("whisper", **_WHISPER))
+    # conv1 (16 mel bins -> 64, stride 1), conv2 (64 -> 64, stride 2) over 100 x 1 x 2 = 200 frames
+    assert m.traits.speech_frames == (16, 200, ((64, 1), (64, 2)))
+    s = ActivationSetup(compute_bytes=2, residual_bytes=2, autocast=False)
+    # features 16 x 200, conv1's output and gelu's 64 x 200 each, conv2's output 64 x 100 (2 bytes each)
+    assert encdec.speech_front_end_bytes(m, s) == 2 * (16 * 200 + 2 * 64 * 200 + 64 * 100)
+    # the encoder length is the model's: 100 positions, whatever seq_len says
+    (tmp_path / "config.json").write_text(json.dumps(_cfg("whisper", **_WHISPER)))
+    sc = {"model": str(tmp_path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+          "infer": {"engine": "hf", "prompt_len": 32, "output_len": 8, "concurrency": 1}}
+    with pytest.raises(InputError, match="100 positions") as err:
+        estimate(sc)
+    assert "prompt_len: 100" in err.value.fix
+    sc["infer"]["prompt_len"] = 100
+    assert estimate(sc).memory.components["kv_cache"] > 0
+
+
+@pytest.mark.parametrize("master", [False, True])
+def test_whisper_training_within_5_percent_of_the_trace(master, tmp_path):
+    from gpuplan.trace import trace
+    (tmp_path / "config.json").write_text(json.dumps(_cfg("whisper", **dict(_WHISPER, num_mel_bins=80,
+                                                                            max_source_positions=1500))))
+    sc = {"model": str(tmp_path), "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+          "train": {"method": "full", "precision": "bf16", "master_weights": master, "optimizer": "adamw",
+                    "seq_len": 1500, "target_len": 60, "micro_batch": 2, "global_batch": 2, "recompute": "none"}}
+    traced = trace(sc)
+    est = estimate(sc).memory
+    peak = (est.peak_bytes_per_gpu - est.components["runtime_overhead"]) / traced.peak_bytes - 1
+    assert abs(peak) <= 0.05, f"peak {peak:+.1%}"
+
+
+@pytest.mark.parametrize("mt,why", [("led", "Longformer")])
 def test_encoder_decoders_unlike_bart_are_refused_with_the_reason(mt, why, tmp_path):
     kw = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
-    if mt == "whisper":
-        kw.pop("vocab_size")            # WhisperConfig's token ids (50256 ...) need its own vocabulary
-    if mt == "prophetnet":
-        kw = dict(hidden_size=64, num_encoder_layers=1, num_decoder_layers=1, num_encoder_attention_heads=2,
-                  num_decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100)
+              encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100, attention_window=8)
     (tmp_path / "config.json").write_text(json.dumps(_cfg(mt, **kw)))
     with pytest.raises(UnsupportedError, match=why) as err:
         estimate({"model": str(tmp_path), "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},

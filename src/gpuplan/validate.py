@@ -209,7 +209,21 @@ def _encdec_rules(scn: Any, model: Any) -> None:
                                "exactly (`gpuplan model`).", "use a T5 / Flan-T5 / mT5 or BART-style model (bart, "
                                "mbart, pegasus, marian, blenderbot, plbart, mvp) for memory and speed, or "
                                "`gpuplan trace` for a measured number.")
-    bart = model.traits.encdec_layer == "bart"
+    bart = model.traits.encdec_layer in ("bart", "ngram")
+    speech = model.traits.speech_frames
+    if speech:
+        # Whisper's encoder requires exactly its frame count (WhisperEncoder.forward raises otherwise): the encoder
+        # length is the model's (30 s of audio), the input tokens of the scenario must name it
+        positions = speech[1]
+        for _, stride in speech[2]:
+            positions //= stride
+        what_len, n = ("train.seq_len", t.seq_len) if t is not None else ("infer.prompt_len", inf.prompt_len)
+        if n != positions:
+            raise InputError(f"{what_len} = {n:,}", f"{what}: a speech encoder over log-mel frames always runs "
+                             f"{speech[1]:,} frames ({speech[0]} mel bins), {positions:,} positions after its "
+                             "strided Conv1d front end, whatever the audio's length (shorter audio is padded).",
+                             f"set {what_len}: {positions} (the target text goes in "
+                             f"{'train.target_len' if t is not None else 'infer.output_len'}).")
     up_to = model.traits.encoder_eager_up_to
     src_len = t.seq_len if t is not None else (inf.prompt_len if inf is not None else 0)
     if up_to and src_len > up_to:

@@ -153,6 +153,23 @@ def bart_encoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) 
     return model.encoder_layers * layer + cross_in + cross_kv + ends
 
 
+def speech_front_end_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Per sequence, what a speech encoder's Conv1d front end (traits.speech_frames: Whisper's
+    `gelu(conv1(features))`, `gelu(conv2(.))`, WhisperEncoder.forward, transformers 5.25) saves for backward: the
+    log-mel features conv1 reads (under autocast an fp32 input and the 16-bit copy conv1 casts), each conv's output
+    (gelu's input) and each gelu's output but the last (the next conv's input; the last one's permuted sum with the
+    positions is the first layer's norm input, counted there). 0 for a token encoder."""
+    if not model.traits.speech_frames:
+        return 0.0
+    mels, frames, convs = model.traits.speech_frames
+    b = s.compute_bytes
+    total = (b + (4.0 if s.autocast else 0.0)) * mels * frames
+    for j, (channels, stride) in enumerate(convs):
+        frames //= stride
+        total += b * channels * frames * (1 if j == len(convs) - 1 else 2)
+    return total
+
+
 def eager_encoder_scores(model: ModelSpec, s: ActivationSetup, src: int, tp: int = 1) -> float:
     """Per sequence and encoder layer, what an eager encoder attention (traits.encoder_eager_up_to: BigBird-
     Pegasus' matmul, softmax, matmul) saves beyond SDPA's kernel: the softmax output, kept by softmax's and the
@@ -173,6 +190,94 @@ def bart_decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) 
              + 3 * (_mask(model, h) + _ln(model, s)))
     ends = stack_norms(model, "decoder") * _ln(model, s) + _mask(model, h) + b * h
     return model.num_layers * layer + ends
+
+
+# ---- n-gram decoders (traits.ngram_streams; models/generic.py) -----------------------------------------------------
+# transformers 5.25 models/prophetnet/modeling_prophetnet.py. The layers are BART's post-LN layers (the terms above)
+# with every attention eager, and a decoder that runs the main stream and n predicting streams, (1 + n) x T tokens:
+# * ProphetNetAttention (encoder self-attention, decoder cross-attention): einsum(q, k^T) saves q and a contiguous
+#   k^T, `nn.functional.softmax` (the input's dtype) saves its output, attention dropout its 1-byte mask and the
+#   einsum with v its output and v: per (head, query, key) pair the probabilities twice and the mask, in place of the
+#   fused kernel's log-sum-exp;
+# * ProphetNetNgramSelfAttention: q, k, v over all (1 + n) T tokens; the main stream attends its own T keys, each
+#   predicting stream the main keys and its own (2T). Per layer it saves the layer input (shared by q, k, v and the
+#   main stream's relative_pos_embeddings), all of q (the streams are chunks of one tensor), the main stream's k^T,
+#   v and out_proj input, the predicting streams' stacked q, stacked keys and values (each 2T: main + own), stacked
+#   hidden states (relative_pos_embeddings' input) and out_proj input; per pair the int64 bucket index
+#   `torch.gather` keeps (`.repeat(...).long()` per layer), the fp32 softmax (`softmax(..., dtype=torch.float32)`),
+#   the dropout mask and the 16-bit probabilities (`.type_as`, dropped out) the second einsum keeps; per token and
+#   stream gather's input, the (heads x num_buckets) relative-position logits;
+# * ProphetNetForConditionalGeneration: lm_head runs over the n predicting streams only (`outputs[1]`, a slice of
+#   the last layer's output, whose whole (1 + n) T storage it keeps) and `_compute_loss` takes log_softmax in fp32
+#   over all n x T logits.
+GATHER_INDEX_BYTES = 8         # int64 bucket index per (head, query, key) pair kept by torch.gather
+
+
+def is_ngram(model: ModelSpec) -> bool:
+    """An encoder-decoder with an n-gram decoder (traits.ngram_streams)."""
+    return model.is_encoder_decoder and model.traits.encdec_layer == "ngram"
+
+
+def _eager_pair_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes per (head, query, key) pair an eager ProphetNetAttention saves: softmax's output, and with attention
+    dropout its mask and the dropped-out probabilities the second einsum keeps (without dropout the einsum keeps
+    softmax's own output). Under autocast softmax runs in fp32 (autocast's fp32 list) and the einsum casts the
+    probabilities back to 16-bit."""
+    soft = 4.0 if s.autocast else s.compute_bytes
+    if model.traits.dropout.attention > 0:
+        return soft + DROPOUT_MASK_BYTES + soft + (s.compute_bytes if s.autocast else 0.0)
+    return soft + (s.compute_bytes if s.autocast else 0.0)
+
+
+def _ngram_pair_bytes(model: ModelSpec, s: ActivationSetup) -> float:
+    """Bytes per (head, query, key) pair of the n-gram self-attention: the int64 gather index, the fp32 softmax,
+    the dropout mask (with attention dropout) and the 16-bit probabilities (`.type_as(weights)`)."""
+    mask = DROPOUT_MASK_BYTES if model.traits.dropout.attention > 0 else 0.0
+    return GATHER_INDEX_BYTES + 4.0 + mask + s.compute_bytes
+
+
+def ngram_encoder_bytes(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tp: int = 1) -> float:
+    """Encoder bytes of one micro-batch: BART's per-token terms (with the cross-attention k/v over the encoder
+    output) with the eager attention's pairs in place of the kernel's log-sum-exp."""
+    a = model.num_heads / tp
+    eager = _eager_pair_bytes(model, s) * a * src * src - LSE_BYTES * a * src
+    return batch * (src * bart_encoder_token_bytes(model, s, tp) + model.encoder_layers * eager)
+
+
+def ngram_decoder_token_bytes(model: ModelSpec, s: ActivationSetup, tp: int = 1) -> float:
+    """Decoder bytes per target token that do not grow with a length: per layer the n-gram self-attention's tensors,
+    the cross-attention's and the MLP's over (1 + n) streams; the stack's embedding norm and dropout over the
+    streams; lm_head's input (the last layer's whole output)."""
+    h, b, n = model.hidden_size, s.compute_bytes, model.traits.ngram_streams
+    streams, a = 1 + n, model.num_heads / tp
+    i = bart_ffn_width(model, "decoder") / tp
+    rel = b * a * model.traits.relative_attention_buckets           # gather's input per token and stream
+    # layer input + all q (1 + n each); main k^T, v, out_proj input (1 each); predicting q, hidden, out_proj input
+    # (n each) and stacked keys and values (2n each)
+    self_attn = b * h * (2 * streams + 3 + 7 * n) + rel * streams + streams * (_mask(model, h) + _ln(model, s))
+    cross = streams * (_linear_inputs(s, 1, h) + 2 * b * h + _mask(model, h) + _ln(model, s))   # q in, q, out in
+    mlp = streams * (_linear_inputs(s, 1, h) + _bart_mlp(model, s, i) + _mask(model, h) + _ln(model, s))
+    ends = streams * (stack_norms(model, "decoder") * _ln(model, s) + _mask(model, h) + b * h)
+    return model.num_layers * (self_attn + cross + mlp) + ends
+
+
+def ngram_decoder_bytes(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
+    """Decoder bytes of one micro-batch: the per-token terms plus the attention pairs: the n-gram self-attention's
+    main (T x T) and predicting (n x T x 2T) pairs and the cross-attention's (1 + n) T x S pairs, per layer."""
+    n, a = model.traits.ngram_streams, model.num_heads / tp
+    pairs = (_ngram_pair_bytes(model, s) * a * (tgt * tgt + n * tgt * 2 * tgt)
+             + _eager_pair_bytes(model, s) * a * (1 + n) * tgt * src)
+    return batch * (tgt * ngram_decoder_token_bytes(model, s, tp) + model.num_layers * pairs)
+
+
+def ngram_loss_bytes_per_token(model: ModelSpec, s: ActivationSetup, batch: int) -> float:
+    """Loss block per target token at the start of backward: per predicting stream and vocabulary entry the 16-bit
+    logits, the fp32 log-softmax (`dtype=torch.float32`), its fp32 gradient and the logits' 16-bit gradient. With
+    more than one sequence and stream, `logits = predict_logits[:, 0]` is not contiguous and `.contiguous()` makes
+    the first stream's copy, held by the model output."""
+    n, b, v = model.traits.ngram_streams, s.compute_bytes, model.vocab_size
+    held = b * v if batch > 1 and n > 1 else 0.0
+    return (2 * b + 8.0) * n * v + held
 
 
 def _bias(model: ModelSpec, batch: int, q_len: int, kv_len: int, tp: int) -> float:
@@ -210,9 +315,12 @@ def forward_logits_per_token(model: ModelSpec, s: ActivationSetup) -> float:
 def saved_activations(model: ModelSpec, s: ActivationSetup, batch: int, src: int, tgt: int, tp: int = 1) -> float:
     """All activation bytes saved for backward by one micro-batch of `batch` sequences (src input tokens,
     tgt target tokens each), lm_head's input included, the loss block excluded."""
+    if is_ngram(model):
+        return ngram_encoder_bytes(model, s, batch, src, tp) + ngram_decoder_bytes(model, s, batch, src, tgt, tp)
     if is_bart_style(model):      # no position-bias or mask tensors: nothing grows with the square of a length
         return batch * (src * bart_encoder_token_bytes(model, s, tp) + tgt * bart_decoder_token_bytes(model, s, tp)
-                        + model.encoder_layers * eager_encoder_scores(model, s, src, tp))
+                        + model.encoder_layers * eager_encoder_scores(model, s, src, tp)
+                        + speech_front_end_bytes(model, s))
     return (batch * (src * encoder_token_bytes(model, s, tp) + tgt * decoder_token_bytes(model, s, tp))
             + sequence_bytes(model, s, batch, src, tgt, tp))
 

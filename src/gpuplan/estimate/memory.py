@@ -553,7 +553,8 @@ def _encdec_saved(ts: _TrainSetup, setup: ActivationSetup, notes: list[str]) -> 
         saved, working = encdec.saved_activations(model, setup, t.micro_batch, src, tgt, tp), 0.0
     else:
         saved, working = encdec.checkpointed_activations(model, setup, t.micro_batch, src, tgt, tp)
-    dec = encdec.bart_decoder_token_bytes if encdec.is_bart_style(model) else encdec.decoder_token_bytes
+    dec = encdec.ngram_decoder_token_bytes if encdec.is_ngram(model) else \
+        encdec.bart_decoder_token_bytes if encdec.is_bart_style(model) else encdec.decoder_token_bytes
     per_token = dec(model, setup, tp) / max(model.num_layers, 1)
     return _Saved(saved, working, per_token, t.micro_batch * tgt, 1)
 
@@ -668,7 +669,9 @@ def _head_and_loss(ts: _TrainSetup, setup: ActivationSetup, sv: _Saved) -> tuple
         head_acts = 0.0           # the decoder's final norm and lm_head input are in encdec.decoder_token_bytes
     head_acts += sv.tokens * embedding_dropout_bytes(model)
     logits = loss_block_bytes(ts.scn, vocab_rank) * sv.tokens
-    if model.is_encoder_decoder and t.loss == "full":
+    if encdec.is_ngram(model) and t.loss == "full":
+        logits = encdec.ngram_loss_bytes_per_token(model, setup, t.micro_batch) * sv.tokens
+    elif model.is_encoder_decoder and t.loss == "full":
         logits = encdec.loss_bytes_per_token(model, setup) * sv.tokens
     elif not model.traits.loss_fp32 and ts.scn.framework == "hf" and t.loss == "full":
         # the model's own CrossEntropyLoss on the 16-bit logits (no upcast): T5's loss block (3 x 2 bytes x V;
@@ -1461,14 +1464,14 @@ def _encdec_infer_components(scn: Scenario, model: ModelSpec, weights: float, pe
     pp_ = P * P
     enc = max(seqs * P * (4 * h + 6 * a * d) + T5_BUCKET_TEMP_BYTES * pp_,
               seqs * P * (4 * h + 2 * n_i * i) + (2 * a + 1) * pp_)
-    if encdec.is_bart_style(model):
+    if encdec.is_bart_style(model) or encdec.is_ngram(model):
         # BART (modeling_bart.py BartEncoder.forward): the locals inputs_embeds and embed_pos (B, P, h) stay alive
         # through every layer; the peak is at out_proj (layer input, q, k, v, attention output, out_proj's output)
         # or at fc2 (residual, fc1's and the activation's outputs, fc2's output); no position bias (traced)
         # (gelu_new's tanh approximation holds four i-sized tensors, as in T5's MLP above)
         i_enc = encdec.bart_ffn_width(model, "encoder") / tp
         enc = seqs * P * 2 * (2 * h + max(2 * h + 4 * a * d, 2 * h + n_i * i_enc))
-        if model.traits.encoder_eager_up_to:
+        if model.traits.encoder_eager_up_to or encdec.is_ngram(model):
             # an eager encoder attention (BigBird-Pegasus up to its block-sparse length,
             # BigBirdPegasusSelfAttention.forward): at its softmax the 16-bit scores and probabilities (heads x P x P
             # each) beside the layer input, q, k and v; the layer keeps the probabilities it returns through its MLP,

@@ -676,20 +676,26 @@ def _prob(cfg, *names) -> float:
 # activation -> fc2, dropout after each sub-block); mbart, pegasus and blenderbot put the norm before each
 # sub-block, which saves the same tensors (estimate/encdec.py). Their memory estimate is derived and traced.
 BART_LAYER_TYPES = frozenset({"bart", "mbart", "pegasus", "marian", "blenderbot", "blenderbot-small", "plbart", "mvp",
-                              "bigbird_pegasus"})
+                              "bigbird_pegasus", "whisper"})
+# Whisper (transformers 5.25 models/whisper/modeling_whisper.py) runs mBART's pre-LN layers (WhisperEncoderLayer,
+# WhisperDecoderLayer: LayerNorm before each sub-block, attention through the attention interface, fc1 -> gelu -> fc2)
+# behind a front end WhisperEncoder.forward applies to log-mel frames: gelu(conv1(features)), gelu(conv2(.)) (kernel
+# 3; conv2 stride 2), + the fixed positions; it requires exactly max_source_positions x conv1.stride x conv2.stride
+# frames (30 s of audio), so its encoder length is the model's, not the scenario's (`traits.speech_frames`).
 # BigBird-Pegasus runs Pegasus's layers, but its encoder self-attention is its own eager code
 # (modeling_bigbird_pegasus.py BigBirdPegasusSelfAttention: matmul, softmax, matmul): full attention up to
 # (5 + 2 x num_random_blocks) x block_size input tokens, where BigBirdPegasusEncoder.forward switches a
 # block_sparse config to original_full, and block-sparse attention beyond it, which is not derived.
 # encoder-decoders read for parameters whose activations differ from BART's, and why (no memory estimate)
 ENCDEC_NOT_DERIVED = {
-    "whisper": "its encoder starts with two Conv1d layers over log-mel frames (not token embeddings) and the "
-               "decoder's input length is the text, not the audio",
-    "prophetnet": "its decoder runs n-gram main and predict streams with relative position buckets (ngram "
-                  "self-attention), not BART's decoder layer",
-    "xlm-prophetnet": "its decoder runs n-gram main and predict streams (ngram self-attention), not BART's layer",
     "led": "its encoder uses Longformer's sliding-window and global attention",
 }
+# n-gram decoders (transformers 5.25 models/prophetnet/modeling_prophetnet.py: ProphetNetDecoder runs the main stream
+# and `ngram` predicting streams, (1 + ngram) x target tokens, through every layer's ProphetNetNgramSelfAttention;
+# the lm_head reads the predicting streams only). Their layers are BART's post-LN layer (LayerNorm after each residual
+# sum, fc1 -> activation -> dropout -> fc2) with every attention eager (einsum, softmax, dropout, einsum): read from
+# the config's `ngram` and `num_buckets` with the decoder's `ngram_embeddings`, and derived in estimate/encdec.py.
+_NGRAM_EMBEDDING = "ngram_embeddings"
 _CROSS_PATH = ("encoder_attn", "cross_attn", "crossattention", "cross_attention", "enc_dec_attn")
 _KV_LEAF = ("k_proj", "v_proj", "key_proj", "value_proj", "key", "value", "k", "v")
 
@@ -704,6 +710,22 @@ def _bigbird_full_attention_up_to(cfg) -> int:
     if kind == "block_sparse" and isinstance(block, int) and isinstance(rand, int):
         return (5 + 2 * rand) * block
     return 0
+
+
+def _speech_frames(model, enc_path: str, cfg) -> tuple:
+    """(mel bins, input frames, ((out_channels, stride), ...)) for an encoder whose stack starts with Conv1d layers
+    over feature channels (Whisper's conv1, conv2) and whose config fixes its positions (max_source_positions);
+    () otherwise."""
+    import torch.nn as nn
+    stack = enc_path.rpartition(".")[0]
+    convs = [m for p, m in model.named_modules() if isinstance(m, nn.Conv1d) and p.rpartition(".")[0] == stack]
+    positions = _cfg_int(cfg, "max_source_positions")
+    if not convs or not positions:
+        return ()
+    frames = positions
+    for c in convs:
+        frames *= c.stride[0]
+    return (convs[0].in_channels, frames, tuple((c.out_channels, c.stride[0]) for c in convs))
 
 
 def _stack_layers(model, stack: str):
@@ -804,14 +826,23 @@ def spec_from_meta_encdec(config: Mapping[str, Any], *, name: str, hf_id: str | 
         act = "gelu"
     pos = any(b.kind == "embedding" and b.name not in emb_names for b in blocks)
     p_drop = _prob(cfg, "dropout")
+    ngram = _cfg_int(cfg, "ngram") if any(n.endswith(_NGRAM_EMBEDDING) for n in modules) else None
+    ngram_buckets = _cfg_int(cfg, "num_buckets") if ngram else None
+    if ngram and ngram_buckets:
+        inferred["ngram_streams"] = (f"config ngram = {ngram} predicting streams beside the main one (the decoder "
+                                     f"holds '{_NGRAM_EMBEDDING}'); relative_attention_buckets: config num_buckets")
+    layer_kind = "ngram" if ngram and ngram_buckets and not rms else (
+        "bart" if mt in BART_LAYER_TYPES and not rms else "")
     traits = Traits(norm_dtype="fp32_upcast" if rms else "native", activation=act, mlp=_t.mlp_kind(False, act),
                     attention="mha", position="learned" if pos else "relative", partial_rotary=0.0, rope_theta=None,
                     attention_bias=any(b.kind == "bias" for b in blocks),
                     dropout=Dropout(attention=_prob(cfg, "attention_dropout"), residual=p_drop, embedding=p_drop,
                                     activation=_prob(cfg, "activation_dropout")),
-                    encdec_layer="bart" if mt in BART_LAYER_TYPES and not rms else "",
+                    speech_frames=_speech_frames(model, enc_path, cfg),
+                    encdec_layer=layer_kind, ngram_streams=(ngram or 0) if layer_kind == "ngram" else 0,
+                    relative_attention_buckets=(ngram_buckets or 0) if layer_kind == "ngram" else 0,
                     encoder_eager_up_to=_bigbird_full_attention_up_to(cfg))
-    if mt not in BART_LAYER_TYPES:
+    if not layer_kind:
         inferred["memory"] = ENCDEC_NOT_DERIVED.get(mt, "its layers are not checked against BART's")
     inferred["traits"] = "read from the config and module tree"
     max_pos = _cfg_int(cfg, "max_position_embeddings", "n_positions") or 0

@@ -116,7 +116,13 @@ class Traits:
     logits_to_keep: bool = True             # forward takes logits_to_keep, so HF generate's prefill makes the last
                                             # position's logits only; False: every prompt position's (TrOCR)
     encdec_layer: str = ""                  # encoder-decoder layer whose activations are derived: "t5" (models/encdec.py),
-                                            # "bart" (BART's LayerNorm layer, models/generic.py); "" = not derived
+                                            # "bart" (BART's LayerNorm layer, models/generic.py), "ngram" (BART's post-LN
+                                            # layer with eager attention everywhere and an n-gram decoder); "" = not derived
+    speech_frames: tuple = ()               # an encoder that reads log-mel frames through strided Conv1d layers (Whisper):
+                                            # (mel bins, input frames, (out_channels, stride) per conv); its positions
+                                            # are input frames / product of strides, fixed by the model. () = tokens
+    ngram_streams: int = 0                  # predicting streams an n-gram decoder runs beside its main stream through every
+                                            # layer (ProphetNet's `ngram`); the lm_head and loss read these streams only
     encoder_eager_up_to: int = 0           # BART-style encoder attention that runs eager (scores and probabilities
                                             # materialised) up to this many input tokens and an attention gpuplan does
                                             # not derive beyond (BigBird-Pegasus: block-sparse); 0 = SDPA throughout

@@ -57,6 +57,9 @@ def build_causal_lm(spec, cfg, dtype, attn_impl: str, experts: str | None = None
                 for mod in model.modules():
                     mod._gpuplan_flash_standin = True
     except ValueError as err:
+        model = _build_speech_seq2seq(cfg, dtype, attn_impl) if spec.traits.speech_frames else None
+        if model is not None:
+            return model
         raise UnsupportedError(
             f"tracing model '{spec.name}'",
             f"transformers {_tf_version()} cannot build a causal LM for model_type '{cfg.model_type}' "
@@ -114,6 +117,9 @@ def _build_seq2seq(spec, cfg, dtype, attn_impl: str, notes: list | None):
         with _quiet(), _module_to_in_place():
             model = AutoModelForSeq2SeqLM.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
     except ValueError as err:
+        model = _build_speech_seq2seq(cfg, dtype, attn_impl) if spec.traits.speech_frames else None
+        if model is not None:
+            return model
         raise UnsupportedError(
             f"tracing model '{spec.name}'",
             f"transformers {_tf_version()} cannot build a seq2seq LM for model_type '{cfg.model_type}' "
@@ -125,6 +131,16 @@ def _build_seq2seq(spec, cfg, dtype, attn_impl: str, notes: list | None):
             notes.append("lm_head untied from the shared embedding as in the checkpoint (transformers 5.x's "
                          "T5Config forces tie_word_embeddings; v1.1/Flan/mT5 checkpoints store lm_head.weight).")
     return model
+
+
+def _build_speech_seq2seq(cfg, dtype, attn_impl: str):
+    """AutoModelForSpeechSeq2Seq.from_config (Whisper: a speech encoder in front of the text decoder), or None."""
+    from transformers import AutoModelForSpeechSeq2Seq
+    try:
+        with _quiet(), _module_to_in_place():
+            return AutoModelForSpeechSeq2Seq.from_config(cfg, dtype=dtype, attn_implementation=attn_impl)
+    except ValueError:
+        return None
 
 
 def _model_class(auto_cls, cfg):

@@ -518,8 +518,10 @@ def _train(scenario, spec, mesh, iterations, notes, say) -> TraceResult:
                           else ids.clone())
                 tracker.label(labels, "inputs")
                 ctx = torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+                inputs = _encoder_inputs(tracker, spec, ids, param_dtype)
                 with ctx:
-                    out = model(input_ids=ids, labels=labels, use_cache=False)
+                    out = model(**inputs, labels=labels, use_cache=False)
+                del inputs
                 loss = out.loss
                 del out, ids, labels
             tracker.set_phase("backward")
@@ -768,9 +770,10 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
         with torch.no_grad():
             tracker.set_phase("encoder")
             ids = _input_ids(tracker, vocab, (B, P))
+            inputs = _encoder_inputs(tracker, spec, ids, compute)
             # the first output is the last hidden state, as a ModelOutput or a plain tuple (ProphetNet's encoder)
-            enc = model.get_encoder()(input_ids=ids)[0]
-            del ids
+            enc = model.get_encoder()(**inputs)[0]
+            del ids, inputs
             if k > 1:
                 enc = enc.repeat_interleave(k, dim=0)
             for step in range(steps):
@@ -787,6 +790,20 @@ def _infer_seq2seq(scenario, spec, cfg, compute, decode_steps, notes, say, track
     kv = _cache_bytes(cache.self_attention_cache) + _cache_bytes(cache.cross_attention_cache)
     return TraceResult(peak_bytes=tracker.peak, components=comps, phase=tracker.peak_phase,
                        phases=dict(tracker.phase_peaks), details=details, kv_cache_bytes=kv)
+
+
+def _encoder_inputs(tracker, spec, ids, dtype) -> dict:
+    """The encoder's input: the token ids, or for a speech encoder (traits.speech_frames: Whisper) log-mel features
+    (batch, mel bins, frames) in the model's dtype, as WhisperFeatureExtractor's output cast to the model; the ids
+    (one per encoder position) are then dropped."""
+    speech = spec.traits.speech_frames
+    if not speech:
+        return {"input_ids": ids}
+    import torch
+    feats = torch.zeros((ids.shape[0], speech[0], speech[1]), dtype=dtype)
+    tracker.register(feats, "inputs")
+    tracker.label(feats, "inputs")
+    return {"input_features": feats}
 
 
 def _input_ids(tracker, vocab: int, shape: tuple[int, ...], label: bool = True):
