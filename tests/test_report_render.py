@@ -153,7 +153,7 @@ def test_cost_table_without_basis_has_no_basis_line():
 def test_estimate_report_joins_every_section():
     est = SimpleNamespace(
         scenario=SimpleNamespace(task="train", dp=2, hardware=SimpleNamespace(count=8),
-                                 parallel=SimpleNamespace(tp=4, pp=1, zero=1)),
+                                 parallel=SimpleNamespace(tp=4, pp=1, zero=1, replicas=1)),
         model=SimpleNamespace(name="llama-3.1-8b", params_total=8.03e9),
         gpu=SimpleNamespace(id="h100-sxm"),
         memory=_mem(),
