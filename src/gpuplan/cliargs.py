@@ -265,7 +265,9 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True, de
     if default_task and not data.get("task"):
         data["task"] = default_task
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):
-        raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
+        raise InputError("scenario" if source == "(flags)" else f"scenario {source}", "names no GPU.",
+                         "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`), or let `gpuplan recommend` "
+                         "choose the GPUs.")
     data.setdefault("hardware", {})
     return scenario_from_dict(data, source)
 
