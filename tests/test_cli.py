@@ -95,3 +95,13 @@ def test_tracked_file_guard_detects_a_write(tmp_path):
     after = tracked_snapshot(tmp_path)
     assert changed_files(before, after) == ["docs/b.png"]
     assert changed_files(before, after, allowed=("docs/",)) == []
+
+
+def test_estimate_of_a_load_scenario_says_where_its_load_is_simulated(capsys):
+    # estimate prints the steady state at infer.concurrency; the file's infer.load (10 requests/s) is what
+    # `serve` simulates and `recommend` sizes for: without a word, its $/M tokens (at concurrency 1) reads as
+    # contradicting recommend's
+    rc, out, _ = run(["estimate", "examples/serve-load-llama-70b.yaml"], capsys)
+    assert rc == 0 and "infer.load" in out and "gpuplan serve" in out and "concurrency 1" in out
+    rc, out, _ = run(["estimate", "examples/serve-llama-70b.yaml"], capsys)
+    assert rc == 0 and "infer.load" not in out

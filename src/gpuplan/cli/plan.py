@@ -73,6 +73,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print_result("estimate", {**est.to_json(), **({"why": ex.to_json()} if ex else {})})
     else:
         emit(estimate_report(est))
+        inf = est.scenario.infer
+        if inf is not None and inf.load is not None:
+            load = inf.load
+            shape = (f"{load.rate_per_s:g} requests/s" if load.rate_per_s is not None
+                     else f"{load.clients} clients" if load.clients else f"{load.arrival} arrivals")
+            emit(f"note: the figures above are the steady state at concurrency {inf.concurrency} (infer.concurrency); "
+                 f"the scenario's infer.load ({shape}) is simulated by `gpuplan serve` and sized for by "
+                 "`gpuplan recommend`", info=True)
         if ex is not None:
             from .explain import explanation_text
             emit("\n" + explanation_text(ex))
