@@ -358,7 +358,21 @@ def compare_table(rows: list[dict], task: str) -> str:
         cells.append((r["gpu"], "yes", r["plan"][:48], f"{r['tokens_per_s'] or 0:,.0f}", _fmt_usd(r["usd_per_hour"]),
                       "-" if r["usd_per_million_tokens"] is None else format(r["usd_per_million_tokens"], ".3f"),
                       "-" if r["tokens_per_s_per_watt"] is None else format(r["tokens_per_s_per_watt"], ".2f")))
-    return table(cells, ["gpu", "fits", "plan", speed, "$/h", per_m, "tok/s/W"], "lrlrrrr")
+    out = table(cells, ["gpu", "fits", "plan", speed, "$/h", per_m, "tok/s/W"], "lrlrrrr")
+    bars = []
+    for r in rows:
+        for what, u in ((("memory", (r.get("uncertainty") or {}).get("memory")),
+                         ("speed and cost", (r.get("uncertainty") or {}).get("speed")))):
+            if u and u.get("relative_typical") is not None:
+                line = (f"{what} ±{100 * u['relative_typical']:.0f} % typical, ±{100 * u['relative_p90']:.0f} % P90 "
+                        f"({u['category']})")
+            elif u:
+                line = f"{what}: no error bar ({u.get('category')})"
+            else:
+                continue
+            if line not in bars:
+                bars.append(line)
+    return out + ("\nerror bars: " + "; ".join(bars) if bars else "")
 
 
 def compare_record(row: dict, task: str) -> dict:

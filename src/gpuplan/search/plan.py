@@ -186,6 +186,13 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
                 cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings)
 
 
+def _bar(what: str, u: Any) -> str:
+    """'memory ±4 % (category)', or 'memory: no error bar (category)' outside every validated category."""
+    if u.typical is None:
+        return f"{what}: no error bar ({u.category or 'outside every validated category'})"
+    return f"{what} ±{100 * u.typical:.0f} % ({u.category})"
+
+
 def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str, ...]:
     mem, cost = est.memory, est.cost
     why = [f"fits: {mem.peak_bytes_per_gpu / GiB:.1f} of {mem.capacity_bytes_per_gpu / GiB:.1f} GiB per GPU "
@@ -201,9 +208,8 @@ def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str,
                    "(set cost.capex_usd_per_gpu)" if cost.details.get("own") is None else
                    "buying never pays off: renting costs less than the electricity of owning")
     ub_mem, ub_speed = mem.uncertainty, est.performance.uncertainty   # attached by the pipeline
-    if ub_mem is not None and ub_speed is not None and ub_mem.typical is not None and ub_speed.typical is not None:
-        why.append(f"error bars: memory ±{100 * ub_mem.typical:.0f} % ({ub_mem.category}), "
-                   f"time and cost ±{100 * ub_speed.typical:.0f} % ({ub_speed.category}); "
+    if ub_mem is not None and ub_speed is not None:
+        why.append(f"error bars: {_bar('memory', ub_mem)}, {_bar('time and cost', ub_speed)}; "
                    "typical, P90 in the JSON")
     if rank == 1:
         why.append(f"best of {n_feasible} feasible plans by {s.objective}")
