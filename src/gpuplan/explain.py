@@ -607,12 +607,29 @@ def _tpot(est) -> Explanation:
     inputs.append(Input(f"{scn.infer.engine} fixed cost per step", fmt_seconds(b.get("overhead")), SRC_CALIBRATION))
     replay = max(b.get("decode_memory", 0.0), b.get("decode_compute", 0.0)) + b.get("tp_comm", 0.0) + \
         b.get("ep_comm", 0.0) + b.get("overhead", 0.0)
-    gap = "" if math.isclose(replay, perf.tpot_s or 0, rel_tol=0.01) else (
-        f"TPOT ({fmt_seconds(perf.tpot_s)}) is the mean time per output token of a request: besides the decode step "
-        f"({fmt_seconds(replay)}) each step carries a share of new requests' prefills (batch ÷ output length x one "
-        f"prompt's prefill), {fmt_seconds((perf.tpot_s or 0) - replay)} per token here.")
+    gap = "" if math.isclose(replay, perf.tpot_s or 0, rel_tol=0.01) else _tpot_gap(perf, replay)
     return _perf_explanation(est, "speed.tpot", "Time per output token (decode)", perf.tpot_s,
                              fmt_seconds(perf.tpot_s), formula, inputs, replay, gap)
+
+
+def _tpot_gap(perf: Any, replay: float) -> str:
+    """What TPOT holds beyond the formula's decode step: the terms the formula leaves out of the pipeline's step,
+    the tokens one step yields under speculative decoding, and the share of new requests' prefills."""
+    tpot = perf.tpot_s or 0.0
+    step = perf.breakdown.get("decode_step") or replay
+    spec = (perf.details or {}).get("speculative") or {}
+    k = spec.get("tokens_per_step") or 1.0
+    text = f"TPOT ({fmt_seconds(tpot)}) is the mean time per output token of a request: the decode step ({fmt_seconds(step)}"
+    if not math.isclose(step, replay, rel_tol=0.01):
+        text += (f"; the formula above leaves out {fmt_seconds(step - replay)} of it: the sampler, element-wise "
+                 "kernels and the blend of the weight and KV rooflines, among others")
+    text += ")"
+    if k != 1.0:
+        text += (f" yields {k:.2f} tokens per sequence under speculative decoding ({spec.get('method')}, "
+                 f"k={spec.get('num_tokens')}), {fmt_seconds(step / k)} per token,")
+    return text + (f" and each step carries a share of new requests' prefills (batch ÷ output length x one prompt's "
+                   f"prefill{', also divided by the tokens per step' if k != 1.0 else ''}), "
+                   f"{fmt_seconds(tpot - step / k)} per token here.")
 
 
 def _ttft(est) -> Explanation:
