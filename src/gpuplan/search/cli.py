@@ -372,7 +372,8 @@ def compare_table(rows: list[dict], task: str) -> str:
                 continue
             if line not in bars:
                 bars.append(line)
-    return out + ("\nerror bars: " + "; ".join(bars) if bars else "")
+    from ..term import wrap
+    return out + ("\n" + wrap("error bars: " + "; ".join(bars)) if bars else "")
 
 
 def compare_record(row: dict, task: str) -> dict:
