@@ -105,3 +105,16 @@ def test_estimate_of_a_load_scenario_says_where_its_load_is_simulated(capsys):
     assert rc == 0 and "infer.load" in out and "gpuplan serve" in out and "concurrency 1" in out
     rc, out, _ = run(["estimate", "examples/serve-llama-70b.yaml"], capsys)
     assert rc == 0 and "infer.load" not in out
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"], ("vllm", "1 x (1024 + 256) tokens", "1x h100-sxm")),
+    (["train", "--model", "qwen2.5-7b", "--gpu", "a100-sxm-80gb", "--count", "8"],
+     ("full, bf16, adamw, seq 2048", "8x a100-sxm-80gb")),
+])
+def test_train_and_serve_say_which_plan_their_numbers_are_for(args, needles, capsys):
+    # a flag-only `serve`/`train` fills engine, lengths, concurrency, method... from defaults: the answer must
+    # name them (as estimate and explain do) so the numbers can be read
+    main(args)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert all(n in first for n in needles), first

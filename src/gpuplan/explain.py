@@ -77,7 +77,8 @@ def _gpu_input(est) -> Input:
                  f"{g.id}: {getattr(g, 'usable_memory_basis', '') or 'catalog'} (hardware/data/gpus.csv)")
 
 
-def _describe(est) -> str:
+def describe(est) -> str:
+    """The plan in one line: model, task and its settings, GPUs, layout, framework."""
     s = est.scenario
     p = s.parallel
     what = (f"{s.train.method}, {s.train.precision}, {s.train.optimizer}, seq {s.train.seq_len}, micro-batch "
@@ -86,7 +87,7 @@ def _describe(est) -> str:
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
     return (f"{est.model.name} · {s.task} ({what}) · {s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={p.tp} "
             f"pp={p.pp} zero={p.zero}" + (f" shard_group={p.shard_group}" if p.replicas > 1 else "")
-            + f" · framework {s.framework}")
+            + (f" · framework {s.framework}" if s.train else ""))
 
 
 def _train_stage(est, stage: str | None = None):
@@ -135,7 +136,7 @@ def _mem_explanation(est, key: str, title: str, formula: list[str], inputs: list
              + ", ".join(f"{k} {fmt_bytes(b)}" for k, b in mem.phases.items())] if mem.phases else []
     notes += list(mem.notes)
     return Explanation(f"memory.{key}", title, v, fmt_bytes(v), formula, inputs, replayed, gap, notes,
-                       mem.uncertainty, _describe(est))
+                       mem.uncertainty, describe(est))
 
 
 # ---- memory ----------------------------------------------------------------------------------------------
@@ -515,7 +516,7 @@ def _elementwise_inputs(est) -> list[Input]:
 def _perf_explanation(est, quantity: str, title: str, value: float | None, shown: str, formula: list[str],
                       inputs: list[Input], replayed: float | None, gap: str = "") -> Explanation:
     return Explanation(quantity, title, value, shown, formula, inputs, replayed, gap,
-                       list(est.performance.notes), est.performance.uncertainty, _describe(est))
+                       list(est.performance.notes), est.performance.uncertainty, describe(est))
 
 
 def _needs(est, training: bool, quantity: str) -> None:
@@ -662,7 +663,7 @@ def _cost_per_hour(est) -> Explanation:
                   if k in ("capex_usd_per_gpu", "capex_basis", "years", "residual_fraction", "power_basis")]
         return Explanation("cost.usd_per_hour", "Price per hour of the plan", c.usd_per_hour,
                            f"${c.usd_per_hour:,.2f}" if c.usd_per_hour is not None else "-", formula, inputs, None,
-                           "", [c.basis], c.uncertainty, _describe(est))
+                           "", [c.basis], c.uncertainty, describe(est))
     formula = ["$/h = the cheapest matching offering's price per instance-hour x instances (whole instances billed)",
                f"  = ${rent['usd_per_instance_hour']:,.2f} x {rent['instances']}"]
     inputs = [Input("offering", f"{rent['provider']} {rent['instance_type']} ({rent['price_kind']}, region "
@@ -679,7 +680,7 @@ def _cost_per_hour(est) -> Explanation:
         notes.append(f"buying pays off after {c.details['breakeven_months']:.1f} months of continuous use "
                      "(`gpuplan estimate --json`: cost.details.own)")
     return Explanation("cost.usd_per_hour", "Price per hour of the plan", c.usd_per_hour, f"${c.usd_per_hour:,.2f}",
-                       formula, inputs, replay, "", notes, None, _describe(est))
+                       formula, inputs, replay, "", notes, None, describe(est))
 
 
 def _cost_per_million(est) -> Explanation:
@@ -698,7 +699,7 @@ def _cost_per_million(est) -> Explanation:
     replay = c.usd_per_hour / (rate * 3600) * 1e6 if (c.usd_per_hour and rate) else None
     shown = "-" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.4f}"
     return Explanation("cost.usd_per_million_tokens", "Price per million tokens", c.usd_per_million_tokens, shown,
-                       formula, inputs, replay, "", [c.basis], c.uncertainty, _describe(est))
+                       formula, inputs, replay, "", [c.basis], c.uncertainty, describe(est))
 
 
 # ---- the table of quantities ---------------------------------------------------------------------------------

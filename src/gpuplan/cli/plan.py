@@ -394,8 +394,10 @@ def _with_speculative(args: argparse.Namespace, scn):
 
 
 def _print_speed(est, curve) -> None:
+    from ..explain import describe
     from ..report import performance_report, table
     from ..units import fmt_bytes, fmt_count, fmt_seconds
+    emit(describe(est) + "\n")                  # which plan: flag-only commands fill most of it from defaults
     emit(performance_report(est.performance))
     if not est.memory.fits:
         emit(f"\nDOES NOT FIT: peak {fmt_bytes(est.memory.peak_bytes_per_gpu)} per GPU > capacity "
