@@ -118,3 +118,11 @@ def test_train_and_serve_say_which_plan_their_numbers_are_for(args, needles, cap
     main(args)
     first = capsys.readouterr().out.splitlines()[0]
     assert all(n in first for n in needles), first
+
+
+@pytest.mark.parametrize("args, match", [(["gpus", "rtx5090"], "rtx-5090"), (["models", "llama3"], "llama-3-8b")])
+def test_a_listing_filter_that_matches_nothing_offers_close_matches(args, match, capsys):
+    # "rtx5090" (no hyphen) lists nothing: the user is told which names are close instead of an empty table
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "nothing matches" in out and match in out
