@@ -172,3 +172,17 @@ def test_compare_rows_carry_their_error_bars(capsys):
     main(["compare", "--model", "llama-3.1-8b", "--task", "finetune", "--method", "lora", "--gpus", "h100-sxm,l40s"])
     out = capsys.readouterr().out
     assert "error bars" in out and "% typical" in out
+
+
+def test_a_handicapped_plan_says_why_it_ranks_below_a_faster_one():
+    # TPU7x under PyTorch/XLA is limited support: the search ranks it as if 25 % slower, so with
+    # --objective fastest it can sit below a slower B200 plan. The table and the plan must say so.
+    rec = recommend("examples/recommend-finetune-8b.yaml", objective="fastest", gpus=["b200", "tpu-v7"], top=4,
+                    progress=False)
+    tpu = [p for p in rec.plans if p.gpu == "tpu-v7"]
+    assert tpu and all(p.rank_factor > 1 for p in tpu)
+    assert all(p.rank_factor == 1 for p in rec.plans if p.gpu == "b200")
+    assert any("ranked as if" in w for w in tpu[0].why)
+    assert tpu[0].to_json()["rank_factor"] == tpu[0].rank_factor
+    text = recommendation_text(rec)
+    assert "†" in text and "ranked as if" in text

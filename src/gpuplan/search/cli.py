@@ -223,7 +223,8 @@ def recommendation_text(rec: Any) -> str:
         for p in rec.plans:
             m, c = p.estimate["memory"], p.estimate["cost"]
             upm = c.get("usd_per_million_tokens")
-            rows.append((p.rank, p.summary[:62], memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"]),
+            mark = " †" if p.rank_factor != 1.0 else ""
+            rows.append((p.rank, p.summary[:62 - len(mark)] + mark, memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"]),
                          _fmt_usd(_per_gpu_hour(c)), _fmt_usd(c.get("usd_per_hour")),
                          _fmt_usd(p.cost_value) if rec.cost_metric != "usd_per_million_tokens" else _fmt_usd(upm),
                          _fmt_time(p.time_value, rec.time_metric), "-" if upm is None else f"{upm:.3f}"))
@@ -232,6 +233,11 @@ def recommendation_text(rec: Any) -> str:
                       "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
         if any(FULL_MARK in r[2] for r in rows):
             lines.append(FULL_NOTE)
+        factors = sorted({f"x{p.rank_factor:.2f}" for p in rec.plans if p.rank_factor != 1.0})
+        if factors:
+            from ..term import wrap
+            lines.append(wrap(f"† ranked as if its figure were {' or '.join(factors)} (limited software support or the "
+                              "preset's preference), so it can sit below a plan with a worse figure (--json: warnings)"))
         lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
         best = rec.plans[0]
         lines.append("")

@@ -47,12 +47,13 @@ class Plan:
     time_value: float | None
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    rank_factor: float = 1.0         # the ranking multiplied the objective by this (limited support, preset)
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "gpu": self.gpu, "count": self.count, "summary": self.summary,
                 "scenario": self.scenario.model_dump(mode="json", exclude_none=True),
                 "estimate": self.estimate, "cost_value": self.cost_value, "time_value": self.time_value,
-                "why": list(self.why), "warnings": list(self.warnings)}
+                "why": list(self.why), "warnings": list(self.warnings), "rank_factor": self.rank_factor}
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,11 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
                          f"{(load['tpot_at_percentile_s'] or 0) * 1e3:,.1f} ms; "
                          f"${c.cost.usd_per_million_tokens or 0:,.2f}/M output tokens at "
                          f"{s.cons.requests_per_s:g} requests/s",) + why[1:]
+    if c.pref != 1.0:
+        why = why + (f"ranked as if its {s.objective} figure were x{c.pref:.2f}: the search prefers fully supported "
+                     f"software{' and the preset' + chr(39) + 's choices' if s.preset else ''} (see warnings)",)
     return Plan(rank=rank, gpu=c.gpu.id, count=c.count, summary=c.summary, scenario=scn, estimate=estimate,
-                cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings)
+                cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings, rank_factor=c.pref)
 
 
 def _bar(what: str, u: Any) -> str:
