@@ -95,3 +95,34 @@ def test_tracked_file_guard_detects_a_write(tmp_path):
     after = tracked_snapshot(tmp_path)
     assert changed_files(before, after) == ["docs/b.png"]
     assert changed_files(before, after, allowed=("docs/",)) == []
+
+
+def test_estimate_of_a_load_scenario_says_where_its_load_is_simulated(capsys):
+    # estimate prints the steady state at infer.concurrency; the file's infer.load (10 requests/s) is what
+    # `serve` simulates and `recommend` sizes for: without a word, its $/M tokens (at concurrency 1) reads as
+    # contradicting recommend's
+    rc, out, _ = run(["estimate", "examples/serve-load-llama-70b.yaml"], capsys)
+    assert rc == 0 and "infer.load" in out and "gpuplan serve" in out and "concurrency 1" in out
+    rc, out, _ = run(["estimate", "examples/serve-llama-70b.yaml"], capsys)
+    assert rc == 0 and "infer.load" not in out
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"], ("vllm", "1 x (1024 + 256) tokens", "1x h100-sxm")),
+    (["train", "--model", "qwen2.5-7b", "--gpu", "a100-sxm-80gb", "--count", "8"],
+     ("full, bf16, adamw, seq 2048", "8x a100-sxm-80gb")),
+])
+def test_train_and_serve_say_which_plan_their_numbers_are_for(args, needles, capsys):
+    # a flag-only `serve`/`train` fills engine, lengths, concurrency, method... from defaults: the answer must
+    # name them (as estimate and explain do) so the numbers can be read
+    main(args)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert all(n in first for n in needles), first
+
+
+@pytest.mark.parametrize("args, match", [(["gpus", "rtx5090"], "rtx-5090"), (["models", "llama3"], "llama-3-8b")])
+def test_a_listing_filter_that_matches_nothing_offers_close_matches(args, match, capsys):
+    # "rtx5090" (no hyphen) lists nothing: the user is told which names are close instead of an empty table
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "nothing matches" in out and match in out

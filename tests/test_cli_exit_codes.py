@@ -11,7 +11,7 @@ import pytest
 
 import gpuplan
 from gpuplan import pipeline
-from gpuplan.cli import main
+from gpuplan.cli import build_parser, main
 
 from conftest import ROOT
 
@@ -82,6 +82,16 @@ def test_owned_count_refused(capsys):
 def test_unknown_flag_has_close_matches(capsys):
     rc, _, err = run(["estimate", *FITS_8B, "--cont", "2"], capsys)
     assert rc == 2 and one_paragraph(err) and "--count" in err
+
+
+def test_unknown_flag_close_matches_are_flags_of_that_command(capsys):
+    # --speculative and --slo-percentile belong to `serve`: suggesting them for `estimate` leads to a second error
+    rc, out, err = run(["estimate", *FITS_8B, "--objective", "dpo", "--json"], capsys)
+    error = json.loads(out)["error"]
+    accepted = set(build_parser("estimate")._subparsers._group_actions[0].choices["estimate"]._option_string_actions)
+    assert rc == 2 and one_paragraph(err)
+    assert error["close_matches"] and set(error["close_matches"]) <= accepted
+    assert "gpuplan estimate --help" in error["fix"]
 
 
 def test_unknown_command_has_close_matches(capsys):

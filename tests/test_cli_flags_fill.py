@@ -38,6 +38,14 @@ def test_no_gpu_anywhere_names_the_fix(tmp_path, capsys):
     assert rc == 2 and "names no GPU" in err and "--gpu" in err and "'hardware' is required" not in err
 
 
+def test_no_gpu_names_the_file_and_the_search_that_picks_one(capsys):
+    # a recommend file (hardware left open) given to `estimate`: the message names the file and offers
+    # `gpuplan recommend`, which is what such a file is for
+    rc = main(["estimate", "examples/recommend-finetune-8b.yaml"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "recommend-finetune-8b.yaml" in err and "gpuplan recommend" in err
+
+
 def test_a_wrong_value_in_the_file_is_refused_even_when_a_flag_overrides_it(tmp_path, capsys):
     path = _write(tmp_path, "model: qwen2.5-0.5b\nhardware: {gpu: l4, count: many}\n")
     rc = main(["estimate", path, "--count", "2"])

@@ -207,3 +207,28 @@ def test_every_quantity_answers_or_refuses_for_varied_plans(argv, capsys):
             # a number; '-' only where the plan does not fit (exit 1) and the figure does not exist
             shown = "[$0-9-]" if rc == 1 else "[$0-9]"
             assert re.search(rf"\({re.escape(q)}\) = {shown}", captured.out.splitlines()[0]), q
+
+
+def test_tpot_gap_under_speculative_decoding_is_not_a_negative_prefill_share():
+    # examples/serve-disagg-spec-llama-70b.yaml: EAGLE k=3 at acceptance 0.7 yields 2.53 tokens per verification
+    # step, so TPOT is below one decode step. Before, the whole difference was called a prefill share and came
+    # out negative ("-8438 µs per token here").
+    import yaml
+    with open("examples/serve-disagg-spec-llama-70b.yaml") as f:
+        ex = explain(yaml.safe_load(f), "speed.tpot")
+    assert "speculative" in ex.gap_note and "2.53 tokens" in ex.gap_note
+    shares = re.findall(r"(-?[\d.,]+) (ms|µs) per token here", ex.gap_note)
+    assert shares and not shares[0][0].startswith("-")
+
+
+def test_tpot_gap_names_the_decode_step_the_pipeline_used():
+    # the decode step the gap starts from is the pipeline's own (breakdown.decode_step), not the formula's replay
+    ex = explain(SERVE_8B | {"infer": {**SERVE_8B["infer"], "concurrency": 128}}, "speed.tpot")
+    est = _estimate_from_api(SERVE_8B | {"infer": {**SERVE_8B["infer"], "concurrency": 128}})
+    step_ms = est.performance.breakdown["decode_step"] * 1e3
+    assert f"decode step ({step_ms:.1f} ms" in ex.gap_note
+
+
+def _estimate_from_api(scn):
+    from gpuplan.api import estimate
+    return estimate(scn)

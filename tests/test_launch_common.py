@@ -157,6 +157,21 @@ def test_estimate_lines_values():
     assert lines[3] == "predicted cost: $98.50/h"
 
 
+def test_estimate_lines_carry_the_error_bars():
+    # every surface shows its figures with their error bar: the launch header too
+    bar = {"quantity": "speed", "category": "training tokens/s", "relative_typical": 0.042, "relative_p90": 0.12,
+           "runs": 181, "sources": 9, "basis": "held-out"}
+    est = {"memory": {"peak_bytes_per_gpu": 40 * GIB, "capacity_bytes_per_gpu": 80 * GIB, "fits": True,
+                      "uncertainty": {"quantity": "memory", "category": "inference", "relative_typical": None,
+                                      "relative_p90": None, "runs": 0, "sources": 0, "basis": "none"}},
+           "performance": {"step_time_s": 0.5, "uncertainty": bar},
+           "cost": {"usd_per_hour": 98.5, "uncertainty": {**bar, "quantity": "cost"}}}
+    lines = estimate_lines(est)
+    assert lines[0].endswith("(fits); no error bar: inference")
+    assert lines[1] == "predicted speed: step 0.500 s; error bar ±4 % typical, ±12 % P90 (training tokens/s, 181 held-out runs, 9 sources)"
+    assert lines[2].startswith("predicted cost: $98.50/h; error bar ±4 % typical")
+
+
 @pytest.mark.parametrize("seconds,text", [(59.0, "59 s"), (5400.0, "1.5 h"), (3 * 86400.0, "3.0 days")])
 def test_time_to_train_units(seconds, text):
     lines = estimate_lines({"memory": {}, "performance": {"time_to_train_s": seconds}})

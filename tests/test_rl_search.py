@@ -60,6 +60,13 @@ def test_whatif_bigger_group_and_longer_responses_cost_time():
     assert longer["step_time_change"] > 0
 
 
+def test_whatif_longer_responses_double_the_cap_as_the_shorter_ones_halve_it():
+    # the example: mean 600, max_new_tokens 1024; x2 scales the whole length distribution, cap included
+    changes = [r["change"] for r in rl_whatif(GRPO)]
+    assert "response length x2 (mean 1200, max 2048)" in changes
+    assert "response length /2 (mean 300, max 512)" in changes
+
+
 def test_the_answer_does_not_depend_on_the_placement_the_scenario_starts_from():
     # the two examples describe the same GRPO workload, one colocated (engine share 0.5), one split 4 + 4
     a = recommend_rl(GRPO, steps=100)

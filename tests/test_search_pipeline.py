@@ -192,6 +192,17 @@ def test_memory_is_the_pipeline_memory_for_the_gpu_of_the_plan():
         assert cap == int(get_gpu(gid).usable_memory_bytes)
 
 
+def test_cached_layout_memory_keeps_the_stranded_reserve_of_the_plans_gpu():
+    # the layout's memory is first estimated on a 16 GiB card it does not fit (no headroom: the allocator's
+    # stranded reserve is dropped there); the l40s plan of the same layout has room for it, as `estimate` says
+    rec = recommend({"model": "llama-3.1-8b", "task": "finetune", "train": {"method": "lora", "tokens": 1e8}},
+                    gpus=["rtx-a4000", "l40s"], top=3, progress=False)
+    plans = [p for p in rec.plans if p.gpu == "l40s"]
+    assert plans
+    for plan in plans:
+        assert plan.estimate["memory"] == pipeline.evaluate(plan.scenario).memory.to_json()
+
+
 def test_bad_profile_path_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         recommend({**PRETRAIN_8B, "hardware": {**PRETRAIN_8B["hardware"], "profile": str(tmp_path / "no.json")}},

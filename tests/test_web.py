@@ -372,6 +372,23 @@ def test_recommend(client):
     assert all(r["reason"] for r in rec["rejected"])
 
 
+def test_recommend_takes_a_scenario_with_a_load_section(client):
+    # examples/serve-load-llama-70b.yaml, which `gpuplan recommend` sizes for its rate and p99 SLO: its
+    # infer.load is one sub-section (an object), not a list of options, and the web search takes it too
+    import yaml
+    from gpuplan.search import recommend
+    with open("examples/serve-load-llama-70b.yaml") as f:
+        scn = yaml.safe_load(f)
+    r = client.post("/api/recommend", json={"scenario": scn, "top": 1})
+    assert r.status_code == 200, r.text
+    plan = r.json()["plans"][0]
+    cli = recommend(scn, top=1, progress=False).to_json()["plans"][0]
+    assert plan["summary"] == cli["summary"] and plan["estimate"]["performance"] == cli["estimate"]["performance"]
+    bad = {**scn, "infer": {**scn["infer"], "load": {**scn["infer"]["load"], "rate_per_s": -1}}}
+    err = error_of(client.post("/api/recommend", json={"scenario": bad}), 422)
+    assert "infer.load" in err["why"]
+
+
 def test_recommend_bad_input(client):
     err = error_of(client.post("/api/recommend", json={"scenario": {"model": "llama-3.1-8b"}, "preset": "cheap"}), 400)
     assert "preset" in err["what"]

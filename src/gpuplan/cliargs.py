@@ -265,7 +265,9 @@ def scenario_from_args(args: argparse.Namespace, *, require_gpu: bool = True, de
     if default_task and not data.get("task"):
         data["task"] = default_task
     if require_gpu and not (data.get("hardware") or {}).get("gpu"):
-        raise InputError("scenario", "names no GPU.", "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`).")
+        raise InputError("scenario" if source == "(flags)" else f"scenario {source}", "names no GPU.",
+                         "add `hardware: {gpu: ...}` or --gpu ID (see `gpuplan gpus`), or let `gpuplan recommend` "
+                         "choose the GPUs.")
     data.setdefault("hardware", {})
     return scenario_from_dict(data, source)
 
@@ -398,13 +400,26 @@ class Parser(argparse.ArgumentParser):
         if choice:
             options = [c.strip(" '") for c in choice.group(2).split(",")]
             matches = close_matches(choice.group(1), options, n=3)
-        raise UsageError(what, why if why.endswith(".") else why + ".", f"see `{self.prog} --help`.", matches)
+        sub = self._command_parser()
+        help_of = sub.prog if sub is not None else self.prog
+        raise UsageError(what, why if why.endswith(".") else why + ".", f"see `{help_of} --help`.", matches)
 
-    def _all_options(self) -> list[str]:
-        options = set(self._option_string_actions)
+    def _command_parser(self) -> "argparse.ArgumentParser | None":
+        """The subcommand's parser when this top-level parser knows which one the command line named
+        (`command`, set by the CLI); argparse reports a subcommand's unknown flags from the top level."""
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction):
-                for sub in action.choices.values():
+                return action.choices.get(getattr(self, "command", None) or "")
+        return None
+
+    def _all_options(self) -> list[str]:
+        """The flags a close match may suggest: the named command's own (flags of other commands would only
+        fail again), else every command's."""
+        options = set(self._option_string_actions)
+        chosen = self._command_parser()
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in [chosen] if chosen is not None else action.choices.values():
                     options.update(sub._option_string_actions)
         return sorted(o for o in options if o.startswith("--"))
 

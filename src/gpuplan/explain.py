@@ -77,7 +77,8 @@ def _gpu_input(est) -> Input:
                  f"{g.id}: {getattr(g, 'usable_memory_basis', '') or 'catalog'} (hardware/data/gpus.csv)")
 
 
-def _describe(est) -> str:
+def describe(est) -> str:
+    """The plan in one line: model, task and its settings, GPUs, layout, framework."""
     s = est.scenario
     p = s.parallel
     what = (f"{s.train.method}, {s.train.precision}, {s.train.optimizer}, seq {s.train.seq_len}, micro-batch "
@@ -86,7 +87,7 @@ def _describe(est) -> str:
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
     return (f"{est.model.name} · {s.task} ({what}) · {s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={p.tp} "
             f"pp={p.pp} zero={p.zero}" + (f" shard_group={p.shard_group}" if p.replicas > 1 else "")
-            + f" · framework {s.framework}")
+            + (f" · framework {s.framework}" if s.train else ""))
 
 
 def _train_stage(est, stage: str | None = None):
@@ -135,7 +136,7 @@ def _mem_explanation(est, key: str, title: str, formula: list[str], inputs: list
              + ", ".join(f"{k} {fmt_bytes(b)}" for k, b in mem.phases.items())] if mem.phases else []
     notes += list(mem.notes)
     return Explanation(f"memory.{key}", title, v, fmt_bytes(v), formula, inputs, replayed, gap, notes,
-                       mem.uncertainty, _describe(est))
+                       mem.uncertainty, describe(est))
 
 
 # ---- memory ----------------------------------------------------------------------------------------------
@@ -515,7 +516,7 @@ def _elementwise_inputs(est) -> list[Input]:
 def _perf_explanation(est, quantity: str, title: str, value: float | None, shown: str, formula: list[str],
                       inputs: list[Input], replayed: float | None, gap: str = "") -> Explanation:
     return Explanation(quantity, title, value, shown, formula, inputs, replayed, gap,
-                       list(est.performance.notes), est.performance.uncertainty, _describe(est))
+                       list(est.performance.notes), est.performance.uncertainty, describe(est))
 
 
 def _needs(est, training: bool, quantity: str) -> None:
@@ -607,12 +608,29 @@ def _tpot(est) -> Explanation:
     inputs.append(Input(f"{scn.infer.engine} fixed cost per step", fmt_seconds(b.get("overhead")), SRC_CALIBRATION))
     replay = max(b.get("decode_memory", 0.0), b.get("decode_compute", 0.0)) + b.get("tp_comm", 0.0) + \
         b.get("ep_comm", 0.0) + b.get("overhead", 0.0)
-    gap = "" if math.isclose(replay, perf.tpot_s or 0, rel_tol=0.01) else (
-        f"TPOT ({fmt_seconds(perf.tpot_s)}) is the mean time per output token of a request: besides the decode step "
-        f"({fmt_seconds(replay)}) each step carries a share of new requests' prefills (batch ÷ output length x one "
-        f"prompt's prefill), {fmt_seconds((perf.tpot_s or 0) - replay)} per token here.")
+    gap = "" if math.isclose(replay, perf.tpot_s or 0, rel_tol=0.01) else _tpot_gap(perf, replay)
     return _perf_explanation(est, "speed.tpot", "Time per output token (decode)", perf.tpot_s,
                              fmt_seconds(perf.tpot_s), formula, inputs, replay, gap)
+
+
+def _tpot_gap(perf: Any, replay: float) -> str:
+    """What TPOT holds beyond the formula's decode step: the terms the formula leaves out of the pipeline's step,
+    the tokens one step yields under speculative decoding, and the share of new requests' prefills."""
+    tpot = perf.tpot_s or 0.0
+    step = perf.breakdown.get("decode_step") or replay
+    spec = (perf.details or {}).get("speculative") or {}
+    k = spec.get("tokens_per_step") or 1.0
+    text = f"TPOT ({fmt_seconds(tpot)}) is the mean time per output token of a request: the decode step ({fmt_seconds(step)}"
+    if not math.isclose(step, replay, rel_tol=0.01):
+        text += (f"; the formula above leaves out {fmt_seconds(step - replay)} of it: the sampler, element-wise "
+                 "kernels and the blend of the weight and KV rooflines, among others")
+    text += ")"
+    if k != 1.0:
+        text += (f" yields {k:.2f} tokens per sequence under speculative decoding ({spec.get('method')}, "
+                 f"k={spec.get('num_tokens')}), {fmt_seconds(step / k)} per token,")
+    return text + (f" and each step carries a share of new requests' prefills (batch ÷ output length x one prompt's "
+                   f"prefill{', also divided by the tokens per step' if k != 1.0 else ''}), "
+                   f"{fmt_seconds(tpot - step / k)} per token here.")
 
 
 def _ttft(est) -> Explanation:
@@ -645,7 +663,7 @@ def _cost_per_hour(est) -> Explanation:
                   if k in ("capex_usd_per_gpu", "capex_basis", "years", "residual_fraction", "power_basis")]
         return Explanation("cost.usd_per_hour", "Price per hour of the plan", c.usd_per_hour,
                            f"${c.usd_per_hour:,.2f}" if c.usd_per_hour is not None else "-", formula, inputs, None,
-                           "", [c.basis], c.uncertainty, _describe(est))
+                           "", [c.basis], c.uncertainty, describe(est))
     formula = ["$/h = the cheapest matching offering's price per instance-hour x instances (whole instances billed)",
                f"  = ${rent['usd_per_instance_hour']:,.2f} x {rent['instances']}"]
     inputs = [Input("offering", f"{rent['provider']} {rent['instance_type']} ({rent['price_kind']}, region "
@@ -662,7 +680,7 @@ def _cost_per_hour(est) -> Explanation:
         notes.append(f"buying pays off after {c.details['breakeven_months']:.1f} months of continuous use "
                      "(`gpuplan estimate --json`: cost.details.own)")
     return Explanation("cost.usd_per_hour", "Price per hour of the plan", c.usd_per_hour, f"${c.usd_per_hour:,.2f}",
-                       formula, inputs, replay, "", notes, None, _describe(est))
+                       formula, inputs, replay, "", notes, None, describe(est))
 
 
 def _cost_per_million(est) -> Explanation:
@@ -681,7 +699,7 @@ def _cost_per_million(est) -> Explanation:
     replay = c.usd_per_hour / (rate * 3600) * 1e6 if (c.usd_per_hour and rate) else None
     shown = "-" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.4f}"
     return Explanation("cost.usd_per_million_tokens", "Price per million tokens", c.usd_per_million_tokens, shown,
-                       formula, inputs, replay, "", [c.basis], c.uncertainty, _describe(est))
+                       formula, inputs, replay, "", [c.basis], c.uncertainty, describe(est))
 
 
 # ---- the table of quantities ---------------------------------------------------------------------------------

@@ -165,6 +165,15 @@ def rich_table(headers: Iterable[str], rows: Iterable[Iterable[str]], align: str
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
 
 
+def wrap(line: str) -> str:
+    """A long plain line as shown: wrapped to the terminal's width on a terminal (indenting the rest), as is
+    in plain text."""
+    if not _state.styled or len(line) <= _state.width:
+        return line
+    import textwrap
+    return textwrap.fill(line, _state.width, subsequent_indent="  ", break_on_hyphens=False)
+
+
 def bar_width(default: int) -> int:
     """Characters of a memory bar: `default` in plain text; on a terminal what is left beside the other
     columns of the memory table (about 46 characters), between 8 and `default`."""

@@ -46,6 +46,7 @@ NO_COLOR_FLAG = "--no-color"
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from . import catalog, plan
     p = Parser(prog="gpuplan", description="Plan LLM hardware: memory, speed, cost, and what to choose.")
+    p.command = command       # the subcommand named on the command line: its flags are the close matches
     p.add_argument("--version", action="version", version=f"gpuplan {__version__}")
     p.add_argument(*QUIET_FLAGS, dest="_quiet", action="store_true", help="print only results and errors")
     p.add_argument(NO_COLOR_FLAG, dest="_no_color", action="store_true", help="no colour on a terminal")

@@ -57,7 +57,19 @@ def cmd_models(args: argparse.Namespace) -> int:
                      f"{r.max_position:,}" if r.max_position else "-"))
     emit(table(rows, ["name", "hf id", "type", "params", "active", "context"], "lllrrr"))
     emit(f"\n{len(rows)} models. Also accepted: any HF repo id (online) or a path to a config.json.", info=True)
+    if not rows and args.search:
+        _nothing_matches(args.search, [e.name for e in list_models(None)] + [e.hf_id for e in list_models(None)])
     return 0
+
+
+def _nothing_matches(needle: str, names: list[str]) -> None:
+    """An empty listing: the names that look like the filter (a missing hyphen or dot is the usual cause)."""
+    from ..errors import close_matches
+    squeezed = needle.lower().replace("-", "").replace(".", "").replace("_", "")
+    near = [n for n in names if squeezed and squeezed in n.lower().replace("-", "").replace(".", "").replace("_", "")]
+    near = list(dict.fromkeys(near + close_matches(needle, names, n=5)))[:8]
+    emit(f"nothing matches '{needle}'" + (f"; close matches: {', '.join(near)}" if near else "")
+         + " (the filter is a plain substring of the name).")
 
 
 MAX_CELL = 96
@@ -187,6 +199,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     emit(table(rows, ["id", "name", "usable GiB", "TB/s", "bf16 TF", "train TF", "scale-up", "TDP W"], "llrrrrlr"))
     emit(f"\n{len(rows)} accelerators. Dense peak rates; 'train TF' is the 16-bit rate with fp32 accumulate.",
          info=True)
+    if not rows and args.filter:
+        _nothing_matches(args.filter, [g.id for g in list_gpus(None)])
     return 0
 
 

@@ -73,6 +73,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print_result("estimate", {**est.to_json(), **({"why": ex.to_json()} if ex else {})})
     else:
         emit(estimate_report(est))
+        inf = est.scenario.infer
+        if inf is not None and inf.load is not None:
+            load = inf.load
+            shape = (f"{load.rate_per_s:g} requests/s" if load.rate_per_s is not None
+                     else f"{load.clients} clients" if load.clients else f"{load.arrival} arrivals")
+            emit(f"note: the figures above are the steady state at concurrency {inf.concurrency} (infer.concurrency); "
+                 f"the scenario's infer.load ({shape}) is simulated by `gpuplan serve` and sized for by "
+                 "`gpuplan recommend`", info=True)
         if ex is not None:
             from .explain import explanation_text
             emit("\n" + explanation_text(ex))
@@ -386,8 +394,10 @@ def _with_speculative(args: argparse.Namespace, scn):
 
 
 def _print_speed(est, curve) -> None:
+    from ..explain import describe
     from ..report import performance_report, table
     from ..units import fmt_bytes, fmt_count, fmt_seconds
+    emit(describe(est) + "\n")                  # which plan: flag-only commands fill most of it from defaults
     emit(performance_report(est.performance))
     if not est.memory.fits:
         emit(f"\nDOES NOT FIT: peak {fmt_bytes(est.memory.peak_bytes_per_gpu)} per GPU > capacity "

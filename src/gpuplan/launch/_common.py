@@ -253,7 +253,7 @@ def estimate_lines(estimate: dict | None) -> list[str]:
     fits = mem.get("fits")
     lines.append(f"predicted memory: {_gib(mem.get('peak_bytes_per_gpu'))} peak per GPU of "
                  f"{_gib(mem.get('capacity_bytes_per_gpu'))} usable"
-                 + ("" if fits is None else (" (fits)" if fits else " (DOES NOT FIT)")))
+                 + ("" if fits is None else (" (fits)" if fits else " (DOES NOT FIT)")) + _error_bar(mem))
     comps = mem.get("components") or {}
     parts = [f"{k} {v / GIB:.2f}" for k, v in comps.items() if isinstance(v, (int, float)) and v]
     if parts:
@@ -266,13 +266,24 @@ def estimate_lines(estimate: dict | None) -> list[str]:
         ("ttft_s", lambda v: f"TTFT {v * 1000:.1f} ms"),
         ("tpot_s", lambda v: f"TPOT {v * 1000:.2f} ms"),
         ("output_tokens_per_s", lambda v: f"{v:,.0f} output tokens/s")))
-    lines.append("predicted speed: " + (", ".join(speed) if speed else "not estimated"))
+    lines.append("predicted speed: " + (", ".join(speed) + _error_bar(perf) if speed else "not estimated"))
     money = _present(cost, (
         ("usd_per_hour", lambda v: f"${v:,.2f}/h"),
         ("usd_total", lambda v: f"${v:,.0f} total"),
         ("usd_per_million_tokens", lambda v: f"${v:,.3f} per million tokens")))
-    lines.append("predicted cost: " + (", ".join(money) if money else "not estimated"))
+    lines.append("predicted cost: " + (", ".join(money) + _error_bar(cost) if money else "not estimated"))
     return lines
+
+
+def _error_bar(section: dict) -> str:
+    """'; error bar ±x % typical, ...' from a section's `uncertainty` (as `gpuplan estimate` prints it)."""
+    u = section.get("uncertainty")
+    if not u:
+        return ""
+    if u.get("relative_typical") is None:
+        return f"; no error bar: {u.get('category') or 'outside every validated category'}"
+    return (f"; error bar ±{100 * u['relative_typical']:.0f} % typical, ±{100 * (u.get('relative_p90') or 0):.0f} % "
+            f"P90 ({u.get('category')}, {u.get('runs', 0)} {u.get('basis', '')} runs, {u.get('sources', 0)} sources)")
 
 
 def _present(values: dict, formats) -> list[str]:

@@ -21,7 +21,8 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
     scenario's GPU count, or at any count when none is given), tokens/s, $/M tokens, tokens/s per watt.
 
     Rows: gpu, fits, count, plan, peak_bytes_per_gpu, capacity_bytes_per_gpu, tokens_per_s,
-    usd_per_hour, usd_per_million_tokens, tokens_per_s_per_watt, reason.
+    usd_per_hour, usd_per_million_tokens, tokens_per_s_per_watt, reason, uncertainty (the plan's memory and
+    speed error bars, as `estimate` gives them; None without a plan).
     """
     from ..errors import InputError
     from ..hardware import get_gpu
@@ -40,7 +41,7 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
         row: dict[str, Any] = {"gpu": gpu.id, "fits": bool(rec.plans), "count": None, "plan": None,
                                "peak_bytes_per_gpu": None, "capacity_bytes_per_gpu": int(gpu.usable_memory_bytes),
                                "tokens_per_s": None, "usd_per_hour": None, "usd_per_million_tokens": None,
-                               "tokens_per_s_per_watt": None, "reason": None}
+                               "tokens_per_s_per_watt": None, "reason": None, "uncertainty": None}
         if rec.plans:
             p = rec.plans[0]
             perf, cost, mem = p.estimate["performance"], p.estimate["cost"], p.estimate["memory"]
@@ -50,7 +51,8 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
             row.update(count=p.count, plan=p.summary, peak_bytes_per_gpu=mem["peak_bytes_per_gpu"],
                        tokens_per_s=tps, usd_per_hour=cost["usd_per_hour"],
                        usd_per_million_tokens=cost["usd_per_million_tokens"],
-                       tokens_per_s_per_watt=(tps / watts) if (tps and watts) else None)
+                       tokens_per_s_per_watt=(tps / watts) if (tps and watts) else None,
+                       uncertainty={"memory": mem.get("uncertainty"), "speed": perf.get("uncertainty")})
         else:
             reasons = [r for r in rec.rejected if r.gpu == gpu.id] or list(rec.rejected)
             row["reason"] = reasons[0].reason if reasons else "no feasible plan"

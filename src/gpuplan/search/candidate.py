@@ -84,10 +84,12 @@ def layout_text(par: Mapping[str, Any], extra: Mapping[str, Any] = ()) -> str:
 
 def train_memory(s: Search, gpu: Any, count: int, gpn: int, par: dict, section: dict,
                  framework: str | None = None) -> MemoryEstimate:
-    """The memory of a training layout, estimated once per distinct layout: memory does not depend on
-    the GPU type, only the capacity it is compared with does (see `for_gpu`)."""
+    """The memory of a training layout, estimated once per distinct layout and GPU capacity: the allocations
+    do not depend on the GPU type, but the caching allocator's stranded reserve is capped at the headroom the
+    capacity leaves (estimate/memory.py `_finish`), so a layout estimated on a card it does not fit must not
+    stand for a larger card."""
     key = (tuple(par.get(k) for k in TRAIN_MEMORY_KEY[0]) + tuple(section[k] for k in TRAIN_MEMORY_KEY[1])
-           + (section.get("global_batch"), count > 1, framework))
+           + (section.get("global_batch"), count > 1, framework, int(gpu.usable_memory_bytes)))
     mem = s.cache.memory.get(key)
     if mem is None:
         mem = s.cache.memory[key] = memory(s, fast(s, gpu, count, gpn, par, section, framework), gpu)

@@ -223,7 +223,8 @@ def recommendation_text(rec: Any) -> str:
         for p in rec.plans:
             m, c = p.estimate["memory"], p.estimate["cost"]
             upm = c.get("usd_per_million_tokens")
-            rows.append((p.rank, p.summary[:62], memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"]),
+            mark = " †" if p.rank_factor != 1.0 else ""
+            rows.append((p.rank, p.summary[:62 - len(mark)] + mark, memory_cell(m["peak_bytes_per_gpu"], m["capacity_bytes_per_gpu"]),
                          _fmt_usd(_per_gpu_hour(c)), _fmt_usd(c.get("usd_per_hour")),
                          _fmt_usd(p.cost_value) if rec.cost_metric != "usd_per_million_tokens" else _fmt_usd(upm),
                          _fmt_time(p.time_value, rec.time_metric), "-" if upm is None else f"{upm:.3f}"))
@@ -232,6 +233,11 @@ def recommendation_text(rec: Any) -> str:
                       "`gpuplan estimate`)") if rec.task == "infer" else "$/M tok: per million trained tokens")
         if any(FULL_MARK in r[2] for r in rows):
             lines.append(FULL_NOTE)
+        factors = sorted({f"x{p.rank_factor:.2f}" for p in rec.plans if p.rank_factor != 1.0})
+        if factors:
+            from ..term import wrap
+            lines.append(wrap(f"† ranked as if its figure were {' or '.join(factors)} (limited software support or the "
+                              "preset's preference), so it can sit below a plan with a worse figure (--json: warnings)"))
         lines += offering_notes(list(rec.plans) + [p for p in rec.pareto if p not in rec.plans])
         best = rec.plans[0]
         lines.append("")
@@ -358,7 +364,22 @@ def compare_table(rows: list[dict], task: str) -> str:
         cells.append((r["gpu"], "yes", r["plan"][:48], f"{r['tokens_per_s'] or 0:,.0f}", _fmt_usd(r["usd_per_hour"]),
                       "-" if r["usd_per_million_tokens"] is None else format(r["usd_per_million_tokens"], ".3f"),
                       "-" if r["tokens_per_s_per_watt"] is None else format(r["tokens_per_s_per_watt"], ".2f")))
-    return table(cells, ["gpu", "fits", "plan", speed, "$/h", per_m, "tok/s/W"], "lrlrrrr")
+    out = table(cells, ["gpu", "fits", "plan", speed, "$/h", per_m, "tok/s/W"], "lrlrrrr")
+    bars = []
+    for r in rows:
+        for what, u in ((("memory", (r.get("uncertainty") or {}).get("memory")),
+                         ("speed and cost", (r.get("uncertainty") or {}).get("speed")))):
+            if u and u.get("relative_typical") is not None:
+                line = (f"{what} ±{100 * u['relative_typical']:.0f} % typical, ±{100 * u['relative_p90']:.0f} % P90 "
+                        f"({u['category']})")
+            elif u:
+                line = f"{what}: no error bar ({u.get('category')})"
+            else:
+                continue
+            if line not in bars:
+                bars.append(line)
+    from ..term import wrap
+    return out + ("\n" + wrap("error bars: " + "; ".join(bars)) if bars else "")
 
 
 def compare_record(row: dict, task: str) -> dict:

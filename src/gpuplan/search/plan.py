@@ -47,12 +47,13 @@ class Plan:
     time_value: float | None
     why: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    rank_factor: float = 1.0         # the ranking multiplied the objective by this (limited support, preset)
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "gpu": self.gpu, "count": self.count, "summary": self.summary,
                 "scenario": self.scenario.model_dump(mode="json", exclude_none=True),
                 "estimate": self.estimate, "cost_value": self.cost_value, "time_value": self.time_value,
-                "why": list(self.why), "warnings": list(self.warnings)}
+                "why": list(self.why), "warnings": list(self.warnings), "rank_factor": self.rank_factor}
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,18 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
                          f"{(load['tpot_at_percentile_s'] or 0) * 1e3:,.1f} ms; "
                          f"${c.cost.usd_per_million_tokens or 0:,.2f}/M output tokens at "
                          f"{s.cons.requests_per_s:g} requests/s",) + why[1:]
+    if c.pref != 1.0:
+        why = why + (f"ranked as if its {s.objective} figure were x{c.pref:.2f}: the search prefers fully supported "
+                     f"software{' and the preset' + chr(39) + 's choices' if s.preset else ''} (see warnings)",)
     return Plan(rank=rank, gpu=c.gpu.id, count=c.count, summary=c.summary, scenario=scn, estimate=estimate,
-                cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings)
+                cost_value=c.cost_value, time_value=c.time_value, why=why, warnings=warnings, rank_factor=c.pref)
+
+
+def _bar(what: str, u: Any) -> str:
+    """'memory ±4 % (category)', or 'memory: no error bar (category)' outside every validated category."""
+    if u.typical is None:
+        return f"{what}: no error bar ({u.category or 'outside every validated category'})"
+    return f"{what} ±{100 * u.typical:.0f} % ({u.category})"
 
 
 def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str, ...]:
@@ -201,9 +212,8 @@ def _why(s: Search, c: Cand, est: Any, rank: int, n_feasible: int) -> tuple[str,
                    "(set cost.capex_usd_per_gpu)" if cost.details.get("own") is None else
                    "buying never pays off: renting costs less than the electricity of owning")
     ub_mem, ub_speed = mem.uncertainty, est.performance.uncertainty   # attached by the pipeline
-    if ub_mem is not None and ub_speed is not None and ub_mem.typical is not None and ub_speed.typical is not None:
-        why.append(f"error bars: memory ±{100 * ub_mem.typical:.0f} % ({ub_mem.category}), "
-                   f"time and cost ±{100 * ub_speed.typical:.0f} % ({ub_speed.category}); "
+    if ub_mem is not None and ub_speed is not None:
+        why.append(f"error bars: {_bar('memory', ub_mem)}, {_bar('time and cost', ub_speed)}; "
                    "typical, P90 in the JSON")
     if rank == 1:
         why.append(f"best of {n_feasible} feasible plans by {s.objective}")

@@ -156,8 +156,9 @@ def _knobs(scn: Scenario) -> list[tuple[str, dict[str, Any]]]:
     out = [(f"group_size={rl.group_size * 2}", {"group_size": rl.group_size * 2})]
     if rl.group_size // 2 >= 2:
         out.append((f"group_size={rl.group_size // 2}", {"group_size": rl.group_size // 2}))
-    out.append((f"response length x2 (mean {mean * 2}, max {max(rl.max_new_tokens, mean * 2)})",
-                {"mean_response_len": mean * 2, "max_new_tokens": max(rl.max_new_tokens, mean * 2)}))
+    # x2 scales the whole length distribution, its cap too (as /2 halves both)
+    out.append((f"response length x2 (mean {mean * 2}, max {rl.max_new_tokens * 2})",
+                {"mean_response_len": mean * 2, "max_new_tokens": rl.max_new_tokens * 2}))
     if mean // 2 >= 1:
         out.append((f"response length /2 (mean {mean // 2}, max {max(1, rl.max_new_tokens // 2)})",
                     {"mean_response_len": min(mean // 2, max(1, rl.max_new_tokens // 2)),

@@ -106,8 +106,18 @@ def _option_values(where: str, section: str, name: str, value: Any) -> list[Any]
     if isinstance(value, list) and not option:
         raise BodyError(f"'{where}' takes one value, not a list (the search varies only "
                         f"{', '.join(section + '.' + f for f in OPTION_FIELDS[section])})")
-    values = value if isinstance(value, list) else [value]
     adapter = _adapter(section, name)
+    if isinstance(value, dict) and not option and adapter is not None:
+        # a sub-section (infer.load, infer.speculative, train.rl): one value, validated whole; its numbers
+        # and depth are bounded with the rest of the body (_plain)
+        try:
+            adapter.validate_python(value)
+        except ValidationError as err:
+            e = err.errors()[0] if err.errors() else {}
+            loc = ".".join(str(x) for x in e.get("loc", ()))
+            raise BodyError(f"'{where}{'.' + loc if loc else ''}': {e.get('msg', 'is invalid')}") from None
+        return [value]
+    values = value if isinstance(value, list) else [value]
     for v in values:
         if isinstance(v, (dict, list)):
             raise BodyError(f"'{where}' must be a value or a list of plain values, not a nested {type(v).__name__}")
