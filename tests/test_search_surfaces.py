@@ -186,3 +186,24 @@ def test_a_handicapped_plan_says_why_it_ranks_below_a_faster_one():
     assert tpu[0].to_json()["rank_factor"] == tpu[0].rank_factor
     text = recommendation_text(rec)
     assert "†" in text and "ranked as if" in text
+
+
+def test_a_plan_sized_by_simulation_is_the_plan_serve_simulates():
+    """recommend sizes colocated replicas by the load simulator: the plan it shows carries the replica
+    it simulated (its rate, no prefill/decode split), so `serve` on that plan gives recommend's numbers."""
+    base = {"model": "llama-3.1-8b", "task": "infer", "parallel": {"tp": 1},
+            "infer": {"engine": "vllm", "load": {
+                "rate_per_s": 40, "requests": 300, "input": {"dist": "fixed", "mean": 1024},
+                "output": {"dist": "fixed", "mean": 128}, "slo_ttft_s": 0.5, "slo_tpot_s": 0.05,
+                "disaggregation": {"prefill_instances": 1, "decode_instances": 1}}}}
+    rec = recommend(base, gpus=["h100-sxm"], top=1)
+    plan = rec.plans[0]
+    sized = plan.estimate["load"]
+    assert sized["replicas"] > 1
+    load = plan.scenario.infer.load
+    assert load.disaggregation is None
+    assert any("disaggregation" in w for w in plan.warnings)
+    r = pipeline.resolve(plan.scenario)
+    served = pipeline.serving_load(r, pipeline.memory(r), search=False)
+    assert served["ttft_s"]["p99"] == pytest.approx(sized["ttft_at_percentile_s"], rel=1e-9)
+    assert served["tpot_s"]["p99"] == pytest.approx(sized["tpot_at_percentile_s"], rel=1e-9)

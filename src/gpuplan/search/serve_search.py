@@ -136,6 +136,9 @@ def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
         t.miss(gpu.id, 3, 0.5, Rejection(label, lim, "constraint", gpu.id, count))
         return
     scn = scn1 if count == group else build(s, gpu, count, rep.gpn, par, section)
+    notes: tuple[str, ...] = ()
+    if load is not None:
+        scn, notes = _simulated_replica(scn, load, cons)
     perf = dataclasses.replace(perf1, output_tokens_per_s=perf1.output_tokens_per_s * replicas)
     if load is not None:
         # sized by simulation: the latencies are the SLO percentile's at rate/replicas, the throughput is
@@ -151,7 +154,28 @@ def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
     limited = any(p.severity == "warning" and p.limited for p in rep.problems)
     pref = s.pref(weights=rep.weights, engine=rep.engine) * (LIMITED_SUPPORT_PENALTY if limited else 1.0)
     accept(s, Cand(gpu, count, scn, mem, perf, cost, cv, tv, upm, (gpu.id, rep.engine, rep.weights, rep.kv), label,
-                   pref, tuple(p.message for p in rep.problems)))
+                   pref, tuple(p.message for p in rep.problems) + notes))
+
+
+def _simulated_replica(scn: Any, load: dict, cons: Any) -> tuple[Any, tuple[str, ...]]:
+    """The plan's `infer.load` made the one replica the sizing simulated (estimate.load.replicas_for_slo):
+    Poisson arrivals at rate/replicas, its request count, the SLO, no warm-up and no prefill/decode split,
+    so `serve` on the plan reproduces the numbers shown (serve simulates one replica at the load's rate).
+    Returns the scenario and the warnings saying what of the scenario's load was not applied."""
+    from ..scenario import Load
+    old = scn.infer.load
+    fields = {"rate_per_s": load["rate_per_replica_s"], "arrival": "poisson", "requests": load["requests"],
+              "warmup_requests": 0, "disaggregation": None, "slo_ttft_s": cons.ttft_s, "slo_tpot_s": cons.tpot_s}
+    new = Load(**fields) if old is None else old.model_copy(update=fields)
+    notes = []
+    if old is not None and old.disaggregation is not None:
+        dg = old.disaggregation
+        notes.append(f"infer.load.disaggregation ({dg.prefill_instances} prefill + {dg.decode_instances} decode "
+                     "instances) is not applied: recommend sizes colocated replicas, and this plan is one; "
+                     "`gpuplan serve` on the scenario compares the split with colocated serving")
+    if old is not None and old.arrival != "poisson":
+        notes.append(f"infer.load.arrival {old.arrival} is not applied: the replicas are sized on Poisson arrivals")
+    return scn.model_copy(update={"infer": scn.infer.model_copy(update={"load": new})}), tuple(notes)
 
 
 def _replicas(s: Search, rep: Replica, tokens_per_s: float, group: int, label: str) -> int | None:
