@@ -389,6 +389,24 @@ def test_recommend_takes_a_scenario_with_a_load_section(client):
     assert "infer.load" in err["why"]
 
 
+
+def test_recommend_an_rl_scenario_answers_as_the_cli_does(client, capsys):
+    # `gpuplan recommend` on a GRPO file runs the rl-plan placement search; the web route gives the same
+    # record (it used to answer 400 pointing at rl-plan), and refuses a GPU count with too many placements
+    import yaml
+    from gpuplan.cli import main
+    with open("examples/grpo-7b-colocated.yaml") as f:
+        scn = yaml.safe_load(f)
+    assert main(["recommend", "examples/grpo-7b-colocated.yaml", "--top", "3", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["result"]
+    r = client.post("/api/recommend", json={"scenario": scn, "top": 3})
+    assert r.status_code == 200, r.text
+    assert r.json() == cli
+    assert len(cli["plans"]) == 3 and cli["plans"][0]["placement"] in ("colocated", "split") and cli["whatif"]
+    big = {**scn, "hardware": {**scn["hardware"], "count": 512}}
+    err = error_of(client.post("/api/recommend", json={"scenario": big}), 400)
+    assert err["what"] == "hardware.count 512" and "rl-plan" in err["fix"]
+
 def test_recommend_bad_input(client):
     err = error_of(client.post("/api/recommend", json={"scenario": {"model": "llama-3.1-8b"}, "preset": "cheap"}), 400)
     assert "preset" in err["what"]

@@ -17,6 +17,7 @@ def _limit(flag: str, high: float, field: str, **kw: Any):
 def add_parsers(sub: Any) -> None:
     from ..cliargs import MAX_GPUS, add_scenario_args, positive_int
     from .presets import PRESETS
+    from .rl_search import DEFAULT_STEPS
     s = sub.add_parser("recommend", help="which GPUs, how many, configured how: ranked plans with reasons")
     add_scenario_args(s)
     s.add_argument("--objective", default=None,
@@ -63,7 +64,7 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("rl-plan", help="RL (grpo/ppo/rloo): colocated or split rollout/training GPUs, cheapest "
                        "for N steps, and what group size, response length and the reference cost")
     add_scenario_args(s)
-    s.add_argument("--steps", type=positive_int("--steps", 10_000_000), default=1000,
+    s.add_argument("--steps", type=positive_int("--steps", 10_000_000), default=DEFAULT_STEPS,
                    help="RL steps to price (default 1000)")
     s.add_argument("--sync-only", action="store_true", help="leave out off-policy (async) split placements")
     s.add_argument("--top", type=positive_int("--top", 1000), default=10, help="plans to show (1 to 1,000)")
@@ -105,9 +106,11 @@ def run_recommend(args: argparse.Namespace) -> int:
     data = partial_from_args(args)
     from .recommend import is_rl
     if is_rl(data):     # an RL job's plans are rollout/training placements (rl_search.py)
-        args.steps, args.sync_only = getattr(args, "steps", 1000), getattr(args, "sync_only", False)
-        emit("RL objective: the plans are placements of rollout and training on the scenario's GPUs "
-             "(the same search as `gpuplan rl-plan`, cheapest for 1,000 steps; set --steps there).", info=True)
+        from .rl_search import DEFAULT_STEPS
+        args.steps, args.sync_only = getattr(args, "steps", DEFAULT_STEPS), getattr(args, "sync_only", False)
+        if not args.json:      # --json prints the record alone
+            emit("RL objective: the plans are placements of rollout and training on the scenario's GPUs "
+                 "(the same search as `gpuplan rl-plan`, cheapest for 1,000 steps; set --steps there).", info=True)
         return run_rl_plan(args)
     rec = recommend(data, objective=args.objective, top=args.top, gpus=_split(args.gpus),
                     preset=args.preset, budget_usd=args.budget, budget_usd_per_hour=args.budget_per_hour,
@@ -446,10 +449,8 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
 
 def run_rl_plan(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result, scenario_from_args
-    from .rl_search import recommend_rl, rl_whatif
-    scn = scenario_from_args(args)
-    rec = recommend_rl(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
-    rows = rl_whatif(scn)
+    from .rl_search import rl_plan
+    rec, rows = rl_plan(scenario_from_args(args), steps=args.steps, allow_async=not args.sync_only, top=args.top)
     if args.json:
         print_result("rl-plan", {**rec.to_json(), "whatif": rows})
     else:

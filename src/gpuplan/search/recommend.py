@@ -107,8 +107,9 @@ def _refuse_rl(data: Mapping[str, Any]) -> None:
         raise InputError(f"train.objective {data['train']['objective']}",
                          "is an RL objective: its plans are placements of the rollout engine and the trainer on "
                          "the scenario's GPUs, which the layout search does not enumerate.",
-                         "use gpuplan.search.rl_search.recommend_rl (CLI: `gpuplan rl-plan SCENARIO` — "
-                         "`gpuplan recommend` runs it for an RL scenario), with hardware.gpu and hardware.count set.")
+                         "use gpuplan.search.rl_search.rl_plan (CLI: `gpuplan rl-plan SCENARIO` — `gpuplan recommend` "
+                         "and the web's POST /api/recommend run it for an RL scenario), with hardware.gpu and "
+                         "hardware.count set.")
 
 
 def _default_cap(s: Search) -> bool:

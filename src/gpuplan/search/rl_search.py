@@ -19,6 +19,7 @@ from ..scenario import RL_OBJECTIVES, Scenario
 # rollout GPUs in a split placement hold nothing but the engine: vLLM's own default share
 SPLIT_GPU_MEMORY_UTILIZATION = 0.9
 ROLLOUT_TPS = (1, 2, 4, 8)
+DEFAULT_STEPS = 1000        # RL steps priced when none are named (rl-plan --steps)
 
 
 @dataclass(frozen=True)
@@ -102,23 +103,38 @@ def _gib(x: float) -> str:
     return f"{x / 2**30:.1f} GiB"
 
 
-def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = 1000, allow_async: bool = True,
-                 top: int | None = None) -> RLRecommendation:
+def rl_plan(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = DEFAULT_STEPS, allow_async: bool = True,
+            top: int | None = None, max_placements: int | None = None) -> tuple[RLRecommendation, list[dict[str, Any]]]:
+    """The placement search and the workload what-if of an RL scenario: the one answer `gpuplan rl-plan`,
+    `gpuplan recommend` on an RL scenario and the web's POST /api/recommend give."""
+    scn = as_scenario(scenario)
+    return (recommend_rl(scn, steps=steps, allow_async=allow_async, top=top, max_placements=max_placements),
+            rl_whatif(scn))
+
+
+def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = DEFAULT_STEPS, allow_async: bool = True,
+                 top: int | None = None, max_placements: int | None = None) -> RLRecommendation:
     """Placements of an RL scenario's GPUs, cheapest for `steps` RL steps first, with the rejected ones.
 
     The scenario fixes the model, GPU type and count, the RL workload (prompts, group, lengths, reference,
-    critic, reward model) and the training layout (`parallel`, applied to the training group)."""
+    critic, reward model) and the training layout (`parallel`, applied to the training group).
+    `max_placements`: refuse (before evaluating any) a GPU count with more placements than this."""
     scn = as_scenario(scenario)
     if scn.train is None or scn.train.objective not in RL_OBJECTIVES:
         raise InputError("train.objective", "must be an RL objective (grpo, ppo, rloo) for an RL placement search.",
                          "set train.objective: grpo and train.rl, or use `gpuplan recommend` for other training.")
     if not 1 <= steps <= 10_000_000:
         raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "pass --steps N.")
+    n = scn.hardware.count
+    candidates = _candidates(scn, allow_async)
+    if max_placements is not None and len(candidates) > max_placements:
+        raise InputError(f"hardware.count {n}", f"gives {len(candidates):,} rollout/training placements to evaluate, "
+                         f"more than the {max_placements:,} allowed here.",
+                         "use fewer GPUs, or run `gpuplan rl-plan SCENARIO` locally.")
     base = resolve(scn)
     plans: list[RLPlan] = []
     rejections: list[RLRejection] = []
-    n = scn.hardware.count
-    for c in _candidates(scn, allow_async):
+    for c in candidates:
         what = _label(c, n)
         rl = {**scn.train.rl.model_dump(), **c}
         try:

@@ -250,9 +250,19 @@ def _partial(scenario: dict[str, Any], allow_hub: bool) -> dict[str, Any]:
     return part
 
 
+WEB_MAX_RL_PLACEMENTS = 256       # an RL placement search: ~25 ms of CPU per placement (64 GPUs give 236)
+
+
 def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: bool) -> Any:
     from ..search import recommend as lib_recommend
-    result = call_known(lib_recommend, (_partial(scenario, allow_hub),), {**options, "progress": False})
+    from ..search.recommend import is_rl
+    part = _partial(scenario, allow_hub)
+    if is_rl(part):
+        # as `gpuplan recommend` on an RL scenario: the rl-plan placement search (search/cli.run_recommend)
+        from ..search.rl_search import rl_plan
+        rec, rows = rl_plan(part, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
+        return clean({**rec.to_json(), "whatif": rows})
+    result = call_known(lib_recommend, (part,), {**options, "progress": False})
     return clean(result.to_json() if hasattr(result, "to_json") else result)
 
 
