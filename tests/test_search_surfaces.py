@@ -207,3 +207,21 @@ def test_a_plan_sized_by_simulation_is_the_plan_serve_simulates():
     served = pipeline.serving_load(r, pipeline.memory(r), search=False)
     assert served["ttft_s"]["p99"] == pytest.approx(sized["ttft_at_percentile_s"], rel=1e-9)
     assert served["tpot_s"]["p99"] == pytest.approx(sized["tpot_at_percentile_s"], rel=1e-9)
+
+
+def test_a_plan_with_more_replicas_than_needed_shows_its_own_replicas_numbers():
+    # a fixed GPU count can give more replicas than the SLO needs: the numbers shown are then simulated
+    # at the plan's own share of the rate (what `serve` on the plan simulates), not at the fewest replicas'
+    base = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"count": 4}, "parallel": {"tp": 1},
+            "infer": {"engine": "vllm", "load": {
+                "rate_per_s": 8, "requests": 300, "input": {"dist": "fixed", "mean": 1024},
+                "output": {"dist": "fixed", "mean": 128}, "slo_ttft_s": 0.5, "slo_tpot_s": 0.05}}}
+    plan = recommend(base, gpus=["h100-sxm"], top=1).plans[0]
+    sized = plan.estimate["load"]
+    assert sized["replicas"] == 4 and sized["replicas_needed"] < 4
+    assert plan.scenario.infer.load.rate_per_s == pytest.approx(2.0)
+    r = pipeline.resolve(plan.scenario)
+    served = pipeline.serving_load(r, pipeline.memory(r), search=False)
+    assert served["ttft_s"]["p99"] == pytest.approx(sized["ttft_at_percentile_s"], rel=1e-9)
+    assert served["tpot_s"]["p99"] == pytest.approx(sized["tpot_at_percentile_s"], rel=1e-9)
+    assert sized["goodput_requests_per_s"] == pytest.approx(4 * served["goodput_requests_per_s"], rel=1e-9)

@@ -170,10 +170,10 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
         n = c.perf.details["replicas"]
         goodput = load.get("goodput_requests_per_s")
         estimate["load"] = {**load, "replicas": n, "rate_per_s": s.cons.requests_per_s,
-                            # the run at the fewest replicas that meet the SLO carried the whole rate over
-                            # that many replicas; more replicas only lower latency (goodput <= rate)
+                            # the simulated replica carried the whole rate over `replicas_simulated` replicas
+                            # (goodput <= rate)
                             "goodput_requests_per_s": None if goodput is None else
-                            min(goodput * load.get("replicas_needed", n), s.cons.requests_per_s),
+                            min(goodput * load.get("replicas_simulated", n), s.cons.requests_per_s),
                             "usd_per_million_tokens": c.cost.usd_per_million_tokens}
         # the plan is priced at the rate it was sized for, not at the scenario's concurrency
         estimate["cost"]["usd_per_million_tokens"] = c.cost.usd_per_million_tokens

@@ -225,13 +225,19 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
                      f"p{slo['percentile']:g} TTFT/TPOT within the target at {cons.requests_per_s:g} requests/s "
                      "(simulated)", "constraint", rep.gpu.id, group))
         return None
-    replicas, summary = sized
-    summary["mean_output_tokens"] = summary["output_tokens_per_s"] / summary["requests_per_s"] \
-        if summary["requests_per_s"] else float(scn1.infer.output_len)
-    replicas = _within_counts(s, rep, replicas, group, label, lambda: f"the SLO at {cons.requests_per_s:g} requests/s")
+    replicas = _within_counts(s, rep, sized[0], group, label, lambda: f"the SLO at {cons.requests_per_s:g} requests/s")
     if replicas is None:
         return None
-    # latencies stay those simulated at the fewest replicas that meet the SLO (more only lowers them)
+    summary = sized[1]
+    if replicas > sized[0]:
+        # the fixed counts give more replicas than the SLO needs: the numbers shown are one replica's at
+        # the plan's own share of the rate (what `serve` on the plan simulates); more replicas only lower them
+        again = replicas_for_slo(r.scenario, sv, int(gpu.usable_memory_bytes), cons.requests_per_s / replicas, slo,
+                                 max_replicas=1)
+        summary = again[1] if again is not None else summary
+    summary["mean_output_tokens"] = summary["output_tokens_per_s"] / summary["requests_per_s"] \
+        if summary["requests_per_s"] else float(scn1.infer.output_len)
     summary["replicas_needed"] = sized[0]
+    summary["replicas_simulated"] = replicas if summary is not sized[1] else sized[0]
     summary["rate_per_replica_s"] = cons.requests_per_s / replicas
     return replicas, summary
