@@ -126,3 +126,10 @@ def test_a_listing_filter_that_matches_nothing_offers_close_matches(args, match,
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "nothing matches" in out and match in out
+
+
+def test_gpu_card_says_which_memory_plans_use(capsys):
+    # the nominal "80 GB" (80e9 bytes) reads below the usable 85.5e9 bytes nvidia-smi reports: the card says so
+    assert main(["gpu", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "memory_bytes is the vendor's nominal \"80 GB\"" in out and "usable_memory_bytes (79.647 GiB" in out

@@ -212,6 +212,9 @@ def cmd_gpu(args: argparse.Namespace) -> int:
         print_result("gpu", d)
         return 0
     emit(table([(k, v) for k, v in d.items()], ["field", "value"], "ll"))
+    # the nominal size can read below the usable one (a vendor's "80 GB" is 80 GiB of HBM): say which one plans use
+    emit(f"memory_bytes is the vendor's nominal \"{d['memory_gb']:g} GB\" read as {d['memory_gb']:g} x 10^9 bytes; every "
+         f"plan uses usable_memory_bytes ({d['usable_memory_gib']:g} GiB: {d['usable_memory_basis'] or 'catalog'}).")
     return 0
 
 
