@@ -189,8 +189,9 @@ def test_a_handicapped_plan_says_why_it_ranks_below_a_faster_one():
 
 
 def test_a_plan_sized_by_simulation_is_the_plan_serve_simulates():
-    """recommend sizes colocated replicas by the load simulator: the plan it shows carries the replica
-    it simulated (its rate, no prefill/decode split), so `serve` on that plan gives recommend's numbers."""
+    """recommend sizes colocated replicas by the load simulator: the plan it shows carries the load it
+    simulated (the service's rate, dealt by serve to the plan's replicas; no prefill/decode split), so `serve` on
+    that plan gives recommend's numbers."""
     base = {"model": "llama-3.1-8b", "task": "infer", "parallel": {"tp": 1},
             "infer": {"engine": "vllm", "load": {
                 "rate_per_s": 40, "requests": 300, "input": {"dist": "fixed", "mean": 1024},
@@ -219,9 +220,12 @@ def test_a_plan_with_more_replicas_than_needed_shows_its_own_replicas_numbers():
     plan = recommend(base, gpus=["h100-sxm"], top=1).plans[0]
     sized = plan.estimate["load"]
     assert sized["replicas"] == 4 and sized["replicas_needed"] < 4
-    assert plan.scenario.infer.load.rate_per_s == pytest.approx(2.0)
+    # the plan carries the service's whole rate; serve deals it to the plan's 4 replicas, 2/s each
+    assert plan.scenario.infer.load.rate_per_s == pytest.approx(8.0)
     r = pipeline.resolve(plan.scenario)
     served = pipeline.serving_load(r, pipeline.memory(r), search=False)
+    assert served["replicas"] == 4 and served["rate_per_replica_s"] == pytest.approx(2.0)
+    assert served["rate_per_s"] == pytest.approx(8.0)
     assert served["ttft_s"]["p99"] == pytest.approx(sized["ttft_at_percentile_s"], rel=1e-9)
     assert served["tpot_s"]["p99"] == pytest.approx(sized["tpot_at_percentile_s"], rel=1e-9)
-    assert sized["goodput_requests_per_s"] == pytest.approx(4 * served["goodput_requests_per_s"], rel=1e-9)
+    assert sized["goodput_requests_per_s"] == pytest.approx(served["goodput_requests_per_s"], rel=1e-9)   # the plan's

@@ -15,6 +15,7 @@ Layering: this module sits above `estimate/` (pure estimators) and below `search
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,13 +222,50 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
         notes.append(f"vLLM runs up to max_num_seqs={seqs} (its default here); the KV pool is sized for that "
                      "limit's start-up profile.")
     sv = serving_model(scn, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
-    out = simulate_load(scn, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep,
+    load = scn.infer.load
+    # the load is the whole plan's: its replicas (model copies) share it evenly, one is simulated
+    replicas = 1 if load.disaggregation is not None else max(1, scn.hardware.count // sv.group_gpus)
+    one, rows, share_note = _replica_share(scn, rows, replicas)
+    if share_note:
+        notes.append(share_note)
+    out = simulate_load(one, sv, int(r.gpu.usable_memory_bytes), trace_rows=rows, search=search, sweep=sweep,
                         progress=progress)
     out["notes"] = notes + out["notes"]
     per = out["disaggregation"]["gpus"] if out.get("disaggregation") else sv.group_gpus
-    out["replicas"] = max(1, scn.hardware.count // per)
+    out["replicas"] = replicas if load.disaggregation is None else max(1, scn.hardware.count // per)
     out["gpus_per_replica"] = per
+    if replicas > 1:
+        out["rate_per_replica_s"] = out.get("rate_per_s")
+        for k in ("rate_per_s", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+                  "goodput_requests_per_s"):
+            if out.get(k) is not None:
+                out[k] *= replicas
     return out
+
+
+def _replica_share(scn: Scenario, rows: list | None, replicas: int) -> tuple[Scenario, list | None, str]:
+    """One replica's share of the plan's load, as a load balancer that deals requests evenly gives it: the
+    arrival rate (Poisson thinned by random routing is Poisson at rate/replicas; gamma gaps approximately
+    so), the closed-loop clients and the offline requests divided, a trace's requests dealt in turn."""
+    load = scn.infer.load
+    if replicas <= 1:
+        return scn, rows, ""
+    upd: dict[str, Any] = {}
+    if load.arrival in ("poisson", "gamma"):
+        upd["rate_per_s"] = load.rate_per_s / replicas
+        what = f"{load.rate_per_s:g} requests/s"
+    elif load.arrival == "closed":
+        upd["clients"] = max(1, math.ceil(load.clients / replicas))
+        what = f"{load.clients} clients (the busiest replica's {upd['clients']} simulated)"
+    elif load.arrival == "offline":
+        upd["requests"] = max(1, math.ceil(load.requests / replicas))
+        what = f"{load.requests} requests"
+    else:
+        rows = (rows or [])[::replicas]
+        what = "the trace's requests (every replicas-th one)"
+    one = scn.model_copy(update={"infer": scn.infer.model_copy(update={"load": load.model_copy(update=upd)})})
+    return one, rows, (f"the plan's {replicas} replicas share {what} evenly: one replica is simulated; rates, "
+                       "throughputs and goodput are the plan's, capacity and the SLO rate one replica's.")
 
 
 def cost(r: Resolved, perf: PerformanceEstimate, *, quote: Any = None) -> CostEstimate:

@@ -169,9 +169,14 @@ def load_report(load: dict) -> str:
     def rate(x: float | None) -> str:
         return "-" if x is None else f"{x:.3g}/s"
     arrival = load.get("arrival")
+    n = load.get("replicas") or 1
+    each = load.get("rate_per_replica_s")
     head = (f"Serving under load ({load.get('engine')}, {arrival} arrivals"
             + (f" at {load['rate_per_s']:.3g} requests/s" if arrival in ("poisson", "gamma") else "")
-            + f", {load.get('requests')} requests simulated, one replica of {load.get('gpus_per_replica')} GPU(s)):")
+            + (f" over {n} replicas of {load.get('gpus_per_replica')} GPU(s)"
+               + (f", {each:.3g}/s each" if each is not None and arrival in ("poisson", "gamma") else "")
+               + f"; {load.get('requests')} requests simulated on one):" if n > 1 else
+               f", {load.get('requests')} requests simulated, one replica of {load.get('gpus_per_replica')} GPU(s)):"))
     rows = [(name, *(fmt_seconds((load.get(key) or {}).get(p)) for p in ("mean", "p50", "p90", "p99")))
             for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("end-to-end", "e2e_s"), ("queueing", "queue_s"))]
     out = [head, table(rows, ["latency", "mean", "p50", "p90", "p99"]), ""]

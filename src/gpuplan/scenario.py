@@ -464,8 +464,8 @@ class Disaggregation(_Strict):
 
 class Load(_Strict):
     """Serving under load: a request-level simulation of the engine's scheduler (docs/serving-load.md)."""
-    rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma)", lo=0, hi=1e6, open_lo=True,
-                                    unit="requests/s")
+    rate_per_s: float | None = _num(None, "request arrival rate (poisson, gamma) of the whole plan: its replicas "
+                                    "share it evenly", lo=0, hi=1e6, open_lo=True, unit="requests/s")
     requests: int = _num(1000, "requests simulated", lo=1, hi=1_000_000)
     warmup_requests: int = _num(0, "requests at the start of the run that are simulated but left out of the "
                                 "statistics (a load tester's warm-up, e.g. genai-perf/AIPerf --warmup-request-count; "

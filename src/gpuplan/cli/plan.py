@@ -28,7 +28,8 @@ def add_parsers(sub) -> None:
                                                           f"{name}.svg in it, never overwriting")
         if name == "serve":
             g = s.add_argument_group("serving under load (request-level simulation, docs/serving-load.md)")
-            g.add_argument("--rate", type=float, metavar="R", help="requests per second arriving (infer.load.rate_per_s)")
+            g.add_argument("--rate", type=float, metavar="R", help="requests per second arriving at the whole plan, "
+                           "shared by its replicas (infer.load.rate_per_s)")
             g.add_argument("--requests", type=int, metavar="N", help="requests to simulate (default 1000)")
             g.add_argument("--arrival", metavar="KIND", help="poisson (default) | server | offline | gamma:CV | "
                                                              "closed:N | trace:FILE")

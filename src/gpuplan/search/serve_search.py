@@ -158,13 +158,14 @@ def _layout(s: Search, rep: Replica, tp: int, pp: int) -> None:
 
 
 def _simulated_replica(scn: Any, load: dict, cons: Any) -> tuple[Any, tuple[str, ...]]:
-    """The plan's `infer.load` made the one replica the sizing simulated (estimate.load.replicas_for_slo):
-    Poisson arrivals at rate/replicas, its request count, the SLO, no warm-up and no prefill/decode split,
-    so `serve` on the plan reproduces the numbers shown (serve simulates one replica at the load's rate).
-    Returns the scenario and the warnings saying what of the scenario's load was not applied."""
+    """The plan's `infer.load` made the load the sizing simulated (estimate.load.replicas_for_slo): Poisson
+    arrivals at the plan's whole rate, which `serve` deals to its replicas (rate/replicas each, as sized), the
+    simulated request count, the SLO, no warm-up and no prefill/decode split, so `serve` on the plan reproduces
+    the numbers shown. Returns the scenario and the warnings saying what of the scenario's load was not applied."""
     from ..scenario import Load
     old = scn.infer.load
-    fields = {"rate_per_s": load["rate_per_replica_s"], "arrival": "poisson", "requests": load["requests"],
+    fields = {"rate_per_s": cons.requests_per_s, "arrival": "poisson",
+              "requests": load["requests"],
               "warmup_requests": 0, "disaggregation": None, "slo_ttft_s": cons.ttft_s, "slo_tpot_s": cons.tpot_s}
     new = Load(**fields) if old is None else old.model_copy(update=fields)
     notes = []
