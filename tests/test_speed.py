@@ -468,20 +468,23 @@ def test_golden_trtllm_qwen3_235b_dep8_i287():
 # ---- engine caps the scenario states (infer.max_num_seqs / max_num_batched_tokens) -------------
 
 def test_stated_max_num_seqs_caps_the_running_batch():
-    """A stated running-request cap replaces the engine profile's default in the steady-state point:
-    AMD's MI300X vLLM tables raise --max-num-seqs to their request count (validation/gathered/serve.csv)."""
+    """A stated running-request cap replaces the engine's default in the steady-state point: AMD's MI300X vLLM
+    tables raise --max-num-seqs to their request count (validation/gathered/serve.csv). vLLM V1's own default
+    (EngineArgs.get_batch_defaults) is 1024 on an H100 (>= 70 GiB, not an A100) and 256 on an A100; 1024
+    sequences of 256 tokens hold 1024 x 256 x 128 KiB = 32 GiB of bf16 KV beside 16 GB of weights."""
     g = gpu("h100-sxm")
-    default_cap = int(speed.load_efficiency()["engines"]["vllm"]["max_batch"])   # the profile's value
     queued = {"prompt_len": 128, "output_len": 128, "concurrency": 2000}
     base = infer_performance(infer_scn(infer=queued), LLAMA8, g)
-    assert base.details["batch"] == default_cap and base.details["limited_by"] == "max_batch"
+    assert base.details["batch"] == 1024 and base.details["limited_by"] == "max_batch"
+    a100 = infer_performance(infer_scn(gpu="a100-sxm-80gb", infer=queued), LLAMA8, gpu("a100-sxm-80gb"))
+    assert a100.details["batch"] == 256 and a100.details["limited_by"] == "max_batch"
     # 600 sequences of 256 tokens hold 600 x 256 x 128 KiB = 19 GiB of bf16 KV: they fit beside 16 GB of weights
     wide = infer_performance(infer_scn(infer={**queued, "max_num_seqs": 600}), LLAMA8, g)
     assert wide.details["batch"] == 600 and wide.details["limited_by"] == "max_batch"
     narrow = infer_performance(infer_scn(infer={**queued, "max_num_seqs": 100}), LLAMA8, g)
     assert narrow.details["batch"] == 100
     # decode at these batches is bound by reading the weights: more sequences per step, more tokens/s
-    assert narrow.output_tokens_per_s < base.output_tokens_per_s < wide.output_tokens_per_s
+    assert narrow.output_tokens_per_s < wide.output_tokens_per_s < base.output_tokens_per_s
 
 
 def test_stated_token_budget_sets_the_prefill_chunks():

@@ -1147,10 +1147,17 @@ def engine_max_num_seqs(scn: Scenario, capacity: int, seqs: int | None = None) -
     assert inf is not None
     if inf.max_num_seqs:
         return inf.max_num_seqs
+    return max(1, min(inf.concurrency if seqs is None else seqs, vllm_default_max_num_seqs(scn, capacity)))
+
+
+def vllm_default_max_num_seqs(scn: Scenario, capacity: int) -> int:
+    """vLLM V1's `vllm serve` running-request cap when none is given (EngineArgs.get_batch_defaults,
+    vllm/engine/arg_utils.py): 1024 on GPUs with >= 70 GiB other than A100, 256 otherwise; 256 everywhere
+    for V0's multi-step scheduler."""
     big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
-    if getattr(inf, "num_scheduler_steps", 1) > 1:   # vLLM V0 (multi-step): 256 on every GPU (EngineArgs)
+    if getattr(scn.infer, "num_scheduler_steps", 1) > 1:
         big = False
-    return max(1, min(inf.concurrency if seqs is None else seqs, 1024 if big else 256))
+    return 1024 if big else 256
 
 
 def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:

@@ -1187,6 +1187,10 @@ class _Serving:
         self.limits_source = _limits_source(inf.max_num_seqs, inf.max_num_batched_tokens)
         stated = inf.engine in _BATCHED_ENGINES
         self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
+        if inf.engine == "vllm" and not inf.max_num_seqs:
+            # vLLM's own default, the one the memory engine's start-up profile and the load simulator use
+            from .memory import vllm_default_max_num_seqs
+            self.max_batch = vllm_default_max_num_seqs(scn, int(gpu.usable_memory_bytes))
         budget = inf.max_num_batched_tokens if stated else None
         if inf.engine == "trtllm":
             # both stated, or both from trtllm-bench's heuristic (trtllm_limits); launch writes the same pair
