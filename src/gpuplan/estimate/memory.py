@@ -1133,8 +1133,7 @@ def _engine_batched_tokens(scn: Scenario, capacity: int) -> int:
         return inf.max_num_batched_tokens
     if getattr(inf, "num_scheduler_steps", 1) > 1:   # vLLM V0 without chunked prefill: SchedulerConfig's default
         return max(inf.max_model_len or 2048, 2048)
-    big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
-    return 8192 if big else 2048
+    return 8192 if vllm_large_gpu(scn, capacity) else 2048
 
 
 def engine_max_num_seqs(scn: Scenario, capacity: int, seqs: int | None = None) -> int:
@@ -1154,10 +1153,14 @@ def vllm_default_max_num_seqs(scn: Scenario, capacity: int) -> int:
     """vLLM V1's `vllm serve` running-request cap when none is given (EngineArgs.get_batch_defaults,
     vllm/engine/arg_utils.py): 1024 on GPUs with >= 70 GiB other than A100, 256 otherwise; 256 everywhere
     for V0's multi-step scheduler."""
-    big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
-    if getattr(scn.infer, "num_scheduler_steps", 1) > 1:
-        big = False
+    big = vllm_large_gpu(scn, capacity) and getattr(scn.infer, "num_scheduler_steps", 1) <= 1
     return 1024 if big else 256
+
+
+def vllm_large_gpu(scn: Scenario, capacity: int) -> bool:
+    """vLLM's batch defaults (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py) take their larger values on
+    GPUs with >= 70 GiB of memory other than A100."""
+    return capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
 
 
 def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:

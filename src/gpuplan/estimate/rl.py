@@ -322,10 +322,9 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
                       "sampling": "random", "logprobs": True},
             "cost": scn.cost.model_dump()}
     if capacity is not None and rl.engine == "vllm":
-        from ..units import GiB
-        big = capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
+        from .memory import vllm_large_gpu
         data["infer"]["max_num_seqs"], data["infer"]["max_num_batched_tokens"] = LLM_CLASS_BATCH[
-            "big" if big else "small"]
+            "big" if vllm_large_gpu(scn, capacity) else "small"]
     if scn.overhead_bytes is not None:
         data["overhead_bytes"] = scn.overhead_bytes
     return scenario_from_dict(data, "(RL rollout engine)")

@@ -1186,11 +1186,12 @@ class _Serving:
         self.notes: list[str] = []
         self.limits_source = _limits_source(inf.max_num_seqs, inf.max_num_batched_tokens)
         stated = inf.engine in _BATCHED_ENGINES
-        self.max_batch = int((inf.max_num_seqs if stated else None) or self.eng["max_batch"])
-        if inf.engine == "vllm" and not inf.max_num_seqs:
-            # vLLM's own default, the one the memory engine's start-up profile and the load simulator use
-            from .memory import vllm_default_max_num_seqs
-            self.max_batch = vllm_default_max_num_seqs(scn, int(gpu.usable_memory_bytes))
+        # vLLM's default cap is its own per-GPU value, the one the memory engine's start-up profile and the load
+        # simulator use; the other engines' come from their profile
+        from .memory import vllm_default_max_num_seqs
+        default = (vllm_default_max_num_seqs(scn, int(gpu.usable_memory_bytes)) if inf.engine == "vllm"
+                   else self.eng["max_batch"])
+        self.max_batch = int((inf.max_num_seqs if stated else None) or default)
         budget = inf.max_num_batched_tokens if stated else None
         if inf.engine == "trtllm":
             # both stated, or both from trtllm-bench's heuristic (trtllm_limits); launch writes the same pair
@@ -1362,9 +1363,9 @@ class _Serving:
             # the row penalty applies to prompt chunks (compute-bound); a decode step's few-row
             # expert GEMMs are bound by reading the touched experts, which its memory term charges.
             # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
-            # rows, decodes and prompt chunks alike: the penalty, at the tile-padded rows, applies to both
-            # a decode step's tile-padded rows run at the kernel's measured row curve (moe.measured_rows_half):
-            # the fitted d0_M also carries a per-prompt-token cost of the MoE step that is not priced apart (§3.17)
+            # rows, decodes and prompt chunks alike, so the row factor applies to both at the tile-padded rows:
+            # prompt rows at the fitted d0_M, decode rows at the kernel's measured curve (moe.measured_rows_half;
+            # the fitted d0_M also carries a per-prompt-token cost of the MoE step not priced apart, §3.17)
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
                                   grouped=b.kind == "expert" and (prefill or self.moe_tile is not None),
                                   rows_half=None if prefill else measured_rows_half())
