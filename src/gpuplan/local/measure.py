@@ -108,13 +108,53 @@ def _check_supported(scn) -> list[str]:
         if scn.infer.weights not in ("bf16", "fp16", "fp32"):
             raise UnsupportedError("gpuplan measure", f"quantized weights ('{scn.infer.weights}') need their engine's kernels.",
                                    "measure the bf16 variant, or serve with your engine and compare its logs.")
-        notes.append(f"inference measured with HF transformers' own decode loop, not {scn.infer.engine}: engines "
-                     "preallocate KV pools (vLLM: gpu_memory_utilization of the card), so compare the weights + "
-                     "KV part, not the device total.")
+        if scn.infer.engine != "hf":
+            notes.append(f"inference measured with HF transformers' own decode loop, not {scn.infer.engine}: engines "
+                         "preallocate KV pools (vLLM: gpu_memory_utilization of the card), so compare the weights + "
+                         "KV part, not the device total.")
     return notes
 
 
-def _build_model(torch, scn, dtype):
+class _Cuda:
+    """What measure needs of the device: CUDA's synchronisation and allocator statistics."""
+    name = "cuda"
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def reset_peaks(self) -> None:
+        self.torch.cuda.synchronize()
+        self.torch.cuda.reset_peak_memory_stats()
+
+    def peaks(self) -> dict[str, int]:
+        torch = self.torch
+        free, total = torch.cuda.mem_get_info()
+        return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+                # context etc. = device used now - reserved now; the device peak = reserved peak + that
+                "peak_device_used_bytes": int(torch.cuda.max_memory_reserved() + (total - free)
+                                              - torch.cuda.memory_reserved()),
+                "device_total_bytes": int(total)}
+
+
+class _Cpu(_Cuda):
+    """The same loops on the CPU (tests: the code path without a GPU); no allocator statistics."""
+    name = "cpu"
+
+    def sync(self) -> None:
+        pass
+
+    def reset_peaks(self) -> None:
+        pass
+
+    def peaks(self) -> dict[str, int]:
+        return {}
+
+
+def _build_model(torch, scn, dtype, dev: _Cuda):
     try:
         import transformers
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -127,26 +167,17 @@ def _build_model(torch, scn, dtype):
     config = AutoConfig.for_model(mt, **cfg)
     attn = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
     kind = scn.train.attention if scn.is_training else "flash"
-    with torch.device("cuda"):
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype, attn_implementation=attn[kind])
+    with torch.device(dev.name):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn[kind])
     return model, spec, transformers.__version__
 
 
-def _peaks(torch) -> dict[str, int]:
-    free, total = torch.cuda.mem_get_info()
-    return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
-            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
-            # context etc. = device used now - reserved now; the device peak = reserved peak + that
-            "peak_device_used_bytes": int(torch.cuda.max_memory_reserved() + (total - free) - torch.cuda.memory_reserved()),
-            "device_total_bytes": int(total)}
-
-
-def _run_train(torch, scn, steps: int, warmup: int, notes: list[str]) -> dict[str, Any]:
+def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]) -> dict[str, Any]:
     t = scn.train
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[t.precision]
     # HF Trainer-style mixed precision: fp32 weights and states, autocast compute
     param_dtype = torch.float32 if t.master_weights else dt
-    model, spec, _ = _build_model(torch, scn, param_dtype)
+    model, spec, _ = _build_model(torch, scn, param_dtype, dev)
     if t.method in ("lora", "qlora"):
         try:
             import peft
@@ -173,44 +204,42 @@ def _run_train(torch, scn, steps: int, warmup: int, notes: list[str]) -> dict[st
         opt = bnb.optim.AdamW8bit(params, lr=1e-5)
     else:
         opt = torch.optim.SGD(params, lr=1e-5)
-    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device="cuda")
+    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device=dev.name)
     use_autocast = param_dtype != dt
 
     def step():
-        with torch.autocast("cuda", dtype=dt, enabled=use_autocast):
+        with torch.autocast(dev.name, dtype=dt, enabled=use_autocast):
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    dev.reset_peaks()
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         step()
-        torch.cuda.synchronize()
+        dev.sync()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    out = _peaks(torch)
+    out = dev.peaks()
     st = statistics.median(times)
     out.update(step_time_s=st, tokens_per_s_per_gpu=t.micro_batch * t.seq_len / st, steps=steps, warmup=warmup)
     return out
 
 
-def _run_infer(torch, scn, notes: list[str]) -> dict[str, Any]:
+def _run_infer(torch, dev: _Cuda, scn, notes: list[str]) -> dict[str, Any]:
     i = scn.infer
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
-    model, spec, _ = _build_model(torch, scn, dt)
+    model, spec, _ = _build_model(torch, scn, dt, dev)
     model.eval()
-    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device="cuda")
+    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
     n_out = min(i.output_len, 64)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    dev.reset_peaks()
     with torch.inference_mode():
         t0 = time.perf_counter()
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        torch.cuda.synchronize()
+        dev.sync()
         ttft = time.perf_counter() - t0
         past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
         times = []
@@ -218,9 +247,9 @@ def _run_infer(torch, scn, notes: list[str]) -> dict[str, Any]:
             t0 = time.perf_counter()
             out = model(input_ids=nxt, past_key_values=past, use_cache=True)
             past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
-            torch.cuda.synchronize()
+            dev.sync()
             times.append(time.perf_counter() - t0)
-    res = _peaks(torch)
+    res = dev.peaks()
     tpot = statistics.median(times)
     res.update(ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=i.concurrency / tpot, decode_steps=n_out)
     if n_out < i.output_len:
@@ -244,19 +273,27 @@ def measure(scn, *, steps: int = 3, warmup: int = 1,
             estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
     """Run the scenario on local GPU 0 and return measured vs predicted numbers."""
     torch = require_cuda("gpuplan measure")
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return measure_on(torch, _Cuda(torch), props.name, int(props.total_memory), scn, steps=steps, warmup=warmup,
+                      estimate_fn=estimate_fn)
+
+
+def measure_on(torch, dev: _Cuda, device_name: str, device_bytes: int | None, scn, *, steps: int = 3,
+               warmup: int = 1, estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
+    """measure() on a given device (`_Cuda`, or `_Cpu` for the tests: the same loops without a GPU)."""
     notes = _check_supported(scn)
     from .detect import match_catalog
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    local_id, _ = match_catalog(props.name, int(props.total_memory))
+    local_id, _ = match_catalog(device_name, device_bytes)
     pred_scn = scn
     if local_id and local_id != scn.hardware.gpu:
         pred_scn = scn.replace(hardware={"gpu": local_id})
         notes.append(f"scenario names {scn.hardware.gpu}; predicted for the local {local_id} instead.")
     elif not local_id:
-        notes.append(f"'{props.name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
-    measured = _run_train(torch, scn, steps, warmup, notes) if scn.is_training else _run_infer(torch, scn, notes)
+        notes.append(f"'{device_name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
+    measured = (_run_train(torch, dev, scn, steps, warmup, notes) if scn.is_training
+                else _run_infer(torch, dev, scn, notes))
     predicted, why = predict(pred_scn, estimate_fn)
     if why:
         notes.append(why)
-    return MeasureResult(scenario=scn.model_dump(mode="json"), device_name=props.name, torch_version=torch.__version__,
+    return MeasureResult(scenario=scn.model_dump(mode="json"), device_name=device_name, torch_version=torch.__version__,
                          measured=measured, predicted=predicted, notes=tuple(notes))
