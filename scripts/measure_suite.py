@@ -50,11 +50,13 @@ def _free(torch) -> None:
 
 
 def run_one(rid: str, data: dict, steps: int) -> dict:
+    data = dict(data)
+    ops = int(data.pop("ops", 0))      # suite-only field: profile one more step, this many top operators
     from gpuplan.local.measure import measure
     from gpuplan.scenario import scenario_from_dict
     t0 = time.perf_counter()
     try:
-        res = measure(scenario_from_dict(data, rid), steps=steps).to_json()
+        res = measure(scenario_from_dict(data, rid), steps=steps, ops=ops).to_json()
         row = {"id": rid, "ok": True, **res}
     except Exception as err:   # noqa: BLE001 - one failed scenario must not end the suite
         row = {"id": rid, "ok": False, "error": f"{type(err).__name__}: {err}"[:2000],
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         from gpuplan.pipeline import evaluate
         from gpuplan.scenario import scenario_from_dict
         for rid, data in runs:
+            data = {k: v for k, v in data.items() if k != "ops"}
             e = evaluate(scenario_from_dict(data, rid).replace(hardware={"gpu": "h200-sxm"}))
             p = e.performance
             print(f"{rid:<8} peak {e.memory.peak_bytes_per_gpu / 2**30:7.1f} GiB  step {p.step_time_s or 0:8.3f} s  "

@@ -2,8 +2,10 @@
 measured peak memory and time beside gpuplan's prediction.
 
 What runs: training/fine-tuning = forward + backward + optimizer step on random tokens (micro_batch x
-seq_len), `steps` times after `warmup`; inference = one prefill of concurrency x prompt_len, then a decode
-loop of up to 64 tokens with the KV cache (HF `generate`-style, not vLLM). One GPU: layouts that change
+seq_len), `steps` times after `warmup` (LoRA: the base frozen in the compute dtype, adapters fp32 under
+autocast); inference = a warm-up prefill and two decode steps (first calls load kernels), then one prefill
+of concurrency x prompt_len and a decode loop of up to 64 tokens with the KV cache (HF `generate`-style,
+not vLLM). `ops` adds one step under torch.profiler: GPU-busy time beside wall time, and the top operators. One GPU: layouts that change
 per-GPU memory (TP, PP, CP, ZeRO/FSDP, offload) are refused rather than measured wrongly; plain data
 parallelism has the per-GPU memory of one replica (plus DDP's gradient buckets, not measured here).
 
@@ -76,6 +78,11 @@ class MeasureResult:
                 continue
             err = f"{(pv - mv) / mv:+.0%}" if mv and pv is not None else ""
             out.append(f"  {label:<30}{f(mv, kind):>14}{f(pv, kind):>14}{err:>9}")
+        ops = self.measured.get("ops")
+        if ops:
+            out += ["", f"  one profiled step: wall {ops['wall_s'] * 1e3:,.1f} ms, GPU busy {ops['gpu_busy_s'] * 1e3:,.1f} ms, "
+                    f"{ops['kernel_launches']:,} kernels", f"  {'kernel':<60}{'calls':>7}{'GPU ms':>10}"]
+            out += [f"  {o['op'][:59]:<60}{o['calls']:>7}{o['device_s'] * 1e3:>10.2f}" for o in ops["top"]]
         if self.notes:
             out += [""] + [f"Note: {n}" for n in self.notes]
         return "\n".join(out)
@@ -172,11 +179,16 @@ def _build_model(torch, scn, dtype, dev: _Cuda):
     return model, spec, transformers.__version__
 
 
-def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]) -> dict[str, Any]:
+def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str],
+               ops: int = 0) -> dict[str, Any]:
     t = scn.train
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[t.precision]
-    # HF Trainer-style mixed precision: fp32 weights and states, autocast compute
-    param_dtype = torch.float32 if t.master_weights else dt
+    # HF Trainer-style mixed precision: fp32 trainable weights and states, autocast compute. A LoRA/QLoRA base is
+    # frozen and loaded in the compute dtype (`from_pretrained(..., dtype=bfloat16)`), its adapters kept fp32 by
+    # peft (LoraConfig/get_peft_model autocast_adapter_dtype=True), as gpuplan's memory model prices them.
+    lora = t.method in ("lora", "qlora")
+    param_dtype = torch.float32 if t.master_weights and not lora else dt
+    use_autocast = t.master_weights and dt != torch.float32
     model, spec, _ = _build_model(torch, scn, param_dtype, dev)
     if t.method in ("lora", "qlora"):
         try:
@@ -205,7 +217,6 @@ def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]
     else:
         opt = torch.optim.SGD(params, lr=1e-5)
     ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device=dev.name)
-    use_autocast = param_dtype != dt
 
     def step():
         with torch.autocast(dev.name, dtype=dt, enabled=use_autocast):
@@ -214,42 +225,97 @@ def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    dev.reset_peaks()
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
+    dev.reset_peaks()              # the first step allocates the optimizer states: its peak counts
+    for _ in range(warmup):
         step()
-        dev.sync()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
+    times = _timed(dev, step, steps)
     out = dev.peaks()
     st = statistics.median(times)
     out.update(step_time_s=st, tokens_per_s_per_gpu=t.micro_batch * t.seq_len / st, steps=steps, warmup=warmup)
+    if ops:
+        out["ops"] = _op_profile(torch, dev, step, ops)
     return out
 
 
-def _run_infer(torch, dev: _Cuda, scn, notes: list[str]) -> dict[str, Any]:
+def _timed(dev: _Cuda, fn: Callable[[], Any], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _op_profile(torch, dev: _Cuda, fn: Callable[[], Any], top: int) -> dict[str, Any]:
+    """One more call of `fn` under torch.profiler: wall time, the time the GPU was busy (the sum of its kernels'
+    own times: one stream, so they do not overlap), and the `top` operators by device time. Wall well above busy
+    means the host (Python, kernel launches) bounds the step."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.name == "cuda" else [])
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        wall = time.perf_counter() - t0
+    # kernels (device-side events) only: an operator's own device time repeats its kernels' and would count twice
+    kernels = [e for e in prof.key_averages() if "CUDA" in str(getattr(e, "device_type", ""))]
+
+    def dev_us(e) -> float:
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
+    busy = sum(dev_us(e) for e in kernels) / 1e6
+    rows = sorted(kernels, key=dev_us, reverse=True)[:top]
+    return {"wall_s": wall, "gpu_busy_s": busy, "kernel_launches": int(sum(e.count for e in kernels)),
+            "top": [{"op": e.key, "calls": int(e.count), "device_s": dev_us(e) / 1e6} for e in rows],
+            "operators": _op_table(prof, top)}
+
+
+def _op_table(prof, top: int) -> str:
+    """torch.profiler's own table of operators by device time (its column names vary by version)."""
+    for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
+        try:
+            return prof.key_averages().table(sort_by=key, row_limit=top, max_name_column_width=60)
+        except (KeyError, AttributeError, ValueError, RuntimeError):
+            continue
+    return ""
+
+
+def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[str, Any]:
     i = scn.infer
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
     model, spec, _ = _build_model(torch, scn, dt, dev)
     model.eval()
     ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
     n_out = min(i.output_len, 64)
-    dev.reset_peaks()
-    with torch.inference_mode():
-        t0 = time.perf_counter()
+
+    def prefill():
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+
+    def decode(state):
+        out = model(input_ids=state[1], past_key_values=state[0], use_cache=True)
+        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+
+    with torch.inference_mode():
+        state = prefill()          # warm-up: the first calls load kernels and create library handles
+        for _ in range(2):
+            state = decode(state)
+        del state
+        dev.reset_peaks()
+        t0 = time.perf_counter()
+        state = prefill()
         dev.sync()
         ttft = time.perf_counter() - t0
-        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
         times = []
         for _ in range(n_out):
             t0 = time.perf_counter()
-            out = model(input_ids=nxt, past_key_values=past, use_cache=True)
-            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            state = decode(state)
             dev.sync()
             times.append(time.perf_counter() - t0)
-    res = dev.peaks()
+        res = dev.peaks()
+        if ops:
+            box = [state]
+            res["ops"] = _op_profile(torch, dev, lambda: box.append(decode(box.pop())), ops)
     tpot = statistics.median(times)
     res.update(ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=i.concurrency / tpot, decode_steps=n_out)
     if n_out < i.output_len:
@@ -269,17 +335,18 @@ def predict(scn, estimate_fn: Callable[[Any], Any] | None = None) -> tuple[dict[
             "ttft_s": p.ttft_s, "tpot_s": p.tpot_s}, None
 
 
-def measure(scn, *, steps: int = 3, warmup: int = 1,
+def measure(scn, *, steps: int = 3, warmup: int = 1, ops: int = 0,
             estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
-    """Run the scenario on local GPU 0 and return measured vs predicted numbers."""
+    """Run the scenario on local GPU 0 and return measured vs predicted numbers; `ops` > 0 adds one profiled
+    step (or decode step) with that many top operators by GPU time."""
     torch = require_cuda("gpuplan measure")
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return measure_on(torch, _Cuda(torch), props.name, int(props.total_memory), scn, steps=steps, warmup=warmup,
-                      estimate_fn=estimate_fn)
+                      ops=ops, estimate_fn=estimate_fn)
 
 
 def measure_on(torch, dev: _Cuda, device_name: str, device_bytes: int | None, scn, *, steps: int = 3,
-               warmup: int = 1, estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
+               warmup: int = 1, ops: int = 0, estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
     """measure() on a given device (`_Cuda`, or `_Cpu` for the tests: the same loops without a GPU)."""
     notes = _check_supported(scn)
     from .detect import match_catalog
@@ -290,8 +357,8 @@ def measure_on(torch, dev: _Cuda, device_name: str, device_bytes: int | None, sc
         notes.append(f"scenario names {scn.hardware.gpu}; predicted for the local {local_id} instead.")
     elif not local_id:
         notes.append(f"'{device_name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
-    measured = (_run_train(torch, dev, scn, steps, warmup, notes) if scn.is_training
-                else _run_infer(torch, dev, scn, notes))
+    measured = (_run_train(torch, dev, scn, steps, warmup, notes, ops) if scn.is_training
+                else _run_infer(torch, dev, scn, notes, ops))
     predicted, why = predict(pred_scn, estimate_fn)
     if why:
         notes.append(why)
