@@ -271,6 +271,37 @@ def step_flops(optimizer: str, tensors: list[Tensor], galore_rank: int = 128, ga
     return StepFlops(bf16=bf, fp32=fp)
 
 
+# Frameworks whose optimizer step is torch.optim's, run as `train.optimizer_impl` says (HF Trainer's adamw_torch /
+# adamw_torch_fused, torchtune, litgpt, torchtitan's `implementation`); Megatron-LM and DeepSpeed step with their own
+# fused Adam kernels whatever the field says.
+TORCH_OPTIM_FRAMEWORKS = ("hf", "torchtune", "litgpt", "torchtitan")
+
+# Element reads + writes per parameter of torch's AdamW step (torch v2.13.0 torch/optim/adam.py; AdamW is Adam with
+# decoupled weight decay). foreach (`_multi_tensor_adam`) runs one kernel per list op, each a full pass:
+# _foreach_mul_(params, 1 - lr*wd) 2, _foreach_lerp_(exp_avgs, grads) 3, _foreach_mul_(exp_avg_sqs, beta2) 2,
+# _foreach_addcmul_(exp_avg_sqs, grads, grads) 3, _foreach_sqrt 2, _foreach_div_ 2, _foreach_add_(eps) 2,
+# _foreach_addcdiv_(params, exp_avgs, denom) 4 = 20 (18 without weight decay: HF Trainer's default
+# weight_decay=0.0 skips the first). fused (`_fused_adamw`, one kernel): read param, grad, exp_avg, exp_avg_sq,
+# write param, exp_avg, exp_avg_sq = 7. Measured on an H200 (validation/device/h200-2026-12-04-kernels.jsonl,
+# Llama-3.2-1B, 1.24e9 fp32 parameters): foreach 26.4 ms of kernels, fused 10.0 ms: 80 and 28 bytes/parameter at
+# 3.7 and 3.5 TB/s.
+ADAMW_ELEMENT_ACCESSES = {"foreach": 20.0, "fused": 7.0}
+
+
+def torch_adamw_traffic_bytes_per_param(impl: str, state_bytes: float) -> float:
+    """HBM bytes per parameter of torch.optim.AdamW's step: element accesses of the implementation x the
+    element size (torch keeps the states in the parameter's dtype: fp32 master weights -> 4, 16-bit -> 2)."""
+    return ADAMW_ELEMENT_ACCESSES[impl] * state_bytes
+
+
+def step_traffic_bytes_per_param(optimizer: str, framework: str, impl: str, state_bytes: float) -> float:
+    """HBM bytes per parameter of the element-wise optimizer step as this framework runs it: torch's AdamW by its
+    implementation (foreach or fused), everything else by `state_traffic_bytes_per_param`."""
+    if optimizer == "adamw" and framework in TORCH_OPTIM_FRAMEWORKS:
+        return torch_adamw_traffic_bytes_per_param(impl, state_bytes)
+    return state_traffic_bytes_per_param(optimizer)
+
+
 def state_traffic_bytes_per_param(optimizer: str) -> float:
     """HBM bytes read + written per parameter by the element-wise part of a step (speed.py's table for the
     optimizers it already had). Muon: read p32, g, m; write p32, m (20) + the 16-bit copy (2); GaLore and

@@ -777,7 +777,8 @@ def _optimizer_time(c: _Train, t_compute_mb: float) -> tuple[float, float]:
     # (tp·dp·cp/(ep·etp) ranks holding the same expert shard), the rest over dp·cp
     e_shard = par.expert_dp if par.zero >= 1 else 1
     opt_local = (c.trainable_local - c.expert_local) / shard + c.expert_local / e_shard
-    opt_bytes = optim.state_traffic_bytes_per_param(c.tr.optimizer)
+    state_b = 4.0 if (c.tr.master_weights or c.tr.precision == "fp32") else 2.0
+    opt_bytes = optim.step_traffic_bytes_per_param(c.tr.optimizer, c.scn.framework, c.tr.optimizer_impl, state_b)
     if par.offload == "none":
         return opt_local * opt_bytes / (_bw(c.gpu) * c.eta_mem) + _optimizer_matrix_time(c, shard), 0.0
     pcie = float(getattr(c.gpu, "pcie_bandwidth_bytes_per_s", 0.0) or OFFLOAD_PCIE_FALLBACK_BYTES_PER_S) * P["comm"]["pcie"]
