@@ -1658,6 +1658,11 @@ class _Serving:
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
             ttft = t_pf + step["time"]
+            if self.inf.engine == "hf":
+                # HF generate batches statically: one forward prefills every prompt of the batch before any
+                # first token (GenerationMixin: the padded input_ids of all sequences in one model call), so
+                # the first prompt's prefill (host pass and compute) is followed by the others' compute
+                ttft = t_pf + (batch - 1) * t_pf_c
             if chunk:  # chunked prefill (vLLM, SGLang): the prompt rides in mixed steps whose token
                 # budget the running decodes share, one chunk per step
                 room = max(1.0, float(chunk) - batch)
