@@ -171,8 +171,12 @@ def test_triton_block_m_tuned_config_nearest_key():
     assert blk(192) == 16        # a tie (64 each way): min() keeps the first key, 128
     assert blk(1300) == 128      # |1300 - 1536| = 236 < |1300 - 1024| = 276
     assert blk(10 ** 6) == 128
-    # the file is for one rank's N: tensor parallel 2 leaves N = 384, which has no H100 file here -> default
-    assert triton_moe_block_m("vllm", 200, 128, 384, "h100-sxm", "bf16") == 64
+    # the file is for one rank's N: tensor parallel 2 leaves N = 384, whose own H100 file (@cd20a578) also has 32
+    # at key 256; tensor parallel 8 leaves N = 96, with no file here -> the default, 64 (M = 200 > E = 128)
+    assert triton_moe_block_m("vllm", 200, 128, 384, "h100-sxm", "bf16") == 32
+    assert triton_moe_block_m("vllm", 200, 128, 96, "h100-sxm", "bf16") == 64
+    # another GPU has no file here either -> default
+    assert triton_moe_block_m("vllm", 200, 128, 768, "a100-sxm-80gb", "bf16") == 64
 
 
 def _qwen30b_h100(engine: str, tp: int = 1, prompt: int = 1024, conc: int = 1):
