@@ -139,3 +139,95 @@ def test_decode_tiles_run_at_the_measured_row_curve_not_the_fitted_constant():
     b = speed.infer_performance(scn, m, g, params=hi)
     assert a.tpot_s == pytest.approx(b.tpot_s, rel=1e-9)
     assert b.ttft_s > a.ttft_s
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM / SGLang: the Triton fused MoE's own tile padding (moe.triton_moe_block_m), no TensorRT-LLM-fitted constant
+
+
+def test_triton_block_m_default_configs_by_hand():
+    from gpuplan.estimate.moe import triton_moe_block_m
+    # vLLM get_default_config (fused_moe.py @000d1458): 16-bit experts BLOCK_SIZE_M 16 while M <= E, else 64;
+    # E = 8 with no tuned file for (E=8, N=1000) on an A100
+    assert triton_moe_block_m("vllm", 8, 8, 1000, "a100-sxm-80gb", "bf16") == 16
+    assert triton_moe_block_m("vllm", 9, 8, 1000, "a100-sxm-80gb", "bf16") == 64
+    assert triton_moe_block_m("vllm", 9, 8, 1000, "a100-sxm-80gb", "fp8") == 64
+    # SGLang (@006fc202): per-tensor FP8 64 while M <= E, else 128; 16-bit as vLLM
+    assert triton_moe_block_m("sglang", 8, 8, 1000, "a100-sxm-80gb", "fp8") == 64
+    assert triton_moe_block_m("sglang", 9, 8, 1000, "a100-sxm-80gb", "fp8") == 128
+    assert triton_moe_block_m("sglang", 9, 8, 1000, "a100-sxm-80gb", "bf16") == 64
+    # formats and engines the rule does not describe
+    assert triton_moe_block_m("vllm", 9, 8, 1000, "b200", "fp4") is None
+    assert triton_moe_block_m("trtllm", 9, 8, 1000, "h100-sxm", "bf16") is None
+
+
+def test_triton_block_m_tuned_config_nearest_key():
+    from gpuplan.estimate.moe import triton_moe_block_m
+    # vLLM's E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json (@4466f1b5): keys ... 128 -> 16, 256 -> 32,
+    # 512 -> 64, 1024 -> 64, 1536 -> 128 ... 4096 -> 128; the config at the key nearest M
+    blk = lambda m: triton_moe_block_m("vllm", m, 128, 768, "h100-sxm", "bf16")   # noqa: E731
+    assert blk(1) == 16
+    assert blk(200) == 32        # |200 - 256| = 56 < |200 - 128| = 72
+    assert blk(192) == 16        # a tie (64 each way): min() keeps the first key, 128
+    assert blk(1300) == 128      # |1300 - 1536| = 236 < |1300 - 1024| = 276
+    assert blk(10 ** 6) == 128
+    # the file is for one rank's N: tensor parallel 2 leaves N = 384, whose own H100 file (@cd20a578) also has 32
+    # at key 256; tensor parallel 8 leaves N = 96, with no file here -> the default, 64 (M = 200 > E = 128)
+    assert triton_moe_block_m("vllm", 200, 128, 384, "h100-sxm", "bf16") == 32
+    assert triton_moe_block_m("vllm", 200, 128, 96, "h100-sxm", "bf16") == 64
+    # another GPU has no file here either -> default
+    assert triton_moe_block_m("vllm", 200, 128, 768, "a100-sxm-80gb", "bf16") == 64
+
+
+def _qwen30b_h100(engine: str, tp: int = 1, prompt: int = 1024, conc: int = 1):
+    return scenario_from_dict({
+        "model": "qwen3-30b-a3b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": tp},
+        "parallel": {"tp": tp},
+        "infer": {"weights": "bf16", "kv_cache": "bf16", "engine": engine, "prompt_len": prompt, "output_len": 128,
+                  "concurrency": conc}})
+
+
+def test_vllm_expert_tiles_one_token_by_hand():
+    # one token, top-8 of 128 experts, BLOCK_SIZE_M 16 (M = 1 <= E): each of its 8 experts computes one 16-row
+    # tile for its one row: 16 rows per running expert, 16 computed rows per routed row
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    sv = speed._Serving(_qwen30b_h100("vllm"), m, g, speed.load_efficiency(), None)
+    assert sv.triton_moe and sv._triton_block_m(1) == 16
+    rows, pad = sv._expert_tiles(1, 16)
+    assert rows == pytest.approx(16.0) and pad == pytest.approx(16.0)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_vllm_sglang_moe_do_not_read_the_trtllm_fitted_row_constant(engine):
+    # matmul_rows_half is fitted on TensorRT-LLM rows only: a vLLM / SGLang MoE prompt and decode must not move
+    # with it (a factor fitted on one source must not drive another)
+    import copy
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    P = speed.load_efficiency()
+    lo, hi = copy.deepcopy(P), copy.deepcopy(P)
+    lo["matmul_rows_half"], hi["matmul_rows_half"] = 100.0, 5000.0
+    for conc in (1, 64):
+        scn = _qwen30b_h100(engine, prompt=4096, conc=conc)
+        a = speed.infer_performance(scn, m, g, params=lo)
+        b = speed.infer_performance(scn, m, g, params=hi)
+        assert a.ttft_s == pytest.approx(b.ttft_s, rel=1e-12)
+        assert a.tpot_s == pytest.approx(b.tpot_s, rel=1e-12)
+    # MXFP4 experts (not the Triton fused MoE) neither
+    scn = scenario_from_dict({"model": "gpt-oss-20b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                              "infer": {"weights": "mxfp4", "engine": engine, "prompt_len": 4096, "output_len": 128,
+                                        "concurrency": 8}})
+    mm = get_model("gpt-oss-20b")
+    assert speed.infer_performance(scn, mm, g, params=lo).ttft_s == pytest.approx(
+        speed.infer_performance(scn, mm, g, params=hi).ttft_s, rel=1e-12)
+
+
+def test_vllm_prompt_prices_the_padded_rows():
+    # a 4096-token prompt chunk in vLLM's Triton MoE computes its padded rows: more FLOPs than the routed rows by
+    # E[ceil(X/b)·b]/E[X] > 1, so the expert GEMM time is above the same rows unpadded and below twice that
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    sv = speed._Serving(_qwen30b_h100("vllm"), m, g, speed.load_efficiency(), None)
+    blk = sv._triton_block_m(4096)
+    assert blk == 128            # the tuned file's entry at 4096
+    rows, pad = sv._expert_tiles(4096, blk)
+    # 4096 x 8 / 128 = 256 routed rows per expert on average, two 128-row tiles; the spread adds up to one tile
+    assert 256 < rows < 384 and 1.0 < pad < 1.5

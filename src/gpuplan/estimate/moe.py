@@ -224,6 +224,53 @@ def serving_moe_kernel(engine: str) -> ServingMoeKernel | None:
     return SERVING_MOE_KERNELS.get(engine)
 
 
+# vLLM's and SGLang's fused MoE (Triton): `fused_experts_impl` sorts the step's (token, expert) pairs by expert and
+# pads each expert's count up to a multiple of BLOCK_SIZE_M (`moe_align_block_size`), then runs one Triton GEMM over
+# the padded rows, tile by tile, for GEMM1 and again for GEMM2 (vllm/model_executor/layers/fused_moe/fused_moe.py
+# @000d1458098ebf47491dad470d164d443ab18a9c; SGLang's python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py
+# @006fc20223af95669cb7284d2a210d412443a2b4, "Adapted from" vLLM's). BLOCK_SIZE_M comes from
+# `try_get_optimal_moe_config(..., M)`, M the tokens of the call (capped at the fused-MoE chunk): a tuned config file
+# for (E, N = the expert intermediate size on this rank, device, dtype) if one ships with the engine, its entry at the
+# key nearest M (`min(configs.keys(), key=lambda x: abs(x - M))`); else `get_default_config`: 16-bit experts
+# BLOCK_SIZE_M 16 if M <= E else 64 in both engines; per-tensor FP8 (`fp8_w8a8`) the same in vLLM, 64 / 128 in
+# SGLang. The tiles' time is the padded rows' FLOPs at the dense GEMM efficiency (no fitted row constant: the tile
+# is the engine's own). Other expert formats (Marlin / MXFP4 / block-quantized FP8 kernels) are not read here.
+TRITON_MOE_ENGINES = ("vllm", "sglang")
+
+
+@lru_cache(maxsize=1)
+def _triton_moe_configs() -> dict[tuple, dict[int, int]]:
+    """(engine, E, N, gpu id, config dtype) -> {M key: BLOCK_SIZE_M} of the tuned configs gpuplan ships
+    (data/triton_moe_configs.csv, each row the engine's own config file at a pinned commit)."""
+    import csv
+    from importlib import resources
+    text = resources.files("gpuplan.estimate").joinpath("data/triton_moe_configs.csv").read_text(encoding="utf-8")
+    out: dict[tuple, dict[int, int]] = {}
+    for r in csv.DictReader(text.splitlines()):
+        key = (r["engine"], int(r["num_experts"]), int(r["n_per_shard"]), r["gpu"], r["config_dtype"])
+        out.setdefault(key, {})[int(r["m_tokens"])] = int(r["block_size_m"])
+    return out
+
+
+def triton_moe_block_m(engine: str, tokens: float, num_experts: int, n_per_shard: int, gpu_id: str,
+                       dtype_class: str) -> int | None:
+    """BLOCK_SIZE_M of vLLM's / SGLang's Triton fused MoE for a call over `tokens` tokens (sources above); None for
+    an engine or expert format this rule does not describe."""
+    if engine not in TRITON_MOE_ENGINES:
+        return None
+    cfg = "bf16" if dtype_class in ("fp16", "bf16") else ("fp8_w8a8" if dtype_class == "fp8" else None)
+    if cfg is None:
+        return None
+    m = max(1, int(round(tokens)))
+    tuned = _triton_moe_configs().get((engine, int(num_experts), int(n_per_shard), gpu_id, cfg))
+    if tuned:
+        return tuned[min(tuned, key=lambda x: abs(x - m))]
+    small = m <= num_experts
+    if engine == "sglang" and cfg == "fp8_w8a8":
+        return 64 if small else 128
+    return 16 if small else 64
+
+
 @lru_cache(maxsize=8192)
 def padded_rows_per_expert(tokens: int, top_k: int, num_experts: int, tile: int) -> float:
     """E[ceil(X / tile) · tile]: the rows one expert's grouped-GEMM problem computes, padding included, when

@@ -31,7 +31,7 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
 from .layout import grad_accum_steps
 from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
                   fused_moe_pass_bytes, measured_rows_half, padded_rows_per_expert, permute_bytes,
-                  serving_moe_kernel)
+                  serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -1152,6 +1152,9 @@ class _Serving:
         self.moe_tile = None
         if self.moe_kernel is not None:
             self.moe_tile = self.moe_kernel.tile_for(_kernel_family(gpu), _dtype_class(self.compute_dtype))
+        # vLLM / SGLang: the Triton fused MoE's BLOCK_SIZE_M, which depends on the call's tokens (moe.py,
+        # triton_moe_block_m); None where that kernel does not run these experts
+        self.triton_moe = model.is_moe and model.num_experts > 0 and self._triton_block_m(1.0) is not None
         self.bw = _bw(gpu) * _fam(P["memory"], self.fam) * self.eng["decode_bw_scale"]
         # Engines that run 16-bit GEMMs with fp16 accumulation (llama.cpp's cuBLAS path) get the
         # full fp16 tensor rate, which on GeForce is twice the fp32-accumulate rate.
@@ -1348,6 +1351,9 @@ class _Serving:
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
                 if self.moe_tile is not None:
                     m_eff, pad = self._expert_tiles(max(tokens, step_tokens or 0.0) * share)
+                elif self.triton_moe:   # vLLM / SGLang: rows padded to the Triton config's BLOCK_SIZE_M
+                    call = max(tokens, step_tokens or 0.0) * share
+                    m_eff, pad = self._expert_tiles(call, self._triton_block_m(call))
                 if rows < 1.0:  # tiny batch: only the touched experts run
                     count *= max(rows, 1e-9)
                     rows = 1.0
@@ -1366,23 +1372,39 @@ class _Serving:
             # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
             # rows, decodes and prompt chunks alike, so the row factor applies to both at the tile-padded rows:
             # prompt rows at the fitted d0_M, decode rows at the kernel's measured curve (moe.measured_rows_half;
-            # the fitted d0_M also carries a per-prompt-token cost of the MoE step not priced apart, §3.17)
+            # the fitted d0_M also carries a per-prompt-token cost of the MoE step not priced apart, §3.17).
+            # The fitted d0_M rests on TensorRT-LLM rows only: it drives TensorRT-LLM's prompt rows and nothing else.
+            # vLLM / SGLang's Triton fused MoE prices its own tile padding (above) at the dense efficiency; any other
+            # engine's prompt rows take the measured curve.
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
-                                  grouped=b.kind == "expert" and (prefill or self.moe_tile is not None),
-                                  rows_half=None if prefill else measured_rows_half())
+                                  grouped=b.kind == "expert" and not self.triton_moe
+                                  and (prefill or self.moe_tile is not None),
+                                  rows_half=None if (prefill and self.inf.engine == "trtllm") else measured_rows_half())
             t += flops / (peak * eta * scale)
         return t
 
-    def _expert_tiles(self, group_tokens: float) -> tuple[float, float]:
+    def _triton_block_m(self, tokens: float) -> int | None:
+        """BLOCK_SIZE_M of vLLM's / SGLang's Triton fused MoE for a call over `tokens` tokens on this GPU: its
+        tuned config for (E, the expert intermediate size on this rank, device, dtype) or its default (moe.py)."""
+        m = self.model
+        inter = [b.linear[0] for b in m.blocks if b.kind == "expert" and b.linear is not None
+                 and b.linear[1] == m.hidden_size]
+        if not inter:
+            return None
+        n = inter[0] / (1 if self.ep > 1 else self.tp)
+        return triton_moe_block_m(self.inf.engine, tokens, m.num_experts, int(n), getattr(self.gpu, "id", ""),
+                                  _dtype_class(self.compute_dtype))
+
+    def _expert_tiles(self, group_tokens: float, tile: int | None = None) -> tuple[float, float]:
         """(rows of each running expert's grouped-GEMM problem, padding included; computed rows over routed
         rows) for a step whose `group_tokens` tokens reach the experts, routed uniformly at random
-        (moe.padded_rows_per_expert, the kernel's smallest M tile)."""
+        (moe.padded_rows_per_expert, `tile` or the kernel's smallest M tile)."""
         m = self.model
         k, e = m.experts_per_tok, m.num_experts
         if k <= 0 or e <= 0:
             return 1.0, 1.0
         n = max(1, int(round(group_tokens)))
-        padded = padded_rows_per_expert(n, k, e, self.moe_tile)
+        padded = padded_rows_per_expert(n, k, e, tile or self.moe_tile)
         touched = 1.0 - (1.0 - k / e) ** n
         return padded / touched, padded / (n * k / e)
 
