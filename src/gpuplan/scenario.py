@@ -267,6 +267,11 @@ class RL(_Strict):
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",
                                            lo=1, hi=MAX_BATCH)
+    logprob_impl: Literal["fused", "nemo-rl-0.3", "nemo-rl-0.4"] = Field("fused", description=(
+        "how the trainer turns logits into token log-probs (HBM traffic per logit, estimate/rl.py LOGPROB_BYTES): "
+        "'fused' = gpuplan's calibrated cross-entropy (12 bytes per logit, forward and backward); 'nemo-rl-0.3' / "
+        "'nemo-rl-0.4' = NeMo RL's Megatron worker, its fp32 DistributedLogprob over the GPU's vocabulary shard "
+        "(v0.3.0 and v0.4 code: 120 / 72 bytes per logit in the training pass, 58 / 50 in a no-grad pass)"))
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
