@@ -684,3 +684,51 @@ def test_refit_pipeline_broadcast_carries_one_expert_rank_share_of_the_experts()
             + all_gather_time(experts, 4, ep_link))
     got = est.performance.details["phases_s"]["weight_sync"]
     assert got == pytest.approx(hand, rel=1e-6)
+
+
+# ---- NeMo RL's log-prob block (rl.logprob_impl) --------------------------------------------------------------
+def test_nemo_rl_logprob_bytes_per_logit_by_hand():
+    """Bytes per logit of NeMo RL's Megatron log-prob block, op by op (fp32 is 4 bytes, bf16 2, int64 8; read +
+    written): GPTModel's transposed copy 2 + 2, the fp32 cast 2 + 4; the log-softmax amax 4, subtract 4 + 4, exp 4 + 4,
+    sum 4, subtract the log-sum 4 + 4; v0.3.0 then clone 4 + 4 and exp_ 4 + 4, 06beed91 exp 4 + 4. Backward: v0.3.0
+    one_hot 8, mask product 8 + 8, float 8 + 4, sub_ 4 + 4 + 4, mul_ 4 + 4; 06beed91 neg 4 + 4, mul_ 4 + 4; the
+    gradient's cast back 4 + 2."""
+    from gpuplan.estimate.rl import LOGPROB_BYTES
+    common = (2 + 2) + (2 + 4)
+    fwd = 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4)
+    v03_fwd, v04_fwd = fwd + (4 + 4) + (4 + 4), fwd + (4 + 4)
+    v03_bwd = 8 + (8 + 8) + (8 + 4) + (4 + 4 + 4) + (4 + 4) + (4 + 2)
+    v04_bwd = (4 + 4) + (4 + 4) + (4 + 2)
+    assert LOGPROB_BYTES["nemo-rl-0.3"] == (common + v03_fwd + v03_bwd, common + v03_fwd) == (120, 58)
+    assert LOGPROB_BYTES["nemo-rl-0.4"] == (common + v04_fwd + v04_bwd, common + v04_fwd) == (72, 50)
+
+
+def _megatron_rl(impl: str) -> dict:
+    data = _rl(mean_response_len=None, logprob_impl=impl)
+    data.update(framework="megatron", parallel={"tp": 2, "zero": 1})
+    data["train"]["recompute"] = "none"
+    return data
+
+
+def test_nemo_rl_logprob_block_adds_its_bytes_beyond_the_fused_loss():
+    """Qwen2.5-7B (vocabulary 152,064) on 8 H100 SXM, Megatron TP 2: 4 data-parallel ranks; 64 x 8 = 512 responses
+    all at the 1,024-token cap, 1,536 tokens each, so a rank trains on 128 x 1,536 = 196,608 tokens and a GPU holds
+    their logits over 152,064 / 2 = 76,032 entries. At 0.8 x 3.35 TB/s the training pass adds (72 - 12) bytes per
+    logit (06beed91's block less the calibrated cross-entropy), the no-grad pass (no recompute: a third of the
+    step, so a third of the 12) (50 - 4)."""
+    from gpuplan.pipeline import evaluate
+    fused = evaluate(scenario_from_dict(_megatron_rl("fused"), "t")).performance.details["phases_s"]
+    nemo = evaluate(scenario_from_dict(_megatron_rl("nemo-rl-0.4"), "t")).performance.details["phases_s"]
+    logits = 196_608 * 76_032
+    rate = 0.8 * 3.35e12
+    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((72 - 12) * logits / rate, rel=1e-6)
+    for phase in ("actor_logprob", "reference_logprob"):
+        assert nemo[phase] - fused[phase] == pytest.approx((50 - 4) * logits / rate, rel=1e-6)
+    assert nemo["rollout"] == fused["rollout"]
+
+
+def test_nemo_rl_logprob_impl_needs_megatron():
+    data = _rl(logprob_impl="nemo-rl-0.3")
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data, "t")
+    assert "logprob_impl" in str(err.value) and "megatron" in str(err.value)

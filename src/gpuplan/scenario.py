@@ -1053,6 +1053,10 @@ def _check_posttrain(scn: "Scenario") -> None:
         # turns colocated scenarios into split candidates)
         raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
                          "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
+    if rl.logprob_impl.startswith("nemo-rl") and scn.framework != "megatron":
+        raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's Megatron worker (its log-probs over "
+                         f"the tensor-parallel vocabulary shard), but framework is {scn.framework}; set framework: "
+                         "megatron, or logprob_impl: fused")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:
