@@ -732,3 +732,41 @@ def test_nemo_rl_logprob_impl_needs_megatron():
     with pytest.raises(InputError) as err:
         scenario_from_dict(data, "t")
     assert "logprob_impl" in str(err.value) and "megatron" in str(err.value)
+
+
+def test_packed_training_adds_the_per_sequence_slice_backward():
+    """Packed, every response at the cap: 1,536-token sequences, four to a 4 x 1,536 = 6,144-token pack, so
+    SequencePackingLossWrapper calls the loss on 4 slices of each pack; their backward writes 4 full-pack fp32 zero
+    tensors (16 bytes a logit), copies each slice's gradient (8 over the pack) and adds 3 of them into the first
+    (3 x 12): 16 x 4 - 4 = 60 bytes a logit on top of 06beed91's 72, against the 12 gpuplan charged. A rank trains on
+    32 packs = 196,608 tokens, 76,032 logits each (Qwen2.5-7B at TP 2), at 0.8 x 3.35 TB/s."""
+    from gpuplan.estimate.rl import packed_slice_bytes
+    from gpuplan.pipeline import evaluate
+    assert packed_slice_bytes(4) == 4 * 4 + 8 + 3 * 12 == 60
+    assert packed_slice_bytes(1) == 4 + 8
+    fused, nemo = (_megatron_rl(impl) for impl in ("fused", "nemo-rl-0.4"))
+    for d in (fused, nemo):
+        d["train"]["rl"]["packing"] = True
+    fused = evaluate(scenario_from_dict(fused, "t")).performance.details["phases_s"]
+    nemo = evaluate(scenario_from_dict(nemo, "t")).performance.details["phases_s"]
+    logits = 196_608 * 76_032
+    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((72 + 60 - 12) * logits / (0.8 * 3.35e12),
+                                                                         rel=1e-6)
+
+
+def test_slice_backward_materialises_the_whole_pack_per_slice():
+    """The pattern packed_slice_bytes prices, run under torch's profiler: a loss on each of k slices of one fp32
+    logits tensor makes k zero tensors of the whole tensor's shape (slice_backward) and sums the k gradients with
+    k - 1 in-place adds of that shape."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    T, V, k = 64, 1000, 4
+    x = torch.randn(1, T, V, dtype=torch.bfloat16, requires_grad=True)
+    logits = x.float()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        loss = sum(torch.log_softmax(logits[:, i * 16:(i + 1) * 16, :], dim=-1)[..., 0].sum() for i in range(k))
+        loss.backward()
+    full = [[1, T, V]]
+    zeros = [e for e in prof.events() if e.name == "aten::zero_" and e.input_shapes[:1] == full]
+    adds = [e for e in prof.events() if e.name == "aten::add_" and e.input_shapes[:1] == full]
+    assert (len(zeros), len(adds)) == (k, k - 1)

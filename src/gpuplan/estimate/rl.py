@@ -671,22 +671,37 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
 # Training: 10 + 48 + 56 + 6 = 120 (v0.3.0), 10 + 40 + 16 + 6 = 72 (06beed91); no-grad (get_logprobs ->
 # from_parallel_logits_to_logprobs_packed_sequences(..., inference_only=True), megatron_policy_worker.py L1062
 # @b1c86a8, L1306 @06beed91): 10 + 48 = 58, 10 + 40 = 50. The transposed copy's gradient and the per-sequence
-# loop's small ops (SequencePackingLossWrapper: one loss call per packed sequence, with .item() syncs) are not
-# counted.
+# loop's small ops (.item() syncs) are not counted.
 LOGPROB_BYTES = {"nemo-rl-0.3": (120.0, 58.0), "nemo-rl-0.4": (72.0, 50.0)}
 
 
+def packed_slice_bytes(seqs_per_pack: float) -> float:
+    """Bytes per logit of a packed micro-batch that the training pass's per-sequence loss adds in its backward.
+    With sequence packing NeMo RL's Megatron worker wraps the loss in SequencePackingLossWrapper
+    (nemo_rl/models/megatron/common.py L346-352 @b1c86a8, L477 @06beed91), which calls it once per packed
+    sequence on the slice `next_token_logits[:, start:end, :]` (nemo_rl/algorithms/loss_functions.py L658-691
+    @b1c86a8, L869-892 @06beed91). The backward of each slice (torch slice_backward) materialises a zero tensor of
+    the whole pack's fp32 logits (4 written per logit) and copies the slice's gradient into it (4 + 4 over the slice,
+    8 over the pack in all), and autograd sums the k gradients into one buffer (k - 1 in-place adds, 4 + 4 + 4):
+    4 k + 8 + 12 (k - 1) = 16 k - 4 for k sequences a pack (the zeros and the k - 1 full-size add_ were read off a
+    profiler trace of that pattern, torch 2.13). Unpacked micro-batches call the loss once: 0."""
+    k = max(1.0, float(seqs_per_pack))
+    return 16.0 * k - 4.0
+
+
 def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any],
-                        tokens: float, grad: bool, charged_bytes: float) -> float:
+                        tokens: float, grad: bool, charged_bytes: float, seqs_per_pack: float = 0.0) -> float:
     """Seconds a GPU of the last pipeline stage of the pass `scn` spends on its log-prob block beyond what
-    gpuplan's pass already charges: (LOGPROB_BYTES[impl] - charged_bytes) per logit over `tokens` (one
-    data-parallel rank's, split over context parallelism) x the vocabulary shard (vocab / tp), at the GPU's memory
-    rate. 0 for 'fused' (rl.logprob_impl)."""
+    gpuplan's pass already charges: (LOGPROB_BYTES[impl], plus packed_slice_bytes for a packed training pass,
+    - charged_bytes) per logit over `tokens` (one data-parallel rank's, split over context parallelism) x the
+    vocabulary shard (vocab / tp), at the GPU's memory rate. 0 for 'fused' (rl.logprob_impl)."""
     from .speed import _bw, _fam, _family
     if impl not in LOGPROB_BYTES:
         return 0.0
     pa = scn.parallel
     per_logit = LOGPROB_BYTES[impl][0 if grad else 1] - charged_bytes
+    if grad and seqs_per_pack:
+        per_logit += packed_slice_bytes(seqs_per_pack)
     logits = tokens / pa.cp * model.vocab_size / pa.tp
     return max(0.0, per_logit) * logits / (_bw(gpu) * _fam(P["memory"], _family(gpu)))
 
@@ -790,8 +805,10 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     lp = forward_only_time(lp_scn, model, gpu, network=net, params=P)
     # the trainer's own log-prob block beyond gpuplan's cross-entropy (rl.logprob_impl), per data-parallel rank
     charged = P["loss_bytes_per_logit"]
+    # packed: the pack's sequences (packed_training_scenario: micro_batch sequences of the pack) each get a loss call
     train_block = k * logprob_block_extra(rl.logprob_impl, train, model, gpu, P,
-                                          base.details["tokens_per_step"] / train.dp, True, charged)
+                                          base.details["tokens_per_step"] / train.dp, True, charged,
+                                          train.train.micro_batch if rl.packing else 0.0)
     lp_block = logprob_block_extra(rl.logprob_impl, lp_scn, model, gpu, P, lp["tokens"] / lp_scn.dp, False,
                                    charged * lp["forward_share"])
     lp_time = lp["time"] + lp_block
