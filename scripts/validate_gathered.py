@@ -200,6 +200,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
+    if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)
+        rl["logprob_impl"] = row["logprob_impl"]
     if row.get("logprob_batch"):        # sequences per micro-batch of the log-prob passes
         rl["logprob_micro_batch"] = micro_batch(row, "logprob_batch", prompt, rl["max_new_tokens"])
     if row.get("train_global_batch"):   # sequences per optimizer step of the training pass

@@ -684,3 +684,89 @@ def test_refit_pipeline_broadcast_carries_one_expert_rank_share_of_the_experts()
             + all_gather_time(experts, 4, ep_link))
     got = est.performance.details["phases_s"]["weight_sync"]
     assert got == pytest.approx(hand, rel=1e-6)
+
+
+# ---- NeMo RL's log-prob block (rl.logprob_impl) --------------------------------------------------------------
+def test_nemo_rl_logprob_bytes_per_logit_by_hand():
+    """Bytes per logit of NeMo RL's Megatron log-prob block, op by op (fp32 is 4 bytes, bf16 2, int64 8; read +
+    written): GPTModel's transposed copy 2 + 2, the fp32 cast 2 + 4; the log-softmax amax 4, subtract 4 + 4, exp 4 + 4,
+    sum 4, subtract the log-sum 4 + 4; v0.3.0 then clone 4 + 4 and exp_ 4 + 4, 06beed91 exp 4 + 4. Backward: v0.3.0
+    one_hot 8, mask product 8 + 8, float 8 + 4, sub_ 4 + 4 + 4, mul_ 4 + 4; 06beed91 neg 4 + 4, mul_ 4 + 4; the
+    gradient's cast back 4 + 2."""
+    from gpuplan.estimate.rl import LOGPROB_BYTES
+    common = (2 + 2) + (2 + 4)
+    fwd = 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4)
+    v03_fwd, v04_fwd = fwd + (4 + 4) + (4 + 4), fwd + (4 + 4)
+    v03_bwd = 8 + (8 + 8) + (8 + 4) + (4 + 4 + 4) + (4 + 4) + (4 + 2)
+    v04_bwd = (4 + 4) + (4 + 4) + (4 + 2)
+    assert LOGPROB_BYTES["nemo-rl-0.3"] == (common + v03_fwd + v03_bwd, common + v03_fwd) == (120, 58)
+    assert LOGPROB_BYTES["nemo-rl-0.4"] == (common + v04_fwd + v04_bwd, common + v04_fwd) == (72, 50)
+
+
+def _megatron_rl(impl: str) -> dict:
+    data = _rl(mean_response_len=None, logprob_impl=impl)
+    data.update(framework="megatron", parallel={"tp": 2, "zero": 1})
+    data["train"]["recompute"] = "none"
+    return data
+
+
+def test_nemo_rl_logprob_block_adds_its_bytes_beyond_the_fused_loss():
+    """Qwen2.5-7B (vocabulary 152,064) on 8 H100 SXM, Megatron TP 2: 4 data-parallel ranks; 64 x 8 = 512 responses
+    all at the 1,024-token cap, 1,536 tokens each, so a rank trains on 128 x 1,536 = 196,608 tokens and a GPU holds
+    their logits over 152,064 / 2 = 76,032 entries. At 0.8 x 3.35 TB/s the training pass adds (72 - 12) bytes per
+    logit (06beed91's block less the calibrated cross-entropy), the no-grad pass (no recompute: a third of the
+    step, so a third of the 12) (50 - 4)."""
+    from gpuplan.pipeline import evaluate
+    fused = evaluate(scenario_from_dict(_megatron_rl("fused"), "t")).performance.details["phases_s"]
+    nemo = evaluate(scenario_from_dict(_megatron_rl("nemo-rl-0.4"), "t")).performance.details["phases_s"]
+    logits = 196_608 * 76_032
+    rate = 0.8 * 3.35e12
+    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((72 - 12) * logits / rate, rel=1e-6)
+    for phase in ("actor_logprob", "reference_logprob"):
+        assert nemo[phase] - fused[phase] == pytest.approx((50 - 4) * logits / rate, rel=1e-6)
+    assert nemo["rollout"] == fused["rollout"]
+
+
+def test_nemo_rl_logprob_impl_needs_megatron():
+    data = _rl(logprob_impl="nemo-rl-0.3")
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data, "t")
+    assert "logprob_impl" in str(err.value) and "megatron" in str(err.value)
+
+
+def test_packed_training_adds_the_per_sequence_slice_backward():
+    """Packed, every response at the cap: 1,536-token sequences, four to a 4 x 1,536 = 6,144-token pack, so
+    SequencePackingLossWrapper calls the loss on 4 slices of each pack; their backward writes 4 full-pack fp32 zero
+    tensors (16 bytes a logit), copies each slice's gradient (8 over the pack) and adds 3 of them into the first
+    (3 x 12): 16 x 4 - 4 = 60 bytes a logit on top of 06beed91's 72, against the 12 gpuplan charged. A rank trains on
+    32 packs = 196,608 tokens, 76,032 logits each (Qwen2.5-7B at TP 2), at 0.8 x 3.35 TB/s."""
+    from gpuplan.estimate.rl import packed_slice_bytes
+    from gpuplan.pipeline import evaluate
+    assert packed_slice_bytes(4) == 4 * 4 + 8 + 3 * 12 == 60
+    assert packed_slice_bytes(1) == 4 + 8
+    fused, nemo = (_megatron_rl(impl) for impl in ("fused", "nemo-rl-0.4"))
+    for d in (fused, nemo):
+        d["train"]["rl"]["packing"] = True
+    fused = evaluate(scenario_from_dict(fused, "t")).performance.details["phases_s"]
+    nemo = evaluate(scenario_from_dict(nemo, "t")).performance.details["phases_s"]
+    logits = 196_608 * 76_032
+    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((72 + 60 - 12) * logits / (0.8 * 3.35e12),
+                                                                         rel=1e-6)
+
+
+def test_slice_backward_materialises_the_whole_pack_per_slice():
+    """The pattern packed_slice_bytes prices, run under torch's profiler: a loss on each of k slices of one fp32
+    logits tensor makes k zero tensors of the whole tensor's shape (slice_backward) and sums the k gradients with
+    k - 1 in-place adds of that shape."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    T, V, k = 64, 1000, 4
+    x = torch.randn(1, T, V, dtype=torch.bfloat16, requires_grad=True)
+    logits = x.float()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        loss = sum(torch.log_softmax(logits[:, i * 16:(i + 1) * 16, :], dim=-1)[..., 0].sum() for i in range(k))
+        loss.backward()
+    full = [[1, T, V]]
+    zeros = [e for e in prof.events() if e.name == "aten::zero_" and e.input_shapes[:1] == full]
+    adds = [e for e in prof.events() if e.name == "aten::add_" and e.input_shapes[:1] == full]
+    assert (len(zeros), len(adds)) == (k, k - 1)

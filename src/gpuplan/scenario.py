@@ -267,6 +267,11 @@ class RL(_Strict):
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",
                                            lo=1, hi=MAX_BATCH)
+    logprob_impl: Literal["fused", "nemo-rl-0.3", "nemo-rl-0.4"] = Field("fused", description=(
+        "how the trainer turns logits into token log-probs (HBM traffic per logit, estimate/rl.py LOGPROB_BYTES): "
+        "'fused' = gpuplan's calibrated cross-entropy (12 bytes per logit, forward and backward); 'nemo-rl-0.3' / "
+        "'nemo-rl-0.4' = NeMo RL's Megatron worker, its fp32 DistributedLogprob over the GPU's vocabulary shard "
+        "(v0.3.0 and v0.4 code: 120 / 72 bytes per logit in the training pass, 58 / 50 in a no-grad pass)"))
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
@@ -1048,6 +1053,10 @@ def _check_posttrain(scn: "Scenario") -> None:
         # turns colocated scenarios into split candidates)
         raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
                          "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
+    if rl.logprob_impl.startswith("nemo-rl") and scn.framework != "megatron":
+        raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's Megatron worker (its log-probs over "
+                         f"the tensor-parallel vocabulary shard), but framework is {scn.framework}; set framework: "
+                         "megatron, or logprob_impl: fused")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

@@ -651,6 +651,61 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
     return t
 
 
+# HBM bytes per logit (one token x one entry of the GPU's vocabulary shard) of the trainer's log-prob block:
+# (training pass, forward and backward; no-grad log-prob pass). 'fused' is gpuplan's calibrated cross-entropy
+# (efficiency.json loss_bytes_per_logit, forward and backward), which train_performance already charges.
+# NeMo RL's Megatron worker (read at v0.3.0 b1c86a8 and at the v0.4 table's 06beed91, Megatron-LM pins
+# terrykong/Megatron-LM 2ff0f099 and 76065f17) computes every token's log-prob over the whole vocabulary shard in
+# fp32, op by op, each op a pass over [tokens, V/tp]:
+# - common to both: GPTModel returns `logits.transpose(0, 1).contiguous()` (a bf16 copy: 2 read + 2 written;
+#   gpt_model.py L407 @2ff0f099, L634 @76065f17) and the bf16 -> fp32 cast (2 + 4: Float16Module's
+#   float16_to_fp32 on the last stage, module.py L232-237 @2ff0f099 / L420-431 @76065f17, or with
+#   defer_fp32_logits the loss's and DistributedLogprob's `.to(torch.float32)`): 10;
+# - forward, `_compute_distributed_log_softmax` + DistributedLogprob.forward (nemo_rl/distributed/model_utils.py
+#   L22-100): amax (4), subtract the max (4 + 4), exp (4 + 4), its sum (4), subtract the log-sum (4 + 4), then
+#   v0.3.0 `log_softmax_output.clone()` (4 + 4) and `exp_()` (4 + 4) = 48; 06beed91 `log_probs.exp()` (4 + 4) = 40;
+# - backward (training only; DistributedLogprob.backward L102-121 @b1c86a8, L101-140 @06beed91): v0.3.0
+#   `one_hot(masked_target, V)` (int64: 8 written), `(~mask) * one_hot` (8 + 8), `.float()` (8 + 4),
+#   `.sub_(softmax)` (4 + 4 + 4), `.mul_(grad)` (4 + 4) = 56; 06beed91 `softmax.neg()` (4 + 4), `.mul_` (4 + 4) and
+#   a scatter of the chosen tokens = 16; the gradient's fp32 -> bf16 cast back (4 + 2) = 6.
+# Training: 10 + 48 + 56 + 6 = 120 (v0.3.0), 10 + 40 + 16 + 6 = 72 (06beed91); no-grad (get_logprobs ->
+# from_parallel_logits_to_logprobs_packed_sequences(..., inference_only=True), megatron_policy_worker.py L1062
+# @b1c86a8, L1306 @06beed91): 10 + 48 = 58, 10 + 40 = 50. The transposed copy's gradient and the per-sequence
+# loop's small ops (.item() syncs) are not counted.
+LOGPROB_BYTES = {"nemo-rl-0.3": (120.0, 58.0), "nemo-rl-0.4": (72.0, 50.0)}
+
+
+def packed_slice_bytes(seqs_per_pack: float) -> float:
+    """Bytes per logit of a packed micro-batch that the training pass's per-sequence loss adds in its backward.
+    With sequence packing NeMo RL's Megatron worker wraps the loss in SequencePackingLossWrapper
+    (nemo_rl/models/megatron/common.py L346-352 @b1c86a8, L477 @06beed91), which calls it once per packed
+    sequence on the slice `next_token_logits[:, start:end, :]` (nemo_rl/algorithms/loss_functions.py L658-691
+    @b1c86a8, L869-892 @06beed91). The backward of each slice (torch slice_backward) materialises a zero tensor of
+    the whole pack's fp32 logits (4 written per logit) and copies the slice's gradient into it (4 + 4 over the slice,
+    8 over the pack in all), and autograd sums the k gradients into one buffer (k - 1 in-place adds, 4 + 4 + 4):
+    4 k + 8 + 12 (k - 1) = 16 k - 4 for k sequences a pack (the zeros and the k - 1 full-size add_ were read off a
+    profiler trace of that pattern, torch 2.13). Unpacked micro-batches call the loss once: 0."""
+    k = max(1.0, float(seqs_per_pack))
+    return 16.0 * k - 4.0
+
+
+def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any],
+                        tokens: float, grad: bool, charged_bytes: float, seqs_per_pack: float = 0.0) -> float:
+    """Seconds a GPU of the last pipeline stage of the pass `scn` spends on its log-prob block beyond what
+    gpuplan's pass already charges: (LOGPROB_BYTES[impl], plus packed_slice_bytes for a packed training pass,
+    - charged_bytes) per logit over `tokens` (one data-parallel rank's, split over context parallelism) x the
+    vocabulary shard (vocab / tp), at the GPU's memory rate. 0 for 'fused' (rl.logprob_impl)."""
+    from .speed import _bw, _fam, _family
+    if impl not in LOGPROB_BYTES:
+        return 0.0
+    pa = scn.parallel
+    per_logit = LOGPROB_BYTES[impl][0 if grad else 1] - charged_bytes
+    if grad and seqs_per_pack:
+        per_logit += packed_slice_bytes(seqs_per_pack)
+    logits = tokens / pa.cp * model.vocab_size / pa.tp
+    return max(0.0, per_logit) * logits / (_bw(gpu) * _fam(P["memory"], _family(gpu)))
+
+
 # Copies into freshly allocated pageable host memory (torch `.to("cpu")` of a CUDA tensor without pinning): the CUDA
 # driver stages them through its own pinned buffer and every destination page is faulted in on first touch, far below
 # the host link. NeMo RL's `offload_before_refit` moves the optimizer states this way, tensor by tensor; an Nsight
@@ -746,20 +801,30 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     # every sequence padded to the maximum
     tokens = (sequences_per_step(scn) * (rl.prompt_len + response_len(scn)) if rl.packing or rl.dynamic_batching
               else base.details["tokens_per_step"] * k)
-    lp = forward_only_time(logprob_scenario(scn), model, gpu, network=net, params=P)
+    lp_scn = logprob_scenario(scn)
+    lp = forward_only_time(lp_scn, model, gpu, network=net, params=P)
+    # the trainer's own log-prob block beyond gpuplan's cross-entropy (rl.logprob_impl), per data-parallel rank
+    charged = P["loss_bytes_per_logit"]
+    # packed: the pack's sequences (packed_training_scenario: micro_batch sequences of the pack) each get a loss call
+    train_block = k * logprob_block_extra(rl.logprob_impl, train, model, gpu, P,
+                                          base.details["tokens_per_step"] / train.dp, True, charged,
+                                          train.train.micro_batch if rl.packing else 0.0)
+    lp_block = logprob_block_extra(rl.logprob_impl, lp_scn, model, gpu, P, lp["tokens"] / lp_scn.dp, False,
+                                   charged * lp["forward_share"])
+    lp_time = lp["time"] + lp_block
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
     phases: dict[str, float] = {"rollout": roll["time"]}
     if rl.old_logprob_pass:
-        phases["actor_logprob"] = lp["time"]
+        phases["actor_logprob"] = lp_time
     if rl.reference:
-        phases["reference_logprob"] = lp["time"]
+        phases["reference_logprob"] = lp_time
     if rl.reward_model:
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
-    if _critic(scn):
+    if _critic(scn):       # a value head: no vocabulary-wide log-prob block
         phases["critic_values"] = lp["time"]
         phases["critic_update"] = k * base.step_time_s
-    phases["actor_update"] = k * base.step_time_s
+    phases["actor_update"] = k * base.step_time_s + train_block
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
         phases["state_offload"], phases["state_onload"] = offload_time(scn, model, capacity, gpu)
@@ -798,6 +863,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                     "rollout_waves": roll.get("waves"), "rollout_replicas": roll.get("replicas"),
                     "rollout_gpus": gpu_groups(scn)[0], "training_gpus": gpu_groups(scn)[1],
                     "generated_tokens_per_step": generated, "bound_by": bound,
+                    "logprob_block_s": {"logprob_impl": rl.logprob_impl, "actor_update": train_block,
+                                        "per_logprob_pass": lp_block},
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
     # (a pipeline's pack padding is computed, not counted: the training tokens over the pass's tokens)

@@ -836,7 +836,8 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_compute, t_comm = share * t_compute_mb, share * t_mp
     fill = (par.pp - 1) / par.vpp * (t_compute + t_comm) if par.pp > 1 else 0.0
     return {"time": c.m * (t_compute + t_comm) + fill, "compute": c.m * t_compute, "comm": c.m * t_comm,
-            "bubble": fill, "microbatches": c.m, "tokens": c.m * tr.micro_batch * scn.dp * tr.seq_len}
+            "bubble": fill, "microbatches": c.m, "tokens": c.m * tr.micro_batch * scn.dp * tr.seq_len,
+            "forward_share": share}
 
 
 def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
