@@ -128,3 +128,28 @@ def test_littles_law_with_sglang_admission():
     span = res.horizon_s
     lam = n / span
     assert s["mean_in_system"] == pytest.approx(lam * s["e2e_s"]["mean"], rel=0.02)
+
+
+def _sglang_load_scenario(**infer):
+    return {"model": "qwen3-32b", "task": "infer", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+            "infer": {"engine": "sglang", "weights": "bf16", "prompt_len": 200, "output_len": 200, **infer,
+                      "load": {"arrival": "offline", "requests": 300, "seed": 0}}}
+
+
+def test_schedule_conservativeness_sets_the_initial_ratio_and_the_launch_flag():
+    from gpuplan.errors import GpuplanError
+    from gpuplan.launch import launch_files
+    from gpuplan.scenario import Scenario
+    # SGLang: init_new_token_ratio = min(0.7 x conservativeness, 1)
+    for c, ratio in ((None, 0.7), (0.5, 0.35), (2.0, 1.0), (0.0, 0.0)):
+        infer = {} if c is None else {"schedule_conservativeness": c}
+        r = pipeline.resolve(_sglang_load_scenario(**infer))
+        out = pipeline.serving_load(r, pipeline.memory(r), search=False)
+        assert out["policy"]["new_token_ratio"] == pytest.approx(ratio)
+    with pytest.raises((GpuplanError, ValueError)):
+        pipeline.resolve({**_sglang_load_scenario(), "infer": {"engine": "vllm", "schedule_conservativeness": 1.0}})
+    # the launch file states the knob and the fraction the estimate used (SGLang's default 0.836 on an A100 80GB)
+    scn = Scenario.model_validate({k: v for k, v in _sglang_load_scenario(schedule_conservativeness=0.5).items()})
+    text = "\n".join(launch_files(scn, "sglang").values())
+    assert "--schedule-conservativeness 0.5" in text
+    assert "--mem-fraction-static 0.836" in text

@@ -61,6 +61,8 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     argv += ["--mem-fraction-static", f"{_mem_fraction(plan):g}", "--context-length", str(max_model_len(plan)),
              "--max-running-requests", str(i.concurrency), "--dtype", model_dtype(plan),
              "--kv-cache-dtype", kv_name(plan, SGLANG_KV, ("llama.cpp",))]
+    if i.schedule_conservativeness is not None:
+        argv += ["--schedule-conservativeness", f"{i.schedule_conservativeness:g}"]
     q = quant_name(plan, SGLANG_QUANT, ALTERNATIVES)
     if q:
         argv += ["--quantization", q]

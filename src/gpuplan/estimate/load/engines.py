@@ -19,8 +19,9 @@ from .scheduler import Policy
 
 BLOCK_TOKENS = {"vllm": 16, "sglang": 1, "trtllm": 32, "llama.cpp": 1}
 LLAMA_CPP_N_BATCH = 2048        # llama-server's default logical batch (-b)
-# SGLang's initial new_token_ratio: SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x --schedule-conservativeness (default 1.0)
-# (sglang v0.5.5.post1 `srt/environ.py`, `srt/managers/scheduler.py`, `srt/server_args.py`)
+# SGLang's initial new_token_ratio: min(SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x --schedule-conservativeness (default 1.0
+# here: infer.schedule_conservativeness), 1) (sglang v0.5.5.post1 `srt/environ.py`, `srt/managers/scheduler.py`,
+# `srt/server_args.py`)
 SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
 
 
@@ -81,8 +82,10 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
         budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)
         # output-aware admission and retraction (scheduler.TokenRatio, read in SGLang v0.5.5.post1): a request starts
         # only if the pool keeps room for its whole output and 0.7 x (decaying) the running requests' outputs
+        c = inf.schedule_conservativeness
+        ratio = min(SGLANG_INIT_NEW_TOKEN_RATIO * (1.0 if c is None else c), 1.0)
         return Policy("sglang", cap, max(budget, 1), bs, kv_blocks, True, False, False, hit,
-                      new_token_ratio=SGLANG_INIT_NEW_TOKEN_RATIO), notes
+                      new_token_ratio=ratio), notes
     if eng == "trtllm":
         # the pair `serve` and the launch files use (speed.trtllm_limits: both stated, else trtllm-bench's
         # heuristic); trtllm-serve run without either flag has BuildConfig's 2048 / 8192 — state them for that

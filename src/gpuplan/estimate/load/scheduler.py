@@ -54,8 +54,8 @@ class Policy:
     lookahead: bool = False           # the scheduler picks batch n+1 while the GPU runs batch n (SGLang's overlap
                                       # loop, TensorRT-LLM's PyTorch overlap loop, vLLM's async scheduling): a
                                       # request that reaches a busy engine during batch n first runs in batch n+2
-    new_token_ratio: float = 0.0      # SGLang's admission (TokenRatio below): > 0 turns it on with this initial
-                                      # ratio (0.7 x --schedule-conservativeness); 0: the vLLM rules
+    new_token_ratio: float | None = None   # SGLang's admission (TokenRatio below) with this initial ratio
+                                           # (min(0.7 x --schedule-conservativeness, 1)); None: the vLLM rules
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     # SGLang's output-aware admission (TokenRatio): the ratio is r_base, less r_decay per decode batch since
     # counter value r_it0; rem0 - D·it is the decoding requests' remaining output; long_out holds those whose
     # remaining output may exceed the clip; `blocked` is SGLang's batch_is_full after a refused admission
-    tr = TokenRatio() if pol.new_token_ratio > 0 else None
-    r_init = pol.new_token_ratio
+    tr = TokenRatio() if pol.new_token_ratio is not None else None
+    r_init = pol.new_token_ratio or 0.0
     r_min = r_init * tr.min_factor if tr else 0.0
     r_decay = (r_init - r_min) / tr.decay_steps if tr else 0.0
     r_base, r_it0 = r_init, 0
