@@ -435,6 +435,11 @@ def main(argv: list[str] | None = None) -> int:
             rm = rec["rps_meas"]
             print(f"      req/s pred {rec['rps_pred']:.2f} meas {rm if rm else '-'}  preemptions {rec['preemptions']}  "
                   f"KV pool {rec['kv_pool_tokens']:,} tokens  policy {s['policy']}")
+            if rm and row["statistic"] == "mean":
+                # Little's law on the means: requests decoding at once in a replica = its rate x (output - 1) x TPOT
+                k, gaps = replicas(row), float(row["output_mean_tokens"]) - 1
+                print(f"      decoding at once per replica (Little's law, rate x (output - 1) x mean TPOT): pred "
+                      f"{rec['rps_pred'] / k * gaps * pt / 1e3:.0f} meas {rm / k * gaps * pm / 1e3:.0f}")
     scored = [r for r in out if r["scored"]]
     print()
     print(f"{'source':48s} {'n':>3s} {'TTFT median |err|':>18s} {'TPOT median |err|':>18s}")

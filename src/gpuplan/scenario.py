@@ -605,6 +605,11 @@ class Infer(_Strict):
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "
         "holds its prompt and all its output; max_utilization: it starts when its next step fits and the "
         "newest running request is paused (recomputed later) when the pool runs out")
+    schedule_conservativeness: float | None = _num(
+        None, "engine sglang: SGLang's --schedule-conservativeness. Its scheduler admits a request only if the KV "
+        "pool keeps room for the request's whole output and for min(0.7 x this, 1) (decaying to 0.14 x that over "
+        "600 decode steps) of every running request's remaining output (docs/serving-load.md, SGLang's admission). "
+        "Default: SGLang's 1.0", lo=0, hi=100)
     num_scheduler_steps: int = _num(1, "engine vllm, its V0 engine only (from vLLM 0.5.5 until V0 was removed; --num-scheduler-steps): "
                                     "multi-step scheduling, a decode batch runs this many steps per schedule, "
                                     "prompts wait for the run to end and run whole in their own steps, tokens "
@@ -621,6 +626,13 @@ class Infer(_Strict):
         if self.capacity_scheduler is not None and self.engine != "trtllm":
             raise ValueError(f"capacity_scheduler is TensorRT-LLM's option; engine {self.engine!r} has its own "
                              "scheduler: set infer.engine: trtllm, or leave capacity_scheduler out")
+        return self
+
+    @model_validator(mode="after")
+    def _conservativeness_is_sglang(self):
+        if self.schedule_conservativeness is not None and self.engine != "sglang":
+            raise ValueError(f"schedule_conservativeness is SGLang's option; engine {self.engine!r} has its own "
+                             "scheduler: set infer.engine: sglang, or leave schedule_conservativeness out")
         return self
 
     @model_validator(mode="after")

@@ -1104,6 +1104,43 @@ def _reserve_knob(inf) -> str:
     return text if knob == "gpu_memory_utilization" else text + " (scenario infer.gpu_memory_utilization)"
 
 
+def sglang_mem_fraction_static(capacity: float, tp: int, pp: int) -> float:
+    """SGLang's default --mem-fraction-static when none is given (sgl-project/sglang v0.5.5.post1, the PyPI wheel of
+    tag v0.5.5.post1, `srt/server_args.py` ServerArgs._handle_gpu_memory_settings): gpu_mem is nvidia-smi's
+    memory.total in MiB; reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2
+    + tp x pp / 8 x 1024 MiB, at least 10 GiB on cards over 60 GiB, with the chunk and graph sizes its own
+    defaults by gpu_mem (2048 / 8 below 20 GiB, 2048 / 24 or 80 below 35 GiB, 4096 / 32 or 160 below 60 GiB,
+    8192 / 256 or 512 below 160 GiB, 16384 / 512 above; the larger graph size from tp 4); the fraction is
+    round((gpu_mem - reserved) / gpu_mem, 3). Speculative decoding, DP attention, piecewise graphs and
+    multimodal models adjust it further there; not here."""
+    mib = capacity / MiB
+    wide = tp >= 4
+    if mib < 20 * 1024:
+        chunk, graphs = 2048, 8
+    elif mib < 35 * 1024:
+        chunk, graphs = 2048, 80 if wide else 24
+    elif mib < 60 * 1024:
+        chunk, graphs = 4096, 160 if wide else 32
+    elif mib < 160 * 1024:
+        chunk, graphs = 8192, 512 if wide else 256
+    else:
+        chunk, graphs = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp * pp / 8 * 1024
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
+def sglang_fraction(scn: Scenario, capacity: float) -> float:
+    """The --mem-fraction-static an SGLang plan runs with: infer.gpu_memory_utilization when the scenario sets it,
+    else SGLang's own default on this GPU (the launch file passes the same value)."""
+    inf = scn.infer
+    assert inf is not None
+    if "gpu_memory_utilization" in inf.model_fields_set:
+        return inf.gpu_memory_utilization
+    return sglang_mem_fraction_static(capacity, scn.parallel.tp, scn.parallel.pp)
+
+
 def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
     """The KV pool the engine allocates beside `rest` (weights, profiled activations, graphs, context). vLLM and
     SGLang take their share of the whole GPU and give the pool what is left of it; TensorRT-LLM takes
@@ -1279,6 +1316,16 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         rest = weights + act + graphs + _overhead(scn, 0)
         pool = _kv_pool_bytes(inf, capacity, rest)
+        if inf.engine == "sglang":
+            # SGLang's pool is its fraction of the memory free before the weights load, less the weights
+            # (ModelRunner.profile_max_num_token: free after the weights - free before x (1 - fraction)); the
+            # activations and CUDA graphs live in the 1 - fraction it holds back, not in the pool's share.
+            # Without --mem-fraction-static (infer.gpu_memory_utilization) the fraction is SGLang's own default
+            frac = sglang_fraction(scn, capacity)
+            if "gpu_memory_utilization" not in inf.model_fields_set:
+                notes.append(f"sglang: --mem-fraction-static not given; its default on this GPU is {frac:.3f} "
+                             "(ServerArgs._handle_gpu_memory_settings)")
+            pool = frac * (capacity - _overhead(scn, 0)) - weights
         reserved = int(rest + pool)          # what the engine holds: its share of the GPU (TensorRT-LLM: of the free part)
         per_seq = per_token * (beam_kv_tokens(inf, block) if beams > 1 else tokens_per_seq) + state_seq
         extra = dict(kv_pool_bytes=max(0, int(pool)), reserved_bytes=reserved,

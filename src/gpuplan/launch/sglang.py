@@ -39,6 +39,15 @@ def parallel_args(plan: Plan) -> tuple[list[str], list[str]]:
 ALTERNATIVES = ("vllm", "trtllm", "llama.cpp")
 
 
+def _mem_fraction(plan: Plan) -> float:
+    """The fraction the memory estimate sized the KV pool with: the scenario's gpu_memory_utilization, else
+    SGLang's own default on the plan's GPU (estimate.memory.sglang_fraction), stated so the engine started is
+    the engine estimated whatever the installed SGLang's default."""
+    from ..estimate.memory import sglang_fraction
+    from ..hardware import get_gpu
+    return sglang_fraction(plan.s, float(get_gpu(plan.s.hardware.gpu).usable_memory_bytes))
+
+
 def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     i = plan.s.infer
     notes = prequantized_note(plan)
@@ -49,9 +58,11 @@ def serve_argv(plan: Plan) -> tuple[list[str], list[str]]:
     par, par_notes = parallel_args(plan)
     argv += par
     notes += par_notes
-    argv += ["--mem-fraction-static", f"{i.gpu_memory_utilization:g}", "--context-length", str(max_model_len(plan)),
+    argv += ["--mem-fraction-static", f"{_mem_fraction(plan):g}", "--context-length", str(max_model_len(plan)),
              "--max-running-requests", str(i.concurrency), "--dtype", model_dtype(plan),
              "--kv-cache-dtype", kv_name(plan, SGLANG_KV, ("llama.cpp",))]
+    if i.schedule_conservativeness is not None:
+        argv += ["--schedule-conservativeness", f"{i.schedule_conservativeness:g}"]
     q = quant_name(plan, SGLANG_QUANT, ALTERNATIVES)
     if q:
         argv += ["--quantization", q]

@@ -252,7 +252,7 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
                          "kv_block_tokens": policy.block_size, "kv_pool_tokens": pool_tokens,
                          "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
                          "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
-                         "tokens_per_step": policy.tokens_per_step}})
+                         "tokens_per_step": policy.tokens_per_step, "new_token_ratio": policy.new_token_ratio}})
     s["capacity_per_s"] = None
     s["max_rate_meeting_slo_per_s"] = None
     if search and load.arrival != "trace":
@@ -333,7 +333,7 @@ def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: A
                          "kv_block_tokens": policy.block_size, "kv_pool_tokens": policy.kv_blocks * policy.block_size,
                          "chunked_prefill": policy.chunked_prefill, "mixed_batches": policy.mixed,
                          "reserve_output": policy.reserve_full, "prefix_cache_hit": policy.prefix_hit,
-                         "tokens_per_step": policy.tokens_per_step},
+                         "tokens_per_step": policy.tokens_per_step, "new_token_ratio": policy.new_token_ratio},
               "capacity_per_s": None, "max_rate_meeting_slo_per_s": None,
               "disaggregation": {
                   "prefill_instances": n, "decode_instances": m, "gpus": gpus,

@@ -3,7 +3,8 @@
 * vllm: budget max_num_batched_tokens (8192 / 2048), cap max_num_seqs (1024 / 256), 16-token blocks,
   chunked prefill, prompt chunks mixed with decodes, KV grows (preempt the newest when full);
 * sglang: budget chunked_prefill_size, cap max_running_requests, 1-token pages, chunked, prefill
-  batches not mixed with decodes, KV grows (retract the newest);
+  batches not mixed with decodes, admission keeps room for outputs (new_token_ratio), KV grows (retract the
+  request with the fewest outputs, to the queue's tail);
 * trtllm: budget max_num_tokens, cap max_batch_size, 32-token blocks, whole prompts, in-flight
   batching (mixed), prompt + output reserved at admission (GUARANTEED_NO_EVICT, the default: never
   preempts) or, with infer.capacity_scheduler max_utilization, KV grows and the newest is paused;
@@ -18,6 +19,10 @@ from .scheduler import Policy
 
 BLOCK_TOKENS = {"vllm": 16, "sglang": 1, "trtllm": 32, "llama.cpp": 1}
 LLAMA_CPP_N_BATCH = 2048        # llama-server's default logical batch (-b)
+# SGLang's initial new_token_ratio: min(SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x --schedule-conservativeness (default 1.0
+# here: infer.schedule_conservativeness), 1) (sglang v0.5.5.post1 `srt/environ.py`, `srt/managers/scheduler.py`,
+# `srt/server_args.py`)
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
 
 
 def engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy, list[str]]:
@@ -75,7 +80,12 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
     cap = int(inf.max_num_seqs or serving.eng["max_batch"])
     if eng == "sglang":
         budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)
-        return Policy("sglang", cap, max(budget, 1), bs, kv_blocks, True, False, False, hit), notes
+        # output-aware admission and retraction (scheduler.TokenRatio, read in SGLang v0.5.5.post1): a request starts
+        # only if the pool keeps room for its whole output and 0.7 x (decaying) the running requests' outputs
+        c = inf.schedule_conservativeness
+        ratio = min(SGLANG_INIT_NEW_TOKEN_RATIO * (1.0 if c is None else c), 1.0)
+        return Policy("sglang", cap, max(budget, 1), bs, kv_blocks, True, False, False, hit,
+                      new_token_ratio=ratio), notes
     if eng == "trtllm":
         # the pair `serve` and the launch files use (speed.trtllm_limits: both stated, else trtllm-bench's
         # heuristic); trtllm-serve run without either flag has BuildConfig's 2048 / 8192 — state them for that

@@ -54,6 +54,29 @@ class Policy:
     lookahead: bool = False           # the scheduler picks batch n+1 while the GPU runs batch n (SGLang's overlap
                                       # loop, TensorRT-LLM's PyTorch overlap loop, vLLM's async scheduling): a
                                       # request that reaches a busy engine during batch n first runs in batch n+2
+    new_token_ratio: float | None = None   # SGLang's admission (TokenRatio below) with this initial ratio
+                                           # (min(0.7 x --schedule-conservativeness, 1)); None: the vLLM rules
+
+
+@dataclass(frozen=True)
+class TokenRatio:
+    """SGLang's output-aware admission and retraction (sgl-project/sglang v0.5.5.post1, the PyPI wheel of tag
+    v0.5.5.post1: `managers/schedule_policy.py` PrefillAdder, `managers/scheduler.py` get_new_batch_prefill /
+    update_running_batch, `managers/schedule_batch.py` retract_decode, `environ.py` defaults):
+
+    * a waiting request is admitted only if its remaining prompt + min(max_new_tokens, clip) is below the pool's
+      free tokens less `ratio` x min(remaining output, clip) of every running request, less what this round has
+      already admitted (prompt chunk + its whole min(max_new_tokens, clip)); the first refusal ends the round
+      and blocks admission (batch_is_full) until the running batch shrinks (a finish or a retraction);
+    * `ratio` starts at init (0.7 x conservativeness), falls by (init - init x 0.14) / 600 per decode batch to
+      init x 0.14, and is reset to init when the engine is idle;
+    * when a decode step has no room, requests are retracted fewest-output-first (ties: longest prompt) until
+      it has, go to the tail of the waiting queue, and ratio becomes min(1, (decoded + 20 x n) / (max_new + 1))
+      over the n requests left."""
+    min_factor: float = 0.14          # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+    decay_steps: int = 600            # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+    retract_steps: int = 20           # SGLANG_RETRACT_DECODE_STEPS
+    clip: int = 4096                  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 
 
 @dataclass
@@ -151,6 +174,17 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     in_system_s = 0.0
     kv_block_s = 0.0
     tl: list[tuple[float, float, int, int]] = []
+    # SGLang's output-aware admission (TokenRatio): the ratio is r_base, less r_decay per decode batch since
+    # counter value r_it0; rem0 - D·it is the decoding requests' remaining output; long_out holds those whose
+    # remaining output may exceed the clip; `blocked` is SGLang's batch_is_full after a refused admission
+    tr = TokenRatio() if pol.new_token_ratio is not None else None
+    r_init = pol.new_token_ratio or 0.0
+    r_min = r_init * tr.min_factor if tr else 0.0
+    r_decay = (r_init - r_min) / tr.decay_steps if tr else 0.0
+    r_base, r_it0 = r_init, 0
+    rem0 = 0
+    long_out: set[int] = set()
+    blocked = False
 
     def enqueue_until(now: float, cutoff: float | None = None) -> None:
         """Move the requests that reached the engine by `cutoff` (default: now) into the waiting queue."""
@@ -165,12 +199,46 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     def dec_ctx(r: int) -> int:
         return d_n0[r] + it - d_it0[r]
 
+    def ratio() -> float:
+        return max(r_min, r_base - r_decay * (it - r_it0))
+
+    def reserved() -> float:
+        """SGLang: the tokens the running requests hold back from admission (ratio x remaining output, clipped,
+        of each decoding request; a request still in its prompt: the rest of it and its whole clipped output)."""
+        rem = rem0 - D * it
+        for r in list(long_out):
+            left = O[r] - (d_g0[r] + it - d_it0[r])
+            if not decoding[r] or left <= tr.clip:
+                long_out.discard(r)
+            else:
+                rem -= left - tr.clip
+        return ratio() * rem + sum(P[r] + gen[r] - comp[r] + min(O[r] - gen[r], tr.clip) for r in prefilling)
+
+    def sg_fits(r: int, cached: int, room: float) -> bool:
+        """SGLang add_one_req: the whole remaining prompt and the clipped output must fit below `room`."""
+        return P[r] + gen[r] - cached + min(O[r] - gen[r], tr.clip) < room
+
+    def leave_decode(v: int) -> None:
+        nonlocal rem0, blocked
+        rem0 -= O[v] - d_g0[v] + d_it0[v]
+        long_out.discard(v)
+        blocked = False                  # the running batch shrank: SGLang tries to admit again
+
+    def victim() -> int:
+        """SGLang retract_decode: the decoding request with the fewest output tokens (ties: the longest prompt, then
+        the newest: a stable sort, reversed, popped from the end); vLLM: the newest running request."""
+        if tr is None or not D:
+            return running[-1]
+        return min((r for r in reversed(running) if decoding[r]), key=lambda r: (d_g0[r] + it - d_it0[r], -P[r]))
+
     def preempt_last() -> int:
         nonlocal used, D, ctx0, preemptions
-        v = running.pop()
+        v = victim()
+        running.remove(v)
         if decoding[v]:
             nv = dec_ctx(v)
             gen[v] = min(d_g0[v] + it - d_it0[v], O[v] - 1)   # (multi-step: a run may have passed its last token)
+            leave_decode(v)
             decoding[v] = False
             if not pol.reserve_full:
                 phase[(d_it0[v] - d_n0[v]) % bs] -= 1
@@ -184,7 +252,10 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             used -= blk[v]
         comp[v] = 0
         blk[v] = 0
-        waiting.appendleft(v)
+        if tr is None:
+            waiting.appendleft(v)        # vLLM: back to the head of the queue
+        else:
+            waiting.append(v)            # SGLang: _add_request_to_queue appends it to the tail
         preemptions += 1
         return v
 
@@ -205,21 +276,27 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         return cached, c, _cdiv(total, bs)
 
     def admissible(budget: int, free: int, busy: bool) -> bool:
-        if not waiting or budget <= 0 or len(running) >= pol.max_num_seqs:
+        nonlocal blocked
+        if not waiting or budget <= 0 or len(running) >= pol.max_num_seqs or blocked:
             return False
         r = waiting[0]
-        _, c, nb = first_chunk_blocks(r, budget)
+        cached, c, nb = first_chunk_blocks(r, budget)
         if not pol.chunked_prefill and c > budget and busy:
+            return False
+        if tr is not None and not sg_fits(r, cached, cap - used - reserved()):
+            blocked = True
             return False
         return nb <= free
 
     def retire(r: int, now: float) -> None:
-        nonlocal used, D, ctx0, done, in_sys, next_rid
+        nonlocal used, D, ctx0, done, in_sys, next_rid, blocked
         finish[r] = now
         done += 1
         in_sys -= 1
         running.remove(r)
+        blocked = False
         if decoding[r]:
+            leave_decode(r)
             decoding[r] = False
             if pol.reserve_full:
                 used -= blk[r]
@@ -266,6 +343,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         if not D:
             ms_left = 0                      # a multi-step run ends when its batch is gone (all preempted)
         if not running and not waiting:
+            r_base, r_it0, blocked = r_init, it, False     # SGLang resets the ratio when idle
             if pending and pending[0][0] <= t:
                 enqueue_until(t)             # it came while the last batch ran: no batch was queued behind it
             else:
@@ -341,6 +419,12 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             while D > 0 and phase[it % bs] > cap - used:
                 preempt_last()
                 preempted = True
+            if preempted and tr is not None and D:
+                # retract_decode: the new ratio from the requests left (decoded + 20 steps each, over max_new)
+                left = [r for r in running if decoding[r]]
+                decoded = sum(d_g0[r] + it - d_it0[r] for r in left)
+                r_base = min(1.0, (decoded + tr.retract_steps * len(left)) / (sum(O[r] for r in left) + 1))
+                r_it0 = it + 1           # the batch that retracted does not decay it
             if D > 0:
                 used += phase[it % bs]
         dec = 0 if prefill_iter else D
@@ -364,13 +448,21 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             used += nb
             chunks.append((r, c, comp[r]))
             budget -= c
-        if not preempted and not ms_left:
+        if not preempted and not ms_left and not blocked:
             busy = bool(chunks) or dec > 0
+            room = cap - used - reserved() if tr is not None else 0.0
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
                 cached, c, nb = first_chunk_blocks(r, budget)
                 if nb > cap - used or (c > budget and busy and not chunked):
+                    blocked = tr is not None and nb > cap - used
                     break
+                if tr is not None:
+                    if not sg_fits(r, cached, room):
+                        blocked = True
+                        break
+                    # PrefillAdder._update_prefill_budget: the chunk, and the clipped output once the prompt ends
+                    room -= c + (min(O[r], tr.clip) if cached + c >= P[r] + gen[r] else 0)
                 waiting.popleft()
                 busy = True
                 if math.isnan(first_sched[r]):
@@ -417,6 +509,9 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                 continue
             decoding[r] = True
             d_it0[r], d_n0[r], d_g0[r] = it, comp[r], gen[r]
+            rem0 += O[r] - gen[r] + it
+            if tr is not None and O[r] - gen[r] > tr.clip:
+                long_out.add(r)
             if pol.reserve_full:
                 pass
             else:
