@@ -111,7 +111,9 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 spd_held.append((speed_category("train", moe=rec["moe"]), row["source"], (p - m) / m))
             if "mem" in rec:
                 p, m = rec["mem"]
-                if "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks
+                if path.stem == "measured":     # one GPU, HF transformers, measured on a lent GPU
+                    cat = memory_category(row["task"], row["method"] or None, 0, 1, row["engine"] or None)
+                elif "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks
                     cat = memory_category("finetune", row["method"], int(row["zero"]), int(row["gpus"]), None)
                 else:
                     dp = int(row["fsdp"])

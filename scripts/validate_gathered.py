@@ -97,6 +97,27 @@ def memory_pair(row: dict, est) -> tuple[float, float]:
     return pred / GiB, float(row["memory"]) * unit / GiB
 
 
+def measured_scenario(row: dict) -> dict:
+    """The scenario a measured.csv row ran (scripts/measure_suite.py on a lent GPU: one GPU, HF transformers)."""
+    base = {"model": row["model"], "task": row["task"], "framework": row["framework"],
+            "hardware": {"gpu": row["gpu"], "count": 1}}
+    if row["task"] == "infer":
+        return {**base, "infer": {"engine": row["engine"], "weights": row["weights"], "prompt_len": int(row["prompt_len"]),
+                                  "output_len": int(row["output_len"]), "concurrency": int(row["concurrency"])}}
+    train = {"method": row["method"], "precision": row["precision"], "master_weights": row["master_weights"] == "true",
+             "optimizer": row["optimizer"], "optimizer_impl": row["optimizer_impl"], "recompute": row["recompute"],
+             "attention": row["attention"], "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"])}
+    if row["lora_rank"]:
+        train["lora_rank"] = int(row["lora_rank"])
+    return {**base, "train": train}
+
+
+def measured_memory_pair(row: dict, est) -> tuple[float, float]:
+    """(predicted, measured) GiB at torch's max_memory_reserved: what the caching allocator held at the peak, the
+    level at which a run fails; gpuplan's peak less the CUDA context, which lies outside the allocator."""
+    return ((est.memory.peak_bytes_per_gpu - outside_torch_bytes(est, 1)) / GiB, float(row["peak_reserved_gib"]))
+
+
 def serve_scenario(row: dict) -> dict:
     scn = {"model": row["model"], "task": "infer",
            "hardware": {"gpu": row["gpu"], "count": int(row["gpus"])},
@@ -279,6 +300,7 @@ def score(path: Path) -> list[dict]:
     posttrain = path.stem == "posttrain"
     finetune = path.stem == "finetune-memory"
     preference = path.stem == "preference"
+    measured = path.stem == "measured"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
@@ -288,7 +310,8 @@ def score(path: Path) -> list[dict]:
                 out.append(rec)
                 continue
             try:
-                scn = (serve_scenario(row) if serving else posttrain_scenario(row) if posttrain
+                scn = (measured_scenario(row) if measured
+                       else serve_scenario(row) if serving else posttrain_scenario(row) if posttrain
                        else preference_scenario(row) if preference
                        else finetune_scenario(row) if finetune else scenario(row))
                 est = api.estimate(scn)
@@ -305,6 +328,14 @@ def score(path: Path) -> list[dict]:
                     out_tps = est.performance.output_tokens_per_s
                     total = out_tps * (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
                     rec["thr_unstated"] = (out_tps, total, float(row["throughput_tokens_per_s"]))
+                out.append(rec)
+                continue
+            if measured:    # one GPU, HF transformers, measured here: reserved peak, and training tokens/s
+                rec["mem"] = measured_memory_pair(row, est)
+                rec["method"] = row["method"] or "infer"
+                if row["task"] != "infer":
+                    rec["tps"] = (est.performance.tokens_per_s_per_gpu, float(row["tokens_per_s_per_gpu"]))
+                    rec["moe"] = est.model.is_moe
                 out.append(rec)
                 continue
             if finetune:    # LoRA/QLoRA peak memory, at the level the source read it
@@ -351,7 +382,7 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 
 # the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
 # scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
-SCORED = ("train", "serve", "posttrain", "preference", "finetune-memory")
+SCORED = ("train", "serve", "posttrain", "preference", "finetune-memory", "measured")
 
 
 def _err(pred: float, meas: float) -> str:

@@ -456,3 +456,36 @@ def test_wired_into_main_cli(capsys):
     from gpuplan import cli
     assert cli.main(["doctor", "--oom", str(OOM / "hip_shortage.txt")]) == 0
     assert "Real shortage" in capsys.readouterr().out
+
+
+TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+              "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("section", [
+    {"task": "finetune", "train": {"method": "full", "precision": "bf16", "seq_len": 32, "micro_batch": 2, "recompute": "full"}},
+    {"task": "finetune", "train": {"method": "lora", "precision": "bf16", "seq_len": 32, "micro_batch": 2, "lora_rank": 4}},
+    {"task": "infer", "infer": {"engine": "hf", "weights": "bf16", "prompt_len": 16, "output_len": 4, "concurrency": 2}}])
+def test_measure_loops_run_on_the_cpu(tmp_path, section):
+    """The training and decode loops `gpuplan measure` runs on a GPU, run here on a tiny random model through the
+    same code (only synchronisation and allocator statistics differ): they build, step and time without error."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if section.get("train", {}).get("method") == "lora":
+        pytest.importorskip("peft")
+    from gpuplan.local.measure import _Cpu, measure_on
+    from gpuplan.scenario import scenario_from_dict
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    scn = scenario_from_dict({"model": str(cfg), "hardware": {"gpu": "h200-sxm"}, **section})
+    res = measure_on(torch, _Cpu(torch), "cpu", None, scn, steps=2, warmup=1)
+    m = res.measured
+    if scn.is_training:
+        assert m["step_time_s"] > 0 and m["steps"] == 2
+        assert m["tokens_per_s_per_gpu"] == pytest.approx(2 * 32 / m["step_time_s"])
+    else:
+        assert m["decode_steps"] == 4 and 0 < m["tpot_s"] and 0 < m["ttft_s"]
+    assert res.predicted and res.predicted["peak_bytes_per_gpu"] > 0
+    assert any("not in the hardware catalog" in n for n in res.notes)
+    assert "peak_allocated_bytes" not in m      # no allocator statistics off the GPU: none invented

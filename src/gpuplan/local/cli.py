@@ -39,6 +39,9 @@ def add_parsers(subparsers) -> None:
     add_scenario_args(s)
     s.add_argument("--steps", type=positive_int("--steps", 10000), default=3,
                    help="measured steps after one warm-up step (default 3)")
+    s.add_argument("--ops", type=positive_int("--ops", 200), default=None, metavar="N",
+                   help="profile one more step: GPU-busy time beside wall time and the N operators with the most "
+                        "GPU time (where a step's time goes; wall well above busy = host-bound)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_measure)
 
@@ -184,7 +187,7 @@ def run_measure(args) -> int:
     from .measure import measure
     scn = scenario_from_args(args)
     try:
-        res = measure(scn, steps=args.steps)
+        res = measure(scn, steps=args.steps, ops=args.ops or 0)
     except (NoLocalGpuError, MissingExtraError) as err:
         return _no_gpu(_unusable(err, "measure"), args.json, "measure")
     _print(res, args.json, "measure")

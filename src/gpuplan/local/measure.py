@@ -2,8 +2,10 @@
 measured peak memory and time beside gpuplan's prediction.
 
 What runs: training/fine-tuning = forward + backward + optimizer step on random tokens (micro_batch x
-seq_len), `steps` times after `warmup`; inference = one prefill of concurrency x prompt_len, then a decode
-loop of up to 64 tokens with the KV cache (HF `generate`-style, not vLLM). One GPU: layouts that change
+seq_len), `steps` times after `warmup` (LoRA: the base frozen in the compute dtype, adapters fp32 under
+autocast); inference = a warm-up prefill and two decode steps (first calls load kernels), then one prefill
+of concurrency x prompt_len and a decode loop of up to 64 tokens with the KV cache (HF `generate`-style,
+not vLLM). `ops` adds one step under torch.profiler: GPU-busy time beside wall time, and the top operators. One GPU: layouts that change
 per-GPU memory (TP, PP, CP, ZeRO/FSDP, offload) are refused rather than measured wrongly; plain data
 parallelism has the per-GPU memory of one replica (plus DDP's gradient buckets, not measured here).
 
@@ -76,6 +78,11 @@ class MeasureResult:
                 continue
             err = f"{(pv - mv) / mv:+.0%}" if mv and pv is not None else ""
             out.append(f"  {label:<30}{f(mv, kind):>14}{f(pv, kind):>14}{err:>9}")
+        ops = self.measured.get("ops")
+        if ops:
+            out += ["", f"  one profiled step: wall {ops['wall_s'] * 1e3:,.1f} ms, GPU busy {ops['gpu_busy_s'] * 1e3:,.1f} ms, "
+                    f"{ops['kernel_launches']:,} kernels", f"  {'kernel':<60}{'calls':>7}{'GPU ms':>10}"]
+            out += [f"  {o['op'][:59]:<60}{o['calls']:>7}{o['device_s'] * 1e3:>10.2f}" for o in ops["top"]]
         if self.notes:
             out += [""] + [f"Note: {n}" for n in self.notes]
         return "\n".join(out)
@@ -108,13 +115,53 @@ def _check_supported(scn) -> list[str]:
         if scn.infer.weights not in ("bf16", "fp16", "fp32"):
             raise UnsupportedError("gpuplan measure", f"quantized weights ('{scn.infer.weights}') need their engine's kernels.",
                                    "measure the bf16 variant, or serve with your engine and compare its logs.")
-        notes.append(f"inference measured with HF transformers' own decode loop, not {scn.infer.engine}: engines "
-                     "preallocate KV pools (vLLM: gpu_memory_utilization of the card), so compare the weights + "
-                     "KV part, not the device total.")
+        if scn.infer.engine != "hf":
+            notes.append(f"inference measured with HF transformers' own decode loop, not {scn.infer.engine}: engines "
+                         "preallocate KV pools (vLLM: gpu_memory_utilization of the card), so compare the weights + "
+                         "KV part, not the device total.")
     return notes
 
 
-def _build_model(torch, scn, dtype):
+class _Cuda:
+    """What measure needs of the device: CUDA's synchronisation and allocator statistics."""
+    name = "cuda"
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def reset_peaks(self) -> None:
+        self.torch.cuda.synchronize()
+        self.torch.cuda.reset_peak_memory_stats()
+
+    def peaks(self) -> dict[str, int]:
+        torch = self.torch
+        free, total = torch.cuda.mem_get_info()
+        return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+                # context etc. = device used now - reserved now; the device peak = reserved peak + that
+                "peak_device_used_bytes": int(torch.cuda.max_memory_reserved() + (total - free)
+                                              - torch.cuda.memory_reserved()),
+                "device_total_bytes": int(total)}
+
+
+class _Cpu(_Cuda):
+    """The same loops on the CPU (tests: the code path without a GPU); no allocator statistics."""
+    name = "cpu"
+
+    def sync(self) -> None:
+        pass
+
+    def reset_peaks(self) -> None:
+        pass
+
+    def peaks(self) -> dict[str, int]:
+        return {}
+
+
+def _build_model(torch, scn, dtype, dev: _Cuda):
     try:
         import transformers
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -127,26 +174,22 @@ def _build_model(torch, scn, dtype):
     config = AutoConfig.for_model(mt, **cfg)
     attn = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
     kind = scn.train.attention if scn.is_training else "flash"
-    with torch.device("cuda"):
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype, attn_implementation=attn[kind])
+    with torch.device(dev.name):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn[kind])
     return model, spec, transformers.__version__
 
 
-def _peaks(torch) -> dict[str, int]:
-    free, total = torch.cuda.mem_get_info()
-    return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
-            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
-            # context etc. = device used now - reserved now; the device peak = reserved peak + that
-            "peak_device_used_bytes": int(torch.cuda.max_memory_reserved() + (total - free) - torch.cuda.memory_reserved()),
-            "device_total_bytes": int(total)}
-
-
-def _run_train(torch, scn, steps: int, warmup: int, notes: list[str]) -> dict[str, Any]:
+def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str],
+               ops: int = 0) -> dict[str, Any]:
     t = scn.train
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[t.precision]
-    # HF Trainer-style mixed precision: fp32 weights and states, autocast compute
-    param_dtype = torch.float32 if t.master_weights else dt
-    model, spec, _ = _build_model(torch, scn, param_dtype)
+    # HF Trainer-style mixed precision: fp32 trainable weights and states, autocast compute. A LoRA/QLoRA base is
+    # frozen and loaded in the compute dtype (`from_pretrained(..., dtype=bfloat16)`), its adapters kept fp32 by
+    # peft (LoraConfig/get_peft_model autocast_adapter_dtype=True), as gpuplan's memory model prices them.
+    lora = t.method in ("lora", "qlora")
+    param_dtype = torch.float32 if t.master_weights and not lora else dt
+    use_autocast = t.master_weights and dt != torch.float32
+    model, spec, _ = _build_model(torch, scn, param_dtype, dev)
     if t.method in ("lora", "qlora"):
         try:
             import peft
@@ -173,54 +216,106 @@ def _run_train(torch, scn, steps: int, warmup: int, notes: list[str]) -> dict[st
         opt = bnb.optim.AdamW8bit(params, lr=1e-5)
     else:
         opt = torch.optim.SGD(params, lr=1e-5)
-    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device="cuda")
-    use_autocast = param_dtype != dt
+    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device=dev.name)
 
     def step():
-        with torch.autocast("cuda", dtype=dt, enabled=use_autocast):
+        with torch.autocast(dev.name, dtype=dt, enabled=use_autocast):
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
+    dev.reset_peaks()              # the first step allocates the optimizer states: its peak counts
+    for _ in range(warmup):
         step()
-        torch.cuda.synchronize()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    out = _peaks(torch)
+    times = _timed(dev, step, steps)
+    out = dev.peaks()
     st = statistics.median(times)
     out.update(step_time_s=st, tokens_per_s_per_gpu=t.micro_batch * t.seq_len / st, steps=steps, warmup=warmup)
+    if ops:
+        out["ops"] = _op_profile(torch, dev, step, ops)
     return out
 
 
-def _run_infer(torch, scn, notes: list[str]) -> dict[str, Any]:
+def _timed(dev: _Cuda, fn: Callable[[], Any], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _op_profile(torch, dev: _Cuda, fn: Callable[[], Any], top: int) -> dict[str, Any]:
+    """One more call of `fn` under torch.profiler: wall time, the time the GPU was busy (the sum of its kernels'
+    own times: one stream, so they do not overlap), and the `top` operators by device time. Wall well above busy
+    means the host (Python, kernel launches) bounds the step."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.name == "cuda" else [])
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        fn()
+        dev.sync()
+        wall = time.perf_counter() - t0
+    # kernels (device-side events) only: an operator's own device time repeats its kernels' and would count twice
+    kernels = [e for e in prof.key_averages() if "CUDA" in str(getattr(e, "device_type", ""))]
+
+    def dev_us(e) -> float:
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
+    busy = sum(dev_us(e) for e in kernels) / 1e6
+    rows = sorted(kernels, key=dev_us, reverse=True)[:top]
+    return {"wall_s": wall, "gpu_busy_s": busy, "kernel_launches": int(sum(e.count for e in kernels)),
+            "top": [{"op": e.key, "calls": int(e.count), "device_s": dev_us(e) / 1e6} for e in rows],
+            "operators": _op_table(prof, top)}
+
+
+def _op_table(prof, top: int) -> str:
+    """torch.profiler's own table of operators by device time (its column names vary by version)."""
+    for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
+        try:
+            return prof.key_averages().table(sort_by=key, row_limit=top, max_name_column_width=60)
+        except (KeyError, AttributeError, ValueError, RuntimeError):
+            continue
+    return ""
+
+
+def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[str, Any]:
     i = scn.infer
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
-    model, spec, _ = _build_model(torch, scn, dt)
+    model, spec, _ = _build_model(torch, scn, dt, dev)
     model.eval()
-    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device="cuda")
+    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
     n_out = min(i.output_len, 64)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    with torch.inference_mode():
-        t0 = time.perf_counter()
+
+    def prefill():
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        torch.cuda.synchronize()
+        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+
+    def decode(state):
+        out = model(input_ids=state[1], past_key_values=state[0], use_cache=True)
+        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+
+    with torch.inference_mode():
+        state = prefill()          # warm-up: the first calls load kernels and create library handles
+        for _ in range(2):
+            state = decode(state)
+        del state
+        dev.reset_peaks()
+        t0 = time.perf_counter()
+        state = prefill()
+        dev.sync()
         ttft = time.perf_counter() - t0
-        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
         times = []
         for _ in range(n_out):
             t0 = time.perf_counter()
-            out = model(input_ids=nxt, past_key_values=past, use_cache=True)
-            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
-            torch.cuda.synchronize()
+            state = decode(state)
+            dev.sync()
             times.append(time.perf_counter() - t0)
-    res = _peaks(torch)
+        res = dev.peaks()
+        if ops:
+            box = [state]
+            res["ops"] = _op_profile(torch, dev, lambda: box.append(decode(box.pop())), ops)
     tpot = statistics.median(times)
     res.update(ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=i.concurrency / tpot, decode_steps=n_out)
     if n_out < i.output_len:
@@ -240,23 +335,32 @@ def predict(scn, estimate_fn: Callable[[Any], Any] | None = None) -> tuple[dict[
             "ttft_s": p.ttft_s, "tpot_s": p.tpot_s}, None
 
 
-def measure(scn, *, steps: int = 3, warmup: int = 1,
+def measure(scn, *, steps: int = 3, warmup: int = 1, ops: int = 0,
             estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
-    """Run the scenario on local GPU 0 and return measured vs predicted numbers."""
+    """Run the scenario on local GPU 0 and return measured vs predicted numbers; `ops` > 0 adds one profiled
+    step (or decode step) with that many top operators by GPU time."""
     torch = require_cuda("gpuplan measure")
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return measure_on(torch, _Cuda(torch), props.name, int(props.total_memory), scn, steps=steps, warmup=warmup,
+                      ops=ops, estimate_fn=estimate_fn)
+
+
+def measure_on(torch, dev: _Cuda, device_name: str, device_bytes: int | None, scn, *, steps: int = 3,
+               warmup: int = 1, ops: int = 0, estimate_fn: Callable[[Any], Any] | None = None) -> MeasureResult:
+    """measure() on a given device (`_Cuda`, or `_Cpu` for the tests: the same loops without a GPU)."""
     notes = _check_supported(scn)
     from .detect import match_catalog
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    local_id, _ = match_catalog(props.name, int(props.total_memory))
+    local_id, _ = match_catalog(device_name, device_bytes)
     pred_scn = scn
     if local_id and local_id != scn.hardware.gpu:
         pred_scn = scn.replace(hardware={"gpu": local_id})
         notes.append(f"scenario names {scn.hardware.gpu}; predicted for the local {local_id} instead.")
     elif not local_id:
-        notes.append(f"'{props.name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
-    measured = _run_train(torch, scn, steps, warmup, notes) if scn.is_training else _run_infer(torch, scn, notes)
+        notes.append(f"'{device_name}' is not in the hardware catalog: predicted for the scenario's {scn.hardware.gpu}.")
+    measured = (_run_train(torch, dev, scn, steps, warmup, notes, ops) if scn.is_training
+                else _run_infer(torch, dev, scn, notes, ops))
     predicted, why = predict(pred_scn, estimate_fn)
     if why:
         notes.append(why)
-    return MeasureResult(scenario=scn.model_dump(mode="json"), device_name=props.name, torch_version=torch.__version__,
+    return MeasureResult(scenario=scn.model_dump(mode="json"), device_name=device_name, torch_version=torch.__version__,
                          measured=measured, predicted=predicted, notes=tuple(notes))
