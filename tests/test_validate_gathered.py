@@ -301,6 +301,9 @@ def test_preference_scenario_reads_a_padded_pack():
     t = vg.preference_scenario(row)["train"]
     assert (t["seq_len"], t["micro_batch"], t["global_batch"]) == (16384, 1, 32)
     assert (t["document_len"], t["pack_tokens"], t["pair_concat"]) == (849, 3397, "sequence")
+    # uv.lock @93a5b3c5 pins flash-attn-3, so model_utils.detect_attn_implementation picks flash_3 on an H100
+    assert t["attention_kernel"] == "fa3"
+    assert vg.preference_scenario({x["id"]: x for x in _pref_rows()}["OI01"])["train"]["attention_kernel"] == "fa2"
     assert "pack_tokens" not in vg.preference_scenario(dict(row, pack_tokens=""))["train"]
 
 
