@@ -103,6 +103,9 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
             if "rl" in rec:       # post-training RL step time (posttrain.csv)
                 p, m = rec["rl"]
                 spd_held.append((speed_category("train", objective=row["objective"]), row["source"], (p - m) / m))
+            if "pref" in rec:     # preference-tuning optimizer step time (preference.csv): DPO-family steps
+                p, m = rec["pref"]
+                spd_held.append((speed_category("train", objective=row["objective"]), row["source"], (p - m) / m))
             if "tps" in rec:
                 p, m = rec["tps"]
                 spd_held.append((speed_category("train", moe=rec["moe"]), row["source"], (p - m) / m))

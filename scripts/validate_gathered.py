@@ -252,6 +252,10 @@ def preference_scenario(row: dict) -> dict:
              "allow_longer_context": True}
     if row.get("mean_document_len"):    # packed rows whose documents the model sees apart (varlen / doc_lens)
         train["document_len"] = int(row["mean_document_len"])
+    if row.get("pack_tokens"):          # a pack padded to the row, its padding one more attended segment (doc_lens)
+        train["pack_tokens"] = int(row["pack_tokens"])
+    if row.get("attention_kernel"):     # the fused attention kernel the run's code picks (empty: the framework's)
+        train["attention_kernel"] = row["attention_kernel"]
     if row.get("pair_concat"):          # chosen and rejected in the batch (TRL) or joined into one row (OLMo-core)
         train["pair_concat"] = row["pair_concat"]
     return {"model": row["model"], "task": "finetune", "framework": PREFERENCE_BACKENDS[row["train_backend"]],

@@ -69,11 +69,15 @@ def test_text_output_shows_the_bars(capsys, tmp_path):
 
 def test_post_training_figures_carry_their_own_bars():
     """An RL step is scored against published RL steps (mostly rollout time), not against SFT tokens/s; a DPO
-    step has no published measurement yet, so it says so instead of borrowing the SFT bar."""
+    step against the scored preference.csv steps (scripts/make_uncertainty.py feeds them in), or, while the
+    packaged table holds fewer than 3 of them, it says so instead of borrowing the SFT bar."""
     grpo = api.estimate(ROOT / "examples" / "grpo-7b-colocated.yaml").to_json()
     assert grpo["performance"]["uncertainty"]["category"] == "post-training RL step (rollout + training)"
     assert grpo["performance"]["uncertainty"]["relative_typical"] > 0.1
     assert grpo["memory"]["uncertainty"]["relative_typical"] is None
-    dpo = api.estimate(ROOT / "examples" / "dpo-full-8b.yaml").to_json()
-    assert dpo["performance"]["uncertainty"]["relative_typical"] is None
-    assert "no validated runs" in dpo["performance"]["uncertainty"]["category"]
+    dpo = api.estimate(ROOT / "examples" / "dpo-full-8b.yaml").to_json()["performance"]["uncertainty"]
+    if dpo["relative_typical"] is None:
+        assert "no validated runs" in dpo["category"]
+    else:
+        assert dpo["category"] == "post-training step (preference, distillation, reward model)"
+        assert dpo["runs"] >= 3 and dpo["relative_typical"] > 0

@@ -291,6 +291,22 @@ def test_preference_scenario_reads_the_document_length():
     assert "pair_concat" not in vg.preference_scenario(dict(row, pair_concat=""))["train"]     # TRL's default
 
 
+def test_preference_scenario_reads_a_padded_pack():
+    """OI09 (open-instruct's OLMo-core A/B run, 32 H100): the rank batch of 1 x 4 pairs is one pack a side padded to
+    16,384 tokens and one micro-step (DPOTrainModule splits the batch dimension, 1), so 32 pairs a step; 217,400
+    real tokens over 32 ranks and 2 sides = 3,397 a side (pack_tokens) in 4 documents of 849."""
+    row = {x["id"]: x for x in _pref_rows()}["OI09"]
+    assert round(int(row["real_tokens_per_step"]) / 32 / 2) == int(row["pack_tokens"]) == 3397
+    assert int(row["pack_tokens"]) // 4 == int(row["mean_document_len"]) == 849
+    t = vg.preference_scenario(row)["train"]
+    assert (t["seq_len"], t["micro_batch"], t["global_batch"]) == (16384, 1, 32)
+    assert (t["document_len"], t["pack_tokens"], t["pair_concat"]) == (849, 3397, "sequence")
+    # uv.lock @93a5b3c5 pins flash-attn-3, so model_utils.detect_attn_implementation picks flash_3 on an H100
+    assert t["attention_kernel"] == "fa3"
+    assert vg.preference_scenario({x["id"]: x for x in _pref_rows()}["OI01"])["train"]["attention_kernel"] == "fa2"
+    assert "pack_tokens" not in vg.preference_scenario(dict(row, pack_tokens=""))["train"]
+
+
 def test_preference_scenario_refuses_a_non_preference_objective():
     row = dict({x["id"]: x for x in _pref_rows()}["OI01"], objective="grpo")
     try:

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag,
                       ValidationError, create_model, model_validator)
 
 from .errors import InputError
@@ -292,6 +292,9 @@ class RL(_Strict):
 
 
 class Train(_Strict):
+    # set by estimate/posttrain.policy_scenario on the policy pass's train: its seq_len-token row already holds a
+    # pair joined on the sequence axis (two seq_len/2 sides), whose padded packs (pack_tokens) lie side by side
+    _joined_pair: bool = PrivateAttr(False)
     objective: TrainObjective = Field("sft", description=(
         "sft | dpo, ipo, kto, orpo, simpo (preference) | distill (needs teacher) | reward | grpo, ppo, rloo (RL)"))
     reference: Optional[Literal["copy", "base", "precomputed", "none"]] = Field(None, description=(
@@ -330,6 +333,12 @@ class Train(_Strict):
         "seq_len-token row, each attending only to itself (flash-attention varlen cu_seqlens, flex or Transformer "
         "Engine document masks); attention is priced per document, the linear layers on all the row's tokens; "
         "default none = attention spans the whole row (docs/speed.md §1)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    pack_tokens: int | None = _num(
+        None, "packed rows padded to seq_len (with document_len): the documents' tokens in each seq_len-token row; "
+        "the rest is padding that a stack covering the whole row with document boundaries attends as one more causal "
+        "segment (OLMo-core doc_lens, open-instruct's packed DPO: docs/posttrain.md); default none = the documents "
+        "fill the row. A description of the run: no generated launch file sets it", lo=1, hi=MAX_TOKENS_LEN,
+        unit="tokens")
     pair_concat: Literal["batch", "sequence"] = Field("batch", description=(
         "dpo, ipo, orpo, simpo: how the chosen and rejected sequences of a pair go through the policy. batch (TRL's "
         "concatenated_forward: two seq_len-token rows); sequence (open-instruct's OLMo-core DPO with packing, "
@@ -413,7 +422,15 @@ class Train(_Strict):
     def _documents_fit_row(self):
         d = self.document_len
         if d is None:
+            if self.pack_tokens is not None:
+                raise ValueError(f"train.pack_tokens = {self.pack_tokens} is the documents' share of a padded packed "
+                                 "row, but train.document_len is unset, so attention spans the whole row and the "
+                                 "padding changes nothing (set document_len, or remove pack_tokens)")
             return self
+        if self.pack_tokens is not None and not d <= self.pack_tokens <= self.seq_len:
+            raise ValueError(f"train.pack_tokens = {self.pack_tokens} must hold at least one document "
+                             f"(document_len = {d}) and fit the row (seq_len = {self.seq_len}): set "
+                             "document_len <= pack_tokens <= seq_len")
         if d > self.seq_len:
             raise ValueError(f"train.document_len = {d} is longer than the packed row, train.seq_len = {self.seq_len} "
                              "(set document_len <= seq_len, or remove it: attention then spans the whole row)")

@@ -69,7 +69,48 @@ def attention_span(train: Any) -> int:
     document_len separates the documents (open-instruct passes doc_lens since #1670, 7aa1712f: each side's
     documents, so the span is then the document, as for any packed row)."""
     d, row = getattr(train, "document_len", None), row_len(train)
-    return min(d, row) if d and train.attention == "flash" else row
+    if not (d and train.attention == "flash"):
+        return row
+    fill = getattr(train, "pack_tokens", None)
+    # a policy pass's row that already joins the pair (posttrain.policy_scenario) holds two seq_len/2 sides
+    joined = getattr(train, "_joined_pair", False)
+    side = train.seq_len // 2 if joined else train.seq_len
+    if fill is None or fill >= side:
+        return min(d, row)
+    layout = "sequence" if joined else getattr(train, "pair_concat", "batch")
+    return SegmentedSpan(padded_pack_segments(side, d, fill, layout))
+
+
+class SegmentedSpan(int):
+    """A row whose attention runs over causal segments of unequal length: `segments` is ((length, count), ...),
+    count possibly fractional (a mean pack holds fill/d documents). ModelSpec.attention_context prices each
+    segment's own causal triangle (window-capped per layer); the int value, the token-weighted mean segment length
+    sum(c·L²)/sum(c·L), is the length the attention kernel's speed is looked up at."""
+    segments: tuple[tuple[int, float], ...]
+
+    def __new__(cls, segments):
+        segs = tuple((int(L), float(c)) for L, c in segments if L > 0 and c > 0)
+        mean = sum(c * L * L for L, c in segs) / sum(c * L for L, c in segs)
+        obj = super().__new__(cls, max(1, round(mean)))
+        obj.segments = segs
+        return obj
+
+
+def padded_pack_segments(seq_len: int, d: int, fill: int, pair_concat: str = "batch"):
+    """The attention segments of a packed row padded to seq_len whose document boundaries cover the padding: fill
+    tokens of documents of mean length d, then seq_len - fill tokens of padding attended as one more segment.
+    OLMo-core's varlen attention takes doc_lens that must sum to the row, and open-instruct emits the trailing pad
+    span as its own segment (olmo_core_utils.doc_lens_from_cu_seq_lens, allenai/open-instruct@93a5b3c5, the code
+    of its backend comparison's runs, unchanged at 77919e50); its packed collator pads each side to max_seq_length
+    (padding_free_collator.TensorDataCollatorWithFlattening, pad_to_length). A pair joined on the sequence axis
+    (pair_concat: sequence) offsets the rejected side's cu_seq_lens by the padded chosen length and drops their
+    leading 0 (padding_free_collator.concatenated_inputs @93a5b3c5), so the chosen side's padding runs into the
+    first rejected document: chosen documents, (padding + d), the other rejected documents, the trailing padding.
+    Returns ((length, count), ...) for one row."""
+    pad, n = seq_len - fill, fill / d
+    if pair_concat == "sequence":
+        return ((d, n), (pad + d, 1.0), (d, n - 1.0), (pad, 1.0))
+    return ((d, n), (pad, 1.0))
 
 
 def attention_flops_per_token_forward(model: ModelSpec, seq_len: int, causal: bool = True) -> float:

@@ -120,7 +120,9 @@ def policy_scenario(scn: Scenario, sequences: int | None = None) -> Scenario:
                            "micro_batch": t.micro_batch * g, "seq_len": row, "pair_concat": "batch"}
     if t.global_batch:
         upd["global_batch"] = t.global_batch * g
-    return scn.model_copy(update={"train": t.model_copy(update=upd)})
+    train = t.model_copy(update=upd)
+    train._joined_pair = row != t.seq_len      # each row holds both sides (flops.padded_pack_segments)
+    return scn.model_copy(update={"train": train})
 
 
 # ---- memory -----------------------------------------------------------------------------------------------

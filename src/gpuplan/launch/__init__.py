@@ -73,6 +73,13 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
                                "the files written for this engine do not pack documents that attend only to "
                                "themselves.", "remove train.document_len, or use one of: "
                                + ", ".join(_PACKING_ENGINES) + " (SFT).")
+    if t is not None and t.pack_tokens is not None:
+        # padding a pack to seq_len with its boundaries covering the padding is open-instruct's OLMo-core DPO
+        # (doc_lens over the padded row); the packing engines written here neither pad packs nor attend the padding
+        raise UnsupportedError(f"launch engine '{engine}': train.pack_tokens = {t.pack_tokens}",
+                               "no engine gpuplan writes pads a pack to seq_len and attends the padding as a "
+                               "segment; the field describes a run (open-instruct's packed OLMo-core DPO) for its "
+                               "estimate.", "remove train.pack_tokens to launch rows the documents fill.")
     if t is not None and t.pair_concat == "sequence":
         # TRL's DPO/ORPO/CPO trainers (the preference files written here) concatenate the pair on the batch axis;
         # the sequence-axis join is open-instruct's OLMo-core DPO, not an engine gpuplan writes

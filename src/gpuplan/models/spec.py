@@ -264,7 +264,13 @@ class ModelSpec:
         return per_layer * sum(min(w, tokens) if w else tokens for w in self.attention_windows)
 
     def attention_context(self, seq_len: int, causal: bool = True) -> float:
-        """Average keys each query attends to, summed over layers (window-capped)."""
+        """Average keys each query attends to, summed over layers (window-capped). A span made of causal segments
+        of unequal length (estimate/flops.py SegmentedSpan: its `segments`, ((length, count), ...)) averages each
+        segment's own triangle over the row's tokens."""
+        segments = getattr(seq_len, "segments", None)
+        if segments is not None and causal:
+            tokens = sum(c * L for L, c in segments)
+            return sum(c * L * self.attention_context(L) for L, c in segments) / tokens
         total = 0.0
         for w in self.attention_windows:
             if not causal:
@@ -365,6 +371,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "olmo2": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                   num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
                   tie_word_embeddings=False, attention_bias=False),
+    # OLMo 3 (transformers Olmo3Config defaults): OLMo 2's layer (post-norms, q/k norms over the full projection
+    # width) with sliding-window attention on three layers in four (layer_types; the fourth is full attention)
+    "olmo3": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, max_position_embeddings=2048,
+                  tie_word_embeddings=False, attention_bias=False, sliding_window=4096),
     "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
                    num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=8192,
                    tie_word_embeddings=True, attention_bias=False, sliding_window=4096,
@@ -529,6 +540,9 @@ def _windows(c: dict, model_type: str, n: int) -> tuple[tuple[int | None, ...], 
         return (w,) * n, "all"
     if model_type in ("gemma2", "gpt_oss"):
         return tuple(w if i % 2 == 0 else None for i in range(n)), "alternate"
+    if model_type == "olmo3" and w:
+        # Olmo3Config without layer_types: "sliding_attention" unless (i + 1) % 4 == 0 (configuration_olmo3.py)
+        return tuple(None if (i + 1) % 4 == 0 else w for i in range(n)), "every_nth"
     if model_type == "gemma3_text":
         pattern = c.get("sliding_window_pattern") or 6
         return tuple(None if (i + 1) % pattern == 0 else w for i in range(n)), "every_nth"
@@ -560,9 +574,10 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
     theta, scaling = _t.rope(c)
     # Phi-3 adds residual dropout (resid_pdrop); transformers' Phi3Model has no embedding dropout
     residual = _t.probability(c, "resid_pdrop") if mt == "phi3" else 0.0
-    qk = {"qwen3": "per_head", "qwen3_moe": "per_head", "gemma3_text": "per_head", "olmo2": "full"}.get(mt, "none")
+    qk = {"qwen3": "per_head", "qwen3_moe": "per_head", "gemma3_text": "per_head", "olmo2": "full",
+          "olmo3": "full"}.get(mt, "none")
     return Traits(
-        norm_placement="sandwich" if gemma else "post" if mt == "olmo2" else "pre",
+        norm_placement="sandwich" if gemma else "post" if mt in ("olmo2", "olmo3") else "pre",
         norm_dtype="fp32" if gemma or mt == "gemma" else "fp32_upcast", qk_norm=qk,
         fused_qkv=mt == "phi3", fused_qkv_output_kept=mt == "phi3",
         activation=act, mlp=_t.mlp_kind(True, act),
@@ -613,7 +628,7 @@ def _decoder_attention(c: dict, mt: str, h: int, a: int, kv: int, d: int, n: int
         blocks.append(Block("sinks", "other", a, n))
     if mt in ("qwen3", "qwen3_moe", "gemma3_text"):
         blocks += [Block("q_norm", "norm", d, n), Block("k_norm", "norm", d, n)]
-    if mt == "olmo2":
+    if mt in ("olmo2", "olmo3"):
         blocks += [Block("q_norm", "norm", a * d, n), Block("k_norm", "norm", kv * d, n)]
     return blocks, info
 
@@ -660,7 +675,8 @@ def _qwen2_moe(c: dict, h: int, i: int, n: int, experts: int) -> tuple[list[Bloc
 def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block], dict[str, Any], tuple[int, ...]]:
     """MLP or MoE blocks of a Llama-like model, its MoE fields, and the indices of dense MLP layers."""
     experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or 0
-    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma", "gemma2", "gemma3_text", "granite"):
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "olmo3", "gemma", "gemma2", "gemma3_text",
+              "granite"):
         return _gated_mlp(h, i, n, bias=bool(c.get("mlp_bias", False))), {}, ()
     if mt == "mixtral":
         k = c["num_experts_per_tok"]
@@ -691,7 +707,7 @@ def _decoder_mlp(c: dict, mt: str, h: int, i: int, n: int) -> tuple[list[Block],
 
 
 def _decoder(c: dict, mt: str, where: str) -> dict[str, Any]:
-    """Llama-like decoders: llama, mistral, mixtral, qwen2/3(+moe), phi3, olmo2, gemma2/3, gpt_oss, deepseek."""
+    """Llama-like decoders: llama, mistral, mixtral, qwen2/3(+moe), phi3, olmo2/3, gemma2/3, gpt_oss, deepseek."""
     h = _positive(c, "hidden_size", where)
     n = _positive(c, "num_hidden_layers", where)
     a = _positive(c, "num_attention_heads", where)

@@ -55,7 +55,7 @@ def _layers(model: nn.Module):
     raise RuntimeError("could not find the decoder layers (model.model.layers)")
 
 
-_FULL_WIDTH_QK_NORM = ("olmo2",)     # q_norm/k_norm over all heads at once (OLMo 2)
+_FULL_WIDTH_QK_NORM = ("olmo2", "olmo3")     # q_norm/k_norm over all heads at once (OLMo 2 and 3)
 _COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 _ROWWISE = ("o_proj", "down_proj")
 
