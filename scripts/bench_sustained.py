@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def _smi_sampler(rows: list, stop: threading.Event, t0: float) -> None:
-    q = "--query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+    q = "--query-gpu=clocks.sm,power.draw,temperature.gpu"
     while not stop.is_set():
         try:
             out = subprocess.run(["nvidia-smi", q, "--format=csv,noheader,nounits"], capture_output=True,
