@@ -18,13 +18,12 @@ torch and cuBLAS versions are written into every row).
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_timing import seconds_per_call  # noqa: E402
+from cuda_timing import seconds_per_call, write_rows  # noqa: E402
 
 # (label, K, N): expert fc1 is [h -> 2 x ffn] (gate and up fused), fc2 [ffn -> h]
 SHAPES = (("qwen3-30b-a3b fc1", 2048, 1536), ("qwen3-30b-a3b fc2", 768, 2048),
@@ -116,14 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append({**env, "test": "host_enqueue_small_op", "shape": "", "experts": "", "rows_per_expert": "",
                  "streams": "", "tflops": "", "share_of_square": "",
                  "host_us_per_op": round(1e6 * _host_seconds_per_op(torch), 2)})
-    fh = sys.stdout if args.out == "-" else open(args.out, "w", newline="", encoding="utf-8")
-    try:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    finally:
-        if fh is not sys.stdout:
-            fh.close()
+    write_rows(rows, args.out)
     return 0
 
 

@@ -9,12 +9,11 @@ Nothing in gpuplan imports it; run it on a GPU machine and keep the CSV:
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_timing import seconds_per_call  # noqa: E402
+from cuda_timing import seconds_per_call, write_rows  # noqa: E402
 
 DIMS = (512, 1024, 2048, 3072, 4096, 8192, 14336, 28672)
 ROWS = (16384, 4096)
@@ -55,14 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "tflops": round(tf, 1), "share_of_square": round(tf / square, 4),
                                  "square_tflops": round(square, 1)})
                     del p, q
-    fh = sys.stdout if a.out == "-" else open(a.out, "w", newline="", encoding="utf-8")
-    try:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    finally:
-        if fh is not sys.stdout:
-            fh.close()
+    write_rows(rows, a.out)
     return 0
 
 
