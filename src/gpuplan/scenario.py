@@ -904,17 +904,18 @@ class Scenario(_Strict):
         return self.task in ("train", "finetune")
 
     def replace(self, **updates: Any) -> "Scenario":
-        """A new, re-validated scenario with nested updates: replace(parallel={'tp': 2})."""
-        data = self.model_dump()
+        """A new, re-validated scenario with nested updates: replace(parallel={'tp': 2}). Only the fields the
+        scenario was given (or the updates give) carry over as given: a field left to its default stays a default,
+        so engine defaults that depend on whether a field was set (SGLang's own memory fraction) survive."""
+        data = self.model_dump(exclude_unset=True)
         for key, value in updates.items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):
                 data[key] = {**data[key], **value}
             else:
                 data[key] = value
-        if "hardware" in updates and "parallel" in updates and "dp" not in (updates["parallel"] or {}):
-            data["parallel"]["dp"] = None
-        elif "hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates:
-            data["parallel"]["dp"] = None
+        if ("hardware" in updates and "parallel" in updates and "dp" not in (updates["parallel"] or {})) or \
+                ("hardware" in updates and "count" in updates["hardware"] and "parallel" not in updates):
+            data.setdefault("parallel", {})["dp"] = None
         return scenario_from_dict(data)
 
 

@@ -247,7 +247,7 @@ def _triton_moe_configs() -> dict[tuple, dict[int, int]]:
     text = resources.files("gpuplan.estimate").joinpath("data/triton_moe_configs.csv").read_text(encoding="utf-8")
     out: dict[tuple, dict[int, int]] = {}
     for r in csv.DictReader(text.splitlines()):
-        key = (r["engine"], int(r["num_experts"]), int(r["n_per_shard"]), r["gpu"], r["config_dtype"])
+        key = (r["engine"], int(r["experts"]), int(r["n_per_shard"]), r["gpu"], r["config_dtype"])
         out.setdefault(key, {})[int(r["m_tokens"])] = int(r["block_size_m"])
     return out
 

@@ -157,7 +157,9 @@ def build_plan(s: Search, c: Cand, rank: int, n_feasible: int) -> Plan:
     """Re-validate the scenario shown and evaluate it through the pipeline with the candidate's
     memory estimate (no second memory computation)."""
     from .candidate import for_gpu
-    scn = scenario_from_dict(c.scn.model_dump(), "(recommended plan)")
+    # the given fields only: an engine default chosen because a field was left unset (SGLang's memory fraction)
+    # stays the candidate's
+    scn = scenario_from_dict(c.scn.model_dump(exclude_unset=True), "(recommended plan)")
     mem = c.mem if s.space.task == "infer" else for_gpu(c.mem, c.gpu)   # training memory is cached GPU-free
     est = pipeline.evaluate(s.resolved(scn, c.gpu, warnings=True), memory_estimate=mem)
     estimate = {"memory": est.memory.to_json(), "performance": est.performance.to_json(),
