@@ -15,6 +15,8 @@ Layers traced, each written from the op sequence of the named source (not import
   hf          transformers' LlamaDecoderLayer itself (imported: its real ops; rotate_half RoPE).
   layernorm_gelu LayerNorm (one native kernel) + GELU MLP without biases, residual adds: llm-foundry's
               MPT layer, the calibration source of `elementwise_passes` (no RoPE: ALiBi in the kernel).
+  hf_lora     the hf layer with peft LoRA (r 16) on its seven linears, base frozen, fp32 adapters, under bf16
+              autocast (an HF Trainer LoRA step): its excess over hf is the adapters' element-wise work.
 
 Run:  PYTHONPATH=$PWD/src python3 scripts/trace_elementwise.py
 The printed coefficients are the constants of src/gpuplan/estimate/elementwise.py (EAGER_MEASURED).
@@ -148,13 +150,26 @@ def _hf_block(h, i, heads, kv_heads):
     return Wrap(), rot
 
 
+def _lora(blk, rank: int = 16):
+    """peft LoRA on every linear of the layer (target_modules all-linear's set for a decoder layer), base frozen in
+    bf16; peft keeps the adapters in fp32 (get_peft_model autocast_adapter_dtype=True) and the step runs under bf16
+    autocast (HF Trainer bf16=True)."""
+    import peft
+    cfg = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    return peft.get_peft_model(blk, cfg)
+
+
 def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> tuple[float, dict]:
     """Eager element-wise bytes per token of one layer's forward + backward, and the bytes by aten op."""
     torch.manual_seed(0)
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
     d = h // heads
-    if kind == "hf":
+    autocast = kind == "hf_lora"
+    if kind in ("hf", "hf_lora"):
         blk, rot = _hf_block(h, i, heads, kv_heads)
+        if kind == "hf_lora":
+            blk = _lora(blk)
         with torch.no_grad():
             pe = rot(x, torch.arange(s)[None])
         extra = (tuple(p.to(torch.bfloat16) for p in pe),)
@@ -164,7 +179,8 @@ def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1
         extra = (torch.polar(torch.ones_like(ang), ang),)
     grad = torch.randn(b, s, h, dtype=torch.bfloat16)
     with ByteCounter() as bc:
-        out = blk(x, *extra)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = blk(x, *extra)
         out.backward(grad)
     return bc.total / (b * s), bc.by_op
 
@@ -183,7 +199,7 @@ def coefficients(kind: str) -> tuple[float, float, float, float]:
 
 
 def main() -> int:
-    for kind in ("torchtitan", "hf", "layernorm_gelu"):
+    for kind in ("torchtitan", "hf", "layernorm_gelu", "hf_lora"):
         a, b, c, d = coefficients(kind)
         print(f"{kind:10s} bytes/token/layer (fwd+bwd, bf16) = {a}·h + {b}·i + {c}·kv + {d}")
     if "-v" in sys.argv:

@@ -53,3 +53,29 @@ def test_hf_generate_prefills_the_whole_batch_before_the_first_token():
     assert b16 > 8 * one
     # a continuous-batching engine admits one request's prompt at a time: its TTFT does not carry the batch
     assert _hf_ttft(16, engine="vllm") < 0.25 * b16
+
+
+def test_hf_lora_steps_carry_the_adapters_elementwise_bytes():
+    """peft's adapters on every linear of an HF layer under autocast: traced 591.125h + 95i + 86kv bytes per token per
+    layer against the plain layer's 358.188h + 28i + 52kv (scripts/trace_elementwise.py, hf_lora vs hf)."""
+    from gpuplan.estimate import elementwise as el
+    h, i, kv = 4096.0, 14336.0, 1024.0
+    plain = el.eager_bytes("hf", "rms", h, i, kv, gated=True, rope=True)
+    lora = el.eager_bytes("hf", "rms", h, i, kv, gated=True, rope=True, lora=True)
+    assert plain == pytest.approx(358.188 * h + 28.0 * i + 52.0 * kv)
+    assert lora == pytest.approx(591.125 * h + 95.0 * i + 86.0 * kv)
+    # torchtitan's own layer has no peft adapters: the flag leaves its recipe alone
+    assert el.eager_bytes("torchtitan", "rms", h, i, kv, gated=True, rope=True, lora=True) == \
+        el.eager_bytes("torchtitan", "rms", h, i, kv, gated=True, rope=True)
+
+
+def test_lora_step_memory_bound_time_grows_by_the_traced_ratio():
+    def mem_ms(method: str) -> float:
+        est = api.estimate({"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h200-sxm"},
+                            "train": {"method": method, "precision": "bf16", "seq_len": 2048, "micro_batch": 4,
+                                      "recompute": "none", "loss": "full"}})
+        return est.performance.breakdown["compute_memory_bound"]
+    h, i, kv = 4096.0, 14336.0, 1024.0
+    ratio = (591.125 * h + 95.0 * i + 86.0 * kv) / (358.188 * h + 28.0 * i + 52.0 * kv)
+    # the loss term (bytes per logit) is the same for both: the layer part grows by the ratio, the whole by less
+    assert 1.2 < mem_ms("lora") / mem_ms("full") < ratio

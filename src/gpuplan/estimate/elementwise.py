@@ -36,6 +36,13 @@ EAGER_MEASURED: dict[str, tuple[float, float, float]] = {
     "hf": (358.188, 28.0, 52.0),
     # llm-foundry MPT layer: native LayerNorm kernel, GELU, residual adds, qkv split (no RoPE: ALiBi)
     "layernorm_gelu": (56.188, 10.0, 0.0),
+    # the hf layer with peft LoRA (r 16) on its seven linears, base frozen in bf16, adapters fp32 (peft's
+    # autocast_adapter_dtype), under bf16 autocast as HF Trainer runs a LoRA step: each adapter casts its input to
+    # fp32 and autocast casts it back for the matmul, scales the adapter output and adds it to the base output, and
+    # backward mirrors it (the excess over "hf", 233h + 67i + 34kv, is mostly _to_copy, add and mul). Measured on
+    # the H200 (validation/device/h200-2026-12-04-kernels.jsonl HK04, Llama-3.1-8B LoRA): element-wise kernels
+    # 324 ms of a 735 ms step, against 105-134 ms on a full fine-tune of a model with an eighth of the layer width.
+    "hf_lora": (591.125, 95.0, 86.0),
 }
 
 # The calibration source of `elementwise_passes`: llm-foundry MPT (gpt recipe, eager, i = 4h).
@@ -81,11 +88,14 @@ def eager_recipe(framework: str, norm: str) -> str:
     return "torchtitan" if framework == "torchtitan" else "hf"
 
 
-def eager_bytes(framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool, rope: bool) -> float:
+def eager_bytes(framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
+                lora: bool = False) -> float:
     """Measured eager bytes per token per layer (fwd + bwd, 2-byte activations). The h term comes from the
     recipe of this norm kind; the i term from a gated or plain MLP's measured activation; the kv term only
-    with RoPE (it is RoPE on k and the GQA copies)."""
+    with RoPE (it is RoPE on k and the GQA copies). `lora`: peft adapters on every linear of an HF layer."""
     rec = eager_recipe(framework, norm)
+    if lora and rec == "hf":
+        rec = "hf_lora"
     a, _, c = EAGER_MEASURED[rec]
     b = EAGER_MEASURED[rec if rec != "layernorm_gelu" else "hf"][1] if gated else EAGER_MEASURED["layernorm_gelu"][1]
     return a * h + b * i + (c if rope else 0.0) * kv
@@ -104,27 +114,28 @@ def stack_mode(framework: str, compile: bool, tool: str | None = None, loss: str
 
 
 def layer_bytes(mode: str, framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool,
-                rope: bool, gqa: bool) -> float:
+                rope: bool, gqa: bool, lora: bool = False) -> float:
     if mode == "eager":
-        return eager_bytes(framework, norm, h, i, kv, gated=gated, rope=rope)
+        return eager_bytes(framework, norm, h, i, kv, gated=gated, rope=rope, lora=lora)
     return region_bytes(mode, h, i, kv, gated=gated, rope=rope, gqa_copies=gqa)
 
 
 def traffic_ratio(mode: str, framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool,
-                  rope: bool, gqa: bool) -> float:
+                  rope: bool, gqa: bool, lora: bool = False) -> float:
     """This stack's element-wise bytes per unit of layer width (h + i) over the calibration layer's
     (llm-foundry's eager MPT): the factor on the calibrated `elementwise_passes`. 1 for the calibration
     layer itself."""
     if h + i <= 0:
         return 1.0
-    per_width = layer_bytes(mode, framework, norm, h, i, kv, gated=gated, rope=rope, gqa=gqa) / (h + i)
+    per_width = layer_bytes(mode, framework, norm, h, i, kv, gated=gated, rope=rope, gqa=gqa, lora=lora) / (h + i)
     return per_width / CALIBRATION_BYTES_PER_WIDTH
 
 
-def model_traffic_ratio(model: Any, i_active: float, framework: str, mode: str) -> float:
-    """traffic_ratio for a ModelSpec (its norm, MLP gating, position encoding and GQA)."""
+def model_traffic_ratio(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:
+    """traffic_ratio for a ModelSpec (its norm, MLP gating, position encoding and GQA); `lora`: peft adapters."""
     h = float(model.hidden_size)
     kv = float(model.num_kv_heads * model.head_dim)
     rope = getattr(getattr(model, "traits", None), "position", "rope") == "rope"
     gqa = model.num_kv_heads < model.num_heads
-    return traffic_ratio(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa)
+    return traffic_ratio(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa,
+                         lora=lora)

@@ -563,8 +563,10 @@ def _fusion_mode(c: _Train) -> str:
 
 
 def _fusion_ratio(c: _Train) -> float:
-    """Element-wise HBM bytes of this stack's layer over the calibration layer's (estimate/elementwise.py)."""
-    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c))
+    """Element-wise HBM bytes of this stack's layer over the calibration layer's (estimate/elementwise.py); an HF
+    LoRA/QLoRA step adds peft's adapter casts, scaling and adds (eager only: Unsloth fuses them)."""
+    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c),
+                                           lora=c.tr.method in ("lora", "qlora"))
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
