@@ -1392,7 +1392,9 @@ class _Serving:
         m = self.model
         inter = [b.linear[0] for b in m.blocks if b.kind == "expert" and b.linear is not None
                  and b.linear[1] == m.hidden_size]
-        if not inter:
+        # the Triton fused MoE runs 16-bit and per-tensor FP8 experts; MXFP4 / INT4 / block-FP8 experts go to other
+        # kernels (Marlin, matmul_ogs, CUTLASS/DeepGEMM) that moe.py does not read
+        if not inter or self.fmt.family not in ("float", "fp8") or self.fmt.name == "fp8-block":
             return None
         n = inter[0] / (1 if self.ep > 1 else self.tp)
         return triton_moe_block_m(self.inf.engine, tokens, m.num_experts, int(n), getattr(self.gpu, "id", ""),
