@@ -157,6 +157,13 @@ def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
                and isinstance(cfg.get(k.replace("_offset", "_period")), int)]
     if offsets and not per_layer and max(offsets) + 1 > len(idx):
         idx = list(range(min(n, max(offsets) + 1)))
+    # a cycle of layer kinds shorter than the stack, repeated over it (RecurrentGemma's block_types: layer i is
+    # block_types[i % len], RecurrentGemmaConfig.layers_block_type): keep the leading layers up to each kind's first
+    cycles = [v for k, v in cfg.items() if "type" in k and isinstance(v, list) and 1 < len(v) < n
+              and all(isinstance(x, str) for x in v) and len(set(v)) > 1]
+    if cycles and not per_layer:
+        last_first = max(cycles[0].index(t) for t in set(cycles[0]))
+        idx = list(range(max(len(idx), last_first + 1)))
     new_n, cut = len(idx), []
     if new_n < n:
         try:

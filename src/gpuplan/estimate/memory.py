@@ -1209,6 +1209,10 @@ def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int,
     the final state): fp32 for both Mamba-1 (mamba_selective_scan computes exp(dt·A) in fp32) and Mamba-2
     (mamba2_chunk_scan upcasts x, B and C to fp32) (traced). TP splits d_inner (vLLM shards the mixer); PP
     holds its share of the layers."""
+    if model.recurrent is not None:
+        # a RecurrentMixer's state as transformers' cache keeps it (models/spec.py RecurrentMixer.state_bytes), for
+        # every engine; TP splits its channels, PP its layers
+        return model.ssm_state_bytes_per_sequence() / tp * math.ceil(model.num_layers / pp) / model.num_layers
     if model.ssm is None or not model.num_ssm_layers:
         return 0.0
     hf = engine == "hf"
@@ -1262,7 +1266,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     state_seq = _ssm_state_per_seq_rank(model, inf.engine, inf.kv_cache, tp, pp)
     kv_need += state_seq * seqs
     if state_seq:
-        notes.append(f"kv_cache includes {model.num_ssm_layers} SSM layers' fixed state "
+        notes.append(f"kv_cache includes {model.num_ssm_layers or model.num_recurrent_layers} SSM/recurrent "
+                     "layers' fixed state "
                      f"({state_seq / 2**20:.1f} MiB per sequence, any length)")
     if model.is_encoder_decoder:
         return _encdec_infer_components(scn, model, weights, per_token, seqs, notes)

@@ -34,6 +34,7 @@ _MLP_LEAF = {"fc1", "fc2", "fc_in", "fc_out", "up_proj", "down_proj", "gate_proj
              "per_layer_input_gate", "per_layer_projection",
              "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3", "wi", "wo", "wi_0", "wi_1"}
 _ROUTER = ("router", "gate")
+_QKV_PREFIX = ("q_", "k_", "v_", "kv_", "qkv_")
 _GATED_LEAF = {"gate_proj", "gate_up_proj", "w1", "w3", "wi_0", "c_fc2"}
 
 
@@ -60,6 +61,11 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
     if parts[-2] in _ROUTER or "Router" in module_cls or "Gate" in module_cls:
         return "router"
     if _token_in(path, _ATTN_PATH) or parts[-2] in _ATTN_LEAF - {"dense"}:
+        return "attn"
+    if any(p.startswith(_QKV_PREFIX) for p in parts[:-1]):
+        # a sub-module named for the query, key or value input it feeds (Inkling-2 Loop's q/k/v_message_gate,
+        # modeling_inkling2_loop.py Inkling2LoopSlidingLoopDecoderLayer: a low-rank gate that mixes the previous
+        # loop pass's message into that attention input): part of the attention branch
         return "attn"
     if _token_in(path, _MLP_PATH) or parts[-2] in _MLP_LEAF:
         return "mlp"
@@ -184,6 +190,61 @@ def _mamba_mixers(model) -> dict[str, str]:
     return out
 
 
+def _depthwise_conv(mod):
+    """The module's own depthwise Conv1d child (groups == channels), or None."""
+    import torch.nn as nn
+    return next((c for c in mod.children() if isinstance(c, nn.Conv1d) and c.groups == c.in_channels
+                 == c.out_channels > 1), None)
+
+
+def _recurrent_mixers(model) -> dict[str, tuple[str, int, int]]:
+    """module path -> (variant, width, conv taps) of every fixed-state token mixer other than Mamba (models/spec.py
+    RecurrentMixer), recognised by its structure in transformers 5.25:
+    * short_conv: a depthwise Conv1d child beside an `in_proj` Linear whose output is 3 x the conv's channels
+      (B, C and x) and an `out_proj`, no A_log (modeling_lfm3.py / modeling_lfm2.py ShortConv);
+    * rg_lru: a depthwise Conv1d child beside a child that owns a `recurrent_param` (the RG-LRU's decay,
+      modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock);
+    * rwkv: a module that owns `time_decay` and `time_first` (RWKV-4's WKV time mix, modeling_rwkv.py
+      RwkvSelfAttention)."""
+    import torch.nn as nn
+    out = {}
+    for path, mod in model.named_modules():
+        own = {n for n, _ in mod.named_parameters(recurse=False)}
+        if {"time_decay", "time_first"} <= own:
+            out[path] = ("rwkv", int(mod.time_decay.numel()), 0)
+            continue
+        conv = _depthwise_conv(mod)
+        if conv is None or "A_log" in own:
+            continue
+        w, k = conv.in_channels, int(conv.kernel_size[0])
+        if any("recurrent_param" in dict(c.named_parameters(recurse=False)) for c in mod.children()):
+            out[path] = ("rg_lru", w, k)
+        elif isinstance(getattr(mod, "in_proj", None), nn.Linear) and mod.in_proj.out_features == 3 * w \
+                and isinstance(getattr(mod, "out_proj", None), nn.Linear):
+            out[path] = ("short_conv", w, k)
+    return out
+
+
+def _recurrent_spec(model, mixers: dict, layers, kind_of: dict, i: int, inferred: dict) -> dict:
+    """ModelSpec fields (recurrent, layer_mixers) for a model with RecurrentMixers; {} without."""
+    from .spec import RecurrentMixer
+    if not mixers:
+        return {}
+    variants = set(mixers.values())
+    if len(variants) > 1:
+        raise UnsupportedError(f"model_type '{model.config.model_type}'", f"has recurrent mixers of different "
+                               f"shapes {sorted(variants)}, which one RecurrentMixer cannot describe.",
+                               "count it with `gpuplan model CONFIG --meta` (total only).")
+    variant, w, k = variants.pop()
+    rec = RecurrentMixer(variant=variant, width=w, conv_kernel=k, ffn_width=i if variant == "rwkv" else 0)
+    per_layer = tuple("recurrent" if "recurrent" in {kind_of.get(id(q), "") for q in layer.parameters()}
+                      else "attention" for layer in layers)
+    inferred["recurrent"] = (f"{variant} mixer ({sorted(mixers)[0]}): width {w} from its "
+                             + ("time_decay" if variant == "rwkv" else f"depthwise conv's channels, {k} taps"))
+    inferred["layer_mixers"] = "per layer: recurrent where the layer holds the mixer, else attention"
+    return dict(recurrent=rec, layer_mixers=per_layer)
+
+
 def _ssm_shape(mixer, variant: str, text_cfg, inferred: dict[str, str]):
     """SSMShape of one Mamba mixer, read from its tensors' shapes and the sizes transformers stores on it
     (ssm_state_size, n_groups, chunk_size ...)."""
@@ -269,6 +330,12 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
 
     emb, out, v, h, tie = _embeddings(model, inferred)
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
+    rec_mixers = _recurrent_mixers(model)
+    if a is None and rec_mixers and len({p.rsplit(".", 1)[0] for p in rec_mixers}) == n:
+        # every layer mixes tokens through a recurrence (RWKV): no attention heads; one head of the full width
+        # stands in for the structural fields, and no layer attends (layer_mixers)
+        a = 1
+        inferred["num_heads"] = "no attention: every layer's token mixer is recurrent (one head of the full width)"
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
                                "its config: recurrent models without attention (RWKV ...) and pure state-space "
@@ -307,6 +374,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                 "num_selected_experts") or 0
     mixers = _mamba_mixers(model)
     ssm_ids = {id(q) for path in mixers for q in modules[path].parameters()}
+    rec_ids = {id(q) for path in rec_mixers for q in modules[path].parameters()}
     kind_of: dict[int, str] = {}          # id(parameter) -> kind, for the per-layer mixer list below
     for key, params in groups.items():
         p = params[0]
@@ -326,6 +394,15 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             # tokens, so their matmuls stay out of the per-token FLOPs
             lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and p.ndim == 2 else None
             blocks.append(Block(key, "other", p.numel() * len(params), 1, lin, 1.0, "vision"))
+            continue
+        if id(p) in rec_ids:
+            # a recurrent mixer's tensors (RecurrentMixer): its Linears are matmuls, the conv, gates' block-diagonal
+            # weights, decays and token-shift mixes are weights only; a Linear's bias a bias
+            lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and leaf == "weight" else None
+            kind = "bias" if leaf == "bias" and isinstance(mod, nn.Linear) else "ssm"
+            blocks.append(Block(key, kind, numel, count, lin, 1.0, "layer" if in_layer else "model"))
+            for q in params:
+                kind_of[id(q)] = "recurrent"
             continue
         if id(p) in ssm_ids:
             # a Mamba mixer's tensors: in/out (and Mamba-1 x/dt) projections are matmuls; conv1d, A_log, D and
@@ -500,6 +577,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         inferred["layer_mixers"] = ("per layer from its parameters: a Mamba mixer and attention side by side = "
                                     "parallel")
         ssm_fields = dict(ssm=ssm, layer_mixers=tuple(per_layer))
+    ssm_fields.update(_recurrent_spec(model, rec_mixers, layers, kind_of, i, inferred))
     family = "generic:" + mt
     fp32 = _fp32_params(model)
     if fp32:
