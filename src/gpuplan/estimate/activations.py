@@ -448,19 +448,20 @@ def recurrent_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerAc
     L = max(model.num_layers, 1)
     f_rec, f_attn = model.num_recurrent_layers / L, model.num_attention_layers / L
     rwkv = model.recurrent.variant == "rwkv"
-    norm = _norm_bytes(model, s) * model.hidden_size
-    inputs = (2 if rwkv else 1) * base_input_bytes(model, s, "attn_in", model.hidden_size)
-    rep = norm + f_rec * (inputs + (norm if rwkv else 0.0))
+    h = model.hidden_size
+    # the layer's norms (both pre-norms, sandwich post-norms: LFM3) and the mixer's input (RWKV: also the channel
+    # mix's)
+    rep = norm_bytes(model, s) + f_rec * (2 if rwkv else 1) * base_input_bytes(model, s, "attn_in", h)
     shard = f_rec * recurrent_mixer_bytes(model)
     score = 0.0
     if f_attn:
         att_rep, att_shard = attention_bytes(model, s)
-        rep += f_attn * (att_rep + base_input_bytes(model, s, "attn_in", model.hidden_size))
-        shard += f_attn * att_shard
+        rep += f_attn * (att_rep + base_input_bytes(model, s, "attn_in", h))
+        shard += f_attn * (att_shard + qk_norm_bytes(model))
         score = f_attn * score_bytes(model, s)
     if model.intermediate_size and not rwkv:
         moe_frac, i_eff = _mlp_mix(model)
-        rep += norm + moe_frac * moe_routing_bytes(model, s) + base_input_bytes(model, s, "mlp_in", model.hidden_size)
+        rep += moe_frac * moe_routing_bytes(model, s) + base_input_bytes(model, s, "mlp_in", h)
         shard += mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff)
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
 

@@ -1314,6 +1314,7 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     else:  # hf generate: prefill of the whole batch, logits of the last position only
         act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
                                           _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels),
+                                          _recurrent_prefill_bytes_per_token(model, tp),
                                           _moe_prefill_bytes_per_token(model))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
@@ -1411,6 +1412,26 @@ def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> fl
     if kernels:
         return 6 * h + 2 * proj + 2 * conv + 2 * d
     return 6 * h + 2 * proj + 2 * conv + 28 * d + 12 * H * N + 12 * H * Q + 10 * d * N / Q
+
+
+def _recurrent_prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes per token alive inside a RecurrentMixer layer during HF prefill (no_grad): the residual stream and
+    the norm output (4 h) and the mixer's own peak, measured with the allocation tracker (trace/_tracker.py) over
+    one module's forward on real CPU bf16 tensors (transformers 5.25) at two widths and two lengths:
+    short_conv 14 w (the in_proj output, B·x, the padded conv output and C·conv's transposed copy);
+    rg_lru 24 w + 2 h + 9 (the gates, decay and gamma multipliers and the scan's output next to the y branch; the
+    int64 positions and reset mask); rwkv the larger of the time mix, 8 h + 6 w, and the channel mix, 10 h + 2 f."""
+    r = model.recurrent
+    if r is None or not model.num_recurrent_layers:
+        return 0.0
+    h, w = model.hidden_size, r.width / tp
+    if r.variant == "short_conv":
+        mixer = 14.0 * w
+    elif r.variant == "rg_lru":
+        mixer = 24.0 * w + 2.0 * h + 9
+    else:
+        mixer = max(8.0 * h + 6.0 * w, 10.0 * h + 2.0 * r.ffn_width / tp)
+    return 4.0 * h + mixer
 
 
 # ---- beam search ---------------------------------------------------------------------------------------

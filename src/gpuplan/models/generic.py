@@ -494,6 +494,14 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         widest = max(b.linear[1] for b in mlp_in)
         i = widest // 2 if len(mlp_in) == 1 and gated else widest
         inferred["intermediate_size"] = "out_features of the MLP input projection"
+    elif i is not None and len(mlp_in) >= 2 and len({b.linear[1] for b in mlp_in}) == 1 \
+            and i != mlp_in[0].linear[1]:
+        # a gate and an up projection of one width that is not the config's: the module builds its own
+        # (RecurrentGemmaMlp takes intermediate_size // 2, modeling_recurrent_gemma.py; LFM2's MLP shrinks it to
+        # 2/3 rounded to block_multiple_of, modeling_lfm2.py Lfm2MLP): the tree's width runs
+        inferred["intermediate_size"] = (f"out_features of the gate/up projections (config {i} is not their "
+                                         "width)")
+        i = mlp_in[0].linear[1]
     elif i is not None:
         inferred["intermediate_size"] = "config"
     i = i or 0
@@ -578,6 +586,11 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                                     "parallel")
         ssm_fields = dict(ssm=ssm, layer_mixers=tuple(per_layer))
     ssm_fields.update(_recurrent_spec(model, rec_mixers, layers, kind_of, i, inferred))
+    if rec_mixers and norms_h == 4:
+        # a norm before and after each sub-block (LFM3's operator/post_operator and ffn/post_ffn norms,
+        # modeling_lfm3.py Lfm3DecoderLayer with use_sandwich_norm): sandwich placement
+        traits = dataclasses.replace(traits, norm_placement="sandwich")
+        inferred["norm"] += "; 4 per layer: sandwich"
     family = "generic:" + mt
     fp32 = _fp32_params(model)
     if fp32:
