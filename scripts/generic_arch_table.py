@@ -128,6 +128,29 @@ def _cut_sections(obj, n: int, sections: list[str], per_kind: int) -> tuple[dict
         [f"{k} kept layers {idx}" for k in per_layer]
 
 
+def _shared_tail_key(cfg: dict, n: int) -> str | None:
+    """A count of trailing layers that reuse an earlier layer's state (Gemma 3n's `num_kv_shared_layers`: the last 15
+    of 35 layers read the KV cache of the last earlier layer of their type, Gemma3nTextConfig.kv_sharing_modes)."""
+    return next((k for k, v in cfg.items() if k.startswith("num_") and "shared" in k and k.endswith("_layers")
+                 and isinstance(v, int) and not isinstance(v, bool) and LAYERS < v < n), None)
+
+
+def _cut_shared_tail(obj, cfg: dict, n: int, tail: str, per_kind: int) -> tuple[dict, list[str]]:
+    """Cut a stack whose last `cfg[tail]` layers reuse earlier layers' state: the usual kept layers among the
+    producers (their per-layer lists cut with them), plus the last layer, which reuses; the count becomes 1. The
+    producers keep every layer type the reusing layer needs (the usual cut keeps the first layer of each kind)."""
+    first = n - cfg[tail]
+    per_layer = _per_layer_keys(cfg, n)
+    idx = [i for i in _kept_layers(cfg, n, per_layer, per_kind) if i < first] + [n - 1]
+    obj.num_hidden_layers = len(idx)
+    out = obj.to_dict()
+    for k in per_layer:
+        v = out[k] if len(out[k]) == n else cfg[k]
+        out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+    out[tail] = 1
+    return out, [f"layers {n}->{len(idx)}", f"{tail} {cfg[tail]}->1"] + [f"{k} kept layers {idx}" for k in per_layer]
+
+
 def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
     """Cut one (sub-)config: `obj` the config object, `cfg` its dict. Returns the cut dict and notes.
 
@@ -146,6 +169,9 @@ def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
         out = obj.to_dict()
         out[stack] = LAYERS
         return out, [f"{stack} {cfg[stack]}->{LAYERS}", f"layers {n}->{LAYERS * k}"]
+    tail = _shared_tail_key(cfg, n)
+    if tail:
+        return _cut_shared_tail(obj, cfg, n, tail, per_kind)
     sections = _section_keys(obj, n)
     if sections:
         return _cut_sections(obj, n, sections, per_kind)

@@ -190,6 +190,20 @@ def _mamba_mixers(model) -> dict[str, str]:
     return out
 
 
+def _residual_branch_kind(parent_cls: str) -> str:
+    """Kind of a Linear inside a residual-stream block of a layer, by the block's class (transformers 5.25
+    modeling_gemma3n.py): AltUp (Alternating Updates, Baykal et al. 2023: Gemma3nTextAltUp keeps altup_num_inputs
+    residual streams; its modality_router and the prediction/correction coefficient maps pick per token how the
+    streams mix) is routing: kind router; LAuReL (Learned Augmented Residual Layer, Menghani et al. 2024:
+    Gemma3nTextLaurelBlock, a rank-r linear branch over the attention's normed input, added to the attention
+    output) is part of the attention branch. '' for any other block."""
+    if parent_cls.endswith("AltUp"):
+        return "router"
+    if "Laurel" in parent_cls:
+        return "attn"
+    return ""
+
+
 def _depthwise_conv(mod):
     """The module's own depthwise Conv1d child (groups == channels), or None."""
     import torch.nn as nn
@@ -424,6 +438,8 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             # Zamba's hybrid layers: the shared attention block's output passes a per-layer linear (h x h)
             # before it joins the Mamba stream: part of the attention branch
             kind = "attn"
+        if not kind and in_layer:
+            kind = _residual_branch_kind(type(modules.get(first_name[key].rsplit(".", 2)[0])).__name__)
         if not kind:
             raise UnsupportedError(f"model_type '{mt}' in {where}",
                                    f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
