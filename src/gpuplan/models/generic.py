@@ -352,8 +352,9 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         inferred["num_heads"] = "no attention: every layer's token mixer is recurrent (one head of the full width)"
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
-                               "its config: recurrent models without attention (RWKV ...) and pure state-space "
-                               "models other than the hand-written Mamba and Mamba-2 families are not modelled.",
+                               "its config, and not every layer holds a recurrent mixer gpuplan reads (RWKV-4's time "
+                               "mix): recurrent and pure state-space models other than RWKV-4 and the hand-written "
+                               "Mamba and Mamba-2 families are not modelled.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
     spread = _per_layer_spread(text_cfg, "num_attention_heads")
     if len(spread) > 1:
