@@ -56,6 +56,8 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
     parts = path.split(".")
     if any("shared_expert" in p or p == "shared_mlp" for p in parts):     # GraniteMoe*: shared_mlp
         return "shared_expert" if not parts[-2].endswith("gate") else "router"
+    if "router" in parts[:-2]:
+        return "router"         # a router's own layer (JetMoE's router.layer, inside its experts' module too)
     if any(p.startswith("expert") for p in parts):
         return "expert"
     if parts[-2] in _ROUTER or "Router" in module_cls or "Gate" in module_cls:
@@ -360,8 +362,10 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     if len(spread) > 1:
         inferred["num_heads"] = (f"per-layer config: layers have {spread} heads; the most common is used for the "
                                  "attention terms (parameters are counted per tensor, exactly)")
-    d = _cfg_int(text_cfg, "head_dim") or h // a
-    inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"
+    # kv_channels: Megatron's name for the head width (JetMoE: kv_channels x num_key_value_heads per projection)
+    d = _cfg_int(text_cfg, "head_dim", "kv_channels") or h // a
+    inferred["head_dim"] = "config head_dim / kv_channels" if _cfg_int(text_cfg, "head_dim", "kv_channels") \
+        else "hidden_size / num_attention_heads"
 
     # ---- parameters -> blocks --------------------------------------------------------------------
     modules = dict(model.named_modules())
@@ -447,6 +451,13 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                                    "as attention, MLP, expert, router, norm or embedding, so gpuplan will not guess "
                                    "its role.", "count it with `gpuplan model CONFIG --meta` (total only), or add a "
                                    "hand-written family in gpuplan/models.")
+        if kind == "mlp" and p.ndim == 3 and experts and p.shape[0] == experts:
+            kind = "expert"     # experts stacked in one tensor (E, out, in) in an MLP module (JetMoE's input_linear)
+        # experts of an attention (JetMoE's mixture of attention heads: top-k query/output projection experts per
+        # token, modeling_jetmoe.py JetMoeMoA): routed like experts, counted as attention
+        moa = kind == "expert" and _token_in(key, ("attn", "attention", "self_attention"))
+        if moa and leaf == "bias":
+            kind = "attn"       # one output bias per token, not per expert
         if leaf == "bias" and kind in ("attn", "mlp", "expert", "shared_expert", "router"):
             blocks.append(Block(key, "bias", numel, count, None, k / experts if kind == "expert" and experts else 1.0,
                                 "layer" if in_layer else "model"))
@@ -469,6 +480,10 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             linear = (int(p.shape[1]), int(p.shape[0]))     # nn.Linear weight (out, in)
             if "Conv1D" in mod_cls:                       # GPT-2 style Conv1D stores (in, out)
                 linear = (int(p.shape[0]), int(p.shape[1]))
+        if moa:
+            kind = "attn"
+            inferred["attention_experts"] = (f"'{key}': {experts} attention experts, top-{k} per token (mixture of "
+                                             "attention heads), counted as attention at k/E")
         blocks.append(Block(key, kind, numel, count, linear, active, "layer" if in_layer else "model"))
         shapes[key] = (kind, tuple(int(s) for s in p.shape))
         for q in params:
@@ -531,9 +546,14 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     moe: dict[str, Any] = {}
     expert_blocks = [b for b in blocks if b.kind == "expert" and b.linear and b.linear[0] == h]
     mi_cfg = _cfg_int(text_cfg, "moe_intermediate_size", "expert_intermediate_size")
+    # an expert's down projection (out = hidden) reading half its one input projection's width: a fused gate|up
+    # (JetMoE's input_linear, chunked in two, silu(gate) * up: modeling_jetmoe.py JetMoeMoE.forward)
+    expert_down = [b for b in blocks if b.kind == "expert" and b.linear and b.linear[1] == h and b.linear[0] != h]
+    fused_gate_up = len(expert_blocks) == 1 and bool(expert_down) and \
+        expert_blocks[0].linear[1] == 2 * expert_down[0].linear[0]
     if not mlp_in and expert_blocks:
         gated = len(expert_blocks) >= 2 or (mi_cfg is not None and expert_blocks[0].linear[1] == 2 * mi_cfg) or (
-            "gate" in expert_blocks[0].name)
+            "gate" in expert_blocks[0].name) or fused_gate_up
         inferred["gated_mlp"] = f"expert input projection(s): {[b.name for b in expert_blocks]}"
     if expert_blocks:
         moe_layers = expert_blocks[0].count // experts
