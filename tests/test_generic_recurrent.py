@@ -1,6 +1,7 @@
 """Generic reader (models/generic.py) for token mixers that keep a fixed state instead of a KV cache, other than
 Mamba (models/spec.py RecurrentMixer): LFM3's gated short convolution, RecurrentGemma's RG-LRU block, RWKV-4; and
-two residual-stream blocks it now classifies (Inkling-2 Loop's message gates, Gemma 3n's AltUp and LAuReL).
+two residual-stream blocks it now classifies (Inkling-2 Loop's message gates, Gemma 3n's AltUp and LAuReL); JetMoE's
+experts (stacked MLP experts, a mixture of attention heads) and the trace's balanced router assignment.
 
 Expected totals come from transformers' own model on the meta device (an independent implementation); mixer
 widths, layer patterns and state sizes from hand arithmetic on the default configs and transformers 5.25's modeling
@@ -138,3 +139,29 @@ def test_table_rows_within_5_percent_of_the_trace(mt):
     r = trace_row(mt)
     assert "train_err" in r and "infer_err" in r, r
     assert abs(r["train_err"]) <= 0.05 and abs(r["infer_err"]) <= 0.05, r
+
+
+def test_jetmoe_experts_read_from_the_tree():
+    m = spec_from_config(_cfg("jetmoe"))
+    # 8 MLP experts, top-2; input_linear (8, 2 x 5632, 2048) is a fused gate|up: silu(gate) * up -> 5632 wide
+    assert (m.num_experts, m.experts_per_tok, m.moe_intermediate_size, m.gated_mlp) == (8, 2, 5632, True)
+    up = next(b for b in m.blocks if b.name.endswith("mlp.input_linear.weight"))
+    assert (up.kind, up.linear, up.count, up.active_fraction) == ("expert", (2048, 11264), 12 * 8, 0.25)
+    # attention experts: per token 2 of 8 query projections of 16 heads x 128 (kv_channels), counted as attention
+    q = next(b for b in m.blocks if b.name.endswith("self_attention.experts.input_linear.weight"))
+    assert (q.kind, q.linear, q.active_fraction) == ("attn", (2048, 2048), 0.25)
+    assert (m.num_heads, m.num_kv_heads, m.head_dim) == (32, 16, 128)
+    assert {b.kind for b in m.blocks if ".router." in b.name} == {"router"}
+
+
+def test_value_less_router_topk_gets_the_balanced_assignment():
+    from gpuplan.trace._known import KnownValuesMode
+    with KnownValuesMode():
+        scores = torch.randn(6, 4)                   # value-less: computed as from weights
+        idx = scores.topk(2, dim=-1).indices
+        counts = torch.zeros(6, 4).scatter(1, idx, 1).long().sum(0).tolist()
+        # 6 tokens x 2 picks over 4 experts: token t picks (2t, 2t + 1) mod 4, every expert 3 times
+        assert counts == [3, 3, 3, 3]
+        other = scores.topk(2, dim=0).indices        # not over the last dimension: stays unknown
+        with pytest.raises(Exception):
+            other.tolist()
