@@ -165,3 +165,14 @@ def test_value_less_router_topk_gets_the_balanced_assignment():
         other = scores.topk(2, dim=0).indices        # not over the last dimension: stays unknown
         with pytest.raises(Exception):
             other.tolist()
+
+
+def test_context_parallelism_refused_for_recurrent_layers(tmp_path):
+    from gpuplan.errors import InputError
+    cfg = _cfg("rwkv", hidden_size=256, attention_hidden_size=256, intermediate_size=1024, num_hidden_layers=2,
+               vocab_size=1000)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sc = {"model": str(tmp_path), "task": "train", "hardware": {"gpu": "h100-sxm", "count": 2},
+          "parallel": {"cp": 2}, "train": {"seq_len": 4096, "global_batch": 2}}
+    with pytest.raises(InputError, match=r"parallel\.cp.*recurrent \(rwkv\)"):
+        estimate(sc)
