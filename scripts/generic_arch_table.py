@@ -128,6 +128,29 @@ def _cut_sections(obj, n: int, sections: list[str], per_kind: int) -> tuple[dict
         [f"{k} kept layers {idx}" for k in per_layer]
 
 
+def _shared_tail_key(cfg: dict, n: int) -> str | None:
+    """A count of trailing layers that reuse an earlier layer's state (Gemma 3n's `num_kv_shared_layers`: the last 15
+    of 35 layers read the KV cache of the last earlier layer of their type, Gemma3nTextConfig.kv_sharing_modes)."""
+    return next((k for k, v in cfg.items() if k.startswith("num_") and "shared" in k and k.endswith("_layers")
+                 and isinstance(v, int) and not isinstance(v, bool) and LAYERS < v < n), None)
+
+
+def _cut_shared_tail(obj, cfg: dict, n: int, tail: str, per_kind: int) -> tuple[dict, list[str]]:
+    """Cut a stack whose last `cfg[tail]` layers reuse earlier layers' state: the usual kept layers among the
+    producers (their per-layer lists cut with them), plus the last layer, which reuses; the count becomes 1. The
+    producers keep every layer type the reusing layer needs (the usual cut keeps the first layer of each kind)."""
+    first = n - cfg[tail]
+    per_layer = _per_layer_keys(cfg, n)
+    idx = [i for i in _kept_layers(cfg, n, per_layer, per_kind) if i < first] + [n - 1]
+    obj.num_hidden_layers = len(idx)
+    out = obj.to_dict()
+    for k in per_layer:
+        v = out[k] if len(out[k]) == n else cfg[k]
+        out[k] = "".join(v[i] for i in idx) if isinstance(v, str) else [v[i] for i in idx]
+    out[tail] = 1
+    return out, [f"layers {n}->{len(idx)}", f"{tail} {cfg[tail]}->1"] + [f"{k} kept layers {idx}" for k in per_layer]
+
+
 def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
     """Cut one (sub-)config: `obj` the config object, `cfg` its dict. Returns the cut dict and notes.
 
@@ -146,6 +169,9 @@ def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
         out = obj.to_dict()
         out[stack] = LAYERS
         return out, [f"{stack} {cfg[stack]}->{LAYERS}", f"layers {n}->{LAYERS * k}"]
+    tail = _shared_tail_key(cfg, n)
+    if tail:
+        return _cut_shared_tail(obj, cfg, n, tail, per_kind)
     sections = _section_keys(obj, n)
     if sections:
         return _cut_sections(obj, n, sections, per_kind)
@@ -157,6 +183,13 @@ def _cut_layers(obj, cfg: dict, per_kind: int = 1) -> tuple[dict, list[str]]:
                and isinstance(cfg.get(k.replace("_offset", "_period")), int)]
     if offsets and not per_layer and max(offsets) + 1 > len(idx):
         idx = list(range(min(n, max(offsets) + 1)))
+    # a cycle of layer kinds shorter than the stack, repeated over it (RecurrentGemma's block_types: layer i is
+    # block_types[i % len], RecurrentGemmaConfig.layers_block_type): keep the leading layers up to each kind's first
+    cycles = [v for k, v in cfg.items() if "type" in k and isinstance(v, list) and 1 < len(v) < n
+              and all(isinstance(x, str) for x in v) and len(set(v)) > 1]
+    if cycles and not per_layer:
+        last_first = max(cycles[0].index(t) for t in set(cycles[0]))
+        idx = list(range(max(len(idx), last_first + 1)))
     new_n, cut = len(idx), []
     if new_n < n:
         try:
@@ -454,7 +487,9 @@ def write_table(out: Path, rows: list[dict], do_trace: bool, total: int) -> None
             "were skipped, see the note). Each exact row's default config is cut to "
             f"{LAYERS} layers plus the first layer of every kind a per-layer list names (each such list, and a "
             "`per_layer_config` keyed by layer, cut with it; period/offset hybrids such as Jamba keep the leading "
-            "layers up to each kind's first; sections whose counts must add up to the stack, such as Dory's "
+            "layers up to each kind's first, as does a shorter cycle of layer kinds such as RecurrentGemma's "
+            "block_types; a shared tail such as Gemma 3n's num_kv_shared_layers keeps its last layer, the count set "
+            "to 1; sections whose counts must add up to the stack, such as Dory's "
             "input/recurrent/output layers, keep each section's first layer; a model that ties a block across "
             "layers of one kind, such as Zamba's shared transformer, is cut again keeping two of each kind; "
             "a composite vision/audio-language config has its `text_config` cut "

@@ -43,9 +43,9 @@ def test_malformed_files(tmp_path, capsys):
     rc, _, err = run(["estimate", str(bad_json)], capsys)
     assert rc == 2 and "not valid JSON" in err
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "rwkv", "hidden_size": 8}))   # (Mamba is hand-written now)
+    cfg.write_text(json.dumps({"model_type": "xlstm", "hidden_size": 8}))   # (Mamba, RWKV are read now)
     rc, _, err = run(["model", str(cfg)], capsys)
-    assert rc == 2 and "rwkv" in err and "llama" in err      # names the supported families
+    assert rc == 2 and "xlstm" in err and "llama" in err      # names the supported families
 
 
 def test_json_contract_keys(capsys):

@@ -57,12 +57,13 @@ def test_moe_structure_from_expert_tensors():
 def test_refusals_name_the_reason():
     # BART-style encoder-decoders are counted and their memory derived (test_generic_hybrids.py); Whisper,
     # ProphetNet and BigBird-Pegasus memory is refused there
+    # (RWKV, LFM3's short convolutions and RecurrentGemma are read since: tests/test_generic_recurrent.py)
     with pytest.raises(UnsupportedError, match="state-space") as err:
-        spec_from_config(_default("rwkv"), name="rwkv")      # Mamba/Mamba-2/Jamba are hand-written (test_ssm.py)
+        spec_from_config(_default("blt"), name="blt")        # Mamba/Mamba-2/Jamba are hand-written (test_ssm.py)
     assert "llama" in str(err.value)          # the hand-written families are listed in the fix
     with pytest.raises(UnsupportedError, match="could not be classified") as err:
-        spec_from_config(_default("lfm3"), name="lfm3")
-    assert "conv" in str(err.value)           # the module that could not be classified is named
+        spec_from_config(_default("xlstm"), name="xlstm")
+    assert "mlstm_layer" in str(err.value)    # the module that could not be classified is named
 
 
 def test_meta_flag_works_for_an_unknown_family(tmp_path):

@@ -152,6 +152,18 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
     return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
 
 
+def _recurrent_rules(scn: Any, model: Any) -> None:
+    """Recurrent mixers other than Mamba (models/spec.py RecurrentMixer): their recurrence or causal convolution
+    carries state along the sequence, which context parallelism would have to pass between ranks (not modelled)."""
+    if getattr(model, "recurrent", None) is None or not model.num_recurrent_layers:
+        return
+    if scn.parallel.cp > 1:
+        raise InputError(f"parallel.cp = {scn.parallel.cp}", f"{model.name} has {model.num_recurrent_layers} "
+                         f"recurrent ({model.recurrent.variant}) layers whose state runs along the whole sequence; "
+                         "context parallelism for them is not modelled.",
+                         "set cp: 1 (use tp, pp or recompute for long sequences).")
+
+
 def _ssm_rules(scn: Any, model: Any) -> list[str]:
     """State-space layers: tensor parallelism splits the mixer by heads (Mamba-2) or channels (Mamba-1), as
     vLLM's and Megatron's mixers do; context parallelism has no counterpart for the sequential scan here."""
@@ -309,6 +321,7 @@ def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
     notes += _ssm_rules(scn, model)
+    _recurrent_rules(scn, model)
     notes += _context_rules(scn, model)
     notes += _document_rules(scn, model)
     inf = getattr(scn, "infer", None)

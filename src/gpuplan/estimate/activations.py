@@ -315,6 +315,8 @@ def score_bytes(model: ModelSpec, s: ActivationSetup) -> float:
 
 def layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
     """Bytes per token per layer saved for backward, summed from the pieces above."""
+    if model.recurrent is not None:
+        return recurrent_layer_activations(model, s)
     if model.ssm is not None:
         return ssm_layer_activations(model, s)
     if s.framework == "megatron":
@@ -406,6 +408,61 @@ def ssm_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivati
         rep += f_mlp * (own_norm + moe_frac * moe_routing_bytes(model, s)
                         + base_input_bytes(model, s, "mlp_in", model.hidden_size))
         shard += f_mlp * (mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff))
+    return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
+
+
+# ---- fixed-state mixers other than Mamba (models/spec.py RecurrentMixer) -------------------------------------
+# Bytes per token one mixer saves for backward in transformers' torch path, 16-bit compute, its input (the norm
+# output) excluded: saved_tensors_hooks listings of one module on real CPU bf16 tensors (transformers 5.25), at
+# two widths (hidden 64 / 96 against a mixer width 96 / 64) and two lengths (32 / 64 tokens), the difference
+# per token; every term is a whole number of tensors.
+# * short_conv (modeling_lfm3.py Lfm3ShortConv.forward): the in_proj output B|C|x (6 w), B·x (2 w), the conv's
+#   padded output (2 w) and C·conv transposed contiguous, out_proj's input (2 w): 12 w.
+# * rg_lru (modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock + RecurrentGemmaRglru): linear_y's output
+#   and its gelu, linear_x's output, the conv output, the gates' inputs and sigmoids, the decay and gamma
+#   multipliers (16-bit w-wide tensors), and in _rnn_scan's token loop two fp32 w-wide values per step (the
+#   recurrence gate's upcast and the state); the reset mask (2 bool bytes): 36 w + 2.
+# * rwkv (modeling_rwkv.py RwkvSelfAttention with rwkv_linear_attention_cpu's token loop, and RwkvFeedForward):
+#   time mix 8 h + 56 w (the token-shift mixes, key/value/receptance, and per step the fp32 key, max, exponentials
+#   and running numerator/denominator), channel mix 10 h + 4 f (f = its key width: the shift mixes, relu(key)
+#   and its square, sigmoid(receptance)).
+# A GPU run may take a fused kernel instead (causal_conv1d for short_conv, RWKV's WKV CUDA kernel); its bytes are
+# not modelled separately: the torch path's are used.
+def recurrent_mixer_bytes(model: ModelSpec) -> float:
+    """Bytes per token saved inside one RecurrentMixer layer's mixer (RWKV: time and channel mix)."""
+    r = model.recurrent
+    assert r is not None
+    w, h = r.width, model.hidden_size
+    if r.variant == "short_conv":
+        return 12.0 * w
+    if r.variant == "rg_lru":
+        return 36.0 * w + 2
+    return 8.0 * h + 56.0 * w + 10.0 * h + 4.0 * r.ffn_width
+
+
+def recurrent_layer_activations(model: ModelSpec, s: ActivationSetup) -> LayerActivations:
+    """Per-layer average of a model with RecurrentMixer layers: a recurrent layer keeps its norm, its mixer's input
+    and the mixer's tensors; an attention layer (RecurrentGemma's local attention, LFM's attention layers) what a
+    Llama-like attention block keeps; the MLP what layer_activations counts for it (RWKV's channel mix is counted
+    with its mixer, its input and norm here). TP shards the mixer's channels."""
+    L = max(model.num_layers, 1)
+    f_rec, f_attn = model.num_recurrent_layers / L, model.num_attention_layers / L
+    rwkv = model.recurrent.variant == "rwkv"
+    h = model.hidden_size
+    # the layer's norms (both pre-norms, sandwich post-norms: LFM3) and the mixer's input (RWKV: also the channel
+    # mix's)
+    rep = norm_bytes(model, s) + f_rec * (2 if rwkv else 1) * base_input_bytes(model, s, "attn_in", h)
+    shard = f_rec * recurrent_mixer_bytes(model)
+    score = 0.0
+    if f_attn:
+        att_rep, att_shard = attention_bytes(model, s)
+        rep += f_attn * (att_rep + base_input_bytes(model, s, "attn_in", h))
+        shard += f_attn * (att_shard + qk_norm_bytes(model))
+        score = f_attn * score_bytes(model, s)
+    if model.intermediate_size and not rwkv:
+        moe_frac, i_eff = _mlp_mix(model)
+        rep += moe_frac * moe_routing_bytes(model, s) + base_input_bytes(model, s, "mlp_in", h)
+        shard += mlp_bytes(model, s, i_eff) + base_input_bytes(model, s, "down_in", i_eff)
     return LayerActivations(replicated=rep, sharded=shard, score_bytes=score)
 
 

@@ -1246,6 +1246,10 @@ def _ssm_state_per_seq_rank(model: ModelSpec, engine: str, kv_fmt: str, tp: int,
     the final state): fp32 for both Mamba-1 (mamba_selective_scan computes exp(dt·A) in fp32) and Mamba-2
     (mamba2_chunk_scan upcasts x, B and C to fp32) (traced). TP splits d_inner (vLLM shards the mixer); PP
     holds its share of the layers."""
+    if model.recurrent is not None:
+        # a RecurrentMixer's state as transformers' cache keeps it (models/spec.py RecurrentMixer.state_bytes), for
+        # every engine; TP splits its channels, PP its layers
+        return model.ssm_state_bytes_per_sequence() / tp * math.ceil(model.num_layers / pp) / model.num_layers
     if model.ssm is None or not model.num_ssm_layers:
         return 0.0
     hf = engine == "hf"
@@ -1299,7 +1303,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     state_seq = _ssm_state_per_seq_rank(model, inf.engine, inf.kv_cache, tp, pp)
     kv_need += state_seq * seqs
     if state_seq:
-        notes.append(f"kv_cache includes {model.num_ssm_layers} SSM layers' fixed state "
+        notes.append(f"kv_cache includes {model.num_ssm_layers or model.num_recurrent_layers} SSM/recurrent "
+                     "layers' fixed state "
                      f"({state_seq / 2**20:.1f} MiB per sequence, any length)")
     if model.is_encoder_decoder:
         return _encdec_infer_components(scn, model, weights, per_token, seqs, notes)
@@ -1356,6 +1361,7 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     else:  # hf generate: prefill of the whole batch, logits of the last position only
         act = seqs * inf.prompt_len * max(_prefill_bytes_per_token(model, tp),
                                           _ssm_prefill_bytes_per_token(model, tp, inf.ssm_kernels),
+                                          _recurrent_prefill_bytes_per_token(model, tp),
                                           _moe_prefill_bytes_per_token(model))
         if math_path_attention(model):
             # SDPA math path (Falcon MQA, see activations.math_path_attention) against the static cache's
@@ -1453,6 +1459,26 @@ def _ssm_prefill_bytes_per_token(model: ModelSpec, tp: int, kernels: bool) -> fl
     if kernels:
         return 6 * h + 2 * proj + 2 * conv + 2 * d
     return 6 * h + 2 * proj + 2 * conv + 28 * d + 12 * H * N + 12 * H * Q + 10 * d * N / Q
+
+
+def _recurrent_prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes per token alive inside a RecurrentMixer layer during HF prefill (no_grad): the residual stream and
+    the norm output (4 h) and the mixer's own peak, measured with the allocation tracker (trace/_tracker.py) over
+    one module's forward on real CPU bf16 tensors (transformers 5.25) at two widths and two lengths:
+    short_conv 14 w (the in_proj output, B·x, the padded conv output and C·conv's transposed copy);
+    rg_lru 24 w + 2 h + 9 (the gates, decay and gamma multipliers and the scan's output next to the y branch; the
+    int64 positions and reset mask); rwkv the larger of the time mix, 8 h + 6 w, and the channel mix, 10 h + 2 f."""
+    r = model.recurrent
+    if r is None or not model.num_recurrent_layers:
+        return 0.0
+    h, w = model.hidden_size, r.width / tp
+    if r.variant == "short_conv":
+        mixer = 14.0 * w
+    elif r.variant == "rg_lru":
+        mixer = 24.0 * w + 2.0 * h + 9
+    else:
+        mixer = max(8.0 * h + 6.0 * w, 10.0 * h + 2.0 * r.ffn_width / tp)
+    return 4.0 * h + mixer
 
 
 # ---- beam search ---------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ _MLP_LEAF = {"fc1", "fc2", "fc_in", "fc_out", "up_proj", "down_proj", "gate_proj
              "per_layer_input_gate", "per_layer_projection",
              "dense_h_to_4h", "dense_4h_to_h", "w1", "w2", "w3", "wi", "wo", "wi_0", "wi_1"}
 _ROUTER = ("router", "gate")
+_QKV_PREFIX = ("q_", "k_", "v_", "kv_", "qkv_")
 _GATED_LEAF = {"gate_proj", "gate_up_proj", "w1", "w3", "wi_0", "c_fc2"}
 
 
@@ -55,11 +56,18 @@ def _classify(path: str, leaf_module: str, module_cls: str, ndim: int, in_layer:
     parts = path.split(".")
     if any("shared_expert" in p or p == "shared_mlp" for p in parts):     # GraniteMoe*: shared_mlp
         return "shared_expert" if not parts[-2].endswith("gate") else "router"
+    if "router" in parts[:-2]:
+        return "router"         # a router's own layer (JetMoE's router.layer, inside its experts' module too)
     if any(p.startswith("expert") for p in parts):
         return "expert"
     if parts[-2] in _ROUTER or "Router" in module_cls or "Gate" in module_cls:
         return "router"
     if _token_in(path, _ATTN_PATH) or parts[-2] in _ATTN_LEAF - {"dense"}:
+        return "attn"
+    if any(p.startswith(_QKV_PREFIX) for p in parts[:-1]):
+        # a sub-module named for the query, key or value input it feeds (Inkling-2 Loop's q/k/v_message_gate,
+        # modeling_inkling2_loop.py Inkling2LoopSlidingLoopDecoderLayer: a low-rank gate that mixes the previous
+        # loop pass's message into that attention input): part of the attention branch
         return "attn"
     if _token_in(path, _MLP_PATH) or parts[-2] in _MLP_LEAF:
         return "mlp"
@@ -184,6 +192,75 @@ def _mamba_mixers(model) -> dict[str, str]:
     return out
 
 
+def _residual_branch_kind(parent_cls: str) -> str:
+    """Kind of a Linear inside a residual-stream block of a layer, by the block's class (transformers 5.25
+    modeling_gemma3n.py): AltUp (Alternating Updates, Baykal et al. 2023: Gemma3nTextAltUp keeps altup_num_inputs
+    residual streams; its modality_router and the prediction/correction coefficient maps pick per token how the
+    streams mix) is routing: kind router; LAuReL (Learned Augmented Residual Layer, Menghani et al. 2024:
+    Gemma3nTextLaurelBlock, a rank-r linear branch over the attention's normed input, added to the attention
+    output) is part of the attention branch. '' for any other block."""
+    if parent_cls.endswith("AltUp"):
+        return "router"
+    if "Laurel" in parent_cls:
+        return "attn"
+    return ""
+
+
+def _depthwise_conv(mod):
+    """The module's own depthwise Conv1d child (groups == channels), or None."""
+    import torch.nn as nn
+    return next((c for c in mod.children() if isinstance(c, nn.Conv1d) and c.groups == c.in_channels
+                 == c.out_channels > 1), None)
+
+
+def _recurrent_mixers(model) -> dict[str, tuple[str, int, int]]:
+    """module path -> (variant, width, conv taps) of every fixed-state token mixer other than Mamba (models/spec.py
+    RecurrentMixer), recognised by its structure in transformers 5.25:
+    * short_conv: a depthwise Conv1d child beside an `in_proj` Linear whose output is 3 x the conv's channels
+      (B, C and x) and an `out_proj`, no A_log (modeling_lfm3.py / modeling_lfm2.py ShortConv);
+    * rg_lru: a depthwise Conv1d child beside a child that owns a `recurrent_param` (the RG-LRU's decay,
+      modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock);
+    * rwkv: a module that owns `time_decay` and `time_first` (RWKV-4's WKV time mix, modeling_rwkv.py
+      RwkvSelfAttention)."""
+    import torch.nn as nn
+    out = {}
+    for path, mod in model.named_modules():
+        own = {n for n, _ in mod.named_parameters(recurse=False)}
+        if {"time_decay", "time_first"} <= own:
+            out[path] = ("rwkv", int(mod.time_decay.numel()), 0)
+            continue
+        conv = _depthwise_conv(mod)
+        if conv is None or "A_log" in own:
+            continue
+        w, k = conv.in_channels, int(conv.kernel_size[0])
+        if any("recurrent_param" in dict(c.named_parameters(recurse=False)) for c in mod.children()):
+            out[path] = ("rg_lru", w, k)
+        elif isinstance(getattr(mod, "in_proj", None), nn.Linear) and mod.in_proj.out_features == 3 * w \
+                and isinstance(getattr(mod, "out_proj", None), nn.Linear):
+            out[path] = ("short_conv", w, k)
+    return out
+
+
+def _recurrent_spec(model, mixers: dict, layers, kind_of: dict, i: int, inferred: dict) -> dict:
+    """ModelSpec fields (recurrent, layer_mixers) for a model with RecurrentMixers; {} without."""
+    from .spec import RecurrentMixer
+    if not mixers:
+        return {}
+    variants = set(mixers.values())
+    if len(variants) > 1:
+        raise UnsupportedError(f"model_type '{model.config.model_type}'", f"has recurrent mixers of different "
+                               f"shapes {sorted(variants)}, which one RecurrentMixer cannot describe.",
+                               "count it with `gpuplan model CONFIG --meta` (total only).")
+    variant, w, k = variants.pop()
+    rec = RecurrentMixer(variant=variant, width=w, conv_kernel=k, ffn_width=i if variant == "rwkv" else 0)
+    per_layer = tuple("recurrent" if "recurrent" in {kind_of.get(id(q), "") for q in layer.parameters()}
+                      else "attention" for layer in layers)
+    inferred["recurrent"] = (f"{variant} mixer ({sorted(mixers)[0]}): width {w} from its "
+                             + ("time_decay" if variant == "rwkv" else f"depthwise conv's channels, {k} taps"))
+    inferred["layer_mixers"] = "per layer: recurrent where the layer holds the mixer, else attention"
+    return dict(recurrent=rec, layer_mixers=per_layer)
+
+
 def _ssm_shape(mixer, variant: str, text_cfg, inferred: dict[str, str]):
     """SSMShape of one Mamba mixer, read from its tensors' shapes and the sizes transformers stores on it
     (ssm_state_size, n_groups, chunk_size ...)."""
@@ -269,17 +346,26 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
 
     emb, out, v, h, tie = _embeddings(model, inferred)
     a = _cfg_int(text_cfg, "num_attention_heads", "n_head", "num_heads")
+    rec_mixers = _recurrent_mixers(model)
+    if a is None and rec_mixers and len({p.rsplit(".", 1)[0] for p in rec_mixers}) == n:
+        # every layer mixes tokens through a recurrence (RWKV): no attention heads; one head of the full width
+        # stands in for the structural fields, and no layer attends (layer_mixers)
+        a = 1
+        inferred["num_heads"] = "no attention: every layer's token mixer is recurrent (one head of the full width)"
     if a is None:
         raise UnsupportedError(f"model_type '{mt}' in {where}", "has no attention heads (num_attention_heads) in "
-                               "its config: recurrent models without attention (RWKV ...) and pure state-space "
-                               "models other than the hand-written Mamba and Mamba-2 families are not modelled.",
+                               "its config, and not every layer holds a recurrent mixer gpuplan reads (RWKV-4's time "
+                               "mix): recurrent and pure state-space models other than RWKV-4 and the hand-written "
+                               "Mamba and Mamba-2 families are not modelled.",
                                "use a transformer decoder; `gpuplan model CONFIG --meta` still counts its parameters.")
     spread = _per_layer_spread(text_cfg, "num_attention_heads")
     if len(spread) > 1:
         inferred["num_heads"] = (f"per-layer config: layers have {spread} heads; the most common is used for the "
                                  "attention terms (parameters are counted per tensor, exactly)")
-    d = _cfg_int(text_cfg, "head_dim") or h // a
-    inferred["head_dim"] = "config head_dim" if _cfg_int(text_cfg, "head_dim") else "hidden_size / num_attention_heads"
+    # kv_channels: Megatron's name for the head width (JetMoE: kv_channels x num_key_value_heads per projection)
+    d = _cfg_int(text_cfg, "head_dim", "kv_channels") or h // a
+    inferred["head_dim"] = "config head_dim / kv_channels" if _cfg_int(text_cfg, "head_dim", "kv_channels") \
+        else "hidden_size / num_attention_heads"
 
     # ---- parameters -> blocks --------------------------------------------------------------------
     modules = dict(model.named_modules())
@@ -307,6 +393,7 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
                 "num_selected_experts") or 0
     mixers = _mamba_mixers(model)
     ssm_ids = {id(q) for path in mixers for q in modules[path].parameters()}
+    rec_ids = {id(q) for path in rec_mixers for q in modules[path].parameters()}
     kind_of: dict[int, str] = {}          # id(parameter) -> kind, for the per-layer mixer list below
     for key, params in groups.items():
         p = params[0]
@@ -326,6 +413,15 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             # tokens, so their matmuls stay out of the per-token FLOPs
             lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and p.ndim == 2 else None
             blocks.append(Block(key, "other", p.numel() * len(params), 1, lin, 1.0, "vision"))
+            continue
+        if id(p) in rec_ids:
+            # a recurrent mixer's tensors (RecurrentMixer): its Linears are matmuls, the conv, gates' block-diagonal
+            # weights, decays and token-shift mixes are weights only; a Linear's bias a bias
+            lin = (int(p.shape[1]), int(p.shape[0])) if isinstance(mod, nn.Linear) and leaf == "weight" else None
+            kind = "bias" if leaf == "bias" and isinstance(mod, nn.Linear) else "ssm"
+            blocks.append(Block(key, kind, numel, count, lin, 1.0, "layer" if in_layer else "model"))
+            for q in params:
+                kind_of[id(q)] = "recurrent"
             continue
         if id(p) in ssm_ids:
             # a Mamba mixer's tensors: in/out (and Mamba-1 x/dt) projections are matmuls; conv1d, A_log, D and
@@ -347,12 +443,21 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             # Zamba's hybrid layers: the shared attention block's output passes a per-layer linear (h x h)
             # before it joins the Mamba stream: part of the attention branch
             kind = "attn"
+        if not kind and in_layer:
+            kind = _residual_branch_kind(type(modules.get(first_name[key].rsplit(".", 2)[0])).__name__)
         if not kind:
             raise UnsupportedError(f"model_type '{mt}' in {where}",
                                    f"parameter '{key}' ({mod_cls}, shape {tuple(p.shape)}) could not be classified "
                                    "as attention, MLP, expert, router, norm or embedding, so gpuplan will not guess "
                                    "its role.", "count it with `gpuplan model CONFIG --meta` (total only), or add a "
                                    "hand-written family in gpuplan/models.")
+        if kind == "mlp" and p.ndim == 3 and experts and p.shape[0] == experts:
+            kind = "expert"     # experts stacked in one tensor (E, out, in) in an MLP module (JetMoE's input_linear)
+        # experts of an attention (JetMoE's mixture of attention heads: top-k query/output projection experts per
+        # token, modeling_jetmoe.py JetMoeMoA): routed like experts, counted as attention
+        moa = kind == "expert" and _token_in(key, ("attn", "attention", "self_attention"))
+        if moa and leaf == "bias":
+            kind = "attn"       # one output bias per token, not per expert
         if leaf == "bias" and kind in ("attn", "mlp", "expert", "shared_expert", "router"):
             blocks.append(Block(key, "bias", numel, count, None, k / experts if kind == "expert" and experts else 1.0,
                                 "layer" if in_layer else "model"))
@@ -375,6 +480,10 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
             linear = (int(p.shape[1]), int(p.shape[0]))     # nn.Linear weight (out, in)
             if "Conv1D" in mod_cls:                       # GPT-2 style Conv1D stores (in, out)
                 linear = (int(p.shape[0]), int(p.shape[1]))
+        if moa:
+            kind = "attn"
+            inferred["attention_experts"] = (f"'{key}': {experts} attention experts, top-{k} per token (mixture of "
+                                             "attention heads), counted as attention at k/E")
         blocks.append(Block(key, kind, numel, count, linear, active, "layer" if in_layer else "model"))
         shapes[key] = (kind, tuple(int(s) for s in p.shape))
         for q in params:
@@ -417,6 +526,14 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         widest = max(b.linear[1] for b in mlp_in)
         i = widest // 2 if len(mlp_in) == 1 and gated else widest
         inferred["intermediate_size"] = "out_features of the MLP input projection"
+    elif i is not None and len(mlp_in) >= 2 and len({b.linear[1] for b in mlp_in}) == 1 \
+            and i != mlp_in[0].linear[1]:
+        # a gate and an up projection of one width that is not the config's: the module builds its own
+        # (RecurrentGemmaMlp takes intermediate_size // 2, modeling_recurrent_gemma.py; LFM2's MLP shrinks it to
+        # 2/3 rounded to block_multiple_of, modeling_lfm2.py Lfm2MLP): the tree's width runs
+        inferred["intermediate_size"] = (f"out_features of the gate/up projections (config {i} is not their "
+                                         "width)")
+        i = mlp_in[0].linear[1]
     elif i is not None:
         inferred["intermediate_size"] = "config"
     i = i or 0
@@ -429,9 +546,14 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
     moe: dict[str, Any] = {}
     expert_blocks = [b for b in blocks if b.kind == "expert" and b.linear and b.linear[0] == h]
     mi_cfg = _cfg_int(text_cfg, "moe_intermediate_size", "expert_intermediate_size")
+    # an expert's down projection (out = hidden) reading half its one input projection's width: a fused gate|up
+    # (JetMoE's input_linear, chunked in two, silu(gate) * up: modeling_jetmoe.py JetMoeMoE.forward)
+    expert_down = [b for b in blocks if b.kind == "expert" and b.linear and b.linear[1] == h and b.linear[0] != h]
+    fused_gate_up = len(expert_blocks) == 1 and bool(expert_down) and \
+        expert_blocks[0].linear[1] == 2 * expert_down[0].linear[0]
     if not mlp_in and expert_blocks:
         gated = len(expert_blocks) >= 2 or (mi_cfg is not None and expert_blocks[0].linear[1] == 2 * mi_cfg) or (
-            "gate" in expert_blocks[0].name)
+            "gate" in expert_blocks[0].name) or fused_gate_up
         inferred["gated_mlp"] = f"expert input projection(s): {[b.name for b in expert_blocks]}"
     if expert_blocks:
         moe_layers = expert_blocks[0].count // experts
@@ -500,6 +622,12 @@ def spec_from_meta(config: Mapping[str, Any], *, name: str, hf_id: str | None, w
         inferred["layer_mixers"] = ("per layer from its parameters: a Mamba mixer and attention side by side = "
                                     "parallel")
         ssm_fields = dict(ssm=ssm, layer_mixers=tuple(per_layer))
+    ssm_fields.update(_recurrent_spec(model, rec_mixers, layers, kind_of, i, inferred))
+    if rec_mixers and norms_h == 4:
+        # a norm before and after each sub-block (LFM3's operator/post_operator and ffn/post_ffn norms,
+        # modeling_lfm3.py Lfm3DecoderLayer with use_sandwich_norm): sandwich placement
+        traits = dataclasses.replace(traits, norm_placement="sandwich")
+        inferred["norm"] += "; 4 per layer: sandwich"
     family = "generic:" + mt
     fp32 = _fp32_params(model)
     if fp32:

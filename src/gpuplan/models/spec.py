@@ -103,6 +103,50 @@ class SSMShape:
                 "scan_slices": self.scan_slices}
 
 
+RECURRENT_VARIANTS = ("short_conv", "rg_lru", "rwkv")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentMixer:
+    """A token mixer that keeps a fixed-size state per sequence instead of a KV cache, other than Mamba
+    (models/generic.py `_recurrent_mixers` finds it in the module tree; transformers 5.25):
+
+    short_conv — LFM2/LFM3's gated short convolution (modeling_lfm3.py Lfm3ShortConv): in_proj makes B, C, x
+      (3 x width), a depthwise causal conv of `conv_kernel` taps runs over B·x, C gates it, out_proj. State: the
+      conv window, width x conv_kernel in the model dtype (cache_utils.py update_conv_state).
+    rg_lru — Griffin's recurrent block (modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock): gelu(linear_y)
+      gates linear_x -> depthwise conv (conv_kernel taps) -> RG-LRU (per-head block-diagonal input and recurrence
+      gates, a diagonal linear recurrence); linear_out. State: width fp32 recurrent values plus conv_kernel - 1
+      conv columns in the model dtype (_setup_cache).
+    rwkv — RWKV-4's time mix (modeling_rwkv.py RwkvSelfAttention: token shift, key/value/receptance, the WKV
+      recurrence) with its channel mix (RwkvFeedForward: token shift, relu(key)², sigmoid(receptance) gate) in
+      every layer. State: five hidden-wide vectors per layer, two in the model dtype (the shifted tokens) and
+      three fp32 (numerator, denominator, max) (RwkvModel.forward).
+    `width`: the channels of the recurrence / convolution (LFM: hidden; RG-LRU: lru_width; RWKV:
+    attention_hidden_size); `ffn_width`: RWKV's channel-mix width."""
+    variant: str
+    width: int
+    conv_kernel: int = 0
+    ffn_width: int = 0
+
+    def __post_init__(self) -> None:
+        if self.variant not in RECURRENT_VARIANTS:
+            raise ValueError(f"recurrent variant {self.variant!r} is not one of {RECURRENT_VARIANTS}")
+
+    def state_bytes(self, hidden: int, dtype_bytes: float = 2.0) -> float:
+        """State of one sequence in one layer as transformers' cache keeps it."""
+        w, k = self.width, self.conv_kernel
+        if self.variant == "short_conv":
+            return w * k * dtype_bytes
+        if self.variant == "rg_lru":
+            return 4.0 * w + w * (k - 1) * dtype_bytes
+        return hidden * (2 * dtype_bytes + 3 * 4.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "width": self.width, "conv_kernel": self.conv_kernel,
+                "ffn_width": self.ffn_width}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
@@ -140,6 +184,8 @@ class ModelSpec:
     # Nemotron-H's MLP-only blocks, or "cross" for Llama-3.2-Vision's cross-attention layers: keys and values
     # of the image, no per-token KV); empty = every layer is attention
     ssm: SSMShape | None = None
+    # a fixed-state token mixer other than Mamba (RecurrentMixer); its layers are "recurrent" in layer_mixers
+    recurrent: RecurrentMixer | None = None
     layer_mixers: tuple[str, ...] = ()
     blocks: tuple[Block, ...] = ()
     hf_id: str | None = None
@@ -229,9 +275,17 @@ class ModelSpec:
             return self.layer_windows
         return tuple(w for w, m in zip(self.layer_windows, self.layer_mixers) if m in ("attention", "parallel"))
 
+    @property
+    def num_recurrent_layers(self) -> int:
+        """Layers whose token mixer is a RecurrentMixer (fixed state, no KV cache)."""
+        return self.layer_mixers.count("recurrent")
+
     def ssm_state_bytes_per_sequence(self, state_bytes: float = 2.0, conv_bytes: float = 2.0,
                                      conv_columns: int | None = None) -> float:
-        """Recurrent + convolution state of one sequence over all SSM layers (0 without SSM layers)."""
+        """Recurrent + convolution state of one sequence over all SSM layers (0 without SSM layers); a
+        RecurrentMixer's layers add their state as transformers keeps it."""
+        if self.recurrent is not None:
+            return self.num_recurrent_layers * self.recurrent.state_bytes(self.hidden_size, conv_bytes)
         if self.ssm is None:
             return 0.0
         s = self.ssm
@@ -323,6 +377,10 @@ class ModelSpec:
             "max_position_embeddings": self.max_position,
             "num_experts": self.num_experts, "experts_per_token": self.experts_per_tok,
             "mla": self.is_mla, "sliding_window_layers": sum(1 for w in self.layer_windows if w),
+            **({"recurrent": self.recurrent.to_dict(), "attention_layers": self.num_attention_layers,
+                "recurrent_layers": self.num_recurrent_layers,
+                "state_bytes_per_sequence": int(self.ssm_state_bytes_per_sequence(2.0, 2.0))}
+               if self.recurrent is not None else {}),
             **({"ssm": self.ssm.to_dict(), "attention_layers": self.num_attention_layers,
                 "ssm_layers": self.num_ssm_layers,
                 "ssm_state_bytes_per_sequence": int(self.ssm_state_bytes_per_sequence(2.0, 2.0))}

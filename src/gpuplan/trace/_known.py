@@ -15,8 +15,14 @@ torch/_subclasses/fake_tensor.py `_dispatch_impl`, torch 2.13) with two addition
 * deterministic factories (`arange`, `zeros`, `ones`, `full` and their `_like` / `new_` forms) carry
   their values, as a real run would have them.
 The harness's own inputs enter through `harness_tokens` (a seeded draw, the same values a real run
-would be fed). A value computed from the weights (a router's top-k, an attention score) stays unknown,
-so a shape picked from it still stops the trace: nothing is guessed. The memory count is unchanged:
+would be fed). A value computed from the weights (an attention score, a router's scores) stays unknown,
+so a shape picked from it still stops the trace, with one exception whose memory does not depend on it:
+* the indices of a top-k over the last dimension of value-less scores (a router picking each token's k
+  experts) carry the balanced assignment, token t's j-th choice = (t·k + j) mod E. A model that sizes its
+  per-expert pieces from the counts (JetMoE: `expert_size.tolist()` then `split`, modeling_jetmoe.py
+  JetMoeTopKGating / JetMoeParallelExperts) allocates pieces that add up to tokens x k rows whatever the
+  assignment, so the traced totals are those of any routing; only the split between experts (and each piece's
+  rounding to an allocator block) is the balanced one. The top-k values stay unknown. The memory count is unchanged:
 every op still returns a fake tensor the allocation tracker registers; the real values live on the
 side, outside the count, as a host-side copy would.
 """
@@ -55,6 +61,8 @@ class KnownValuesMode(FakeTensorMode):
     def dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = super().dispatch(func, types, args, kwargs)
+        if getattr(func, "overloadpacket", None) is _aten.topk:
+            _balanced_topk(self, args, kwargs, out)
         if getattr(func, "overloadpacket", None) in _FACTORIES and isinstance(out, FakeTensor) \
                 and out.constant is None and out.device.type == "cpu":
             if out.numel() <= KNOWN_NUMEL:       # (a large buffer, a KV cache's zeros, stays value-less)
@@ -65,6 +73,23 @@ class KnownValuesMode(FakeTensorMode):
     def known(self, real: torch.Tensor) -> FakeTensor:
         """A fake tensor for `real` (a CPU tensor) that carries its values."""
         return self.fake_tensor_converter.from_real_tensor(self, real, make_constant=True)
+
+
+def _balanced_topk(mode: "KnownValuesMode", args, kwargs, out) -> None:
+    """Give a value-less top-k's indices the balanced assignment (see the module docstring): only a top-k over the
+    last dimension, k <= its size, on CPU fake tensors small enough to keep."""
+    x, k = args[0], args[1]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+    idx = out[1] if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    if not isinstance(idx, FakeTensor) or idx.constant is not None or idx.device.type != "cpu" \
+            or dim not in (-1, x.dim() - 1) or not 0 < k <= x.shape[-1] or idx.numel() > KNOWN_NUMEL:
+        return
+    with no_dispatch():
+        rows = idx.numel() // k
+        real = (torch.arange(rows)[:, None] * k + torch.arange(k)[None, :]) % x.shape[-1]
+        real = real.reshape(idx.shape).to(idx.dtype)
+    idx.constant = real
+    mode.fake_tensor_converter.add_constant_storage_mapping(idx)
 
 
 def _real_factory(func, args, kwargs) -> torch.Tensor:

@@ -119,7 +119,9 @@ def _run_once(scenario, spec, iterations, decode_steps, progress, fake, rank, kn
     if known:
         notes.append("the model reads tensor values to pick shapes: traced on fake tensors that carry the values "
                      "fixed before the run (the harness's seeded token ids, constants and masks the code builds "
-                     "from them and from arange/zeros/ones/full); a value computed from the weights stays unknown.")
+                     "from them and from arange/zeros/ones/full); a value computed from the weights stays unknown, but for "
+                     "a router's top-k indices, which take the balanced assignment (the per-expert pieces add up to "
+                     "tokens x k whatever the routing).")
     dist_ctx = _dist_context(scenario, rank, notes) if world > 1 else contextlib.nullcontext(None)
     try:
         with dist_ctx as mesh, mode, _unpacked_inputs(), _fp32_grouped_experts(scenario, spec, notes), \
