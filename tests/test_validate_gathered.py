@@ -331,3 +331,32 @@ def test_scored_preference_rows_run_through_the_scorer():
         assert pred > 0 and meas == float(rows[i]["step_time_s"]) and "rl" not in out[i]
     for i in set(rows) - set(scored):
         assert out[i]["unscored"] and "pref" not in out[i]
+
+
+def _measured_rows() -> dict[str, dict]:
+    with (ROOT / "validation" / "gathered" / "measured.csv").open(newline="", encoding="utf-8") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def test_measured_rows_rebuild_the_scenario_the_device_ran():
+    """measured.csv (a `gpuplan measure` run): the row's settings are the scenario's, nothing defaulted away."""
+    rows = _measured_rows()
+    lora = vg.measured_scenario(rows["HT04"])
+    assert lora["train"] == {"method": "lora", "precision": "bf16", "master_weights": True, "optimizer": "adamw",
+                             "optimizer_impl": "foreach", "recompute": "none", "attention": "flash",
+                             "seq_len": 4096, "micro_batch": 2, "lora_rank": 16}
+    assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1} and lora["framework"] == "hf"
+    infer = vg.measured_scenario(rows["HI02"])
+    assert infer["infer"] == {"engine": "hf", "weights": "bf16", "prompt_len": 1024, "output_len": 64,
+                              "concurrency": 16}
+    # the profiled repeat of HT01 is listed once, not scored twice
+    assert rows["HK01"]["notes"].startswith("unscored:") and "HT01" in rows["HK01"]["notes"]
+
+
+def test_measured_memory_is_compared_at_the_allocators_reserve():
+    # gpuplan's whole peak less the CUDA context (outside the caching allocator) against max_memory_reserved
+    GiB = 2 ** 30
+    ctx = vg.outside_torch_bytes(None, 1)
+    est = SimpleNamespace(memory=SimpleNamespace(peak_bytes_per_gpu=80 * GiB))
+    pred, meas = vg.measured_memory_pair({"peak_reserved_gib": "75.15"}, est)
+    assert pred == 80 - ctx / GiB and meas == 75.15
