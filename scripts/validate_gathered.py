@@ -445,9 +445,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id']:6s} {ts}   {ms}")
     print(_summary("speed", [r["tps"] for r in rows if "tps" in r]))
     print(_summary("memory", [r["mem"] for r in rows if "mem" in r]))
-    print(_summary("  LoRA/QLoRA", [r["mem"] for r in rows if "mem" in r and r.get("method")]))
-    for src in sorted({r["source"] for r in rows if "mem" in r and r.get("method")}):
-        print(_summary(f"    {src[:38]}", [r["mem"] for r in rows if "mem" in r and r.get("method") and r["source"] == src]))
+    lora = [r for r in rows if "mem" in r and r.get("method") in ("lora", "qlora")]
+    print(_summary("  LoRA/QLoRA", [r["mem"] for r in lora]))
+    for src in sorted({r["source"] for r in lora}):
+        print(_summary(f"    {src[:38]}", [r["mem"] for r in lora if r["source"] == src]))
+    print(_summary("  measured here", [r["mem"] for r in rows if "mem" in r and r["source"].startswith("gpuplan measure")]))
     print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
     print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
     for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):
