@@ -54,7 +54,9 @@ def table() -> dict[tuple[str, str], dict[str, str]]:
 def memory_category(task: str, method: str | None, zero: int, dp: int, engine: str | None,
                     objective: str = "sft") -> str:
     if task == "infer":
-        return "inference"
+        # HF's memory is its weights, cache and activations; a serving engine's is the pool it preallocates (its
+        # memory-utilization share): another mechanism, so another category
+        return "inference, HF transformers" if engine == "hf" else "inference"
     if objective in RL_OBJECTIVES:      # a rollout engine beside the trainer: its own kind of peak
         return "post-training RL (rollout engine + training)"
     if method in ("lora", "qlora"):
