@@ -179,24 +179,24 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
 
 
 def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
-    # packaged Hopper bf16 efficiency 0.9093, d0 = 423.0 (K, N; fitted on training rows), d0_M = 2711
+    # packaged Hopper bf16 efficiency 0.9102, d0 = 425.9 (K, N; fitted on training rows), d0_M = 2694
     # (rows of one expert's GEMM; fitted on TensorRT-LLM prompt-carrying rows, tile padding priced apart).
-    # Qwen3-30B-A3B gate projection (K 2048, N 768): 0.9093 x 2048/2471 x 768/1191 = 0.485975
+    # Qwen3-30B-A3B gate projection (K 2048, N 768): 0.9102 x 2048/2473.9 x 768/1193.9 = 0.484705
     from gpuplan.estimate.speed import gemm_efficiency, load_efficiency, training_rows_half
     P = load_efficiency()
-    assert P["matmul"]["hopper"]["bf16"] == 0.9093 and P["matmul_dim_half"] == 423.0
-    assert P["matmul_rows_half"] == 2711.0
-    # serving: 4096 rows per expert x 4096/6807 = 0.292430
-    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.292430, rel=1e-4)
-    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4519 = 0.440485
-    assert training_rows_half(P) == 423.0
+    assert P["matmul"]["hopper"]["bf16"] == 0.9102 and P["matmul_dim_half"] == 425.9
+    assert P["matmul_rows_half"] == 2694.0
+    # serving: 4096 rows per expert x 4096/6790 = 0.292394
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.292394, rel=1e-4)
+    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4521.9 = 0.439053
+    assert training_rows_half(P) == 425.9
     assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True,
-                           rows_half=training_rows_half(P)) == pytest.approx(0.440485, rel=1e-4)
-    # 512 rows per expert (one eighth), training: x 512/935 = 0.266117
+                           rows_half=training_rows_half(P)) == pytest.approx(0.439053, rel=1e-4)
+    # 512 rows per expert (one eighth), training with d0_M 423: x 512/935 = 0.265422
     assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True,
-                           rows_half=423.0) == pytest.approx(0.266117, rel=1e-4)
+                           rows_half=423.0) == pytest.approx(0.265422, rel=1e-4)
     # a dense GEMM leaves M to the roofline's memory term
-    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.485975, rel=1e-5)
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.484705, rel=1e-5)
 
 
 def test_moe_training_time_does_not_read_the_serving_row_constant():
