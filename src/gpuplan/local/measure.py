@@ -254,10 +254,7 @@ def _op_profile(torch, dev: _Cuda, fn: Callable[[], Any], top: int) -> dict[str,
     from torch.profiler import ProfilerActivity, profile
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.name == "cuda" else [])
     with profile(activities=acts) as prof:
-        t0 = time.perf_counter()
-        fn()
-        dev.sync()
-        wall = time.perf_counter() - t0
+        (wall,) = _timed(dev, fn, 1)
     # kernels (device-side events) only: an operator's own device time repeats its kernels' and would count twice
     kernels = [e for e in prof.key_averages() if "CUDA" in str(getattr(e, "device_type", ""))]
 
@@ -288,34 +285,28 @@ def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[s
     ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
     n_out = min(i.output_len, 64)
 
+    cache: list = []               # [(KV cache, next token ids)] of the batch being decoded
+
     def prefill():
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+        cache[:] = [(out.past_key_values, out.logits[:, -1:].argmax(-1))]
 
-    def decode(state):
-        out = model(input_ids=state[1], past_key_values=state[0], use_cache=True)
-        return out.past_key_values, out.logits[:, -1:].argmax(-1)
+    def decode():
+        past, nxt = cache[0]
+        out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+        cache[0] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
 
     with torch.inference_mode():
-        state = prefill()          # warm-up: the first calls load kernels and create library handles
+        prefill()                  # warm-up: the first calls load kernels and create library handles
         for _ in range(2):
-            state = decode(state)
-        del state
+            decode()
+        cache.clear()              # the warm-up's KV cache is freed before the peaks are reset
         dev.reset_peaks()
-        t0 = time.perf_counter()
-        state = prefill()
-        dev.sync()
-        ttft = time.perf_counter() - t0
-        times = []
-        for _ in range(n_out):
-            t0 = time.perf_counter()
-            state = decode(state)
-            dev.sync()
-            times.append(time.perf_counter() - t0)
+        (ttft,) = _timed(dev, prefill, 1)
+        times = _timed(dev, decode, n_out)
         res = dev.peaks()
         if ops:
-            box = [state]
-            res["ops"] = _op_profile(torch, dev, lambda: box.append(decode(box.pop())), ops)
+            res["ops"] = _op_profile(torch, dev, decode, ops)
     tpot = statistics.median(times)
     res.update(ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=i.concurrency / tpot, decode_steps=n_out)
     if n_out < i.output_len:
