@@ -489,3 +489,13 @@ def test_measure_loops_run_on_the_cpu(tmp_path, section):
     assert res.predicted and res.predicted["peak_bytes_per_gpu"] > 0
     assert any("not in the hardware catalog" in n for n in res.notes)
     assert "peak_allocated_bytes" not in m      # no allocator statistics off the GPU: none invented
+
+
+def test_profiler_annotations_are_not_kernels():
+    """torch.optim opens a record_function range around every step that the profiler lists among the kernels with
+    the step's device time: counted as a kernel it adds the optimizer's time twice to the busy time."""
+    from gpuplan.local.measure import is_profiler_annotation
+    assert is_profiler_annotation("Optimizer.step#AdamW.step") and is_profiler_annotation("ProfilerStep#3")
+    assert is_profiler_annotation("Command Buffer Full")
+    assert not is_profiler_annotation("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>")
+    assert not is_profiler_annotation("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN")

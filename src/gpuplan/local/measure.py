@@ -255,8 +255,10 @@ def _op_profile(torch, dev: _Cuda, fn: Callable[[], Any], top: int) -> dict[str,
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.name == "cuda" else [])
     with profile(activities=acts) as prof:
         (wall,) = _timed(dev, fn, 1)
-    # kernels (device-side events) only: an operator's own device time repeats its kernels' and would count twice
-    kernels = [e for e in prof.key_averages() if "CUDA" in str(getattr(e, "device_type", ""))]
+    # kernels (device-side events) only: an operator's own device time repeats its kernels' and would count twice,
+    # and so would a profiler annotation listed among them
+    kernels = [e for e in prof.key_averages()
+               if "CUDA" in str(getattr(e, "device_type", "")) and not is_profiler_annotation(e.key)]
 
     def dev_us(e) -> float:
         return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
@@ -265,6 +267,13 @@ def _op_profile(torch, dev: _Cuda, fn: Callable[[], Any], top: int) -> dict[str,
     return {"wall_s": wall, "gpu_busy_s": busy, "kernel_launches": int(sum(e.count for e in kernels)),
             "top": [{"op": e.key, "calls": int(e.count), "device_s": dev_us(e) / 1e6} for e in rows],
             "operators": _op_table(prof, top)}
+
+
+def is_profiler_annotation(name: str) -> bool:
+    """A range torch.profiler lists beside the kernels with a device time of its own that repeats theirs: a
+    record_function range ('Optimizer.step#AdamW.step', which torch.optim opens around every step; 'ProfilerStep#N')
+    or CUPTI's 'Command Buffer Full' marker."""
+    return name.startswith(("Optimizer.", "ProfilerStep")) or "Command Buffer" in name
 
 
 def _op_table(prof, top: int) -> str:
