@@ -22,7 +22,7 @@ COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "task", "f
            "lora_rank", "engine", "weights", "prompt_len", "output_len", "concurrency", "step_time_s",
            "tokens_per_s_per_gpu", "peak_allocated_gib", "peak_reserved_gib", "peak_device_used_gib", "ttft_s",
            "tpot_s", "profiled_wall_s", "profiled_gpu_busy_s", "torch", "transformers", "notes")
-SETTINGS = COLUMNS[4:23]          # model ... concurrency
+SETTINGS = COLUMNS[COLUMNS.index("model"):COLUMNS.index("concurrency") + 1]     # what a scenario ran with
 # HF decoding on the lent machine is bound by its host: its virtualised CPU enqueued one small CUDA op in 29 us
 # (validation/device/h200-2026-12-04-expert_gemm.csv, host_enqueue_small_op), several times a bare-metal server's
 HOST_NOTE = ("TPOT and TTFT not scored: bound by the lent machine's virtualised host (29 us to enqueue one small CUDA "
@@ -69,9 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     w.writeheader()
     seen: dict[tuple, str] = {}
     for p in paths:
-        system = Path(p).with_name(Path(p).name.split("-2026")[0] + "-" + "-".join(Path(p).stem.split("-")[1:4])
-                                   + "-system.txt")
-        versions = _versions(system)
+        # the run's files share a prefix: h200-2026-12-04-measure.jsonl beside h200-2026-12-04-system.txt
+        versions = _versions(Path(p).with_name(Path(p).name.rsplit("-", 1)[0] + "-system.txt"))
         url = f"validation/device/{Path(p).name}"
         for line in open(p, encoding="utf-8"):
             rec = json.loads(line)
