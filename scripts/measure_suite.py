@@ -29,15 +29,17 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def load_suite(path: str) -> list[tuple[str, dict]]:
+def load_suite(path: str) -> list[tuple[str, dict, int]]:
+    """(id, scenario, ops) per run: `ops`, a suite-only field (in `base` or a run), profiles one more step with
+    that many top kernels."""
     import yaml
     doc = yaml.safe_load(Path(path).read_text())
     base = doc.get("base", {})
     runs = []
     for r in doc["runs"]:
-        r = dict(r)
-        rid = r.pop("id")
-        runs.append((rid, _merge(base, r)))
+        data = _merge(base, r)
+        rid, ops = data.pop("id"), int(data.pop("ops", 0))
+        runs.append((rid, data, ops))
     return runs
 
 
@@ -49,9 +51,7 @@ def _free(torch) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def run_one(rid: str, data: dict, steps: int) -> dict:
-    data = dict(data)
-    ops = int(data.pop("ops", 0))      # suite-only field: profile one more step, this many top operators
+def run_one(rid: str, data: dict, steps: int, ops: int) -> dict:
     from gpuplan.local.measure import measure
     from gpuplan.scenario import scenario_from_dict
     t0 = time.perf_counter()
@@ -73,21 +73,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="run only these ids")
     ap.add_argument("--dry-run", action="store_true", help="validate the scenarios and predict; run nothing")
     a = ap.parse_args(argv)
-    runs = [(i, d) for i, d in load_suite(a.suite) if not a.only or i in a.only]
+    runs = [r for r in load_suite(a.suite) if not a.only or r[0] in a.only]
     if a.dry_run:
         from gpuplan.pipeline import evaluate
         from gpuplan.scenario import scenario_from_dict
-        for rid, data in runs:
-            data = {k: v for k, v in data.items() if k != "ops"}
-            e = evaluate(scenario_from_dict(data, rid).replace(hardware={"gpu": "h200-sxm"}))
+        for rid, data, _ in runs:
+            e = evaluate(scenario_from_dict(data, rid))
             p = e.performance
             print(f"{rid:<8} peak {e.memory.peak_bytes_per_gpu / 2**30:7.1f} GiB  step {p.step_time_s or 0:8.3f} s  "
                   f"ttft {p.ttft_s or 0:7.3f} s  tpot {(p.tpot_s or 0) * 1e3:7.2f} ms")
         return 0
     import torch
     with open(a.out, "a") as f:
-        for rid, data in runs:
-            row = run_one(rid, data, a.steps)
+        for rid, data, ops in runs:
+            row = run_one(rid, data, a.steps, ops)
             f.write(json.dumps(row) + "\n")
             f.flush()
             m = row.get("measured") or {}
