@@ -18,18 +18,25 @@ import time
 from pathlib import Path
 
 
+def default_config(model_type: str, **fields) -> dict:
+    """The config transformers' config class builds for `model_type` by default (fields override it), as the
+    dict gpuplan reads, its model_type included."""
+    import transformers
+    cfg = transformers.AutoConfig.for_model(model_type, **fields).to_dict()
+    cfg["model_type"] = model_type
+    return cfg
+
+
 def check(model_type: str) -> dict:
     """One row: status exact | differs | refused | unbuildable, counts and the reason."""
-    import transformers
     from gpuplan.errors import GpuplanError
     from gpuplan.models import spec_from_config
     from gpuplan.models.meta import meta_param_count
 
     try:
-        cfg = transformers.AutoConfig.for_model(model_type).to_dict()
+        cfg = default_config(model_type)
     except Exception as err:  # config class needs arguments
         return dict(model_type=model_type, status="unbuildable", reason=f"config: {type(err).__name__}")
-    cfg["model_type"] = model_type
     try:
         meta = meta_param_count(cfg)["parameters_plus_stored_buffers"]
     except GpuplanError as err:

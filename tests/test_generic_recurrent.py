@@ -22,15 +22,10 @@ from gpuplan.models import spec_from_config  # noqa: E402
 from gpuplan.models.meta import meta_param_count  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+from generic_arch_table import default_config as _cfg  # noqa: E402
 from generic_arch_table import shrunk_config, trace_row  # noqa: E402
 
 NEW = ["lfm3", "recurrent_gemma", "rwkv", "inkling2_loop_text", "gemma3n_text"]
-
-
-def _cfg(mt, **kw):
-    cfg = transformers.AutoConfig.for_model(mt, **kw).to_dict()
-    cfg["model_type"] = mt
-    return cfg
 
 
 @pytest.mark.parametrize("mt", NEW)

@@ -3,6 +3,9 @@
 A CI-sized sample of the table docs/generic-architectures.md (scripts/generic_arch_table.py runs all):
 exact totals against transformers' own count, structure read from the module tree, clear refusals.
 """
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("torch")
@@ -12,11 +15,8 @@ from gpuplan.errors import UnsupportedError  # noqa: E402
 from gpuplan.models import get_model, spec_from_config  # noqa: E402
 from gpuplan.models.meta import meta_param_count  # noqa: E402
 
-
-def _default(mt, **kw):
-    cfg = transformers.AutoConfig.for_model(mt, **kw).to_dict()
-    cfg["model_type"] = mt
-    return cfg
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from generic_arch_table import default_config as _default  # noqa: E402
 
 
 # families without a hand-written builder: dense, learned positions, fused qkv, ALiBi, MoE, BERT-style
