@@ -56,10 +56,10 @@ and sustained clock.
 """
 from __future__ import annotations
 
-import csv
 import math
 from functools import lru_cache
-from importlib import resources
+
+from .datafiles import rows
 
 BACKWARD_FLOP_RATIO = 2.5
 
@@ -91,12 +91,10 @@ def _rates(r: dict[str, str]) -> tuple[float, float]:
 @lru_cache(maxsize=1)
 def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]]:
     """(kernel, family) -> (reference GPU, [(seq_len, fwd, bwd FLOP/s)])."""
-    path = resources.files("gpuplan.estimate").joinpath("data/attention_kernels.csv")
     out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            ref, pts = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], []))
-            pts.append((int(r["seq_len"]), *_rates(r)))
+    for r in rows("attention_kernels.csv"):
+        ref, pts = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], []))
+        pts.append((int(r["seq_len"]), *_rates(r)))
     for _, pts in out.values():
         pts.sort()
     return out
@@ -236,10 +234,8 @@ def fp8_context_attention(engine: str, compute_dtype: str, kv_cache: str) -> boo
 def _fp8_speedup_points() -> list[tuple[int, float]]:
     """[(seq_len, FP8 forward rate / 16-bit forward rate)] from data/attention_fp8.csv (both rates from the same
     paper, same kernel, shapes and mask)."""
-    path = resources.files("gpuplan.estimate").joinpath("data/attention_fp8.csv")
-    with path.open(encoding="utf-8") as fh:
-        return sorted((int(r["seq_len"]), float(r["fp8_fwd_tflops_per_s"]) / float(r["bf16_fwd_tflops_per_s"]))
-                      for r in csv.DictReader(fh))
+    return sorted((int(r["seq_len"]), float(r["fp8_fwd_tflops_per_s"]) / float(r["bf16_fwd_tflops_per_s"]))
+                  for r in rows("attention_fp8.csv"))
 
 
 def fp8_forward_speedup(seq_len: float) -> float:

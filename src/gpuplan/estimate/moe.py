@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .datafiles import rows
+
 
 def permute_passes_per_row(top_k: int, local_experts: float, ep: int) -> float:
     """HBM passes over the T·k routed rows of one MoE layer in forward + backward, in units of
@@ -242,11 +244,8 @@ TRITON_MOE_ENGINES = ("vllm", "sglang")
 def _triton_moe_configs() -> dict[tuple, dict[int, int]]:
     """(engine, E, N, gpu id, config dtype) -> {M key: BLOCK_SIZE_M} of the tuned configs gpuplan ships
     (data/triton_moe_configs.csv, each row the engine's own config file at a pinned commit)."""
-    import csv
-    from importlib import resources
-    text = resources.files("gpuplan.estimate").joinpath("data/triton_moe_configs.csv").read_text(encoding="utf-8")
     out: dict[tuple, dict[int, int]] = {}
-    for r in csv.DictReader(text.splitlines()):
+    for r in rows("triton_moe_configs.csv"):
         key = (r["engine"], int(r["experts"]), int(r["n_per_shard"]), r["gpu"], r["config_dtype"])
         out.setdefault(key, {})[int(r["m_tokens"])] = int(r["block_size_m"])
     return out
@@ -329,14 +328,10 @@ def measured_rows_half() -> float:
     is M / (M + d0_M) times a rate of its own, so d0_M minimises the squared log error, that rate taken in
     closed form (the mean log ratio) at each d0_M of a fine logarithmic grid: about 112 rows. Every M there is a
     multiple of the 128-row tile, so padding is not in it (padded_rows_per_expert prices it apart)."""
-    import csv
-    from importlib import resources
-
     import numpy as np
-    text = resources.files("gpuplan.estimate").joinpath("data/grouped_gemm_rows.csv").read_text(encoding="utf-8")
-    rows = list(csv.DictReader(text.splitlines()))
-    m = np.array([float(r["m_per_group"]) for r in rows])
-    log_rate = np.log([float(r["tflops_per_s"]) for r in rows])
+    table = rows("grouped_gemm_rows.csv")
+    m = np.array([float(r["m_per_group"]) for r in table])
+    log_rate = np.log([float(r["tflops_per_s"]) for r in table])
     grid = np.exp(np.linspace(np.log(1.0), np.log(1e5), 20001))
     shape = np.log(m[None, :] / (m[None, :] + grid[:, None]))
     resid = log_rate[None, :] - shape

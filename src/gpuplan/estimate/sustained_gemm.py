@@ -25,21 +25,16 @@ it, so the clock is documented (docs/speed.md §2.9), not applied a second time.
 """
 from __future__ import annotations
 
-import csv
 from functools import lru_cache
-from importlib import resources
 
+from .datafiles import rows
 
-@lru_cache(maxsize=1)
-def _rows() -> tuple[dict[str, str], ...]:
-    path = resources.files("gpuplan.estimate").joinpath("data/max_achievable_gemm.csv")
-    with path.open(encoding="utf-8") as fh:
-        return tuple(csv.DictReader(fh))
+MAF_FILE = "max_achievable_gemm.csv"
 
 
 def maf_row(gpu_id: str, dtype: str) -> dict[str, str] | None:
     """The published max-achievable-GEMM row of `gpu_id` in `dtype` (its rate and the shape it was reached at)."""
-    return next((r for r in _rows() if r["gpu"] == gpu_id and r["dtype"] == dtype), None)
+    return next((r for r in rows(MAF_FILE) if r["gpu"] == gpu_id and r["dtype"] == dtype), None)
 
 
 def maf_fraction(gpu_id: str, dtype: str, peak_flops_per_s: float) -> float | None:
@@ -54,7 +49,7 @@ def fp8_vs_16bit(family: str) -> float:
     1.0 for a family without published rows."""
     from ..hardware import get_gpu
     ratios = []
-    for gid in sorted({r["gpu"] for r in _rows()}):
+    for gid in sorted({r["gpu"] for r in rows(MAF_FILE)}):
         g = get_gpu(gid)
         if str(g.family).lower() != family:
             continue
@@ -90,7 +85,7 @@ def _measured(family: str) -> tuple[tuple[str, float | None, float], ...]:
     """(gpu id, power density, FP8-vs-16-bit ratio) of every catalog GPU of `family` with both rows."""
     from ..hardware import get_gpu
     out = []
-    for gid in sorted({r["gpu"] for r in _rows()}):
+    for gid in sorted({r["gpu"] for r in rows(MAF_FILE)}):
         g = get_gpu(gid)
         ratio = _ratio(gid)
         if str(g.family).lower() == family and ratio is not None:
