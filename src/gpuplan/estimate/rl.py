@@ -695,7 +695,7 @@ def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P:
     gpuplan's pass already charges: (LOGPROB_BYTES[impl], plus packed_slice_bytes for a packed training pass,
     - charged_bytes) per logit over `tokens` (one data-parallel rank's, split over context parallelism) x the
     vocabulary shard (vocab / tp), at the GPU's memory rate. 0 for 'fused' (rl.logprob_impl)."""
-    from .speed import _bw, _fam, _family
+    from .speed import memory_rate
     if impl not in LOGPROB_BYTES:
         return 0.0
     pa = scn.parallel
@@ -703,7 +703,7 @@ def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P:
     if grad and seqs_per_pack:
         per_logit += packed_slice_bytes(seqs_per_pack)
     logits = tokens / pa.cp * model.vocab_size / pa.tp
-    return max(0.0, per_logit) * logits / (_bw(gpu) * _fam(P["memory"], _family(gpu)))
+    return max(0.0, per_logit) * logits / memory_rate(P, gpu)
 
 
 # Copies into freshly allocated pageable host memory (torch `.to("cpu")` of a CUDA tensor without pinning): the CUDA

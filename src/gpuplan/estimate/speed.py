@@ -125,6 +125,12 @@ def _bw(gpu: Any) -> float:
     return float(gpu.mem_bandwidth_bytes_per_s)
 
 
+def memory_rate(params: Mapping[str, Any], gpu: Any) -> float:
+    """Bytes per second a memory-bound kernel moves on this GPU: its HBM bandwidth x the family's memory
+    efficiency (efficiency.json `memory`)."""
+    return _bw(gpu) * _fam(params["memory"], _family(gpu))
+
+
 def _gpus_per_node(scn: Any, gpu: Any) -> int:
     if scn.hardware.gpus_per_node:
         return int(scn.hardware.gpus_per_node)
@@ -210,7 +216,7 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
-    t_m = bytes_ / (_bw(gpu) * _fam(params["memory"], fam))
+    t_m = bytes_ / memory_rate(params, gpu)
     return max(t_c, t_m)
 
 
@@ -1434,15 +1440,16 @@ class _Serving:
         per_layer = fused_moe_pass_bytes(tokens, rows, h, n1, inter, a, 2.0, quantize_input=dc in ("fp4", "fp8"),
                                          output_tokens=gathered)
         layers = (m.num_moe_layers or m.num_layers) / self.pp
-        return per_layer * layers / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        return per_layer * layers / memory_rate(self.P, self.gpu)
 
     def _elementwise(self, tokens: float) -> float:
         """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
         m = self.model
         width = (m.hidden_size + _mlp_width_active(m)) / self.tp
         passes = self.P["elementwise_passes"] * FORWARD_SHARE
-        t = passes * 2.0 * width * tokens * m.num_layers / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
-        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / (_bw(self.gpu) * _fam(self.P["memory"], self.fam))
+        rate = memory_rate(self.P, self.gpu)
+        t = passes * 2.0 * width * tokens * m.num_layers / self.pp / rate
+        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / rate
 
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
