@@ -499,3 +499,59 @@ def test_profiler_annotations_are_not_kernels():
     assert is_profiler_annotation("Command Buffer Full")
     assert not is_profiler_annotation("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>")
     assert not is_profiler_annotation("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN")
+
+
+@pytest.mark.parametrize("train,reference", [
+    ({"method": "full", "recompute": "full"}, "copy"),
+    ({"method": "lora", "lora_rank": 4}, "base"),
+    ({"method": "full", "reference": "precomputed"}, "precomputed")])
+def test_measure_runs_trls_dpo_step_on_the_cpu(tmp_path, monkeypatch, train, reference):
+    """objective dpo runs TRL's DPOTrainer step. At the first step the reference is the initial policy (a copy of its
+    weights, the base with the LoRA adapters disabled, B = 0, or log-probs precomputed from it), so both log-ratios
+    are 0 and the sigmoid loss is -log(sigmoid(0)) = ln 2 = 0.6931 (hand arithmetic); a reference with other weights
+    would give another loss. The frozen copy is never updated while the policy is; tokens count both sequences."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if train["method"] == "lora":
+        pytest.importorskip("peft")
+    import gpuplan.local.measure as lm
+    built, copies, initial = [], [], []
+    real_build, real_copy = lm._build_model, lm._reference_copy
+
+    def build(*a):
+        built.append(real_build(*a))
+        initial.extend(p.detach().clone() for p in built[-1][0].parameters())   # the policy's initial weights
+        return built[-1]
+    monkeypatch.setattr(lm, "_build_model", build)
+    monkeypatch.setattr(lm, "_reference_copy", lambda m: copies.append(real_copy(m)) or copies[-1])
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY_LLAMA))
+    scn = scenario_from_dict({"model": str(cfg), "hardware": {"gpu": "h200-sxm"}, "task": "finetune",
+                              "train": {"objective": "dpo", "precision": "bf16", "seq_len": 32, "micro_batch": 2, **train}})
+    torch.manual_seed(0)
+    res = lm.measure_on(torch, lm._Cpu(torch), "cpu", None, scn, steps=2, warmup=1)
+    m = res.measured
+    assert len(m["losses"]) == 3 and m["losses"][0] == pytest.approx(0.6931, abs=2e-3)
+    assert m["tokens_per_s_per_gpu"] == pytest.approx(2 * 2 * 32 / m["step_time_s"])
+    assert any(f"reference {reference}" in n for n in res.notes)
+    assert len(copies) == (1 if reference == "copy" else 0)
+    if copies:
+        ref, policy = copies[0], built[0][0]
+        assert all(not p.requires_grad for p in ref.parameters()) and not ref.training
+        assert all(torch.equal(p, q) for p, q in zip(ref.parameters(), initial))        # never updated
+        assert not all(torch.equal(p, q) for p, q in zip(policy.parameters(), initial))  # the policy was
+    assert res.predicted and res.predicted["peak_bytes_per_gpu"] > 0
+
+
+def test_measure_refuses_untimed_objectives():
+    from gpuplan.local.measure import _check_supported
+    kto = scenario_from_dict({"model": "llama-3.2-1b", "task": "finetune", "hardware": {"gpu": "h200-sxm"},
+                              "train": {"objective": "kto", "micro_batch": 2}})
+    with pytest.raises(UnsupportedError, match="objective 'kto'"):
+        _check_supported(kto)
+    joined = scenario_from_dict({"model": "llama-3.2-1b", "task": "finetune", "hardware": {"gpu": "h200-sxm"},
+                                 "train": {"objective": "dpo", "pair_concat": "sequence"}})
+    with pytest.raises(UnsupportedError, match="pair_concat"):
+        _check_supported(joined)
+    assert _check_supported(scenario_from_dict({"model": "llama-3.2-1b", "task": "finetune",
+                                                "hardware": {"gpu": "h200-sxm"}, "train": {"objective": "dpo"}})) == []

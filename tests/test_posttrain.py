@@ -380,8 +380,8 @@ def test_dpo_loss_block_is_four_fp32_logit_tensors():
 
 
 @pytest.mark.parametrize("name, phases", [
-    ("dpo-full-8b", ["policy_pass", "reference_forward"]),
-    ("dpo-lora-8b", ["policy_pass", "reference_forward"]),
+    ("dpo-full-8b", ["policy_pass", "reference_forward", "logprob_block"]),
+    ("dpo-lora-8b", ["policy_pass", "reference_forward", "logprob_block"]),
     ("grpo-7b-colocated", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
     ("grpo-7b-split", ["rollout", "actor_logprob", "reference_logprob", "actor_update", "weight_sync"]),
 ])
@@ -770,3 +770,46 @@ def test_slice_backward_materialises_the_whole_pack_per_slice():
     zeros = [e for e in prof.events() if e.name == "aten::zero_" and e.input_shapes[:1] == full]
     adds = [e for e in prof.events() if e.name == "aten::add_" and e.input_shapes[:1] == full]
     assert (len(zeros), len(adds)) == (k, k - 1)
+
+
+# ---- TRL's DPO log-prob block (speed) -------------------------------------------------------------------------
+def _trl_dpo(**over):
+    train = {"objective": "dpo", "seq_len": 1024, "micro_batch": 4, "recompute": "full", **over.pop("train", {})}
+    return scenario_from_dict({"model": "llama-3.2-1b", "task": "finetune", "hardware": {"gpu": "h200-sxm", "count": 1},
+                               "train": train, **over})
+
+
+def test_trl_dpo_step_prices_its_log_prob_block_beyond_the_sft_loss():
+    """TRL's DPOTrainer (framework hf) adds its log-prob block over the 2 x 4 x 1,024 = 8,192 policy tokens x
+    Llama 3.2's 128,256-entry vocabulary: 144 bytes per logit with the reference forward, 114 with precomputed
+    log-probs, at the H200's memory-bound rate; open-instruct-style stacks (torchtitan) and a fused loss add none."""
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.estimate.speed import memory_rate
+    from gpuplan.hardware import get_gpu
+    logits = 8_192 * 128_256
+    rate = memory_rate(packaged(), get_gpu("h200-sxm"))
+    ref = evaluate(_trl_dpo()).performance.details["phases_s"]
+    assert ref["logprob_block"] == pytest.approx(144 * logits / rate, rel=1e-9)
+    pre = evaluate(_trl_dpo(train={"reference": "precomputed"})).performance.details["phases_s"]
+    assert pre["logprob_block"] == pytest.approx(114 * logits / rate, rel=1e-9) and "reference_forward" not in pre
+    lora = evaluate(_trl_dpo(train={"method": "lora"})).performance.details["phases_s"]     # the base as reference
+    assert lora["logprob_block"] == pytest.approx(144 * logits / rate, rel=1e-9)
+    for other in (_trl_dpo(framework="torchtitan"), _trl_dpo(train={"loss": "chunked"}),
+                  _trl_dpo(train={"objective": "orpo"})):
+        assert "logprob_block" not in evaluate(other).performance.details["phases_s"]
+
+
+def test_trl_dpo_log_prob_bytes_match_an_op_by_op_count():
+    """The hand count (estimate/posttrain.py TRL_DPO_LOGPROB_EXTRA) against scripts/trace_dpo_logprob_bytes.py,
+    which runs TRL's step (trace/_posttrain.dpo_loss) and HF's loss on CPU tensors under a byte counter."""
+    pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+    from gpuplan.estimate.posttrain import TRL_DPO_LOGPROB_EXTRA
+    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_dpo_logprob_bytes.py"
+    spec = importlib.util.spec_from_file_location("trace_dpo_logprob_bytes", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    traced = mod.extra_bytes_per_logit()
+    for kind in ("reference", "precomputed"):
+        assert traced[kind] == pytest.approx(TRL_DPO_LOGPROB_EXTRA[kind], rel=0.03)

@@ -376,6 +376,59 @@ def teacher_spec(scn: Scenario) -> ModelSpec:
 
 
 # ---- speed ------------------------------------------------------------------------------------------------
+# TRL DPOTrainer's log-prob block beyond the SFT loss block the policy pass already charges, in HBM bytes per
+# policy logit (one token of the 2B rows x one vocabulary entry; fp32 logits, 4 bytes). TRL v1.9.0 (35def3ee)
+# trl/trainer/dpo_trainer.py `_compute_loss`, trl/trainer/utils.py; each op one kernel reading its inputs and
+# writing its output:
+# - policy forward: accelerate's fp32 copy of the bf16 logits (2 + 4); selective_log_softmax's fp32 branch
+#   (utils.py L506-509): a gather (a token a row: ~0) and a per-row logsumexp, four kernels in
+#   pytorch/pytorch@52881c80 aten/src/ATen/native/ReduceOps.cpp `logsumexp_out_impl` (amax 4, `self - maxes` 4 + 4,
+#   `exp_` 4 + 4, `sum_out` 4 = 24): 30;
+# - its backward: logsumexp's (grad x exp(self - result): sub 8, exp 8, mul 8 = 24), the per-row gradients stacked
+#   (unbind's backward, 4 + 4), gather's zero-filled gradient (4; its scatter_add ~0), the two gradients summed
+#   (4 + 4 + 4), the shift view's backward (zeros 4, slice copy 4 + 4), the fp32 copy's backward (4 + 2): 66;
+# - the reference forward (L1366-1397, skipped with precompute_ref_log_probs): fp32 copy 6 + logsumexp 24 = 30;
+# - the logged metrics (L1588-1625): entropy_from_logits over a flattened copy of the shifted view (4 + 4), per
+#   128-row chunk log_softmax (4 + 4), exp (4 + 4), their product (4 + 4 + 4), its sum (4): 40; the chosen and the
+#   rejected halves picked by boolean masks (4 + 4) and averaged (4): 12; the chosen argmax (half the rows, 4): 2.
+# Less HF's cross-entropy block counted the same way (ForCausalLMLoss: fp32 copy 6, log_softmax 8, nll ~0; backward
+# nll 4, log_softmax 12, copy 6 = 36): 30 + 66 + 30 + 54 - 36 = 144 with a reference forward, 114 without.
+# scripts/trace_dpo_logprob_bytes.py counts the same code op by op on CPU tensors: 145.4 and 111.8.
+TRL_DPO_LOGPROB_EXTRA = {"reference": 144.0, "precomputed": 114.0}
+TRL_FP32_COPY_BYTES = 6.0       # the reference logits' fp32 copy (2 read + 4 written), absent in fp32 training
+
+
+def trl_logprob_bytes(scn: Scenario) -> float:
+    """Bytes per policy logit that TRL's DPO/IPO step adds over the SFT loss block (TRL_DPO_LOGPROB_EXTRA); 0
+    where the step is not TRL's full-logits DPOTrainer loss: other frameworks (open-instruct's, Megatron's), a pair
+    joined on the sequence axis (pair_concat: sequence, open-instruct's OLMo-core forward), other objectives, or a
+    fused/chunked loss (Liger's `_compute_loss_liger`, Unsloth's)."""
+    t = scn.train
+    if (scn.framework != "hf" or t.objective not in TRACED_DPO or t.loss != "full"
+            or t.pair_concat == "sequence"):
+        return 0.0
+    runs_ref = reference_kind(scn) in ("copy", "base")
+    out = TRL_DPO_LOGPROB_EXTRA["reference" if runs_ref else "precomputed"]
+    if t.precision == "fp32" and runs_ref:
+        out -= TRL_FP32_COPY_BYTES     # the policy's copy and its backward cancel against the SFT block's
+    return out
+
+
+def trl_logprob_seconds(scn: Scenario, model: ModelSpec, gpu: Any, params: Mapping[str, Any] | None,
+                        tokens: float) -> float:
+    """Seconds per step a GPU spends on TRL's DPO log-prob block beyond the SFT loss: trl_logprob_bytes over its
+    data-parallel rank's share of the step's policy tokens x the vocabulary, at the GPU's memory-bound rate."""
+    per_logit = trl_logprob_bytes(scn)
+    if not per_logit:
+        return 0.0
+    from .calibration import packaged
+    from .speed import memory_rate
+    P = params if params is not None else packaged()
+    pa = scn.parallel
+    logits = tokens / scn.dp / pa.cp * model.vocab_size / pa.tp
+    return per_logit * logits / memory_rate(P, gpu)
+
+
 def forward_seconds_per_token(base: PerformanceEstimate, scn_policy: Scenario, model: ModelSpec,
                               fwd_model: ModelSpec | None = None) -> float:
     """GPU seconds per token (whole plan) of a no-grad forward of `fwd_model` (default the policy model),
@@ -414,6 +467,9 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     if sh.policy_nograd_sequences:
         extra["policy_kl_forward"] = fwd * per_example * sh.policy_nograd_sequences
         extra_flops += (f_pol.matmul_forward + f_pol.attention_forward) * per_example * sh.policy_nograd_sequences
+    t_lp = trl_logprob_seconds(scn, model, gpu, params, tokens)
+    if t_lp:
+        extra["logprob_block"] = t_lp
     if sh.teacher:
         tspec = teacher if teacher is not None else teacher_spec(scn)
         extra["teacher_forward"] = forward_seconds_per_token(base, pol, model, tspec) * per_example
@@ -440,7 +496,9 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
     bound = max(phases, key=phases.get)
     notes.append(f"{sh.name} step: " + ", ".join(f"{k} {v:.3g} s" for k, v in phases.items())
                  + f"; tokens per step count the {sh.grad_sequences} sequence(s) per example the policy trains on"
-                 + (" (the reference and KL forwards are no-grad, 2N FLOPs per token)" if extra else ""))
+                 + (" (the reference and KL forwards are no-grad, 2N FLOPs per token)" if extra else "")
+                 + (f"; logprob_block: TRL's log-prob block beyond the SFT loss, {trl_logprob_bytes(scn):g} bytes "
+                    f"per logit at the memory-bound rate ({TRL_REF} dpo_trainer.py _compute_loss)" if t_lp else ""))
     details = dict(base.details)
     details.update({"objective": sh.name, "reference": sh.reference, "examples_per_step": int(per_example // t.seq_len),
                     "sequences_per_example": sh.grad_sequences, "bound_by": bound,

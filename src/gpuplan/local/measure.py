@@ -3,7 +3,9 @@ measured peak memory and time beside gpuplan's prediction.
 
 What runs: training/fine-tuning = forward + backward + optimizer step on random tokens (micro_batch x
 seq_len), `steps` times after `warmup` (LoRA: the base frozen in the compute dtype, adapters fp32 under
-autocast); inference = a warm-up prefill and two decode steps (first calls load kernels), then one prefill
+autocast); objective dpo = TRL's DPOTrainer step (policy over [chosen; rejected], the reference under no_grad,
+sigmoid loss, logged metrics; see `_dpo_step`), tokens counted as gpuplan counts a preference step's tokens (both
+sequences of each pair); inference = a warm-up prefill and two decode steps (first calls load kernels), then one prefill
 of concurrency x prompt_len and a decode loop of up to 64 tokens with the KV cache (HF `generate`-style,
 not vLLM). `ops` adds one step under torch.profiler: GPU-busy time beside wall time, and the top operators. One GPU: layouts that change
 per-GPU memory (TP, PP, CP, ZeRO/FSDP, offload) are refused rather than measured wrongly; plain data
@@ -88,6 +90,9 @@ class MeasureResult:
         return "\n".join(out)
 
 
+MEASURED_OBJECTIVES = ("sft", "dpo")
+
+
 def _check_supported(scn) -> list[str]:
     notes = []
     p = scn.parallel
@@ -108,6 +113,15 @@ def _check_supported(scn) -> list[str]:
                                    "use adamw, adamw-8bit or sgd for the measurement.")
         if t.recompute == "selective":
             notes.append("HF transformers has no selective recompute: measured with none (a selective prediction lies between).")
+        if t.objective not in MEASURED_OBJECTIVES:
+            raise UnsupportedError("gpuplan measure", f"objective '{t.objective}' is not wired into measure (it runs "
+                                   "supervised steps and TRL's DPO step).",
+                                   f"measure objective {' or '.join(MEASURED_OBJECTIVES)}, or trace this objective's "
+                                   "memory with `gpuplan trace`.")
+        if t.objective == "dpo" and t.pair_concat == "sequence":
+            raise UnsupportedError("gpuplan measure", "train.pair_concat = sequence is open-instruct's OLMo-core DPO "
+                                   "(chosen and rejected joined in one row); measure runs TRL's DPOTrainer step, which "
+                                   "puts them in the batch.", "measure with pair_concat: batch.")
         if t.precision == "fp8":
             raise UnsupportedError("gpuplan measure", "FP8 training needs Transformer Engine / torchao recipes.",
                                    "measure the bf16 variant.")
@@ -190,6 +204,7 @@ def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]
     param_dtype = torch.float32 if t.master_weights and not lora else dt
     use_autocast = t.master_weights and dt != torch.float32
     model, spec, _ = _build_model(torch, scn, param_dtype, dev)
+    frozen_copy = _reference_copy(model) if _reference(scn) == "copy" else None   # before peft wraps the policy
     if t.method in ("lora", "qlora"):
         try:
             import peft
@@ -216,14 +231,26 @@ def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]
         opt = bnb.optim.AdamW8bit(params, lr=1e-5)
     else:
         opt = torch.optim.SGD(params, lr=1e-5)
-    ids = torch.randint(0, spec.vocab_size, (t.micro_batch, t.seq_len), device=dev.name)
+    rows = t.micro_batch * (2 if t.objective == "dpo" else 1)      # DPO: [chosen; rejected]
+    ids = torch.randint(0, spec.vocab_size, (rows, t.seq_len), device=dev.name)
+
+    def autocast():
+        return torch.autocast(dev.name, dtype=dt, enabled=use_autocast)
+
+    losses: list = []
+    if t.objective == "dpo":
+        compute_loss = _dpo_step(torch, scn, model, frozen_copy, ids, autocast, notes)
+    else:
+        def compute_loss():
+            with autocast():
+                return model(input_ids=ids, labels=ids).loss
 
     def step():
-        with torch.autocast(dev.name, dtype=dt, enabled=use_autocast):
-            loss = model(input_ids=ids, labels=ids).loss
+        loss = compute_loss()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
 
     dev.reset_peaks()              # the first step allocates the optimizer states: its peak counts
     for _ in range(warmup):
@@ -231,10 +258,70 @@ def _run_train(torch, dev: _Cuda, scn, steps: int, warmup: int, notes: list[str]
     times = _timed(dev, step, steps)
     out = dev.peaks()
     st = statistics.median(times)
-    out.update(step_time_s=st, tokens_per_s_per_gpu=t.micro_batch * t.seq_len / st, steps=steps, warmup=warmup)
+    # tokens per step as gpuplan counts them: the rows through the policy with gradients (a DPO pair is two)
+    out.update(step_time_s=st, tokens_per_s_per_gpu=rows * t.seq_len / st, steps=steps, warmup=warmup,
+               losses=[float(v) for v in losses])
     if ops:
         out["ops"] = _op_profile(torch, dev, step, ops)
     return out
+
+
+def _reference(scn) -> str:
+    """The DPO reference the scenario uses (copy | base | precomputed; 'none' for SFT), as the estimate reads it."""
+    if scn.train.objective != "dpo":
+        return "none"
+    from ..estimate.posttrain import reference_kind
+    return reference_kind(scn)
+
+
+def _reference_copy(model):
+    """TRL's frozen reference for full fine-tuning: a second model loaded from the same checkpoint with the policy's
+    model_init_kwargs, so the same dtype (dpo_trainer.py L893-908), dropout off (L913-916), in eval mode and no
+    gradients (accelerator.prepare_model(evaluation_mode=True), L936). Random weights here, so a copy of the policy's
+    initial weights stands in for loading the checkpoint twice."""
+    import copy
+    ref = copy.deepcopy(model)
+    ref.eval()
+    ref.requires_grad_(False)
+    return ref
+
+
+class _NoPhases:
+    """The trace's phase tracker, unused by a real run."""
+    def set_phase(self, name: str) -> None:
+        pass
+
+
+def _dpo_step(torch, scn, model, frozen_copy, ids, autocast, notes: list[str]) -> Callable[[], Any]:
+    """TRL's DPOTrainer loss for one micro-step, TRL v1.9.0 (huggingface/trl, tag v1.9.0, commit 35def3ee)
+    trl/trainer/dpo_trainer.py `_compute_loss` L1329-1655, run through the same code the fake-tensor trace uses
+    (trace/_posttrain.dpo_loss): the policy forward over [chosen; rejected] in one batch (the collator pads all 2B
+    sequences to the longest, L152-210; here every row is seq_len tokens, all completion), fp32 logits (accelerate's
+    native AMP under TRL's bf16=True), selective_log_softmax, the reference forward under no_grad (a frozen copy;
+    under LoRA the policy with adapters disabled, L1374-1382; none with precompute_ref_log_probs, whose log-probs
+    are computed once before training, L959-963), the sigmoid loss (beta 0.1), and the logged metrics read back
+    with .item() as TRL does. Returns a function giving the loss; the caller runs backward and the optimizer."""
+    from ..trace import _posttrain as pt
+    t = scn.train
+    kind = _reference(scn)
+    fp32_out = t.precision != "fp32"
+    precomputed = None
+    if kind == "precomputed":
+        # _precompute_ref_logps: the initial model (adapters disabled under PEFT) over the data set, before training
+        ref_model = None if t.method in ("lora", "qlora") else model
+        precomputed = pt.dpo_reference_logps(model, ref_model, ids, autocast, fp32_out)[:2]
+    ref = frozen_copy if kind == "copy" else None
+    notes.append(f"dpo: TRL's DPOTrainer step ({pt.TRL} dpo_trainer.py _compute_loss), reference {kind}"
+                 + (" (a frozen copy in the policy's dtype)" if kind == "copy" else
+                    " (the policy with its adapters disabled)" if kind == "base" else
+                    " (log-probs computed once before the timed steps)")
+                 + f"; {ids.shape[0]} rows of {ids.shape[1]} tokens per micro-step (chosen and rejected), all "
+                 "completion tokens, no padding; tokens/s counts both rows of each pair.")
+
+    def compute_loss():
+        return pt.dpo_loss(model, ref, ids, autocast, _NoPhases(), reference=kind, fp32_outputs=fp32_out,
+                           precomputed=precomputed, sync_metrics=True)
+    return compute_loss
 
 
 def _timed(dev: _Cuda, fn: Callable[[], Any], n: int) -> list[float]:

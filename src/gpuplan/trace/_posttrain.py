@@ -70,17 +70,48 @@ def entropy_from_logits(logits, chunk_size: int = 128):
     return torch.cat(out, dim=0).reshape(logits.shape[:-1])
 
 
-def _selected_rows(logits, n_rows: int):
+def _selected_rows(logits, n_rows: int, mask=None):
     """`logits[mask.bool()]` with a mask of `n_rows` ones: a new (n_rows, V) tensor. Boolean indexing
-    has a data-dependent shape that fake tensors cannot run, so the result is allocated with the count."""
+    has a data-dependent shape that fake tensors cannot run, so there the result is allocated with the count;
+    on real tensors (gpuplan measure) with `mask` given, the indexing itself runs, as in TRL."""
+    if mask is not None and not _is_fake(logits):
+        return logits[mask.bool()]
     return logits.new_empty((n_rows, logits.shape[-1]))
 
 
-def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "copy", fp32_outputs: bool = True):
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor)
+
+
+def dpo_reference_logps(model, ref_model, ids, autocast_ctx, fp32_outputs: bool = True):
+    """The reference's summed log-probs of [chosen; rejected] under no_grad (dpo_trainer.py L1366-1397):
+    `ref_model` None is the PEFT policy with its adapters disabled (`use_adapter(model, None)`, L1374-1380),
+    otherwise the frozen copy. Returns (ref_chosen, ref_rejected, ref_logits): TRL's `ref_outputs` stays alive
+    until `_compute_loss` returns. Also what `_precompute_ref_logps` (L1107) computes once before training
+    (`compute_ref_log_probs`, L1178)."""
+    shift_labels = ids[..., 1:]
+    mask = torch.ones_like(shift_labels)
+    with torch.no_grad():
+        if ref_model is None:
+            with model.disable_adapter():
+                ref_logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
+        else:
+            ref_logits = forward_logits(ref_model, autocast_ctx, fp32_outputs, input_ids=ids)
+        ref_per_token = selective_log_softmax(ref_logits[..., :-1, :], shift_labels)
+        ref_per_token.masked_fill_(mask == 0, 0.0)
+        ref_chosen, ref_rejected = ref_per_token.sum(dim=1).chunk(2, dim=0)
+    return ref_chosen, ref_rejected, ref_logits
+
+
+def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "copy", fp32_outputs: bool = True,
+             precomputed=None, sync_metrics: bool = False):
     """One DPO micro-step's loss (sigmoid loss, reverse KL, beta 0.1), TRL's `_compute_loss` op for op.
     `ids` is [chosen; rejected] (2B x S), every token a completion token. `ref_model` None: the
     policy with its adapters disabled (PEFT), as `use_adapter(model, None)`. `reference` 'precomputed':
-    the reference log-probs come with the batch (precompute_ref_log_probs), no reference forward."""
+    the reference log-probs come with the batch (precompute_ref_log_probs), no reference forward;
+    `precomputed` = (ref_chosen, ref_rejected) gives them (default zeros). `sync_metrics`: read the logged
+    metrics back to the host with `.item()` as TRL does (L1597-1625; each a device sync), for real runs."""
     S = ids.shape[1]
     logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
     shift_logits = logits[..., :-1, :]
@@ -91,31 +122,28 @@ def dpo_loss(model, ref_model, ids, autocast_ctx, tracker, reference: str = "cop
     chosen_logps, rejected_logps = per_token.sum(dim=1).chunk(2, dim=0)
     ref_logits = None
     if reference == "precomputed":
-        ref_chosen, ref_rejected = torch.zeros(2, ids.shape[0] // 2, dtype=per_token.dtype)
+        ref_chosen, ref_rejected = (precomputed if precomputed is not None else
+                                    torch.zeros(2, ids.shape[0] // 2, dtype=per_token.dtype, device=ids.device))
     else:
         tracker.set_phase("reference_forward")
-        with torch.no_grad():
-            if ref_model is None:
-                with model.disable_adapter():
-                    ref_logits = forward_logits(model, autocast_ctx, fp32_outputs, input_ids=ids)
-            else:
-                ref_logits = forward_logits(ref_model, autocast_ctx, fp32_outputs, input_ids=ids)
-            ref_per_token = selective_log_softmax(ref_logits[..., :-1, :], shift_labels)
-            ref_per_token.masked_fill_(mask == 0, 0.0)
-            ref_chosen, ref_rejected = ref_per_token.sum(dim=1).chunk(2, dim=0)
+        ref_chosen, ref_rejected, ref_logits = dpo_reference_logps(model, ref_model, ids, autocast_ctx, fp32_outputs)
     delta = (chosen_logps - ref_chosen) - (rejected_logps - ref_rejected)
     loss = (-F.logsigmoid(BETA * delta)).mean()
     # logged metrics (L1588-1625): they run before the function returns, with every tensor above alive
     tracker.set_phase("loss_metrics")
     with torch.no_grad():
         entropy = entropy_from_logits(shift_logits.detach())
-        (entropy * mask).sum()
+        logged = [(entropy * mask).sum()]
         del entropy
         chosen_logits, rejected_logits = shift_logits.detach().chunk(2, dim=0)
+        chosen_mask, rejected_mask = mask.chunk(2, dim=0)
         n = chosen_logits.shape[0] * (S - 1)
-        _selected_rows(chosen_logits, n).mean(-1).sum()
-        _selected_rows(rejected_logits, n).mean(-1).sum()
-        chosen_logits.argmax(dim=-1)
+        logged.append(_selected_rows(chosen_logits, n, chosen_mask).mean(-1).sum())
+        logged.append(_selected_rows(rejected_logits, n, rejected_mask).mean(-1).sum())
+        logged.append((chosen_logits.argmax(dim=-1) == shift_labels[: len(shift_labels) // 2]).sum())
+        logged.append((BETA * (chosen_logps - ref_chosen) > BETA * (rejected_logps - ref_rejected)).float().mean())
+        if sync_metrics:
+            [v.item() for v in logged]
     del logits, ref_logits, shift_logits
     return loss
 
