@@ -182,18 +182,21 @@ def main(argv: list[str] | None = None) -> int:
     bw = float(get_gpu(args.gpu).mem_bandwidth_bytes_per_s)
     torch.manual_seed(0)
     rows = [copy_row(torch, args.device, bw, 2**20 if args.small else 2**30)]
-    for mode in args.modes.split(","):
-        for case in (SMALL if args.small else CASES):
-            try:
-                rows.append(run_layer(torch, te, case, mode, args.device, args.iters, bw))
-            except Exception as exc:       # one failing case (a compile error) must not lose the others
-                print(f"{case[0]} {mode}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            print(rows[-1], file=sys.stderr, flush=True)
+    jobs = [(mode, case) for mode in args.modes.split(",")
+            for case in (SMALL if args.small else CASES) + [SMALL_LOSS if args.small else LOSS]]
+    for mode, case in jobs:
         try:
-            rows.append(run_loss(torch, SMALL_LOSS if args.small else LOSS, mode, args.device, args.iters, bw))
-        except Exception as exc:
-            print(f"loss {mode}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    write_rows(rows, args.out)
+            if case in (LOSS, SMALL_LOSS):
+                rows.append(run_loss(torch, case, mode, args.device, args.iters, bw))
+            else:
+                rows.append(run_layer(torch, te, case, mode, args.device, args.iters, bw))
+            print(rows[-1], file=sys.stderr, flush=True)
+        except Exception as exc:       # one failing case (a compile error) must not lose the others
+            print(f"{case[0]} {mode}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        if args.out != "-":
+            write_rows(rows, args.out)      # after every case: a run cut short keeps what it measured
+    if args.out == "-":
+        write_rows(rows, args.out)
     return 0
 
 
