@@ -203,7 +203,8 @@ def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
 def test_grouped_gemm_row_factor_is_on_the_calls_total_rows():
     # H200 torch._grouped_mm, Qwen3-30B-A3B fc1 (K 2048, N 1536), data/grouped_gemm_rows.csv: at equal total rows 4
     # and 16 experts run alike (4,096 rows: 433.4 vs 431.7 TFLOP/s; 8,192: 619.0 vs 610.8), at equal rows per
-    # expert they do not (128 rows: 293.0 vs 115.1): the factor is M_tot/(M_tot + D), D ~ 2,000-2,700 rows
+    # expert they do not (128 rows: 293.0 vs 115.1): the factor is M_tot/(M_tot + D), D ~ 1,100-1,250 rows once the
+    # host-timed points (kernels under 58 us on the lent machine) are left out
     import csv
     from pathlib import Path
     from gpuplan.estimate.moe import measured_total_rows_half
@@ -213,7 +214,7 @@ def test_grouped_gemm_row_factor_is_on_the_calls_total_rows():
     assert rate[(16, 256)] == pytest.approx(rate[(4, 1024)], rel=0.02)
     assert rate[(16, 512)] == pytest.approx(rate[(4, 2048)], rel=0.02)
     assert rate[(16, 128)] > 2.5 * rate[(4, 128)]
-    assert 1800.0 < measured_total_rows_half(128.0) < 2800.0
+    assert 900.0 < measured_total_rows_half(128.0) < 1500.0
 
 
 def test_moe_training_time_does_not_read_the_serving_row_constant():

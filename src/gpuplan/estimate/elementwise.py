@@ -20,9 +20,10 @@ stack, not the model:
   kernels; otherwise the same region traffic as compiled (FUSED below).
 
 How fast those bytes move is measured too, not fitted (estimate/data/elementwise_bandwidth.csv): on an H200 the
-eager aten kernels of a Llama fine-tuning step (broadcasting RoPE and RMSNorm products, strided copies, the loss's
-multi-pass softmax) move their traced bytes at 0.56 of the HBM bandwidth, plain vectorised casts and adds (peft's
-adapter work) at the copy rate, and fused or compiled kernels are taken at the copy rate. Until 2026-12-04 the
+eager aten kernels move their traced bytes at 0.50-0.69 of the HBM bandwidth by layer kind (non-vectorised
+broadcasting products in RoPE and RMSNorm, strided copies; the loss's multi-pass softmax 0.58), plain vectorised
+casts and adds (peft's adapter work) at the copy rate, and torch.compile's fused kernels the regions' minimal bytes
+at 0.43-0.69 (scripts/bench_elementwise_layers.py); framework-fused kernels take the compiled layers' mean. Until 2026-12-04 the
 speed model priced these bytes with a pass count fitted on llm-foundry's A100 rows alone (`elementwise_passes`):
 it sat at its bound (30) without that source and ran the eager kernels about 4x too fast on the H200, which a
 too-slow GEMM size penalty compensated (docs/speed.md §2.3.1).
@@ -94,7 +95,8 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
 
 def eager_recipe(framework: str, norm: str) -> str:
     """Which measured op sequence an eager stack runs: torchtitan's or transformers' Llama layer for
-    RMSNorm models, the MPT/GPT layer (native LayerNorm kernel) for LayerNorm models."""
+    RMSNorm models, the MPT/GPT layer (native LayerNorm kernel) for LayerNorm models. Also the layer kind whose
+    measured bandwidth share a compiled stack takes."""
     if norm != "rms":
         return "layernorm_gelu"
     return "torchtitan" if framework == "torchtitan" else "hf"
@@ -138,14 +140,17 @@ def eager_loss_bytes_per_logit(framework: str, mode: str) -> float | None:
     return EAGER_LOSS_BYTES_PER_LOGIT if mode == "eager" and framework in EAGER_LOSS_FRAMEWORKS else None
 
 
-def bandwidth_share(mode: str) -> float:
-    """The share of a GPU's spec HBM bandwidth at which this mode's element-wise kernels move their bytes
-    (estimate/data/elementwise_bandwidth.csv: measured, with the run and the arithmetic per row)."""
-    for r in datafiles.rows("elementwise_bandwidth.csv"):
-        if r["stack_mode"] == mode:
-            return float(r["bandwidth_share_of_spec"])
-    raise ValueError(f"elementwise.bandwidth_share: no measured row for mode {mode!r} "
-                     f"(one of {', '.join(MODES + ('vectorized',))})")
+def bandwidth_share(mode: str, recipe: str = "") -> float:
+    """The share of a GPU's spec HBM bandwidth at which this mode's element-wise kernels move the bytes gpuplan
+    prices for them, for the layer `recipe` (eager_recipe's names, or "loss"); a recipe without a row of its own takes
+    the mode's row (estimate/data/elementwise_bandwidth.csv: measured, the run and the arithmetic per row)."""
+    table = {(r["stack_mode"], r["recipe"]): float(r["bandwidth_share_of_spec"])
+             for r in datafiles.rows("elementwise_bandwidth.csv")}
+    for key in ((mode, recipe), (mode, "")):
+        if key in table:
+            return table[key]
+    raise ValueError(f"elementwise.bandwidth_share: no measured row for mode {mode!r}, recipe {recipe!r} "
+                     f"(modes: {', '.join(sorted({m for m, _ in table}))})")
 
 
 def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:

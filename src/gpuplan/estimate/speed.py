@@ -593,9 +593,10 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     eager_loss = elementwise.eager_loss_bytes_per_logit(c.scn.framework, mode)
     loss_at_stack_rate = eager_loss * logits if eager_loss is not None else 0.0
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
-    bw = _bw(c.gpu)
-    t = (base + loss_at_stack_rate) / (bw * elementwise.bandwidth_share(mode))
-    return t + adapters / (bw * elementwise.bandwidth_share("vectorized")), rest
+    bw, share = _bw(c.gpu), elementwise.bandwidth_share
+    recipe = elementwise.eager_recipe(c.scn.framework, c.model.norm)
+    t = base / (bw * share(mode, recipe)) + loss_at_stack_rate / (bw * share(mode, "loss"))
+    return t + adapters / (bw * share("vectorized")), rest
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
@@ -928,7 +929,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
-    details["elementwise_bandwidth_share"] = elementwise.bandwidth_share(_fusion_mode(c))
+    details["elementwise_bandwidth_share"] = elementwise.bandwidth_share(
+        _fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
@@ -1468,7 +1470,8 @@ class _Serving:
         m = self.model
         mode = "eager" if self.inf.engine == "hf" else "fused"
         layer = elementwise.model_layer_bytes(m, _mlp_width_active(m), "hf", mode) * FORWARD_SHARE / self.tp
-        t = layer * tokens * m.num_layers / self.pp / (_bw(self.gpu) * elementwise.bandwidth_share(mode))
+        share = elementwise.bandwidth_share(mode, elementwise.eager_recipe("hf", m.norm))
+        t = layer * tokens * m.num_layers / self.pp / (_bw(self.gpu) * share)
         return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / memory_rate(self.P, self.gpu)
 
     def _overhead(self) -> float:
