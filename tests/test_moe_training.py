@@ -412,3 +412,54 @@ def test_token_drop_has_no_host_sync_note_and_launches_with_capacity():
     assert any("synchronises host and GPU" in n for n in api.estimate(_megatron_moe()).performance.notes)
     text = "\n".join(launch_files(scenario_from_dict(_megatron_moe(moe_capacity_factor=1.0)), "megatron").values())
     assert "--moe-expert-capacity-factor 1 " in text and "--moe-pad-expert-input-to-capacity" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# SMs the flex dispatcher's kernels hold while the EP exchange overlaps compute (estimate/moe.py)
+
+
+def test_dispatcher_sms_are_megatrons_defaults():
+    from gpuplan.estimate.moe import dispatcher_sms
+    # transformer_config.py: moe_deepep_num_sms = 20 (core_v0.15.0), moe_hybridep_num_sms = 16 (core_v0.16.0)
+    assert dispatcher_sms("deepep") == 20
+    assert dispatcher_sms("hybridep") == 16
+    assert dispatcher_sms("hybridep", 32) == 32          # Megatron-Bridge perf recipes set 32 (_common.py)
+    assert dispatcher_sms("alltoall") is None            # NCCL's channels: not priced
+    assert dispatcher_sms("alltoall", 32) is None
+
+
+def test_overlapped_exposed_hand_arithmetic():
+    from gpuplan.estimate.moe import overlapped_exposed
+    # compute outlasts the exchange: 1 s of exchange on 32 of 132 SMs slows 4 s of compute by 32/132 s;
+    # plus 1/8 s for the unpaired first forward / last backward: 0.2424242 + 0.125
+    assert overlapped_exposed(1.0, 4.0, 32 / 132, 8) == pytest.approx(32 / 132 + 0.125, rel=1e-12)
+    # the exchange outlasts the compute: 5 s beside 2 s (2 / 0.75 = 2.67 s < 5 s): 3 s exposed + 5/4 unpaired
+    assert overlapped_exposed(5.0, 2.0, 0.25, 4) == pytest.approx(3.0 + 1.25, rel=1e-12)
+    # no SMs held: the overlap model without the share, max(0, t_comm - t_compute) + t_comm/m
+    assert overlapped_exposed(1.0, 4.0, 0.0, 8) == pytest.approx(0.125, rel=1e-12)
+
+
+def test_overlapped_hybridep_step_pays_the_dispatcher_sms():
+    # EP 16 over two nodes, HybridEP, EP overlap, compute per micro-batch above its exchange: the exposed time per
+    # micro-batch is s·t_ep + t_ep/m, so moving from Megatron's 16 SMs to the recipes' 32 adds (32 - 16)/132 of
+    # the step's EP time (H100 SXM: 132 SMs, the Hopper whitepaper)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    base = _moe_train(ep=16, dp=16, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_comm_overlap": True})
+    wide = base.replace(parallel={"ep_dispatcher_sms": 32})
+    a, b = speed.train_performance(base, m, g).breakdown, speed.train_performance(wide, m, g).breakdown
+    assert a["compute"] > a["comm_ep_s"]
+    assert b["exposed_comm"] - a["exposed_comm"] == pytest.approx(a["comm_ep_s"] * 16 / 132, rel=1e-9)
+    # without overlap the exchange runs alone: the SMs it holds cost nothing extra
+    plain = base.replace(parallel={"ep_comm_overlap": False})
+    c = speed.train_performance(plain, m, g).breakdown
+    d = speed.train_performance(plain.replace(parallel={"ep_dispatcher_sms": 32}), m, g).breakdown
+    assert c["exposed_comm"] == pytest.approx(d["exposed_comm"], rel=1e-12)
+
+
+def test_dispatcher_sms_needs_a_flex_dispatcher_and_reaches_the_launch():
+    from gpuplan.errors import GpuplanError
+    from gpuplan.launch import launch_files
+    with pytest.raises(GpuplanError, match="ep_dispatcher_sms"):
+        _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher_sms": 32})
+    scn = _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_dispatcher_sms": 32})
+    assert "--moe-hybridep-num-sms 32" in "\n".join(launch_files(scn, "megatron").values())

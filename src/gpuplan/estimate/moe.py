@@ -177,6 +177,41 @@ def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_
     return intra, inter
 
 
+# SMs the flex dispatchers' kernels hold while they run: Megatron's defaults, `moe_deepep_num_sms: int = 20`
+# (megatron/core/transformer/transformer_config.py at core_v0.15.0, 0d7e02bd, passed to DeepEP's
+# `Buffer.set_num_sms` by `set_deepep_num_sms`, moe/fused_a2a.py) and `moe_hybridep_num_sms: int = 16` (the same file
+# at core_v0.16.0, 3bec9aa9: "In pure NVL scenarios, 16 SMs can generally achieve good bandwidth"; passed to
+# HybridEP as `num_sms_dispatch_api` / `num_sms_combine_api`, token_dispatcher.py). DeepEP's normal (training)
+# kernels and HybridEP's run on those SMs as ordinary thread blocks for as long as they move data. The all-to-all
+# dispatcher's NCCL kernels hold SMs too, one block per channel, but their channel count comes from NCCL's topology
+# search at run time, not from a setting: not priced (None).
+DISPATCHER_DEFAULT_SMS = {"deepep": 20, "hybridep": 16}
+
+
+def dispatcher_sms(dispatcher: str, override: int | None = None) -> int | None:
+    """SMs the EP dispatcher's kernels hold: the scenario's value, else Megatron's default for a flex dispatcher
+    (above); None for the all-to-all dispatcher (NCCL's, not priced)."""
+    if dispatcher not in DISPATCHER_DEFAULT_SMS:
+        return None
+    return int(override) if override else DISPATCHER_DEFAULT_SMS[dispatcher]
+
+
+def overlapped_exposed(t_comm: float, t_compute: float, sm_share: float, microbatches: int) -> float:
+    """Time one micro-batch adds to its compute when its EP exchange runs beside another micro-batch's compute
+    (Megatron's combined 1F1B, `overlap_moe_expert_parallel_comm`), the exchange's kernels holding `sm_share` of
+    the GPU's SMs while they run.
+
+    During the t_comm seconds of the exchange the partner's compute runs on the other (1 − s) of the SMs; the
+    compute, t_compute at the whole GPU, then ends at t_compute + s·t_comm if it outlasts the exchange
+    (t_compute > (1 − s)·t_comm), otherwise the exchange ends last at t_comm. Added to the compute:
+    max(t_comm − t_compute, s·t_comm), plus t_comm/m for the first micro-batch's forward and the last one's
+    backward, which have no partner (they run alone: nothing to share SMs with). Compute is taken to slow in
+    proportion to the SMs it loses (GEMMs; a memory-bound kernel on fewer SMs loses less: an upper bound there).
+    With s = 0 this is the overlap model without the SM share, max(0, t_comm − t_compute) + t_comm/m."""
+    s = min(max(sm_share, 0.0), 1.0)
+    return max(0.0, t_comm - t_compute, s * t_comm) + t_comm / max(1, microbatches)
+
+
 # ---------------------------------------------------------------------------------------------
 # Serving: the fused MoE step of an inference engine (what one MoE layer of a forward does around and
 # inside its two grouped expert GEMMs)
