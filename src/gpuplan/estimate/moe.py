@@ -196,20 +196,43 @@ def dispatcher_sms(dispatcher: str, override: int | None = None) -> int | None:
     return int(override) if override else DISPATCHER_DEFAULT_SMS[dispatcher]
 
 
-def overlapped_exposed(t_comm: float, t_compute: float, sm_share: float, microbatches: int) -> float:
-    """Time one micro-batch adds to its compute when its EP exchange runs beside another micro-batch's compute
-    (Megatron's combined 1F1B, `overlap_moe_expert_parallel_comm`), the exchange's kernels holding `sm_share` of
-    the GPU's SMs while they run.
+def overlap_unpaired_share(pp: int, vpp: int, microbatches: int) -> float:
+    """Share of a step's micro-batch chunks whose EP exchange has no partner under Megatron's combined 1F1B
+    (`overlap_moe_expert_parallel_comm`): the forward-only warm-up chunks and, as many, the backward-only cool-down
+    chunks run alone; only the steady-state steps pair one chunk's forward with another's backward.
 
-    During the t_comm seconds of the exchange the partner's compute runs on the other (1 − s) of the SMs; the
-    compute, t_compute at the whole GPU, then ends at t_compute + s·t_comm if it outlasts the exchange
-    (t_compute > (1 − s)·t_comm), otherwise the exchange ends last at t_comm. Added to the compute:
-    max(t_comm − t_compute, s·t_comm), plus t_comm/m for the first micro-batch's forward and the last one's
-    backward, which have no partner (they run alone: nothing to share SMs with). Compute is taken to slow in
-    proportion to the SMs it loses (GEMMs; a memory-bound kernel on fewer SMs loses less: an upper bound there).
-    With s = 0 this is the overlap model without the SM share, max(0, t_comm − t_compute) + t_comm/m."""
+    Without pipelining `combined_1f1b_schedule_for_no_pipelining` runs "the forward step for the first microbatch
+    ... alone" and the last backward alone: 1 of m (megatron/core/pipeline_parallel/combined_1f1b.py, core_v0.15.0).
+    With the interleaved schedule (Megatron refuses the overlap with pp > 1 without virtual stages),
+    `get_pp_rank_microbatches` (schedules.py, core_v0.15.0) gives rank r of p, with v chunks per rank,
+    W = 2(p − r − 1) + (v − 1)·g + 1 warm-up chunks (g = `microbatch_group_size_per_vp_stage`, default p; "+ 1":
+    "we schedule one extra micro-batch forward step before the 1f1b stages" under the overlap), capped at the m·v
+    chunks of the step, and the cool-down runs the last W backwards (`convert_schedule_table_to_order`). Rank 0
+    has the most; the share is its W/(m·v), the first stage gating the pipeline's fill and drain."""
+    m = max(1, int(microbatches))
+    if pp <= 1:
+        return 1.0 / m
+    v = max(1, int(vpp))
+    total = m * v
+    warmup = 2 * (pp - 1) + (v - 1) * pp + 1
+    return min(warmup, total) / total
+
+
+def overlapped_exposed(t_comm: float, t_compute: float, sm_share: float, unpaired_share: float) -> float:
+    """Time one micro-batch (on average) adds to its compute when its EP exchange runs beside another micro-batch's
+    compute (Megatron's combined 1F1B, `overlap_moe_expert_parallel_comm`), the exchange's kernels holding
+    `sm_share` of the GPU's SMs while they run, `unpaired_share` of the chunks running alone
+    (`overlap_unpaired_share`).
+
+    Paired: during the t_comm seconds of the exchange the partner's compute runs on the other (1 − s) of the SMs;
+    the compute, t_compute at the whole GPU, then ends at t_compute + s·t_comm if it outlasts the exchange
+    (t_compute > (1 − s)·t_comm), otherwise the exchange ends last at t_comm: max(t_comm − t_compute, s·t_comm)
+    added. Unpaired: the whole exchange is exposed (nothing to share SMs with). Per micro-batch:
+    (1 − u)·max(t_comm − t_compute, s·t_comm) + u·t_comm. Compute is taken to slow in proportion to the SMs it
+    loses (GEMMs; a memory-bound kernel on fewer SMs loses less: an upper bound there)."""
     s = min(max(sm_share, 0.0), 1.0)
-    return max(0.0, t_comm - t_compute, s * t_comm) + t_comm / max(1, microbatches)
+    u = min(max(unpaired_share, 0.0), 1.0)
+    return (1.0 - u) * max(0.0, t_comm - t_compute, s * t_comm) + u * t_comm
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,8 +30,9 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 reference_gpu)
 from .layout import grad_accum_steps
 from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
-                  fp8_pad_passes_per_row, fused_moe_pass_bytes, measured_rows_half, overlapped_exposed,
-                  padded_rows_per_expert, permute_bytes, serving_moe_kernel, triton_moe_block_m)
+                  fp8_pad_passes_per_row, fused_moe_pass_bytes, measured_rows_half, overlap_unpaired_share,
+                  overlapped_exposed, padded_rows_per_expert, permute_bytes, serving_moe_kernel,
+                  triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -612,13 +613,14 @@ def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
     waits for it before the experts run). With Megatron's overlap_moe_expert_parallel_comm the schedule
     runs one micro-batch's forward beside another's backward on two streams, so each all-to-all hides
     behind the other micro-batch's compute (megatron/core/pipeline_parallel/combined_1f1b.py,
-    core_v0.15.0): only what the compute cannot cover stays, plus the first micro-batch's forward and
-    the last one's backward, which have no partner (one micro-batch's all-to-all per step, 1/m each). A flex
+    core_v0.15.0): only what the compute cannot cover stays, plus the chunks with no partner: the first
+    micro-batch's forward and the last one's backward without pipelining, the interleaved schedule's warm-up
+    forwards and cool-down backwards with it (estimate/moe.py overlap_unpaired_share). A flex
     dispatcher's kernels hold their SMs while they run, so the compute beside them runs on the rest
     (`_ep_sm_share`, estimate/moe.py overlapped_exposed)."""
     if not c.par.ep_comm_overlap:
         return t_ep
-    return overlapped_exposed(t_ep, t_compute, _ep_sm_share(c), c.m)
+    return overlapped_exposed(t_ep, t_compute, _ep_sm_share(c), overlap_unpaired_share(c.par.pp, c.par.vpp, c.m))
 
 
 def _ep_sm_share(c: _Train) -> float:
