@@ -43,7 +43,8 @@ def scenario(row: dict) -> dict:
                      **({"etp": int(row["etp"])} if row.get("etp") else {}),
                      "tp_comm_overlap": row.get("tp_comm_overlap") == "true",
                      "ep_comm_overlap": row.get("ep_comm_overlap") == "true",
-                     "ep_dispatcher": row.get("ep_dispatcher") or "alltoall"},
+                     "ep_dispatcher": row.get("ep_dispatcher") or "alltoall",
+                     **({"ep_dispatcher_sms": int(row["ep_dispatcher_sms"])} if row.get("ep_dispatcher_sms") else {})},
         "train": train,
     }
 

@@ -430,3 +430,83 @@ def test_token_drop_has_no_host_sync_note_and_launches_with_capacity():
     assert any("synchronises host and GPU" in n for n in api.estimate(_megatron_moe()).performance.notes)
     text = "\n".join(launch_files(scenario_from_dict(_megatron_moe(moe_capacity_factor=1.0)), "megatron").values())
     assert "--moe-expert-capacity-factor 1 " in text and "--moe-pad-expert-input-to-capacity" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# SMs the flex dispatcher's kernels hold while the EP exchange overlaps compute (estimate/moe.py)
+
+
+def test_dispatcher_sms_are_megatrons_defaults():
+    from gpuplan.estimate.moe import dispatcher_sms
+    # transformer_config.py: moe_deepep_num_sms = 20 (core_v0.15.0), moe_hybridep_num_sms = 16 (core_v0.16.0)
+    assert dispatcher_sms("deepep") == 20
+    assert dispatcher_sms("hybridep") == 16
+    assert dispatcher_sms("hybridep", 32) == 32          # Megatron-Bridge perf recipes set 32 (_common.py)
+    assert dispatcher_sms("alltoall") is None            # NCCL's channels: not priced
+    assert dispatcher_sms("alltoall", 32) is None
+
+
+def test_overlapped_exposed_hand_arithmetic():
+    from gpuplan.estimate.moe import overlapped_exposed
+    # compute outlasts the exchange: 1 s of exchange on 32 of 132 SMs slows 4 s of compute by 32/132 s in the
+    # paired 7/8 of the chunks; the unpaired 1/8 expose their whole exchange: 7/8 x 0.2424242 + 0.125
+    assert overlapped_exposed(1.0, 4.0, 32 / 132, 1 / 8) == pytest.approx(7 / 8 * 32 / 132 + 0.125, rel=1e-12)
+    # the exchange outlasts the compute: 5 s beside 2 s (2 / 0.75 = 2.67 s < 5 s): 3 s exposed when paired (3/4),
+    # 5 s when alone (1/4): 2.25 + 1.25
+    assert overlapped_exposed(5.0, 2.0, 0.25, 0.25) == pytest.approx(3.5, rel=1e-12)
+    # no SMs held, compute-bound: only the unpaired chunks' exchange, 1/8 s
+    assert overlapped_exposed(1.0, 4.0, 0.0, 1 / 8) == pytest.approx(0.125, rel=1e-12)
+
+
+def test_overlap_unpaired_share_hand_arithmetic():
+    from gpuplan.estimate.moe import overlap_unpaired_share
+    # no pipelining: the first forward and the last backward, 1 of m
+    assert overlap_unpaired_share(1, 1, 8) == pytest.approx(1 / 8)
+    # interleaved, rank 0: 2(p - 1) + (v - 1)p + 1 warm-up chunks of m·v; p 8, v 4, m 128: (14 + 24 + 1) / 512
+    assert overlap_unpaired_share(8, 4, 128) == pytest.approx(39 / 512)
+    # p 2, v 12, m 4: 2 + 22 + 1 = 25 of 48
+    assert overlap_unpaired_share(2, 12, 4) == pytest.approx(25 / 48)
+    # more warm-up than chunks (p 4, v 2, m 2: 6 + 4 + 1 = 11 > 4): every chunk runs alone
+    assert overlap_unpaired_share(4, 2, 2) == pytest.approx(1.0)
+
+
+def test_pipelined_ep_overlap_leaves_the_warm_up_and_cool_down_exposed():
+    # PP 2 x VP 2, EP 8, 8 micro-batches: rank 0 runs 2 + 2 + 1 = 5 of its 16 chunks' forwards alone (warm-up) and
+    # as many backwards (cool-down), so the overlap saves (1 - 5/16) of the EP time (compute-bound, NCCL: no SMs
+    # priced), where the PP = 1 schedule saves (1 - 1/8)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    plain = scenario_from_dict({
+        "model": "qwen3-30b-a3b", "task": "train", "framework": "megatron",
+        "hardware": {"gpu": "h100-sxm", "count": 16, "gpus_per_node": 8},
+        "parallel": {"dp": 8, "tp": 1, "pp": 2, "vpp": 2, "ep": 8, "zero": 1},
+        "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 64, "precision": "bf16", "recompute": "none"}})
+    over = plain.replace(parallel={"ep_comm_overlap": True})
+    a, b = speed.train_performance(plain, m, g).breakdown, speed.train_performance(over, m, g).breakdown
+    assert a["compute"] > a["comm_ep_s"]
+    assert a["exposed_comm"] - b["exposed_comm"] == pytest.approx(a["comm_ep_s"] * (1 - 5 / 16), rel=1e-9)
+
+
+def test_overlapped_hybridep_step_pays_the_dispatcher_sms():
+    # EP 16 over two nodes, HybridEP, EP overlap, 4 micro-batches, compute per micro-batch above its exchange: the
+    # exposed time per micro-batch is (1 - 1/4)·s·t_ep + t_ep/4, so moving from Megatron's 16 SMs to the recipes' 32
+    # adds 3/4 x (32 - 16)/132 of the step's EP time (H100 SXM: 132 SMs, the Hopper whitepaper)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    base = _moe_train(ep=16, dp=16, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_comm_overlap": True})
+    wide = base.replace(parallel={"ep_dispatcher_sms": 32})
+    a, b = speed.train_performance(base, m, g).breakdown, speed.train_performance(wide, m, g).breakdown
+    assert a["compute"] > a["comm_ep_s"]
+    assert b["exposed_comm"] - a["exposed_comm"] == pytest.approx(a["comm_ep_s"] * 0.75 * 16 / 132, rel=1e-9)
+    # without overlap the exchange runs alone: the SMs it holds cost nothing extra
+    plain = base.replace(parallel={"ep_comm_overlap": False})
+    c = speed.train_performance(plain, m, g).breakdown
+    d = speed.train_performance(plain.replace(parallel={"ep_dispatcher_sms": 32}), m, g).breakdown
+    assert c["exposed_comm"] == pytest.approx(d["exposed_comm"], rel=1e-12)
+
+
+def test_dispatcher_sms_needs_a_flex_dispatcher_and_reaches_the_launch():
+    from gpuplan.errors import GpuplanError
+    from gpuplan.launch import launch_files
+    with pytest.raises(GpuplanError, match="ep_dispatcher_sms"):
+        _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher_sms": 32})
+    scn = _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_dispatcher_sms": 32})
+    assert "--moe-hybridep-num-sms 32" in "\n".join(launch_files(scn, "megatron").values())

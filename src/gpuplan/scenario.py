@@ -162,6 +162,11 @@ class Parallel(_Strict):
         "dispatcher sends one row per (token, expert) pair; the flex dispatcher over DeepEP or HybridEP "
         "(--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep) sends a token once per "
         "destination GPU and once per destination node")
+    ep_dispatcher_sms: int | None = _num(None, "streaming multiprocessors the flex dispatcher's kernels hold while "
+                                         "they run (training, ep_dispatcher deepep or hybridep; Megatron "
+                                         "--moe-deepep-num-sms / --moe-hybridep-num-sms); default Megatron's: 20 for "
+                                         "DeepEP, 16 for HybridEP. Under ep_comm_overlap the compute beside the "
+                                         "exchange runs on the other SMs", lo=1, hi=1024)
     zero: int = _num(0, "ZeRO stage; FSDP full-shard == 3, shard-grad-op == 2", lo=0, hi=3)
     # ---- hybrid sharding (HSDP / MiCS) ----
     shard_group: int | None = _num(None, "data-parallel ranks one ZeRO-3/FSDP shard group spans (training, zero 3): "
@@ -868,6 +873,10 @@ class Scenario(_Strict):
             raise ValueError(f"parallel.ep_dispatcher = {p.ep_dispatcher} dispatches a training step's tokens to "
                              "expert-parallel ranks: it needs task train/finetune and parallel.ep > 1 (set ep, or "
                              "remove ep_dispatcher)")
+        if p.ep_dispatcher_sms is not None and p.ep_dispatcher == "alltoall":
+            raise ValueError("parallel.ep_dispatcher_sms sets the SMs of the flex dispatcher's kernels (DeepEP / "
+                             "HybridEP); the all-to-all dispatcher runs NCCL's (set ep_dispatcher: deepep or "
+                             "hybridep, or remove ep_dispatcher_sms)")
         if self.train is not None and self.train.moe_capacity_factor is not None:
             # Megatron-Bridge's apply_moe_token_drop asserts the all-to-all dispatcher
             # (src/megatron/bridge/training/utils/moe_token_drop.py @fa0315ae2); the field is Megatron's flag

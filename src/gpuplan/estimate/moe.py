@@ -177,6 +177,64 @@ def dispatch_copies(dispatcher: str, num_experts: int, top_k: int, ep: int, per_
     return intra, inter
 
 
+# SMs the flex dispatchers' kernels hold while they run: Megatron's defaults, `moe_deepep_num_sms: int = 20`
+# (megatron/core/transformer/transformer_config.py at core_v0.15.0, 0d7e02bd, passed to DeepEP's
+# `Buffer.set_num_sms` by `set_deepep_num_sms`, moe/fused_a2a.py) and `moe_hybridep_num_sms: int = 16` (the same file
+# at core_v0.16.0, 3bec9aa9: "In pure NVL scenarios, 16 SMs can generally achieve good bandwidth"; passed to
+# HybridEP as `num_sms_dispatch_api` / `num_sms_combine_api`, token_dispatcher.py). DeepEP's normal (training)
+# kernels and HybridEP's run on those SMs as ordinary thread blocks for as long as they move data. The all-to-all
+# dispatcher's NCCL kernels hold SMs too, one block per channel, but their channel count comes from NCCL's topology
+# search at run time, not from a setting: not priced (None).
+DISPATCHER_DEFAULT_SMS = {"deepep": 20, "hybridep": 16}
+
+
+def dispatcher_sms(dispatcher: str, override: int | None = None) -> int | None:
+    """SMs the EP dispatcher's kernels hold: the scenario's value, else Megatron's default for a flex dispatcher
+    (above); None for the all-to-all dispatcher (NCCL's, not priced)."""
+    if dispatcher not in DISPATCHER_DEFAULT_SMS:
+        return None
+    return int(override) if override else DISPATCHER_DEFAULT_SMS[dispatcher]
+
+
+def overlap_unpaired_share(pp: int, vpp: int, microbatches: int) -> float:
+    """Share of a step's micro-batch chunks whose EP exchange has no partner under Megatron's combined 1F1B
+    (`overlap_moe_expert_parallel_comm`): the forward-only warm-up chunks and, as many, the backward-only cool-down
+    chunks run alone; only the steady-state steps pair one chunk's forward with another's backward.
+
+    Without pipelining `combined_1f1b_schedule_for_no_pipelining` runs "the forward step for the first microbatch
+    ... alone" and the last backward alone: 1 of m (megatron/core/pipeline_parallel/combined_1f1b.py, core_v0.15.0).
+    With the interleaved schedule (Megatron refuses the overlap with pp > 1 without virtual stages),
+    `get_pp_rank_microbatches` (schedules.py, core_v0.15.0) gives rank r of p, with v chunks per rank,
+    W = 2(p − r − 1) + (v − 1)·g + 1 warm-up chunks (g = `microbatch_group_size_per_vp_stage`, default p; "+ 1":
+    "we schedule one extra micro-batch forward step before the 1f1b stages" under the overlap), capped at the m·v
+    chunks of the step, and the cool-down runs the last W backwards (`convert_schedule_table_to_order`). Rank 0
+    has the most; the share is its W/(m·v), the first stage gating the pipeline's fill and drain."""
+    m = max(1, int(microbatches))
+    if pp <= 1:
+        return 1.0 / m
+    v = max(1, int(vpp))
+    total = m * v
+    warmup = 2 * (pp - 1) + (v - 1) * pp + 1
+    return min(warmup, total) / total
+
+
+def overlapped_exposed(t_comm: float, t_compute: float, sm_share: float, unpaired_share: float) -> float:
+    """Time one micro-batch (on average) adds to its compute when its EP exchange runs beside another micro-batch's
+    compute (Megatron's combined 1F1B, `overlap_moe_expert_parallel_comm`), the exchange's kernels holding
+    `sm_share` of the GPU's SMs while they run, `unpaired_share` of the chunks running alone
+    (`overlap_unpaired_share`).
+
+    Paired: during the t_comm seconds of the exchange the partner's compute runs on the other (1 − s) of the SMs;
+    the compute, t_compute at the whole GPU, then ends at t_compute + s·t_comm if it outlasts the exchange
+    (t_compute > (1 − s)·t_comm), otherwise the exchange ends last at t_comm: max(t_comm − t_compute, s·t_comm)
+    added. Unpaired: the whole exchange is exposed (nothing to share SMs with). Per micro-batch:
+    (1 − u)·max(t_comm − t_compute, s·t_comm) + u·t_comm. Compute is taken to slow in proportion to the SMs it
+    loses (GEMMs; a memory-bound kernel on fewer SMs loses less: an upper bound there)."""
+    s = min(max(sm_share, 0.0), 1.0)
+    u = min(max(unpaired_share, 0.0), 1.0)
+    return (1.0 - u) * max(0.0, t_comm - t_compute, s * t_comm) + u * t_comm
+
+
 # ---------------------------------------------------------------------------------------------
 # Serving: the fused MoE step of an inference engine (what one MoE layer of a forward does around and
 # inside its two grouped expert GEMMs)

@@ -29,9 +29,10 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 engine_kernel, fp8_context_attention, fp8_forward_speedup, kernel_rates,
                                 reference_gpu)
 from .layout import grad_accum_steps
-from .moe import (dispatch_copies, ep_rank_imbalance, expert_bias_passes_per_row, fp8_pad_passes_per_row,
-                  fused_moe_pass_bytes, measured_rows_half, padded_rows_per_expert, permute_bytes,
-                  serving_moe_kernel, triton_moe_block_m)
+from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
+                  fp8_pad_passes_per_row, fused_moe_pass_bytes, measured_rows_half, overlap_unpaired_share,
+                  overlapped_exposed, padded_rows_per_expert, permute_bytes, serving_moe_kernel,
+                  triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -631,11 +632,25 @@ def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
     waits for it before the experts run). With Megatron's overlap_moe_expert_parallel_comm the schedule
     runs one micro-batch's forward beside another's backward on two streams, so each all-to-all hides
     behind the other micro-batch's compute (megatron/core/pipeline_parallel/combined_1f1b.py,
-    core_v0.15.0): only what the compute cannot cover stays, plus the first micro-batch's forward and
-    the last one's backward, which have no partner (one micro-batch's all-to-all per step, 1/m each)."""
+    core_v0.15.0): only what the compute cannot cover stays, plus the chunks with no partner: the first
+    micro-batch's forward and the last one's backward without pipelining, the interleaved schedule's warm-up
+    forwards and cool-down backwards with it (estimate/moe.py overlap_unpaired_share). A flex
+    dispatcher's kernels hold their SMs while they run, so the compute beside them runs on the rest
+    (`_ep_sm_share`, estimate/moe.py overlapped_exposed)."""
     if not c.par.ep_comm_overlap:
         return t_ep
-    return max(0.0, t_ep - t_compute) + t_ep / max(1, c.m)
+    return overlapped_exposed(t_ep, t_compute, _ep_sm_share(c), overlap_unpaired_share(c.par.pp, c.par.vpp, c.m))
+
+
+def _ep_sm_share(c: _Train) -> float:
+    """Share of the GPU's SMs the EP dispatcher's kernels hold (estimate/moe.py dispatcher_sms over the SM count of
+    hardware/data/gpu_sms.csv); 0 for NCCL's all-to-all or a GPU without SM figures."""
+    sms = dispatcher_sms(getattr(c.par, "ep_dispatcher", "alltoall"), getattr(c.par, "ep_dispatcher_sms", None))
+    if sms is None:
+        return 0.0
+    from ..hardware.sms import sm_spec
+    spec = sm_spec(getattr(c.gpu, "id", ""))
+    return min(1.0, sms / spec.sm_count) if spec else 0.0
 
 
 def _fp8_tp_all_gather(c: _Train) -> bool:

@@ -85,6 +85,9 @@ def model_args(plan: Plan) -> list[str]:
                          "--moe-pad-expert-input-to-capacity"]
         else:   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
             args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
+            sms = plan.s.parallel.ep_dispatcher_sms
+            if sms is not None:   # the SMs the estimate gave the dispatcher (TransformerConfig moe_*_num_sms)
+                args += [f"--moe-{dispatcher}-num-sms", str(sms)]
     return args
 
 
