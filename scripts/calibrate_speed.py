@@ -348,23 +348,39 @@ LCPP_SPEC = [
     (("engines", "llama.cpp", "prefill_eta_scale"), 0.8, 0.1, 1.5, False),
     (("engines", "llama.cpp", "quant_prefill_scale"), 0.7, 0.1, 1.5, False),
     (("power_flops_per_watt", "ada"), 1.0e12, 0.3e12, 3e12, True),
-    (("power_flops_per_watt", "hopper"), 1.5e12, 0.5e12, 4e12, True),
 ]
+
+# Sustained over burst dense 16-bit GEMM rate under the board power limit, measured on one H200 SXM (700 W):
+# 8192^3 bf16 GEMMs back to back for 45 s run at a median 667.4 TFLOP/s with the SM clock at 1.44-1.52 GHz, against
+# 799.1 TFLOP/s for a burst of ten (validation/device/h200-2026-12-04-sustained.csv and -gemm_shapes.csv,
+# scripts/bench_sustained.py): 0.835. Max-achievable tables (MAMF) are bursts of ~150 GEMMs; a training step's
+# GEMMs run for seconds at the power limit.
+SUSTAINED_OVER_BURST = round(667.4 / 799.1, 4)
+# The same run as the Hopper family's power entry of speed.clock_factor (sustainable 16-bit FLOP/s per watt of
+# TDP): clock_factor(H200 / H100 SXM, 700 W, 989.4 TFLOP/s) = SUSTAINED_OVER_BURST. Until 2026-12-04 it was fitted
+# on one llama.cpp source's H100 PCIe prompt-processing rows (1.069e12), an inference fit that drove training.
+HOPPER_FLOPS_PER_WATT = round(SUSTAINED_OVER_BURST * 989.4e12 / 700.0, -8)
+
 
 PRIORS: dict[str, Any] = {
     "version": 1,
     "matmul": {"default": {"bf16": 0.75, "fp16": 0.75, "fp32": 0.7, "tf32": 0.7, "fp8": 0.6, "int8": 0.6, "fp4": 0.5}},
-    "matmul_dim_half": 64.0,
+    # GEMM width constant d0 of K/(K + d0)·N/(N + d0): measured, not fitted. Least squares of
+    # η_max·K/(K + d0)·N/(N + d0) on the relative time of the 384 cuBLAS bf16 GEMMs of the H200 grid
+    # (validation/device/h200-2026-12-04-gemm_shapes.csv: M 4096 and 16384, K and N 512-28672, forward, dgrad and
+    # wgrad layouts; scripts/bench_gemm_shapes.py): d0 = 128, median error 5.9 %. Until 2026-12-04 d0 was fitted
+    # on llm-foundry's A100 rows alone (426; 64 = its prior without them), where it absorbed element-wise time.
+    "matmul_dim_half": 128.0,
     "attention": {"default": 0.45},
     "memory": {"default": 0.8},
-    "elementwise_passes": 30.0,
     "loss_bytes_per_logit": 12.0,
     "comm": {"scale_up": 0.8, "pcie": 0.8, "network": 0.8},
     "overlap": {"tp": 0.0, "fsdp": 0.9, "dp": 0.9, "offload": 0.5},
     "host_memory_bytes_per_s": 1e11,
     "eager_attention_scale": 0.35,
     "roofline_sharpness": 8.0,
-    "power_flops_per_watt": {},   # filled by the llama.cpp fit (Ada, Hopper); a family without an entry is not capped
+    # Hopper measured (above); Ada filled by the llama.cpp fit; a family without an entry is not capped
+    "power_flops_per_watt": {"hopper": HOPPER_FLOPS_PER_WATT},
     "engines": {
         "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
                     "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
@@ -470,6 +486,27 @@ def measured_gemm_prior(P: dict, gpu_id: str, dtype: str) -> float:
     return min(1.0, measured / (speed.clock_factor(P, g) * size))
 
 
+
+
+def burst_gemm_share(P: dict, gpu_id: str) -> float:
+    """η_max of `gpu_id`'s 16-bit GEMMs at the boost clock, measured: its published max-achievable bf16 rate
+    (max_achievable_gemm.csv, a burst of ~150 GEMMs) as a share of peak, over the size factor K/(K + d0)·N/(N + d0)
+    at the shape it was reached at. H100 SXM: 794.5/989.4 = 0.803, / 0.932 = 0.861 (x its clock factor 0.835 =
+    0.719 sustained); A100 SXM: 271.2/312 = 0.869, / 0.964 = 0.902."""
+    from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
+    row, g = maf_row(gpu_id, "bf16"), get_gpu(gpu_id)
+    d0, k, n = float(P["matmul_dim_half"]), float(row["k"]), float(row["n"])
+    size = (k / (k + d0)) * (n / (n + d0))
+    return round(min(1.0, maf_fraction(gpu_id, "bf16", speed.peak_flops(g, "bf16")) / size), 4)
+
+
+def training_gemm_prior(P: dict, gpu_id: str) -> float:
+    """The 16-bit GEMM efficiency of a family without a power entry (Ampere: never clock-capped in the model) in
+    training: its burst share at the sustained clock, burst x SUSTAINED_OVER_BURST. A100 SXM: 0.902 x 0.835 = 0.753,
+    the value llm-foundry's A100 rows fitted when η was a fitted factor (0.755)."""
+    return round(burst_gemm_share(P, gpu_id) * SUSTAINED_OVER_BURST, 4)
+
+
 def hopper_fp8_prior(P: dict) -> float:
     """Start value of Hopper's FP8 GEMM efficiency, and its value wherever no TensorRT-LLM row is left to fit it
     (leave-one-source-out): the measured one, not a guess. Stas Bekman's MAMF finder sustains 1402.6 TFLOP/s
@@ -572,8 +609,8 @@ def write_doc(table, stats, P) -> None:
         lines.append(f"| {cat} | {split} | {s['n']} | {s['mape']:.1%} | {s['median']:.1%} | {s['p90']:.1%} | {target.get(cat, '')} |")
     lines += ["", "### Fitted factors", "",
               f"- Ampere bf16 large-GEMM efficiency η_max = {P['matmul']['ampere']['bf16']}, GEMM width constant "
-              f"d0 = {P['matmul_dim_half']} elements, FlashAttention efficiency (A100) = {P['attention']['ampere']}, "
-              f"element-wise passes per layer = {P['elementwise_passes']}.",
+              f"d0 = {P['matmul_dim_half']} elements (measured: H200 GEMM grid), FlashAttention efficiency (A100) = "
+              f"{P['attention']['ampere']}; element-wise kernels at their measured bandwidth share (elementwise.py).",
               f"- Hopper FP8 GEMM efficiency = {P['matmul']['hopper']['fp8']}, Blackwell FP4 = {P['matmul']['blackwell']['fp4']}; "
               f"TensorRT-LLM per-layer step cost = {P['engines']['trtllm']['layer_overhead_s']} s, batch cap = {P['engines']['trtllm']['max_batch']}.",
               f"- llama.cpp per-layer launch cost = {P['engines']['llama.cpp']['layer_overhead_s']} s, decode bandwidth scale = "
@@ -619,26 +656,26 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     P = json.loads(json.dumps(PRIORS))
     P["matmul"]["ampere"] = dict(P["matmul"]["default"])
     P["attention"]["ampere"] = P["attention"]["default"]
-    # 1) training physics on llm-foundry A100-80GB
-    P = fit(trows, P, [
-        (("matmul", "ampere", "bf16"), 0.8, 0.3, 1.0, False),
-        (("matmul_dim_half",), 64.0, 1.0, 2048.0, True),
-        (("attention", "ampere"), ATTENTION_PRIOR_AMPERE, 0.1, 1.0, False),
-        (("elementwise_passes",), 30.0, 1.0, 300.0, True),
-    ])
+    # 1) training GEMMs and attention: measured priors, nothing fitted. The 16-bit GEMM efficiency of a family
+    #    with a published max-achievable rate is that rate at the sustained clock (training_gemm_prior); the GEMM
+    #    width constant and the element-wise kernels' bandwidth are measured too (PRIORS, elementwise.py)
+    P["matmul"]["ampere"]["bf16"] = training_gemm_prior(P, "a100-sxm-80gb")
     for dt in ("fp16", "fp32", "tf32"):
         P["matmul"]["ampere"][dt] = P["matmul"]["ampere"]["bf16"] * (1.0 if dt == "fp16" else 0.93)
+    P["attention"]["ampere"] = ATTENTION_PRIOR_AMPERE
     apply_family_priors(P)
+    # the Hopper family priors describe H100 SXM's sustained rate: stored at the boost clock (÷ its measured clock
+    # factor); its 16-bit GEMMs have a measured burst rate of their own
+    c = speed.clock_factor(P, get_gpu("h100-sxm"))
+    P["matmul"]["hopper"] = {k: round(min(1.0, v / c), 4) for k, v in P["matmul"]["hopper"].items()}
+    P["attention"]["hopper"] = round(min(1.0, P["attention"]["hopper"] / c), 4)
+    b = burst_gemm_share(P, "h100-sxm")
+    P["matmul"]["hopper"].update({"bf16": b, "fp16": b, "fp32": round(b * 0.93, 4), "tf32": round(b * 0.93, 4)})
     # 2) llama.cpp on CUDA GPUs (batch 1): per-layer launch cost, bandwidth, prompt-processing
     #    factors, and the power-limited tensor clock of Ada and Hopper cards (the fit rows span
     #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
     lcpp = [r for r in irows if r.source.startswith("GPU-Benchmarks")]
-    hopper_prior = {k: v for k, v in P["matmul"]["hopper"].items()}, P["attention"]["hopper"]
-    for _ in range(2):   # fixed point: the Hopper priors describe H100 SXM's sustained rate (below)
-        P = fit(lcpp, P, LCPP_SPEC)
-        c = speed.clock_factor(P, get_gpu("h100-sxm"))
-        P["matmul"]["hopper"] = {k: round(min(1.0, v / c), 4) for k, v in hopper_prior[0].items()}
-        P["attention"]["hopper"] = round(min(1.0, hopper_prior[1] / c), 4)
+    P = fit(lcpp, P, LCPP_SPEC)
     # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels):
     #    its own prompt-processing factors, fitted on the Metal PR source only
     metal = [r for r in irows if r.source.startswith("llama.cpp Metal")]
@@ -674,8 +711,7 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
 
 
 # every fitted factor (path in efficiency.json) and the rows it is fitted on (the stages of fit_all)
-FITTED = [(("matmul", "ampere", "bf16"), "train"), (("matmul_dim_half",), "train"), (("attention", "ampere"), "train"),
-          (("elementwise_passes",), "train")] + [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
+FITTED = [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
           (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
           (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
           (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),

@@ -179,24 +179,41 @@ def test_training_ep_across_two_nodes_goes_through_each_gpus_nic():
 
 
 def test_grouped_expert_gemm_efficiency_falls_with_rows_per_expert():
-    # packaged Hopper bf16 efficiency 0.9102, d0 = 425.9 (K, N; fitted on training rows), d0_M = 2694
-    # (rows of one expert's GEMM; fitted on TensorRT-LLM prompt-carrying rows, tile padding priced apart).
-    # Qwen3-30B-A3B gate projection (K 2048, N 768): 0.9102 x 2048/2473.9 x 768/1193.9 = 0.484705
+    # packaged Hopper bf16 burst efficiency 0.8614 (H100 SXM MAMF 794.5/989.4 over its shape's size factor), d0 = 128
+    # (the H200 GEMM grid). Qwen3-30B-A3B gate projection (K 2048, N 768): 0.8614 x 2048/2176 x 768/896 = 0.694911
+    from gpuplan.estimate.moe import measured_total_rows_half
     from gpuplan.estimate.speed import gemm_efficiency, load_efficiency, training_rows_half
     P = load_efficiency()
-    assert P["matmul"]["hopper"]["bf16"] == 0.9102 and P["matmul_dim_half"] == 425.9
-    assert P["matmul_rows_half"] == 2694.0
-    # serving: 4096 rows per expert x 4096/6790 = 0.292394
-    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(0.292394, rel=1e-4)
-    # training takes d0 for the rows too (a serving fit must not drive training): x 4096/4521.9 = 0.439053
-    assert training_rows_half(P) == 425.9
+    assert P["matmul"]["hopper"]["bf16"] == 0.8614 and P["matmul_dim_half"] == 128.0
+    d0m = P["matmul_rows_half"]
+    # serving: d0_M fitted on TensorRT-LLM rows, 4096 rows per expert x 4096/(4096 + d0_M)
+    assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True) == pytest.approx(
+        0.694911 * 4096 / (4096 + d0m), rel=1e-4)
+    # training: the measured total-rows constant D over the call's local experts (a serving fit must not drive
+    # training): 16 local experts -> D/16 rows per expert
+    D = measured_total_rows_half(128.0)
+    assert training_rows_half(P, 16) == pytest.approx(D / 16)
     assert gemm_efficiency(P, "hopper", "bf16", 4096, 2048, 768, grouped=True,
-                           rows_half=training_rows_half(P)) == pytest.approx(0.439053, rel=1e-4)
-    # 512 rows per expert (one eighth), training with d0_M 423: x 512/935 = 0.265422
-    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768, grouped=True,
-                           rows_half=423.0) == pytest.approx(0.265422, rel=1e-4)
+                           rows_half=training_rows_half(P, 16)) == pytest.approx(0.694911 * 4096 / (4096 + D / 16),
+                                                                                  rel=1e-4)
     # a dense GEMM leaves M to the roofline's memory term
-    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.484705, rel=1e-5)
+    assert gemm_efficiency(P, "hopper", "bf16", 512, 2048, 768) == pytest.approx(0.694911, rel=1e-5)
+
+
+def test_grouped_gemm_row_factor_is_on_the_calls_total_rows():
+    # H200 torch._grouped_mm, Qwen3-30B-A3B fc1 (K 2048, N 1536), data/grouped_gemm_rows.csv: at equal total rows 4
+    # and 16 experts run alike (4,096 rows: 433.4 vs 431.7 TFLOP/s; 8,192: 619.0 vs 610.8), at equal rows per
+    # expert they do not (128 rows: 293.0 vs 115.1): the factor is M_tot/(M_tot + D), D ~ 2,000-2,700 rows
+    import csv
+    from pathlib import Path
+    from gpuplan.estimate.moe import measured_total_rows_half
+    path = Path(__file__).resolve().parents[1] / "src/gpuplan/estimate/data/grouped_gemm_rows.csv"
+    rate = {(int(r["groups"]), int(r["m_per_group"])): float(r["tflops_per_s"])
+            for r in csv.DictReader(path.open(encoding="utf-8")) if r["layout"] == "torch_grouped_mm" and r["k"] == "2048"}
+    assert rate[(16, 256)] == pytest.approx(rate[(4, 1024)], rel=0.02)
+    assert rate[(16, 512)] == pytest.approx(rate[(4, 2048)], rel=0.02)
+    assert rate[(16, 128)] > 2.5 * rate[(4, 128)]
+    assert 1800.0 < measured_total_rows_half(128.0) < 2800.0
 
 
 def test_moe_training_time_does_not_read_the_serving_row_constant():

@@ -503,14 +503,16 @@ def _speed_inputs(est) -> list[Input]:
 
 
 def _elementwise_inputs(est) -> list[Input]:
-    """How the stack runs its norms/RoPE/activations, and their HBM bytes over the calibration layer's."""
+    """How the stack runs its norms/RoPE/activations: their HBM bytes per token per layer and the bandwidth share
+    those kernels were measured to reach."""
     d = est.performance.details or {}
     if "elementwise_kernels" not in d:
         return []
-    return [Input(f"element-wise kernels ({d['elementwise_kernels']}): bytes x calibration layer",
-                  f"{d['elementwise_traffic_ratio']}",
-                  "estimate/elementwise.py (eager: traced aten ops; compiled/fused: fused-region I/O; "
-                  "docs/speed.md §2.3.1)")]
+    return [Input(f"element-wise kernels ({d['elementwise_kernels']}): bytes per token per layer (fwd + bwd, "
+                  f"2-byte activations) at a share of HBM bandwidth",
+                  f"{d['elementwise_bytes_per_token_layer']:,.0f} B at {d['elementwise_bandwidth_share']}",
+                  "estimate/elementwise.py (eager: traced aten ops; compiled/fused: fused-region I/O; bandwidth "
+                  "share measured on an H200, estimate/data/elementwise_bandwidth.csv; docs/speed.md §2.3.1)")]
 
 
 def _perf_explanation(est, quantity: str, title: str, value: float | None, shown: str, formula: list[str],

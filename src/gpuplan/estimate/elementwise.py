@@ -19,12 +19,19 @@ stack, not the model:
   kernel), Liger and Unsloth (Triton RMSNorm, RoPE, SwiGLU). The norm and the residual add stay two
   kernels; otherwise the same region traffic as compiled (FUSED below).
 
-The speed model keeps its calibrated `elementwise_passes` (fitted on llm-foundry's eager MPT layers) and
-scales it by `traffic_ratio`: this stack's bytes per unit of layer width over the calibration layer's.
+How fast those bytes move is measured too, not fitted (estimate/data/elementwise_bandwidth.csv): on an H200 the
+eager aten kernels of a Llama fine-tuning step (broadcasting RoPE and RMSNorm products, strided copies, the loss's
+multi-pass softmax) move their traced bytes at 0.56 of the HBM bandwidth, plain vectorised casts and adds (peft's
+adapter work) at the copy rate, and fused or compiled kernels are taken at the copy rate. Until 2026-12-04 the
+speed model priced these bytes with a pass count fitted on llm-foundry's A100 rows alone (`elementwise_passes`):
+it sat at its bound (30) without that source and ran the eager kernels about 4x too fast on the H200, which a
+too-slow GEMM size penalty compensated (docs/speed.md §2.3.1).
 """
 from __future__ import annotations
 
 from typing import Any
+
+from . import datafiles
 
 # Eager bytes per token per layer, forward + backward, bf16 activations: (a, b, c) in a·h + b·i + c·kv,
 # from `PYTHONPATH=src python3 scripts/trace_elementwise.py` (torch 2.13 CPU; the op sequence is the
@@ -45,11 +52,16 @@ EAGER_MEASURED: dict[str, tuple[float, float, float]] = {
     "hf_lora": (591.125, 95.0, 86.0),
 }
 
-# The calibration source of `elementwise_passes`: llm-foundry MPT (gpt recipe, eager, i = 4h).
-# Its bytes per unit of width (h + i): (56.188 + 4·10.0) / 5
-CALIBRATION_BYTES_PER_WIDTH = (EAGER_MEASURED["layernorm_gelu"][0] + 4 * EAGER_MEASURED["layernorm_gelu"][1]) / 5.0
-
 MODES = ("eager", "compiled", "fused")
+
+# The loss of a stack that upcasts the 16-bit logits and runs aten's cross entropy, in bytes per logit, forward +
+# backward: logits.float() (read 2, write 4), log_softmax (read 4, write 4), the zero-filled gradient of nll_loss's
+# backward (write 4), log_softmax's backward (read the gradient and the output 8, write 4), the upcast's backward
+# (read 4, write 2) = 36. transformers 5.25 loss/loss_utils.py ForCausalLMLoss (`logits = logits.float()` before
+# fixed_cross_entropy -> F.cross_entropy); torchtitan @9dec370 train.py `cross_entropy(pred.flatten(0, 1).float(),
+# labels)`. Other stacks keep efficiency.json's loss_bytes_per_logit (fused or compiled cross entropy).
+EAGER_LOSS_BYTES_PER_LOGIT = 36.0
+EAGER_LOSS_FRAMEWORKS = ("hf", "torchtitan")
 
 
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
@@ -120,22 +132,28 @@ def layer_bytes(mode: str, framework: str, norm: str, h: float, i: float, kv: fl
     return region_bytes(mode, h, i, kv, gated=gated, rope=rope, gqa_copies=gqa)
 
 
-def traffic_ratio(mode: str, framework: str, norm: str, h: float, i: float, kv: float, *, gated: bool,
-                  rope: bool, gqa: bool, lora: bool = False) -> float:
-    """This stack's element-wise bytes per unit of layer width (h + i) over the calibration layer's
-    (llm-foundry's eager MPT): the factor on the calibrated `elementwise_passes`. 1 for the calibration
-    layer itself."""
-    if h + i <= 0:
-        return 1.0
-    per_width = layer_bytes(mode, framework, norm, h, i, kv, gated=gated, rope=rope, gqa=gqa, lora=lora) / (h + i)
-    return per_width / CALIBRATION_BYTES_PER_WIDTH
+def eager_loss_bytes_per_logit(framework: str, mode: str) -> float | None:
+    """Bytes per logit of the stack's loss when it is aten's cross entropy on upcast logits (eager hf and
+    torchtitan), else None (the stack's fused or compiled loss: efficiency.json loss_bytes_per_logit)."""
+    return EAGER_LOSS_BYTES_PER_LOGIT if mode == "eager" and framework in EAGER_LOSS_FRAMEWORKS else None
 
 
-def model_traffic_ratio(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:
-    """traffic_ratio for a ModelSpec (its norm, MLP gating, position encoding and GQA); `lora`: peft adapters."""
+def bandwidth_share(mode: str) -> float:
+    """The share of a GPU's spec HBM bandwidth at which this mode's element-wise kernels move their bytes
+    (estimate/data/elementwise_bandwidth.csv: measured, with the run and the arithmetic per row)."""
+    for r in datafiles.rows("elementwise_bandwidth.csv"):
+        if r["stack_mode"] == mode:
+            return float(r["bandwidth_share_of_spec"])
+    raise ValueError(f"elementwise.bandwidth_share: no measured row for mode {mode!r} "
+                     f"(one of {', '.join(MODES + ('vectorized',))})")
+
+
+def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:
+    """Element-wise HBM bytes per token per layer, forward + backward, 2-byte activations, for a ModelSpec (its
+    norm, MLP gating, position encoding and GQA) on this stack; `lora`: peft adapters on every linear."""
     h = float(model.hidden_size)
     kv = float(model.num_kv_heads * model.head_dim)
     rope = getattr(getattr(model, "traits", None), "position", "rope") == "rope"
     gqa = model.num_kv_heads < model.num_heads
-    return traffic_ratio(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa,
-                         lora=lora)
+    return layer_bytes(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa,
+                       lora=lora)

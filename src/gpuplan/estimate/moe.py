@@ -321,6 +321,9 @@ def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1
     return tokens * per_token + routed_rows * per_row + out_tokens * hidden * o
 
 
+DEEPGEMM_LAYOUTS = ("contiguous", "masked")
+
+
 @lru_cache(maxsize=1)
 def measured_rows_half() -> float:
     """d0_M of a grouped expert GEMM as its kernel measures it: DeepGEMM's README (@a6d97a1) times FP8 grouped
@@ -329,11 +332,31 @@ def measured_rows_half() -> float:
     closed form (the mean log ratio) at each d0_M of a fine logarithmic grid: about 112 rows. Every M there is a
     multiple of the 128-row tile, so padding is not in it (padded_rows_per_expert prices it apart)."""
     import numpy as np
-    table = rows("grouped_gemm_rows.csv")
+    table = [r for r in rows("grouped_gemm_rows.csv") if r["layout"] in DEEPGEMM_LAYOUTS]
     m = np.array([float(r["m_per_group"]) for r in table])
     log_rate = np.log([float(r["tflops_per_s"]) for r in table])
     grid = np.exp(np.linspace(np.log(1.0), np.log(1e5), 20001))
     shape = np.log(m[None, :] / (m[None, :] + grid[:, None]))
     resid = log_rate[None, :] - shape
+    sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(sse))])
+
+
+@lru_cache(maxsize=8)
+def measured_total_rows_half(d0: float) -> float:
+    """D of a training grouped expert GEMM's row factor M_tot/(M_tot + D), M_tot = the rows of every local expert in
+    the one grouped call, as gpuplan's lent H200 measured it (data/grouped_gemm_rows.csv, layout torch_grouped_mm:
+    torch._grouped_mm, CUTLASS grouped GEMMs, bf16, 4 and 16 experts of Qwen3-30B-A3B and gpt-oss-120b shapes at
+    128 ... 8192 rows each). The factor is on the total, not the rows per expert: 16 experts of M rows run like 4
+    of 4M (per-expert fits give d0_M 171 rows at 16 experts, 601 at 4, i.e. D ~ 2,400-2,700 either way): the call
+    fills the GPU's SMs with the tiles of all groups. Fitted like measured_rows_half (a free rate in closed form at
+    each D of a logarithmic grid), with the size factor K/(K + d0)·N/(N + d0) of each shape taken out."""
+    import numpy as np
+    table = [r for r in rows("grouped_gemm_rows.csv") if r["layout"] == "torch_grouped_mm"]
+    m_tot = np.array([float(r["m_per_group"]) * float(r["groups"]) for r in table])
+    k, n = (np.array([float(r[c]) for r in table]) for c in ("k", "n"))
+    log_rate = np.log([float(r["tflops_per_s"]) for r in table]) - np.log(k / (k + d0) * n / (n + d0))
+    grid = np.exp(np.linspace(np.log(1.0), np.log(1e6), 20001))
+    resid = log_rate[None, :] - np.log(m_tot[None, :] / (m_tot[None, :] + grid[:, None]))
     sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     return float(grid[int(np.argmin(sse))])

@@ -194,10 +194,12 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     return max(1e-3, eta * g)
 
 
-def training_rows_half(params: Mapping[str, Any]) -> float:
-    """d0_M of training's grouped expert GEMMs: d0 itself (`matmul_dim_half`, fitted on training rows), the
-    stated prior of the row constant. `matmul_rows_half` is fitted on TensorRT-LLM serving rows only."""
-    return float(params["matmul_dim_half"])
+def training_rows_half(params: Mapping[str, Any], local_experts: float) -> float:
+    """d0_M of training's grouped expert GEMMs (M = rows per local expert): the measured total-rows constant D of
+    M_tot/(M_tot + D) over the `local_experts` groups of one grouped call (moe.measured_total_rows_half, an H200
+    torch._grouped_mm sweep), D / local_experts. `matmul_rows_half` is fitted on TensorRT-LLM serving rows only."""
+    from .moe import measured_total_rows_half
+    return measured_total_rows_half(float(params["matmul_dim_half"])) / max(1.0, float(local_experts))
 
 
 def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: float, n: float,
@@ -336,6 +338,7 @@ def _linear_time(c: _Train) -> float:
             count = b.count / ep / per_stage * _routed_rows(c)   # the busiest EP rank (or the capacity) sets the pace
         else:
             m_rows, count = c.tokens * _stream_share(c, b), b.count / per_stage
+        rows_half = training_rows_half(c.P, b.count / ep) if b.kind == "expert" else None
         dtype, eff = c.mm_dtype, None
         if c.mm_dtype == "fp8":
             # FP8 training recipes (torchao Float8Linear, Transformer Engine) convert the decoder
@@ -347,12 +350,12 @@ def _linear_time(c: _Train) -> float:
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
                         eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0,
-                        rows_half=training_rows_half(c.P))
+                        rows_half=rows_half)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
             # the weight-gradient GEMM of this linear runs in bf16 (torchao rowwise_with_gw_hp)
             t_wgrad = gemm_time(c.P, c.gpu, c.attn_dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
-                                grouped=b.kind == "expert", rows_half=training_rows_half(c.P))
+                                grouped=b.kind == "expert", rows_half=rows_half)
             t_lin += t_f * bwd + t_wgrad
         else:
             t_lin += t_f * (1.0 + bwd)
@@ -568,22 +571,37 @@ def _fusion_mode(c: _Train) -> str:
                                   getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
 
 
-def _fusion_ratio(c: _Train) -> float:
-    """Element-wise HBM bytes of this stack's layer over the calibration layer's (estimate/elementwise.py); an HF
-    LoRA/QLoRA step adds peft's adapter casts, scaling and adds (eager only: Unsloth fuses them)."""
-    return elementwise.model_traffic_ratio(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c),
-                                           lora=c.tr.method in ("lora", "qlora"))
+def _layer_elementwise_bytes(c: _Train, lora: bool | None = None) -> float:
+    """Element-wise HBM bytes per token per layer (fwd + bwd, 2-byte activations) of this stack's layer
+    (estimate/elementwise.py); an HF LoRA/QLoRA step adds peft's adapter casts, scaling and adds (eager only:
+    Unsloth fuses them)."""
+    lora = c.tr.method in ("lora", "qlora") if lora is None else lora
+    return elementwise.model_layer_bytes(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c),
+                                         lora=lora)
+
+
+def _elementwise_time(c: _Train) -> tuple[float, float]:
+    """(seconds, loss bytes left for the memory rate) of one micro-batch's element-wise kernels: the layer's norms,
+    RoPE, activation and residual adds (the recomputed forward adds its share) and, for stacks whose loss is aten's
+    cross entropy on upcast logits, that loss, at the bandwidth share this stack's kernels were measured to reach;
+    peft's adapter ops are plain vectorised casts and adds, at the copy rate (elementwise.py)."""
+    mode, tp = _fusion_mode(c), c.par.tp
+    scale = c.act_b / 2.0 / tp * c.tokens * c.L_stage * (1.0 + FORWARD_SHARE * c.rc.elementwise_share)
+    base = _layer_elementwise_bytes(c, lora=False) * scale
+    adapters = _layer_elementwise_bytes(c) * scale - base
+    logits = c.model.vocab_size / tp * c.tokens
+    eager_loss = elementwise.eager_loss_bytes_per_logit(c.scn.framework, mode)
+    loss_at_stack_rate = eager_loss * logits if eager_loss is not None else 0.0
+    rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
+    bw = _bw(c.gpu)
+    t = (base + loss_at_stack_rate) / (bw * elementwise.bandwidth_share(mode))
+    return t + adapters / (bw * elementwise.bandwidth_share("vectorized")), rest
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
-    width = (c.model.hidden_size + _mlp_width_active(c.model)) / tp
-    # the calibrated passes describe llm-foundry's eager MPT layer; this stack's fusion (eager aten ops,
-    # torch.compile regions, framework kernels) scales them by its measured/derived bytes (elementwise.py)
-    elt_bytes = (c.P["elementwise_passes"] * _fusion_ratio(c)) * c.act_b * width * c.tokens * c.L_stage
-    elt_bytes *= 1.0 + FORWARD_SHARE * c.rc.elementwise_share
-    elt_bytes += c.P["loss_bytes_per_logit"] * c.model.vocab_size / tp * c.tokens
+    t_layer, elt_bytes = _elementwise_time(c)
     elt_bytes += _fp8_cast_bytes(c)
     elt_bytes += _moe_permute_bytes(c)
     # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
@@ -593,7 +611,7 @@ def _memory_bound_time(c: _Train) -> tuple[float, float]:
         passes = 2 + c.rc.linear_share
         base_local = matmul_params_active(c.model) / tp / c.par.pp
         t_dequant = passes * base_local * QLORA_DEQUANT_BYTES_PER_PARAM / (bw * c.eta_mem)
-    return elt_bytes / (bw * c.eta_mem), t_dequant
+    return t_layer + elt_bytes / (bw * c.eta_mem), t_dequant
 
 
 def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
@@ -909,7 +927,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
                       "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     details["elementwise_kernels"] = _fusion_mode(c)
-    details["elementwise_traffic_ratio"] = round(_fusion_ratio(c), 4)
+    details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
+    details["elementwise_bandwidth_share"] = elementwise.bandwidth_share(_fusion_mode(c))
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
@@ -1443,13 +1462,14 @@ class _Serving:
         return per_layer * layers / memory_rate(self.P, self.gpu)
 
     def _elementwise(self, tokens: float) -> float:
-        """Norms, activations, residual adds, RoPE: forward share (1/3) of the training passes."""
+        """Norms, activations, residual adds, RoPE: the forward share (1/3) of the training layer's bytes for the
+        engine's kernels (HF transformers eager aten ops; vLLM, SGLang, TensorRT-LLM and llama.cpp fused
+        kernels), at the bandwidth share those kernels were measured to reach (estimate/elementwise.py)."""
         m = self.model
-        width = (m.hidden_size + _mlp_width_active(m)) / self.tp
-        passes = self.P["elementwise_passes"] * FORWARD_SHARE
-        rate = memory_rate(self.P, self.gpu)
-        t = passes * 2.0 * width * tokens * m.num_layers / self.pp / rate
-        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / rate
+        mode = "eager" if self.inf.engine == "hf" else "fused"
+        layer = elementwise.model_layer_bytes(m, _mlp_width_active(m), "hf", mode) * FORWARD_SHARE / self.tp
+        t = layer * tokens * m.num_layers / self.pp / (_bw(self.gpu) * elementwise.bandwidth_share(mode))
+        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / memory_rate(self.P, self.gpu)
 
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
