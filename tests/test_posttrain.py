@@ -782,12 +782,11 @@ def _trl_dpo(**over):
 def test_trl_dpo_step_prices_its_log_prob_block_beyond_the_sft_loss():
     """TRL's DPOTrainer (framework hf) adds its log-prob block over the 2 x 4 x 1,024 = 8,192 policy tokens x
     Llama 3.2's 128,256-entry vocabulary: 144 bytes per logit with the reference forward, 114 with precomputed
-    log-probs, at the H200's memory-bound rate; open-instruct-style stacks (torchtitan) and a fused loss add none."""
-    from gpuplan.estimate.calibration import packaged
-    from gpuplan.estimate.speed import memory_rate
+    log-probs, at the H200's bandwidth share of eager kernels; open-instruct-style stacks (torchtitan) and a fused loss add none."""
+    from gpuplan.estimate.elementwise import bandwidth_share
     from gpuplan.hardware import get_gpu
     logits = 8_192 * 128_256
-    rate = memory_rate(packaged(), get_gpu("h200-sxm"))
+    rate = get_gpu("h200-sxm").mem_bandwidth_bytes_per_s * bandwidth_share("eager")
     ref = evaluate(_trl_dpo()).performance.details["phases_s"]
     assert ref["logprob_block"] == pytest.approx(144 * logits / rate, rel=1e-9)
     pre = evaluate(_trl_dpo(train={"reference": "precomputed"})).performance.details["phases_s"]

@@ -391,8 +391,8 @@ def teacher_spec(scn: Scenario) -> ModelSpec:
 # - the logged metrics (L1588-1625): entropy_from_logits over a flattened copy of the shifted view (4 + 4), per
 #   128-row chunk log_softmax (4 + 4), exp (4 + 4), their product (4 + 4 + 4), its sum (4): 40; the chosen and the
 #   rejected halves picked by boolean masks (4 + 4) and averaged (4): 12; the chosen argmax (half the rows, 4): 2.
-# Less HF's cross-entropy block counted the same way (ForCausalLMLoss: fp32 copy 6, log_softmax 8, nll ~0; backward
-# nll 4, log_softmax 12, copy 6 = 36): 30 + 66 + 30 + 54 - 36 = 144 with a reference forward, 114 without.
+# Less HF's cross-entropy block counted the same way (elementwise.EAGER_LOSS_BYTES_PER_LOGIT, 36, which the SFT
+# step already charges): 30 + 66 + 30 + 54 - 36 = 144 with a reference forward, 114 without.
 # scripts/trace_dpo_logprob_bytes.py counts the same code op by op on CPU tensors: 145.4 and 111.8.
 TRL_DPO_LOGPROB_EXTRA = {"reference": 144.0, "precomputed": 114.0}
 TRL_FP32_COPY_BYTES = 6.0       # the reference logits' fp32 copy (2 read + 4 written), absent in fp32 training
@@ -417,16 +417,16 @@ def trl_logprob_bytes(scn: Scenario) -> float:
 def trl_logprob_seconds(scn: Scenario, model: ModelSpec, gpu: Any, params: Mapping[str, Any] | None,
                         tokens: float) -> float:
     """Seconds per step a GPU spends on TRL's DPO log-prob block beyond the SFT loss: trl_logprob_bytes over its
-    data-parallel rank's share of the step's policy tokens x the vocabulary, at the GPU's memory-bound rate."""
+    data-parallel rank's share of the step's policy tokens x the vocabulary, at the bandwidth share measured for
+    eager aten kernels (elementwise.bandwidth_share, as the SFT step prices HF's eager cross entropy): TRL's
+    `_compute_loss` runs eagerly outside any compiled model."""
     per_logit = trl_logprob_bytes(scn)
     if not per_logit:
         return 0.0
-    from .calibration import packaged
-    from .speed import memory_rate
-    P = params if params is not None else packaged()
+    from . import elementwise
     pa = scn.parallel
     logits = tokens / scn.dp / pa.cp * model.vocab_size / pa.tp
-    return per_logit * logits / memory_rate(P, gpu)
+    return per_logit * logits / (float(gpu.mem_bandwidth_bytes_per_s) * elementwise.bandwidth_share("eager"))
 
 
 def forward_seconds_per_token(base: PerformanceEstimate, scn_policy: Scenario, model: ModelSpec,
@@ -498,7 +498,7 @@ def train_speed(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[st
                  + f"; tokens per step count the {sh.grad_sequences} sequence(s) per example the policy trains on"
                  + (" (the reference and KL forwards are no-grad, 2N FLOPs per token)" if extra else "")
                  + (f"; logprob_block: TRL's log-prob block beyond the SFT loss, {trl_logprob_bytes(scn):g} bytes "
-                    f"per logit at the memory-bound rate ({TRL_REF} dpo_trainer.py _compute_loss)" if t_lp else ""))
+                    f"per logit at eager kernels' bandwidth ({TRL_REF} dpo_trainer.py _compute_loss)" if t_lp else ""))
     details = dict(base.details)
     details.update({"objective": sh.name, "reference": sh.reference, "examples_per_step": int(per_example // t.seq_len),
                     "sequences_per_example": sh.grad_sequences, "bound_by": bound,
