@@ -17,7 +17,8 @@ from gpuplan.local.measure import is_profiler_annotation  # noqa: E402
 
 GiB = 2 ** 30
 SOURCE = "gpuplan measure on a lent H200"
-COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "task", "framework", "method", "precision",
+COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "task", "framework", "tool", "objective",
+           "reference", "method", "precision",
            "master_weights", "optimizer", "optimizer_impl", "recompute", "attention", "seq_len", "micro_batch",
            "lora_rank", "engine", "weights", "prompt_len", "output_len", "concurrency", "step_time_s",
            "tokens_per_s_per_gpu", "peak_allocated_gib", "peak_reserved_gib", "peak_device_used_gib", "ttft_s",
@@ -43,7 +44,8 @@ def row(rec: dict, url: str, retrieved: str, versions: dict) -> dict:
            "peak_device_used_gib": _r(m["peak_device_used_bytes"] / GiB),
            "profiled_wall_s": _r(ops.get("wall_s")), "profiled_gpu_busy_s": _r(_busy(ops)), **versions}
     if t:
-        out.update(method=t["method"], precision=t["precision"], master_weights=str(t["master_weights"]).lower(),
+        out.update(tool=s.get("tool") or "", objective=t.get("objective") or "sft", reference=t.get("reference") or "",
+                   method=t["method"], precision=t["precision"], master_weights=str(t["master_weights"]).lower(),
                    optimizer=t["optimizer"], optimizer_impl=t["optimizer_impl"], recompute=t["recompute"],
                    attention=t["attention"], seq_len=t["seq_len"], micro_batch=t["micro_batch"],
                    lora_rank=t["lora_rank"] if t["method"] != "full" else "",
@@ -85,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _versions(system: Path) -> dict:
-    """torch / transformers versions from the run's system.txt ('torch X cuda Y transformers Z peft W')."""
+    """torch / transformers versions from the run's system.txt: 'torch X cuda Y transformers Z peft W', or (the
+    second 2026-12-04 run) the bare 'X Y Z W ...' line of torch, CUDA, transformers and peft versions."""
     try:
-        words = next(ln for ln in system.read_text().splitlines() if ln.startswith("torch ")).split()
-        return {"torch": words[1], "transformers": words[5]}
+        lines = system.read_text().splitlines()
+        words = next((ln for ln in lines if ln.startswith("torch ")), "").split()
+        if words:
+            return {"torch": words[1], "transformers": words[5]}
+        bare = next(ln for ln in lines if "+cu" in ln.split(" ")[0]).split()
+        return {"torch": bare[0], "transformers": bare[2]}
     except (OSError, StopIteration, IndexError):
         return {"torch": "", "transformers": ""}
 

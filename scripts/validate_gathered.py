@@ -105,12 +105,15 @@ def measured_scenario(row: dict) -> dict:
     if row["task"] == "infer":
         return {**base, "infer": {"engine": row["engine"], "weights": row["weights"], "prompt_len": int(row["prompt_len"]),
                                   "output_len": int(row["output_len"]), "concurrency": int(row["concurrency"])}}
-    train = {"method": row["method"], "precision": row["precision"], "master_weights": row["master_weights"] == "true",
+    train = {"objective": row.get("objective") or "sft", "method": row["method"], "precision": row["precision"],
+             "master_weights": row["master_weights"] == "true",
              "optimizer": row["optimizer"], "optimizer_impl": row["optimizer_impl"], "recompute": row["recompute"],
              "attention": row["attention"], "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"])}
     if row["lora_rank"]:
         train["lora_rank"] = int(row["lora_rank"])
-    return {**base, "train": train}
+    if row.get("reference"):
+        train["reference"] = row["reference"]
+    return {**base, **({"tool": row["tool"]} if row.get("tool") else {}), "train": train}
 
 
 def measured_memory_pair(row: dict, est) -> tuple[float, float]:
@@ -338,7 +341,10 @@ def score(path: Path) -> list[dict]:
             if measured:    # one GPU, HF transformers, measured here: reserved peak, and training tokens/s
                 rec["mem"] = measured_memory_pair(row, est)
                 rec["method"] = row["method"] or "infer"
-                if row["task"] != "infer":
+                if row.get("objective", "sft") not in ("", "sft"):   # a preference step: its own category
+                    rec["pref"] = (est.performance.step_time_s, float(row["step_time_s"]))
+                    rec["framework"] = row["framework"]
+                elif row["task"] != "infer":
                     rec["tps"] = (est.performance.tokens_per_s_per_gpu, float(row["tokens_per_s_per_gpu"]))
                     rec["moe"] = est.model.is_moe
                 out.append(rec)

@@ -786,7 +786,7 @@ def test_trl_dpo_step_prices_its_log_prob_block_beyond_the_sft_loss():
     from gpuplan.estimate.elementwise import bandwidth_share
     from gpuplan.hardware import get_gpu
     logits = 8_192 * 128_256
-    rate = get_gpu("h200-sxm").mem_bandwidth_bytes_per_s * bandwidth_share("eager")
+    rate = get_gpu("h200-sxm").mem_bandwidth_bytes_per_s * bandwidth_share("eager", "loss")
     ref = evaluate(_trl_dpo()).performance.details["phases_s"]
     assert ref["logprob_block"] == pytest.approx(144 * logits / rate, rel=1e-9)
     pre = evaluate(_trl_dpo(train={"reference": "precomputed"})).performance.details["phases_s"]

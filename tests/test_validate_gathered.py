@@ -333,6 +333,17 @@ def test_scored_preference_rows_run_through_the_scorer():
         assert out[i]["unscored"] and "pref" not in out[i]
 
 
+def test_measured_dpo_rows_score_as_preference_steps():
+    """A DPO step measured on the lent GPU (HD01, TRL's step as `gpuplan measure` runs it) keeps its objective, tool and
+    reference kind, and scores as a preference step (step seconds), not as SFT tokens/s."""
+    rows = _measured_rows()
+    scn = vg.measured_scenario(rows["HD02"])
+    assert scn["tool"] == "trl" and scn["train"]["objective"] == "dpo" and scn["train"]["reference"] == "precomputed"
+    out = {r["id"]: r for r in vg.score(ROOT / "validation" / "gathered" / "measured.csv")}
+    assert out["HD01"]["pref"][1] == float(rows["HD01"]["step_time_s"]) and "tps" not in out["HD01"]
+    assert "tps" in out["HS01"] and "pref" not in out["HS01"]
+
+
 def _measured_rows() -> dict[str, dict]:
     with (ROOT / "validation" / "gathered" / "measured.csv").open(newline="", encoding="utf-8") as fh:
         return {r["id"]: r for r in csv.DictReader(fh)}
@@ -342,7 +353,8 @@ def test_measured_rows_rebuild_the_scenario_the_device_ran():
     """measured.csv (a `gpuplan measure` run): the row's settings are the scenario's, nothing defaulted away."""
     rows = _measured_rows()
     lora = vg.measured_scenario(rows["HT04"])
-    assert lora["train"] == {"method": "lora", "precision": "bf16", "master_weights": True, "optimizer": "adamw",
+    assert lora["train"] == {"objective": "sft", "method": "lora", "precision": "bf16", "master_weights": True,
+                             "optimizer": "adamw",
                              "optimizer_impl": "foreach", "recompute": "none", "attention": "flash",
                              "seq_len": 4096, "micro_batch": 2, "lora_rank": 16}
     assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1} and lora["framework"] == "hf"

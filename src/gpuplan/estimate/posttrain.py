@@ -426,7 +426,7 @@ def trl_logprob_seconds(scn: Scenario, model: ModelSpec, gpu: Any, params: Mappi
     from . import elementwise
     pa = scn.parallel
     logits = tokens / scn.dp / pa.cp * model.vocab_size / pa.tp
-    return per_logit * logits / (float(gpu.mem_bandwidth_bytes_per_s) * elementwise.bandwidth_share("eager"))
+    return per_logit * logits / (float(gpu.mem_bandwidth_bytes_per_s) * elementwise.bandwidth_share("eager", "loss"))
 
 
 def forward_seconds_per_token(base: PerformanceEstimate, scn_policy: Scenario, model: ModelSpec,
