@@ -1160,9 +1160,10 @@ def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
 # The driver's reserve that CUDA never hands out: cudaMemGetInfo's total is nvidia-smi's "Total" less its "Reserved".
 # Measured: H200 143771 MiB total, 616 MiB reserved, torch.cuda.mem_get_info() total 143155.94 MiB (615 MiB less;
 # this project's device check, 2026-12-04); H100 80GB 81559 MiB by nvidia-smi against vLLM's logged total_gpu_memory
-# 79.22 GiB (vllm-project/vllm PR 10511, H100-80G): 438 MiB; RTX 4090 24564 MiB (vLLM issue 7553) against 23.55 GiB
-# (issue 11550): 449 MiB. The median of the three. vLLM's share is gpu_memory_utilization of the CUDA total
-# (gpu_worker.init_device: requested_memory = init_snapshot.total_memory x utilization).
+# 79.22 GiB (vllm-project/vllm PR 10511, H100-80G): 438 MiB; a 24 GB card vLLM logged at 23.55 GiB (vLLM issue 11550)
+# against the RTX 4090's 24564 MiB by nvidia-smi (issue 7553): ~449 MiB (the card is not named there). The median.
+# vLLM's share is gpu_memory_utilization of the CUDA total (gpu_worker.init_device: requested_memory =
+# init_snapshot.total_memory x utilization).
 DRIVER_RESERVE_BYTES = 449 * MiB
 
 
