@@ -1157,6 +1157,21 @@ def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
     return capacity * inf.gpu_memory_utilization - rest
 
 
+# The driver's reserve that CUDA never hands out: cudaMemGetInfo's total is nvidia-smi's "Total" less its "Reserved".
+# Measured: H200 143771 MiB total, 616 MiB reserved, torch.cuda.mem_get_info() total 143155.94 MiB (615 MiB less;
+# this project's device check, 2026-12-04); H100 80GB 81559 MiB by nvidia-smi against vLLM's logged total_gpu_memory
+# 79.22 GiB (vllm-project/vllm PR 10511, H100-80G): 438 MiB; a 24 GB card vLLM logged at 23.55 GiB (vLLM issue 11550)
+# against the RTX 4090's 24564 MiB by nvidia-smi (issue 7553): ~449 MiB (the card is not named there). The median.
+# vLLM's share is gpu_memory_utilization of the CUDA total (gpu_worker.init_device: requested_memory =
+# init_snapshot.total_memory x utilization).
+DRIVER_RESERVE_BYTES = 449 * MiB
+
+
+def vllm_requested_bytes(inf, capacity: float) -> float:
+    """vLLM V1's share of the GPU: gpu_memory_utilization x the total CUDA reports (torch.cuda.mem_get_info)."""
+    return inf.gpu_memory_utilization * (capacity - DRIVER_RESERVE_BYTES)
+
+
 CUDA_GRAPH_BYTES = 512 * MiB     # vLLM logs "Graph capturing finished ... took 0.3-1.5 GiB" for 7-70B models
 
 
@@ -1200,6 +1215,23 @@ def vllm_large_gpu(scn: Scenario, capacity: int) -> bool:
     return capacity >= 70 * GiB and "a100" not in scn.hardware.gpu.lower()
 
 
+def vllm_v1(scn: Scenario) -> bool:
+    """The plan runs vLLM's V1 engine (every vLLM since V0 was removed; V0 only with multi-step scheduling here)."""
+    return scn.infer is not None and scn.infer.engine == "vllm" and getattr(scn.infer, "num_scheduler_steps", 1) <= 1
+
+
+# Bytes per request x vocabulary that vLLM V1's dummy sampler run holds at its peak with FlashInfer's top-k/top-p
+# sampler (vllm-project/vllm v0.11.0, git f71952c1c: gpu_model_runner._dummy_sampler_run keeps the 16-bit logits,
+# 2; sampler.Sampler.forward converts them to fp32, 4; topk_topp_sampler.flashinfer_sample calls FlashInfer's
+# top_k_top_p_sampling_from_logits, which with its default filter_apply_order "top_k_first" makes the top-k masked
+# fp32 logits, 4, and their fp32 softmax, 4 (flashinfer-python 0.3.1, flashinfer/sampling.py)). V1 takes this path
+# whenever FlashInfer imports (VLLM_USE_FLASHINFER_SAMPLER unset means on); vLLM's container image installs it.
+VLLM_FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4 + 4
+# V0's and the other engines' sort-based top-k/top-p: fp32 logits, their sorted copy, int64 sort indices, fp32
+# probabilities and the scattered result
+SORTED_SAMPLER_BYTES = 24.0
+
+
 def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:
     """Peak of the serving engine's start-up profile, which it keeps free next to the KV pool.
 
@@ -1207,9 +1239,10 @@ def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int
     * a forward over the step's token budget: per token the residual, norm output and q/k/v/o
       (4h) and the MLP's gate/up/act (3i/tp) in 16-bit, plus fused-MoE intermediate caches
       (tokens x top-k x (2i + i + h) per rank, vllm fused_moe);
-    * the dummy sampler over max_num_seqs requests with top-k/top-p: fp32 logits, their sorted copy,
-      int64 sort indices, fp32 probabilities and the scattered result, 24 bytes x vocab per request
-      (vllm/v1/sample/ops/topk_topp_sampler.py); logits are gathered to the full vocabulary."""
+    * the dummy sampler over max_num_seqs requests with top-k/top-p, the logits gathered to the full
+      vocabulary: vLLM V1 with FlashInfer's sampler, VLLM_FLASHINFER_SAMPLER_BYTES per request and vocabulary
+      entry, beside the forward's 16-bit hidden states (profile_run keeps them until the sampler has run);
+      otherwise the sort-based path, SORTED_SAMPLER_BYTES (vllm/v1/sample/ops/topk_topp_sampler.py)."""
     inf, tp = scn.infer, scn.parallel.tp
     assert inf is not None
     h = model.hidden_size
@@ -1222,8 +1255,24 @@ def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int
     # the dummy run has min(tokens, max_num_seqs) requests (gpu_model_runner._dummy_run): the engine's
     # limits, never the number of requests waiting (a huge `concurrency` once emptied the KV pool)
     requests = min(tokens, engine_max_num_seqs(scn, capacity, seqs))
-    sampler = requests * model.vocab_size * 24.0
-    return max(forward, sampler)
+    if vllm_v1(scn):
+        return max(forward, tokens * h * 2 + requests * model.vocab_size * VLLM_FLASHINFER_SAMPLER_BYTES)
+    return max(forward, requests * model.vocab_size * SORTED_SAMPLER_BYTES)
+
+
+def _profiled_rest(scn: Scenario, weights: float, act: float, graphs: float) -> float:
+    """What the engine subtracts from its share of the GPU before the KV pool. vLLM V1 (v0.11.0, git f71952c1c,
+    vllm/v1/worker/gpu_worker.py): init_device takes its memory snapshot after the CUDA context and the NCCL
+    communicators exist, and determine_available_memory gives the pool requested_memory (gpu_memory_utilization x
+    total) less weights, the profile's torch peak increase and the non-torch memory added since that snapshot
+    (vllm/utils memory_profiling); CUDA graphs are captured afterwards (compile_or_warm_up_model: "memory_profiling
+    does not consider CUDAGraph memory size"), so the context, NCCL and the graphs sit in the 1 - utilization the
+    engine leaves free, not in its share. Of gpuplan's runtime overhead only the library workspaces are left.
+    The other engines: weights, profile, graphs and the whole runtime overhead."""
+    if vllm_v1(scn):
+        extra = scn.overhead_bytes if scn.overhead_bytes is not None else Overhead().workspaces
+        return weights + act + extra
+    return weights + act + graphs + _overhead(scn, 0)
 
 
 def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: int = 1, ep: int = 1,
@@ -1319,8 +1368,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     if inf.engine in ("vllm", "sglang", "trtllm"):
         act = _profile_run_bytes(scn, model, capacity, seqs)
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
-        rest = weights + act + graphs + _overhead(scn, 0)
-        pool = _kv_pool_bytes(inf, capacity, rest)
+        rest = _profiled_rest(scn, weights, act, graphs)
+        pool = vllm_requested_bytes(inf, capacity) - rest if vllm_v1(scn) else _kv_pool_bytes(inf, capacity, rest)
         if inf.engine == "sglang":
             # SGLang's pool is its fraction of the memory free before the weights load, less the weights
             # (ModelRunner.profile_max_num_token: free after the weights - free before x (1 - fraction)); the

@@ -76,7 +76,9 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
             notes.append(f"max_num_batched_tokens {budget} < max_num_seqs {seqs}: vLLM requires at least as many "
                          f"tokens per step as running requests; simulated with {seqs}.")
             budget = seqs
-        return Policy("vllm", seqs, budget, bs, kv_blocks, True, True, False, hit), notes
+        # V1 enables prefix caching by default (EngineArgs: enable_prefix_caching None -> True for generative
+        # models, vllm v0.11.0): a preempted request finds its blocks again while they are still cached
+        return Policy("vllm", seqs, budget, bs, kv_blocks, True, True, False, hit, keep_preempted=True), notes
     cap = int(inf.max_num_seqs or serving.eng["max_batch"])
     if eng == "sglang":
         budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)

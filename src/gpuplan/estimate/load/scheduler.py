@@ -56,6 +56,8 @@ class Policy:
                                       # request that reaches a busy engine during batch n first runs in batch n+2
     new_token_ratio: float | None = None   # SGLang's admission (TokenRatio below) with this initial ratio
                                            # (min(0.7 x --schedule-conservativeness, 1)); None: the vLLM rules
+    keep_preempted: bool = False      # vLLM V1's prefix cache (on by default) keeps a preempted request's full
+                                      # blocks until the free queue reuses them (simulate's `kept`)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,14 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     prefilling: list[int] = []       # running requests still computing their prompt, admission order
     used = 0
     max_used = 0
+    # vLLM V1 prefix caching of preempted requests (Policy.keep_preempted; read in vllm v0.11.0, git f71952c1c):
+    # preemption frees the request's blocks in reverse order (single_type_kv_cache_manager.free) onto the tail of
+    # the free queue (block_pool.free_blocks); new blocks are taken from its head, evicting whatever cached block
+    # is there (get_new_blocks); re-admission finds the longest run of its own full blocks still cached
+    # (kv_cache_manager.get_computed_blocks). So a preempted request's first f full blocks survive until more
+    # blocks have been taken than were free ahead of them: kept[r] = (f, free blocks ahead, `taken` then).
+    taken = 0                        # blocks handed out from the free queue so far
+    kept: dict[int, tuple[int, int, int]] = {}
     t = 0.0
     done = 0
     preemptions = 0
@@ -235,6 +245,9 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         nonlocal used, D, ctx0, preemptions
         v = victim()
         running.remove(v)
+        if pol.keep_preempted:
+            computed = dec_ctx(v) if decoding[v] else comp[v]
+            kept[v] = (computed // bs, cap - used, taken)
         if decoding[v]:
             nv = dec_ctx(v)
             gen[v] = min(d_g0[v] + it - d_it0[v], O[v] - 1)   # (multi-step: a run may have passed its last token)
@@ -270,6 +283,11 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             cached = target - 1
         elif pol.prefix_hit > 0:
             cached = min(int(pol.prefix_hit * P[r]) // bs * bs, target - 1)
+        if r in kept:
+            full, ahead, mark = kept[r]
+            alive = full - max(0, taken - mark - ahead)
+            if alive > 0:
+                cached = max(cached, min(alive * bs, (target - 1) // bs * bs))
         rem = target - cached
         c = min(rem, budget) if pol.chunked_prefill else rem
         total = P[r] + O[r] if pol.reserve_full else cached + c
@@ -395,6 +413,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                         grow = D * (k // bs) + sum(phase[(it + k - k % bs + j) % bs] for j in range(k % bs))
                     kv_block_s += (used + grow / 2.0) * dt
                     used += grow
+                    taken += grow
                     max_used = max(max_used, used)
                     in_system_s += in_sys * dt
                     t += dt
@@ -427,6 +446,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                 r_it0 = it + 1           # the batch that retracted does not decay it
             if D > 0:
                 used += phase[it % bs]
+                taken += phase[it % bs]
         dec = 0 if prefill_iter else D
         budget -= dec
         chunks: list[tuple[int, int, int]] = []       # (request, tokens, offset)
@@ -446,6 +466,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                 continue
             blk[r] += nb
             used += nb
+            taken += nb
             chunks.append((r, c, comp[r]))
             budget -= c
         if not preempted and not ms_left and not blocked:
@@ -470,6 +491,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                 comp[r] = cached
                 blk[r] = nb
                 used += nb
+                taken += nb - cached // bs       # its cached blocks leave the queue without an eviction
+                kept.pop(r, None)
                 running.append(r)
                 prefilling.append(r)
                 chunks.append((r, c, cached))
