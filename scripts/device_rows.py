@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from gpuplan.local.measure import is_profiler_annotation  # noqa: E402
+from gpuplan.local.measure import ATTN_IMPLEMENTATION, is_profiler_annotation  # noqa: E402
 
 GiB = 2 ** 30
 SOURCE = "gpuplan measure on a lent H200"
@@ -47,14 +47,29 @@ def row(rec: dict, url: str, retrieved: str, versions: dict) -> dict:
         out.update(tool=s.get("tool") or "", objective=t.get("objective") or "sft", reference=t.get("reference") or "",
                    method=t["method"], precision=t["precision"], master_weights=str(t["master_weights"]).lower(),
                    optimizer=t["optimizer"], optimizer_impl=t["optimizer_impl"], recompute=t["recompute"],
-                   attention=t["attention"], seq_len=t["seq_len"], micro_batch=t["micro_batch"],
+                   attention=measured_attention(t["attention"]), seq_len=t["seq_len"], micro_batch=t["micro_batch"],
                    lora_rank=t["lora_rank"] if t["method"] != "full" else "",
                    step_time_s=_r(m["step_time_s"]), tokens_per_s_per_gpu=_r(m["tokens_per_s_per_gpu"], 5),
-                   notes=f"{m['steps']} timed steps after {m['warmup']} warm-up; random weights and tokens")
+                   notes=f"{m['steps']} timed steps after {m['warmup']} warm-up; random weights and tokens"
+                         + _attention_note(t["attention"]))
     else:
         out.update(engine=i["engine"], weights=i["weights"], prompt_len=i["prompt_len"], output_len=i["output_len"],
                    concurrency=i["concurrency"], ttft_s=_r(m["ttft_s"]), tpot_s=_r(m["tpot_s"]), notes=HOST_NOTE)
     return out
+
+
+def measured_attention(asked: str) -> str:
+    """The scenario's attention as the run ran it: `gpuplan measure` builds `flash` with attn_implementation
+    "sdpa" (local/measure.py ATTN_IMPLEMENTATION), whose explicit-mask path is priced differently (sliding-window
+    models; estimate/attention_kernels.py MASKED_SDPA_KERNEL)."""
+    return "sdpa" if ATTN_IMPLEMENTATION[asked] == "sdpa" else asked
+
+
+def _attention_note(asked: str) -> str:
+    if measured_attention(asked) == asked:
+        return ""
+    return ('; attention sdpa: gpuplan measure builds the model with attn_implementation="sdpa" '
+            "(local/measure.py _build_model)")
 
 
 def _busy(ops: dict) -> float | None:

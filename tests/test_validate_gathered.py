@@ -355,8 +355,9 @@ def test_measured_rows_rebuild_the_scenario_the_device_ran():
     lora = vg.measured_scenario(rows["HT04"])
     assert lora["train"] == {"objective": "sft", "method": "lora", "precision": "bf16", "master_weights": True,
                              "optimizer": "adamw",
-                             "optimizer_impl": "foreach", "recompute": "none", "attention": "flash",
+                             "optimizer_impl": "foreach", "recompute": "none", "attention": "sdpa",
                              "seq_len": 4096, "micro_batch": 2, "lora_rank": 16}
+    # `gpuplan measure` builds the model with attn_implementation="sdpa" (local/measure.py _build_model)
     assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1} and lora["framework"] == "hf"
     infer = vg.measured_scenario(rows["HI02"])
     assert infer["infer"] == {"engine": "hf", "weights": "bf16", "prompt_len": 1024, "output_len": 64,

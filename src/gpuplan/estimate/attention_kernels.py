@@ -12,6 +12,9 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
 * PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
   the FlashAttention-2 kernel.
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
+* transformers' `sdpa` path hands sliding-window layers an explicit mask once the keys reach the window; on Hopper
+  torch runs that call on cuDNN, which then computes the whole s x s square: `cudnn-masked` (measured on the lent
+  H200 by head-dimension tile, `MASKED_SDPA_KERNEL` below).
 * Serving prefill (forward only): vLLM, SGLang and TensorRT-LLM run FlashAttention-3-class kernels on Hopper, HF
   FlashAttention-2; on Ampere and Ada vLLM runs FlashAttention-2 and SGLang FlashInfer's FA2-algorithm prefill
   (`engine_kernel`); TensorRT-LLM off Hopper and llama.cpp keep their calibrated factors.
@@ -89,15 +92,30 @@ def _rates(r: dict[str, str]) -> tuple[float, float]:
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]]:
-    """(kernel, family) -> (reference GPU, [(seq_len, fwd, bwd FLOP/s)])."""
-    out: dict[tuple[str, str], tuple[str, list[tuple[int, float, float]]]] = {}
+def _table() -> dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float, float]]]]]:
+    """(kernel, family) -> (reference GPU, {head_dim: [(seq_len, fwd, bwd FLOP/s)]})."""
+    out: dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float, float]]]]] = {}
     for r in rows("attention_kernels.csv"):
-        ref, pts = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], []))
-        pts.append((int(r["seq_len"]), *_rates(r)))
-    for _, pts in out.values():
-        pts.sort()
+        ref, dims = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], {}))
+        dims.setdefault(int(r["head_dim"]), []).append((int(r["seq_len"]), *_rates(r)))
+    for _, dims in out.values():
+        for pts in dims.values():
+            pts.sort()
     return out
+
+
+def _head_dim_points(dims: dict[int, list[tuple[int, float, float]]],
+                     head_dim: int | None) -> tuple[list[tuple[int, float, float]], float]:
+    """The rows a head dimension runs on and the share of the kernel's work that is useful. A kernel measured at
+    one head dimension (the published rows, all 128) stands for every head dimension. Where rows exist at several
+    (`cudnn-masked`: the tile sizes 64, 128 and 256), a head dimension runs the smallest tile that holds it, padded:
+    cuDNN ran Phi-3's head dim 96 with the head-dim-128 kernels (knob_7_64x128x128 forward, knob_26_64x64x128
+    backward, validation/device/h200-2026-12-04-kernels.jsonl HK06 and h200-2026-12-04c-sdpa_mask.csv), so it
+    does 128/96 of the work: its useful rate is the tile's x 96/128."""
+    if len(dims) == 1 or head_dim is None:
+        return next(iter(dims.values())) if len(dims) == 1 else dims[max(dims)], 1.0
+    tile = min((d for d in dims if d >= head_dim), default=max(dims))
+    return dims[tile], min(1.0, head_dim / tile)
 
 
 # Transformer Engine prefers cuDNN fused attention over FlashAttention only from compute capability 9.0:
@@ -170,14 +188,17 @@ def _interp(pts: list[tuple[int, float, float]], seq: float) -> tuple[float, flo
     return pts[-1][1], pts[-1][2]
 
 
-def kernel_rates(kernel: str, family: str, seq_len: float, scale: float) -> tuple[float, float] | None:
+def kernel_rates(kernel: str, family: str, seq_len: float, scale: float,
+                 head_dim: int | None = None) -> tuple[float, float] | None:
     """(forward, backward) FLOP/s of `kernel` on a GPU of `family` whose 16-bit peak x sustained clock
-    is `scale` times the reference GPU's; None when no figures are published for that family."""
+    is `scale` times the reference GPU's; None when no figures are published for that family. `head_dim`
+    picks the rows of a kernel measured at several head dimensions (`_head_dim_points`)."""
     hit = _table().get((kernel, family))
     if hit is None:
         return None
-    f, b = _interp(hit[1], seq_len)
-    return f * scale, b * scale
+    pts, useful = _head_dim_points(hit[1], head_dim)
+    f, b = _interp(pts, seq_len)
+    return f * scale * useful, b * scale * useful
 
 
 def reference_gpu(kernel: str, family: str) -> str | None:
@@ -187,6 +208,29 @@ def reference_gpu(kernel: str, family: str) -> str | None:
     hit = _table().get((kernel, family))
     return None if hit is None else hit[0]
 
+
+
+# transformers' SDPA path with an explicit mask (attn_implementation "sdpa"). sdpa_attention_forward sets
+# is_causal only when no mask is given ("is_causal = q_length > 1 and attention_mask is None and is_causal",
+# transformers 5.25.0 integrations/sdpa_attention.py; the same test at huggingface/transformers@00c238bd), and
+# masking_utils._ignore_causal_mask_sdpa keeps the mask of a sliding-window layer whenever the keys reach the
+# window ("if local_attention_size is not None and kv_length >= local_attention_size: return False", 5.25.0):
+# Phi-3-mini (window 2047) from 2,047 tokens, Mistral-7B-v0.1 (4096), Gemma-3's local layers (512/1024). torch then
+# cannot take FlashAttention-2 (can_use_flash_attention's check_for_attn_mask); on compute capability 9.x/10.x
+# with cuDNN > 9.15 it tries cuDNN first (priority_order / check_prefer_cudnn_attention) and cuDNN takes the mask as
+# a bias (check_attn_mask_shape only), pytorch/pytorch@001f694a aten/src/ATen/native/transformers/cuda/sdp_utils.cpp.
+# With a bias and no causal flag the kernel computes every tile of the s x s square: measured on the lent H200
+# (scripts/bench_sdpa_mask.py, validation/device/h200-2026-12-04c-sdpa_mask.csv) a 1,024-token window at 4,096
+# tokens takes as long as the full causal mask, and the masked call runs 3.0-3.4x the forward and 2.2-3.1x the
+# backward time of is_causal=True. `cudnn-masked` rows carry rates per FLOP of that square, by head-dimension tile.
+# Ampere and Ada (cuDNN not preferred) fall to the memory-efficient kernel, which has no rows: calibrated there.
+MASKED_SDPA_KERNEL = {"hopper": "cudnn-masked"}
+
+
+def masked_sdpa_kernel(family: str | None) -> str | None:
+    """The kernel torch SDPA runs for a call with an explicit mask on a GPU family where it is measured (None:
+    not measured; the caller keeps its unmasked pricing)."""
+    return MASKED_SDPA_KERNEL.get(family or "")
 
 
 def backward_flop_ratio(kernel: str | None) -> float:
@@ -207,7 +251,8 @@ def describe(kernel: str) -> str:
     return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3",
             "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
             "triton": "Triton unified attention (vLLM on ROCm)",
-            "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)"}.get(kernel, kernel)
+            "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)",
+            "cudnn-masked": "cuDNN fused attention with an explicit mask (whole s x s square)"}.get(kernel, kernel)
 
 
 

@@ -27,6 +27,7 @@ from . import fp8 as fp8_recipes
 from . import optim
 from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_flop_ratio, default_kernel,
                                 engine_kernel, fp8_context_attention, fp8_forward_speedup, kernel_rates,
+                                masked_sdpa_kernel,
                                 reference_gpu)
 from .layout import grad_accum_steps
 from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
@@ -446,9 +447,50 @@ def _stream_share(c: _Train, b: Any) -> float:
     return (tr.target_len or tr.seq_len) / tr.seq_len
 
 
+def sdpa_masked_windows(c: _Train) -> tuple[int, ...]:
+    """The windows of the layers to which transformers' SDPA path hands an explicit mask (attention `sdpa` on HF
+    modeling code; estimate/attention_kernels.py MASKED_SDPA_KERNEL): sliding-window layers whose keys reach the
+    window (masking_utils._ignore_causal_mask_sdpa, transformers 5.25.0). Full-attention layers get is_causal.
+    Unsloth runs its own attention, not transformers' sdpa_attention_forward."""
+    tr = c.tr
+    if (tr.attention != "sdpa" or c.scn.framework != "hf" or getattr(c.scn, "tool", None) == "unsloth"
+            or c.model.is_encoder_decoder or c.model.traits.eager_attention_only or c.attn_dtype == "fp32"):
+        return ()
+    keys = attention_span(tr)
+    return tuple(w for w in c.model.attention_windows if w and keys >= w)
+
+
+def _masked_sdpa_time(c: _Train, windows: tuple[int, ...]) -> tuple[float, float] | None:
+    """(seconds of the masked layers' attention, forward FLOPs of the other layers' causal attention) or None where
+    the masked kernel is not measured. A masked layer computes the whole s x s square (no tile skipped:
+    attention_kernels.py) at the `cudnn-masked` rate of its head dimension's tile; the other layers (no window,
+    or a window the keys do not reach) are plain causal, (s + 1) / 2 keys a query."""
+    fam = _kernel_family(c.gpu)
+    kernel = masked_sdpa_kernel(fam)
+    scale = _kernel_scale(kernel, c.gpu, c.P) if kernel else None
+    if scale is None:
+        return None
+    s, m = attention_span(c.tr), c.model
+    per_pair = 2.0 * m.num_heads * (m.head_dim + m.v_head_dim) * c.tokens / c.par.tp / c.par.pp
+    square = per_pair * s * len(windows)
+    rates = kernel_rates(kernel, fam, s, scale, m.head_dim)
+    unmasked = per_pair * (len(m.attention_windows) - len(windows)) * (s + 1) / 2
+    return attention_time(square, c.rc.attention_share, rates), unmasked
+
+
 def _attention_time(c: _Train) -> float:
     tr = c.tr
     attn_f = attention_flops_per_token_forward(c.model, attention_span(tr)) * c.tokens / c.par.tp / c.par.pp
+    masked = sdpa_masked_windows(c)
+    hit = _masked_sdpa_time(c, masked) if masked else None
+    if hit is not None:
+        return hit[0] + _fused_attention_time(c, hit[1])
+    return _fused_attention_time(c, attn_f)
+
+
+def _fused_attention_time(c: _Train, attn_f: float) -> float:
+    """Seconds of `attn_f` forward attention FLOPs (causal, window-capped) at the scenario's attention kernel."""
+    tr = c.tr
     if c.model.is_encoder_decoder:
         attn_f = encdec_flops.attention_flops_forward(c.model, tr.seq_len, tr.target_len or tr.seq_len) \
             * tr.micro_batch / c.par.tp

@@ -175,6 +175,12 @@ class _Cpu(_Cuda):
         return {}
 
 
+# attn_implementation a measured model is built with, by train.attention: flash-attn is not assumed installed, so
+# `flash` runs transformers' SDPA path (on Hopper with a recent cuDNN, torch's cuDNN kernel; estimate/
+# attention_kernels.py). Rows of a device run record what ran (scripts/device_rows.py `measured_attention`).
+ATTN_IMPLEMENTATION = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
+
+
 def _build_model(torch, scn, dtype, dev: _Cuda):
     try:
         import transformers
@@ -186,10 +192,9 @@ def _build_model(torch, scn, dtype, dev: _Cuda):
     cfg = dict(spec.config)
     mt = cfg.pop("model_type", spec.model_type)
     config = AutoConfig.for_model(mt, **cfg)
-    attn = {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}
     kind = scn.train.attention if scn.is_training else "flash"
     with torch.device(dev.name):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attn[kind])
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION[kind])
     return model, spec, transformers.__version__
 
 
