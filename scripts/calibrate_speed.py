@@ -19,6 +19,8 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs
             test: its Llama 3 70B rows, its Apple rows, and the llama.cpp Metal PR #3084 source.
+            Every TensorRT-LLM row is priced as the finite offline run it was (its $num_requests queued
+            at once: speed._Serving.offline_throughput), not as a steady state (docs/speed.md §3.19).
 Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
 elementwise memory passes, per-engine step/layer overheads, batch caps and prefill factors.
 Never a per-row constant.

@@ -127,9 +127,11 @@ def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: floa
 # it does not run at the steady-state batch throughout: 3000 requests of 1000/1000 at a batch of 1550 are two
 # waves, and the ramp admits floor((max_num_tokens - decodes) / ISL) prompts a step.
 # What one iteration schedules (PyExecutor with the GUARANTEED_NO_EVICT capacity scheduler and no chunked
-# prefill, the trtllm-bench defaults; tensorrt_llm/_torch/pyexecutor/scheduler.py @000a01de): every running
-# generation request, then waiting context requests while a slot is free (max_batch_size counts both) and
-# their whole prompt fits the tokens the decodes leave of max_num_tokens. A context step yields a request's
+# prefill, the trtllm-bench defaults): every running generation request, then waiting context requests while a
+# slot is free (max_batch_size counts both) and their whole prompt fits the tokens the decodes leave of
+# max_num_tokens (tensorrt_llm/_torch/pyexecutor/scheduler.py @034fffb0900632b2aefdec1ce9a5b5cbe63d22ba,
+# `PyMicroBatchScheduler.schedule`, "Generation First", then "No Chunking: Greedy allocation" until a prompt
+# does not fit; it mirrors the C++ MicroBatchScheduler that `BindMicroBatchScheduler` runs). A context step yields a request's
 # first token, so it needs OSL - 1 generation steps after it. The KV pool is in `max_batch` (the caller's
 # min(max_batch_size, requests whose ISL + OSL the pool reserves)).
 
