@@ -45,6 +45,11 @@ def test_token_budget_limits_the_ramp_by_hand():
     assert t == pytest.approx(6.3)
 
 
+def test_overlap_scheduler_keeps_a_finished_request_one_more_step():
+    # the two-wave case with one extra iteration per request: each wave is 1 + 2 + 1 = 4 steps
+    assert offline_run_seconds(4, 1, 3, 2, 100, one, extra_steps=1) == (8.0, 8)
+
+
 def test_one_output_token_ends_at_the_context_step():
     # OSL 1: each request is done when its prompt step yields the first token; batch 2 -> 2, 2, 1
     assert offline_run_seconds(5, 1, 1, 2, 100, one) == (3.0, 3)

@@ -1688,7 +1688,9 @@ class _Serving:
                 gpu = decode_s(decodes, False) + prompts * prompt_s(decodes)
             return self.with_host(gpu, decodes + prompts)
 
-        seconds, _ = trtllm_offline_run(n_r, P_len, O_len, batch, int(self.max_step_tokens), step_s)
+        # TensorRT-LLM's overlap scheduler keeps a finished request in one more iteration (trtllm_bench.py)
+        extra = 1 if (inf.engine == "trtllm" and self.engine_host.overlapped) else 0
+        seconds, _ = trtllm_offline_run(n_r, P_len, O_len, batch, int(self.max_step_tokens), step_s, extra)
         thr = n_r * O_len / seconds * self.adp if seconds > 0 else 0.0
         return dict(steady, output_tokens_per_s=thr, output_tokens_per_s_per_gpu=thr / self.group_gpus,
                     offline_requests=n_r * self.adp, offline_seconds=seconds)

@@ -137,12 +137,15 @@ def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: floa
 
 
 def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_tokens: int,
-                        step_s) -> tuple[float, int]:
+                        step_s, extra_steps: int = 0) -> tuple[float, int]:
     """(wall seconds, iterations) of an offline run of `requests` requests of `isl` prompt and `osl` output
     tokens each, all queued at time 0, under the scheduling rules above; `step_s(decodes, prompts)` is one
     iteration's seconds with that many generation and context requests. Requests admitted in the same
     iteration finish together, so the run is simulated cohort by cohort, and runs of identical
-    generation-only iterations are taken in one jump."""
+    generation-only iterations are taken in one jump. `extra_steps`: iterations a request stays scheduled after
+    its last token. TensorRT-LLM's overlap scheduler (on by default) schedules iteration n + 1 before it has
+    processed iteration n's tokens, so a request that finished in n runs once more: "The optimization
+    introduces one extra decoding step" (docs/source/features/overlap-scheduler.md)."""
     waiting, t, steps = int(requests), 0.0, 0
     cohorts: list[list[int]] = []        # [generation steps left, requests] in admission order
     running = 0
@@ -167,7 +170,7 @@ def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_t
             running -= cohorts.pop(0)[1]
         if admit > 0:
             waiting -= admit
-            if osl > 1:
-                cohorts.append([osl - 1, admit])
+            if osl - 1 + extra_steps > 0:
+                cohorts.append([osl - 1 + extra_steps, admit])
                 running += admit
     return t, steps
