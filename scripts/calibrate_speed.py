@@ -19,6 +19,8 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs
             test: its Llama 3 70B rows, its Apple rows, and the llama.cpp Metal PR #3084 source.
+            Every TensorRT-LLM row is priced as the finite offline run it was (its $num_requests queued
+            at once: speed._Serving.offline_throughput), not as a steady state (docs/speed.md §3.19).
 Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
 elementwise memory passes, per-engine step/layer overheads, batch caps and prefill factors.
 Never a per-row constant.
@@ -282,8 +284,10 @@ def infer_rows(path: Path) -> list[Row]:
             # Qwen3-30B-A3B (one GPU, no EP) fits the grouped-expert-GEMM row constant only (step 5);
             # Qwen3-235B-A22B (EP8 + attention DP, other GPUs) stays held out
             split = "fit" if mid in ("llama-3.1-8b", "llama-3.3-70b-instruct", "qwen3-30b-a3b") else "test"
+            # the row is one finite offline run of `reqs` fixed-length requests queued at once (the page's
+            # $num_requests), priced as such (speed._Serving.offline_throughput), not as a steady state
             rows.append(Row(rid, "TensorRT-LLM perf-overview", "serve_throughput", split, float(r["value"]),
-                            _serve_pred(scn, model, gpu, "throughput"),
+                            _offline_pred(scn, model, gpu, reqs),
                             f"{mid} {gid} {layout} {r['isl']}/{r['osl']} {weights}"))
         elif "llama.cpp" in r["engine"]:
             gid = _gpu_key(r["gpu_type"])
@@ -323,6 +327,12 @@ def infer_rows(path: Path) -> list[Row]:
                             _serve_pred(scn, model, gpu, kind),
                             f"{mid} {gid} {r['precision']} {kind} P{prompt}{build}"))
     return rows
+
+
+def _offline_pred(scn, model, gpu, requests):
+    def f(P):
+        return speed.serving_model(scn, model, gpu, params=P).offline_throughput(requests)["output_tokens_per_s"]
+    return f
 
 
 def _serve_pred(scn, model, gpu, what):

@@ -106,6 +106,24 @@ def test_rows_half_prior_reproduces_deepgemm_grouped_gemm_curve():
         assert a * x / (x + d0m) == pytest.approx(t, rel=0.05)
 
 
+def test_h200_grouped_gemm_measurement_sides_with_the_prior_not_the_fitted_constant():
+    # gpuplan's own H200 run (validation/device/h200-2026-12-04-expert_gemm.csv, torch._grouped_mm, bf16, the
+    # Qwen3-30B-A3B fc1 shape, 16 groups): 293.0 TFLOP/s at 128 rows per group, 712.8 at 2048, a ratio of 2.43.
+    # M/(M + d0_M) predicts (2048/2160.5)/(128/240.5) = 1.78 at the prior d0_M = 112.5 and
+    # (2048/4742)/(128/2822) = 9.52 at the fitted 2694: the measured curve is 1.4x from the prior, 3.9x from the fit.
+    rows = {(r["test"], r["shape"], r["experts"], r["rows_per_expert"]): float(r["tflops"] or "nan") for r in
+            csv.DictReader((ROOT / "validation/device/h200-2026-12-04-expert_gemm.csv").open(encoding="utf-8"))}
+    ratio = rows[("torch_grouped_mm", "qwen3-30b-a3b fc1", "16", "2048")] / \
+        rows[("torch_grouped_mm", "qwen3-30b-a3b fc1", "16", "128")]
+    assert ratio == pytest.approx(712.8 / 293.0)
+
+    def predicted(d0m):
+        return (2048 / (2048 + d0m)) / (128 / (128 + d0m))
+    assert predicted(112.5) == pytest.approx(1.78, abs=0.01)
+    assert predicted(2694.0) == pytest.approx(9.52, abs=0.01)
+    assert abs(math.log(ratio / predicted(112.5))) < abs(math.log(ratio / predicted(2694.0))) / 2
+
+
 def test_tile_padding_only_where_the_kernels_fix_a_128_row_tile():
     # FP8 experts on Hopper run TMA warp-specialized grouped GEMMs only (M tiles 128/256); NVFP4 experts on B200 the
     # SM100 FP4 grouped GEMMs (M tiles 128/256). 16-bit experts may fall back to SM80 tiles from 16 rows, MXFP4 runs

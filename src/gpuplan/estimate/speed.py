@@ -39,6 +39,7 @@ from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
+from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
 from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
                             gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
@@ -1639,8 +1640,9 @@ class _Serving:
         t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
             + self._elementwise(q) + t_moe + comm + self._overhead() + t_sample
         host = self._host_issue(q)
-        t = self.with_host(max(t, host), batch)
-        return {"time": t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
+        gpu_t = max(t, host)
+        t = self.with_host(gpu_t, batch)
+        return {"time": t, "gpu_time": gpu_t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue,
                 "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row, "moe_passes": t_moe}
@@ -1723,6 +1725,56 @@ class _Serving:
             draft = 0.0
         return verify + draft
 
+    def offline_throughput(self, requests: int) -> dict[str, Any]:
+        """Output tokens/s of the model copy over a finite offline run: `requests` requests of the scenario's
+        prompt and output lengths, all queued at once and spread evenly over the attention replicas, as
+        `trtllm-bench throughput` runs its dataset (trtllm_bench.offline_run_seconds: the waves, the ramp through
+        the token budget, the last partial wave). Each iteration is priced as point()'s steady step is: the
+        running decodes (a generation-only iteration replays the padded CUDA graph), the prompts it admits riding
+        in the same forward, the host work of its sequences overlapped or not."""
+        inf = self.inf
+        P_len, O_len = inf.prompt_len, inf.output_len
+        n_r = math.ceil(requests / self.adp)
+        steady = self.point(n_r * self.adp)
+        if not steady["fits"] or self.beams > 1 or self.spec is not None:
+            return steady      # beams and speculative steps: the steady-state point only
+        batch = steady["batch_per_replica"]
+        ctx = P_len + O_len / 2.0
+        step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) \
+            if batch > 1 else None
+        adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
+        dec: dict[tuple[int, bool], float] = {}
+        pf: dict[int, float] = {}
+
+        def decode_s(d: int, graph: bool) -> float:
+            if (d, graph) not in dec:
+                pad = trtllm_padded_batch(d, self.graph_sizes) if (graph and self.graph_sizes) else None
+                dec[(d, graph)] = self.decode_step(d, ctx, step_tokens=step_tok,
+                                                   padded_rows=pad if pad and pad > d else None)["gpu_time"]
+            return dec[(d, graph)]
+
+        def prompt_s(d: int) -> float:
+            if d not in pf:
+                pf[d] = self.prefill_chunk(P_len, 0, compute_only=True, step_tokens=step_tok, dense_scale=adp,
+                                           riding_with=d)
+            return pf[d]
+
+        def step_s(decodes: int, prompts: int) -> float:
+            if prompts == 0:
+                gpu = decode_s(decodes, True)
+            elif decodes == 0:      # a prompt-only iteration: one prefill forward, the rest riding in it
+                gpu = self.prefill(P_len, step_tokens=step_tok, dense_scale=adp) + (prompts - 1) * prompt_s(0)
+            else:
+                gpu = decode_s(decodes, False) + prompts * prompt_s(decodes)
+            return self.with_host(gpu, decodes + prompts)
+
+        # TensorRT-LLM's overlap scheduler keeps a finished request in one more iteration (trtllm_bench.py)
+        extra = 1 if (inf.engine == "trtllm" and self.engine_host.overlapped) else 0
+        seconds, _ = trtllm_offline_run(n_r, P_len, O_len, batch, int(self.max_step_tokens), step_s, extra)
+        thr = n_r * O_len / seconds * self.adp if seconds > 0 else 0.0
+        return dict(steady, output_tokens_per_s=thr, output_tokens_per_s_per_gpu=thr / self.group_gpus,
+                    offline_requests=n_r * self.adp, offline_seconds=seconds)
+
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -1755,7 +1807,8 @@ class _Serving:
             if pad is not None and pad > batch:
                 share = trtllm_prompt_share(batch, P_len, O_len, self.max_step_tokens)
                 padded = self.decode_step(batch, ctx_avg, step_tokens=step_tok, padded_rows=pad)
-                step = dict(padded, time=share * step["time"] + (1.0 - share) * padded["time"])
+                step = dict(padded, time=share * step["time"] + (1.0 - share) * padded["time"],
+                            gpu_time=share * step["gpu_time"] + (1.0 - share) * padded["gpu_time"])
         if self.spec is not None:   # a speculative step yields spec_tokens per sequence on average
             step = dict(step, time=(step["time"] + self.spec_step_extra(batch, ctx_avg)) / self.spec_tokens)
         # one request's prompt: k copies where every beam runs it (HF generate decoder-only), once otherwise
@@ -1771,6 +1824,10 @@ class _Serving:
         chunk = self.chunk_tokens
         if batch > 1:
             tpot = step["time"] + batch / O_len * t_pf_c   # prompts of new requests share the steps
+            if self.spec is None and self.engine_host.overlapped and self.engine_host.seq_s > 0:
+                # the riding prompts are GPU work of the same iteration: an overlapping engine's host work
+                # (per scheduled sequence) hides under all of it, not under the decode part alone
+                tpot = self.with_host(step["gpu_time"] + batch / O_len * t_pf_c, batch)
             ttft = t_pf + step["time"]
             if self.inf.engine == "hf":
                 # HF generate batches statically: one forward prefills every prompt of the batch before any
@@ -1782,7 +1839,7 @@ class _Serving:
                 room = max(1.0, float(chunk) - batch)
                 n_chunks = math.ceil(P_len / room)
                 ttft = max(ttft, n_chunks * step["time"] + t_pf_c)
-            thr = batch * O_len / (O_len * step["time"] + batch * t_pf_c)
+            thr = batch / tpot
         else:
             tpot = step["time"]
             ttft = t_pf

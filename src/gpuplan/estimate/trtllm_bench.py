@@ -117,3 +117,60 @@ def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: floa
         return 0.0
     room = max(float(isl), float(max_num_tokens) - batch)
     return min(1.0, batch * isl / room / osl)
+
+
+# The offline run itself. `trtllm-bench throughput` queues every request of the dataset at once and reports
+# Total Output Throughput = output tokens / the run's wall time (perf-overview.md @00f3768, "Running the
+# Benchmark": "all requests are queued in rapid succession"), over a finite dataset: $num_requests of the page's
+# table (30000 at 128/128 ... 1000 at 20000/2000), every request of the same ISL and OSL (stdev 0). With a batch
+# of B the run holds ceil(N/B) waves, the first ramping up through the token budget and the last draining, so
+# it does not run at the steady-state batch throughout: 3000 requests of 1000/1000 at a batch of 1550 are two
+# waves, and the ramp admits floor((max_num_tokens - decodes) / ISL) prompts a step.
+# What one iteration schedules (PyExecutor with the GUARANTEED_NO_EVICT capacity scheduler and no chunked
+# prefill, the trtllm-bench defaults): every running generation request, then waiting context requests while a
+# slot is free (max_batch_size counts both) and their whole prompt fits the tokens the decodes leave of
+# max_num_tokens (tensorrt_llm/_torch/pyexecutor/scheduler.py @034fffb0900632b2aefdec1ce9a5b5cbe63d22ba,
+# `PyMicroBatchScheduler.schedule`, "Generation First", then "No Chunking: Greedy allocation" until a prompt
+# does not fit; it mirrors the C++ MicroBatchScheduler that `BindMicroBatchScheduler` runs). A context step yields a request's
+# first token, so it needs OSL - 1 generation steps after it. The KV pool is in `max_batch` (the caller's
+# min(max_batch_size, requests whose ISL + OSL the pool reserves)).
+
+
+def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_tokens: int,
+                        step_s, extra_steps: int = 0) -> tuple[float, int]:
+    """(wall seconds, iterations) of an offline run of `requests` requests of `isl` prompt and `osl` output
+    tokens each, all queued at time 0, under the scheduling rules above; `step_s(decodes, prompts)` is one
+    iteration's seconds with that many generation and context requests. Requests admitted in the same
+    iteration finish together, so the run is simulated cohort by cohort, and runs of identical
+    generation-only iterations are taken in one jump. `extra_steps`: iterations a request stays scheduled after
+    its last token. TensorRT-LLM's overlap scheduler (on by default) schedules iteration n + 1 before it has
+    processed iteration n's tokens, so a request that finished in n runs once more: "The optimization
+    introduces one extra decoding step" (docs/source/features/overlap-scheduler.md)."""
+    waiting, t, steps = int(requests), 0.0, 0
+    cohorts: list[list[int]] = []        # [generation steps left, requests] in admission order
+    running = 0
+    isl, osl, max_batch = max(1, int(isl)), max(1, int(osl)), max(1, int(max_batch))
+    while waiting > 0 or cohorts:
+        fit = (int(max_tokens) - running) // isl
+        admit = min(waiting, max_batch - running, fit)
+        if admit <= 0 and running == 0:
+            admit = min(waiting, 1)           # a prompt above the budget still runs on its own
+        if admit <= 0:                        # generation only until the next cohort finishes
+            k = cohorts[0][0]
+            t += k * step_s(running, 0)
+            steps += k
+            advance = k
+        else:
+            t += step_s(running, admit)
+            steps += 1
+            advance = 1
+        for c in cohorts:
+            c[0] -= advance
+        while cohorts and cohorts[0][0] <= 0:
+            running -= cohorts.pop(0)[1]
+        if admit > 0:
+            waiting -= admit
+            if osl - 1 + extra_steps > 0:
+                cohorts.append([osl - 1 + extra_steps, admit])
+                running += admit
+    return t, steps
