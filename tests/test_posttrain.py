@@ -230,6 +230,33 @@ def test_grpo_reference_and_old_logprob_passes_are_optional():
     assert full["actor_update"] == bare["actor_update"]
 
 
+def test_rule_based_reward_is_the_largest_worker_chunk_times_the_rate():
+    """A rule-based reward with a stated rate (rl.rule_reward_s): NeMo RL's math environment cuts the responses into
+    num_workers contiguous chunks and each worker scores its chunk serially, so 64 prompts x 8 = 512 responses over
+    the default 8 workers take 64 x 0.015 s = 0.96 s; over 5 workers ceil(512 / 5) = 103 x 0.015 = 1.545 s. The
+    colocated step (phases one after the other) grows by exactly that; no rate: no phase. With a reward model
+    the model's forward is the reward (no rule-based phase)."""
+    bare = evaluate(_rl()).performance
+    ph = evaluate(_rl(rule_reward_s=0.015)).performance
+    assert "rule_reward" not in bare.details["phases_s"]
+    assert ph.details["phases_s"]["rule_reward"] == pytest.approx(0.96)
+    assert ph.step_time_s - bare.step_time_s == pytest.approx(0.96)
+    five = evaluate(_rl(rule_reward_s=0.015, rule_reward_workers=5)).performance
+    assert five.details["phases_s"]["rule_reward"] == pytest.approx(1.545)
+    rm = evaluate(_rl(rule_reward_s=0.015, reward_model="qwen2.5-7b")).performance.details["phases_s"]
+    assert "rule_reward" not in rm and "reward" in rm
+
+
+def test_rule_based_reward_is_on_the_rollout_side_of_a_split_step():
+    """Split, one step ahead: the step is max(rollout + reward scoring, training side) + weight sync; the
+    scoring never counts on the training side."""
+    split = {"placement": "split", "rollout_gpus": 4, "async_steps": 1}
+    ph = evaluate(_rl(rule_reward_s=0.015, **split)).performance
+    p = ph.details["phases_s"]
+    train_side = sum(v for k, v in p.items() if k not in ("rollout", "rule_reward", "weight_sync"))
+    assert ph.step_time_s == pytest.approx(max(p["rollout"] + p["rule_reward"], train_side) + p["weight_sync"])
+
+
 def test_ppo_adds_critic_phases():
     ph = evaluate({**_rl(), "train": {**_rl()["train"], "objective": "ppo"}}).performance.details["phases_s"]
     assert ph["critic_update"] == ph["actor_update"] and ph["critic_values"] > 0

@@ -237,6 +237,12 @@ class RL(_Strict):
     reference: bool = Field(True, description="a frozen reference model for the KL term (TRL GRPO: beta > 0)")
     critic: bool | None = Field(None, description="a value model trained beside the actor; default on for ppo")
     reward_model: Optional[Name] = Field(None, description="model id of a reward model; none: rule-based reward")
+    rule_reward_s: float | None = _num(None, "rule-based reward (no reward_model): host seconds to score one "
+                                       "response (e.g. math-verify's parse and verify), run by rule_reward_workers "
+                                       "processes after the rollout, inside NeMo RL's generation timer; none: not "
+                                       "priced (no published rate)", lo=0, hi=3600, unit="s")
+    rule_reward_workers: int = _num(8, "processes scoring the responses of a rule-based reward in parallel (NeMo RL "
+                                    "env.math.num_workers, 8 in grpo_math_1B.yaml)", lo=1, hi=MAX_GPUS)
     old_logprob_pass: bool = Field(True, description="a forward of the actor for the old log-probs (verl always; "
                                    "TRL only with num_iterations > 1)")
     async_steps: int = _num(0, "split: rollouts run k steps ahead of training (off-policy by k); 0 synchronous",

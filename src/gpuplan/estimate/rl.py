@@ -576,6 +576,21 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
             "waves": 1}
 
 
+def rule_reward_time(scn: Scenario) -> float:
+    """Seconds to score the step's responses with a rule-based reward (no reward model), when the scenario gives
+    the per-response rate (rl.rule_reward_s; none: 0, not priced). NeMo RL's math environment cuts the responses
+    into rl.rule_reward_workers contiguous chunks (`chunk_list_to_workers`, nemo_rl/environments/utils.py) and each
+    Ray worker scores its chunk one response after another (`HFVerifyWorker.verify`: math-verify's
+    `math_metric` per response, nemo_rl/environments/math_environment.py @b1c86a8, v0.3.0); the driver waits for
+    all (`ray.get`), inside the `generation` timer (`run_multi_turn_rollout` -> `calculate_rewards`,
+    nemo_rl/experience/rollouts.py and nemo_rl/algorithms/grpo.py @b1c86a8). So the phase lasts the largest
+    chunk, ceil(responses / workers), times the rate."""
+    rl = scn.train.rl
+    if rl.reward_model or not rl.rule_reward_s:
+        return 0.0
+    return math.ceil(sequences_per_step(scn) / rl.rule_reward_workers) * rl.rule_reward_s
+
+
 def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any) -> float:
     """The 16-bit weights from trainer to engine.
 
@@ -821,6 +836,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["reference_logprob"] = lp_time
     if rl.reward_model:
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
+    elif rl.rule_reward_s:   # a rule-based reward scored on the host after the rollout (rule_reward_time)
+        phases["rule_reward"] = rule_reward_time(scn)
     if _critic(scn):       # a value head: no vocabulary-wide log-prob block
         phases["critic_values"] = lp["time"]
         phases["critic_update"] = k * base.step_time_s
@@ -832,10 +849,12 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
-    train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
+    # the rule-based reward belongs to the rollout side: the driver scores each rollout before it is trained on
+    roll_side = phases["rollout"] + phases.get("rule_reward", 0.0)
+    train_side = sum(v for k, v in phases.items() if k not in ("rollout", "rule_reward", "weight_sync"))
     if rl.placement == "split" and rl.async_steps >= 1:
-        step = max(phases["rollout"], train_side) + phases["weight_sync"]
-        bound = "rollout" if phases["rollout"] >= train_side else "training side"
+        step = max(roll_side, train_side) + phases["weight_sync"]
+        bound = "rollout" if roll_side >= train_side else "training side"
         how = (f"split, rollouts {rl.async_steps} step(s) ahead: step = max(rollout, training side "
                f"{train_side:.3g} s) + weight sync")
     else:
