@@ -202,6 +202,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["dynamic_batching"] = row["dynamic_batching"] == "true"
     if row.get("engine_async_scheduling"):   # the rollout engine's version: async scheduling on or off
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
+    if row.get("engine_in_process"):    # the vLLM engine core in the worker's process (NeMo RL's synchronous worker)
+        rl["engine_in_process"] = row["engine_in_process"] == "true"
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)

@@ -577,6 +577,50 @@ def test_rollout_waits_for_the_longest_response():
     assert rollout_time(longer, r.model, r.gpu, packaged(), _network(longer, r.gpu), cap)["time"] > out["time"]
 
 
+def test_in_process_engine_adds_the_output_side_per_decoded_token():
+    """vLLM with its engine core in process (rl.engine_in_process, NeMo RL's synchronous worker): each step's output
+    processing follows the engine step, so the rollout lasts longer by the output side's seconds per token times
+    every token decoded after the prefill step (which samples each response's first token): 8 responses per
+    replica, sum(len - 1) tokens, at vLLM PR 13923's 80.55 s / 1,205,048 tokens (H100 SXM's usual host, speed 1.0).
+    With 8 sequences a step (0.5 ms of output work against a ~7 ms step) the separate-process ceiling never binds,
+    so the difference is exactly that."""
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.estimate.rl import replica_lengths, rollout_time
+    from gpuplan.estimate.speed import _network
+    from gpuplan.pipeline import resolve
+    mp = scenario_from_dict(_rl(prompts_per_step=8), "t")
+    ip = scenario_from_dict(_rl(prompts_per_step=8, engine_in_process=True), "t")
+    r = resolve(mp)
+    cap = int(r.gpu.usable_memory_bytes)
+    a = rollout_time(mp, r.model, r.gpu, packaged(), _network(mp, r.gpu), cap)
+    b = rollout_time(ip, r.model, r.gpu, packaged(), _network(ip, r.gpu), cap)
+    assert a["preemptions"] == b["preemptions"] == 0 and a["iterations"] == b["iterations"]
+    decoded = sum(n - 1 for n in replica_lengths(mp, 8))
+    assert b["time"] - a["time"] == pytest.approx(decoded * 80.55 / 1_205_048, rel=1e-6)
+
+
+def test_serial_output_adds_where_the_stream_ceiling_bounds():
+    """load.cost: a separate output process bounds a step (max), an in-process one adds to it (sum)."""
+    from gpuplan.estimate.load.cost import SerialOutput, StreamCeiling
+
+    class Flat:
+        frontend_s = 0.0
+
+        def step(self, decodes, context, prefill_tokens, attention_s):
+            return 0.010
+
+        def decode_sum(self, decodes, context, k):
+            return 0.010 * k
+
+        def attention(self, tokens, offset):
+            return 0.0
+    assert StreamCeiling(Flat(), 50e-6).step(100, 0, 0, 0) == pytest.approx(0.010)
+    assert StreamCeiling(Flat(), 50e-6).step(300, 0, 0, 0) == pytest.approx(0.015)
+    assert SerialOutput(Flat(), 50e-6).step(100, 0, 0, 0) == pytest.approx(0.015)
+    assert SerialOutput(Flat(), 50e-6).decode_sum(100, 0, 4) == pytest.approx(0.060)
+    assert SerialOutput(Flat(), 50e-6).step(0, 0, 512, 0) == pytest.approx(0.010)
+
+
 def test_forward_only_pass_is_a_third_of_the_compute_without_recompute():
     """One GPU, no model parallelism, no recompute: a forward is (2N + A) of the 3 (2N + A) FLOPs the training
     step executes, so the forward-only pass is exactly a third of the step's compute, with no pipeline fill."""

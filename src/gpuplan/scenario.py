@@ -274,6 +274,12 @@ class RL(_Strict):
         "the rollout engine replays CUDA graphs for its decode steps (infer.cuda_graphs); false: it runs eagerly "
         "(verl's rollout.enforce_eager, which verl requires whenever free_cache_engine frees the engine between "
         "steps), and every decode step issues its kernels from the host"))
+    engine_in_process: bool = Field(False, description=(
+        "engine vllm: the rollout engine's core runs in the worker's own process (vLLM V1 LLM with "
+        "VLLM_ENABLE_V1_MULTIPROCESSING=0, as NeMo RL's synchronous vLLM worker sets it), so the output processing "
+        "of each step (detokenisation, log-probs, request outputs) runs after the step instead of beside it in a "
+        "second process; not for an AsyncLLM engine (NeMo RL async_engine), whose core always runs in its own "
+        "process"))
     logprob_micro_batch: int | None = _num(None, "sequences per micro-batch of the no-grad log-prob passes (NeMo RL "
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",

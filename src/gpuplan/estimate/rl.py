@@ -534,6 +534,28 @@ def replica_lengths(scn: Scenario, replicas: int) -> list[int]:
 LLM_CLASS_BATCH = {"big": (1024, 16384), "small": (256, 8192)}
 
 
+def in_process_cost(cost: Any, sv: Any) -> Any:
+    """The rollout engine's step cost with its engine core in process (rl.engine_in_process): NeMo RL's
+    synchronous vLLM worker sets VLLM_ENABLE_V1_MULTIPROCESSING=0 (nemo_rl/models/generation/vllm.py L149 @b1c86a8)
+    and builds `vllm.LLM` (L349), whose LLMEngine then holds an InprocClient (vllm/v1/engine/core_client.py
+    `EngineCoreClient.make_client`, vllm-project/vllm @364631ab) and steps it as `engine_core.get_output()` (schedule,
+    forward, update) followed by `output_processor.process_outputs` (llm_engine.py `step`, vllm-project/vllm
+    @001999d2). So the output side's work per decoded token adds to each step (load.cost.SerialOutput) instead of
+    bounding it from a second process (load.cost.StreamCeiling, which step_cost applied). Its rate is the only
+    published per-token figure of vLLM's output side, engine_host.VLLM's stream_token_s (one API-server process
+    saturated at 14,961 streamed tokens/s, vLLM PR 13923), as the serving speed engine scales it to the host: it
+    holds the OpenAI chunk formatting and HTTP write the offline path skips, and lacks the per-token `Logprob`
+    with its decoded text that NeMo RL's `logprobs=0` adds."""
+    from .load.cost import SerialOutput, StreamCeiling
+    base = cost.base if isinstance(cost, StreamCeiling) else cost
+    token_s = float(getattr(sv, "stream_token_s", 0.0) or 0.0)
+    if token_s <= 0:
+        from .engine_host import engine_host
+        from .speed import _host_speed
+        token_s = engine_host("vllm").stream_token_s / _host_speed(sv.scn, sv.gpu)[0]
+    return SerialOutput(base, token_s)
+
+
 def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any,
                  capacity: int) -> dict[str, Any]:
     """Seconds to generate the step's prompts x group responses on the rollout replicas.
@@ -567,6 +589,8 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     wl = Workload(np.zeros(n_r), np.full(n_r, rl.prompt_len, dtype=np.int64), np.array(lengths, dtype=np.int64))
     cost = step_cost(sv, policy.max_num_seqs, rl.prompt_len + rl.max_new_tokens,
                      max(policy.token_budget, rl.prompt_len))
+    if rl.engine_in_process and rl.engine == "vllm":
+        cost = in_process_cost(cost, sv)
     cost.frontend_s = 0.0              # offline LLM.generate: no HTTP front end
     res = simulate(wl, policy, cost, timeline_points=400)
     running = max((pt[2] for pt in res.timeline), default=0)
