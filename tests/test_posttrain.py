@@ -599,6 +599,11 @@ def test_in_process_engine_adds_the_output_side_per_decoded_token():
     assert b["time"] - a["time"] == pytest.approx(decoded * 80.55 / 1_205_048, rel=1e-6)
 
 
+def test_in_process_engine_is_vllm_only():
+    with pytest.raises(InputError, match="engine_in_process"):
+        scenario_from_dict(_rl(engine="sglang", engine_in_process=True), "t")
+
+
 def test_serial_output_adds_where_the_stream_ceiling_bounds():
     """load.cost: a separate output process bounds a step (max), an in-process one adds to it (sum)."""
     from gpuplan.estimate.load.cost import SerialOutput, StreamCeiling

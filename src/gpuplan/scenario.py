@@ -1108,6 +1108,10 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's Megatron worker (its log-probs over "
                          f"the tensor-parallel vocabulary shard), but framework is {scn.framework}; set framework: "
                          "megatron, or logprob_impl: fused")
+    if rl.engine_in_process and rl.engine != "vllm":
+        raise ValueError(f"train.rl.engine_in_process describes vLLM V1's in-process engine core "
+                         f"(VLLM_ENABLE_V1_MULTIPROCESSING=0), but the rollout engine is {rl.engine}; set engine: vllm, "
+                         "or remove engine_in_process")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:
