@@ -202,6 +202,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["dynamic_batching"] = row["dynamic_batching"] == "true"
     if row.get("engine_async_scheduling"):   # the rollout engine's version: async scheduling on or off
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
+    if row.get("engine_in_process"):    # the vLLM engine core in the worker's process (NeMo RL's synchronous worker)
+        rl["engine_in_process"] = row["engine_in_process"] == "true"
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)
@@ -274,8 +276,11 @@ def preference_scenario(row: dict) -> dict:
 # get logprobs = the old-policy and reference passes and the reference's swap; refit = the weight transfer and the
 # states' move to the host: NeMo RL's refit timer `prepare_for_generation` holds offload_before/after_refit, while the
 # move back (state_onload) runs in the timers logprob_inference_prep and training_prep, outside the four phases,
-# grpo.py @06f6343); the engine's level-1 sleep runs inside `generation`, its weights' wake-up inside the refit
-PHASES = {"generation_time_s": ("rollout", "engine_sleep"), "train_time_s": ("actor_update", "critic_update"),
+# grpo.py @06f6343); the engine's level-1 sleep runs inside `generation`, its weights' wake-up inside the refit; a
+# rule-based reward's scoring (rule_reward, priced only when a row gives a rate) inside `generation` too
+# (run_multi_turn_rollout -> calculate_rewards, grpo.py and rollouts.py @b1c86a8)
+PHASES = {"generation_time_s": ("rollout", "engine_sleep", "rule_reward"),
+          "train_time_s": ("actor_update", "critic_update"),
           "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values", "reward"),
           "refit_time_s": ("weight_sync", "state_offload", "engine_wake")}
 

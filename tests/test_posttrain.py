@@ -230,6 +230,33 @@ def test_grpo_reference_and_old_logprob_passes_are_optional():
     assert full["actor_update"] == bare["actor_update"]
 
 
+def test_rule_based_reward_is_the_largest_worker_chunk_times_the_rate():
+    """A rule-based reward with a stated rate (rl.rule_reward_s): NeMo RL's math environment cuts the responses into
+    num_workers contiguous chunks and each worker scores its chunk serially, so 64 prompts x 8 = 512 responses over
+    the default 8 workers take 64 x 0.015 s = 0.96 s; over 5 workers ceil(512 / 5) = 103 x 0.015 = 1.545 s. The
+    colocated step (phases one after the other) grows by exactly that; no rate: no phase. With a reward model
+    the model's forward is the reward (no rule-based phase)."""
+    bare = evaluate(_rl()).performance
+    ph = evaluate(_rl(rule_reward_s=0.015)).performance
+    assert "rule_reward" not in bare.details["phases_s"]
+    assert ph.details["phases_s"]["rule_reward"] == pytest.approx(0.96)
+    assert ph.step_time_s - bare.step_time_s == pytest.approx(0.96)
+    five = evaluate(_rl(rule_reward_s=0.015, rule_reward_workers=5)).performance
+    assert five.details["phases_s"]["rule_reward"] == pytest.approx(1.545)
+    rm = evaluate(_rl(rule_reward_s=0.015, reward_model="qwen2.5-7b")).performance.details["phases_s"]
+    assert "rule_reward" not in rm and "reward" in rm
+
+
+def test_rule_based_reward_is_on_the_rollout_side_of_a_split_step():
+    """Split, one step ahead: the step is max(rollout + reward scoring, training side) + weight sync; the
+    scoring never counts on the training side."""
+    split = {"placement": "split", "rollout_gpus": 4, "async_steps": 1}
+    ph = evaluate(_rl(rule_reward_s=0.015, **split)).performance
+    p = ph.details["phases_s"]
+    train_side = sum(v for k, v in p.items() if k not in ("rollout", "rule_reward", "weight_sync"))
+    assert ph.step_time_s == pytest.approx(max(p["rollout"] + p["rule_reward"], train_side) + p["weight_sync"])
+
+
 def test_ppo_adds_critic_phases():
     ph = evaluate({**_rl(), "train": {**_rl()["train"], "objective": "ppo"}}).performance.details["phases_s"]
     assert ph["critic_update"] == ph["actor_update"] and ph["critic_values"] > 0
@@ -548,6 +575,55 @@ def test_rollout_waits_for_the_longest_response():
     assert out["iterations"] == out["longest"]
     longer = scenario_from_dict(_rl(prompts_per_step=8, max_new_tokens=2048), "t")
     assert rollout_time(longer, r.model, r.gpu, packaged(), _network(longer, r.gpu), cap)["time"] > out["time"]
+
+
+def test_in_process_engine_adds_the_output_side_per_decoded_token():
+    """vLLM with its engine core in process (rl.engine_in_process, NeMo RL's synchronous worker): each step's output
+    processing follows the engine step, so the rollout lasts longer by the output side's seconds per token times
+    every token decoded after the prefill step (which samples each response's first token): 8 responses per
+    replica, sum(len - 1) tokens, at vLLM PR 13923's 80.55 s / 1,205,048 tokens (H100 SXM's usual host, speed 1.0).
+    With 8 sequences a step (0.5 ms of output work against a ~7 ms step) the separate-process ceiling never binds,
+    so the difference is exactly that."""
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.estimate.rl import replica_lengths, rollout_time
+    from gpuplan.estimate.speed import _network
+    from gpuplan.pipeline import resolve
+    mp = scenario_from_dict(_rl(prompts_per_step=8), "t")
+    ip = scenario_from_dict(_rl(prompts_per_step=8, engine_in_process=True), "t")
+    r = resolve(mp)
+    cap = int(r.gpu.usable_memory_bytes)
+    a = rollout_time(mp, r.model, r.gpu, packaged(), _network(mp, r.gpu), cap)
+    b = rollout_time(ip, r.model, r.gpu, packaged(), _network(ip, r.gpu), cap)
+    assert a["preemptions"] == b["preemptions"] == 0 and a["iterations"] == b["iterations"]
+    decoded = sum(n - 1 for n in replica_lengths(mp, 8))
+    assert b["time"] - a["time"] == pytest.approx(decoded * 80.55 / 1_205_048, rel=1e-6)
+
+
+def test_in_process_engine_is_vllm_only():
+    with pytest.raises(InputError, match="engine_in_process"):
+        scenario_from_dict(_rl(engine="sglang", engine_in_process=True), "t")
+
+
+def test_serial_output_adds_where_the_stream_ceiling_bounds():
+    """load.cost: a separate output process bounds a step (max), an in-process one adds to it (sum)."""
+    from gpuplan.estimate.load.cost import SerialOutput, StreamCeiling
+
+    class Flat:
+        frontend_s = 0.0
+
+        def step(self, decodes, context, prefill_tokens, attention_s):
+            return 0.010
+
+        def decode_sum(self, decodes, context, k):
+            return 0.010 * k
+
+        def attention(self, tokens, offset):
+            return 0.0
+    assert StreamCeiling(Flat(), 50e-6).step(100, 0, 0, 0) == pytest.approx(0.010)
+    assert StreamCeiling(Flat(), 50e-6).step(300, 0, 0, 0) == pytest.approx(0.015)
+    assert SerialOutput(Flat(), 50e-6).step(100, 0, 0, 0) == pytest.approx(0.015)
+    assert SerialOutput(Flat(), 50e-6).decode_sum(100, 0, 4) == pytest.approx(0.060)
+    assert SerialOutput(Flat(), 50e-6).step(0, 0, 512, 0) == pytest.approx(0.010)
 
 
 def test_forward_only_pass_is_a_third_of_the_compute_without_recompute():

@@ -237,6 +237,12 @@ class RL(_Strict):
     reference: bool = Field(True, description="a frozen reference model for the KL term (TRL GRPO: beta > 0)")
     critic: bool | None = Field(None, description="a value model trained beside the actor; default on for ppo")
     reward_model: Optional[Name] = Field(None, description="model id of a reward model; none: rule-based reward")
+    rule_reward_s: float | None = _num(None, "rule-based reward (no reward_model): host seconds to score one "
+                                       "response (e.g. math-verify's parse and verify), run by rule_reward_workers "
+                                       "processes after the rollout, inside NeMo RL's generation timer; none: not "
+                                       "priced (no published rate)", lo=0, hi=3600, unit="s")
+    rule_reward_workers: int = _num(8, "processes scoring the responses of a rule-based reward in parallel (NeMo RL "
+                                    "env.math.num_workers, 8 in grpo_math_1B.yaml)", lo=1, hi=MAX_GPUS)
     old_logprob_pass: bool = Field(True, description="a forward of the actor for the old log-probs (verl always; "
                                    "TRL only with num_iterations > 1)")
     async_steps: int = _num(0, "split: rollouts run k steps ahead of training (off-policy by k); 0 synchronous",
@@ -268,6 +274,12 @@ class RL(_Strict):
         "the rollout engine replays CUDA graphs for its decode steps (infer.cuda_graphs); false: it runs eagerly "
         "(verl's rollout.enforce_eager, which verl requires whenever free_cache_engine frees the engine between "
         "steps), and every decode step issues its kernels from the host"))
+    engine_in_process: bool = Field(False, description=(
+        "engine vllm: the rollout engine's core runs in the worker's own process (vLLM V1 LLM with "
+        "VLLM_ENABLE_V1_MULTIPROCESSING=0, as NeMo RL's synchronous vLLM worker sets it), so the output processing "
+        "of each step (detokenisation, log-probs, request outputs) runs after the step instead of beside it in a "
+        "second process; not for an AsyncLLM engine (NeMo RL async_engine), whose core always runs in its own "
+        "process"))
     logprob_micro_batch: int | None = _num(None, "sequences per micro-batch of the no-grad log-prob passes (NeMo RL "
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",
@@ -1096,6 +1108,10 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's Megatron worker (its log-probs over "
                          f"the tensor-parallel vocabulary shard), but framework is {scn.framework}; set framework: "
                          "megatron, or logprob_impl: fused")
+    if rl.engine_in_process and rl.engine != "vllm":
+        raise ValueError(f"train.rl.engine_in_process describes vLLM V1's in-process engine core "
+                         f"(VLLM_ENABLE_V1_MULTIPROCESSING=0), but the rollout engine is {rl.engine}; set engine: vllm, "
+                         "or remove engine_in_process")
     n = scn.hardware.count
     if rl.placement == "split":
         if rl.rollout_gpus is None or rl.rollout_gpus >= n:

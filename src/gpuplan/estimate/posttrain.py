@@ -531,7 +531,7 @@ MEMORY_PHASE_OF = {"rollout": "rollout", "actor_logprob": "logprob_forward", "re
                    "reward": "logprob_forward", "critic_values": "logprob_forward",
                    "reference_forward": "reference_forward", "policy_pass": TRAINING_STEP,
                    "actor_update": TRAINING_STEP, "critic_update": TRAINING_STEP, "policy_kl_forward": TRAINING_STEP,
-                   "teacher_forward": TRAINING_STEP, "weight_sync": "-"}
+                   "teacher_forward": TRAINING_STEP, "weight_sync": "-", "rule_reward": "-"}
 
 
 def phase_table(mem: MemoryEstimate, perf: PerformanceEstimate) -> list[tuple[str, int | None, float | None]]:

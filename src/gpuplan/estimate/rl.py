@@ -534,6 +534,28 @@ def replica_lengths(scn: Scenario, replicas: int) -> list[int]:
 LLM_CLASS_BATCH = {"big": (1024, 16384), "small": (256, 8192)}
 
 
+def in_process_cost(cost: Any, sv: Any) -> Any:
+    """The rollout engine's step cost with its engine core in process (rl.engine_in_process): NeMo RL's
+    synchronous vLLM worker sets VLLM_ENABLE_V1_MULTIPROCESSING=0 (nemo_rl/models/generation/vllm.py L149 @b1c86a8)
+    and builds `vllm.LLM` (L349), whose LLMEngine then holds an InprocClient (vllm/v1/engine/core_client.py
+    `EngineCoreClient.make_client`, vllm-project/vllm @364631ab) and steps it as `engine_core.get_output()` (schedule,
+    forward, update) followed by `output_processor.process_outputs` (llm_engine.py `step`, vllm-project/vllm
+    @001999d2). So the output side's work per decoded token adds to each step (load.cost.SerialOutput) instead of
+    bounding it from a second process (load.cost.StreamCeiling, which step_cost applied). Its rate is the only
+    published per-token figure of vLLM's output side, engine_host.VLLM's stream_token_s (one API-server process
+    saturated at 14,961 streamed tokens/s, vLLM PR 13923), as the serving speed engine scales it to the host: it
+    holds the OpenAI chunk formatting and HTTP write the offline path skips, and lacks the per-token `Logprob`
+    with its decoded text that NeMo RL's `logprobs=0` adds."""
+    from .load.cost import SerialOutput, StreamCeiling
+    base = cost.base if isinstance(cost, StreamCeiling) else cost
+    token_s = float(getattr(sv, "stream_token_s", 0.0) or 0.0)
+    if token_s <= 0:
+        from .engine_host import engine_host
+        from .speed import _host_speed
+        token_s = engine_host("vllm").stream_token_s / _host_speed(sv.scn, sv.gpu)[0]
+    return SerialOutput(base, token_s)
+
+
 def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any,
                  capacity: int) -> dict[str, Any]:
     """Seconds to generate the step's prompts x group responses on the rollout replicas.
@@ -567,6 +589,8 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     wl = Workload(np.zeros(n_r), np.full(n_r, rl.prompt_len, dtype=np.int64), np.array(lengths, dtype=np.int64))
     cost = step_cost(sv, policy.max_num_seqs, rl.prompt_len + rl.max_new_tokens,
                      max(policy.token_budget, rl.prompt_len))
+    if rl.engine_in_process and rl.engine == "vllm":
+        cost = in_process_cost(cost, sv)
     cost.frontend_s = 0.0              # offline LLM.generate: no HTTP front end
     res = simulate(wl, policy, cost, timeline_points=400)
     running = max((pt[2] for pt in res.timeline), default=0)
@@ -574,6 +598,21 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
             "kv_tokens": mem.limits.get("kv_tokens"), "per_replica": n_r, "replicas": replicas,
             "preemptions": int(res.preemptions), "longest": max(lengths), "iterations": int(res.iterations),
             "waves": 1}
+
+
+def rule_reward_time(scn: Scenario) -> float:
+    """Seconds to score the step's responses with a rule-based reward (no reward model), when the scenario gives
+    the per-response rate (rl.rule_reward_s; none: 0, not priced). NeMo RL's math environment cuts the responses
+    into rl.rule_reward_workers contiguous chunks (`chunk_list_to_workers`, nemo_rl/environments/utils.py) and each
+    Ray worker scores its chunk one response after another (`HFVerifyWorker.verify`: math-verify's
+    `math_metric` per response, nemo_rl/environments/math_environment.py @b1c86a8, v0.3.0); the driver waits for
+    all (`ray.get`), inside the `generation` timer (`run_multi_turn_rollout` -> `calculate_rewards`,
+    nemo_rl/experience/rollouts.py and nemo_rl/algorithms/grpo.py @b1c86a8). So the phase lasts the largest
+    chunk, ceil(responses / workers), times the rate."""
+    rl = scn.train.rl
+    if rl.reward_model or not rl.rule_reward_s:
+        return 0.0
+    return math.ceil(sequences_per_step(scn) / rl.rule_reward_workers) * rl.rule_reward_s
 
 
 def weight_sync_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any], network: Any) -> float:
@@ -821,6 +860,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["reference_logprob"] = lp_time
     if rl.reward_model:
         phases["reward"] = forward_seconds_per_token(base, train, model, reward_model_spec(scn)) * tokens
+    elif rl.rule_reward_s:   # a rule-based reward scored on the host after the rollout (rule_reward_time)
+        phases["rule_reward"] = rule_reward_time(scn)
     if _critic(scn):       # a value head: no vocabulary-wide log-prob block
         phases["critic_values"] = lp["time"]
         phases["critic_update"] = k * base.step_time_s
@@ -832,10 +873,12 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
-    train_side = sum(v for k, v in phases.items() if k not in ("rollout", "weight_sync"))
+    # the rule-based reward belongs to the rollout side: the driver scores each rollout before it is trained on
+    roll_side = phases["rollout"] + phases.get("rule_reward", 0.0)
+    train_side = sum(v for k, v in phases.items() if k not in ("rollout", "rule_reward", "weight_sync"))
     if rl.placement == "split" and rl.async_steps >= 1:
-        step = max(phases["rollout"], train_side) + phases["weight_sync"]
-        bound = "rollout" if phases["rollout"] >= train_side else "training side"
+        step = max(roll_side, train_side) + phases["weight_sync"]
+        bound = "rollout" if roll_side >= train_side else "training side"
         how = (f"split, rollouts {rl.async_steps} step(s) ahead: step = max(rollout, training side "
                f"{train_side:.3g} s) + weight sync")
     else:

@@ -203,6 +203,33 @@ class StreamCeiling:
         return max(self.base.decode_sum(decodes, context, k), self.token_s * decodes * k)
 
 
+class SerialOutput:
+    """The output side run in the engine's own loop, one after the other with the engine step (vLLM V1 with its
+    engine core in process: `LLMEngine.step` = `engine_core.get_output()`, which runs the core's schedule, forward
+    and update, then `output_processor.process_outputs` over every request the step advanced; InprocClient when
+    VLLM_ENABLE_V1_MULTIPROCESSING is 0, vllm/v1/engine/core_client.py `EngineCoreClient.make_client` and
+    llm_engine.py `step`): each step lasts the engine step plus `token_s` x the decoding requests, where a
+    separate output process (StreamCeiling) only bounds it. `token_s` is the output side's seconds per token."""
+
+    def __init__(self, base, token_s: float):
+        self.base = base
+        self.token_s = float(token_s)
+
+    def __getattr__(self, name):          # frontend_s and the rest: the base cost's
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def attention(self, tokens: float, offset: float) -> float:
+        return self.base.attention(tokens, offset)
+
+    def step(self, decodes: int, context: float, prefill_tokens: float, attention_s: float) -> float:
+        return self.base.step(decodes, context, prefill_tokens, attention_s) + self.token_s * decodes
+
+    def decode_sum(self, decodes: int, context: float, k: int) -> float:
+        return self.base.decode_sum(decodes, context, k) + self.token_s * decodes * k
+
+
 def step_cost(serving, max_batch: int, max_context: int, max_prefill_tokens: int):
     """The step cost of one replica: the tabulated engine, with speculative decoding when the
     scenario asks for it, and the API server's streaming ceiling where the engine has one."""
