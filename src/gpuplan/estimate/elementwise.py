@@ -30,6 +30,7 @@ too-slow GEMM size penalty compensated (docs/speed.md §2.3.1).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from . import datafiles
@@ -140,12 +141,17 @@ def eager_loss_bytes_per_logit(framework: str, mode: str) -> float | None:
     return EAGER_LOSS_BYTES_PER_LOGIT if mode == "eager" and framework in EAGER_LOSS_FRAMEWORKS else None
 
 
+@lru_cache(maxsize=1)
+def _shares() -> dict[tuple[str, str], float]:
+    return {(r["stack_mode"], r["recipe"]): float(r["bandwidth_share_of_spec"])
+            for r in datafiles.rows("elementwise_bandwidth.csv")}
+
+
 def bandwidth_share(mode: str, recipe: str = "") -> float:
     """The share of a GPU's spec HBM bandwidth at which this mode's element-wise kernels move the bytes gpuplan
     prices for them, for the layer `recipe` (eager_recipe's names, or "loss"); a recipe without a row of its own takes
     the mode's row (estimate/data/elementwise_bandwidth.csv: measured, the run and the arithmetic per row)."""
-    table = {(r["stack_mode"], r["recipe"]): float(r["bandwidth_share_of_spec"])
-             for r in datafiles.rows("elementwise_bandwidth.csv")}
+    table = _shares()
     for key in ((mode, recipe), (mode, "")):
         if key in table:
             return table[key]
