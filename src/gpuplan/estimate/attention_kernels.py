@@ -97,7 +97,7 @@ def _table() -> dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float
     out: dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float, float]]]]] = {}
     for r in rows("attention_kernels.csv"):
         ref, dims = out.setdefault((r["kernel"], r["family"]), (r["reference_gpu"], {}))
-        dims.setdefault(int(r["head_dim"]), []).append((int(r["seq_len"]), *_rates(r)))
+        dims.setdefault(int(r["head_dim_elements"]), []).append((int(r["seq_len_tokens"]), *_rates(r)))
     for _, dims in out.values():
         for pts in dims.values():
             pts.sort()
