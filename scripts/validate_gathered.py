@@ -21,6 +21,13 @@ from gpuplan.errors import GpuplanError  # noqa: E402
 GiB = 1024 ** 3
 
 
+def torch_version(row: dict) -> str:
+    """The torch a row ran (train.csv `torch_version`, measured.csv `torch`), which picks PyTorch SDPA's attention
+    kernel (estimate/attention_kernels.py `sdpa_prefers_cudnn`); "unknown" where the source does not state it:
+    FlashAttention-2, the default before torch 2.11, rather than the current torch's cuDNN."""
+    return row.get("torch_version") or row.get("torch") or "unknown"
+
+
 def scenario(row: dict) -> dict:
     """The gpuplan scenario a row's stated settings describe."""
     dp = int(row["fsdp"])
@@ -28,7 +35,8 @@ def scenario(row: dict) -> dict:
     train = {"precision": row["precision"], "seq_len": int(row["seq_len"]),
              "micro_batch": int(row["micro_batch"]), "global_batch": int(row["global_batch"]),
              "recompute": row["recompute"], "compile": row["compile"] == "true",
-             "compile_loss": row["compile_loss"] == "true", "pp_keep_outputs": row.get("pp_keep_outputs") == "true"}
+             "compile_loss": row["compile_loss"] == "true", "pp_keep_outputs": row.get("pp_keep_outputs") == "true",
+             "torch_version": torch_version(row)}
     if row.get("recompute_layers"):
         train["recompute_layers"] = int(row["recompute_layers"])
     if row.get("fp8_recipe"):
@@ -61,7 +69,7 @@ def finetune_scenario(row: dict) -> dict:
              "lora_targets": targets if targets == "all-linear" else targets.split(),
              "lora_dropout": float(row["lora_dropout"] or 0),
              # the loop keeps the model output (its logits) through backward: fp32 before transformers 4.46
-             "held_logits": row.get("held_logits") or "none"}
+             "held_logits": row.get("held_logits") or "none", "torch_version": torch_version(row)}
     if row["method"] == "qlora":
         train["qlora_double_quant"] = row["qlora_double_quant"] == "true"
     return {"model": row["model"], "task": "finetune", "framework": row["framework"],
@@ -108,7 +116,8 @@ def measured_scenario(row: dict) -> dict:
     train = {"objective": row.get("objective") or "sft", "method": row["method"], "precision": row["precision"],
              "master_weights": row["master_weights"] == "true",
              "optimizer": row["optimizer"], "optimizer_impl": row["optimizer_impl"], "recompute": row["recompute"],
-             "attention": row["attention"], "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"])}
+             "attention": row["attention"], "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"]),
+             "torch_version": torch_version(row)}
     if row["lora_rank"]:
         train["lora_rank"] = int(row["lora_rank"])
     if row.get("reference"):
@@ -227,7 +236,7 @@ def posttrain_scenario(row: dict) -> dict:
                          **({"etp": int(row["train_etp"])} if row.get("train_etp") else {})},
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
-                      "recompute": row["recompute"], "rl": rl,
+                      "recompute": row["recompute"], "rl": rl, "torch_version": torch_version(row),
                       **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
                       # Megatron's precision-aware optimizer keeps 16-bit master-weight remainders
                       **({"master_weight_remainders": row["master_weight_remainders"] == "true"}
@@ -255,7 +264,7 @@ def preference_scenario(row: dict) -> dict:
              "global_batch": micro * dp * int(row["grad_accum"]), "recompute": row["recompute"],
              "compile": row["compile"] == "true", "reference": row["reference"],
              # a 16k packed row on a 4k-context model: the source trains past max_position_embeddings (RoPE)
-             "allow_longer_context": True}
+             "allow_longer_context": True, "torch_version": torch_version(row)}
     if row.get("mean_document_len"):    # packed rows whose documents the model sees apart (varlen / doc_lens)
         train["document_len"] = int(row["mean_document_len"])
     if row.get("pack_tokens"):          # a pack padded to the row, its padding one more attended segment (doc_lens)

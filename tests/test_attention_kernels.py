@@ -32,11 +32,13 @@ def _attn_seconds(framework: str, gpu: str = "h100-sxm", **train) -> float:
     return api.estimate(scn).performance.breakdown["compute_attention"]
 
 
-def test_megatron_runs_cudnn_and_pytorch_stacks_flash_attention_2_on_hopper():
+def test_megatron_runs_cudnn_and_pytorch_stacks_flash_attention_2_on_hopper_before_torch_2_11():
     # same FLOPs, so the times stand in the ratio of the kernels' (1/F + 2.5/B)
     fa2 = 1 / 333 + 2.5 / 318
     cudnn = 1 / 529 + 2.5 / 518
-    assert _attn_seconds("megatron") / _attn_seconds("torchtitan") == pytest.approx(cudnn / fa2, rel=1e-6)
+    old = _attn_seconds("torchtitan", torch_version="2.10")
+    assert _attn_seconds("megatron") / old == pytest.approx(cudnn / fa2, rel=1e-6)
+    assert _attn_seconds("torchtitan", torch_version="unknown") == pytest.approx(old, rel=1e-12)
     assert _attn_seconds("hf", attention_kernel="cudnn") == pytest.approx(_attn_seconds("megatron"), rel=1e-6)
     assert _attn_seconds("torchtitan", attention_kernel="fa3") < _attn_seconds("megatron")
 
@@ -128,7 +130,8 @@ def test_aotriton_backward_does_seven_tile_matmuls_to_flash_attention_2s_five():
     full_fa2 = _attn_seconds("torchtitan", gpu="mi300x", attention_kernel="fa2", recompute="full")
     assert full / full_fa2 == pytest.approx(4.8 / 4.0, rel=1e-9)
     # NVIDIA stacks keep FlashAttention-2's five matmuls: unchanged
-    assert _attn_seconds("torchtitan") == pytest.approx(_attn_seconds("torchtitan", attention_kernel="fa2"), rel=1e-12)
+    assert _attn_seconds("torchtitan", torch_version="2.10") == pytest.approx(
+        _attn_seconds("torchtitan", attention_kernel="fa2"), rel=1e-12)
     # with a kernel rate, the backward FLOPs scale the same way: f/F + 3.5 f/B
     assert attention_time(1e12, 0.0, (200e12, 100e12), 3.5) == pytest.approx(1e12 / 200e12 + 3.5e12 / 100e12)
 
@@ -288,3 +291,45 @@ def test_a100_training_attention_is_unchanged_by_the_serving_rate():
     eta = P["attention"]["ampere"]
     tri = _attn_seconds("torchtitan", gpu="a100-sxm-80gb", recompute="none", attention_kernel="fa1-triton")
     assert tri == pytest.approx(3 * f / (312e12 * eta * speed.clock_factor(P, get_gpu("a100-sxm-80gb"))), rel=1e-6)
+
+# PyTorch SDPA from torch 2.11 (issue 13): check_prefer_cudnn_attention puts cuDNN first when the loaded cuDNN is
+# past 9.15.0 on sm90/sm100 (pytorch@001f694a sdp_utils.cpp); the 2.11 wheels bundle 9.19. Rates measured through
+# torch 2.11 on the lent H200 (validation/device/h200-2026-12-04c-sdpa_mask.csv, is_causal rows, no backend forced).
+
+def test_torch_minor_parses_wheel_and_nightly_versions():
+    from gpuplan.estimate.attention_kernels import torch_minor
+    assert torch_minor("2.11.0+cu130") == (2, 11) and torch_minor("2.6.0a0+git1963fc8") == (2, 6)
+    assert torch_minor("2.9.0.dev20250811+rocm6.4") == (2, 9) and torch_minor("2.13") == (2, 13)
+    assert torch_minor("unknown") is None and torch_minor(None) is None
+
+
+def test_sdpa_stacks_pick_cudnn_from_torch_2_11_on_sm90_and_sm100_only():
+    from gpuplan.estimate.attention_kernels import default_kernel
+    assert default_kernel("torchtitan", "hopper", "2.13", "hopper") == "cudnn-sdpa"
+    assert default_kernel("hf", "hopper", "2.11.0+cu130", "hopper") == "cudnn-sdpa"
+    assert default_kernel("hf", "blackwell", "2.11", "blackwell-dc") == "cudnn"       # B200 rows: SDPA on cuDNN
+    assert default_kernel("hf", "blackwell", "2.13", "blackwell") == "fa2"            # GeForce/workstation sm120
+    assert default_kernel("hf", "ampere", "2.13", "ampere-sm80") == "fa2"             # sm80: not preferred
+    for old in ("2.10", "2.8.0", "unknown", None):
+        assert default_kernel("deepspeed", "hopper", old, "hopper") == "fa2"
+    assert default_kernel("megatron", "hopper", "2.8", "hopper") == "cudnn"           # Transformer Engine: any torch
+
+
+def test_cudnn_sdpa_rates_are_the_h200_timings_by_hand():
+    # head dim 128, batch 4 x 32 heads x 2048 tokens: causal forward FLOPs 2*4*32*128*2048^2 = 1.37439e11;
+    # forward 0.2652992 ms -> 518.1 TFLOP/s; backward 2.5x those FLOPs over 1.2532224 - 0.2652992 ms -> 347.8
+    assert kernel_rates("cudnn-sdpa", "hopper", 2048, 1.0, 128) == (518.1e12, 347.8e12)
+    assert 1.37439e11 / 0.2652992e-3 == pytest.approx(518.1e12, rel=2e-4)
+    assert 2.5 * 1.37439e11 / (1.2532224e-3 - 0.2652992e-3) == pytest.approx(347.8e12, rel=2e-4)
+    # head dim 64 runs its own tile (368.4 / 274.2 at 2k); head dim 96 the 128 tile padded: x 96/128
+    assert kernel_rates("cudnn-sdpa", "hopper", 2048, 1.0, 64) == (368.4e12, 274.2e12)
+    f, b = kernel_rates("cudnn-sdpa", "hopper", 2048, 1.0, 96)
+    assert f == pytest.approx(518.1e12 * 0.75) and b == pytest.approx(347.8e12 * 0.75)
+
+
+def test_torch_version_picks_the_timed_kernel_end_to_end():
+    # the default torch (2.13) prices cudnn-sdpa on an H200; a stated 2.10 prices FlashAttention-2
+    assert _attn_seconds("torchtitan", gpu="h200-sxm") == pytest.approx(
+        _attn_seconds("torchtitan", gpu="h200-sxm", attention_kernel="cudnn-sdpa"), rel=1e-12)
+    assert _attn_seconds("hf", gpu="h200-sxm", torch_version="2.10") == pytest.approx(
+        _attn_seconds("hf", gpu="h200-sxm", attention_kernel="fa2"), rel=1e-12)

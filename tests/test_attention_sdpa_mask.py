@@ -37,6 +37,10 @@ def test_head_dim_96_runs_the_128_tile_held_out():
 
 def test_masked_kernel_only_where_measured():
     assert masked_sdpa_kernel("hopper") == "cudnn-masked"
+    # torch before 2.11 does not try cuDNN first: the masked call goes to the memory-efficient kernel (no rows);
+    # an unknown version keeps the measured torch 2.11 kernel
+    assert masked_sdpa_kernel("hopper", "2.10") is None
+    assert masked_sdpa_kernel("hopper", "2.11.0+cu130") == masked_sdpa_kernel("hopper", "unknown") == "cudnn-masked"
     assert masked_sdpa_kernel("ampere") is None and masked_sdpa_kernel("blackwell-dc") is None
 
 

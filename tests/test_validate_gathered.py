@@ -356,7 +356,8 @@ def test_measured_rows_rebuild_the_scenario_the_device_ran():
     assert lora["train"] == {"objective": "sft", "method": "lora", "precision": "bf16", "master_weights": True,
                              "optimizer": "adamw",
                              "optimizer_impl": "foreach", "recompute": "none", "attention": "sdpa",
-                             "seq_len": 4096, "micro_batch": 2, "lora_rank": 16}
+                             "seq_len": 4096, "micro_batch": 2, "lora_rank": 16,
+                             "torch_version": "2.11.0+cu130"}     # the row's `torch` column: SDPA runs cuDNN
     # `gpuplan measure` builds the model with attn_implementation="sdpa" (local/measure.py _build_model)
     assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1} and lora["framework"] == "hf"
     infer = vg.measured_scenario(rows["HI02"])
@@ -373,3 +374,16 @@ def test_measured_memory_is_compared_at_the_allocators_reserve():
     est = SimpleNamespace(memory=SimpleNamespace(peak_bytes_per_gpu=80 * GiB))
     pred, meas = vg.measured_memory_pair({"peak_reserved_gib": "75.15"}, est)
     assert pred == 80 - ctx / GiB and meas == 75.15
+
+
+def test_train_rows_carry_the_torch_they_ran_or_unknown():
+    """train.csv `torch_version` (issue 13): the torch a source states, which picks PyTorch SDPA's kernel; a row
+    whose source does not state it is "unknown" (FlashAttention-2, the default before torch 2.11)."""
+    with (ROOT / "validation" / "gathered" / "train.csv").open(newline="", encoding="utf-8") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    assert "torch 1963fc8" in rows["TT01"]["notes"]
+    assert vg.scenario(rows["TT01"])["train"]["torch_version"] == "2.6.0a0+git1963fc8"
+    assert "torch 2.7.0a0+gitb98af95" in rows["TA01"]["notes"]
+    assert vg.scenario(rows["TA01"])["train"]["torch_version"] == "2.7.0a0+gitb98af95"
+    assert vg.scenario(rows["TT10"])["train"]["torch_version"] == "unknown"
+    assert vg.scenario(rows["TY01"])["train"]["torch_version"] == "unknown"

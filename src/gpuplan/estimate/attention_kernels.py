@@ -9,8 +9,9 @@ dim 128, forward causal and backward TFLOP/s by sequence length):
   `get_attention_backend` disables FlashAttention "to give FusedAttention preference on Hopper+ for
   performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py, v2.x); on
   Ampere and Ada it keeps FlashAttention (flash-attn's FlashAttention-2).
-* PyTorch SDPA (torchtitan, HF transformers `sdpa`/`flash_attention_2`, DeepSpeed and the rest):
-  the FlashAttention-2 kernel.
+* PyTorch SDPA (torchtitan, HF transformers `sdpa`, DeepSpeed, torchtune, litgpt): on Hopper (sm90) and
+  data-centre Blackwell (sm100/sm103) with torch >= 2.11, cuDNN fused attention; elsewhere and on older torch the
+  FlashAttention-2 kernel (`SDPA_CUDNN_FROM`, `sdpa_prefers_cudnn`; `train.torch_version`).
 * `train.attention_kernel` overrides the choice (e.g. fa3 when flash-attn 3 is installed).
 * transformers' `sdpa` path hands sliding-window layers an explicit mask once the keys reach the window; on Hopper
   torch runs that call on cuDNN, which then computes the whole s x s square: `cudnn-masked` (measured on the lent
@@ -78,7 +79,7 @@ BACKWARD_MATMULS = {"aotriton": 7}
 FORWARD_MATMULS = 2
 # fa1-triton: the FlashAttention-1-generation Triton kernel MPT's `attn_impl: triton` runs (llm-foundry
 # llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attn 1.x flash_attn_triton.py); no rows
-KERNELS = ("fa2", "cudnn", "fa3", "aotriton", "ck", "fa1-triton")
+KERNELS = ("fa2", "cudnn", "cudnn-sdpa", "fa3", "aotriton", "ck", "fa1-triton")
 AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
 
@@ -126,13 +127,54 @@ def _head_dim_points(dims: dict[int, list[tuple[int, float, float]]],
 TE_FLASH_FAMILIES = ("ampere", "ada")
 
 
-def default_kernel(framework: str, family: str | None = None) -> str:
+# PyTorch SDPA tries cuDNN fused attention before FlashAttention-2 when check_prefer_cudnn_attention() holds:
+# `cudnn_version > 91500 && (major == 9 || major == 10)` with the cuDNN torch loads at run time (wheels for CUDA
+# < 13 also ask minor 0 or 3), unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1; priority_order then installs cudnn, flash,
+# efficient, math (pytorch/pytorch@001f694a aten/src/ATen/native/transformers/cuda/sdp_utils.cpp). The > 9.15.0
+# gate came with the fix for pytorch#169849 (pytorch#171627, cherry-picked to the release as pytorch#171895,
+# 2026-01); the torch 2.11 wheels are the first to bundle a cuDNN past it (9.19.0.56: pytorch#193893, and the lent
+# H200, torch 2.11.0+cu130 / cuDNN 9.19.0, whose every unmasked causal SDPA call ran cudnn_generated_fort_native_sdpa
+# kernels: validation/device/h200-2026-12-04c-sdpa_mask.csv, -kernels.jsonl; torch 2.13.0+cu130 bundles 9.20.0.48,
+# pytorch#193893). Before that, FlashAttention-2 first: cuDNN was deprioritized after torch 2.5.0 (pytorch#138522)
+# and made first again only by pytorch#162073 (merged 2025-09-04, "for 2.9", compile-time cuDNN >= 9.9). torch 2.9
+# and 2.10 are not settled here (2.9 may have run cuDNN under that compile-time gate, 2.10 has the run-time gate but
+# its bundled cuDNN is not pinned): they keep FlashAttention-2, as does a version stated as unknown.
+# The rates: on Hopper `cudnn-sdpa`, PyTorch SDPA's own cuDNN calls timed through torch on the lent H200 (is_causal,
+# head dims 64/128/256 at 2k and 4k tokens, validation/device/h200-2026-12-04c-sdpa_mask.csv): the FA3 paper's
+# cuDNN rows (`cudnn`, the Transformer Engine path) are cuDNN's own benchmark at head dim 128, and through torch the
+# backward ran slower (348 against 465 TFLOP/s at 2k, head dim 128), the head-dim-64 kernels slower still (368/274).
+# On data-centre Blackwell the `cudnn` rows are already PyTorch SDPA on cuDNN (cudnn-frontend's B200 benchmark).
+SDPA_CUDNN_FROM = (2, 11)
+SDPA_CUDNN_KERNEL = {"hopper": "cudnn-sdpa", "blackwell-dc": "cudnn"}
+
+
+def torch_minor(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11)); None when unknown or unparsable."""
+    parts = (version or "").split("+")[0].split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def sdpa_prefers_cudnn(torch_version: str | None, kernel_family: str | None) -> bool:
+    """Whether PyTorch SDPA tries cuDNN fused attention first: torch >= 2.11 (bundled cuDNN > 9.15.0) on sm90 or
+    data-centre Blackwell (`kernel_family` as attention_kernels.csv keys it)."""
+    v = torch_minor(torch_version)
+    return v is not None and v >= SDPA_CUDNN_FROM and kernel_family in SDPA_CUDNN_KERNEL
+
+
+def default_kernel(framework: str, family: str | None = None, torch_version: str | None = None,
+                   kernel_family: str | None = None) -> str:
     """The kernel a framework's fused attention runs on a GPU family: on AMD Instinct, AOTriton behind
-    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; elsewhere FlashAttention-2, and
-    cuDNN for Transformer Engine on Hopper and later."""
+    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; cuDNN for Transformer Engine on Hopper
+    and later and for PyTorch SDPA where `sdpa_prefers_cudnn` (`kernel_family`: the table key, which tells
+    data-centre Blackwell apart); elsewhere FlashAttention-2."""
     if family in AMD_FAMILIES:
         return "ck" if framework == "megatron" else "aotriton"
-    return "cudnn" if framework == "megatron" and family not in TE_FLASH_FAMILIES else "fa2"
+    if framework == "megatron":
+        return "fa2" if family in TE_FLASH_FAMILIES else "cudnn"
+    key = kernel_family or family
+    return SDPA_CUDNN_KERNEL[key] if sdpa_prefers_cudnn(torch_version, key) else "fa2"
 
 
 # Serving engines' prefill kernels where published figures apply: vLLM's FlashAttention backend picks
@@ -227,9 +269,14 @@ def reference_gpu(kernel: str, family: str) -> str | None:
 MASKED_SDPA_KERNEL = {"hopper": "cudnn-masked"}
 
 
-def masked_sdpa_kernel(family: str | None) -> str | None:
+def masked_sdpa_kernel(family: str | None, torch_version: str | None = None) -> str | None:
     """The kernel torch SDPA runs for a call with an explicit mask on a GPU family where it is measured (None:
-    not measured; the caller keeps its unmasked pricing)."""
+    not measured; the caller keeps its unmasked pricing). A torch stated older than SDPA_CUDNN_FROM does not try
+    cuDNN first: the masked call falls to the memory-efficient kernel, which has no rows (None); an unknown
+    version keeps the measured torch 2.11 kernel."""
+    v = torch_minor(torch_version)
+    if v is not None and v < SDPA_CUDNN_FROM:
+        return None
     return MASKED_SDPA_KERNEL.get(family or "")
 
 
@@ -252,6 +299,7 @@ def describe(kernel: str) -> str:
             "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
             "triton": "Triton unified attention (vLLM on ROCm)",
             "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)",
+            "cudnn-sdpa": "cuDNN fused attention (PyTorch SDPA)",
             "cudnn-masked": "cuDNN fused attention with an explicit mask (whole s x s square)"}.get(kernel, kernel)
 
 

@@ -370,7 +370,11 @@ def _linear_time(c: _Train) -> float:
 def attention_kernel(scn: Any, gpu: Any = None) -> str:
     """The fused attention kernel a training scenario runs on `gpu` (estimate/attention_kernels.py)."""
     k = getattr(scn.train, "attention_kernel", "auto")
-    return default_kernel(scn.framework, _family(gpu) if gpu is not None else None) if k == "auto" else k
+    if k != "auto":
+        return k
+    if gpu is None:
+        return default_kernel(scn.framework)
+    return default_kernel(scn.framework, _family(gpu), getattr(scn.train, "torch_version", None), _kernel_family(gpu))
 
 
 def _fused_kernel(model: ModelSpec, kernel: str | None) -> str | None:
@@ -413,7 +417,7 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     scale = _kernel_scale(kernel, c.gpu, c.P)
     # the kernel runs at the length it attends over: a packed row's documents (cu_seqlens), not the row
     return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), attention_span(c.tr) / c.par.cp,
-                                                   scale)
+                                                   scale, c.model.head_dim)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
@@ -467,7 +471,7 @@ def _masked_sdpa_time(c: _Train, windows: tuple[int, ...]) -> tuple[float, float
     attention_kernels.py) at the `cudnn-masked` rate of its head dimension's tile; the other layers (no window,
     or a window the keys do not reach) are plain causal, (s + 1) / 2 keys a query."""
     fam = _kernel_family(c.gpu)
-    kernel = masked_sdpa_kernel(fam)
+    kernel = masked_sdpa_kernel(fam, getattr(c.tr, "torch_version", None))
     scale = _kernel_scale(kernel, c.gpu, c.P) if kernel else None
     if scale is None:
         return None
