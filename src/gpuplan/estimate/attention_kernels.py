@@ -290,6 +290,8 @@ def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float,
                    bwd_ratio: float = BACKWARD_FLOP_RATIO) -> float:
     """Seconds for forward + backward (+ the recomputed share of the forward) of `flops_fwd` causal
     attention FLOPs; `bwd_ratio` is the kernel's backward FLOPs over its forward's."""
+    if flops_fwd <= 0:      # no attention layer (a pure SSM stack): nothing to time, whatever the rates
+        return 0.0
     f, b = rates
     return flops_fwd * ((1.0 + recompute_share) / f + bwd_ratio / b)
 

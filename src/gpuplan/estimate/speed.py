@@ -417,7 +417,7 @@ def _kernel_rates(c: _Train) -> tuple[float, float] | None:
     scale = _kernel_scale(kernel, c.gpu, c.P)
     # the kernel runs at the length it attends over: a packed row's documents (cu_seqlens), not the row
     return None if scale is None else kernel_rates(kernel, _kernel_family(c.gpu), attention_span(c.tr) / c.par.cp,
-                                                   scale, c.model.head_dim)
+                                                   scale, c.model.head_dim or None)
 
 
 def _kernel_scale(kernel: str | None, gpu: Any, P: Mapping[str, Any]) -> float | None:
