@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .datafiles import rows
 
@@ -392,10 +393,16 @@ def measured_rows_half() -> float:
     import numpy as np
     table = [r for r in rows("grouped_gemm_rows.csv") if r["layout"] in DEEPGEMM_LAYOUTS]
     m = np.array([float(r["m_per_group"]) for r in table])
-    log_rate = np.log([float(r["tflops_per_s"]) for r in table])
-    grid = np.exp(np.linspace(np.log(1.0), np.log(1e5), 20001))
-    shape = np.log(m[None, :] / (m[None, :] + grid[:, None]))
-    resid = log_rate[None, :] - shape
+    return _half_rows(m, np.log([float(r["tflops_per_s"]) for r in table]), 1e5)
+
+
+def _half_rows(m: Any, log_rate: Any, upper: float) -> float:
+    """The D of a rate form A·M/(M + D) that best fits `log_rate` at row counts `m` (numpy arrays): at each D of
+    a fine logarithmic grid from 1 to `upper`, A in closed form (the mean log ratio), the D of least squared log
+    error."""
+    import numpy as np
+    grid = np.exp(np.linspace(np.log(1.0), np.log(upper), 20001))
+    resid = log_rate[None, :] - np.log(m[None, :] / (m[None, :] + grid[:, None]))
     sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     return float(grid[int(np.argmin(sse))])
 
@@ -418,15 +425,13 @@ def measured_total_rows_half(d0: float) -> float:
     torch._grouped_mm, CUTLASS grouped GEMMs, bf16, 4 and 16 experts of Qwen3-30B-A3B and gpt-oss-120b shapes at
     128 ... 8192 rows each). The factor is on the total, not the rows per expert: 16 experts of M rows run like 4
     of 4M (4,096 rows in all: 433.4 and 431.7 TFLOP/s; 8,192: 619.0 and 610.8): the call fills the GPU's SMs with
-    the tiles of all groups. About 1,140 rows once the host-timed points (kernels under 58 µs) are left out. Fitted like measured_rows_half (a free rate in closed form at
-    each D of a logarithmic grid), with the size factor K/(K + d0)·N/(N + d0) of each shape taken out."""
+    the tiles of all groups. About 1,180 rows once the host-timed points (kernels under 58 µs) are left out.
+    Fitted as measured_rows_half is (`_half_rows`), with the size factor K/(K + d0)·N/(N + d0) of each shape taken
+    out."""
     import numpy as np
     table = [r for r in rows("grouped_gemm_rows.csv") if r["layout"] == "torch_grouped_mm"
              and _kernel_seconds(r) >= 2 * LENT_HOST_ENQUEUE_S]
     m_tot = np.array([float(r["m_per_group"]) * float(r["groups"]) for r in table])
     k, n = (np.array([float(r[c]) for r in table]) for c in ("k", "n"))
     log_rate = np.log([float(r["tflops_per_s"]) for r in table]) - np.log(k / (k + d0) * n / (n + d0))
-    grid = np.exp(np.linspace(np.log(1.0), np.log(1e6), 20001))
-    resid = log_rate[None, :] - np.log(m_tot[None, :] / (m_tot[None, :] + grid[:, None]))
-    sse = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-    return float(grid[int(np.argmin(sse))])
+    return _half_rows(m_tot, log_rate, 1e6)
