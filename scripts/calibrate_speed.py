@@ -486,14 +486,18 @@ def measured_gemm_prior(P: dict, gpu_id: str, dtype: str) -> float:
     at the measured shape is peak x clock_factor x eta x K/(K + d0) x N/(N + d0) (speed.gemm_time; a dense GEMM's M
     is left to the roofline), so eta = measured fraction / (clock_factor x size factor), capped at the fit's bound
     1.0. Needs the llama.cpp stage (clock_factor) and d0 from the training stage."""
+    measured, size = _maf_share_and_size(P, gpu_id, dtype)
+    return min(1.0, measured / (speed.clock_factor(P, get_gpu(gpu_id)) * size))
+
+
+def _maf_share_and_size(P: dict, gpu_id: str, dtype: str) -> tuple[float, float]:
+    """(published max-achievable rate of `gpu_id` in `dtype` as a share of its peak, the size factor
+    K/(K + d0)·N/(N + d0) at the shape it was reached at) from estimate/data/max_achievable_gemm.csv."""
     from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
     row = maf_row(gpu_id, dtype)
-    g = get_gpu(gpu_id)
-    measured = maf_fraction(gpu_id, dtype, speed.peak_flops(g, dtype))
-    d0 = float(P["matmul_dim_half"])
-    k, n = float(row["k"]), float(row["n"])
-    size = (k / (k + d0)) * (n / (n + d0))
-    return min(1.0, measured / (speed.clock_factor(P, g) * size))
+    measured = maf_fraction(gpu_id, dtype, speed.peak_flops(get_gpu(gpu_id), dtype))
+    d0, k, n = float(P["matmul_dim_half"]), float(row["k"]), float(row["n"])
+    return measured, (k / (k + d0)) * (n / (n + d0))
 
 
 
@@ -503,11 +507,8 @@ def burst_gemm_share(P: dict, gpu_id: str) -> float:
     (max_achievable_gemm.csv, a burst of ~150 GEMMs) as a share of peak, over the size factor K/(K + d0)·N/(N + d0)
     at the shape it was reached at. H100 SXM: 794.5/989.4 = 0.803, / 0.932 = 0.861 (x its clock factor 0.835 =
     0.719 sustained); A100 SXM: 271.2/312 = 0.869, / 0.964 = 0.902."""
-    from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
-    row, g = maf_row(gpu_id, "bf16"), get_gpu(gpu_id)
-    d0, k, n = float(P["matmul_dim_half"]), float(row["k"]), float(row["n"])
-    size = (k / (k + d0)) * (n / (n + d0))
-    return round(min(1.0, maf_fraction(gpu_id, "bf16", speed.peak_flops(g, "bf16")) / size), 4)
+    measured, size = _maf_share_and_size(P, gpu_id, "bf16")
+    return round(min(1.0, measured / size), 4)
 
 
 def training_gemm_prior(P: dict, gpu_id: str) -> float:
