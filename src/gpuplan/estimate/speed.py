@@ -642,9 +642,14 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     loss_at_stack_rate = eager_loss * logits if eager_loss is not None else 0.0
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
     bw, share = _bw(c.gpu), elementwise.bandwidth_share
-    recipe = elementwise.eager_recipe(c.scn.framework, c.model.norm)
-    t = base / (bw * share(mode, recipe)) + loss_at_stack_rate / (bw * share(mode, "loss"))
+    t = base / (bw * _layer_bandwidth_share(c)) + loss_at_stack_rate / (bw * share(mode, "loss"))
     return t + adapters / (bw * share("vectorized")), rest
+
+
+def _layer_bandwidth_share(c: _Train) -> float:
+    """The measured bandwidth share of this stack's layer kernels (elementwise.bandwidth_share by mode and layer
+    kind)."""
+    return elementwise.bandwidth_share(_fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
 
 
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
@@ -991,8 +996,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
-    details["elementwise_bandwidth_share"] = elementwise.bandwidth_share(
-        _fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
+    details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if mfu > 1.0:
