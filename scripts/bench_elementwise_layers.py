@@ -78,24 +78,6 @@ def profile_seconds(torch, fn, device: str, iters: int) -> dict[str, float]:
     return out
 
 
-def layer_case(torch, te, recipe: str, h: int, i: int, heads: int, kv: int, b: int, s: int, device: str):
-    """(callable running one forward + backward of the layer, its inputs' grads reset)."""
-    x = torch.randn(b, s, h, dtype=torch.bfloat16, device=device, requires_grad=True)
-    g = torch.randn(b, s, h, dtype=torch.bfloat16, device=device)
-    d = h // heads
-    if recipe == "hf":
-        blk, rot = te._hf_block(h, i, heads, kv)
-        blk = blk.to(device)
-        with torch.no_grad():
-            extra = tuple(p.to(torch.bfloat16) for p in rot.to(device)(x, torch.arange(s, device=device)[None]))
-        extra = (extra,)
-    else:
-        blk = (te.TitanBlock if recipe == "torchtitan" else te.GptBlock)(h, i, heads, kv).to(device)
-        ang = torch.outer(torch.arange(s, dtype=torch.float32), torch.ones(d // 2))
-        extra = (torch.polar(torch.ones_like(ang), ang).to(device),)
-    return blk, x, g, extra
-
-
 def priced_bytes(recipe: str, mode: str, h: int, i: int, heads: int, kv_heads: int) -> float:
     """gpuplan's element-wise bytes per token of this layer (estimate/elementwise.py), fwd + bwd, bf16."""
     from gpuplan.estimate import elementwise as ew
@@ -108,7 +90,8 @@ def priced_bytes(recipe: str, mode: str, h: int, i: int, heads: int, kv_heads: i
 
 def run_layer(torch, te, case, mode: str, device: str, iters: int, bw: float) -> dict:
     label, recipe, h, i, heads, kv, b, s = case
-    blk, x, g, extra = layer_case(torch, te, recipe, h, i, heads, kv, b, s, device)
+    blk, x, extra = te.build_layer(recipe, h, i, heads, kv, b, s, device)
+    g = torch.randn(b, s, h, dtype=torch.bfloat16, device=device)
     fwd = torch.compile(blk) if mode == "compiled" else blk
 
     def step():

@@ -160,23 +160,29 @@ def _lora(blk, rank: int = 16):
     return peft.get_peft_model(blk, cfg)
 
 
-def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> tuple[float, dict]:
-    """Eager element-wise bytes per token of one layer's forward + backward, and the bytes by aten op."""
-    torch.manual_seed(0)
-    x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
+def build_layer(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int, s: int, device: str = "cpu"):
+    """(layer, its bf16 input [b, s, h] that requires grad, the extra forward arguments: RoPE's position
+    embeddings or frequencies) of one layer of `kind` (torchtitan | hf | hf_lora | layernorm_gelu) on `device`."""
+    x = torch.randn(b, s, h, dtype=torch.bfloat16, device=device, requires_grad=True)
     d = h // heads
-    autocast = kind == "hf_lora"
     if kind in ("hf", "hf_lora"):
         blk, rot = _hf_block(h, i, heads, kv_heads)
         if kind == "hf_lora":
             blk = _lora(blk)
+        blk, rot = blk.to(device), rot.to(device)
         with torch.no_grad():
-            pe = rot(x, torch.arange(s)[None])
-        extra = (tuple(p.to(torch.bfloat16) for p in pe),)
-    else:
-        blk = (TitanBlock if kind == "torchtitan" else GptBlock)(h, i, heads, kv_heads)
-        ang = torch.outer(torch.arange(s, dtype=torch.float32), torch.ones(d // 2))
-        extra = (torch.polar(torch.ones_like(ang), ang),)
+            pe = rot(x, torch.arange(s, device=device)[None])
+        return blk, x, (tuple(p.to(torch.bfloat16) for p in pe),)
+    blk = (TitanBlock if kind == "torchtitan" else GptBlock)(h, i, heads, kv_heads).to(device)
+    ang = torch.outer(torch.arange(s, dtype=torch.float32), torch.ones(d // 2))
+    return blk, x, (torch.polar(torch.ones_like(ang), ang).to(device),)
+
+
+def layer_bytes(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int = 1, s: int = 64) -> tuple[float, dict]:
+    """Eager element-wise bytes per token of one layer's forward + backward, and the bytes by aten op."""
+    torch.manual_seed(0)
+    blk, x, extra = build_layer(kind, h, i, heads, kv_heads, b, s)
+    autocast = kind == "hf_lora"
     grad = torch.randn(b, s, h, dtype=torch.bfloat16)
     with ByteCounter() as bc:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
