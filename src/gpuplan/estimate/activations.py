@@ -18,6 +18,7 @@ HF transformers actually saves, checked against fake-tensor traces (docs/model.m
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..models.spec import ModelSpec
@@ -66,6 +67,8 @@ MATH_PATH_SCORE_BYTES = 4.0     # SDPA math path: the fp32 probabilities per sco
 LSE_BYTES = 4                   # flash/efficient attention: fp32 log-sum-exp per head
 ROUTER_BYTES_PER_EXPERT = 8     # router logits and probabilities in fp32, per expert
 DROPOUT_MASK_BYTES = 1          # CUDA's fused native_dropout keeps a bool mask
+# prefix of a routed expert's role in a resolved LoRA target set (memory._lora_targets): "experts.gate", ...
+EXPERT_ROLE = "experts."
 
 
 def math_path_attention(model: ModelSpec, s: ActivationSetup | None = None) -> bool:
@@ -285,6 +288,30 @@ def adapter_input_bytes(model: ModelSpec, s: ActivationSetup, tensor: str, width
     return saved + hits * b * s.lora_rank
 
 
+def _adapter_bytes(model: ModelSpec, s: ActivationSetup, tensor: str, width: float) -> float:
+    """adapter_input_bytes, with a MoE's routed experts adapted apart from its dense and shared MLPs (roles
+    "experts.<role>" in lora_targets: peft on transformers 5 adapts the shared expert but not the fused routed
+    experts, memory.peft_fused_experts). MLP inputs: a MoE layer keeps adapter inputs when either kind is adapted;
+    down_proj's input counts only the adapted kinds' width."""
+    if not model.is_moe or tensor not in ("mlp_in", "down_in") or not s.frozen_base:
+        return adapter_input_bytes(model, s, tensor, width)
+    routed_roles = frozenset(r[len(EXPERT_ROLE):] for r in s.lora_targets if r.startswith(EXPERT_ROLE))
+    routed = any(r in routed_roles for r in _consumers(model)[tensor])
+    dense = any(r in s.lora_targets for r in _consumers(model)[tensor])
+    if not (routed or dense):
+        return 0.0
+    merged = dataclasses.replace(s, lora_targets=s.lora_targets | routed_roles)
+    moe_frac, _ = _mlp_mix(model)
+    shared = model.shared_expert_intermediate
+    if tensor == "mlp_in":
+        in_moe = routed or (dense and shared > 0)
+        share = moe_frac * in_moe + (1.0 - moe_frac) * dense
+        return share * adapter_input_bytes(model, merged, tensor, width)
+    adapted = (moe_frac * (routed * model.moe_intermediate_size * model.experts_per_tok + dense * shared)
+               + (1.0 - moe_frac) * dense * model.intermediate_size)
+    return adapter_input_bytes(model, merged, tensor, adapted) if adapted > 0 else 0.0
+
+
 def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tuple[float, float]:
     """(replicated, sharded) bytes the linears save of their inputs: h-wide inputs (attention and MLP
     input) are replicated under TP, the attention output and the MLP product are sharded."""
@@ -296,7 +323,7 @@ def linear_input_bytes(model: ModelSpec, s: ActivationSetup, i_eff: float) -> tu
             # one shared norm feeds attention and MLP: its output is one tensor, kept once (under
             # autocast each consumer still casts its own copy)
             continue
-        saved = base_input_bytes(model, s, tensor, width) + adapter_input_bytes(model, s, tensor, width)
+        saved = base_input_bytes(model, s, tensor, width) + _adapter_bytes(model, s, tensor, width)
         if tensor in ("attn_in", "mlp_in"):
             rep += saved
         else:

@@ -22,20 +22,10 @@ from .activations import (ActivationSetup, _mlp_mix, embedding_dropout_bytes, la
 from . import encdec
 from .layout import RankParams, grad_accum_steps, rank_params, stages
 from . import optim as opt
+from .lora_targets import (ALL_LINEAR, EXPERT_ROLE, LORA_NAME_MAP, _lora_targets, lora_params,  # noqa: F401
+                           lora_role, out_factor, peft_fused_experts, scenario_lora_targets)
 from .recompute import RecomputePlan, op_sac_layer_bytes, recompute_plan
 from .results import MEMORY_COMPONENTS, MemoryEstimate
-
-# module name (HF, Mixtral w1/w2/w3, GPT-2, NeoX, Falcon, DeepSeek MLA) -> the role a LoRA target plays;
-# used both for the user's lora_targets and for the model's own linear blocks
-LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
-                 "down_proj": "down", "query_key_value": "q", "dense": "o", "c_attn": "q", "c_proj": "o",
-                 "w1": "gate", "w3": "up", "w2": "down", "fc1": "up", "fc2": "down", "c_fc": "up",
-                 "dense_h_to_4h": "up", "dense_4h_to_h": "down", "gate_up_proj": "gate", "q_a_proj": "q",
-                 "q_b_proj": "q", "kv_a_proj_with_mqa": "k", "kv_b_proj": "v",
-                 # Mamba mixers (peft's all-linear picks these four)
-                 "in_proj": "ssm_in", "x_proj": "ssm_x", "dt_proj": "ssm_dt", "out_proj": "ssm_out"}
-ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down", "ssm_in", "ssm_x", "ssm_dt", "ssm_out"))
-
 
 # ---- runtime overhead ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -136,27 +126,9 @@ def rank_tensors(scn: Scenario, model: ModelSpec, stage: str) -> list:
     native_tp = scn.framework in ("megatron", "torchtitan")
     if t.method in ("lora", "qlora"):
         frac = math.ceil(model.num_layers / p.pp) / model.num_layers
-        return opt.adapter_tensors(model, t.lora_rank, _lora_targets(t.lora_targets), LORA_NAME_MAP, tp=p.tp,
-                                   layer_frac=frac)
+        return opt.adapter_tensors(model, t.lora_rank, scenario_lora_targets(scn, model), lora_role, tp=p.tp,
+                                   layer_frac=frac, out_factor=out_factor)
     return opt.param_tensors(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp, etp=p.etp)
-
-
-def _lora_targets(targets) -> frozenset[str]:
-    if targets == "all-linear":
-        return ALL_LINEAR
-    return frozenset(LORA_NAME_MAP.get(t, t) for t in targets)
-
-
-def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:
-    """Adapter parameters: (in + out) x r for every targeted linear of every layer (Hu et al. 2021)."""
-    total = 0
-    for blk in model.linear_blocks:
-        if blk.kind == "router":
-            continue
-        if LORA_NAME_MAP.get(blk.name.split(".")[-1]) in targets:
-            fin, fout = blk.linear
-            total += (fin + fout) * rank * blk.count
-    return total
 
 
 def _weight_bytes_frozen(rp: RankParams, model: ModelSpec, method: str, double_quant: bool, low: int,
@@ -213,7 +185,7 @@ def _train_setup(scn: Scenario, model: ModelSpec, stage: str) -> _TrainSetup:
                        rp=rank_params(model, tp=p.tp, pp=p.pp, ep=p.ep, stage=stage, vocab_parallel=native_tp,
                                       etp=p.etp),
                        shard=p.zero_shard_dp * p.cp, low=4 if t.precision == "fp32" else 2, peft=peft,
-                       targets=_lora_targets(t.lora_targets) if peft else frozenset(), native_tp=native_tp,
+                       targets=scenario_lora_targets(scn, model) if peft else frozenset(), native_tp=native_tp,
                        untied_head=untied_head, fabric_bnb=fabric_bnb)
 
 
@@ -596,7 +568,7 @@ def _saved_activations(ts: _TrainSetup, setup: ActivationSetup, in_flight: float
             per_layer_token -= la.score_bytes * model.num_heads / tp * (t.seq_len / cp)
         saved = tokens * layers * per_layer_token * in_flight
         working = 0.0
-    if ts.peft and model.is_moe and ts.scn.framework == "hf" and ts.targets & {"gate", "up", "down"}:
+    if ts.peft and peft_fused_experts(ts.scn, model) and any(r.startswith(EXPERT_ROLE) for r in ts.targets):
         # peft adapts transformers' fused expert parameters (gate_up_proj, down_proj [E, out, in]) with a
         # ParamWrapper: forward builds W + s * B @ A (baddbmm) for every expert and grouped_mm saves that
         # merged 16-bit weight for its input gradient, so each MoE layer keeps a full copy of its experts

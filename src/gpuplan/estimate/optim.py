@@ -31,6 +31,7 @@ bf16 Newton-Schulz) or fp32 (SVD, eigenbases).
 """
 from __future__ import annotations
 
+from typing import Any, Callable
 from dataclasses import dataclass
 
 from ..models.spec import ModelSpec
@@ -119,13 +120,15 @@ def param_tensors(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, st
     return out
 
 
-def adapter_tensors(model: ModelSpec, rank: int, targets: frozenset[str], role_of: dict[str, str], *,
-                    tp: int = 1, layer_frac: float = 1.0) -> list[Tensor]:
-    """LoRA's A (r x in) and B (out x r) matrices for every targeted linear (TP splits the split side)."""
+def adapter_tensors(model: ModelSpec, rank: int, targets: frozenset[str], role_of: Callable[[Any], str | None], *,
+                    tp: int = 1, layer_frac: float = 1.0,
+                    out_factor: Callable[[Any, frozenset[str]], int] = lambda b, t: 1) -> list[Tensor]:
+    """LoRA's A (r x in) and B (out x r) matrices for every targeted linear (TP splits the split side);
+    `role_of(block)` names the role a block plays as a target and `out_factor` widens B (lora_targets)."""
     out: list[Tensor] = []
     for b in model.linear_blocks:
         short = b.name.split(".")[-1]
-        if b.kind == "router" or role_of.get(short) not in targets:
+        if role_of(b) not in targets:
             continue
         fin, fout = b.linear
         if short in _ROW_PARALLEL:
@@ -133,7 +136,7 @@ def adapter_tensors(model: ModelSpec, rank: int, targets: frozenset[str], role_o
         else:
             fout = max(1, fout // tp)
         n = b.count * layer_frac
-        out += [Tensor(rank, fin, n, "hidden"), Tensor(fout, rank, n, "hidden")]
+        out += [Tensor(rank, fin, n, "hidden"), Tensor(fout * out_factor(b, targets), rank, n, "hidden")]
     return out
 
 

@@ -21,7 +21,7 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all
 from .engine_host import eager_issue_layer_s, engine_host, step_with_host
 from . import elementwise
 from . import encdec as encdec_flops
-from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span, lora_adapter_params,
+from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
                     matmul_params_active, training_flops_per_token)
 from . import fp8 as fp8_recipes
 from . import optim
@@ -30,6 +30,7 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 masked_sdpa_kernel,
                                 reference_gpu)
 from .layout import grad_accum_steps
+from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
                   fp8_pad_passes_per_row, fused_moe_pass_bytes, measured_rows_half, overlap_unpaired_share,
                   overlapped_exposed, padded_rows_per_expert, permute_bytes, serving_moe_kernel,
@@ -296,7 +297,7 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
     experts = sum(b.total for b in model.blocks if b.kind == "expert") if _folded(model, par) else 0.0
     expert_local = experts / (par.ep * par.expert_tp * par.pp)
     params_local = (model.params_total - experts) / tp_pp + expert_local
-    trainable_local = lora_adapter_params(model, tr.lora_rank) / tp_pp if frozen else params_local
+    trainable_local = lora_params(model, tr.lora_rank, scenario_lora_targets(scn, model)) / tp_pp if frozen else params_local
     fp8 = None
     if mm_dtype == "fp8":
         name, note = fp8_recipes.resolve_recipe(getattr(tr, "fp8_recipe", "auto"), _family(gpu))
@@ -619,13 +620,26 @@ def _fusion_mode(c: _Train) -> str:
                                   getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
 
 
-def _layer_elementwise_bytes(c: _Train, lora: bool | None = None) -> float:
+def _layer_elementwise_bytes(c: _Train, lora: bool | None = None, i_active: float | None = None) -> float:
     """Element-wise HBM bytes per token per layer (fwd + bwd, 2-byte activations) of this stack's layer
     (estimate/elementwise.py); an HF LoRA/QLoRA step adds peft's adapter casts, scaling and adds (eager only:
-    Unsloth fuses them)."""
+    Unsloth fuses them). `i_active`: the MLP width a token passes (default: every active MLP)."""
     lora = c.tr.method in ("lora", "qlora") if lora is None else lora
-    return elementwise.model_layer_bytes(c.model, _mlp_width_active(c.model), c.scn.framework, _fusion_mode(c),
-                                         lora=lora)
+    i = _mlp_width_active(c.model) if i_active is None else i_active
+    return elementwise.model_layer_bytes(c.model, i, c.scn.framework, _fusion_mode(c), lora=lora)
+
+
+def _mlp_width_adapted(c: _Train) -> float:
+    """The active MLP width whose linears carry adapters (a MoE's routed experts are not adapted by peft's
+    all-linear on transformers 5: lora_targets.peft_fused_experts), in _mlp_width_active's units."""
+    m = c.model
+    if not m.is_moe:
+        return _mlp_width_active(m)
+    targets = scenario_lora_targets(c.scn, m)
+    per_layer = sum(b.total * b.active_fraction for b in m.blocks
+                    if b.kind in ("mlp", "expert", "shared_expert") and b.layer_scope == "layer"
+                    and lora_role(b) in targets) / m.num_layers
+    return per_layer / ((3 if m.gated_mlp else 2) * m.hidden_size)
 
 
 def _elementwise_time(c: _Train) -> tuple[float, float]:
@@ -636,7 +650,9 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     mode, tp = _fusion_mode(c), c.par.tp
     scale = c.act_b / 2.0 / tp * c.tokens * c.L_stage * (1.0 + FORWARD_SHARE * c.rc.elementwise_share)
     base = _layer_elementwise_bytes(c, lora=False) * scale
-    adapters = _layer_elementwise_bytes(c) * scale - base
+    i_adapted = _mlp_width_adapted(c)
+    adapters = (_layer_elementwise_bytes(c, i_active=i_adapted)
+                - _layer_elementwise_bytes(c, lora=False, i_active=i_adapted)) * scale
     logits = c.model.vocab_size / tp * c.tokens
     eager_loss = elementwise.eager_loss_bytes_per_logit(c.scn.framework, mode)
     loss_at_stack_rate = eager_loss * logits if eager_loss is not None else 0.0
