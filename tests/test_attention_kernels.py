@@ -75,7 +75,8 @@ def test_serving_prefill_runs_the_engines_kernel_forward_rate():
 
 
 # AMD Instinct (issue 13). PyTorch SDPA on ROCm runs AOTriton by default (torch/backends/cuda/__init__.py
-# `preferred_rocm_fa_library`, torch 2.13.0): no published MI300X figures, so the calibrated efficiency stays.
+# `preferred_rocm_fa_library`, torch 2.13.0): with no torch stated to bundle AOTriton 0.10b, the calibrated
+# efficiency stays (0.10b's published backward: below).
 # Composable Kernel FMHA (ROCm TE, ROCm flash-attn): MI300X, ROCm 6.3.2, BF16, d128, 16k tokens:
 # 353 TFLOP/s forward / 194 backward (ROCm/flash-attention#142), one point, so a flat rate.
 
@@ -107,6 +108,54 @@ def test_sdpa_on_mi300x_keeps_the_calibrated_efficiency_and_ck_times_by_hand():
     # per query, diagonal included) * 4096 (32 heads x 128) * 32 layers
     f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
     assert ck == pytest.approx(f / 353e12 + 2.5 * f / 194e12, rel=1e-6)
+
+
+# AOTriton 0.10b on MI300X (torch 2.8 and the 2.9 nightlies before the 0.11b bump, pytorch#161754 of 2025-08-29):
+# AMD's operator tuning database (ROCm/aotriton@1ad31776 v3python/rules/op_database.sqlite3, "MI300X's attn_bwd
+# tuning results", gfx942_mod0, bf16, head dim 128, causal, backend 0 = the Triton split backward) gives op$tflops =
+# 4*B*H*S^2*D / t of 53.5835 (1k), 62.3842 (2k) and 60.4826 (8k); in the table's convention (backward 2.5 x the
+# causally halved forward FLOPs) x 2.5 x 0.5: 66.98, 77.98, 75.60 TFLOP/s. The forward is not timed there.
+
+TA04_TORCH = "2.9.0.dev20250811+rocm6.4"        # validation/gathered/train.csv TA04-TA07
+
+
+def test_which_torch_builds_bundle_aotriton_0_10b():
+    from gpuplan.estimate.attention_kernels import bundles_aotriton_010b, default_kernel
+    assert bundles_aotriton_010b(TA04_TORCH) and bundles_aotriton_010b("2.8.0+rocm6.3")
+    assert bundles_aotriton_010b("2.9.0.dev20250828+rocm6.4")
+    assert not bundles_aotriton_010b("2.9.0.dev20250829+rocm6.4")     # the day the 0.11b bump was opened
+    for v in ("2.9.0", "2.9.1+rocm6.4", "2.7.1+rocm6.3", "2.13", "unknown", None):
+        assert not bundles_aotriton_010b(v)
+    assert default_kernel("torchtitan", "cdna3", TA04_TORCH) == "aotriton-0.10b"
+    assert default_kernel("torchtitan", "cdna3", "2.13") == "aotriton"          # 0.11b and later: calibrated
+    assert default_kernel("megatron", "cdna3", TA04_TORCH) == "ck"
+    assert default_kernel("torchtitan", "hopper", TA04_TORCH) == "fa2"
+
+
+def test_aotriton_0_10b_backward_is_amds_published_op_tuning_rate():
+    assert 60.482555895449174 * 2.5 * 0.5 == pytest.approx(75.60, abs=0.005)
+    assert kernel_rates("aotriton-0.10b", "cdna3", 8192, 1.0) == (None, pytest.approx(75.60e12))
+    assert kernel_rates("aotriton-0.10b", "cdna3", 2048, 1.0) == (None, pytest.approx(77.98e12))
+    # 4k: halfway in log2(sequence) between 2k and 8k (the database's 4k row, timed at batch 2 x 2 heads, leaves
+    # 256 work-groups for 304 CUs and is not in the table)
+    assert kernel_rates("aotriton-0.10b", "cdna3", 4096, 1.0)[1] == pytest.approx((77.98e12 + 75.60e12) / 2)
+    assert kernel_rates("aotriton-0.10b", "cdna3", 512, 1.0)[1] == pytest.approx(66.98e12)     # clamped
+    assert kernel_rates("aotriton-0.10b", "cdna4", 8192, 1.0) is None
+
+
+@pytest.mark.parametrize("recompute,share", [("none", 0.0), ("full", 1.0)])
+def test_sdpa_on_mi300x_with_aotriton_0_10b_times_the_published_backward_by_hand(recompute, share):
+    from gpuplan.estimate.calibration import packaged
+    # forward at the calibrated CDNA3 rate (eta_attn x 1307.4 TFLOP/s bf16 peak, clock factor 1 on CDNA), the
+    # backward at AMD's measured 75.60 TFLOP/s (8k) in the table's 2.5x convention; llama-3.1-8b, 8k tokens
+    f = 4 * 8192 * (8192 + 1) / 2 * 4096 * 32
+    fwd_rate = packaged()["attention"]["cdna3"] * 1307.4e12
+    t = _attn_seconds("torchtitan", gpu="mi300x", recompute=recompute, torch_version=TA04_TORCH)
+    assert t == pytest.approx((1 + share) * f / fwd_rate + 2.5 * f / 75.60e12, rel=1e-6)
+    # about 2.2x the calibrated AOTriton time (7/5 of FA2's backward at the calibrated rate) for no recompute
+    old = _attn_seconds("torchtitan", gpu="mi300x", recompute=recompute)
+    assert old == pytest.approx(f / fwd_rate * (1 + share + 2 * 3.5 / 2.5), rel=1e-6)
+    assert t > old
 
 
 def test_vllm_on_rocm_runs_triton_unified_attention_without_figures():

@@ -382,19 +382,22 @@ class Train(_Strict):
         "split sizes are known to the host and FP8 needs no row padding when the capacity is aligned; default "
         "none = dropless routing (docs/speed.md §2.7)", lo=0, hi=1024, open_lo=True)
     attention: Attention = "flash"
-    attention_kernel: Literal["auto", "fa2", "cudnn", "cudnn-sdpa", "fa3", "aotriton", "ck", "fa1-triton"] = Field(
+    attention_kernel: Literal["auto", "fa2", "cudnn", "cudnn-sdpa", "fa3", "aotriton",
+                              "aotriton-0.10b", "ck", "fa1-triton"] = Field(
         "auto", description="fused attention kernel timed for flash/sdpa attention: auto = the framework's own "
         "(Megatron/NeMo: cuDNN via Transformer Engine on Hopper+; PyTorch SDPA stacks: cuDNN (cudnn-sdpa, measured "
         "through torch) on Hopper and data-centre Blackwell from torch 2.11 (train.torch_version), else "
         "FlashAttention-2; on AMD "
-        "Instinct SDPA runs AOTriton and ROCm Transformer Engine CK); fa3 when flash-attn 3 is installed; ck with "
+        "Instinct SDPA runs AOTriton — aotriton-0.10b, whose MI300X backward is published, where train.torch_version "
+        "bundles AOTriton 0.10b (2.8, 2.9 nightlies before 2025-08-29) — and ROCm Transformer Engine CK); fa3 when flash-attn 3 is installed; ck with "
         "ROCm flash-attn or TORCH_ROCM_FA_PREFER_CK=1; fa1-triton for MPT/llm-foundry attn_impl: triton "
         "(FlashAttention-1-generation Triton kernel, calibrated efficiency) (docs/speed.md)")
     torch_version: str = Field(
         "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="the torch the run uses, for the attention "
         "kernel auto picks for PyTorch SDPA stacks: from 2.11 (bundled cuDNN > 9.15) SDPA runs cuDNN fused "
         "attention on Hopper and data-centre Blackwell, before that FlashAttention-2; unknown: FlashAttention-2 "
-        "(estimate/attention_kernels.py SDPA_CUDNN_FROM)")
+        "(estimate/attention_kernels.py SDPA_CUDNN_FROM); on AMD Instinct 2.8 and 2.9.0.devYYYYMMDD nightlies "
+        "before 20250829 run AOTriton 0.10b's split backward (bundles_aotriton_010b)")
     lora_rank: int = _num(16, "LoRA rank", lo=1, hi=65_536)
     lora_alpha: int | None = _num(None, "LoRA alpha", lo=1, hi=1 << 20)
     lora_targets: LoraTargets = "all-linear"

@@ -26,10 +26,13 @@ On AMD Instinct (CDNA families) the kernels differ: PyTorch SDPA's flash backend
 default ("When Flash Attention is enabled and desired, PyTorch defaults to using AOTriton as the
 backend", torch/backends/cuda/__init__.py `preferred_rocm_fa_library`, torch 2.13.0 @cf30153c; CK only
 with TORCH_ROCM_FA_PREFER_CK=1), and ROCm Transformer Engine's fused attention is Composable Kernel
-(`ck`). `ck` has one published MI300X point (ROCm/flash-attention#142); AOTriton has no published
-MI300X forward/backward TFLOP/s by sequence length that we found, so SDPA stacks on CDNA keep the
-calibrated efficiency (docs/speed.md §2.9) — but its backward does seven tile matmuls to FlashAttention-2's
-five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
+(`ck`). `ck` has one published MI300X point (ROCm/flash-attention#142). For AOTriton 0.10b — what torch 2.8 and
+the 2.9 nightlies before 2025-08-29 bundle (`bundles_aotriton_010b`) — AMD's own MI300X operator tuning database
+times the backward PyTorch runs (the Triton split dK/dV + dQ kernels; ROCm/aotriton@1ad31776
+v3python/rules/op_database.sqlite3): `aotriton-0.10b` rows, ~75-78 TFLOP/s causal at 2k-8k tokens, a quarter of
+FlashAttention-2's on H100; its forward is not published and keeps the calibrated efficiency (docs/speed.md §2.11).
+Other torch versions keep `aotriton` (calibrated, docs/speed.md §2.9), whose backward does seven tile matmuls to
+FlashAttention-2's five (`BACKWARD_MATMULS`, docs/speed.md §2.10), which scales the backward part.
 
 A100-class Ampere (table key `ampere-sm80`: the compute-capability 8.0 parts, A100, A800, A30) takes
 FlashAttention-2's published A100 80GB SXM4 rate, forward + backward only (Dao 2023, arXiv:2307.08691 Fig. 4d,
@@ -52,8 +55,8 @@ a FlashAttention-1-generation Triton kernel, `fa1-triton`, which has no rows: ca
 Data-centre Blackwell (table key `blackwell-dc`: B200, B300, GB200, GB300) takes cuDNN's published B200
 rates from NVIDIA's cudnn-frontend SDPA training benchmark (benchmark/sdpa_benchmark_training/artifacts/
 sdpa_bf16_benchmark_results_NVIDIA_B200.csv @cb560b9: PyTorch SDPA on cuDNN 9.10.2, BF16, causal, head dim 128).
-Where a family has no published kernel figures (sm86 Ampere, Ada, GeForce/workstation Blackwell, AOTriton on AMD,
-...) the calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
+Where a family has no published kernel figures (sm86 Ampere, Ada, GeForce/workstation Blackwell, AOTriton on AMD
+outside 0.10b on MI300X, ...) the calibrated efficiency stays in force. Timing: forward FLOPs at the forward rate, backward (2.5x the forward
 FLOPs: FlashAttention recomputes QK^T and needs five matmuls to the forward's two) at the backward
 rate, both interpolated in log(sequence length) and scaled from the reference GPU by 16-bit peak
 and sustained clock.
@@ -75,25 +78,27 @@ BACKWARD_FLOP_RATIO = 2.5
 # (bwd_inner_dk_dv_fuse + bwd_inner_dq), so it is 7 as well. PyTorch dispatches the split pair for head dim
 # x seq >= 64 x 512 (pytorch aten/src/ATen/native/transformers/hip/flash_attn/aot/mha_all_aot.hip
 # `mha_bwd_aot`, `use_fused_bwd`, @40519fbb), e.g. every 8k-token Llama layer.
-BACKWARD_MATMULS = {"aotriton": 7}
+BACKWARD_MATMULS = {"aotriton": 7, "aotriton-0.10b": 7}
 FORWARD_MATMULS = 2
 # fa1-triton: the FlashAttention-1-generation Triton kernel MPT's `attn_impl: triton` runs (llm-foundry
 # llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attn 1.x flash_attn_triton.py); no rows
-KERNELS = ("fa2", "cudnn", "cudnn-sdpa", "fa3", "aotriton", "ck", "fa1-triton")
+KERNELS = ("fa2", "cudnn", "cudnn-sdpa", "fa3", "aotriton", "aotriton-0.10b", "ck", "fa1-triton")
 AMD_FAMILIES = ("cdna2", "cdna3", "cdna4")
 
 
-def _rates(r: dict[str, str]) -> tuple[float, float]:
+def _rates(r: dict[str, str]) -> tuple[float | None, float]:
     """(forward, backward) FLOP/s of one table row. A row with only the forward + backward rate gives both
-    passes that rate: forward + backward time, 3.5 x the forward FLOPs over it, is then the published one."""
+    passes that rate: forward + backward time, 3.5 x the forward FLOPs over it, is then the published one. A row
+    with only the backward rate (`aotriton-0.10b`: AMD's operator database times the backward alone) gives None
+    for the forward, which then keeps the calibrated efficiency."""
     f, b, fb = (r.get(k) or "" for k in ("fwd_tflops_per_s", "bwd_tflops_per_s", "fwd_bwd_tflops_per_s"))
-    if f and b:
-        return float(f) * 1e12, float(b) * 1e12
+    if b and not fb:
+        return (float(f) * 1e12 if f else None), float(b) * 1e12
     return float(fb) * 1e12, float(fb) * 1e12
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float, float]]]]]:
+def _table() -> dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float | None, float]]]]]:
     """(kernel, family) -> (reference GPU, {head_dim: [(seq_len, fwd, bwd FLOP/s)]})."""
     out: dict[tuple[str, str], tuple[str, dict[int, list[tuple[int, float, float]]]]] = {}
     for r in rows("attention_kernels.csv"):
@@ -163,14 +168,42 @@ def sdpa_prefers_cudnn(torch_version: str | None, kernel_family: str | None) -> 
     return v is not None and v >= SDPA_CUDNN_FROM and kernel_family in SDPA_CUDNN_KERNEL
 
 
+# Which AOTriton a ROCm torch bundles (pytorch cmake/External/aotriton.cmake, .ci/docker/aotriton_version.txt; the
+# compatibility table of ROCm/aotriton README.md @6fca155f): torch 2.8 ships 0.10b (pytorch#156499, 2025-06-20), and
+# the 2.9 nightlies kept it until the 0.11b bump, pytorch#161754, opened 2025-08-29 — so a 2.9.0.devYYYYMMDD build
+# dated before 20250829 runs 0.10b. With 0.10b, PyTorch's backward for head dim x seq >= 64 x 512 is the Triton split
+# pair (mha_bwd_aot `use_fused_bwd`, pytorch@40519fbb): `aotriton-0.10b`, whose MI300X backward AMD's operator
+# database times (attention_kernels.csv). From 0.11b the operator picks among the split, fused and AITER assembly
+# backwards per shape from that database ("Invoke AITER Assembly kernels on gfx942/gfx950 when inputs meet
+# requirements", pytorch#161754); torch 2.9 releases and later, older torch (AOTriton <= 0.9.2b: other kernels, no
+# figures) and an unknown version keep `aotriton` (calibrated) — not settled here (docs/speed.md §2.11).
+AOTRITON_010B_TORCH = (2, 8)
+AOTRITON_011B_NIGHTLY_FROM = 20250829
+
+
+def bundles_aotriton_010b(torch_version: str | None) -> bool:
+    """Whether a ROCm torch build runs AOTriton 0.10b: 2.8.x, or a 2.9.0.devYYYYMMDD nightly dated before the
+    0.11b bump (AOTRITON_011B_NIGHTLY_FROM)."""
+    v = torch_minor(torch_version)
+    if v == AOTRITON_010B_TORCH:
+        return True
+    if v != (2, 9):
+        return False
+    dev = (torch_version or "").split("+")[0].partition(".dev")[2]
+    return dev[:8].isdigit() and int(dev[:8]) < AOTRITON_011B_NIGHTLY_FROM
+
+
 def default_kernel(framework: str, family: str | None = None, torch_version: str | None = None,
                    kernel_family: str | None = None) -> str:
     """The kernel a framework's fused attention runs on a GPU family: on AMD Instinct, AOTriton behind
-    PyTorch SDPA and Composable Kernel behind (ROCm) Transformer Engine; cuDNN for Transformer Engine on Hopper
-    and later and for PyTorch SDPA where `sdpa_prefers_cudnn` (`kernel_family`: the table key, which tells
-    data-centre Blackwell apart); elsewhere FlashAttention-2."""
+    PyTorch SDPA (`aotriton-0.10b` where the stated torch bundles 0.10b) and Composable Kernel behind (ROCm)
+    Transformer Engine; cuDNN for Transformer Engine on Hopper and later and for PyTorch SDPA where
+    `sdpa_prefers_cudnn` (`kernel_family`: the table key, which tells data-centre Blackwell apart); elsewhere
+    FlashAttention-2."""
     if family in AMD_FAMILIES:
-        return "ck" if framework == "megatron" else "aotriton"
+        if framework == "megatron":
+            return "ck"
+        return "aotriton-0.10b" if bundles_aotriton_010b(torch_version) else "aotriton"
     if framework == "megatron":
         return "fa2" if family in TE_FLASH_FAMILIES else "cudnn"
     key = kernel_family or family
@@ -231,14 +264,17 @@ def _interp(pts: list[tuple[int, float, float]], seq: float) -> tuple[float, flo
 
 
 def kernel_rates(kernel: str, family: str, seq_len: float, scale: float,
-                 head_dim: int | None = None) -> tuple[float, float] | None:
+                 head_dim: int | None = None) -> tuple[float | None, float] | None:
     """(forward, backward) FLOP/s of `kernel` on a GPU of `family` whose 16-bit peak x sustained clock
     is `scale` times the reference GPU's; None when no figures are published for that family. `head_dim`
-    picks the rows of a kernel measured at several head dimensions (`_head_dim_points`)."""
+    picks the rows of a kernel measured at several head dimensions (`_head_dim_points`). The forward is None
+    where only the backward is published (`aotriton-0.10b`): the caller times the forward at its calibrated rate."""
     hit = _table().get((kernel, family))
     if hit is None:
         return None
     pts, useful = _head_dim_points(hit[1], head_dim)
+    if pts[0][1] is None:       # backward-only rows: the forward is not published
+        return None, _interp([(s, b, b) for s, _, b in pts], seq_len)[1] * scale * useful
     f, b = _interp(pts, seq_len)
     return f * scale * useful, b * scale * useful
 
@@ -298,7 +334,9 @@ def attention_time(flops_fwd: float, recompute_share: float, rates: tuple[float,
 
 def describe(kernel: str) -> str:
     return {"fa2": "FlashAttention-2", "cudnn": "cuDNN fused attention", "fa3": "FlashAttention-3",
-            "aotriton": "AOTriton (PyTorch SDPA on ROCm)", "ck": "Composable Kernel FMHA",
+            "aotriton": "AOTriton (PyTorch SDPA on ROCm)",
+            "aotriton-0.10b": "AOTriton 0.10b, Triton split backward (PyTorch SDPA on ROCm, torch 2.8 / early 2.9)",
+            "ck": "Composable Kernel FMHA",
             "triton": "Triton unified attention (vLLM on ROCm)",
             "fa1-triton": "FlashAttention-1 Triton kernel (MPT attn_impl: triton)",
             "cudnn-sdpa": "cuDNN fused attention (PyTorch SDPA)",

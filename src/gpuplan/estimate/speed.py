@@ -503,16 +503,25 @@ def _fused_attention_time(c: _Train, attn_f: float) -> float:
     rates = _kernel_rates(c)
     fused = None if (tr.attention == "eager" or c.attn_dtype == "fp32") else \
         _fused_kernel(c.model, attention_kernel(c.scn, c.gpu))
-    bwd_ratio = backward_flop_ratio(fused)
     if rates is not None:
-        return attention_time(attn_f, c.rc.attention_share, rates, bwd_ratio)
-    eta_attn = _fam(c.P["attention"], _family(c.gpu))
-    if tr.attention == "eager":
-        eta_attn *= c.P["eager_attention_scale"]
-    t_attn_f = attn_f / (peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu))
+        # a published backward rate already holds the kernel's own work (AOTriton's seven tile matmuls included):
+        # the table's convention, 2.5 x the forward FLOPs; a forward that is not published keeps the calibrated rate
+        fwd = rates[0] if rates[0] is not None else _calibrated_attention_rate(c)
+        return attention_time(attn_f, c.rc.attention_share, (fwd, rates[1]))
+    bwd_ratio = backward_flop_ratio(fused)
+    t_attn_f = attn_f / _calibrated_attention_rate(c)
     # calibrated: backward = 2x the forward time, as on the FlashAttention-2 rows η_attn was fitted on; a kernel
     # whose backward does more tile matmuls (AOTriton's split dK/dV + dQ: 7 to FA2's 5) takes the difference
     return t_attn_f * (1.0 + c.rc.attention_share + 2.0 * bwd_ratio / BACKWARD_FLOP_RATIO)
+
+
+def _calibrated_attention_rate(c: _Train) -> float:
+    """Forward attention FLOP/s at the calibrated efficiency η_attn of the GPU family (× eager_attention_scale for
+    materialised scores)."""
+    eta_attn = _fam(c.P["attention"], _family(c.gpu))
+    if c.tr.attention == "eager":
+        eta_attn *= c.P["eager_attention_scale"]
+    return peak_flops(c.gpu, c.attn_dtype) * eta_attn * clock_factor(c.P, c.gpu)
 
 
 def _fp8_cast_bytes(c: _Train) -> float:
