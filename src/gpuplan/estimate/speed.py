@@ -957,22 +957,24 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
 
 def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
     """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
-    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0)
-    and DeepEP's dispatch waits on the host for the received counts, so the host cannot run ahead of the GPU;
-    where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
-    model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
+    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0),
+    DeepEP's dispatch waits on the host for the received counts, and HybridEP's dispatch copies the tokens per expert
+    to the host to size its output unless a static rank capacity is set (`_HybridEPManager`: "num_permuted_tokens
+    stays None; HybridEP sizes buffers dynamically (CPU sync in dispatch)", token_dispatcher.py at
+    NVIDIA/Megatron-LM@6513e3e2, `moe_expert_rank_capacity_factor`, which the scenario does not express), so the host
+    cannot run ahead of the GPU; where issuing a layer takes longer than running it the step is host-bound, which
+    this estimate does not model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its
+    token-drop run on the all-to-all path; 1.9 s of a 24.7 s HybridEP step with the GPU idle)."""
     par = c.par
     if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1 or _capacity_rows(c) is not None:
         return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
     dispatcher = getattr(par, "ep_dispatcher", "alltoall")
-    if dispatcher == "hybridep":
-        return None
     per_layer_ms = 1e3 * t_compute_mb / max(c.L_stage, 1.0)
     return (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer (drop-and-pad with "
-            "a fixed capacity does not): the host cannot run ahead, "
+            "a fixed capacity, or HybridEP with a static rank capacity, does not): the host cannot run ahead, "
             f"and with {per_layer_ms:.1f} ms of GPU work per layer and micro-batch a small-expert model can be "
             "host-bound; the estimate times the GPU only (Megatron-Bridge 25.11/26.02 Qwen3-30B-A3B runs measured "
-            "up to 2.3x slower; docs/speed.md §2.7). HybridEP, CUDA graphs or a larger micro-batch reduce it.")
+            "up to 2.3x slower; docs/speed.md §2.7). CUDA graphs, EP overlap or a larger micro-batch reduce it.")
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
