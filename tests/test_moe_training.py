@@ -295,6 +295,9 @@ def test_hybridep_rates_are_the_readmes_torch_api_rows():
     assert hybridep_rates("h100-sxm", "nvl", 8, 16) is None
     assert hybridep_rates("h100-sxm", "ib", 16, 2) is None
     assert hybridep_rates("h200-sxm", "ib", 16, 16) is None
+    # the H100 rows ran 8-GPU nodes: 16 ranks on four 4-GPU nodes were not measured
+    assert hybridep_rates("h100-sxm", "ib", 16, 16, per_node=8) == pytest.approx((54.47e9, 53.35e9))
+    assert hybridep_rates("h100-sxm", "ib", 16, 16, per_node=4) is None
 
 
 def test_training_hybridep_on_h100_takes_the_measured_rates():

@@ -223,13 +223,17 @@ def hybridep_bytes(tokens: float, hidden: float, num_experts: int, top_k: int, e
     return "nvl", tokens * ep * token_reaches(num_experts, top_k, num_experts / ep) * hidden * elem_bytes
 
 
-def hybridep_rates(gpu_id: str, domain: str, ranks: int, sms: int) -> tuple[float, float] | None:
+def hybridep_rates(gpu_id: str, domain: str, ranks: int, sms: int, per_node: int | None = None
+                   ) -> tuple[float, float] | None:
     """(dispatch, combine) algorithm bandwidth in bytes/s of HybridEP's BF16 calls measured for this GPU, domain and
-    EP size, at the largest measured SM count not above `sms` (the dispatch saturates: 16 ranks on H100 move 57.7 GB/s
-    at 8 SMs and 54.5 at 16); None where nothing was measured (the link model prices the exchange)."""
+    EP size (and, across nodes, ranks per node: the H100 rows ran 8-GPU nodes), at the largest measured SM count not
+    above `sms` (the dispatch saturates: 16 ranks on H100 move 57.7 GB/s at 8 SMs and 54.5 at 16); None where nothing
+    was measured (the link model prices the exchange)."""
     best = None
     for r in rows(HYBRIDEP_TABLE):
         if r["gpu"] != gpu_id or r["domain"] != domain or int(r["ranks"]) != int(ranks) or int(r["sms"]) > sms:
+            continue
+        if domain == "ib" and per_node is not None and int(r["ranks_per_node"]) != int(per_node):
             continue
         if best is None or int(r["sms"]) > int(best["sms"]):
             best = r

@@ -688,9 +688,10 @@ def _hybridep_measured_exchange(c: _Train, local_tokens: float) -> float | None:
     if par.expert_tp > 1:
         return None
     sms = dispatcher_sms("hybridep", getattr(par, "ep_dispatcher_sms", None)) or 0
+    per_node = max(1, min(par.ep, c.gpn))
     domain, nbytes = hybridep_bytes(local_tokens, model.hidden_size, model.num_experts, model.experts_per_tok,
-                                    par.ep, max(1, min(par.ep, c.gpn)), elem_bytes=2.0)
-    rates = hybridep_rates(getattr(c.gpu, "id", ""), domain, par.ep, sms)
+                                    par.ep, per_node, elem_bytes=2.0)
+    rates = hybridep_rates(getattr(c.gpu, "id", ""), domain, par.ep, sms, per_node)
     if rates is None:
         return None
     return 0.5 * (nbytes / rates[0] + nbytes / rates[1])
