@@ -11,7 +11,8 @@ import pytest
 
 from gpuplan import api
 from gpuplan.estimate import speed
-from gpuplan.estimate.moe import (dispatch_copies, ep_rank_imbalance, expected_max_std_normal, permute_bytes,
+from gpuplan.estimate.moe import (dispatch_copies, ep_rank_imbalance, expected_max_std_normal, hybridep_bytes,
+                                  hybridep_rates, permute_bytes,
                                   permute_passes_per_row, token_reaches)
 from gpuplan.hardware import get_gpu
 from gpuplan.models import get_model
@@ -260,13 +261,54 @@ def test_dispatch_copies_per_token():
 
 
 def test_training_hybridep_across_two_nodes_hand_arithmetic():
-    # EP 16 over two nodes with HybridEP: per dispatch 0.996904 x T·h·2 B (T 4096, h 2048: 16,777,216 B) through
-    # the NIC at 40 GB/s = 4.181319e-4 s (NVLink side: 5.771949 x 16,777,216 / 360e9 = 2.69e-4 s, beside it),
-    # + 15 x 2 us = 4.481319e-4 s; x 4 x 48 layers = 0.0860413 s; x busiest of 16 ranks 1.0094832 = 0.0868572 s
+    # Without a measured HybridEP rate (H200: DeepEP's hybrid-ep README times H100, B200 and GB200 only) the link
+    # model prices the exchange. EP 16 over two nodes: per dispatch 0.996904 x T·h·2 B (T 4096, h 2048: 16,777,216 B)
+    # through the NIC at 40 GB/s = 4.181319e-4 s (NVLink side: 5.771949 x 16,777,216 / 360e9 = 2.69e-4 s, beside
+    # it), + 15 x 2 us = 4.481319e-4 s; x 4 x 48 layers = 0.0860413 s; x busiest of 16 ranks 1.0094832 = 0.0868572 s
     # (the all-to-all dispatcher: 0.3309920 s, test above)
-    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
-    scn = _moe_train(ep=16, dp=16, gb=16).replace(parallel={"ep_dispatcher": "hybridep"})
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h200-sxm")
+    scn = _moe_train(ep=16, dp=16, gb=16).replace(parallel={"ep_dispatcher": "hybridep"},
+                                                  hardware={"gpu": "h200-sxm"})
     assert speed.train_performance(scn, m, g).breakdown["comm_ep_s"] == pytest.approx(0.0868572, rel=1e-4)
+
+
+def test_hybridep_bytes_count_as_deepeps_benchmark_does():
+    # across nodes: tokens x nodes the token's experts fall on, its own included (count_rdma_send_from_routing_map,
+    # deepseek-ai/DeepEP@7febc6e2 tests/utils.py): EP 16 on two 8-GPU nodes, 64 experts a node,
+    # P(a token's 8 of 128 experts touch a node) = 1 - C(64,8)/C(128,8) = 0.99690414
+    p_node = 1 - math.comb(64, 8) / math.comb(128, 8)
+    assert hybridep_bytes(4096, 2048, 128, 8, 16, 8) == pytest.approx(("ib", 4096 * 2 * p_node * 2048 * 2), rel=1e-12)
+    # one NVLink domain: the rows this rank receives from the 8 ranks, itself included (dispatched_hidden.numel())
+    p_rank = 1 - math.comb(112, 8) / math.comb(128, 8)
+    assert hybridep_bytes(4096, 7168, 128, 8, 8, 8) == pytest.approx(("nvl", 4096 * 8 * p_rank * 7168 * 2), rel=1e-12)
+
+
+def test_hybridep_rates_are_the_readmes_torch_api_rows():
+    # DeepEP hybrid-ep README (7febc6e2), H100, 16 ranks, Torch API: 16 SMs dispatch BF16 54.47, combine 53.35 GB/s;
+    # 8 SMs 57.74 / 56.96; 32 SMs were not measured: the largest SM count not above it (16) is used
+    assert hybridep_rates("h100-sxm", "ib", 16, 16) == pytest.approx((54.47e9, 53.35e9))
+    assert hybridep_rates("h100-sxm", "ib", 16, 32) == pytest.approx((54.47e9, 53.35e9))
+    assert hybridep_rates("h100-sxm", "ib", 16, 12) == pytest.approx((57.74e9, 56.96e9))
+    assert hybridep_rates("h100-sxm", "ib", 64, 16) == pytest.approx((41.24e9, 46.57e9))
+    assert hybridep_rates("b200", "nvl", 8, 16) == pytest.approx((535.94e9, 530.86e9))
+    # nothing measured: EP 8 inside one H100 node, fewer SMs than any row, another GPU
+    assert hybridep_rates("h100-sxm", "nvl", 8, 16) is None
+    assert hybridep_rates("h100-sxm", "ib", 16, 2) is None
+    assert hybridep_rates("h200-sxm", "ib", 16, 16) is None
+    # the H100 rows ran 8-GPU nodes: 16 ranks on four 4-GPU nodes were not measured
+    assert hybridep_rates("h100-sxm", "ib", 16, 16, per_node=8) == pytest.approx((54.47e9, 53.35e9))
+    assert hybridep_rates("h100-sxm", "ib", 16, 16, per_node=4) is None
+
+
+def test_training_hybridep_on_h100_takes_the_measured_rates():
+    # MB22's layout (Qwen3-30B-A3B, 16 x H100, EP 16 over two nodes, 4,096 tokens a rank, HybridEP on 32 SMs):
+    # a call moves 4096 x 2 x 0.99690414 x 2048 x 2 = 33,450,552 algorithm bytes; dispatch at 54.47 GB/s
+    # = 6.141096e-4 s, combine at 53.35 GB/s = 6.270019e-4 s; a MoE layer runs both forward and both again
+    # backward: 2 x 1.2411115e-3 s, x 48 layers = 0.1191467 s per micro-batch (no busiest-rank factor on top:
+    # the benchmark's random routing has its own)
+    m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
+    scn = _moe_train(ep=16, dp=16, gb=16).replace(parallel={"ep_dispatcher": "hybridep", "ep_dispatcher_sms": 32})
+    assert speed.train_performance(scn, m, g).breakdown["comm_ep_s"] == pytest.approx(0.1191467, rel=1e-6)
 
 
 def test_ep_dispatcher_needs_training_ep():
@@ -290,8 +332,10 @@ def test_dropless_dispatch_warns_of_the_host_sync_but_does_not_change_the_time()
     m, g = get_model("qwen3-30b-a3b"), get_gpu("h100-sxm")
     plain = speed.train_performance(_moe_train(ep=8), m, g)
     assert any("synchronises host and GPU once per MoE layer" in n for n in plain.notes)
+    # HybridEP without a static rank capacity copies the tokens per expert to the host in every dispatch
+    # (_HybridEPManager, token_dispatcher.py at Megatron-LM@6513e3e2): the same note
     hybrid = speed.train_performance(_moe_train(ep=8).replace(parallel={"ep_dispatcher": "hybridep"}), m, g)
-    assert not any("synchronises host" in n for n in hybrid.notes)
+    assert any("synchronises host and GPU once per MoE layer" in n for n in hybrid.notes)
     # no expert parallelism: no dispatch across ranks, no note
     assert not any("synchronises host" in n for n in speed.train_performance(_moe_train(ep=1), m, g).notes)
 

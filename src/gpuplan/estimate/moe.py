@@ -197,6 +197,51 @@ def dispatcher_sms(dispatcher: str, override: int | None = None) -> int | None:
     return int(override) if override else DISPATCHER_DEFAULT_SMS[dispatcher]
 
 
+# HybridEP's measured dispatch and combine (data/hybridep_bandwidth.csv): DeepEP's hybrid-ep README times one call of
+# `HybridEPBuffer.dispatch` / `combine` through its Python API (GPU events around the call, every kernel it launches
+# included: tests/utils.py `bench`) and divides the call's "algorithm bytes" by it (deepseek-ai/DeepEP@7febc6e2
+# docs/README_Hybrid-EP.md, tests/test_hybrid_ep.py). Across nodes those bytes are the rows the token goes to per
+# node, its own node included (`count_rdma_send_from_routing_map`: "we do not set the local node map to zeros");
+# inside one NVLink domain the rows this rank receives (`dispatched_hidden.numel() * 2`). Megatron's HybridEP
+# dispatch and combine are these calls (`dispatch_with_permute` / `combine_with_unpermute`, fused_a2a.py at
+# NVIDIA/Megatron-LM@6513e3e2), each backward the other (`HybridEPDispatch.backward` combines,
+# `HybridEPCombine.backward` dispatches), and Megatron refuses FP8 dispatch ("HybridEP dispatcher does not support
+# fp8 dispatch now"): the payload is 16-bit.
+HYBRIDEP_TABLE = "hybridep_bandwidth.csv"
+
+
+def hybridep_bytes(tokens: float, hidden: float, num_experts: int, top_k: int, ep: int, per_node: int,
+                   elem_bytes: float = 2.0) -> tuple[str, float]:
+    """(domain, algorithm bytes) of one HybridEP dispatch (or combine) by a rank with `tokens` tokens, the way DeepEP's
+    benchmark counts them (above): "ib" when the EP group spans nodes (`per_node` ranks each): tokens x the expected
+    number of nodes a token's k experts fall on, its own included, n·p_n with p_n = token_reaches(E, k, E·g/ep);
+    "nvl" within one node: the rows this rank receives from the ep ranks, itself included, ep·T·p_r."""
+    g = max(1, min(per_node, ep))
+    if ep > g:
+        nodes = ep / g
+        return "ib", tokens * nodes * token_reaches(num_experts, top_k, num_experts * g / ep) * hidden * elem_bytes
+    return "nvl", tokens * ep * token_reaches(num_experts, top_k, num_experts / ep) * hidden * elem_bytes
+
+
+def hybridep_rates(gpu_id: str, domain: str, ranks: int, sms: int, per_node: int | None = None
+                   ) -> tuple[float, float] | None:
+    """(dispatch, combine) algorithm bandwidth in bytes/s of HybridEP's BF16 calls measured for this GPU, domain and
+    EP size (and, across nodes, ranks per node: the H100 rows ran 8-GPU nodes), at the largest measured SM count not
+    above `sms` (the dispatch saturates: 16 ranks on H100 move 57.7 GB/s at 8 SMs and 54.5 at 16); None where nothing
+    was measured (the link model prices the exchange)."""
+    best = None
+    for r in rows(HYBRIDEP_TABLE):
+        if r["gpu"] != gpu_id or r["domain"] != domain or int(r["ranks"]) != int(ranks) or int(r["sms"]) > sms:
+            continue
+        if domain == "ib" and per_node is not None and int(r["ranks_per_node"]) != int(per_node):
+            continue
+        if best is None or int(r["sms"]) > int(best["sms"]):
+            best = r
+    if best is None:
+        return None
+    return float(best["dispatch_bf16_gb_per_s"]) * 1e9, float(best["combine_gb_per_s"]) * 1e9
+
+
 def overlap_unpaired_share(pp: int, vpp: int, microbatches: int) -> float:
     """Share of a step's micro-batch chunks whose EP exchange has no partner under Megatron's combined 1F1B
     (`overlap_moe_expert_parallel_comm`): the forward-only warm-up chunks and, as many, the backward-only cool-down

@@ -32,9 +32,9 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
 from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
-                  fp8_pad_passes_per_row, fused_moe_pass_bytes, measured_rows_half, overlap_unpaired_share,
-                  overlapped_exposed, padded_rows_per_expert, permute_bytes, serving_moe_kernel,
-                  triton_moe_block_m)
+                  fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
+                  overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
+                  serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
 from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
 from .trtllm_bench import bench_settings as trtllm_bench_settings
@@ -704,6 +704,24 @@ def _tp_exposed(c: _Train, t_tp: float, t_lin: float) -> float:
     return t_tp * (1.0 - c.P["overlap"]["tp"])
 
 
+def _hybridep_measured_exchange(c: _Train, local_tokens: float) -> float | None:
+    """Mean seconds of one HybridEP exchange (a MoE layer runs four: dispatch and combine forward, and their
+    adjoints, a combine and a dispatch, backward) at the dispatch and combine rates DeepEP's hybrid-ep README measured
+    for this GPU, EP size and SM budget (estimate/moe.py hybridep_rates, hybridep_bytes); None where none was
+    measured, or with expert TP (the table's ranks hold whole experts)."""
+    par, model = c.par, c.model
+    if par.expert_tp > 1:
+        return None
+    sms = dispatcher_sms("hybridep", getattr(par, "ep_dispatcher_sms", None)) or 0
+    per_node = max(1, min(par.ep, c.gpn))
+    domain, nbytes = hybridep_bytes(local_tokens, model.hidden_size, model.num_experts, model.experts_per_tok,
+                                    par.ep, per_node, elem_bytes=2.0)
+    rates = hybridep_rates(getattr(c.gpu, "id", ""), domain, par.ep, sms, per_node)
+    if rates is None:
+        return None
+    return 0.5 * (nbytes / rates[0] + nbytes / rates[1])
+
+
 def _ep_exposed(c: _Train, t_ep: float, t_compute: float) -> float:
     """EP all-to-all left on the critical path per micro-batch. Without overlap it blocks (the dispatcher
     waits for it before the experts run). With Megatron's overlap_moe_expert_parallel_comm the schedule
@@ -781,7 +799,10 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         local_tokens = tokens / tp
         payload = local_tokens * model.experts_per_tok * h * act_b
         dispatcher = getattr(par, "ep_dispatcher", "alltoall")
-        if dispatcher != "alltoall":
+        measured = _hybridep_measured_exchange(c, local_tokens) if dispatcher == "hybridep" else None
+        if measured is not None:
+            a2a = measured
+        elif dispatcher != "alltoall":
             # DeepEP / HybridEP send a token once per destination rank and once per destination node
             # (estimate/moe.py dispatch_copies), not once per (token, expert) pair
             per_node = max(1, min(ep, c.gpn // etp))
@@ -802,7 +823,8 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
             a2a = all_to_all_time_nodes(payload, ep, per_node, intra, nic)
         else:
             a2a = all_to_all_time(payload, ep, group_link(c.gpu, ep, etp * ep, c.gpn, c.net, comm))
-        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * _routed_rows(c)
+        # the measured HybridEP calls ran random routing of their own: the busiest rank's wait is in the rate
+        detail["ep"] = t = (moe_layers / pp) * 4 * a2a * (1.0 if measured is not None else _routed_rows(c))
         exposed += _ep_exposed(c, t, t_compute)
     if folded and etp > 1:
         # expert TP: the received rows are all-gathered over the etp ranks before the experts and
@@ -961,22 +983,24 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
 
 def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
     """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
-    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0)
-    and DeepEP's dispatch waits on the host for the received counts, so the host cannot run ahead of the GPU;
-    where issuing a layer takes longer than running it the step is host-bound, which this estimate does not
-    model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its token-drop run)."""
+    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0),
+    DeepEP's dispatch waits on the host for the received counts, and HybridEP's dispatch copies the tokens per expert
+    to the host to size its output unless a static rank capacity is set (`_HybridEPManager`: "num_permuted_tokens
+    stays None; HybridEP sizes buffers dynamically (CPU sync in dispatch)", token_dispatcher.py at
+    NVIDIA/Megatron-LM@6513e3e2, `moe_expert_rank_capacity_factor`, which the scenario does not express), so the host
+    cannot run ahead of the GPU; where issuing a layer takes longer than running it the step is host-bound, which
+    this estimate does not model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its
+    token-drop run on the all-to-all path; 1.9 s of a 24.7 s HybridEP step with the GPU idle)."""
     par = c.par
     if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1 or _capacity_rows(c) is not None:
         return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
     dispatcher = getattr(par, "ep_dispatcher", "alltoall")
-    if dispatcher == "hybridep":
-        return None
     per_layer_ms = 1e3 * t_compute_mb / max(c.L_stage, 1.0)
     return (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer (drop-and-pad with "
-            "a fixed capacity does not): the host cannot run ahead, "
+            "a fixed capacity, or HybridEP with a static rank capacity, does not): the host cannot run ahead, "
             f"and with {per_layer_ms:.1f} ms of GPU work per layer and micro-batch a small-expert model can be "
             "host-bound; the estimate times the GPU only (Megatron-Bridge 25.11/26.02 Qwen3-30B-A3B runs measured "
-            "up to 2.3x slower; docs/speed.md §2.7). HybridEP, CUDA graphs or a larger micro-batch reduce it.")
+            "up to 2.3x slower; docs/speed.md §2.7). CUDA graphs, EP overlap or a larger micro-batch reduce it.")
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
