@@ -819,7 +819,7 @@ def test_packed_training_adds_the_per_sequence_slice_backward():
     from gpuplan.estimate.rl import packed_slice_bytes
     from gpuplan.pipeline import evaluate
     assert packed_slice_bytes(4) == 4 * 4 + 8 + 3 * 12 == 60
-    assert packed_slice_bytes(1) == 4 + 8
+    assert packed_slice_bytes(1) == 0           # one sequence: sliced whole, an alias (next test)
     fused, nemo = (_megatron_rl(impl) for impl in ("fused", "nemo-rl-0.4"))
     for d in (fused, nemo):
         d["train"]["rl"]["packing"] = True
@@ -846,6 +846,83 @@ def test_slice_backward_materialises_the_whole_pack_per_slice():
     zeros = [e for e in prof.events() if e.name == "aten::zero_" and e.input_shapes[:1] == full]
     adds = [e for e in prof.events() if e.name == "aten::add_" and e.input_shapes[:1] == full]
     assert (len(zeros), len(adds)) == (k, k - 1)
+
+
+def test_a_whole_pack_slice_is_an_alias_without_slice_backward():
+    """A pack of one sequence: SequencePackingLossWrapper slices it [:, 0:T, :], the whole range, which torch's
+    indexing returns as an alias (AliasBackward0): its backward writes no zero tensor, so packed_slice_bytes(1) is 0;
+    a strict slice [:, 0:T-1, :] does (SliceBackward0, one zero tensor of the whole shape)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    T, V = 16, 100
+    logits = torch.randn(1, T, V, requires_grad=True).float() * 1.0
+    assert type(logits[:, 0:T, :].grad_fn).__name__ == "AliasBackward0"
+    assert type(logits[:, 0:T - 1, :].grad_fn).__name__ == "SliceBackward0"
+    for stop, zeros_expected in ((T, 0), (T - 1, 1)):
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            torch.log_softmax(logits[:, 0:stop, :], dim=-1)[..., 0].sum().backward(retain_graph=True)
+        backs = [e for e in prof.events() if e.name == "aten::slice_backward"]
+        assert len(backs) == zeros_expected
+
+
+# ---- NeMo RL's DTensor (FSDP2) worker's log-prob block ---------------------------------------------------------
+def test_nemo_rl_dtensor_logprob_bytes_by_hand():
+    """NeMo RL v0.3.0's DTensor worker at tp 1, per logit (fp32 4 bytes, bf16 2; read + written): FSDP2's fp32 cast of
+    the bf16 logits 2 + 4; log_softmax 4 + 4; gather reads the chosen entries only. Backward: gather's zero tensor 4,
+    log_softmax's 4 + 4 + 4, the [:, :-1] slice's zero tensor 4 and copy 4 + 4, the cast back 4 + 2. No-grad: the cast
+    and the log_softmax."""
+    from gpuplan.estimate.rl import LOGPROB_BYTES
+    fwd = (2 + 4) + (4 + 4)
+    bwd = 4 + (4 + 4 + 4) + (4 + 4 + 4) + (4 + 2)
+    assert LOGPROB_BYTES["nemo-rl-dtensor-0.3"] == (fwd + bwd, fwd) == (48, 14)
+
+
+def test_nemo_rl_dtensor_trace_matches_the_hand_count():
+    """scripts/trace_nemo_rl_dtensor_logprob_bytes.py runs the worker's ops on CPU tensors under the byte counter:
+    with 64-token sequences the [:, :-1] slice drops one row in 64 of what the log-softmax, its backward, gather's
+    zeros and the slice's copy touch (8 + 12 + 4 + 8 = 32 bytes a logit), so k sequences a pack move
+    48 - 32 / 64 + packed_slice_bytes(k), to within the per-token ops (a few bytes a token: ~1e-3 a logit at
+    V = 4,096)."""
+    pytest.importorskip("torch")
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from trace_nemo_rl_dtensor_logprob_bytes import block_bytes
+    from gpuplan.estimate.rl import packed_slice_bytes
+    for k in (1, 3):
+        assert block_bytes(k, True) == pytest.approx(48 - 32 / 64 + packed_slice_bytes(k), abs=0.01)
+    assert block_bytes(2, False) == pytest.approx(14, abs=0.01)
+
+
+def _dtensor_rl(impl: str) -> dict:
+    data = _rl(mean_response_len=None, logprob_impl=impl)
+    data.update(framework="torchtitan", parallel={"zero": 3})
+    data["train"]["recompute"] = "none"
+    return data
+
+
+def test_nemo_rl_dtensor_logprob_block_adds_its_bytes_beyond_the_fused_loss():
+    """Qwen2.5-7B (vocabulary 152,064) on 8 H100 SXM under FSDP2, tp 1: 8 data-parallel ranks; 64 x 8 = 512 responses
+    all at the 1,024-token cap, 1,536 tokens each, so a rank trains on 64 x 1,536 = 98,304 tokens over the whole
+    vocabulary. At 0.8 x 3.35 TB/s the training pass adds (48 - 12) bytes a logit, each no-grad pass (no recompute: a
+    third of the 12 charged) (14 - 4)."""
+    from gpuplan.pipeline import evaluate
+    fused = evaluate(scenario_from_dict(_dtensor_rl("fused"), "t")).performance.details["phases_s"]
+    nemo = evaluate(scenario_from_dict(_dtensor_rl("nemo-rl-dtensor-0.3"), "t")).performance.details["phases_s"]
+    logits = 98_304 * 152_064
+    rate = 0.8 * 3.35e12
+    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((48 - 12) * logits / rate, rel=1e-6)
+    for phase in ("actor_logprob", "reference_logprob"):
+        assert nemo[phase] - fused[phase] == pytest.approx((14 - 4) * logits / rate, rel=1e-6)
+
+
+def test_nemo_rl_dtensor_logprob_impl_needs_fsdp2_at_tp_1():
+    for framework, par in (("megatron", {"zero": 1}), ("torchtitan", {"zero": 3, "tp": 2})):
+        data = _dtensor_rl("nemo-rl-dtensor-0.3")
+        data.update(framework=framework, parallel=par)
+        with pytest.raises(InputError) as err:
+            scenario_from_dict(data, "t")
+        assert "nemo-rl-dtensor-0.3" in str(err.value) and "tp" in str(err.value)
 
 
 # ---- TRL's DPO log-prob block (speed) -------------------------------------------------------------------------

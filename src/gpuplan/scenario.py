@@ -284,11 +284,13 @@ class RL(_Strict):
                                            "logprob_batch_size; verl log_prob_micro_batch_size_per_gpu); with packing, "
                                            "a pack holds that many padded sequences' tokens; default train.micro_batch",
                                            lo=1, hi=MAX_BATCH)
-    logprob_impl: Literal["fused", "nemo-rl-0.3", "nemo-rl-0.4"] = Field("fused", description=(
+    logprob_impl: Literal["fused", "nemo-rl-0.3", "nemo-rl-0.4", "nemo-rl-dtensor-0.3"] = Field("fused", description=(
         "how the trainer turns logits into token log-probs (HBM traffic per logit, estimate/rl.py LOGPROB_BYTES): "
         "'fused' = gpuplan's calibrated cross-entropy (12 bytes per logit, forward and backward); 'nemo-rl-0.3' / "
         "'nemo-rl-0.4' = NeMo RL's Megatron worker, its fp32 DistributedLogprob over the GPU's vocabulary shard "
-        "(v0.3.0 and v0.4 code: 120 / 72 bytes per logit in the training pass, 58 / 50 in a no-grad pass)"))
+        "(v0.3.0 and v0.4 code: 120 / 72 bytes per logit in the training pass, 58 / 50 in a no-grad pass); "
+        "'nemo-rl-dtensor-0.3' = NeMo RL v0.3.0's DTensor (FSDP2) worker at tensor parallel 1: FSDP2's fp32 copy of "
+        "the HF logits and a plain log_softmax (48 / 14)"))
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
@@ -1114,10 +1116,16 @@ def _check_posttrain(scn: "Scenario") -> None:
         # turns colocated scenarios into split candidates)
         raise ValueError(f"train.rl.offload_pageable = {rl.offload_pageable} says how offloaded states are copied, "
                          "but nothing is offloaded: set offload_train_states: true, or remove offload_pageable")
-    if rl.logprob_impl.startswith("nemo-rl") and scn.framework != "megatron":
+    if rl.logprob_impl in ("nemo-rl-0.3", "nemo-rl-0.4") and scn.framework != "megatron":
         raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's Megatron worker (its log-probs over "
                          f"the tensor-parallel vocabulary shard), but framework is {scn.framework}; set framework: "
                          "megatron, or logprob_impl: fused")
+    if rl.logprob_impl == "nemo-rl-dtensor-0.3" and (scn.framework != "torchtitan" or scn.parallel.tp != 1):
+        # NeMo RL's DTensor worker is FSDP2 over the HF model, gpuplan's torchtitan (FSDP2) profile; at tp > 1 its
+        # loss takes the DTensor branch (DistributedLogprob over vocabulary shards), which is not counted
+        raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's DTensor (FSDP2) worker at tensor "
+                         f"parallel 1, but framework is {scn.framework} and parallel.tp {scn.parallel.tp}; set "
+                         "framework: torchtitan and tp: 1, or logprob_impl: fused")
     if rl.engine_in_process and rl.engine != "vllm":
         raise ValueError(f"train.rl.engine_in_process describes vLLM V1's in-process engine core "
                          f"(VLLM_ENABLE_V1_MULTIPROCESSING=0), but the rollout engine is {rl.engine}; set engine: vllm, "

@@ -711,7 +711,18 @@ def _megatron_gather(scn: Scenario, gpu: Any, P: Mapping[str, Any], network: Any
 # from_parallel_logits_to_logprobs_packed_sequences(..., inference_only=True), megatron_policy_worker.py L1062
 # @b1c86a8, L1306 @06beed91): 10 + 48 = 58, 10 + 40 = 50. The transposed copy's gradient and the per-sequence
 # loop's small ops (.item() syncs) are not counted.
-LOGPROB_BYTES = {"nemo-rl-0.3": (120.0, 58.0), "nemo-rl-0.4": (72.0, 50.0)}
+# NeMo RL v0.3.0's DTensor (FSDP2) worker at tensor parallel 1 (dtensor_policy_worker.py `train` / `get_logprobs`
+# @b1c86a8; transformers 4.52.4 in its uv.lock): under torch.autocast the HF lm_head returns bf16 logits and the
+# root FSDP2 module casts the outputs to MixedPrecisionPolicy(output_dtype=float32) (nemo_rl/models/dtensor/
+# parallelize.py L464-468; torch FSDPState `_post_forward`, "FSDP::cast_forward_outputs"): 2 + 4; the temperature
+# division runs only without vLLM's V1 engine (NRL_VLLM_USE_V1 defaults to 1, nemo_rl/models/policy/utils.py
+# L25-31): none. Training: ClippedPGLossFn's plain branch (loss_functions.py L160-170 @b1c86a8) takes
+# `logits[:, :-1]`, `log_softmax` (4 + 4) and `gather` (the chosen entries only); backward: gather's zero tensor
+# (4; scatter_add_ touches the chosen entries), log_softmax's (4 + 4 + 4), the `[:, :-1]` slice's (a zero tensor 4,
+# the copy 4 + 4) and the cast back to bf16 (4 + 2): 6 + 8 + 4 + 12 + 12 + 6 = 48. No-grad (get_logprobs
+# L1006-1018): the cast and `log_softmax(logits.to(float32))` = 6 + 8 = 14. scripts/trace_nemo_rl_dtensor_logprob_
+# bytes.py runs these ops under the byte counter. At tp > 1 the loss takes the DTensor branch (not counted).
+LOGPROB_BYTES = {"nemo-rl-0.3": (120.0, 58.0), "nemo-rl-0.4": (72.0, 50.0), "nemo-rl-dtensor-0.3": (48.0, 14.0)}
 
 
 def packed_slice_bytes(seqs_per_pack: float) -> float:
@@ -723,9 +734,13 @@ def packed_slice_bytes(seqs_per_pack: float) -> float:
     the whole pack's fp32 logits (4 written per logit) and copies the slice's gradient into it (4 + 4 over the slice,
     8 over the pack in all), and autograd sums the k gradients into one buffer (k - 1 in-place adds, 4 + 4 + 4):
     4 k + 8 + 12 (k - 1) = 16 k - 4 for k sequences a pack (the zeros and the k - 1 full-size add_ were read off a
-    profiler trace of that pattern, torch 2.13). Unpacked micro-batches call the loss once: 0."""
-    k = max(1.0, float(seqs_per_pack))
-    return 16.0 * k - 4.0
+    profiler trace of that pattern, torch 2.13). A pack of one sequence is sliced whole, and torch's indexing returns
+    a whole-range slice as an alias of the tensor (`applySlice` skips it: AliasBackward0, no slice_backward; torch
+    2.13, checked in tests/test_posttrain.py): 0. So do unpacked micro-batches, which call the loss once. (NeMo RL's
+    DTensor worker pads each pack to train_mb_tokens, so its single sequence would be a strict slice: 4 + 8; no row
+    runs that.)"""
+    k = float(seqs_per_pack)
+    return 16.0 * k - 4.0 if k >= 2.0 else 0.0
 
 
 def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any],
