@@ -82,6 +82,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
     infer.update(engine_flags(row["engine_version"]))
     if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
         infer["front_end"] = False
+    if parses_chat_template(row):
+        infer["chat_template_parse"] = True
     return {"model": row["model"], "task": "infer",
             "hardware": {"gpu": row["gpu"], "count": tp},
             "parallel": {"tp": tp}, "infer": infer}
@@ -109,6 +111,14 @@ OVERLAP_FROM = {"vllm": (0, 14), "sglang": (0, 4)}
 # calls forwardSync (waits for the step in flight), then fetchNewRequests, then forwardAsync (schedules and launches
 # the next step), so a request that arrives during a step joins the next one
 CPP_EXECUTOR = ("NIM ", "TensorRT-LLM (NVIDIA MLPerf")
+
+
+def parses_chat_template(row: dict) -> bool:
+    """vLLM 0.11.0 parses the model's Jinja chat template for every chat request (estimate/engine_host.py,
+    VLLM_CHAT_TEMPLATE_PARSE_S); gpt-oss goes through the harmony renderer instead (vllm 0.11.0
+    entrypoints/openai/serving_chat.py: use_harmony = hf_config.model_type == "gpt_oss"), which skips it."""
+    return (row["engine"] == "vllm" and row["engine_version"].split()[0] == "0.11.0"
+            and row.get("endpoint") == "/v1/chat/completions" and not row["model"].startswith("gpt-oss"))
 
 
 def overlaps_host(row: dict) -> bool:

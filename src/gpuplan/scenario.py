@@ -646,6 +646,13 @@ class Infer(_Strict):
                                  "requests' tokens over the processes' combined rate (docs/serving-load.md, Host "
                                  "work and the front end). Default: 1, vLLM's default",
                                  lo=1, hi=64)
+    chat_template_parse: bool = Field(False, description="engine vllm: the requests come to vLLM 0.11.0's chat "
+                                      "endpoint (/v1/chat/completions) with a Jinja chat template (not gpt-oss's "
+                                      "harmony format). That version parses the whole template again for every "
+                                      "request in the one API-server process (~10 ms each), and a burst of "
+                                      "requests reaches the engine only when all of them are parsed "
+                                      "(docs/serving-load.md, The chat template in vLLM 0.11.0's API server). "
+                                      "Default: false (other versions cache the parse)")
     capacity_scheduler: Literal["guaranteed_no_evict", "max_utilization"] | None = Field(
         None, description="engine trtllm: TensorRT-LLM's capacity scheduler policy (LLM API scheduler_config."
         "capacity_scheduler_policy). guaranteed_no_evict (its default): a request starts only when the KV pool "
@@ -679,6 +686,13 @@ class Infer(_Strict):
         if self.schedule_conservativeness is not None and self.engine != "sglang":
             raise ValueError(f"schedule_conservativeness is SGLang's option; engine {self.engine!r} has its own "
                              "scheduler: set infer.engine: sglang, or leave schedule_conservativeness out")
+        return self
+
+    @model_validator(mode="after")
+    def _chat_template_parse_is_vllm(self):
+        if self.chat_template_parse and self.engine != "vllm":
+            raise ValueError(f"chat_template_parse describes vLLM 0.11.0's API server; engine {self.engine!r} has "
+                             "its own front end: set infer.engine: vllm, or leave chat_template_parse out")
         return self
 
     @model_validator(mode="after")

@@ -74,6 +74,32 @@ VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_
                          "streamed tokens/s)",
                   stream_token_s=1.0 / VLLM_STREAM_TOKENS_PER_S)
 
+# vLLM 0.11.0's chat endpoint parses the model's Jinja chat template again for every request, in the one
+# API-server process (infer.chat_template_parse; docs/serving-load.md, *The chat template in vLLM 0.11.0's API
+# server*). Read in the vllm-0.11.0 PyPI wheel (vllm/_version.py: git f71952c1c): OpenAIServingChat.
+# create_chat_completion -> OpenAIServing._preprocess_chat -> chat_utils.apply_hf_chat_template ->
+# resolve_chat_template_kwargs, which builds a new jinja2 ImmutableSandboxedEnvironment, parses the whole
+# template (env.parse) and walks it (jinja2.meta.find_undeclared_variables) on every call; PR 25794 (a
+# security fix, 2025-09) added that call for each request, and vLLM 0.11.1 wraps it in lru_cache
+# (_cached_resolve_chat_template_kwargs, read in the vllm-0.11.1 wheel). Rendering itself is cached (0.03 ms).
+# The cost: that function's Jinja work timed on Qwen3's chat template (3,810 characters: the template of the
+# GPUStack rows' models) on this project's development machine, an AMD EPYC Zen 4 (Genoa: CPU family 25,
+# model 17, the reference host's generation, hardware/hosts.py), Python 3.11.7, jinja2 3.1.6: 9.81 ms a
+# request, best of 15 runs of 20 (median 10.22 ms; Llama 3.1's 5,396-character template 10.85 ms). A
+# published figure of the same kind: vLLM PR 20065 (2025-06) found that parsing and walking a Llama chat
+# template once per request (the then-uncached _detect_content_format) held 1000 benchmark requests for 6-8 s
+# "before prompts actually are started to process", 6-8 ms a request on its host (that half of the work,
+# parse and walk, takes 4.8 ms of Llama 3.1's template on the machine above). Not read from any row of
+# validation/gathered/serve-load.csv.
+VLLM_CHAT_TEMPLATE_PARSE_S = 9.81e-3
+
+
+def chat_template_parse_s(engine: str, enabled: bool | None) -> float:
+    """Seconds of the API-server process each chat request spends parsing the chat template (vLLM 0.11.0,
+    infer.chat_template_parse), on the reference host; 0 when the scenario does not say so."""
+    return VLLM_CHAT_TEMPLATE_PARSE_S if (enabled and engine == "vllm") else 0.0
+
+
 # SGLang: the overlap scheduler is on by default since v0.4 (LMSYS blog, 2024-12-04, "zero-overhead batch
 # scheduler"). seq_s: no per-sequence measurement of its own was found: 0, not modelled.
 # frontend_s: tenstorrent/tt-inference-server issue 3560 (comment of 2026-05-18) timed SGLang's whole serving

@@ -592,6 +592,7 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     if rl.engine_in_process and rl.engine == "vllm":
         cost = in_process_cost(cost, sv)
     cost.frontend_s = 0.0              # offline LLM.generate: no HTTP front end
+    cost.template_parse_s = 0.0        # nor its chat-template parse
     res = simulate(wl, policy, cost, timeline_points=400)
     running = max((pt[2] for pt in res.timeline), default=0)
     return {"time": float(np.nanmax(res.finish_s)), "batch": int(running), "fits": True,

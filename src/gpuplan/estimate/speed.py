@@ -18,7 +18,7 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
-from .engine_host import eager_issue_layer_s, engine_host, step_with_host
+from .engine_host import chat_template_parse_s, eager_issue_layer_s, engine_host, step_with_host
 from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
@@ -1286,6 +1286,10 @@ class _Serving:
         srv = self.engine_host.stream_token_s if self.frontend_s > 0 else 0.0
         self.api_servers = int(getattr(inf, "api_server_count", None) or 1)
         self.stream_token_s = srv / _host_speed(scn, gpu)[0] / self.api_servers if srv > 0 else 0.0
+        # vLLM 0.11.0's chat endpoint parses the chat template for every request in an API-server process
+        # (infer.chat_template_parse, engine_host.chat_template_parse_s), scaled by the host's single-thread speed
+        tpl = chat_template_parse_s(inf.engine, getattr(inf, "chat_template_parse", False)) if self.frontend_s else 0.0
+        self.template_parse_s = tpl / _host_speed(scn, gpu)[0] if tpl > 0 else 0.0
         self.clock = clock_factor(P, gpu)
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
@@ -1904,6 +1908,7 @@ class _Serving:
         if conc_r > batch:  # the rest wait in the queue for a free slot
             ttft += (conc_r - batch) / batch * (ttft + O_len * tpot)
         ttft += self.frontend_s   # the front end's own latency (HTTP, tokenisation, first chunk): no GPU time
+        ttft += self.template_parse_s   # the request's own chat-template parse (vLLM 0.11.0; engine_host.py)
         thr *= self.adp    # every attention replica of the copy produces its own tokens
         beam_tokens = thr
         thr /= k           # beam search returns one sequence per request: its tokens are the output
@@ -1955,6 +1960,8 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
           "overhead": step["overhead"]}
     if sv.frontend_s:   # inside ttft_s: the front end's own latency per request (engine_host.py)
         bd["frontend"] = sv.frontend_s
+    if sv.template_parse_s:   # inside ttft_s: vLLM 0.11.0's chat-template parse per request (engine_host.py)
+        bd["chat_template_parse"] = sv.template_parse_s
     if sv.spec is not None:
         notes.append(f"speculative decoding ({sv.spec.method}, k={sv.spec_k}, acceptance {sv.spec_a:g}): "
                      f"{sv.spec_tokens:.2f} tokens per verification step (Leviathan et al. 2023); TPOT is one "

@@ -36,9 +36,10 @@ def _grid(lo: float, hi: float, ratio: float, dense_below: int = 0) -> list[floa
 class ConstantCost:
     """Every iteration costs `step_s` (tests compute such cases by hand)."""
 
-    def __init__(self, step_s: float, frontend_s: float = 0.0):
+    def __init__(self, step_s: float, frontend_s: float = 0.0, template_parse_s: float = 0.0):
         self.step_s = float(step_s)
         self.frontend_s = float(frontend_s)   # seconds every request spends in the front end before the engine
+        self.template_parse_s = float(template_parse_s)   # the API server's own work per request, in turn
 
     def attention(self, tokens: float, offset: float) -> float:
         return 0.0
@@ -60,6 +61,9 @@ class EngineCost:
         # the front end's latency per request (speed.py `_Serving.frontend_s`, engine_host.py): the
         # simulator delays each request's entry into the engine by it
         self.frontend_s = float(getattr(sv, "frontend_s", 0.0))
+        # vLLM 0.11.0's chat-template parse, one request after another in the API server (speed.py
+        # `_Serving.template_parse_s`; load/api_server.py)
+        self.template_parse_s = float(getattr(sv, "template_parse_s", 0.0))
         # decode: batch grid (every batch up to 8, then ×1.25) × context grid (×1.2); a grid row is
         # computed when a batch near it first occurs, a batch's own row interpolates its two neighbours
         self.sv = sv
@@ -153,6 +157,7 @@ class SpecCost:
         self.base = base
         self.sv = serving
         self.frontend_s = getattr(base, "frontend_s", 0.0)
+        self.template_parse_s = getattr(base, "template_parse_s", 0.0)
         self._cache: dict[tuple[int, int], float] = {}
 
     def attention(self, tokens: float, offset: float) -> float:

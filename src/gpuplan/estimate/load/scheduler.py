@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .api_server import ApiServer, burst_handoffs
 from .workload import Workload
 
 
@@ -148,18 +149,15 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     # arrivals: `arr` is when the client sends a request; it reaches the engine's queue `fe` seconds later,
     # after the front end (HTTP, tokenisation, hand-off: engine_host.py; 0 for costs without one)
     fe = float(getattr(cost, "frontend_s", 0.0) or 0.0)
-    pending: list[tuple[float, int]] = []
-    next_rid = 0
-    if workload.clients:
-        for _ in range(min(workload.clients, n)):
-            arr[next_rid] = 0.0
-            pending.append((fe, next_rid))
-            next_rid += 1
-    else:
-        for i in range(n):
-            arr[i] = float(workload.arrival_s[i])
-        pending = [(arr[i] + fe, i) for i in range(n)]
-        next_rid = n
+    # the API server's per-request work done in turn (vLLM 0.11.0's chat-template parse; 0 elsewhere): a burst is
+    # handed to the engine when all of it is parsed (api_server.py)
+    parse_s = float(getattr(cost, "template_parse_s", 0.0) or 0.0)
+    next_rid = min(workload.clients, n) if workload.clients else n
+    for i in range(next_rid):
+        arr[i] = 0.0 if workload.clients else float(workload.arrival_s[i])
+    handoff = burst_handoffs(arr[:next_rid], parse_s)
+    pending: list[tuple[float, int]] = [(handoff[i] + fe, i) for i in range(next_rid)]
+    api = ApiServer(parse_s, max(handoff, default=0.0) if parse_s > 0 else 0.0)
     heapq.heapify(pending)
 
     waiting: deque[int] = deque()
@@ -328,7 +326,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         blk[r] = 0
         if workload.clients and next_rid < n:     # the client sends its next request now
             arr[next_rid] = now
-            heapq.heappush(pending, (now + fe, next_rid))
+            heapq.heappush(pending, (api.handoff(now) + fe, next_rid))
             next_rid += 1
 
     def live_top() -> int | None:
