@@ -85,7 +85,8 @@ VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_
 # The cost: that function's Jinja work timed on Qwen3's chat template (3,810 characters: the template of the
 # GPUStack rows' models) on this project's development machine, an AMD EPYC Zen 4 (Genoa: CPU family 25,
 # model 17, the reference host's generation, hardware/hosts.py), Python 3.11.7, jinja2 3.1.6: 9.81 ms a
-# request, best of 15 runs of 20 (median 10.22 ms; Llama 3.1's 5,396-character template 10.85 ms). A
+# request, best of 15 runs of 20 (median 10.22 ms; Llama 3.1's 5,396-character template 10.85 ms;
+# scripts/bench_chat_template_parse.py repeats the timing on any CPU). A
 # published figure of the same kind: vLLM PR 20065 (2025-06) found that parsing and walking a Llama chat
 # template once per request (the then-uncached _detect_content_format) held 1000 benchmark requests for 6-8 s
 # "before prompts actually are started to process", 6-8 ms a request on its host (that half of the work,
