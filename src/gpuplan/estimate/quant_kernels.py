@@ -31,7 +31,9 @@ HF_HOST_ISSUE_PER_LAYER_S = 7.7e-4     # 24.4 ms / 32 layers (8B), 50.8 ms / 64 
 BNB_4BIT_GEMV_ISSUE_S = 4.0e-5         # NF4 - BF16 at batch 1: 8.7 ms / 224 linears, 19.9 ms / 448
 BNB_4BIT_DEQUANT_ISSUE_S = 1.0e-4      # NF4 - BF16 at batch 8 and 32: 22.1-22.5 ms / 224 linears
 BNB_DOUBLE_QUANT_ISSUE_S = 3.8e-5      # NF4+DQ - NF4 (nested absmax dequantized per call): 8.0-9.1 ms / 224
-BNB_INT8_ISSUE_S = 2.7e-4              # INT8 with outlier decomposition - BF16: 57-60 ms / 224, 131 ms / 448
+# LLM.int8() per linear, split by the same tables' INT8 rows (llm_int8_threshold 0.0: no decomposition):
+BNB_INT8_ISSUE_S = 1.2e-4              # INT8 (threshold 0) - BF16: 26.0-28.4 ms / 224 (8B), 50.9-55.3 ms / 448 (32B)
+BNB_INT8_DECOMP_ISSUE_S = 1.5e-4       # INT8+Decomp - INT8: 29.5-33.8 ms / 224 (8B), 79-97 ms / 448, 69-88 ms / 560
 DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit and read by the GEMM
 # The dequantize kernel itself is bound by instruction issue, not HBM, on GPUs with a high ratio of bandwidth to
 # SM clock. bitsandbytes 0.45's `kDequantizeBlockwise<T, 512, 64, 8, NF4>` (csrc/kernels.cu @0.45.0 tag, launched
@@ -189,13 +191,16 @@ def hf_kv_passes(num_heads: int, num_kv_heads: int) -> float:
     return HF_DYNAMIC_CACHE_KV_PASSES + 2.0 * g
 
 
-def host_issue_per_linear(fmt: WeightFormat, rows: float) -> float:
-    """Extra host seconds per quantized linear call in HF eager mode."""
+def host_issue_per_linear(fmt: WeightFormat, rows: float, int8_threshold: float = 6.0) -> float:
+    """Extra host seconds per quantized linear call in HF eager mode. LLM.int8() with a threshold above 0 adds its
+    outlier decomposition (`int8_vectorwise_quant` and `MatMul8bitLt.forward`, bitsandbytes @0.45.0): `A.abs() >=
+    threshold`, `if outliers.any()` and `torch.argwhere` (each a device-to-host sync), the column gathers of the
+    input and of the int8 weight, their dequantize and an fp16 `addmm`; at 0 none of it runs (`if threshold > 0.0`)."""
     if fmt.family == "nf4":
         base = BNB_4BIT_GEMV_ISSUE_S if rows <= 1 else BNB_4BIT_DEQUANT_ISSUE_S
         return base + (BNB_DOUBLE_QUANT_ISSUE_S if fmt.name == "nf4-dq" else 0.0)
     if fmt.name == "int8":
-        return BNB_INT8_ISSUE_S
+        return BNB_INT8_ISSUE_S + (BNB_INT8_DECOMP_ISSUE_S if int8_threshold > 0.0 else 0.0)
     return 0.0
 
 

@@ -1551,7 +1551,8 @@ class _Serving:
         per_layer = self.issue_layer_s
         if not per_layer:
             return 0.0
-        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(
+            self.fmt, rows, float(getattr(self.inf, "llm_int8_threshold", 6.0)))
         return ref / self.host_speed
 
     def host_step(self, seqs: float) -> float:
