@@ -59,16 +59,17 @@ BNB_4BIT_DEQUANT_WEIGHTS_PER_WARP = 512.0  # 32 threads x 8 packed bytes x 2 cod
 # codes: one 16-byte load of packed codes, one absmax, four 16-byte loads of the input row, then per code a shift or
 # mask, a shared-memory lookup of the NF4 value, a multiply by absmax and an fp32 accumulate. Read off the shipped
 # binaries (bitsandbytes-0.45.0 wheel, the SASS of `libbitsandbytes_cuda121.so` and `..._cuda124.so` disassembled
-# with nvdisasm 13; the hot path of the loop, the full-tile branch, counted per iteration), one warp issues per
-# 1,024 weights: sm_75 357 (fp16; Turing has no bf16 arithmetic, `BNB_BF16_AVAILABLE` is `__CUDA_ARCH__ >= 800`
-# in csrc/common.cuh, so every product goes through fp32: 97 HADD2.F32 + 33 F2F conversions), sm_80 286 (both
+# with nvdisasm 13; the hot path of the loop, the full-tile branch, counted per iteration by scripts/count_bnb_sass.py),
+# one warp issues per 1,024 weights: sm_75 357 for fp16 (Turing has no bf16 arithmetic, `BNB_BF16_AVAILABLE` is
+# `__CUDA_ARCH__ >= 800` in csrc/common.cuh, so every product goes through fp32: 97 HADD2.F32 + 33 F2F conversions;
+# bf16, emulated, 746), sm_80 286 (both
 # builds; fp16 and bf16), sm_86 / sm_89 286 in the cuda121 build and 293 in cuda124 (the RTX 4090 rows ran torch's
 # CUDA 12.4 build, hence bitsandbytes' cuda124 library), sm_90 340 for bf16 and 322 for fp16. At one warp
 # instruction per scheduler per clock that is, per 0.5625-byte NF4 weight: T4 410 GB/s of packed bytes (memory-
 # bound at its 320 GB/s, within 1.3x), RTX 4090 2.5 TB/s (memory-bound), A100 1.23 TB/s and H100 SXM 1.77 TB/s:
 # issue-bound there, below their HBM rates. Families without a count (no cubin in the 0.45.0 wheel: Blackwell runs
 # the sm_90 PTX through the driver's JIT) get no issue bound.
-BNB_GEMV_WARP_INSTR = {("turing", "fp16"): 357.0, ("turing", "bf16"): 357.0,
+BNB_GEMV_WARP_INSTR = {("turing", "fp16"): 357.0, ("turing", "bf16"): 746.0,
                        ("ampere", "fp16"): 286.0, ("ampere", "bf16"): 286.0,
                        ("ada", "fp16"): 293.0, ("ada", "bf16"): 293.0,
                        ("hopper", "fp16"): 322.0, ("hopper", "bf16"): 340.0}
