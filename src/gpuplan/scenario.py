@@ -613,6 +613,11 @@ class Infer(_Strict):
                                            "per call, exllamav2 from 51 (and runs at its measured speed below), "
                                            "cuda-old from 128. Unset: an ideal packed-weight kernel (transformers "
                                            "5 picks GPTQModel's kernel)")
+    llm_int8_threshold: float = _num(6.0, "int8 (bitsandbytes LLM.int8) weights: transformers' "
+                                     "BitsAndBytesConfig llm_int8_threshold. Above 0 each linear finds the "
+                                     "activation columns at or above it and multiplies them in 16-bit (two "
+                                     "host-device syncs and several kernels a call); 0 skips that decomposition",
+                                     lo=0.0, hi=1e6)
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels and "
                               "Kimi Delta Attention layers flash-linear-attention's; false: transformers' torch "
                               "path, whose prefill materialises fp32 state-sized tensors (KDA: a per-channel decay "

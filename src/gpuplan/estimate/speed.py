@@ -42,7 +42,7 @@ from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
+from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
                             gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
                             materialises_16_bit)
 from .recompute import RecomputePlan, recompute_plan
@@ -1294,6 +1294,8 @@ class _Serving:
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
         self.kvb = kv_bytes(inf.kv_cache)
+        # the activations' 16-bit type, read off the KV cache's (bitsandbytes' batch-1 kernel differs by it on Hopper)
+        self.act_dtype = "fp16" if str(getattr(inf.kv_cache, "name", inf.kv_cache)) == "fp16" else "bf16"
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
         # the grouped GEMMs' smallest M tile where the engine's kernels fix it (None: no padding priced, and the row
@@ -1602,7 +1604,8 @@ class _Serving:
         per_layer = self.issue_layer_s
         if not per_layer:
             return 0.0
-        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(
+            self.fmt, rows, float(getattr(self.inf, "llm_int8_threshold", 6.0)))
         return ref / self.host_speed
 
     def host_step(self, seqs: float) -> float:
@@ -1628,7 +1631,9 @@ class _Serving:
         if not self.dequant:
             return 0.0
         if self.bnb:
-            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw) \
+                + bnb_gemv_issue_excess_s(self.fmt, rows, self.q_linear_params, self.fam, self.act_dtype,
+                                          self.warp_issue_per_s, self.bw)
         return gptq_row_pass_excess_s(self.fmt, rows, self.q_linear_params, self.inf.engine,
                                       getattr(self.inf, "gptq_kernel", None), self.warp_issue_per_s, self.bw)
 
