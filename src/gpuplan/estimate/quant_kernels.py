@@ -62,8 +62,8 @@ HF_DYNAMIC_CACHE_KV_PASSES = 3.0
 # and each thread runs a grid-stride loop that loads one element and stores it (`output[dataOffset + elementOffset]
 # = data[tid]`): the pointers are not `__restrict__`, so a thread's next load cannot pass its store, and each thread
 # has one element load in flight (the torch-2.0.1 wheel's sm_80 SASS of CatArrayBatchedCopy<Half, unsigned, 4, 128,
-# 1>: a 49-instruction loop body per element, docs/hf_eager_decode.md mechanism 5). By Little's law the read side moves at most 2 x SMs x 512 x element bytes per DRAM latency
-# (hardware/data/gpu_dram_latency.csv) — fp16 on an A100: 221 KB / 405.5 ns = 545 GB/s, a third of the HBM rate
+# 1>: a 49-instruction loop body per element, docs/hf_eager_decode.md mechanism 5). By Little's law the read side
+# moves at most 2 x SMs x 512 x element bytes per DRAM latency (hardware/data/gpu_dram_latency.csv) — fp16 on an A100: 221 KB / 405.5 ns = 545 GB/s, a third of the HBM rate
 # gpuplan prices — and the write side follows it. PyTorch PR #102815 (June 2023, torch 2.1) added a wide-load kernel
 # for contiguous 32- and 64-bit inputs only; 16-bit caches kept the per-element loop until the vectorised kernels
 # of 2025 (PRs #150233, #151818), which is not modelled: only a stated torch older than 2.1 takes this bound.
