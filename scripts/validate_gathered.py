@@ -144,6 +144,9 @@ def serve_scenario(row: dict) -> dict:
     version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
     if row["engine"] == "hf" and version and int(version.group(1)) < 5:
         scn["infer"]["repeat_kv"] = True       # transformers 4.x copies a GQA cache to every query head (repeat_kv)
+    torch_ver = re.search(r"torch (\d+\.\d+(?:\.\d+)?)", row.get("source", ""))
+    if row["engine"] == "hf" and torch_ver:
+        scn["infer"]["torch_version"] = torch_ver.group(1)   # the torch the source states (cat kernel: < 2.1)
     kernel = _GPTQ_KERNELS.get(row.get("notes", "").split(";")[0].removeprefix("kernel ").strip())
     if kernel and row["engine"] == "hf" and row["weights"].startswith("gptq"):
         scn["infer"]["gptq_kernel"] = kernel   # the AutoGPTQ kernel the row names (optimum's benchmark table)

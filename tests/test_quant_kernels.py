@@ -393,3 +393,59 @@ def test_issue_bound_quant_kernel_is_named_in_the_notes():
     # the RTX 4090's HBM is slower than its SMs issue the dequantize: memory-bound, no note
     r4090 = api.estimate(_scn("nf4", 8, gpu="rtx-4090")).performance
     assert not any("bound by instruction issue" in n for n in r4090.notes)
+
+
+# ---- torch < 2.1: the cache's cat is a per-element kernel bound by DRAM latency (Little's law) -----------------
+
+def test_torch_cat_version_rule():
+    from gpuplan.estimate.quant_kernels import torch_cat_per_element
+    assert torch_cat_per_element("2.0.1") and torch_cat_per_element("1.13.1+cu117")
+    assert not torch_cat_per_element("2.1.0") and not torch_cat_per_element("2.13")
+    assert not torch_cat_per_element("unknown") and not torch_cat_per_element(None)
+
+
+def test_a100_dram_latency_from_the_pointer_chase():
+    from gpuplan.hardware.sms import dram_latency_s
+    # gpu-benches gpu-latency/a100_80.txt, last row: 571.8 cycles at 1,410 MHz
+    assert dram_latency_s("a100-sxm-80gb") == pytest.approx(571.8 / 1410e6)
+    assert dram_latency_s("rtx-4090") is None
+
+
+def test_torch_cat_read_rate_by_hand():
+    from gpuplan.estimate.quant_kernels import torch_cat_read_rate
+    # 2 x 108 SMs x 512 threads x 2 B in flight = 221,184 B per 405.5 ns = 545 GB/s on an A100
+    assert torch_cat_read_rate(108, 2.0, 571.8 / 1410e6) == pytest.approx(221_184 / (571.8 / 1410e6))
+    assert torch_cat_read_rate(108, 2.0, 571.8 / 1410e6) == pytest.approx(545.4e9, rel=1e-3)
+    # the same repository's STREAM scale kernel (one 8-byte load + store per thread) moved 1,026 GB/s of
+    # reads and writes with 27,648 threads resident (gpu-stream/a100_80.txt): 221,184 B in flight as well, and
+    # 513 GB/s of reads, 6 % under this unloaded-latency ceiling
+    assert 27_648 * 8 == 221_184
+    assert 1026e9 / 2 == pytest.approx(torch_cat_read_rate(108, 2.0, 571.8 / 1410e6), rel=0.07)
+
+
+def test_hf_torch20_cat_is_latency_bound_by_hand():
+    def tpot(prompt: int, torch_version: str) -> float:
+        scn = {"model": "llama-2-13b-hf", "task": "infer",
+               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
+               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
+                         "torch_version": torch_version}}
+        return api.estimate(scn).performance.tpot_s
+    kv = 3072 * 819_200                    # 3,072 more context tokens of Llama-2-13B's fp16 KV (2.517 GB)
+    bw = 0.8 * 2039e9
+    rate = 2 * 108 * 512 * 2 / (571.8 / 1410e6)
+    # torch 2.0.1: the cat reads at 545 GB/s (4.61 ms) instead of a read + write at 1,631 GB/s (3.09 ms); attention
+    # reads once more at the HBM rate: 6.16 ms against 4.63 ms with a current torch
+    assert tpot(4000, "2.0.1") - tpot(928, "2.0.1") == pytest.approx(kv / rate + kv / bw, rel=0.03)
+    assert tpot(4000, "2.13") - tpot(928, "2.13") == pytest.approx(3 * kv / bw, rel=0.03)
+
+
+def test_hf_torch20_cat_is_named_and_unlisted_gpus_keep_the_hbm_rate():
+    def est(gpu: str):
+        scn = {"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": gpu, "count": 1},
+               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": 512, "output_len": 512, "concurrency": 16,
+                         "torch_version": "2.0.1"}}
+        return api.estimate(scn).performance
+    a100 = est("a100-sxm-80gb")
+    assert a100.details["kv_cache_cat_read_bytes_per_s"] == pytest.approx(545.4e9, rel=1e-3)
+    assert any("per-element cat" in n for n in a100.notes)
+    assert "kv_cache_cat_read_bytes_per_s" not in est("h100-sxm").details   # no measured latency listed

@@ -603,6 +603,11 @@ class Infer(_Strict):
         Field(None, description="engine trtllm: cuda_graph_config.batch_sizes with enable_padding (a decode-only "
               "step replays the next captured size, padded with dummy requests); default: padding not modelled")
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    torch_version: str = Field(
+        "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the torch the run uses. Before 2.1 "
+        "torch.cat (which grows HF's KV cache every decode step) runs a per-element kernel with one load in flight "
+        "per thread, bound by DRAM latency rather than bandwidth (estimate/quant_kernels.py torch_cat_read_rate; "
+        "GPUs with a measured latency, hardware/data/gpu_dram_latency.csv); later or unknown: the HBM rate")
     repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
                             "every query head (transformers' repeat_kv before attention: eager attention in any "
                             "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "

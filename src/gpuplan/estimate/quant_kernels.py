@@ -88,6 +88,20 @@ BNB_NESTED_ABSMAX_BYTES_PER_PARAM = 16.0 / 64.0
 # past cache is read and written to a new tensor, then read again by attention — three passes over the
 # KV bytes where a paged or static cache makes one.
 HF_DYNAMIC_CACHE_KV_PASSES = 3.0
+# torch <= 2.0 grows that cache with a CUDA `cat` kernel that is bound by load latency, not by HBM: `parallel_cat`
+# launches `CatArrayBatchedCopy` on a grid of 2 x SMs blocks x 512 threads (`getCatGrid`, `applyBlock = dim3(32*16)`,
+# aten/src/ATen/native/cuda/Shape.cu of the torch 2.0 line, read at llv22/pytorch-macOS-cuda @4764007, a v2.0 fork),
+# and each thread runs a grid-stride loop that loads one element and stores it (`output[dataOffset + elementOffset]
+# = data[tid]`): the pointers are not `__restrict__`, so a thread's next load cannot pass its store, and each thread
+# has one element load in flight (the torch-2.0.1 wheel's sm_80 SASS of CatArrayBatchedCopy<Half, unsigned, 4, 128,
+# 1>: a 49-instruction loop body per element, docs/hf_eager_decode.md mechanism 5). By Little's law the read side
+# moves at most 2 x SMs x 512 x element bytes per DRAM latency (hardware/data/gpu_dram_latency.csv) — fp16 on an A100: 221 KB / 405.5 ns = 545 GB/s, a third of the HBM rate
+# gpuplan prices — and the write side follows it. PyTorch PR #102815 (June 2023, torch 2.1) added a wide-load kernel
+# for contiguous 32- and 64-bit inputs only; 16-bit caches kept the per-element loop until the vectorised kernels
+# of 2025 (PRs #150233, #151818), which is not modelled: only a stated torch older than 2.1 takes this bound.
+TORCH_CAT_BLOCKS_PER_SM = 2            # getCatGrid: grid.x = 2 x multiProcessorCount
+TORCH_CAT_THREADS_PER_BLOCK = 512      # applyBlock = dim3(32 * 16)
+TORCH_CAT_PER_ELEMENT_BEFORE = (2, 1)  # torch versions below this run the per-element kernel for every dtype
 # GPTQ weights in transformers 4.x run an AutoGPTQ kernel (infer.gptq_kernel); each one stops dequantizing in
 # registers above a row count and instead writes the layer's whole weight in fp16, then reads it in a 16-bit
 # GEMM — the same 16-bit write + read per parameter as bitsandbytes' batched 4-bit path. transformers 5 hands
@@ -263,3 +277,26 @@ def bnb_gemv_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: float
     if issue <= 0.0:
         return 0.0
     return max(0.0, issue - BNB_GEMV_BYTES_PER_PARAM * linear_params / bw)
+
+
+def torch_cat_per_element(torch_version: str | None) -> bool:
+    """Whether the run's torch grows the KV cache with the per-element, latency-bound `cat` kernel: a stated
+    torch older than 2.1 (an unknown version: no)."""
+    from .attention_kernels import torch_minor
+    v = torch_minor(torch_version)
+    return v is not None and v < TORCH_CAT_PER_ELEMENT_BEFORE
+
+
+def torch_cat_read_rate(sm_count: int, element_bytes: float, dram_latency_s: float) -> float:
+    """Bytes per second the per-element `cat` kernel reads: its resident threads' single loads in flight
+    (2 x SMs blocks of 512 threads, one element each) per DRAM latency (Little's law)."""
+    threads = TORCH_CAT_BLOCKS_PER_SM * sm_count * TORCH_CAT_THREADS_PER_BLOCK
+    return threads * element_bytes / dram_latency_s
+
+
+def hf_cat_seconds(kv_bytes: float, bw: float, cat_read_rate: float | None) -> float:
+    """Seconds the HF cache's `torch.cat` takes for a cache of `kv_bytes`: a read and a write at the HBM rate
+    `bw`, or, where the kernel is latency-bound (`cat_read_rate`, torch < 2.1), its reads at that rate, the
+    writes riding along (whichever is slower)."""
+    t = 2.0 * kv_bytes / bw
+    return max(t, kv_bytes / cat_read_rate) if cat_read_rate else t

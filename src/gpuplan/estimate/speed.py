@@ -42,9 +42,10 @@ from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
-                            gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
-                            materialises_16_bit)
+from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes,
+                            gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds, hf_kv_passes,
+                            host_issue_per_linear, is_bitsandbytes, materialises_16_bit, torch_cat_per_element,
+                            torch_cat_read_rate)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1391,6 +1392,9 @@ class _Serving:
         expands = bool(getattr(inf, "repeat_kv", False)) and not (model.is_mla or model.traits.sdpa_broadcast_kv)
         self.kv_passes = (hf_kv_passes(model.num_heads, model.num_kv_heads if expands else model.num_heads)
                           if inf.engine == "hf" else 1.0)
+        # torch < 2.1 grows HF's cache with a per-element `cat` bound by DRAM latency (quant_kernels.py): its read
+        # rate from the GPU's SMs and measured latency; None (the HBM rate) for later torch or an unlisted GPU
+        self.cat_read_rate = _hf_cat_read_rate(inf, gpu, self.kvb) if inf.engine == "hf" else None
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
         dec = sum(b.total for b in model.blocks if b.stream == "decoder")
         self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
@@ -1678,12 +1682,14 @@ class _Serving:
         if padded_rows is not None and padded_rows > q:
             q = padded_rows
         w = self._weights_read(q)
-        kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
+        kv_attn = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
-        kv += 2.0 * batch * self.state_per_seq_gpu
+        kv = kv_attn + 2.0 * batch * self.state_per_seq_gpu
         t_wmem = (w + self._dequant_bytes(q)) / self.bw
         t_kv = kv * self.kv_passes / self.bw
+        if self.cat_read_rate and kv_attn > 0:   # the cache copy's two passes at the latency-bound cat's rate
+            t_kv += hf_cat_seconds(kv_attn, self.bw, self.cat_read_rate) - 2.0 * kv_attn / self.bw
         t_mem = t_wmem + t_kv
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
@@ -1927,6 +1933,17 @@ class _Serving:
                 "decode_step_s": step["time"], "prefill_s": t_pf, "step_tokens": step_tok}
 
 
+def _hf_cat_read_rate(inf: Any, gpu: Any, kv_element_bytes: float) -> float | None:
+    """Read rate of torch's per-element `cat` on this GPU (torch < 2.1: quant_kernels.torch_cat_read_rate), or None
+    where the run's torch vectorises it, is unknown, or the GPU has no SM count or measured DRAM latency."""
+    if not torch_cat_per_element(getattr(inf, "torch_version", None)):
+        return None
+    from ..hardware.sms import dram_latency_s, sm_spec
+    gid = getattr(gpu, "id", "")
+    sm, lat = sm_spec(gid), dram_latency_s(gid)
+    return torch_cat_read_rate(sm.sm_count, kv_element_bytes, lat) if sm and lat else None
+
+
 def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                       kv_capacity_tokens: float | None = None, network: Any = None,
                       memory: Any = None) -> PerformanceEstimate:
@@ -1987,6 +2004,10 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
     if sv.kv_passes > 1:   # HF: the cache is copied by torch.cat (and repeat_kv under GQA) every step
         details["kv_cache_passes_per_step"] = sv.kv_passes
+        if sv.cat_read_rate:
+            details["kv_cache_cat_read_bytes_per_s"] = sv.cat_read_rate
+            notes.append(f"torch < 2.1 copies the KV cache with a per-element cat kernel bound by DRAM latency: "
+                         f"{sv.cat_read_rate / 1e9:.0f} GB/s of reads on this GPU.")
         if sv.kv_passes > 3:
             notes.append(f"transformers' repeat_kv copies the KV cache out to all {sv.model.num_heads} query heads "
                          f"every step: {sv.kv_passes:g} passes over the cache's bytes per step instead of 1.")
