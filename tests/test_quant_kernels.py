@@ -88,10 +88,12 @@ def test_desktop_host_issues_faster_by_its_single_thread_ratio():
 
 
 def test_host_cpu_does_not_touch_engines_with_cuda_graphs():
+    # no eager issue with CUDA graphs; the engine's own per-sequence host work (engine_host.py, 4.52 us a
+    # sequence for vLLM, scaled by the host's speed) hides under the GPU step at batch 1
     base = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm")).performance
     other = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm", host_cpu="epyc-9654")).performance
     assert other.tpot_s == base.tpot_s
-    assert "host_cpu" not in base.details
+    assert base.details["decode_bound"] != "host"
 
 
 def test_host_bound_decode_says_so_and_names_the_host():

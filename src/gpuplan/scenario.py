@@ -637,6 +637,12 @@ class Infer(_Strict):
                                           "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
                                           "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
                                           "false: its per-sequence host work adds to every step. Default: on")
+    trtllm_backend: Literal["pytorch", "tensorrt"] = Field(
+        "pytorch", description="engine trtllm: which executor runs the model: pytorch (the PyTorch backend and its "
+        "Python executor, the default from TensorRT-LLM 1.0: trtllm-bench --backend pytorch, trtllm-serve) or "
+        "tensorrt (a built TensorRT engine run by the C++ executor: TensorRT-LLM < 1.0, NIM 1.x profiles, NVIDIA's "
+        "MLPerf harness). Only the Python executor's host work per scheduled sequence is priced (measured on it, "
+        "estimate/engine_host.py); the C++ executor's is not modelled. Default: pytorch")
     sampling: Literal["random", "greedy"] = Field(
         "random", description="engine vllm: how the requests pick their tokens, which sets the sampler's passes "
         "over the step's fp32 logits (batch x vocab): random (temperature > 0, no top-k/top-p: the cast, the "

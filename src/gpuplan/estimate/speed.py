@@ -1276,10 +1276,13 @@ class _Serving:
         # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
         # (engine_host.eager_issue_layer_s); the HF engine's own constant wins where it has one
         self.issue_layer_s = self.eng["host_issue_layer_s"] or eager_issue_layer_s(inf.engine, inf.cuda_graphs)
-        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.issue_layer_s else (1.0, "")
         # the engine's per-sequence host work each iteration and its front end's latency per request
-        # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
-        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
+        # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host
+        # terms are reference-host seconds, scaled by this host's single-thread speed
+        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None),
+                                       getattr(inf, "trtllm_backend", "pytorch"))
+        needs_host = self.issue_layer_s or self.engine_host.seq_s > 0
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if needs_host else (1.0, "")
         # an in-process client (infer.front_end false: offline generate, MLPerf's C++ harness) has no HTTP server
         self.frontend_s = 0.0 if getattr(inf, "front_end", None) is False else self.engine_host.frontend_s
         # the API server's time per streamed token (engine_host.stream_token_s), one core per process, scaled by
@@ -1614,8 +1617,8 @@ class _Serving:
 
     def host_step(self, seqs: float) -> float:
         """Engine host seconds of one iteration that schedules `seqs` sequences, beyond the calibrated fixed
-        step cost (engine_host.py)."""
-        return self.engine_host.seq_s * seqs
+        step cost (engine_host.py), on this host (the constant is in reference-host seconds, hardware/hosts.py)."""
+        return self.engine_host.seq_s * seqs / self.host_speed
 
     def with_host(self, gpu_s: float, seqs: float) -> float:
         """An iteration's wall time: its GPU time and the host work of `seqs` sequences, overlapped or
@@ -1971,6 +1974,13 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                      f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score."
                      + (" CUDA graphs (infer.cuda_graphs true: no --enforce-eager) replay the step without it."
                         if scn.infer.engine != "hf" else ""))
+    engine_host_bound = step["time"] > step["gpu_time"] * (1 + 1e-9) and sv.engine_host.overlapped
+    if engine_host_bound:
+        notes.append(f"decode is bound by the engine's host work per scheduled sequence, not by the GPU: "
+                     f"{sv.host_step(pt['batch_per_replica']) * 1e3:.1f} ms per step for {pt['batch_per_replica']} "
+                     f"sequences on {sv.host_name} against {step['gpu_time'] * 1e3:.1f} ms of GPU work "
+                     "(estimate/engine_host.py). A CPU with faster single-thread speed, or fewer sequences per "
+                     "replica, runs faster; set hardware.host_cpu or hardware.host_single_thread_score.")
     if step["quant_kernel_issue"] > 0:
         notes.append(f"the quantized-weight kernel ({'bitsandbytes dequantize' if sv.bnb else 'AutoGPTQ cuda-old'}) "
                      f"is bound by instruction issue on this GPU, not by memory: "
@@ -1992,7 +2002,7 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
+               "decode_bound": "host" if (step["host"] >= step["time"] > 0 or engine_host_bound) else pt["decode_bound"],
                "clock_factor": round(sv.clock, 4),
                **({k: pt[k] for k in ("beam_width", "requests_in_flight", "beam_tokens_per_s")} if "beam_width" in pt
                   else {})}
