@@ -1,0 +1,83 @@
+"""vLLM's V0 engine running a batch handed to LLM.generate at once (infer.vllm_v0, estimate/vllm_v0.py; read in the
+vLLM v0.6.3 source release): chunked prefill on by default above 32,768 tokens of max_model_len at 512 tokens a step,
+running requests first, new prompts cut where the budget ends, steps carrying a prompt chunk run without CUDA graphs.
+Expected values are worked by hand below."""
+import pytest
+
+from gpuplan import api
+from gpuplan.errors import GpuplanError
+from gpuplan.estimate.engine_host import VLLM_EAGER_LAYER_S
+from gpuplan.estimate.vllm_v0 import chunked_prefill_budget, offline_run
+from tests.script_module import load_script
+
+vg = load_script("scripts/validate_gathered.py")
+
+
+def test_default_budget():
+    # arg_utils.py: use_long_context = max_model_len > 32768; config.py: 512 tokens with chunked prefill
+    assert chunked_prefill_budget(131072) == 512
+    assert chunked_prefill_budget(32768) is None
+    assert chunked_prefill_budget(131072, 2048) == 2048
+
+
+def test_offline_run_by_hand():
+    # 8 requests of 128 prompt and 4 output tokens, budget 512, 1 s a step with prompt chunks, 0.5 s without.
+    # step 1: no decodes, 4 whole prompts (512 tokens): 4 first tokens.
+    # step 2: 4 decodes leave 508: 3 whole prompts and 124 tokens of the 8th; 3 more first tokens.
+    # step 3: 7 decodes; the 8th prompt's last 4 tokens: its first token. The first four now have 1 token left.
+    # steps 4-6 decode only (0.5 s each): the first four finish at 4, requests 5-7 at 5, the 8th at 6.
+    calls = []
+
+    def step(decodes, chunks):
+        calls.append((decodes, tuple(chunks)))
+        return 1.0 if chunks else 0.5
+
+    t, steps = offline_run(8, 128, 4, 256, 512, step)
+    assert steps == 6
+    assert t == pytest.approx(3 * 1.0 + 3 * 0.5)
+    assert calls[0] == (0, ((128, 0),) * 4)
+    assert calls[1] == (4, ((128, 0),) * 3 + ((124, 0),))
+    assert calls[2] == (7, ((4, 124),))
+
+
+def test_offline_run_respects_max_seqs():
+    # max_num_seqs 2: the third request waits for a slot. 2 prompts (step 1), 2 decode-only steps finish them
+    # (3 output tokens: the first at step 1), then the third prompt (step 4) and its 2 decodes: 6 steps
+    t, steps = offline_run(3, 10, 3, 2, 512, lambda d, c: 1.0)
+    assert (steps, t) == (6, 6.0)
+
+
+def _scn(**infer):
+    base = {"engine": "vllm", "weights": "fp8", "kv_cache": "bf16", "prompt_len": 128, "output_len": 128,
+            "concurrency": 8}
+    base.update(infer)
+    return {"model": "llama-3.1-405b", "task": "infer", "hardware": {"gpu": "mi300x", "count": 8},
+            "parallel": {"tp": 8}, "infer": base}
+
+
+def test_v0_run_of_a_batch_of_eight():
+    # Llama 3.1 405B (max_position_embeddings 131072): chunked prefill at 512. Batch of 8 at 128/128: the 8th prompt
+    # finishes its chunks at step 3 (as above) and needs 127 more decode steps: 130 steps in all, 3 of them eager
+    run = api.estimate(_scn(vllm_v0=True)).performance.details["v0_offline_run"]
+    assert run["steps"] == 130
+    assert run["max_num_batched_tokens"] == 512 and run["max_num_seqs"] == 256
+    # the eager issue of a mixed step: 0.375 ms a layer (vLLM PR 1440) x 126 layers on the reference-speed host
+    # or slower; OCI's host is the GPU's default datacenter host
+    assert run["eager_issue_s"] >= VLLM_EAGER_LAYER_S * 126 * 0.5
+
+
+def test_v1_and_short_context_have_no_v0_run():
+    assert "v0_offline_run" not in api.estimate(_scn()).performance.details
+    short = api.estimate(_scn(vllm_v0=True, max_model_len=32768)).performance.details
+    assert "v0_offline_run" not in short       # V0's default leaves chunked prefill off at 32,768 tokens
+
+
+def test_v0_is_vllm_only():
+    with pytest.raises(GpuplanError):
+        api.estimate(_scn(engine="sglang", vllm_v0=True))
+
+
+@pytest.mark.parametrize("version,v0", [("0.6 V0 (release not stated)", True), ("0.6.3", True), ("0.7.3", True),
+                                        ("0.8.0", False), ("0.10.2", False), ("", False)])
+def test_row_version(version, v0):
+    assert vg.vllm_v0(version) is v0
