@@ -81,3 +81,15 @@ def test_v0_is_vllm_only():
                                         ("0.8.0", False), ("0.10.2", False), ("", False)])
 def test_row_version(version, v0):
     assert vg.vllm_v0(version) is v0
+
+
+def test_row_scored_against_the_harness_run():
+    # a row whose harness hands the whole batch over at once takes the V0 run where one is priced, else the steady state
+    class Perf:
+        output_tokens_per_s = 100.0
+        details = {"v0_offline_run": {"output_tokens_per_s": 80.0}}
+
+    assert vg.offline_tokens_per_s({"harness": "offline"}, Perf) == 80.0
+    assert vg.offline_tokens_per_s({"harness": ""}, Perf) == 100.0
+    Perf.details = {}
+    assert vg.offline_tokens_per_s({"harness": "offline"}, Perf) == 100.0
