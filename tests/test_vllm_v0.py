@@ -93,3 +93,50 @@ def test_row_scored_against_the_harness_run():
     assert vg.offline_tokens_per_s({"harness": ""}, Perf) == 100.0
     Perf.details = {}
     assert vg.offline_tokens_per_s({"harness": "offline"}, Perf) == 100.0
+
+
+# --- V0's per-tensor FP8 linears on ROCm: torch._scaled_mm at the published MI300X times (rocm_fp8_gemm.py) ---------
+from gpuplan import pipeline  # noqa: E402
+from gpuplan.estimate import rocm_fp8_gemm as rg  # noqa: E402
+from gpuplan.estimate.speed import serving_model  # noqa: E402
+
+# Hugging Face MI300 kernels blog, "Torch time" (us): QKV 2304 x 16384, gate/up 13312 x 16384, down 16384 x 6656
+QKV, GATE_UP, DOWN = (2304, 16384), (13312, 16384), (16384, 6656)
+
+
+def test_measured_times_by_hand():
+    assert rg.linear_seconds("mi300x", 1, *QKV) == pytest.approx(14.938e-6)
+    # M = 17 (V0's padding): 1/16 of the way from M = 16 to M = 32
+    assert rg.linear_seconds("mi300x", 17, *QKV) == pytest.approx((16.693 + (16.817 - 16.693) / 16) * 1e-6)
+    assert rg.linear_seconds("mi300x", 256, *DOWN) == pytest.approx(35.561e-6)       # held beyond M = 32
+    # the three shapes' bytes at M = 1: 37,748,736 + 218,103,808 + 109,051,904 = 364,904,448 in 123.640 us
+    assert rg.stream_bytes_per_s("mi300x") == pytest.approx(364_904_448 / 123.640e-6)
+    # the output projection (16384 x 2048) was not timed: 33,554,432 bytes at that rate = 11.369 us
+    assert rg.linear_seconds("mi300x", 1, 16384, 2048) == pytest.approx(11.369e-6, rel=1e-4)
+    assert not rg.measured("h100-sxm")
+
+
+def _sv(**infer):
+    r = pipeline.resolve(_scn(**infer))
+    return serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=pipeline.memory(r))
+
+
+def test_v0_fp8_linears_at_the_measured_times():
+    # Llama 3.1 405B at TP 8, one decode row padded to 17: QKV 16.70075, gate/up 75.236 + 6.962/16 = 75.67113,
+    # down 31.671 + 3.890/16 = 31.91413, output projection 11.369 us: 135.654 us a layer, 126 layers. The extra is
+    # that time less the same 398,458,880 bytes a layer read at the decode memory rate.
+    sv = _sv(vllm_v0=True)
+    per_layer = (16.70075 + 75.67113 + 31.91413 + 11.3692) * 1e-6
+    read = 398_458_880 / sv.bw
+    assert sv._scaled_mm_extra(1) == pytest.approx(126 * (per_layer - read), rel=1e-4)
+    # V1, and 16-bit weights, keep the packaged weight read
+    assert _sv()._scaled_mm_extra(1) == 0.0
+    assert _sv(vllm_v0=True, weights="bf16")._scaled_mm_extra(1) == 0.0
+
+
+def test_vllm_fused_shapes_of_405b_at_tp8():
+    # QKVParallelLinear: (16384 + 2 x 1024) / 8 = 2304 outputs; gate/up (2 x 53248) / 8 = 13312; o_proj and down_proj
+    # split their inputs: 16384 / 8 = 2048, 53248 / 8 = 6656
+    r = pipeline.resolve(_scn())
+    shapes = sorted(rg.vllm_linear_shapes(r.model.blocks, 8))
+    assert shapes == sorted([(126, 2304, 16384), (126, 13312, 16384), (126, 16384, 2048), (126, 16384, 6656)])

@@ -21,6 +21,8 @@ from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all
 from .engine_host import chat_template_parse_s, eager_issue_layer_s, engine_host, step_with_host
 from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
 from .vllm_v0 import offline_run as v0_offline_run
+from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
+from .rocm_fp8_gemm import vllm_linear_shapes
 from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
@@ -1366,6 +1368,10 @@ class _Serving:
         # vLLM's V0 engine (infer.vllm_v0, vllm_v0.py): its own defaults, max_num_seqs 256 and, for a long-context
         # model, chunked prefill at 512 tokens a step; a step that carries a prompt chunk runs without CUDA graphs
         self.v0_budget = None
+        # V0 on ROCm runs per-tensor FP8 linears as torch._scaled_mm on >= 17 rows, at its published MI300X times
+        # (rocm_fp8_gemm.py): they replace the decode memory term's read of those weights
+        self.v0_scaled_mm = (inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and self.fam == "cdna3"
+                             and self.fmt.name == "fp8" and rocm_fp8_measured(getattr(gpu, "id", "")))
         if inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and getattr(inf, "num_scheduler_steps", 1) == 1:
             if not inf.max_num_seqs:
                 self.max_batch = V0_MAX_NUM_SEQS
@@ -1626,6 +1632,15 @@ class _Serving:
         one after the other as the engine runs them (engine_host.step_with_host)."""
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
 
+    def _scaled_mm_extra(self, rows: float) -> float:
+        """vLLM V0 on ROCm with per-tensor FP8 weights: seconds its torch._scaled_mm linears take at `rows` decode rows
+        (padded to 17) beyond reading those weights at the decode memory rate (rocm_fp8_gemm.py); 0 elsewhere."""
+        if not self.v0_scaled_mm:
+            return 0.0
+        m, gid = max(rows, float(V0_PAD_ROWS)), self.gpu.id
+        return sum(c * (rocm_fp8_linear_s(gid, m, n, k) - n * k / self.bw)
+                   for c, n, k in vllm_linear_shapes(self.model.blocks, self.tp, self.pp))
+
     def _dequant_bytes(self, rows: float) -> float:
         if not self.dequant:
             return 0.0
@@ -1688,7 +1703,7 @@ class _Serving:
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
         kv += 2.0 * batch * self.state_per_seq_gpu
-        t_wmem = (w + self._dequant_bytes(q)) / self.bw
+        t_wmem = (w + self._dequant_bytes(q)) / self.bw + self._scaled_mm_extra(q)
         t_kv = kv * self.kv_passes / self.bw
         t_mem = t_wmem + t_kv
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
