@@ -2042,6 +2042,11 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if scn.infer.engine in _BATCHED_ENGINES:   # the limits this estimate ran the engine with (launch writes them)
         details["engine_limits"] = {"max_batch": sv.max_batch, "max_num_tokens": int(sv.max_step_tokens),
                                     "source": sv.limits_source}
+    if sv.v0_scaled_mm:
+        extra = sv._scaled_mm_extra(pt["batch_per_replica"])
+        notes.append(f"vLLM V0 on ROCm runs its per-tensor FP8 linears as torch._scaled_mm (hipBLASLt) on at least 17 rows, "
+                     f"priced at their published MI300X times (ROCm 6.3.1): {extra * 1e3:+.1f} ms a decode step against "
+                     "reading those weights at the packaged memory rate (estimate/rocm_fp8_gemm.py, docs/speed.md §3.20).")
     v0 = sv.v0_offline_run(scn.infer.concurrency)
     if v0 is not None:   # vLLM V0: the whole batch handed to LLM.generate at once (benchmark_latency.py's run)
         details["v0_offline_run"] = v0
