@@ -684,6 +684,11 @@ class Infer(_Strict):
                                     "prompts wait for the run to end and run whole in their own steps, tokens "
                                     "stream when the run ends; 1: vLLM V1's per-step scheduler (the default)",
                                     lo=1, hi=64)
+    vllm_v0: bool = Field(False, description="engine vllm: its V0 engine (the default before vLLM 0.8, e.g. any 2024 "
+                          "release; VLLM_USE_V1=0 later). V0's defaults differ from V1's: max_num_seqs 256 and, for a "
+                          "model whose max_model_len exceeds 32,768 tokens, chunked prefill at 512 tokens a step, where "
+                          "a step carrying a prompt chunk runs without CUDA graphs (docs/speed.md §3.21). Default: "
+                          "false (V1)")
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
@@ -709,6 +714,13 @@ class Infer(_Strict):
         if self.chat_template_parse and self.engine != "vllm":
             raise ValueError(f"chat_template_parse describes vLLM 0.11.0's API server; engine {self.engine!r} has "
                              "its own front end: set infer.engine: vllm, or leave chat_template_parse out")
+        return self
+
+    @model_validator(mode="after")
+    def _v0_is_vllm(self):
+        if self.vllm_v0 and self.engine != "vllm":
+            raise ValueError(f"vllm_v0 describes vLLM's V0 engine; engine {self.engine!r} has its own scheduler: set "
+                             "infer.engine: vllm, or leave vllm_v0 out")
         return self
 
     @model_validator(mode="after")

@@ -19,6 +19,10 @@ from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
 from .engine_host import chat_template_parse_s, eager_issue_layer_s, engine_host, step_with_host
+from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
+from .vllm_v0 import offline_run as v0_offline_run
+from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
+from .rocm_fp8_gemm import vllm_linear_shapes
 from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
@@ -1367,6 +1371,19 @@ class _Serving:
                                                      int(budget or self.eng["max_num_tokens"]))
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
+        # vLLM's V0 engine (infer.vllm_v0, vllm_v0.py): its own defaults, max_num_seqs 256 and, for a long-context
+        # model, chunked prefill at 512 tokens a step; a step that carries a prompt chunk runs without CUDA graphs
+        self.v0_budget = None
+        # V0 on ROCm runs per-tensor FP8 linears as torch._scaled_mm on >= 17 rows, at its published MI300X times
+        # (rocm_fp8_gemm.py): they replace the decode memory term's read of those weights
+        self.v0_scaled_mm = (inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and self.fam == "cdna3"
+                             and self.fmt.name == "fp8" and rocm_fp8_measured(getattr(gpu, "id", "")))
+        if inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and getattr(inf, "num_scheduler_steps", 1) == 1:
+            if not inf.max_num_seqs:
+                self.max_batch = V0_MAX_NUM_SEQS
+            self.v0_budget = v0_chunked_budget(inf.max_model_len or model.max_position, inf.max_num_batched_tokens)
+            if self.v0_budget:
+                self.chunk_tokens, self.max_step_tokens = self.v0_budget, float(self.v0_budget)
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
         self.bnb = is_bitsandbytes(self.fmt)
         self.dequant = self.bnb or materialises_16_bit(self.fmt, inf.engine)
@@ -1625,6 +1642,15 @@ class _Serving:
         one after the other as the engine runs them (engine_host.step_with_host)."""
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
 
+    def _scaled_mm_extra(self, rows: float) -> float:
+        """vLLM V0 on ROCm with per-tensor FP8 weights: seconds its torch._scaled_mm linears take at `rows` decode rows
+        (padded to 17) beyond reading those weights at the decode memory rate (rocm_fp8_gemm.py); 0 elsewhere."""
+        if not self.v0_scaled_mm:
+            return 0.0
+        m, gid = max(rows, float(V0_PAD_ROWS)), self.gpu.id
+        return sum(c * (rocm_fp8_linear_s(gid, m, n, k) - n * k / self.bw)
+                   for c, n, k in vllm_linear_shapes(self.model.blocks, self.tp, self.pp))
+
     def _dequant_bytes(self, rows: float) -> float:
         if not self.dequant:
             return 0.0
@@ -1689,7 +1715,7 @@ class _Serving:
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
         kv = kv_attn + 2.0 * batch * self.state_per_seq_gpu
-        t_wmem = (w + self._dequant_bytes(q)) / self.bw
+        t_wmem = (w + self._dequant_bytes(q)) / self.bw + self._scaled_mm_extra(q)
         t_kv = kv * self.kv_passes / self.bw
         if self.cat_read_rate and kv_attn > 0:   # the cache copy's two passes at the latency-bound cat's rate
             t_kv += hf_cat_seconds(kv_attn, self.bw, self.cat_read_rate) - 2.0 * kv_attn / self.bw
@@ -1850,6 +1876,45 @@ class _Serving:
         return dict(steady, output_tokens_per_s=thr, output_tokens_per_s_per_gpu=thr / self.group_gpus,
                     offline_requests=n_r * self.adp, offline_seconds=seconds)
 
+    def v0_offline_run(self, requests: int) -> dict[str, Any] | None:
+        """vLLM V0's `LLM.generate` of `requests` prompts handed over at once (benchmark_latency.py times one such
+        batch, benchmark_throughput.py its whole dataset) under V0's chunked-prefill schedule (vllm_v0.py): the
+        decode-only steps replay a CUDA graph, a step carrying prompt chunks runs its decodes and the chunks in one
+        eager forward, max(GPU, host issue) (engine_host.eager_issue_layer_s). None where V0's default leaves
+        chunked prefill off or the scenario is not V0."""
+        if not self.v0_budget or self.beams > 1 or self.spec is not None:
+            return None
+        inf = self.inf
+        P_len, O_len = inf.prompt_len, inf.output_len
+        ctx = P_len + O_len / 2.0          # mean context of a decoding request, as offline_throughput prices it
+        issue = eager_issue_layer_s("vllm", False) * self.model.num_layers / self.pp / _host_speed(self.scn, self.gpu)[0]
+        cache: dict[tuple, float] = {}
+
+        def step_s(decodes: int, chunks) -> float:
+            key = (decodes, tuple(chunks))
+            if key not in cache:
+                if not chunks:
+                    cache[key] = self.decode_step(decodes, ctx)["time"]
+                    return cache[key]
+                rest = list(chunks)
+                if decodes:
+                    gpu, rows = self.decode_step(decodes, ctx)["gpu_time"], float(decodes)
+                else:                      # a prompt-only step: the first chunk carries the weight read and overhead
+                    c, o = rest.pop(0)
+                    gpu, rows = self.prefill_chunk(c, o), float(c)
+                for c, o in rest:          # the other chunks ride in the same forward
+                    gpu += self.prefill_chunk(c, o, compute_only=True, riding_with=rows)
+                    rows += c
+                cache[key] = self.with_host(max(gpu, issue), decodes + len(chunks))
+            return cache[key]
+
+        n_r = math.ceil(requests / self.adp)
+        seconds, steps = v0_offline_run(n_r, P_len, O_len, self.max_batch, self.v0_budget, step_s)
+        thr = n_r * O_len / seconds * self.adp if seconds > 0 else 0.0
+        return {"requests": n_r * self.adp, "seconds": seconds, "steps": steps, "output_tokens_per_s": thr,
+                "max_num_batched_tokens": self.v0_budget, "max_num_seqs": self.max_batch,
+                "eager_issue_s": issue}
+
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -2009,6 +2074,19 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
     if scn.infer.engine in _BATCHED_ENGINES:   # the limits this estimate ran the engine with (launch writes them)
         details["engine_limits"] = {"max_batch": sv.max_batch, "max_num_tokens": int(sv.max_step_tokens),
                                     "source": sv.limits_source}
+    if sv.v0_scaled_mm:
+        extra = sv._scaled_mm_extra(pt["batch_per_replica"])
+        notes.append(f"vLLM V0 on ROCm runs its per-tensor FP8 linears as torch._scaled_mm (hipBLASLt) on at least 17 rows, "
+                     f"priced at their published MI300X times (ROCm 6.3.1): {extra * 1e3:+.1f} ms a decode step against "
+                     "reading those weights at the packaged memory rate (estimate/rocm_fp8_gemm.py, docs/speed.md §3.21).")
+    v0 = sv.v0_offline_run(scn.infer.concurrency)
+    if v0 is not None:   # vLLM V0: the whole batch handed to LLM.generate at once (benchmark_latency.py's run)
+        details["v0_offline_run"] = v0
+        notes.append(f"vLLM V0 runs this long-context model with chunked prefill at {v0['max_num_batched_tokens']} "
+                     f"tokens a step (its default above 32,768 tokens of max_model_len), and a step carrying a prompt "
+                     f"chunk without CUDA graphs: the {scn.infer.concurrency} requests handed over at once take "
+                     f"{v0['seconds']:.2f} s, {v0['steps']} steps ({v0['output_tokens_per_s']:,.0f} output tokens/s; "
+                     "details.v0_offline_run, docs/speed.md §3.21).")
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
