@@ -8,7 +8,7 @@ from gpuplan import api
 from gpuplan.errors import GpuplanError
 from gpuplan.estimate.engine_host import VLLM_EAGER_LAYER_S
 from gpuplan.estimate.vllm_v0 import chunked_prefill_budget, offline_run
-from tests.script_module import load_script
+from script_module import load_script
 
 vg = load_script("scripts/validate_gathered.py")
 

@@ -717,6 +717,21 @@ class Infer(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _int8_threshold_needs_int8(self):
+        if self.llm_int8_threshold != 6.0 and (self.weights != "int8" or self.engine != "hf"):
+            raise ValueError(f"llm_int8_threshold is bitsandbytes LLM.int8()'s outlier threshold; weights "
+                             f"{self.weights!r} on engine {self.engine!r} have none: set infer.weights: int8 on "
+                             "engine hf, or leave llm_int8_threshold out")
+        return self
+
+    @model_validator(mode="after")
+    def _trtllm_backend_is_trtllm(self):
+        if self.trtllm_backend != "pytorch" and self.engine != "trtllm":
+            raise ValueError(f"trtllm_backend chooses TensorRT-LLM's executor; engine {self.engine!r} has its own: set "
+                             "infer.engine: trtllm, or leave trtllm_backend out")
+        return self
+
+    @model_validator(mode="after")
     def _v0_is_vllm(self):
         if self.vllm_v0 and self.engine != "vllm":
             raise ValueError(f"vllm_v0 describes vLLM's V0 engine; engine {self.engine!r} has its own scheduler: set "
