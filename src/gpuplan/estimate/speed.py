@@ -176,11 +176,23 @@ def _network(scn: Any, gpu: Any) -> Any:
 # matmul efficiency and per-operation roofline
 
 
+def dim_half(params: Mapping[str, Any], dtype: str) -> float:
+    """The size constant d0 of K/(K + d0)·N/(N + d0) for a GEMM whose tensor-core inputs are `dtype`: FP8 GEMMs
+    take their own measured constant `matmul_dim_half_fp8` (docs/speed.md §2.1: twice the math per byte and per
+    MMA instruction, so a narrow FP8 GEMM falls further below its large-GEMM rate), every other format d0
+    (`matmul_dim_half`); a calibration without the FP8 entry gives FP8 d0 too."""
+    d0 = float(params["matmul_dim_half"])
+    if _dtype_class(dtype) == "fp8" and "matmul_dim_half_fp8" in params:
+        return float(params["matmul_dim_half_fp8"])
+    return d0
+
+
 def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float,
-                    grouped: bool = False, rows_half: float | None = None) -> float:
+                    grouped: bool = False, rows_half: float | None = None, size_dtype: str | None = None) -> float:
     """η = η_max(family, dtype) · Π_{x∈(K,N)} x / (x + d0): a penalty for narrow weight matrices
     (tile and wave quantisation, short inner loops) that vanishes for large dimensions
-    (docs/speed.md §2.1). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
+    (docs/speed.md §2.1). d0 is that of the format the kernel multiplies (`size_dtype`, default `dtype`:
+    training FP8 GEMMs read the 16-bit table's η but are FP8 kernels; dim_half). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
     is bounded by reading its weights, which the memory term captures. A grouped expert GEMM
     (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
     tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
@@ -190,13 +202,13 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     dc = _dtype_class(dtype)
     table = _fam(params["matmul"], family)
     eta = table[dc] if dc in table else params["matmul"]["default"][dc]
-    d0 = float(params["matmul_dim_half"])
+    d0 = dim_half(params, size_dtype or dtype)
     g = 1.0
     for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
     if grouped:
         if rows_half is None:   # a calibration from before the grouped-GEMM fit may lack d0_M: prior d0
-            rows_half = params["matmul_rows_half"] if "matmul_rows_half" in params else d0
+            rows_half = params["matmul_rows_half"] if "matmul_rows_half" in params else float(params["matmul_dim_half"])
         d0m = float(rows_half)
         mm = max(1.0, float(m))
         g *= mm / (mm + d0m) if d0m > 0 else 1.0
@@ -217,13 +229,14 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
               rows_half: float | None = None) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
     `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
-    kernels' efficiency: the FP8 table is fitted on inference engines); `eta_scale` multiplies η
+    kernels' efficiency: the FP8 table is fitted on inference engines; the size constant stays `dtype`'s,
+    dim_half); `eta_scale` multiplies η
     (training FP8 on a family whose vendor publishes FP8 vs 16-bit sustained rates: sustained_gemm.py)."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped, rows_half) * eta_scale
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped, rows_half, size_dtype=dtype) * eta_scale
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
@@ -358,7 +371,8 @@ def _linear_time(c: _Train) -> float:
         # the family's part nearest in power density; 1.0 where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
-                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0,
+                        eta_scale=fp8_vs_16bit_for(c.gpu, (dim_half(c.P, eff), dim_half(c.P, "fp8")))
+                        if eff is not None else 1.0,
                         rows_half=rows_half)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
