@@ -9,7 +9,9 @@ stack, not the model:
   each passing the whole fp32 or bf16 tensor. MEASURED, not fitted: scripts/trace_elementwise.py runs one
   layer forward + backward under a TorchDispatchMode and sums the input + output bytes of every non-GEMM,
   non-attention, data-moving aten op (bf16 activations). Its totals are linear in the layer's widths,
-  bytes/token = a·h + b·i + c·kv (+ a per-token constant < 1 % at real widths, left out).
+  bytes/token = a·h + b·i + c·kv (+ a per-token constant < 1 % at real widths, left out). An HF RMSNorm layer of
+  another family is the Llama layer plus what its traits add, each traced on transformers' own module
+  (eager_trait_bytes: the norm class, the sandwich's extra norms, q/k norms, Phi-3's fused-projection splits).
 * compiled — torch.compile (Inductor) fuses every chain of point-wise ops and one reduction into one
   kernel that reads the chain's inputs once and writes its outputs once, and fuses the residual add into
   the following norm (Inductor's pointwise/reduction fusion, torch/_inductor/scheduler.py `can_fuse`).
