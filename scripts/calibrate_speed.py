@@ -18,7 +18,7 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
                   DP 8 + EP 8, as the source ran its MoE rows)
             fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
-                  validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812, #12183)
+                  validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
             test: its Llama 3 70B rows and its Apple rows
             fit:  Metal prompt processing: the llama.cpp Metal PR #3084 source (its PR build)
             test: the Metal llama-bench rows of llamacpp-bench.csv (geerlingguy's M3 Ultra and M1 Ultra issues,
