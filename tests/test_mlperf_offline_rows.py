@@ -112,3 +112,21 @@ def test_replicas_split_the_system():
     assert V.replicas(rows["MO01"]) == 4      # 8 GPUs as tp 2
     assert V.replicas(rows["MO09"]) == 8
     assert V.replicas(rows["MO10"]) == 4
+
+
+def test_simulated_scenario_is_the_offline_run_of_the_cpp_executor():
+    # MLPerf Offline: every sample queued at t = 0; NVIDIA's harnesses call TensorRT engines through the C++ executor
+    # in the loadgen's process (v4.1 main_llm.cc; v5.1 llmlib trtllm_executor_core.py), no HTTP front end, no overlap
+    rows = _rows()
+    for rid in ("MO01", "MO09"):
+        r = rows[rid]
+        scn = V.vsl.scenario(V.as_load_row(r))
+        inf = scn["infer"]
+        assert inf["load"]["arrival"] == "offline"
+        assert inf["trtllm_backend"] == "tensorrt" and inf["front_end"] is False and inf["async_scheduling"] is False
+        assert inf["max_num_seqs"] == int(r["max_num_seqs"])
+        assert inf["max_num_batched_tokens"] == int(r["max_num_tokens"])
+        assert inf["capacity_scheduler"] == "max_utilization"
+        assert inf["gpu_memory_utilization"] == float(r["gpu_memory_utilization"])
+        assert (inf["weights"], inf["kv_cache"]) == (r["weights"], "fp8")
+        assert scn["parallel"]["tp"] == int(r["tp"])
