@@ -136,7 +136,7 @@ def per_layer(name: str, method: str, recompute: str) -> dict:
     a, b = count_step(name, method, recompute, 2), count_step(name, method, recompute, 3)
     # the rows of estimate/data/hf_train_ops.csv (the optimizer is left out: CPU runs each foreach op as one op,
     # CUDA launches one kernel per chunk of tensors)
-    out = {"model_type": tiny_config(name, 2).model_type, "model": name, "method": method, "recompute": recompute}
+    out = {"layer_kind": tiny_config(name, 2).model_type, "model": name, "method": method, "recompute": recompute}
     for ph in ("forward", "backward"):
         out[f"{ph}_ops_per_layer"] = b["counts"].get(ph, 0) - a["counts"].get(ph, 0)
         out[f"{ph}_ops_fixed"] = a["counts"].get(ph, 0) - 2 * out[f"{ph}_ops_per_layer"]

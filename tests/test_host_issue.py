@@ -15,6 +15,7 @@ from gpuplan import api
 from gpuplan.estimate import host_issue as hi
 from gpuplan.hardware.hosts import get_host_cpu, host_eager_op_s
 from gpuplan.models import get_model
+from gpuplan.models.hf_ops import hf_ops_layer_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +42,7 @@ def test_qwen2_moe_lora_step_ops_by_hand():
     """hf_train_ops.csv qwen2_moe rows: lora/full forward 127 per layer + 52, backward 294 per layer + 19; lora/none
     backward 172 per layer - 13. The recompute is the backward's excess over the no-recompute backward (294 - 172 =
     122 per layer, 19 + 13 = 32 fixed) and is Python-issued like the forward."""
-    ops = hi.step_ops("qwen2_moe", True, "lora", "full", 24)
+    ops = hi.step_ops("qwen2_moe", "lora", "full", 24)
     assert ops.python == 24 * 127 + 52 + 24 * (294 - 172) + (19 + 13)        # 6,060
     assert ops.engine == 24 * 172 - 13                                        # 4,115
 
@@ -51,7 +52,7 @@ def test_lent_host_issue_seconds_by_hand():
     forward 14.8 - 2.6 = 12.2 us, autograd engine 8.8 - 2.6 = 6.2 us."""
     per = hi.op_seconds(0.77e-3, 1.0, 29.08e-6)
     assert per == (pytest.approx(41.28e-6), pytest.approx(35.28e-6))
-    t = hi.issue_seconds(hi.step_ops("qwen2_moe", True, "lora", "full", 24), per)
+    t = hi.issue_seconds(hi.step_ops("qwen2_moe", "lora", "full", 24), per)
     assert t == pytest.approx(6060 * 41.28e-6 + 4115 * 35.28e-6)             # 0.3953 s
 
 
@@ -74,7 +75,7 @@ def test_counted_ops_are_a_lower_bound_on_profiled_kernel_launches():
             if not ops or not t:
                 continue
             spec = get_model(rec["scenario"]["model"])
-            n = hi.step_ops(spec.model_type, spec.is_moe, t["method"], t["recompute"], spec.num_layers)
+            n = hi.step_ops(hf_ops_layer_kind(spec, hi.counted_kinds()), t["method"], t["recompute"], spec.num_layers)
             assert 0.6 * ops["kernel_launches"] < n.python + n.engine < ops["kernel_launches"], rec["id"]
             seen += 1
     assert seen == 12
@@ -82,14 +83,14 @@ def test_counted_ops_are_a_lower_bound_on_profiled_kernel_launches():
 
 def test_lora_targets_interpolate_between_counted_rows():
     """q_proj + v_proj is the counted lora-qv row; all-linear the lora row; a target set between them lies between."""
-    qv = hi.step_ops("llama", False, "lora", "full", 32, adapted_per_layer=2.0)
+    qv = hi.step_ops("llama", "lora", "full", 32, adapted_per_layer=2.0)
     assert qv.python == 32 * 54 + 33 + 32 * (132 - 82) + (19 + 18)
     assert qv.engine == 32 * 82 - 18
-    full = hi.step_ops("llama", False, "lora", "full", 32)
-    mid = hi.step_ops("llama", False, "lora", "full", 32, adapted_per_layer=4.5)       # half way from 2 to 7
+    full = hi.step_ops("llama", "lora", "full", 32)
+    mid = hi.step_ops("llama", "lora", "full", 32, adapted_per_layer=4.5)       # half way from 2 to 7
     assert mid.python == pytest.approx((qv.python + full.python) / 2)
     # Phi-3 has no q_proj/v_proj (fused qkv_proj): its all-linear row stands
-    assert hi.step_ops("phi3", False, "lora", "full", 32, 2.0) == hi.step_ops("phi3", False, "lora", "full", 32)
+    assert hi.step_ops("phi3", "lora", "full", 32, 2.0) == hi.step_ops("phi3", "lora", "full", 32)
 
 
 def test_lent_host_row():
@@ -123,6 +124,15 @@ def test_gpu_bound_steps_do_not_move():
     assert lent.details["step_bound"] == "gpu" == ref.details["step_bound"]
     assert lent.step_time_s == ref.step_time_s
     assert "host_wait" not in lent.breakdown
+
+
+def test_uncounted_model_types_take_the_closest_counted_layer():
+    """A dense type without its own rows is priced as a Llama layer, a MoE as Qwen3-MoE's; counted types keep theirs."""
+    counted = hi.counted_kinds()
+    assert {"llama", "qwen2_moe", "qwen3_moe", "mixtral", "gemma2", "phi3"} <= counted
+    assert hf_ops_layer_kind(get_model("qwen1.5-moe-a2.7b"), counted) == "qwen2_moe"
+    assert hf_ops_layer_kind(get_model("llama-3.2-1b"), frozenset({"qwen3_moe", "llama"})) == "llama"
+    assert hf_ops_layer_kind(get_model("qwen1.5-moe-a2.7b"), frozenset({"qwen3_moe", "llama"})) == "qwen3_moe"
 
 
 @pytest.mark.parametrize("over", [{"top__framework": "torchtitan"}, {"train__compile": True},

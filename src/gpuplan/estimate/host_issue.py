@@ -18,7 +18,8 @@ Two measured inputs, nothing read from a training row:
   re-run forward of full recompute (Python again, inside the backward). A few CUDA ops launch more than one kernel
   (sort, index_put_ with accumulate, topk, histc), so the count is a lower bound on launches.
 * **Host seconds per op**: on the reference host the HF decode constant per counted op (0.77 ms per Llama decoder
-  layer / the 40 ops one HF Llama decode layer issues, counted the same way: 19.25 us), less for an autograd-engine
+  layer, read off bitsandbytes' benchmarking/README.md @95f9af3: H100 BF16 batch 1, 24.4 ms / 32 layers; / the 40 ops
+  one HF Llama decode layer issues, counted the same way: 19.25 us), less for an autograd-engine
   op by the difference between the two kinds measured on CPU (HF_FORWARD_OP_CPU_S - AUTOGRAD_OP_CPU_S), scaled by the
   host's single-thread speed (hardware/hosts.py). A host whose own eager op was timed (host_cpus.csv
   `eager_op_us`: one `t.add_(1.0)` from a Python loop with the GPU busy) pays that plus the framework's own extra
@@ -56,16 +57,12 @@ class StepOps:
 
 
 def _rows() -> dict[tuple[str, str, str], dict[str, str]]:
-    return {(r["model_type"], r["method"], r["recompute"]): r for r in datafiles.rows("hf_train_ops.csv")}
+    return {(r["layer_kind"], r["method"], r["recompute"]): r for r in datafiles.rows("hf_train_ops.csv")}
 
 
-def _row(model_type: str, is_moe: bool, method: str, recompute: str) -> dict[str, str]:
-    rows = _rows()
-    key = (model_type, method, recompute)
-    if key in rows:
-        return rows[key]
-    # a model type not counted: the counted family closest in structure (a Llama layer; a fused-expert MoE layer)
-    return rows[("qwen3_moe" if is_moe else "llama", method, recompute)]
+def counted_kinds() -> frozenset[str]:
+    """The layer kinds hf_train_ops.csv holds (models/hf_ops.py picks one for a model)."""
+    return frozenset(k[0] for k in _rows())
 
 
 def _ops(row: Mapping[str, str], layers: float) -> tuple[float, float]:
@@ -74,20 +71,22 @@ def _ops(row: Mapping[str, str], layers: float) -> tuple[float, float]:
     return fwd, bwd
 
 
-def step_ops(model_type: str, is_moe: bool, method: str, recompute: str, layers: float,
+def step_ops(kind: str, method: str, recompute: str, layers: float,
              adapted_per_layer: float | None = None) -> StepOps:
-    """Ops of one micro-batch of an HF model with `layers` decoder layers. LoRA rows were counted for all-linear and
+    """Ops of one micro-batch of an HF model whose decoder layers are of counted `kind` (models/hf_ops.py), `layers`
+    of them. LoRA rows were counted for all-linear and
     for peft's q_proj + v_proj; another target set is interpolated between the two by adapted linears per layer
     (`adapted_per_layer`; None: all-linear; a model type without a q/v row, e.g. Phi-3's fused qkv_proj, keeps
     all-linear). QLoRA is counted as LoRA (its dequantize kernels are not in the count)."""
     meth = "full" if method == "full" else "lora"
     rc = "full" if recompute == "full" else "none"
-    fwd, bwd = _ops(_row(model_type, is_moe, meth, rc), layers)
-    _, bwd_none = _ops(_row(model_type, is_moe, meth, "none"), layers)
-    if meth == "lora" and adapted_per_layer is not None and (model_type, "lora-qv", rc) in _rows():
-        w = _lora_weight(_row(model_type, is_moe, meth, rc), _rows()[(model_type, "lora-qv", rc)], adapted_per_layer)
-        f_qv, b_qv = _ops(_rows()[(model_type, "lora-qv", rc)], layers)
-        _, b0_qv = _ops(_rows()[(model_type, "lora-qv", "none")], layers)
+    rows = _rows()
+    fwd, bwd = _ops(rows[(kind, meth, rc)], layers)
+    _, bwd_none = _ops(rows[(kind, meth, "none")], layers)
+    if meth == "lora" and adapted_per_layer is not None and (kind, "lora-qv", rc) in rows:
+        w = _lora_weight(rows[(kind, meth, rc)], rows[(kind, "lora-qv", rc)], adapted_per_layer)
+        f_qv, b_qv = _ops(rows[(kind, "lora-qv", rc)], layers)
+        _, b0_qv = _ops(rows[(kind, "lora-qv", "none")], layers)
         fwd, bwd, bwd_none = f_qv + w * (fwd - f_qv), b_qv + w * (bwd - b_qv), b0_qv + w * (bwd_none - b0_qv)
     recompute_ops = max(bwd - bwd_none, 0.0) if rc == "full" else 0.0
     return StepOps(python=fwd + recompute_ops, engine=bwd - recompute_ops)

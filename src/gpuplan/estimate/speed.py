@@ -989,15 +989,16 @@ def _eager_host_issue(c: _Train) -> tuple[float, str]:
     if (c.scn.framework != "hf" or getattr(tr, "compile", False) or getattr(c.scn, "tool", None) == "unsloth"
             or model.is_encoder_decoder or c.par.pp > 1 or any(b.kind == "ssm" for b in model.blocks)):
         return 0.0, ""
-    from .host_issue import issue_seconds, op_seconds, step_ops
+    from .host_issue import counted_kinds, issue_seconds, op_seconds, step_ops
     from ..hardware.hosts import host_eager_op_s
+    from ..models.hf_ops import hf_ops_layer_kind
     hw = c.scn.hardware
     speed, name = _host_speed(c.scn, c.gpu)
     eager_op = host_eager_op_s(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None))
     adapted = None
     if tr.method in ("lora", "qlora") and tr.lora_targets != "all-linear":
         adapted = _adapted_linears_per_layer(c)
-    ops = step_ops(model.model_type, model.is_moe, tr.method, tr.recompute, c.L_stage, adapted)
+    ops = step_ops(hf_ops_layer_kind(model, counted_kinds()), tr.method, tr.recompute, c.L_stage, adapted)
     decode_layer_s = float(_engine(c.P, "hf", _family(c.gpu))["host_issue_layer_s"])
     return issue_seconds(ops, op_seconds(decode_layer_s, speed, eager_op)), name
 
