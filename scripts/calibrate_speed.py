@@ -381,6 +381,13 @@ PRIORS: dict[str, Any] = {
     # wgrad layouts; scripts/bench_gemm_shapes.py): d0 = 128, median error 5.9 %. Until 2026-12-04 d0 was fitted
     # on llm-foundry's A100 rows alone (426; 64 = its prior without them), where it absorbed element-wise time.
     "matmul_dim_half": 128.0,
+    # The same constant for FP8 GEMMs (torch._scaled_mm per-tensor, the cuBLAS kernel of torchao tensorwise and TE
+    # current scaling), measured, not fitted: FP8 over bf16 on the same shapes in one run on the same H200
+    # (validation/device/h200-2026-12-04-expert_gemm_graph.csv, CUDA graphs), least squares of the relative FP8
+    # time with the bf16 side at d0 = 128, pairs at M >= 4,096 rows: d0_fp8 = 289 (266-313 at other row cuts),
+    # median error 3.8 %; out of the fit it gives the 8192^3 FP8/bf16 rate ratio as 1.839 (measured 1.842).
+    # scripts/fit_gemm_size.py prints both constants. Every FP8 GEMM takes it, training and serving (speed.dim_half).
+    "matmul_dim_half_fp8": 289.0,
     "attention": {"default": 0.45},
     "memory": {"default": 0.8},
     "loss_bytes_per_logit": 12.0,
@@ -496,7 +503,7 @@ def _maf_share_and_size(P: dict, gpu_id: str, dtype: str) -> tuple[float, float]
     from gpuplan.estimate.sustained_gemm import maf_fraction, maf_row
     row = maf_row(gpu_id, dtype)
     measured = maf_fraction(gpu_id, dtype, speed.peak_flops(get_gpu(gpu_id), dtype))
-    d0, k, n = float(P["matmul_dim_half"]), float(row["k"]), float(row["n"])
+    d0, k, n = speed.dim_half(P, dtype), float(row["k"]), float(row["n"])
     return measured, (k / (k + d0)) * (n / (n + d0))
 
 

@@ -141,17 +141,38 @@ def serve_scenario(row: dict) -> dict:
         scn["parallel"] = {"tp": int(row["tp"])}
     if row.get("max_num_seqs"):          # the engine's running-request cap, where the source states it
         scn["infer"]["max_num_seqs"] = int(row["max_num_seqs"])
+    if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
+        scn["infer"]["vllm_v0"] = True         # V0's scheduler defaults and CUDA-graph rule (docs/speed.md §3.21)
     version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
     if row["engine"] == "hf" and version and int(version.group(1)) < 5:
         scn["infer"]["repeat_kv"] = True       # transformers 4.x copies a GQA cache to every query head (repeat_kv)
+    torch_ver = re.search(r"torch (\d+\.\d+(?:\.\d+)?)", row.get("source", ""))
+    if row["engine"] == "hf" and torch_ver:
+        scn["infer"]["torch_version"] = torch_ver.group(1)   # the torch the source states (cat kernel: < 2.1)
     kernel = _GPTQ_KERNELS.get(row.get("notes", "").split(";")[0].removeprefix("kernel ").strip())
     if kernel and row["engine"] == "hf" and row["weights"].startswith("gptq"):
         scn["infer"]["gptq_kernel"] = kernel   # the AutoGPTQ kernel the row names (optimum's benchmark table)
     return scn
 
 
+def vllm_v0(version: str) -> bool:
+    """A row's vLLM release runs the V0 engine: every release before 0.8.0 (V1 became the default in 0.8.0; its
+    first code landed on 2024-10-22, so a run of 2024 is V0). "0.6 V0 (...)" and "0.6.3" are V0, "0.10.2" is not."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 8)
+
+
 # the kernel names optimum's GPTQ benchmark table uses (notes "kernel <name>; ...") -> infer.gptq_kernel
 _GPTQ_KERNELS = {"exllama": "exllama", "exllamav2": "exllamav2", "autogptq-cuda-old": "cuda-old"}
+
+
+def offline_tokens_per_s(row: dict, perf) -> float:
+    """Predicted output tokens/s of a row. A row whose harness hands all its requests to the engine at once
+    (harness `offline`: vLLM's benchmark_latency.py times one batch of `concurrency` prompts, benchmark_throughput.py
+    its whole dataset) takes the engine's own run of that batch where gpuplan prices one (vLLM V0's chunked-prefill
+    schedule: performance.details v0_offline_run); otherwise the steady state."""
+    run = perf.details.get("v0_offline_run") if row.get("harness") == "offline" else None
+    return run["output_tokens_per_s"] if run else perf.output_tokens_per_s
 
 
 def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
@@ -160,7 +181,7 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
     kind = row.get("throughput_kind")
     if not row.get("throughput_tokens_per_s") or kind not in ("output", "total"):
         return None
-    pred = perf.output_tokens_per_s
+    pred = offline_tokens_per_s(row, perf)
     if kind == "total":
         pred *= (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
     return pred, float(row["throughput_tokens_per_s"])
@@ -347,7 +368,7 @@ def score(path: Path) -> list[dict]:
                 if pair is not None:
                     rec["thr"] = pair
                 else:   # kind unstated: both readings, kept out of the summary
-                    out_tps = est.performance.output_tokens_per_s
+                    out_tps = offline_tokens_per_s(row, est.performance)
                     total = out_tps * (int(row["prompt_len"]) + int(row["output_len"])) / int(row["output_len"])
                     rec["thr_unstated"] = (out_tps, total, float(row["throughput_tokens_per_s"]))
                 out.append(rec)

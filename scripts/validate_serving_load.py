@@ -79,6 +79,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
         infer["kv_cache"] = row["kv_cache"]
     if not overlaps_host(row):
         infer["async_scheduling"] = False
+    if row["engine"] == "trtllm" and row["engine_version"].startswith(CPP_EXECUTOR):
+        infer["trtllm_backend"] = "tensorrt"    # TensorRT engines under the C++ executor
     infer.update(engine_flags(row["engine_version"]))
     if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
         infer["front_end"] = False

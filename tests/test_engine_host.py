@@ -42,7 +42,46 @@ def test_trtllm_front_end_from_its_source():
     # -> 40.10 - 24.64 = 15.46 ms outside the GPU
     h = engine_host("trtllm")
     assert h.frontend_s == pytest.approx(0.01546, abs=1e-9)
-    assert h.seq_s == 0.0 and h.overlapped
+    assert h.overlapped
+
+
+def test_trtllm_per_sequence_host_work_from_its_source():
+    # TensorRT-LLM PR 10273: GB200 (Grace host), attention DP 2, 3072 concurrent 1k/1k requests -> 1536 running
+    # sequences a rank; Llama-3.2-1B host_step_time 44.53 ms per iteration -> 44.53 / 1536 = 0.028991 ms per
+    # sequence on Grace. Grace's speed (host_cpus.csv, from TransformerEngine issue 2053: 13.48 us of PyTorch host
+    # time on a DGX H100 Xeon vs 37.08 us on GB200) is 2893 x 13.48 / 37.08 = 1051.7 -> 1052 of the reference
+    # host's 2893: 0.028991 ms x 1052 / 2893 = 0.010542 ms in reference-host seconds
+    assert engine_host("trtllm").seq_s == pytest.approx(10.542e-6, rel=1e-4)
+    assert 2893 * 13.48 / 37.08 == pytest.approx(1052, abs=0.5)
+
+
+def _trtllm(gpu, **hardware):
+    scn = {"model": "llama-3.2-1b", "task": "infer", "hardware": {"gpu": gpu, "count": 1, **hardware},
+           "infer": {"engine": "trtllm", "prompt_len": 1000, "output_len": 1000, "concurrency": 1536}}
+    r = pipeline.resolve(scn)
+    return serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                         memory=pipeline.memory(r))
+
+
+def test_trtllm_host_work_on_grace_reproduces_its_source():
+    # a GB200's usual host is Grace: 1536 scheduled sequences cost the measured 44.53 ms of host work a step
+    sv = _trtllm("gb200")
+    assert sv.host_speed == pytest.approx(1052 / 2893)
+    assert sv.host_step(1536) == pytest.approx(44.53e-3, rel=1e-4)
+    # a B200 sits on an x86 server host (the reference): 1536 x 10.542 us = 16.19 ms
+    assert _trtllm("b200").host_step(1536) == pytest.approx(1536 * 10.542e-6, rel=1e-4)
+    # a named host scales it by its single-thread rating: the i9-12900K's 4243 -> 16.19 ms x 2893 / 4243 = 11.04 ms
+    assert _trtllm("b200", host_cpu="core-i9-12900k").host_step(1536) == pytest.approx(
+        1536 * 10.542e-6 * 2893 / 4243, rel=1e-4)
+
+
+def test_trtllm_overlapped_host_work_bounds_a_short_step_on_grace():
+    # the overlap scheduler hides host work under the GPU step; where the GPU step is shorter (a 1B model at
+    # 1536 sequences on a GB200) the host sets the pace: the step lasts the 44.53 ms of host work
+    sv = _trtllm("gb200")
+    step = sv.decode_step(1536, 1500)
+    assert step["gpu_time"] < 44.53e-3
+    assert step["time"] == pytest.approx(44.53e-3, rel=1e-4)
 
 
 def test_trtllm_source_prefill_prices_as_one_decode_step():
@@ -186,3 +225,31 @@ def test_rl_rollout_engine_runs_eagerly_when_told():
     assert rollout_scenario(scenario_from_dict(base)).infer.cuda_graphs is True
     base["train"]["rl"]["engine_cuda_graphs"] = False        # verl rollout.enforce_eager: true
     assert rollout_scenario(scenario_from_dict(base)).infer.cuda_graphs is False
+
+
+def test_trtllm_cpp_executor_prices_no_per_sequence_host_work():
+    # the constant was measured on the PyTorch backend's Python executor; a TensorRT engine under the C++
+    # executor (NIM 1.x, the MLPerf harness: infer.trtllm_backend tensorrt) keeps the front end, not seq_s
+    h = engine_host("trtllm", trtllm_backend="tensorrt")
+    assert h.seq_s == 0.0 and h.frontend_s == engine_host("trtllm").frontend_s
+    assert engine_host("vllm", trtllm_backend="tensorrt").seq_s == engine_host("vllm").seq_s
+    sv = _trtllm("gb200")
+    scn = {"model": "llama-3.2-1b", "task": "infer", "hardware": {"gpu": "gb200", "count": 1},
+           "infer": {"engine": "trtllm", "trtllm_backend": "tensorrt", "prompt_len": 1000, "output_len": 1000,
+                     "concurrency": 1536}}
+    r = pipeline.resolve(scn)
+    cpp = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                        memory=pipeline.memory(r))
+    assert cpp.host_step(1536) == 0.0 and sv.host_step(1536) > 0
+
+
+def test_host_bound_trtllm_decode_says_so():
+    from gpuplan import api
+    scn = {"model": "llama-3.2-1b", "task": "infer", "hardware": {"gpu": "gb200", "count": 1},
+           "infer": {"engine": "trtllm", "prompt_len": 1000, "output_len": 1000, "concurrency": 1536}}
+    perf = api.estimate(scn).performance
+    assert perf.details["decode_bound"] == "host" and "Grace" in perf.details["host_cpu"]
+    assert any("host work per scheduled sequence" in n for n in perf.notes)
+    # a B200's usual host is an x86 server CPU (the reference host): 2.75x faster, 16.2 ms for the same step
+    perf = api.estimate({**scn, "hardware": {"gpu": "b200", "count": 1}}).performance
+    assert "EPYC" in perf.details["host_cpu"] and perf.details["host_speed_vs_reference"] == 1.0

@@ -59,7 +59,7 @@ def test_unsloth_and_lists_resolve_as_stated():
         hf + routed - 24 * R * (2048 + 1)
     # an attention-only list never reaches experts or routers, remapped type or not
     q3 = get_model(QWEN3_MOE_4L)
-    assert lora_params(q3, R, _lora_targets(["q_proj", "v_proj"], True, "qwen3_moe")) == \
+    assert lora_params(q3, R, _lora_targets(["q_proj", "v_proj"], True, True)) == \
         4 * R * ((2048 + 4096) + (2048 + 512))
 
 

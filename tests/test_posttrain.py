@@ -792,15 +792,21 @@ def test_nemo_rl_logprob_block_adds_its_bytes_beyond_the_fused_loss():
     their logits over 152,064 / 2 = 76,032 entries. At 0.8 x 3.35 TB/s the training pass adds (72 - 12) bytes per
     logit (06beed91's block less the calibrated cross-entropy), the no-grad pass (no recompute: a third of the
     step, so a third of the 12) (50 - 4)."""
-    from gpuplan.pipeline import evaluate
-    fused = evaluate(scenario_from_dict(_megatron_rl("fused"), "t")).performance.details["phases_s"]
-    nemo = evaluate(scenario_from_dict(_megatron_rl("nemo-rl-0.4"), "t")).performance.details["phases_s"]
-    logits = 196_608 * 76_032
-    rate = 0.8 * 3.35e12
-    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((72 - 12) * logits / rate, rel=1e-6)
-    for phase in ("actor_logprob", "reference_logprob"):
-        assert nemo[phase] - fused[phase] == pytest.approx((50 - 4) * logits / rate, rel=1e-6)
+    fused, nemo = _logprob_block_deltas(_megatron_rl, "nemo-rl-0.4", 196_608 * 76_032, 72 - 12, 50 - 4)
     assert nemo["rollout"] == fused["rollout"]
+
+
+def _logprob_block_deltas(build, impl: str, logits: int, train_bytes: float, nograd_bytes: float):
+    """The phases of the scenario `build(impl)` against `build("fused")`: the training pass adds `train_bytes` and
+    each no-grad log-prob pass `nograd_bytes` per logit, at 0.8 x 3.35 TB/s (H100 SXM); returns both phase dicts."""
+    from gpuplan.pipeline import evaluate
+    fused = evaluate(scenario_from_dict(build("fused"), "t")).performance.details["phases_s"]
+    other = evaluate(scenario_from_dict(build(impl), "t")).performance.details["phases_s"]
+    rate = 0.8 * 3.35e12
+    assert other["actor_update"] - fused["actor_update"] == pytest.approx(train_bytes * logits / rate, rel=1e-6)
+    for phase in ("actor_logprob", "reference_logprob"):
+        assert other[phase] - fused[phase] == pytest.approx(nograd_bytes * logits / rate, rel=1e-6)
+    return fused, other
 
 
 def test_nemo_rl_logprob_impl_needs_megatron():
@@ -906,14 +912,7 @@ def test_nemo_rl_dtensor_logprob_block_adds_its_bytes_beyond_the_fused_loss():
     all at the 1,024-token cap, 1,536 tokens each, so a rank trains on 64 x 1,536 = 98,304 tokens over the whole
     vocabulary. At 0.8 x 3.35 TB/s the training pass adds (48 - 12) bytes a logit, each no-grad pass (no recompute: a
     third of the 12 charged) (14 - 4)."""
-    from gpuplan.pipeline import evaluate
-    fused = evaluate(scenario_from_dict(_dtensor_rl("fused"), "t")).performance.details["phases_s"]
-    nemo = evaluate(scenario_from_dict(_dtensor_rl("nemo-rl-dtensor-0.3"), "t")).performance.details["phases_s"]
-    logits = 98_304 * 152_064
-    rate = 0.8 * 3.35e12
-    assert nemo["actor_update"] - fused["actor_update"] == pytest.approx((48 - 12) * logits / rate, rel=1e-6)
-    for phase in ("actor_logprob", "reference_logprob"):
-        assert nemo[phase] - fused[phase] == pytest.approx((14 - 4) * logits / rate, rel=1e-6)
+    _logprob_block_deltas(_dtensor_rl, "nemo-rl-dtensor-0.3", 98_304 * 152_064, 48 - 12, 14 - 4)
 
 
 def test_nemo_rl_dtensor_logprob_impl_needs_fsdp2_at_tp_1():

@@ -33,6 +33,23 @@ def test_host_issue_per_linear_by_path():
     assert host_issue_per_linear(weight_format("nf4"), 8) == pytest.approx(1.0e-4)
     assert host_issue_per_linear(weight_format("nf4-dq"), 1) == pytest.approx(4.0e-5 + 3.8e-5)
     assert host_issue_per_linear(weight_format("bf16"), 1) == 0.0
+    # LLM.int8(): 120 us for the int8 path, 150 us more for the outlier decomposition at threshold > 0
+    assert host_issue_per_linear(weight_format("int8"), 1) == pytest.approx(1.2e-4 + 1.5e-4)
+    assert host_issue_per_linear(weight_format("int8"), 1, 0.0) == pytest.approx(1.2e-4)
+
+
+def test_int8_without_decomposition_by_hand():
+    # llm_int8_threshold 0 on the H100 reference host, Llama 3.1 8B batch 1: 32 x 0.77 + 224 x 0.12 = 51.52 ms
+    # (published INT8 row 52.2 ms: in-sample, the 120 us were read there); the default threshold 6: 85.12 ms
+    scn = _scn("int8", 1)
+    scn["infer"]["llm_int8_threshold"] = 0.0
+    assert api.estimate(scn).performance.tpot_s == pytest.approx(32 * 7.7e-4 + 224 * 1.2e-4, rel=1e-6)
+    assert _tpot("int8", 1) == pytest.approx(32 * 7.7e-4 + 224 * 2.7e-4, rel=1e-6)
+    # T4 (its default cloud host, rating 2,030), Qwen2.5-3B, threshold 0: (36 x 0.77 + 252 x 0.12) x 2,893 / 2,030
+    # = 82.6 ms; the same tables publish 90.2 ms there (held out: nothing was read off the T4)
+    t4 = _scn("int8", 1, gpu="t4", model="qwen2.5-3b")
+    t4["infer"]["llm_int8_threshold"] = 0.0
+    assert api.estimate(t4).performance.tpot_s == pytest.approx((36 * 7.7e-4 + 252 * 1.2e-4) * 2893 / 2030, rel=1e-3)
 
 
 def test_hf_batch1_nf4_is_host_bound_by_hand():
@@ -71,10 +88,12 @@ def test_desktop_host_issues_faster_by_its_single_thread_ratio():
 
 
 def test_host_cpu_does_not_touch_engines_with_cuda_graphs():
+    # no eager issue with CUDA graphs; the engine's own per-sequence host work (engine_host.py, 4.52 us a
+    # sequence for vLLM, scaled by the host's speed) hides under the GPU step at batch 1
     base = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm")).performance
     other = api.estimate(_scn("bf16", 1, gpu="rtx-4090", engine="vllm", host_cpu="epyc-9654")).performance
     assert other.tpot_s == base.tpot_s
-    assert "host_cpu" not in base.details
+    assert base.details["decode_bound"] != "host"
 
 
 def test_host_bound_decode_says_so_and_names_the_host():
@@ -281,6 +300,65 @@ def test_70b_nf4_batched_on_h100_pays_the_issue_bound_dequantize():
     assert t8 < 0.2348                                          # still below the published: not a fit to the row
 
 
+# ---- bitsandbytes' batch-1 gemv_4bit: SASS counts of the shipped 0.45.0 binaries (quant_kernels.py) ----
+# Warp instructions per loop iteration of kgemm_4bit_inference_naive (32 lanes x 32 codes = 1,024 weights): sm_75
+# 357, sm_89 (cuda124 build) 293, sm_90 bf16 340 / fp16 322; one per scheduler per clock (gpu_sms.csv).
+
+def test_gemv_issue_time_of_one_linear_by_hand():
+    from gpuplan.estimate.quant_kernels import bnb_gemv_issue_excess_s, bnb_gemv_issue_s
+    from gpuplan.hardware.sms import sm_spec
+    nf4, weights = weight_format("nf4"), 4096 * 4096          # 16,777,216 weights = 16,384 loop iterations of a warp
+    h100 = sm_spec("h100-sxm").warp_issue_per_s              # 1.04544e12
+    # bf16: 16,384 x 340 = 5,570,560 warp instructions / 1.04544e12 = 5.328 us; fp16: x 322 = 5.046 us
+    assert bnb_gemv_issue_s(nf4, 1, weights, "hopper", "bf16", h100) == pytest.approx(5.3284e-6, rel=1e-3)
+    assert bnb_gemv_issue_s(nf4, 1, weights, "hopper", "fp16", h100) == pytest.approx(5.0463e-6, rel=1e-3)
+    # its bytes: 0.5 B code + 4/64 B fp32 absmax = 0.5625 B x 16,777,216 = 9,437,184 B / 3.35 TB/s = 2.817 us:
+    # issue-bound, 2.511 us beyond the bytes (the kernel moves at most 1.77 TB/s of packed weights on an H100)
+    assert bnb_gemv_issue_excess_s(nf4, 1, weights, "hopper", "bf16", h100, 3.35e12) == pytest.approx(2.511e-6, rel=2e-3)
+    # RTX 4090: 16,384 x 293 / (128 x 4 x 2.52e9) = 3.721 us < 9.362 us of bytes at 1.008 TB/s: memory-bound
+    r4090 = sm_spec("rtx-4090").warp_issue_per_s
+    assert bnb_gemv_issue_s(nf4, 1, weights, "ada", "bf16", r4090) == pytest.approx(3.7206e-6, rel=1e-3)
+    assert bnb_gemv_issue_excess_s(nf4, 1, weights, "ada", "bf16", r4090, 1.008e12) == 0.0
+    # T4, fp16 through fp32 (no bf16 arithmetic on sm_75): 16,384 x 357 / (40 x 4 x 1.59e9) = 22.99 us < 29.49 us
+    t4 = sm_spec("t4").warp_issue_per_s
+    assert bnb_gemv_issue_s(nf4, 1, weights, "turing", "fp16", t4) == pytest.approx(22.992e-6, rel=1e-3)
+    assert bnb_gemv_issue_excess_s(nf4, 1, weights, "turing", "fp16", t4, 320e9) == 0.0
+
+
+def test_gemv_issue_only_on_the_one_row_path():
+    from gpuplan.estimate.quant_kernels import bnb_gemv_issue_s
+    nf4 = weight_format("nf4")
+    assert bnb_gemv_issue_s(nf4, 8, 1e9, "hopper", "bf16", 1e12) == 0.0        # dequantize + GEMM instead
+    assert bnb_gemv_issue_s(weight_format("int8"), 1, 1e9, "hopper", "bf16", 1e12) == 0.0
+    assert bnb_gemv_issue_s(nf4, 1, 1e9, "blackwell", "bf16", 1e12) == 0.0     # no cubin counted: bytes only
+    assert bnb_gemv_issue_s(nf4, 1, 1e9, "hopper", "bf16", None) == 0.0
+
+
+def test_h100_70b_nf4_batch1_gpu_time_carries_the_gemv_issue():
+    # Llama 3.1 70B: 68.45e9 linear weights x 340 / 1,024 / 1.04544e12 = 21.74 ms of issue a step. With a host
+    # too fast to bound the step (rating 20,000: 84 ms x 2,893 / 20,000 = 12 ms) the TPOT must cover it (bytes alone: 38.5 GB of packed weights at the H100's rate
+    # take ~14 ms); with the reference host the step stays host-bound (published 83.3 ms, predicted ~84 ms)
+    fast = _tpot("nf4", 1, model="llama-3.1-70b", host_single_thread_score=20000)
+    assert fast > 68.45e9 * 340 / 1024 / 1.04544e12
+    assert _tpot("nf4", 1, model="llama-3.1-70b") == pytest.approx(0.0833, rel=0.03)
+
+
+# ---- NF4+DQ rebuilds the fp32 absmax on every call (functional.py @0.45.0) ----
+
+def test_double_quant_moves_the_rebuilt_fp32_absmax():
+    dq, nf4 = weight_format("nf4-dq"), weight_format("nf4")
+    # per 64 weights: 4 B written by dequantize_blockwise, 4 + 4 by `absmax += offset`, 4 read by the 4-bit kernel
+    assert dequant_extra_bytes(dq, 1, 1e9) == pytest.approx(16 / 64 * 1e9)
+    assert dequant_extra_bytes(dq, 8, 1e9) == pytest.approx((4.0 + 16 / 64) * 1e9)
+    assert dequant_extra_bytes(nf4, 1, 1e9) == 0.0
+
+
+def test_double_quant_batched_step_slower_than_plain_nf4_as_published():
+    # bitsandbytes' RTX 4090 rows (held out): NF4+DQ decodes slower than NF4 at batch 8 (44.3 vs 42.5 ms for
+    # Llama 3.1 8B); the GPU-bound step now moves 0.25 B more per weight: 6.98e9 x 0.25 = 1.74 GB, ~2 ms
+    assert _tpot("nf4-dq", 8, gpu="rtx-4090") > _tpot("nf4", 8, gpu="rtx-4090")
+
+
 # ---- AutoGPTQ cuda-old under its 128-row switch: one pass over the packed weight per row (grid z = rows) ----
 
 def test_cuda_old_pass_per_row_by_hand():
@@ -318,3 +396,59 @@ def test_issue_bound_quant_kernel_is_named_in_the_notes():
     # the RTX 4090's HBM is slower than its SMs issue the dequantize: memory-bound, no note
     r4090 = api.estimate(_scn("nf4", 8, gpu="rtx-4090")).performance
     assert not any("bound by instruction issue" in n for n in r4090.notes)
+
+
+# ---- torch < 2.1: the cache's cat is a per-element kernel bound by DRAM latency (Little's law) -----------------
+
+def test_torch_cat_version_rule():
+    from gpuplan.estimate.quant_kernels import torch_cat_per_element
+    assert torch_cat_per_element("2.0.1") and torch_cat_per_element("1.13.1+cu117")
+    assert not torch_cat_per_element("2.1.0") and not torch_cat_per_element("2.13")
+    assert not torch_cat_per_element("unknown") and not torch_cat_per_element(None)
+
+
+def test_a100_dram_latency_from_the_pointer_chase():
+    from gpuplan.hardware.sms import dram_latency_s
+    # gpu-benches gpu-latency/a100_80.txt, last row: 571.8 cycles at 1,410 MHz
+    assert dram_latency_s("a100-sxm-80gb") == pytest.approx(571.8 / 1410e6)
+    assert dram_latency_s("rtx-4090") is None
+
+
+def test_torch_cat_read_rate_by_hand():
+    from gpuplan.estimate.quant_kernels import torch_cat_read_rate
+    # 2 x 108 SMs x 512 threads x 2 B in flight = 221,184 B per 405.5 ns = 545 GB/s on an A100
+    assert torch_cat_read_rate(108, 2.0, 571.8 / 1410e6) == pytest.approx(221_184 / (571.8 / 1410e6))
+    assert torch_cat_read_rate(108, 2.0, 571.8 / 1410e6) == pytest.approx(545.4e9, rel=1e-3)
+    # the same repository's STREAM scale kernel (one 8-byte load + store per thread) moved 1,026 GB/s of
+    # reads and writes with 27,648 threads resident (gpu-stream/a100_80.txt): 221,184 B in flight as well, and
+    # 513 GB/s of reads, 6 % under this unloaded-latency ceiling
+    assert 27_648 * 8 == 221_184
+    assert 1026e9 / 2 == pytest.approx(torch_cat_read_rate(108, 2.0, 571.8 / 1410e6), rel=0.07)
+
+
+def test_hf_torch20_cat_is_latency_bound_by_hand():
+    def tpot(prompt: int, torch_version: str) -> float:
+        scn = {"model": "llama-2-13b-hf", "task": "infer",
+               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
+               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
+                         "torch_version": torch_version}}
+        return api.estimate(scn).performance.tpot_s
+    kv = 3072 * 819_200                    # 3,072 more context tokens of Llama-2-13B's fp16 KV (2.517 GB)
+    bw = 0.8 * 2039e9
+    rate = 2 * 108 * 512 * 2 / (571.8 / 1410e6)
+    # torch 2.0.1: the cat reads at 545 GB/s (4.61 ms) instead of a read + write at 1,631 GB/s (3.09 ms); attention
+    # reads once more at the HBM rate: 6.16 ms against 4.63 ms with a current torch
+    assert tpot(4000, "2.0.1") - tpot(928, "2.0.1") == pytest.approx(kv / rate + kv / bw, rel=0.03)
+    assert tpot(4000, "2.13") - tpot(928, "2.13") == pytest.approx(3 * kv / bw, rel=0.03)
+
+
+def test_hf_torch20_cat_is_named_and_unlisted_gpus_keep_the_hbm_rate():
+    def est(gpu: str):
+        scn = {"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": gpu, "count": 1},
+               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": 512, "output_len": 512, "concurrency": 16,
+                         "torch_version": "2.0.1"}}
+        return api.estimate(scn).performance
+    a100 = est("a100-sxm-80gb")
+    assert a100.details["kv_cache_cat_read_bytes_per_s"] == pytest.approx(545.4e9, rel=1e-3)
+    assert any("per-element cat" in n for n in a100.notes)
+    assert "kv_cache_cat_read_bytes_per_s" not in est("h100-sxm").details   # no measured latency listed

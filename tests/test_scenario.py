@@ -77,3 +77,29 @@ def test_expert_parallel_groups_differ_for_training_and_serving():
     assert scenario_from_dict({**base, "task": "infer", "parallel": {"tp": 2, "ep": 2}}).parallel.ep == 2
     with pytest.raises(InputError, match="dp\\*cp"):
         scenario_from_dict({**base, "task": "train", "parallel": {"tp": 2, "ep": 2}})
+
+
+@pytest.mark.parametrize("field,value,engine,weights,named", [
+    ("trtllm_backend", "tensorrt", "vllm", "bf16", "trtllm_backend"),
+    ("llm_int8_threshold", 0.0, "hf", "bf16", "llm_int8_threshold"),
+    ("llm_int8_threshold", 0.0, "vllm", "int8", "llm_int8_threshold"),
+    ("chat_template_parse", True, "sglang", "bf16", "chat_template_parse"),
+    ("vllm_v0", True, "trtllm", "bf16", "vllm_v0"),
+])
+def test_engine_specific_infer_fields_are_refused_elsewhere(field, value, engine, weights, named):
+    """A field that describes one engine's (or one weight format's) machinery is refused on another, naming the field
+    and the fix, instead of being ignored."""
+    d = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+         "infer": {"engine": engine, "weights": weights, "prompt_len": 128, "output_len": 128, field: value}}
+    with pytest.raises(InputError) as e:
+        scenario_from_dict(d, "t")
+    assert named in str(e.value) and "leave" in str(e.value)
+
+
+def test_engine_specific_infer_fields_accepted_where_they_apply():
+    d = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+         "infer": {"engine": "hf", "weights": "int8", "prompt_len": 128, "output_len": 128, "llm_int8_threshold": 0.0}}
+    assert scenario_from_dict(d, "t").infer.llm_int8_threshold == 0.0
+    d["infer"] = {"engine": "trtllm", "weights": "fp8", "prompt_len": 128, "output_len": 128,
+                  "trtllm_backend": "tensorrt"}
+    assert scenario_from_dict(d, "t").infer.trtllm_backend == "tensorrt"

@@ -388,3 +388,13 @@ def test_train_rows_carry_the_torch_they_ran_or_unknown():
     assert vg.scenario(rows["TA01"])["train"]["torch_version"] == "2.7.0a0+gitb98af95"
     assert vg.scenario(rows["TT10"])["train"]["torch_version"] == "unknown"
     assert vg.scenario(rows["TY01"])["train"]["torch_version"] == "unknown"
+
+
+def test_hf_serve_rows_carry_the_torch_their_source_states():
+    base = {"model": "llama-2-13b-hf", "gpu": "a100-sxm-80gb", "gpus": "1", "engine": "hf", "weights": "fp16",
+            "kv_cache": "fp16", "prompt_len": "512", "output_len": "512", "concurrency": "16", "notes": "kernel fp16"}
+    opt = dict(base, source="optimum GPTQ benchmark (AutoGPTQ 0.5.0 / torch 2.0.1 / bitsandbytes 0.41.1 / "
+                            "transformers 4.35)")
+    assert vg.serve_scenario(opt)["infer"]["torch_version"] == "2.0.1"
+    bnb = dict(base, source="bitsandbytes benchmarking v0.45.0.dev (optimum-benchmark; transformers 4.46.3)")
+    assert "torch_version" not in vg.serve_scenario(bnb)["infer"]      # not stated: the default

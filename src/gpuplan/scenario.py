@@ -603,6 +603,11 @@ class Infer(_Strict):
         Field(None, description="engine trtllm: cuda_graph_config.batch_sizes with enable_padding (a decode-only "
               "step replays the next captured size, padded with dummy requests); default: padding not modelled")
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    torch_version: str = Field(
+        "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the torch the run uses. Before 2.1 "
+        "torch.cat (which grows HF's KV cache every decode step) runs a per-element kernel with one load in flight "
+        "per thread, bound by DRAM latency rather than bandwidth (estimate/quant_kernels.py torch_cat_read_rate; "
+        "GPUs with a measured latency, hardware/data/gpu_dram_latency.csv); later or unknown: the HBM rate")
     repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
                             "every query head (transformers' repeat_kv before attention: eager attention in any "
                             "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "
@@ -613,6 +618,11 @@ class Infer(_Strict):
                                            "per call, exllamav2 from 51 (and runs at its measured speed below), "
                                            "cuda-old from 128. Unset: an ideal packed-weight kernel (transformers "
                                            "5 picks GPTQModel's kernel)")
+    llm_int8_threshold: float = _num(6.0, "int8 (bitsandbytes LLM.int8) weights: transformers' "
+                                     "BitsAndBytesConfig llm_int8_threshold. Above 0 each linear finds the "
+                                     "activation columns at or above it and multiplies them in 16-bit (two "
+                                     "host-device syncs and several kernels a call); 0 skips that decomposition",
+                                     lo=0.0, hi=1e6)
     ssm_kernels: bool = Field(True, description="engine hf: state-space (Mamba) layers run mamba_ssm's kernels and "
                               "Kimi Delta Attention layers flash-linear-attention's; false: transformers' torch "
                               "path, whose prefill materialises fp32 state-sized tensors (KDA: a per-channel decay "
@@ -627,6 +637,12 @@ class Infer(_Strict):
                                           "runs this one (vLLM --async-scheduling, default from 0.14; SGLang's "
                                           "overlap scheduler, default from 0.4; TensorRT-LLM's overlap scheduler); "
                                           "false: its per-sequence host work adds to every step. Default: on")
+    trtllm_backend: Literal["pytorch", "tensorrt"] = Field(
+        "pytorch", description="engine trtllm: which executor runs the model: pytorch (the PyTorch backend and its "
+        "Python executor, the default from TensorRT-LLM 1.0: trtllm-bench --backend pytorch, trtllm-serve) or "
+        "tensorrt (a built TensorRT engine run by the C++ executor: TensorRT-LLM < 1.0, NIM 1.x profiles, NVIDIA's "
+        "MLPerf harness). Only the Python executor's host work per scheduled sequence is priced (measured on it, "
+        "estimate/engine_host.py); the C++ executor's is not modelled. Default: pytorch")
     sampling: Literal["random", "greedy"] = Field(
         "random", description="engine vllm: how the requests pick their tokens, which sets the sampler's passes "
         "over the step's fp32 logits (batch x vocab): random (temperature > 0, no top-k/top-p: the cast, the "
@@ -668,6 +684,11 @@ class Infer(_Strict):
                                     "prompts wait for the run to end and run whole in their own steps, tokens "
                                     "stream when the run ends; 1: vLLM V1's per-step scheduler (the default)",
                                     lo=1, hi=64)
+    vllm_v0: bool = Field(False, description="engine vllm: its V0 engine (the default before vLLM 0.8, e.g. any 2024 "
+                          "release; VLLM_USE_V1=0 later). V0's defaults differ from V1's: max_num_seqs 256 and, for a "
+                          "model whose max_model_len exceeds 32,768 tokens, chunked prefill at 512 tokens a step, where "
+                          "a step carrying a prompt chunk runs without CUDA graphs (docs/speed.md §3.21). Default: "
+                          "false (V1)")
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
@@ -693,6 +714,28 @@ class Infer(_Strict):
         if self.chat_template_parse and self.engine != "vllm":
             raise ValueError(f"chat_template_parse describes vLLM 0.11.0's API server; engine {self.engine!r} has "
                              "its own front end: set infer.engine: vllm, or leave chat_template_parse out")
+        return self
+
+    @model_validator(mode="after")
+    def _int8_threshold_needs_int8(self):
+        if self.llm_int8_threshold != 6.0 and (self.weights != "int8" or self.engine != "hf"):
+            raise ValueError(f"llm_int8_threshold is bitsandbytes LLM.int8()'s outlier threshold; weights "
+                             f"{self.weights!r} on engine {self.engine!r} have none: set infer.weights: int8 on "
+                             "engine hf, or leave llm_int8_threshold out")
+        return self
+
+    @model_validator(mode="after")
+    def _trtllm_backend_is_trtllm(self):
+        if self.trtllm_backend != "pytorch" and self.engine != "trtllm":
+            raise ValueError(f"trtllm_backend chooses TensorRT-LLM's executor; engine {self.engine!r} has its own: set "
+                             "infer.engine: trtllm, or leave trtllm_backend out")
+        return self
+
+    @model_validator(mode="after")
+    def _v0_is_vllm(self):
+        if self.vllm_v0 and self.engine != "vllm":
+            raise ValueError(f"vllm_v0 describes vLLM's V0 engine; engine {self.engine!r} has its own scheduler: set "
+                             "infer.engine: vllm, or leave vllm_v0 out")
         return self
 
     @model_validator(mode="after")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..hardware.hosts import host_cpu_speed
+
 
 @dataclass(frozen=True)
 class EngineHost:
@@ -85,7 +87,8 @@ VLLM = EngineHost(seq_s=(91.33e-3 - 86.81e-3) / 1000, overlapped=True, frontend_
 # The cost: that function's Jinja work timed on Qwen3's chat template (3,810 characters: the template of the
 # GPUStack rows' models) on this project's development machine, an AMD EPYC Zen 4 (Genoa: CPU family 25,
 # model 17, the reference host's generation, hardware/hosts.py), Python 3.11.7, jinja2 3.1.6: 9.81 ms a
-# request, best of 15 runs of 20 (median 10.22 ms; Llama 3.1's 5,396-character template 10.85 ms). A
+# request, best of 15 runs of 20 (median 10.22 ms; Llama 3.1's 5,396-character template 10.85 ms;
+# scripts/bench_chat_template_parse.py repeats the timing on any CPU). A
 # published figure of the same kind: vLLM PR 20065 (2025-06) found that parsing and walking a Llama chat
 # template once per request (the then-uncached _detect_content_format) held 1000 benchmark requests for 6-8 s
 # "before prompts actually are started to process", 6-8 ms a request on its host (that half of the work,
@@ -122,7 +125,21 @@ SGLANG = EngineHost(seq_s=0.0, overlapped=True, frontend_s=9.54e-3 - 1.0 / 380,
                            "forward); no per-sequence measurement found")
 
 # TensorRT-LLM: the overlap scheduler is enabled by default (docs/source/features/overlap-scheduler.md,
-# `disable_overlap_scheduler` defaults to False). seq_s: no per-sequence measurement found: 0.
+# `disable_overlap_scheduler` defaults to False).
+# seq_s: TensorRT-LLM PR 10273 (lancelly, description of 2025-12-24, merged 2026-01-20; the PyTorch executor of that
+# month's main; its baseline runs the C++ CapacityScheduler/MicroBatchScheduler) timed the executor loop of trtllm-serve on
+# GB200 (its host: Grace), attention DP over 2 GPUs, max_batch_size 1536 per rank, a client at max-concurrency 3072
+# (1536 running sequences a rank), ISL/OSL 1k/1k: the average per-iteration `host_step_time` was 44.53 ms for
+# Llama-3.2-1B (45.11 ms for GPT-OSS-120B). `host_step_time` is the wall time between two passes of the
+# executor loop (PyExecutor._profiler, tensorrt_llm/_torch/pyexecutor/py_executor.py); gpuplan prices a 1B model's
+# decode step at 1536 sequences at 16 ms on a GB200 (tests/test_engine_host.py; the PR calls the scenario
+# host-bound), so the
+# 44.53 ms is host work: 44.53 ms / 1536 = 28.99 us per scheduled sequence per iteration on Grace. In reference-host
+# seconds (hardware/hosts.py; `_Serving.host_step` divides by the host's speed) that is 28.99 us x Grace's speed,
+# 1,052 / 2,893 (host_cpus.csv `grace`: TransformerEngine issue 2053's PyTorch host times on Grace and a DGX H100
+# Xeon): 10.54 us. The perf-overview rows (the v1.0 page) predate the PR by months; the sampler and
+# input-preparation loops it times were rewritten only later (PRs 11141, 11704, 16313, 16564, 2026), so the
+# constant is taken for v1.0 too. Not read from any row of validation/public/inference.csv.
 # frontend_s: TensorRT-LLM PR 10156 (2025-12, a sampler change; its test run) served Qwen3-32B with a bare
 # `trtllm-serve serve` (PyTorch backend, tp 1, defaults) and timed it with AIPerf on the chat endpoint,
 # streaming, one request at a time, 50-token synthetic prompts, 200 output tokens, 256 requests: mean TTFT
@@ -134,10 +151,16 @@ SGLANG = EngineHost(seq_s=0.0, overlapped=True, frontend_s=9.54e-3 - 1.0 / 380,
 # tokenisation, the hand-off to the executor worker, the first response's detokenisation and the first
 # streamed chunk. Not one of the scored rows' sources (validation/gathered/serve-load.csv); NIM's own front
 # end (its rows' engine is TensorRT-LLM behind NIM's server) is assumed to cost the same.
-TRTLLM = EngineHost(seq_s=0.0, overlapped=True, frontend_s=40.10e-3 - 24.64e-3,
-                    source="TensorRT-LLM overlap-scheduler docs (default on); TensorRT-LLM PR 10156 (trtllm-serve, "
-                           "Qwen3-32B, one request at a time: mean TTFT 40.10 ms less one 24.64 ms step for the "
-                           "prefill); no per-sequence measurement found")
+TRTLLM_PR10273_STEP_S = 44.53e-3   # host_step_time per iteration, Llama-3.2-1B, GB200 (Grace), C++ scheduler
+TRTLLM_PR10273_SEQS = 3072 // 2     # max-concurrency 3072 over 2 attention-DP ranks (max_batch_size 1536)
+TRTLLM_PR10273_HOST = "grace"
+TRTLLM = EngineHost(seq_s=TRTLLM_PR10273_STEP_S / TRTLLM_PR10273_SEQS * host_cpu_speed(TRTLLM_PR10273_HOST),
+                    overlapped=True, frontend_s=40.10e-3 - 24.64e-3,
+                    source="TensorRT-LLM overlap-scheduler docs (default on); TensorRT-LLM PR 10273 (GB200/Grace, "
+                           "1536 running sequences a rank: host_step_time 44.53 ms per iteration -> 28.99 us per "
+                           "sequence on Grace, in reference-host seconds x 1052/2893); TensorRT-LLM PR 10156 "
+                           "(trtllm-serve, Qwen3-32B, one request at a time: mean TTFT 40.10 ms less one 24.64 ms "
+                           "step for the prefill)")
 
 NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not modelled")
 
@@ -167,10 +190,14 @@ def eager_issue_layer_s(engine: str, cuda_graphs: bool) -> float:
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
-def engine_host(engine: str, async_scheduling: bool | None = None) -> EngineHost:
+def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch") -> EngineHost:
     """The host and front-end constants of `engine` (zeros for engines without a measurement);
-    `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step."""
+    `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step;
+    `trtllm_backend` "tensorrt" (infer.trtllm_backend: a TensorRT engine under the C++ executor) drops TensorRT-LLM's
+    per-sequence constant, which was measured on the PyTorch backend's Python executor."""
     h = _ENGINES.get(engine, NONE)
+    if engine == "trtllm" and trtllm_backend == "tensorrt":
+        h = replace(h, seq_s=0.0, source=h.source + "; C++ executor: per-sequence host work not modelled")
     if async_scheduling is not None and h is not NONE:
         h = replace(h, overlapped=bool(async_scheduling))
     return h

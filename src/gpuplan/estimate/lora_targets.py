@@ -16,25 +16,12 @@ LORA_NAME_MAP = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "ga
                  # Mamba mixers (peft's all-linear picks these four)
                  "in_proj": "ssm_in", "x_proj": "ssm_x", "dt_proj": "ssm_dt", "out_proj": "ssm_out",
                  # Qwen2-MoE's shared-expert gate, an nn.Linear(h, 1) that all-linear picks; a MoE router (see
-                 # PEFT_REMAPPED_MOE_TYPES)
+                 # ModelSpec.peft_remaps_experts)
                  "shared_expert_gate": "shared_gate", "router": "router"}
 ALL_LINEAR = frozenset(("q", "k", "v", "o", "gate", "up", "down", "ssm_in", "ssm_x", "ssm_dt", "ssm_out",
                         "shared_gate"))
 
 
-# peft 0.21.2 (utils/transformers_weight_conversion.py `_convert_peft_config_moe`, the peft of transformers 5.25)
-# re-targets a v4-style LoRA config at transformers 5's fused experts for these model types (its
-# _MODEL_TO_CONVERSION_PATTERN entries whose pattern, mixtral or qwen2_moe, has a _MOE_TARGET_MODULE_MAPPING): all-linear
-# and the v4 projection names (gate_proj/up_proj/down_proj, Mixtral's w1/w3/w2) become `target_parameters` on
-# experts.gate_up_proj and experts.down_proj (ParamWrapper), with gate_up_proj at rank 2r and alpha 2a
-# (rank_pattern/alpha_pattern: the two fused branches keep their own rank), and the v4 router name `gate` becomes
-# the router's weight (`gate.weight`, a ParamWrapper of one "expert"). Every other MoE type keeps its routed
-# experts and router out of reach of `target_modules` (qwen2_moe itself, gpt_oss, llama4, ...: traced, peft 0.21.2).
-PEFT_REMAPPED_MOE_TYPES = frozenset((
-    "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1", "ernie4_5_moe",
-    "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe", "glm_moe_dsa", "hunyuan_v1_moe",
-    "longcat_flash", "mellum", "minimax", "minimax_m2", "mixtral", "olmoe", "qwen3_moe", "qwen3_next",
-    "qwen3_omni_moe", "qwen3_omni_moe_text", "qwen3_omni_moe_thinker", "sarvam_mla", "solar_open"))
 # a resolved target set's marker: the routed experts' gate and up branches are one fused ParamWrapper at rank 2r
 FUSED_GATE_UP = EXPERT_ROLE + "gate_up@2r"
 MLP_ROLES = frozenset(("gate", "up", "down"))
@@ -45,21 +32,21 @@ def peft_fused_experts(scn: Scenario, model: ModelSpec) -> bool:
     modules: every decoder MoE family keeps them as fused 3-D parameters (`@use_experts_implementation`, e.g.
     Qwen3MoeExperts.gate_up_proj [E, 2i, h] and down_proj [E, h, i], transformers 5.25), which peft's module
     targeting (all-linear: nn.Linear/Conv1D, tuners_utils `_maybe_include_all_linear_layers`) does not reach unless
-    peft re-targets the config (PEFT_REMAPPED_MOE_TYPES). Unsloth patches its own MoE path: not this case."""
+    peft re-targets the config (ModelSpec.peft_remaps_experts). Unsloth patches its own MoE path: not this case."""
     return model.is_moe and scn.framework in ("hf", "deepspeed") and getattr(scn, "tool", None) != "unsloth"
 
 
-def _lora_targets(targets, fused_experts: bool = False, model_type: str = "") -> frozenset[str]:
+def _lora_targets(targets, fused_experts: bool = False, remapped: bool = False) -> frozenset[str]:
     """The roles that carry adapters: q/k/v/o/gate/up/down of the dense linears (shared experts included) and, as
     "experts.<role>", of the routed experts. Without fused experts a role adapts the routed experts as it adapts the
-    dense linears; with them (peft_fused_experts) only for the model types peft re-targets, and then the gate and up
-    branches as one adapter at rank 2r (FUSED_GATE_UP)."""
+    dense linears; with them (peft_fused_experts) only for the model types peft re-targets (`remapped`:
+    ModelSpec.peft_remaps_experts), and then the gate and up branches as one adapter at rank 2r (FUSED_GATE_UP)."""
     names = ALL_LINEAR if targets == "all-linear" else frozenset(LORA_NAME_MAP.get(t, t) for t in targets)
     names -= {"router"}
     routed = names & MLP_ROLES
     extra: frozenset[str] = frozenset()
     if fused_experts:
-        if model_type not in PEFT_REMAPPED_MOE_TYPES:
+        if not remapped:
             routed = frozenset()
         else:
             if routed & {"gate", "up"}:
@@ -81,7 +68,7 @@ def scenario_lora_targets(scn: Scenario, model: ModelSpec) -> frozenset[str]:
     if targets == "all-linear" and getattr(scn, "tool", None) == "unsloth":
         # Unsloth's get_peft_model takes its seven projection names for all-linear (launch/unsloth.py SEVEN)
         targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    return _lora_targets(targets, peft_fused_experts(scn, model), model.model_type)
+    return _lora_targets(targets, peft_fused_experts(scn, model), model.peft_remaps_experts)
 
 
 def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:

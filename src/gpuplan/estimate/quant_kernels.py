@@ -31,7 +31,9 @@ HF_HOST_ISSUE_PER_LAYER_S = 7.7e-4     # 24.4 ms / 32 layers (8B), 50.8 ms / 64 
 BNB_4BIT_GEMV_ISSUE_S = 4.0e-5         # NF4 - BF16 at batch 1: 8.7 ms / 224 linears, 19.9 ms / 448
 BNB_4BIT_DEQUANT_ISSUE_S = 1.0e-4      # NF4 - BF16 at batch 8 and 32: 22.1-22.5 ms / 224 linears
 BNB_DOUBLE_QUANT_ISSUE_S = 3.8e-5      # NF4+DQ - NF4 (nested absmax dequantized per call): 8.0-9.1 ms / 224
-BNB_INT8_ISSUE_S = 2.7e-4              # INT8 with outlier decomposition - BF16: 57-60 ms / 224, 131 ms / 448
+# LLM.int8() per linear, split by the same tables' INT8 rows (llm_int8_threshold 0.0: no decomposition):
+BNB_INT8_ISSUE_S = 1.2e-4              # INT8 (threshold 0) - BF16: 26.0-28.4 ms / 224 (8B), 50.9-55.3 ms / 448 (32B)
+BNB_INT8_DECOMP_ISSUE_S = 1.5e-4       # INT8+Decomp - INT8: 29.5-33.8 ms / 224 (8B), 79-97 ms / 448, 69-88 ms / 560
 DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit and read by the GEMM
 # The dequantize kernel itself is bound by instruction issue, not HBM, on GPUs with a high ratio of bandwidth to
 # SM clock. bitsandbytes 0.45's `kDequantizeBlockwise<T, 512, 64, 8, NF4>` (csrc/kernels.cu @0.45.0 tag, launched
@@ -51,11 +53,55 @@ DEQUANT_EXTRA_BYTES_PER_PARAM = 4.0    # 16-bit copy written by dequantize_4bit 
 # modelled: the HF path here is bitsandbytes <= 0.47.
 BNB_4BIT_DEQUANT_WARP_INSTR = 958.0      # SASS instructions one warp issues per tile (bitsandbytes 0.45.0, sm_80-sm_90)
 BNB_4BIT_DEQUANT_WEIGHTS_PER_WARP = 512.0  # 32 threads x 8 packed bytes x 2 codes
+# At one row `matmul_4bit` calls `F.gemv_4bit` (bitsandbytes/autograd/_functions.py @0.45.0), whose
+# `kgemm_4bit_inference_naive<T, 128, 16>` (csrc/kernels.cu @0.45.0; launched by `gemm_4bit_inference_naive` in
+# csrc/ops.cu with ceil(M / 4) blocks of 128 threads: one warp per output row) walks K in steps of 32 lanes x 32
+# codes: one 16-byte load of packed codes, one absmax, four 16-byte loads of the input row, then per code a shift or
+# mask, a shared-memory lookup of the NF4 value, a multiply by absmax and an fp32 accumulate. Read off the shipped
+# binaries (bitsandbytes-0.45.0 wheel, the SASS of `libbitsandbytes_cuda121.so` and `..._cuda124.so` disassembled
+# with nvdisasm 13; the hot path of the loop, the full-tile branch, counted per iteration by scripts/count_bnb_sass.py),
+# one warp issues per 1,024 weights: sm_75 357 for fp16 (Turing has no bf16 arithmetic, `BNB_BF16_AVAILABLE` is
+# `__CUDA_ARCH__ >= 800` in csrc/common.cuh, so every product goes through fp32: 97 HADD2.F32 + 33 F2F conversions;
+# bf16, emulated, 746), sm_80 286 (both
+# builds; fp16 and bf16), sm_86 / sm_89 286 in the cuda121 build and 293 in cuda124 (the RTX 4090 rows ran torch's
+# CUDA 12.4 build, hence bitsandbytes' cuda124 library), sm_90 340 for bf16 and 322 for fp16. At one warp
+# instruction per scheduler per clock that is, per 0.5625-byte NF4 weight: T4 410 GB/s of packed bytes (memory-
+# bound at its 320 GB/s, within 1.3x), RTX 4090 2.5 TB/s (memory-bound), A100 1.23 TB/s and H100 SXM 1.77 TB/s:
+# issue-bound there, below their HBM rates. Families without a count (no cubin in the 0.45.0 wheel: Blackwell runs
+# the sm_90 PTX through the driver's JIT) get no issue bound.
+BNB_GEMV_WARP_INSTR = {("turing", "fp16"): 357.0, ("turing", "bf16"): 746.0,
+                       ("ampere", "fp16"): 286.0, ("ampere", "bf16"): 286.0,
+                       ("ada", "fp16"): 293.0, ("ada", "bf16"): 293.0,
+                       ("hopper", "fp16"): 322.0, ("hopper", "bf16"): 340.0}
+BNB_GEMV_WEIGHTS_PER_WARP = 1024.0       # 32 lanes x 32 codes per loop iteration (num_values_4bit = 32)
+BNB_GEMV_BYTES_PER_PARAM = 0.5 + 4.0 / 64.0   # what the kernel reads per weight: the code and its share of an fp32 absmax
+# Double quantization (NF4+DQ, `bnb_4bit_use_double_quant`) stores each block's absmax as 8 bits under a second
+# fp32 absmax per 256 (`quantize_4bit`: `compress_statistics` -> `quantize_blockwise(absmax, blocksize=256)` after
+# subtracting the mean `offset`). Every call rebuilds the fp32 absmax before the kernel that needs it (`gemv_4bit`
+# and `dequantize_4bit`, functional.py @0.45.0: `absmax = dequantize_blockwise(state.absmax, state.state2)` then
+# `absmax += state.offset`): per 64 weights the nested kernel writes 4 bytes, the in-place add reads and writes them,
+# and the 4-bit kernel reads them — 16 bytes of fp32 traffic per 64 weights that the 8-bit storage of the format
+# (whose bytes the step already prices) does not count.
+BNB_NESTED_ABSMAX_BYTES_PER_PARAM = 16.0 / 64.0
 # HF transformers' default DynamicCache grows each layer's K and V with `torch.cat([cache, new], dim=-2)`
 # every decode step (src/transformers/cache_utils.py `DynamicCache.update` @67dd552, the 4.46 line): the
 # past cache is read and written to a new tensor, then read again by attention — three passes over the
 # KV bytes where a paged or static cache makes one.
 HF_DYNAMIC_CACHE_KV_PASSES = 3.0
+# torch <= 2.0 grows that cache with a CUDA `cat` kernel that is bound by load latency, not by HBM: `parallel_cat`
+# launches `CatArrayBatchedCopy` on a grid of 2 x SMs blocks x 512 threads (`getCatGrid`, `applyBlock = dim3(32*16)`,
+# aten/src/ATen/native/cuda/Shape.cu of the torch 2.0 line, read at llv22/pytorch-macOS-cuda @4764007, a v2.0 fork),
+# and each thread runs a grid-stride loop that loads one element and stores it (`output[dataOffset + elementOffset]
+# = data[tid]`): the pointers are not `__restrict__`, so a thread's next load cannot pass its store, and each thread
+# has one element load in flight (the torch-2.0.1 wheel's sm_80 SASS of CatArrayBatchedCopy<Half, unsigned, 4, 128,
+# 1>: a 49-instruction loop body per element, docs/hf_eager_decode.md mechanism 5). By Little's law the read side
+# moves at most 2 x SMs x 512 x element bytes per DRAM latency (hardware/data/gpu_dram_latency.csv) — fp16 on an A100: 221 KB / 405.5 ns = 545 GB/s, a third of the HBM rate
+# gpuplan prices — and the write side follows it. PyTorch PR #102815 (June 2023, torch 2.1) added a wide-load kernel
+# for contiguous 32- and 64-bit inputs only; 16-bit caches kept the per-element loop until the vectorised kernels
+# of 2025 (PRs #150233, #151818), which is not modelled: only a stated torch older than 2.1 takes this bound.
+TORCH_CAT_BLOCKS_PER_SM = 2            # getCatGrid: grid.x = 2 x multiProcessorCount
+TORCH_CAT_THREADS_PER_BLOCK = 512      # applyBlock = dim3(32 * 16)
+TORCH_CAT_PER_ELEMENT_BEFORE = (2, 1)  # torch versions below this run the per-element kernel for every dtype
 # GPTQ weights in transformers 4.x run an AutoGPTQ kernel (infer.gptq_kernel); each one stops dequantizing in
 # registers above a row count and instead writes the layer's whole weight in fp16, then reads it in a 16-bit
 # GEMM — the same 16-bit write + read per parameter as bitsandbytes' batched 4-bit path. transformers 5 hands
@@ -107,9 +153,11 @@ def materialises_16_bit(fmt: WeightFormat, engine: str) -> bool:
 def dequant_extra_bytes(fmt: WeightFormat, rows: float, linear_params: float, engine: str = "hf",
                         gptq_kernel: str | None = None) -> float:
     """HBM bytes a step moves beyond the packed weights: the 16-bit copy of every 4-bit weight when
-    more than one row (bitsandbytes) or the kernel's threshold of rows (HF's GPTQ kernels) go through a linear."""
-    if fmt.family == "nf4" and rows > 1:
-        return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
+    more than one row (bitsandbytes) or the kernel's threshold of rows (HF's GPTQ kernels) go through a linear;
+    with NF4+DQ also the fp32 absmax rebuilt on every call."""
+    if fmt.family == "nf4":
+        nested = BNB_NESTED_ABSMAX_BYTES_PER_PARAM * linear_params if fmt.name == "nf4-dq" else 0.0
+        return nested + (DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params if rows > 1 else 0.0)
     if materialises_16_bit(fmt, engine) and fmt.family == "gptq" and gptq_kernel \
             and rows >= GPTQ_RECONS_ROWS[gptq_kernel]:
         return DEQUANT_EXTRA_BYTES_PER_PARAM * linear_params
@@ -158,13 +206,16 @@ def hf_kv_passes(num_heads: int, num_kv_heads: int) -> float:
     return HF_DYNAMIC_CACHE_KV_PASSES + 2.0 * g
 
 
-def host_issue_per_linear(fmt: WeightFormat, rows: float) -> float:
-    """Extra host seconds per quantized linear call in HF eager mode."""
+def host_issue_per_linear(fmt: WeightFormat, rows: float, int8_threshold: float = 6.0) -> float:
+    """Extra host seconds per quantized linear call in HF eager mode. LLM.int8() with a threshold above 0 adds its
+    outlier decomposition (`int8_vectorwise_quant` and `MatMul8bitLt.forward`, bitsandbytes @0.45.0): `A.abs() >=
+    threshold`, `if outliers.any()` and `torch.argwhere` (each a device-to-host sync), the column gathers of the
+    input and of the int8 weight, their dequantize and an fp16 `addmm`; at 0 none of it runs (`if threshold > 0.0`)."""
     if fmt.family == "nf4":
         base = BNB_4BIT_GEMV_ISSUE_S if rows <= 1 else BNB_4BIT_DEQUANT_ISSUE_S
         return base + (BNB_DOUBLE_QUANT_ISSUE_S if fmt.name == "nf4-dq" else 0.0)
     if fmt.name == "int8":
-        return BNB_INT8_ISSUE_S
+        return BNB_INT8_ISSUE_S + (BNB_INT8_DECOMP_ISSUE_S if int8_threshold > 0.0 else 0.0)
     return 0.0
 
 
@@ -205,3 +256,47 @@ def gptq_row_pass_excess_s(fmt: WeightFormat, rows: float, linear_params: float,
     bytes_pass = fmt.bits / 8.0 * linear_params / bw
     issue_pass = linear_params * GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT / warp_issue_per_s if warp_issue_per_s else 0.0
     return max(0.0, rows * max(issue_pass, bytes_pass) - bytes_pass)
+
+
+def bnb_gemv_issue_s(fmt: WeightFormat, rows: float, linear_params: float, family: str, dtype: str,
+                     warp_issue_per_s: float | None) -> float:
+    """Seconds the GPU needs to issue bitsandbytes' batch-1 4-bit kernel (`gemv_4bit`) over `linear_params` weights:
+    0 off that path (more than one row: dequantize + GEMM), for a family whose binary was not counted, or where the
+    GPU has no issue rate. One warp instruction per scheduler per clock: a lower bound on the time."""
+    instr = BNB_GEMV_WARP_INSTR.get((family, "fp16" if dtype == "fp16" else "bf16"))
+    if fmt.family != "nf4" or rows > 1 or not warp_issue_per_s or instr is None:
+        return 0.0
+    return linear_params * instr / BNB_GEMV_WEIGHTS_PER_WARP / warp_issue_per_s
+
+
+def bnb_gemv_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: float, family: str, dtype: str,
+                            warp_issue_per_s: float | None, bw: float) -> float:
+    """Seconds `gemv_4bit` runs beyond its packed bytes at `bw`, where instruction issue bounds it (A100, H100,
+    H200 in bitsandbytes 0.45.0); 0 where it is memory-bound (T4, RTX 4090, A10, L4) or not on the path."""
+    issue = bnb_gemv_issue_s(fmt, rows, linear_params, family, dtype, warp_issue_per_s)
+    if issue <= 0.0:
+        return 0.0
+    return max(0.0, issue - BNB_GEMV_BYTES_PER_PARAM * linear_params / bw)
+
+
+def torch_cat_per_element(torch_version: str | None) -> bool:
+    """Whether the run's torch grows the KV cache with the per-element, latency-bound `cat` kernel: a stated
+    torch older than 2.1 (an unknown version: no)."""
+    from .attention_kernels import torch_minor
+    v = torch_minor(torch_version)
+    return v is not None and v < TORCH_CAT_PER_ELEMENT_BEFORE
+
+
+def torch_cat_read_rate(sm_count: int, element_bytes: float, dram_latency_s: float) -> float:
+    """Bytes per second the per-element `cat` kernel reads: its resident threads' single loads in flight
+    (2 x SMs blocks of 512 threads, one element each) per DRAM latency (Little's law)."""
+    threads = TORCH_CAT_BLOCKS_PER_SM * sm_count * TORCH_CAT_THREADS_PER_BLOCK
+    return threads * element_bytes / dram_latency_s
+
+
+def hf_cat_seconds(kv_bytes: float, bw: float, cat_read_rate: float | None) -> float:
+    """Seconds the HF cache's `torch.cat` takes for a cache of `kv_bytes`: a read and a write at the HBM rate
+    `bw`, or, where the kernel is latency-bound (`cat_read_rate`, torch < 2.1), its reads at that rate, the
+    writes riding along (whichever is slower)."""
+    t = 2.0 * kv_bytes / bw
+    return max(t, kv_bytes / cat_read_rate) if cat_read_rate else t

@@ -19,6 +19,10 @@ from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
 from .engine_host import chat_template_parse_s, eager_issue_layer_s, engine_host, step_with_host
+from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
+from .vllm_v0 import offline_run as v0_offline_run
+from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
+from .rocm_fp8_gemm import vllm_linear_shapes
 from . import elementwise
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
@@ -42,9 +46,10 @@ from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
-from .quant_kernels import (bnb_dequant_issue_excess_s, dequant_extra_bytes, gptq_kernel_extra_bytes,
-                            gptq_row_pass_excess_s, hf_kv_passes, host_issue_per_linear, is_bitsandbytes,
-                            materialises_16_bit)
+from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes,
+                            gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds, hf_kv_passes,
+                            host_issue_per_linear, is_bitsandbytes, materialises_16_bit, torch_cat_per_element,
+                            torch_cat_read_rate)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -171,11 +176,23 @@ def _network(scn: Any, gpu: Any) -> Any:
 # matmul efficiency and per-operation roofline
 
 
+def dim_half(params: Mapping[str, Any], dtype: str) -> float:
+    """The size constant d0 of K/(K + d0)·N/(N + d0) for a GEMM whose tensor-core inputs are `dtype`: FP8 GEMMs
+    take their own measured constant `matmul_dim_half_fp8` (docs/speed.md §2.1: twice the math per byte and per
+    MMA instruction, so a narrow FP8 GEMM falls further below its large-GEMM rate), every other format d0
+    (`matmul_dim_half`); a calibration without the FP8 entry gives FP8 d0 too."""
+    d0 = float(params["matmul_dim_half"])
+    if _dtype_class(dtype) == "fp8" and "matmul_dim_half_fp8" in params:
+        return float(params["matmul_dim_half_fp8"])
+    return d0
+
+
 def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float, k: float, n: float,
-                    grouped: bool = False, rows_half: float | None = None) -> float:
+                    grouped: bool = False, rows_half: float | None = None, size_dtype: str | None = None) -> float:
     """η = η_max(family, dtype) · Π_{x∈(K,N)} x / (x + d0): a penalty for narrow weight matrices
     (tile and wave quantisation, short inner loops) that vanishes for large dimensions
-    (docs/speed.md §2.1). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
+    (docs/speed.md §2.1). d0 is that of the format the kernel multiplies (`size_dtype`, default `dtype`:
+    training FP8 GEMMs read the 16-bit table's η but are FP8 kernels; dim_half). For a dense GEMM the row count M is left to the roofline: a short-M GEMM
     is bounded by reading its weights, which the memory term captures. A grouped expert GEMM
     (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
     tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
@@ -185,13 +202,13 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     dc = _dtype_class(dtype)
     table = _fam(params["matmul"], family)
     eta = table[dc] if dc in table else params["matmul"]["default"][dc]
-    d0 = float(params["matmul_dim_half"])
+    d0 = dim_half(params, size_dtype or dtype)
     g = 1.0
     for x in (k, n):
         g *= x / (x + d0) if d0 > 0 else 1.0
     if grouped:
         if rows_half is None:   # a calibration from before the grouped-GEMM fit may lack d0_M: prior d0
-            rows_half = params["matmul_rows_half"] if "matmul_rows_half" in params else d0
+            rows_half = params["matmul_rows_half"] if "matmul_rows_half" in params else float(params["matmul_dim_half"])
         d0m = float(rows_half)
         mm = max(1.0, float(m))
         g *= mm / (mm + d0m) if d0m > 0 else 1.0
@@ -212,13 +229,14 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
               rows_half: float | None = None) -> float:
     """Roofline time of `count` [m,k]x[k,n] GEMMs: max(FLOPs/(peak·η), bytes/(BW·η_mem)).
     `eff_dtype`: the format whose efficiency table applies (training FP8 GEMMs take the 16-bit
-    kernels' efficiency: the FP8 table is fitted on inference engines); `eta_scale` multiplies η
+    kernels' efficiency: the FP8 table is fitted on inference engines; the size constant stays `dtype`'s,
+    dim_half); `eta_scale` multiplies η
     (training FP8 on a family whose vendor publishes FP8 vs 16-bit sustained rates: sustained_gemm.py)."""
     if m <= 0 or count <= 0:
         return 0.0
     fam = _family(gpu)
     flops = 2.0 * m * k * n * count
-    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped, rows_half) * eta_scale
+    eta = gemm_efficiency(params, fam, eff_dtype or dtype, m, k, n, grouped, rows_half, size_dtype=dtype) * eta_scale
     t_c = flops / (peak_flops(gpu, dtype) * eta * clock_factor(params, gpu))
     wb = act_bytes if weight_bytes_per_el is None else weight_bytes_per_el
     bytes_ = count * (k * n * wb + (m * k + m * n) * act_bytes)
@@ -353,7 +371,8 @@ def _linear_time(c: _Train) -> float:
         # the family's part nearest in power density; 1.0 where none is published)
         t_f = gemm_time(c.P, c.gpu, dtype, m_rows, k_in, n_out, count, act_bytes=c.act_b,
                         grouped=b.kind == "expert", eff_dtype=eff,
-                        eta_scale=fp8_vs_16bit_for(c.gpu) if eff is not None else 1.0,
+                        eta_scale=fp8_vs_16bit_for(c.gpu, (dim_half(c.P, eff), dim_half(c.P, "fp8")))
+                        if eff is not None else 1.0,
                         rows_half=rows_half)
         bwd = bwd_factor if (b.kind != "lm_head" or not c.frozen) else 1.0
         if dtype == "fp8" and c.fp8 is not None and c.fp8.wgrad_bf16 and bwd > 1.0:
@@ -1325,10 +1344,13 @@ class _Serving:
         # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
         # (engine_host.eager_issue_layer_s); the HF engine's own constant wins where it has one
         self.issue_layer_s = self.eng["host_issue_layer_s"] or eager_issue_layer_s(inf.engine, inf.cuda_graphs)
-        self.host_speed, self.host_name = _host_speed(scn, gpu) if self.issue_layer_s else (1.0, "")
         # the engine's per-sequence host work each iteration and its front end's latency per request
-        # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike
-        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None))
+        # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host
+        # terms are reference-host seconds, scaled by this host's single-thread speed
+        self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None),
+                                       getattr(inf, "trtllm_backend", "pytorch"))
+        needs_host = self.issue_layer_s or self.engine_host.seq_s > 0
+        self.host_speed, self.host_name = _host_speed(scn, gpu) if needs_host else (1.0, "")
         # an in-process client (infer.front_end false: offline generate, MLPerf's C++ harness) has no HTTP server
         self.frontend_s = 0.0 if getattr(inf, "front_end", None) is False else self.engine_host.frontend_s
         # the API server's time per streamed token (engine_host.stream_token_s), one core per process, scaled by
@@ -1344,6 +1366,8 @@ class _Serving:
         self.fmt = weight_format(inf.weights)
         self.wb = weight_bytes(model, inf.weights)
         self.kvb = kv_bytes(inf.kv_cache)
+        # the activations' 16-bit type, read off the KV cache's (bitsandbytes' batch-1 kernel differs by it on Hopper)
+        self.act_dtype = "fp16" if str(getattr(inf.kv_cache, "name", inf.kv_cache)) == "fp16" else "bf16"
         cd = self.fmt.compute_dtype
         self.compute_dtype = _compute_dtype(gpu, "fp16" if cd in ("bf16", "fp16") else cd)
         # the grouped GEMMs' smallest M tile where the engine's kernels fix it (None: no padding priced, and the row
@@ -1411,6 +1435,19 @@ class _Serving:
                                                      int(budget or self.eng["max_num_tokens"]))
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
+        # vLLM's V0 engine (infer.vllm_v0, vllm_v0.py): its own defaults, max_num_seqs 256 and, for a long-context
+        # model, chunked prefill at 512 tokens a step; a step that carries a prompt chunk runs without CUDA graphs
+        self.v0_budget = None
+        # V0 on ROCm runs per-tensor FP8 linears as torch._scaled_mm on >= 17 rows, at its published MI300X times
+        # (rocm_fp8_gemm.py): they replace the decode memory term's read of those weights
+        self.v0_scaled_mm = (inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and self.fam == "cdna3"
+                             and self.fmt.name == "fp8" and rocm_fp8_measured(getattr(gpu, "id", "")))
+        if inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and getattr(inf, "num_scheduler_steps", 1) == 1:
+            if not inf.max_num_seqs:
+                self.max_batch = V0_MAX_NUM_SEQS
+            self.v0_budget = v0_chunked_budget(inf.max_model_len or model.max_position, inf.max_num_batched_tokens)
+            if self.v0_budget:
+                self.chunk_tokens, self.max_step_tokens = self.v0_budget, float(self.v0_budget)
         # bitsandbytes paths (estimate/quant_kernels.py): quantized linear parameters and calls per rank
         self.bnb = is_bitsandbytes(self.fmt)
         self.dequant = self.bnb or materialises_16_bit(self.fmt, inf.engine)
@@ -1439,6 +1476,9 @@ class _Serving:
         expands = bool(getattr(inf, "repeat_kv", False)) and not (model.is_mla or model.traits.sdpa_broadcast_kv)
         self.kv_passes = (hf_kv_passes(model.num_heads, model.num_kv_heads if expands else model.num_heads)
                           if inf.engine == "hf" else 1.0)
+        # torch < 2.1 grows HF's cache with a per-element `cat` bound by DRAM latency (quant_kernels.py): its read
+        # rate from the GPU's SMs and measured latency; None (the HBM rate) for later torch or an unlisted GPU
+        self.cat_read_rate = _hf_cat_read_rate(inf, gpu, self.kvb) if inf.engine == "hf" else None
         self.cross_kv_copies = float(self.beams) if model.is_encoder_decoder else 1.0
         dec = sum(b.total for b in model.blocks if b.stream == "decoder")
         self.decoder_weight_share = dec / max(model.params_total, 1) if model.is_encoder_decoder else 1.0
@@ -1652,18 +1692,28 @@ class _Serving:
         per_layer = self.issue_layer_s
         if not per_layer:
             return 0.0
-        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(self.fmt, rows)
+        ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(
+            self.fmt, rows, float(getattr(self.inf, "llm_int8_threshold", 6.0)))
         return ref / self.host_speed
 
     def host_step(self, seqs: float) -> float:
         """Engine host seconds of one iteration that schedules `seqs` sequences, beyond the calibrated fixed
-        step cost (engine_host.py)."""
-        return self.engine_host.seq_s * seqs
+        step cost (engine_host.py), on this host (the constant is in reference-host seconds, hardware/hosts.py)."""
+        return self.engine_host.seq_s * seqs / self.host_speed
 
     def with_host(self, gpu_s: float, seqs: float) -> float:
         """An iteration's wall time: its GPU time and the host work of `seqs` sequences, overlapped or
         one after the other as the engine runs them (engine_host.step_with_host)."""
         return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
+
+    def _scaled_mm_extra(self, rows: float) -> float:
+        """vLLM V0 on ROCm with per-tensor FP8 weights: seconds its torch._scaled_mm linears take at `rows` decode rows
+        (padded to 17) beyond reading those weights at the decode memory rate (rocm_fp8_gemm.py); 0 elsewhere."""
+        if not self.v0_scaled_mm:
+            return 0.0
+        m, gid = max(rows, float(V0_PAD_ROWS)), self.gpu.id
+        return sum(c * (rocm_fp8_linear_s(gid, m, n, k) - n * k / self.bw)
+                   for c, n, k in vllm_linear_shapes(self.model.blocks, self.tp, self.pp))
 
     def _dequant_bytes(self, rows: float) -> float:
         if not self.dequant:
@@ -1678,7 +1728,9 @@ class _Serving:
         if not self.dequant:
             return 0.0
         if self.bnb:
-            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw)
+            return bnb_dequant_issue_excess_s(self.fmt, rows, self.q_linear_params, self.warp_issue_per_s, self.bw) \
+                + bnb_gemv_issue_excess_s(self.fmt, rows, self.q_linear_params, self.fam, self.act_dtype,
+                                          self.warp_issue_per_s, self.bw)
         return gptq_row_pass_excess_s(self.fmt, rows, self.q_linear_params, self.inf.engine,
                                       getattr(self.inf, "gptq_kernel", None), self.warp_issue_per_s, self.bw)
 
@@ -1723,12 +1775,14 @@ class _Serving:
         if padded_rows is not None and padded_rows > q:
             q = padded_rows
         w = self._weights_read(q)
-        kv = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
+        kv_attn = batch * m.kv_cache_bytes(int(context), self.kvb) / (1 if m.is_mla else self.tp) / self.pp
         # SSM layers read and write their fixed state once per token (selective_state_update), whatever
         # the context: decode cost does not grow with length
-        kv += 2.0 * batch * self.state_per_seq_gpu
-        t_wmem = (w + self._dequant_bytes(q)) / self.bw
+        kv = kv_attn + 2.0 * batch * self.state_per_seq_gpu
+        t_wmem = (w + self._dequant_bytes(q)) / self.bw + self._scaled_mm_extra(q)
         t_kv = kv * self.kv_passes / self.bw
+        if self.cat_read_rate and kv_attn > 0:   # the cache copy's two passes at the latency-bound cat's rate
+            t_kv += hf_cat_seconds(kv_attn, self.bw, self.cat_read_rate) - 2.0 * kv_attn / self.bw
         t_mem = t_wmem + t_kv
         t_lin = self._linear_time(q, prefill=False, step_tokens=step_tokens)
         ctx_sum = sum(min(wd, context) if wd else context for wd in m.attention_windows)
@@ -1886,6 +1940,45 @@ class _Serving:
         return dict(steady, output_tokens_per_s=thr, output_tokens_per_s_per_gpu=thr / self.group_gpus,
                     offline_requests=n_r * self.adp, offline_seconds=seconds)
 
+    def v0_offline_run(self, requests: int) -> dict[str, Any] | None:
+        """vLLM V0's `LLM.generate` of `requests` prompts handed over at once (benchmark_latency.py times one such
+        batch, benchmark_throughput.py its whole dataset) under V0's chunked-prefill schedule (vllm_v0.py): the
+        decode-only steps replay a CUDA graph, a step carrying prompt chunks runs its decodes and the chunks in one
+        eager forward, max(GPU, host issue) (engine_host.eager_issue_layer_s). None where V0's default leaves
+        chunked prefill off or the scenario is not V0."""
+        if not self.v0_budget or self.beams > 1 or self.spec is not None:
+            return None
+        inf = self.inf
+        P_len, O_len = inf.prompt_len, inf.output_len
+        ctx = P_len + O_len / 2.0          # mean context of a decoding request, as offline_throughput prices it
+        issue = eager_issue_layer_s("vllm", False) * self.model.num_layers / self.pp / _host_speed(self.scn, self.gpu)[0]
+        cache: dict[tuple, float] = {}
+
+        def step_s(decodes: int, chunks) -> float:
+            key = (decodes, tuple(chunks))
+            if key not in cache:
+                if not chunks:
+                    cache[key] = self.decode_step(decodes, ctx)["time"]
+                    return cache[key]
+                rest = list(chunks)
+                if decodes:
+                    gpu, rows = self.decode_step(decodes, ctx)["gpu_time"], float(decodes)
+                else:                      # a prompt-only step: the first chunk carries the weight read and overhead
+                    c, o = rest.pop(0)
+                    gpu, rows = self.prefill_chunk(c, o), float(c)
+                for c, o in rest:          # the other chunks ride in the same forward
+                    gpu += self.prefill_chunk(c, o, compute_only=True, riding_with=rows)
+                    rows += c
+                cache[key] = self.with_host(max(gpu, issue), decodes + len(chunks))
+            return cache[key]
+
+        n_r = math.ceil(requests / self.adp)
+        seconds, steps = v0_offline_run(n_r, P_len, O_len, self.max_batch, self.v0_budget, step_s)
+        thr = n_r * O_len / seconds * self.adp if seconds > 0 else 0.0
+        return {"requests": n_r * self.adp, "seconds": seconds, "steps": steps, "output_tokens_per_s": thr,
+                "max_num_batched_tokens": self.v0_budget, "max_num_seqs": self.max_batch,
+                "eager_issue_s": issue}
+
     def point(self, concurrency: int) -> dict[str, Any]:
         """One operating point. `concurrency` requests are spread over the ep attention replicas
         of one model copy; batch, TTFT and TPOT are one replica's, throughput the copy's."""
@@ -1972,6 +2065,17 @@ class _Serving:
                 "decode_step_s": step["time"], "prefill_s": t_pf, "step_tokens": step_tok}
 
 
+def _hf_cat_read_rate(inf: Any, gpu: Any, kv_element_bytes: float) -> float | None:
+    """Read rate of torch's per-element `cat` on this GPU (torch < 2.1: quant_kernels.torch_cat_read_rate), or None
+    where the run's torch vectorises it, is unknown, or the GPU has no SM count or measured DRAM latency."""
+    if not torch_cat_per_element(getattr(inf, "torch_version", None)):
+        return None
+    from ..hardware.sms import dram_latency_s, sm_spec
+    gid = getattr(gpu, "id", "")
+    sm, lat = sm_spec(gid), dram_latency_s(gid)
+    return torch_cat_read_rate(sm.sm_count, kv_element_bytes, lat) if sm and lat else None
+
+
 def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                       kv_capacity_tokens: float | None = None, network: Any = None,
                       memory: Any = None) -> PerformanceEstimate:
@@ -1999,6 +2103,13 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                      f"speed decodes faster; set hardware.host_cpu or hardware.host_single_thread_score."
                      + (" CUDA graphs (infer.cuda_graphs true: no --enforce-eager) replay the step without it."
                         if scn.infer.engine != "hf" else ""))
+    engine_host_bound = step["time"] > step["gpu_time"] * (1 + 1e-9) and sv.engine_host.overlapped
+    if engine_host_bound:
+        notes.append(f"decode is bound by the engine's host work per scheduled sequence, not by the GPU: "
+                     f"{sv.host_step(pt['batch_per_replica']) * 1e3:.1f} ms per step for {pt['batch_per_replica']} "
+                     f"sequences on {sv.host_name} against {step['gpu_time'] * 1e3:.1f} ms of GPU work "
+                     "(estimate/engine_host.py). A CPU with faster single-thread speed, or fewer sequences per "
+                     "replica, runs faster; set hardware.host_cpu or hardware.host_single_thread_score.")
     if step["quant_kernel_issue"] > 0:
         notes.append(f"the quantized-weight kernel ({'bitsandbytes dequantize' if sv.bnb else 'AutoGPTQ cuda-old'}) "
                      f"is bound by instruction issue on this GPU, not by memory: "
@@ -2020,18 +2131,35 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                "kv_capacity_tokens": int(min(sv.kv_capacity_tokens, 2**62)),
                "kv_capacity_source": sv.kv_source, "replicas": replicas,
                "gpus_per_replica": sv.group_gpus, "expert_parallel": sv.ep,
-               "decode_bound": "host" if step["host"] >= step["time"] > 0 else pt["decode_bound"],
+               "decode_bound": "host" if (step["host"] >= step["time"] > 0 or engine_host_bound) else pt["decode_bound"],
                "clock_factor": round(sv.clock, 4),
                **({k: pt[k] for k in ("beam_width", "requests_in_flight", "beam_tokens_per_s")} if "beam_width" in pt
                   else {})}
     if scn.infer.engine in _BATCHED_ENGINES:   # the limits this estimate ran the engine with (launch writes them)
         details["engine_limits"] = {"max_batch": sv.max_batch, "max_num_tokens": int(sv.max_step_tokens),
                                     "source": sv.limits_source}
+    if sv.v0_scaled_mm:
+        extra = sv._scaled_mm_extra(pt["batch_per_replica"])
+        notes.append(f"vLLM V0 on ROCm runs its per-tensor FP8 linears as torch._scaled_mm (hipBLASLt) on at least 17 rows, "
+                     f"priced at their published MI300X times (ROCm 6.3.1): {extra * 1e3:+.1f} ms a decode step against "
+                     "reading those weights at the packaged memory rate (estimate/rocm_fp8_gemm.py, docs/speed.md §3.21).")
+    v0 = sv.v0_offline_run(scn.infer.concurrency)
+    if v0 is not None:   # vLLM V0: the whole batch handed to LLM.generate at once (benchmark_latency.py's run)
+        details["v0_offline_run"] = v0
+        notes.append(f"vLLM V0 runs this long-context model with chunked prefill at {v0['max_num_batched_tokens']} "
+                     f"tokens a step (its default above 32,768 tokens of max_model_len), and a step carrying a prompt "
+                     f"chunk without CUDA graphs: the {scn.infer.concurrency} requests handed over at once take "
+                     f"{v0['seconds']:.2f} s, {v0['steps']} steps ({v0['output_tokens_per_s']:,.0f} output tokens/s; "
+                     "details.v0_offline_run, docs/speed.md §3.21).")
     if sv.host_name:
         details["host_cpu"] = sv.host_name
         details["host_speed_vs_reference"] = round(sv.host_speed, 3)
     if sv.kv_passes > 1:   # HF: the cache is copied by torch.cat (and repeat_kv under GQA) every step
         details["kv_cache_passes_per_step"] = sv.kv_passes
+        if sv.cat_read_rate:
+            details["kv_cache_cat_read_bytes_per_s"] = sv.cat_read_rate
+            notes.append(f"torch < 2.1 copies the KV cache with a per-element cat kernel bound by DRAM latency: "
+                         f"{sv.cat_read_rate / 1e9:.0f} GB/s of reads on this GPU.")
         if sv.kv_passes > 3:
             notes.append(f"transformers' repeat_kv copies the KV cache out to all {sv.model.num_heads} query heads "
                          f"every step: {sv.kv_passes:g} passes over the cache's bytes per step instead of 1.")

@@ -93,10 +93,27 @@ def _measured(family: str) -> tuple[tuple[str, float | None, float], ...]:
     return tuple(out)
 
 
-def fp8_vs_16bit_for(gpu) -> float:
+def fp8_vs_16bit_for(gpu, dims: tuple[float, float] | None = None) -> float:
     """FP8-vs-16-bit sustained ratio for `gpu` (a GpuSpec): its own published rows, else those of the
     measured GPU of its family nearest in power density (TDP / 16-bit peak), else the family mean (1.0
-    for a family without published rows)."""
+    for a family without published rows).
+
+    `dims` = (d0 of 16-bit GEMMs, d0 of FP8 GEMMs): the ratio of the two formats' large-GEMM efficiencies
+    η_max instead of the ratio of the published fractions, each fraction divided by the size factor
+    K/(K + d0)·N/(N + d0) at the shape it was reached at (the way η_max is taken from the same rows for
+    16-bit GEMMs, calibrate_speed.burst_gemm_share). This is the ratio the speed model multiplies into
+    η when it also applies the FP8 size constant: its FP8 GEMM at the published FP8 shape then gives back
+    the published FP8 rate. H100 SXM with (128, 289): (0.7088 / 0.9505) / (0.8030 / 0.9320) = 0.8655."""
+    ratio = _nearest_ratio(gpu)
+    if dims is None or ratio == 1.0:
+        return ratio
+    gid = _nearest_measured_id(gpu)
+    if gid is None:
+        return ratio
+    return ratio * _size_at(gid, "bf16", dims[0]) / _size_at(gid, "fp8", dims[1])
+
+
+def _nearest_ratio(gpu) -> float:
     family = str(gpu.family).lower()
     measured = _measured(family)
     for gid, _, ratio in measured:
@@ -106,3 +123,21 @@ def fp8_vs_16bit_for(gpu) -> float:
     if here is None or not measured or any(d is None for _, d, _ in measured):
         return fp8_vs_16bit(family)
     return min(measured, key=lambda t: (abs(t[1] - here), t[0]))[2]
+
+
+def _nearest_measured_id(gpu) -> str | None:
+    """The measured part whose rows fp8_vs_16bit_for takes for `gpu`; None where it takes a family mean."""
+    measured = _measured(str(gpu.family).lower())
+    if any(gid == gpu.id for gid, _, _ in measured):
+        return gpu.id
+    here = _power_density(gpu)
+    if here is None or not measured or any(d is None for _, d, _ in measured):
+        return None
+    return min(measured, key=lambda t: (abs(t[1] - here), t[0]))[0]
+
+
+def _size_at(gpu_id: str, dtype: str, d0: float) -> float:
+    """K/(K + d0)·N/(N + d0) at the shape of `gpu_id`'s published `dtype` row."""
+    r = maf_row(gpu_id, dtype)
+    k, n = float(r["k"]), float(r["n"])
+    return k / (k + d0) * n / (n + d0)

@@ -74,6 +74,12 @@ def get_host_cpu(host_id: str) -> HostCpu:
     return _by_id(_hosts(), host_id, "host CPU", "host_cpus.csv")
 
 
+def host_cpu_speed(host_id: str) -> float:
+    """A catalog CPU's single-thread speed relative to the reference host (what a host time measured on it is worth
+    in reference-host seconds, per unit of its own)."""
+    return get_host_cpu(host_id).single_thread_score / _hosts()[REFERENCE_HOST].single_thread_score
+
+
 def default_host_for(segment: str, gpu_id: str | None = None) -> HostCpu:
     """The usual host of a GPU: the row naming the GPU itself, else the row naming its segment, else the
     reference host."""

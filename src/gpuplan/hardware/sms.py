@@ -57,3 +57,23 @@ def sm_spec(gpu_id: str) -> SmSpec | None:
 
 def all_sm_specs() -> dict[str, SmSpec]:
     return dict(_sms())
+
+
+# DRAM load latency: how long one load waits for memory when nothing hides it. A kernel whose threads each keep
+# one load in flight moves at most (threads resident x bytes per load) / latency (Little's law), whatever the
+# HBM's peak; data/gpu_dram_latency.csv gives the measured, unloaded latency (pointer chasing), so the rate this
+# implies is a ceiling. A GPU not listed has no latency, and callers leave the bound out.
+@functools.cache
+def _latencies() -> dict[str, float]:
+    out = {}
+    for row in read_rows(data_path("gpu_dram_latency.csv"), ("id", "dram_latency_cycles", "clock_mhz",
+                                                            "source_url", "retrieved"),
+                         label="gpuplan/hardware/data/gpu_dram_latency.csv"):
+        row.provenance()
+        out[row.text("id")] = row.number("dram_latency_cycles") / (row.number("clock_mhz") * 1e6)
+    return out
+
+
+def dram_latency_s(gpu_id: str) -> float | None:
+    """Measured unloaded DRAM load latency (seconds) of a catalog GPU id, or None where none is listed."""
+    return _latencies().get(gpu_id)

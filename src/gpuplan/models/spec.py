@@ -147,6 +147,21 @@ class RecurrentMixer:
                 "ffn_width": self.ffn_width}
 
 
+# peft 0.21.2 (utils/transformers_weight_conversion.py `_convert_peft_config_moe`, the peft of transformers 5.25)
+# re-targets a v4-style LoRA config at transformers 5's fused experts for these model types (estimate/lora_targets.py; its
+# _MODEL_TO_CONVERSION_PATTERN entries whose pattern, mixtral or qwen2_moe, has a _MOE_TARGET_MODULE_MAPPING): all-linear
+# and the v4 projection names (gate_proj/up_proj/down_proj, Mixtral's w1/w3/w2) become `target_parameters` on
+# experts.gate_up_proj and experts.down_proj (ParamWrapper), with gate_up_proj at rank 2r and alpha 2a
+# (rank_pattern/alpha_pattern: the two fused branches keep their own rank), and the v4 router name `gate` becomes
+# the router's weight (`gate.weight`, a ParamWrapper of one "expert"). Every other MoE type keeps its routed
+# experts and router out of reach of `target_modules` (qwen2_moe itself, gpt_oss, llama4, ...: traced, peft 0.21.2).
+PEFT_REMAPPED_MOE_TYPES = frozenset((
+    "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1", "ernie4_5_moe",
+    "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe", "glm_moe_dsa", "hunyuan_v1_moe",
+    "longcat_flash", "mellum", "minimax", "minimax_m2", "mixtral", "olmoe", "qwen3_moe", "qwen3_next",
+    "qwen3_omni_moe", "qwen3_omni_moe_text", "qwen3_omni_moe_thinker", "sarvam_mla", "solar_open"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
@@ -227,6 +242,11 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def peft_remaps_experts(self) -> bool:
+        """Whether peft re-targets a LoRA config at this MoE's fused routed experts (PEFT_REMAPPED_MOE_TYPES)."""
+        return self.is_moe and self.model_type in PEFT_REMAPPED_MOE_TYPES
 
     @property
     def is_encoder_decoder(self) -> bool:
