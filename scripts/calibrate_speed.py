@@ -17,8 +17,14 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             test: TensorRT-LLM rows of Llama-3.1-405B (TP4/TP8) and Qwen3-235B-A22B (DEP8: attention
                   DP 8 + EP 8, as the source ran its MoE rows)
             fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
-            fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs
-            test: its Llama 3 70B rows, its Apple rows, and the llama.cpp Metal PR #3084 source.
+            fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
+                  validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
+            test: its Llama 3 70B rows and its Apple rows
+            fit:  Metal prompt processing: the llama.cpp Metal PR #3084 source (its PR build)
+            test: the Metal llama-bench rows of llamacpp-bench.csv (geerlingguy's M3 Ultra and M1 Ultra issues,
+                  llama.cpp builds of 2025-26, Q4_K_M only): held out, not fitted (docs/speed.md §5, "llama.cpp
+                  sources"): their prefill runs 10-35 % above PR #3084's factors, a build-to-build change gpuplan
+                  does not model, and with one quantised format they cannot separate the two Metal factors.
             Every TensorRT-LLM row is priced as the finite offline run it was (its $num_requests queued
             at once: speed._Serving.offline_throughput), not as a steady state (docs/speed.md §3.19).
 Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
@@ -327,6 +333,58 @@ def infer_rows(path: Path) -> list[Row]:
                             _serve_pred(scn, model, gpu, kind),
                             f"{mid} {gid} {r['precision']} {kind} P{prompt}{build}"))
     return rows
+
+
+LCPP_BENCH = ROOT / "validation" / "gathered" / "llamacpp-bench.csv"
+UNSCORED_ROWS: list[str] = []     # gathered rows listed with `unscored:` notes (settings unknown)
+# llama.cpp sources by the calibration stage whose factors they fit: "cuda" (stage 2) or "metal" (stage 3)
+LCPP_STAGE: dict[str, str] = {"llama.cpp Metal PR #3084": "metal"}
+
+
+def bench_kind(test: str) -> tuple[str, int, int] | None:
+    """(category, prompt tokens, generated tokens) of a llama-bench test name: pp<N> is prompt processing of N
+    tokens from an empty cache (tokens/s = N / prefill time: "ttft"), tg<N> the generation of N tokens one at a
+    time (tokens/s = 1 / time per token: "tpot"); combined tests (pp4096+tg128) are None."""
+    m = re.fullmatch(r"(pp|tg)(\d+)", test.strip())
+    if not m:
+        return None
+    n = int(m.group(2))
+    return ("ttft", n, 1) if m.group(1) == "pp" else ("tpot", 1, n)
+
+
+def gathered_lcpp_rows(path: Path = LCPP_BENCH) -> list[Row]:
+    """The llama-bench rows gathered from further published llama.cpp sources (validation/gathered/
+    llamacpp-bench.csv): one GPU, batch 1, every setting the source states. CUDA rows fit stage 2 (prompt
+    processing and generation, as GPU-Benchmarks' rows do); Metal rows are held out (the module docstring says
+    why). Rows whose notes start with `unscored:` are listed, never scored."""
+    rows = []
+    if not path.exists():
+        return rows
+    for r in csv.DictReader(path.open(encoding="utf-8")):
+        kind = bench_kind(r["test"])
+        if r["notes"].startswith("unscored:") or kind is None or not r["gpu"]:
+            UNSCORED_ROWS.append(r["id"])
+            continue
+        cat, prompt, out = kind
+        scn = scenario_from_dict({
+            "model": r["model"], "task": "infer", "hardware": {"gpu": r["gpu"], "count": 1},
+            "infer": {"weights": r["weights"], "kv_cache": "fp16", "engine": "llama.cpp",
+                      "prompt_len": prompt, "output_len": out, "concurrency": 1}})
+        model, gpu = get_model(r["model"]), get_gpu(r["gpu"])
+        stage = "metal" if r["backend"] == "Metal" else "cuda"
+        LCPP_STAGE[r["source"]] = stage
+        split = "test" if stage == "metal" else "fit"
+        rows.append(Row(r["id"], r["source"], cat, split, float(r["tokens_per_s"]),
+                        _serve_pred(scn, model, gpu, cat),
+                        f"{r['model']} {r['gpu']} {r['weights'].removeprefix('gguf-').upper()} {r['test']} b{r['build'].split()[0]}"))
+    return rows
+
+
+def lcpp_stage_rows(irows: list[Row], stage: str) -> list[Row]:
+    """The rows that fit one llama.cpp stage: "cuda" (GPU-Benchmarks-on-LLM-Inference, whose own split keeps its
+    Apple and 70B rows out, and the gathered CUDA sources) or "metal" (PR #3084 and the gathered Metal sources)."""
+    return [r for r in irows
+            if (stage == "cuda" and r.source.startswith("GPU-Benchmarks")) or LCPP_STAGE.get(r.source) == stage]
 
 
 def _offline_pred(scn, model, gpu, requests):
@@ -640,7 +698,8 @@ def write_doc(table, stats, P) -> None:
               f"{speed.clock_factor(P, get_gpu('h100-pcie')):.2f}, RTX 6000 Ada {speed.clock_factor(P, get_gpu('rtx-6000-ada')):.2f}, "
               f"L40S {speed.clock_factor(P, get_gpu('l40s')):.2f}, RTX 4090 {speed.clock_factor(P, get_gpu('rtx-4090')):.2f}).",
               f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
-              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR build rows).",
+              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR #3084 build rows; "
+              "the gathered Metal llama-bench rows of validation/gathered/llamacpp-bench.csv are held out).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
               "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
@@ -665,12 +724,31 @@ def write_doc(table, stats, P) -> None:
                      f"{t['predicted']:.4g} | {t['rel_err']:+.1%} |")
     if UNMAPPED:
         lines += ["", f"Rows not scored (model or GPU not in the registry/catalog): {', '.join(UNMAPPED)}."]
+    if UNSCORED_ROWS:
+        lines += ["", "Gathered llama-bench rows listed but not scored (validation/gathered/llamacpp-bench.csv: a "
+                  f"setting the source does not state, or a combined test): {', '.join(UNSCORED_ROWS)}."]
     DOC_OUT.parent.mkdir(parents=True, exist_ok=True)
     DOC_OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     """Every fitted factor, stage by stage, from the rows whose split is "fit" (the protocol above)."""
+    P = fit_through_lcpp(irows)
+    P = fit_trtllm_stages(irows, P)
+    P["provenance"] = {
+        "script": "scripts/calibrate_speed.py",
+        "fit_rows": sorted(r.id for r in trows + irows if r.split == "fit"),
+        "note": "family entries other than ampere (bf16/fp16), hopper fp8 and blackwell fp4 are priors scaled "
+                "from the fitted ampere values (FAMILY_PRIOR_RATIO in the script); memory and comm "
+                "efficiencies and overlaps are priors."}
+    _round(P)
+    return P
+
+
+def fit_through_lcpp(irows: list[Row]) -> dict:
+    """Stages 1-3 of fit_all: the measured training priors and the llama.cpp factors (CUDA, then Metal). Every
+    llama.cpp prediction depends on these stages only (the later ones fit TensorRT-LLM's FP8/FP4 GEMMs, engine
+    and MoE constants), so a llama.cpp fold can stop here (scripts/lcpp_sources.py)."""
     P = json.loads(json.dumps(PRIORS))
     P["matmul"]["ampere"] = dict(P["matmul"]["default"])
     P["attention"]["ampere"] = P["attention"]["default"]
@@ -692,15 +770,18 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     # 2) llama.cpp on CUDA GPUs (batch 1): per-layer launch cost, bandwidth, prompt-processing
     #    factors, and the power-limited tensor clock of Ada and Hopper cards (the fit rows span
     #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
-    lcpp = [r for r in irows if r.source.startswith("GPU-Benchmarks")]
-    P = fit(lcpp, P, LCPP_SPEC)
+    P = fit(lcpp_stage_rows(irows, "cuda"), P, LCPP_SPEC)
     # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels):
-    #    its own prompt-processing factors, fitted on the Metal PR source only
-    metal = [r for r in irows if r.source.startswith("llama.cpp Metal")]
-    P = fit(metal, P, [
+    #    its own prompt-processing factors, fitted on the Metal PR #3084 source (the gathered Metal rows are held out)
+    P = fit(lcpp_stage_rows(irows, "metal"), P, [
         (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), 0.8, 0.1, 1.5, False),
         (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), 0.8, 0.1, 1.5, False),
     ])
+    return P
+
+
+def fit_trtllm_stages(irows: list[Row], P: dict) -> dict:
+    """Stages 4-5 of fit_all (TensorRT-LLM rows only)."""
     # 4) TensorRT-LLM: Hopper FP8 and Blackwell FP4 GEMM efficiency, forward-only attention
     #    kernel factor, engine step cost and batch cap
     trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
@@ -718,13 +799,6 @@ def fit_all(trows: list[Row], irows: list[Row]) -> dict:
     moe_fit = [r for r in irows if r.source.startswith("TensorRT") and r.label.startswith("qwen3-30b")]
     P = fit(moe_fit, P, [(("matmul_rows_half",), grouped_gemm_rows_half_prior(), 50.0, 8192.0, True)])
     P["matmul"]["blackwell"].setdefault("fp8", P["matmul"]["hopper"]["fp8"])
-    P["provenance"] = {
-        "script": "scripts/calibrate_speed.py",
-        "fit_rows": sorted(r.id for r in trows + irows if r.split == "fit"),
-        "note": "family entries other than ampere (bf16/fp16), hopper fp8 and blackwell fp4 are priors scaled "
-                "from the fitted ampere values (FAMILY_PRIOR_RATIO in the script); memory and comm "
-                "efficiencies and overlaps are priors."}
-    _round(P)
     return P
 
 
@@ -773,12 +847,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--validation", default=str(ROOT / "validation" / "public"))
     ap.add_argument("--check", action="store_true", help="score the packaged factors; fit and write nothing")
+    ap.add_argument("--without-gathered-lcpp", action="store_true",
+                    help="leave out validation/gathered/llamacpp-bench.csv (the llama.cpp sources before 2026-12-04)")
     ap.add_argument("--doc", action="store_true", help="score the packaged factors and rewrite docs/validation-speed.md "
                     "(no refit: what the shipped engine predicts today)")
     args = ap.parse_args()
     vdir = Path(args.validation)
     trows = train_rows(vdir / "train-throughput.csv")
     irows = infer_rows(vdir / "inference.csv")
+    if not args.without_gathered_lcpp:
+        irows += gathered_lcpp_rows()
     if args.check or args.doc:
         P = speed.load_efficiency()
     else:

@@ -50,6 +50,7 @@ def speed_residuals() -> tuple[list[tuple], list[tuple]]:
     """(in-sample, held-out) lists of (category, source, rel_err)."""
     vdir = ROOT / "validation" / "public"
     trows, irows = cs.train_rows(vdir / "train-throughput.csv"), cs.infer_rows(vdir / "inference.csv")
+    irows += cs.gathered_lcpp_rows()    # llama-bench sources: CUDA rows fit, Metal rows held out (calibrate_speed)
     scored = [r for r in trows + irows if r.split in ("fit", "test")]
     table, _ = cs.summarize(scored, speed.load_efficiency())
     ins = [(_speed_category(t["source"], t["category"]), cs.source_key(t["source"]), t["rel_err"]) for t in table]
@@ -75,14 +76,25 @@ def constants_lines(folds: dict, fit_sources: dict) -> list[str]:
            "three-source rule is not met there yet.", "",
            "| factor | packaged | rests on | " + " | ".join(f"without {k[:28]}" for k in keys) + " |",
            "|---|---|---|" + "---|" * len(keys)]
-    stage_src = {"train": "llm-foundry", "llama.cpp CUDA": "GPU-Benchmarks", "llama.cpp Metal": "llama.cpp Metal",
-                 "TensorRT-LLM": "TensorRT"}
     for path, stage in cs.FITTED:
-        srcs = sorted(k for k in fit_sources if k.startswith(stage_src[stage]))
-        mark = " (1 source)" if len(srcs) < 3 else ""
+        srcs = stage_sources(stage, fit_sources)
+        mark = f" ({len(srcs)} source{'s' if len(srcs) != 1 else ''})" if len(srcs) < 3 else ""
         vals = " | ".join(f"{cs.get_path(folds[k], path):.4g}" for k in keys)
         out.append(f"| {'.'.join(path)} | {cs.get_path(P, path):.4g} | {', '.join(s[:28] for s in srcs)}{mark} | {vals} |")
     return out
+
+
+STAGE_PREFIX = {"train": "llm-foundry", "llama.cpp CUDA": "GPU-Benchmarks", "TensorRT-LLM": "TensorRT"}
+
+
+def stage_sources(stage: str, fit_sources: dict) -> list[str]:
+    """The sources with fit rows in one calibration stage of cs.FITTED: by name prefix, and for the llama.cpp
+    stages also the sources calibrate_speed files under that stage (cs.LCPP_STAGE: PR #3084 and the gathered
+    llama-bench sources)."""
+    lcpp = {"llama.cpp CUDA": "cuda", "llama.cpp Metal": "metal"}.get(stage)
+    return sorted(k for k in fit_sources
+                  if (stage in STAGE_PREFIX and k.startswith(STAGE_PREFIX[stage]))
+                  or (lcpp is not None and cs.LCPP_STAGE.get(k) == lcpp))
 
 
 def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:

@@ -17,6 +17,12 @@ Layers traced, each written from the op sequence of the named source (not import
               MPT layer, the calibration source of `elementwise_passes` (no RoPE: ALiBi in the kernel).
   hf_lora     the hf layer with peft LoRA (r 16) on its seven linears, base frozen, fp32 adapters, under bf16
               autocast (an HF Trainer LoRA step): its excess over hf is the adapters' element-wise work.
+  gemma2, qwen3, olmo2, phi3
+              transformers' Gemma2/Qwen3/Olmo2/Phi3DecoderLayer (imported, the same widths as hf): their excess
+              over hf is what their traits add (sandwich fp32 norms; q/k norms; post fp32 norms with full q/k
+              norms; fused qkv and gate_up splits). Also traced: one RMSNorm module of each norm_dtype per
+              element, and Gemma-2's final logit softcap per logit (the constants of elementwise.py
+              EAGER_NORM_BYTES, EAGER_FUSED_SPLIT_BYTES and SOFTCAP_BYTES_PER_LOGIT).
 
 Run:  PYTHONPATH=$PWD/src python3 scripts/trace_elementwise.py
 The printed coefficients are the constants of src/gpuplan/estimate/elementwise.py (EAGER_MEASURED).
@@ -130,14 +136,30 @@ class GptBlock(torch.nn.Module):
         return hdn + self.down(F.gelu(self.up(self.n2(hdn))))
 
 
-def _hf_block(h, i, heads, kv_heads):
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
-    cfg = LlamaConfig(hidden_size=h, intermediate_size=i, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      num_hidden_layers=1, torch_dtype="bfloat16")
+# transformers decoder layers traced as imported (transformers 5.25): (config class, layer class, rotary class) by
+# family, and the config keys that make the small layer the family's (head_dim = h / heads as Llama's; Gemma-2's
+# attention softcap off: HF's sdpa path does not take it, and HK05 ran sdpa)
+HF_FAMILIES = {
+    "hf": ("llama", "Llama", {}),
+    "gemma2": ("gemma2", "Gemma2", {"hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": None,
+                                     "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 64}),
+    "qwen3": ("qwen3", "Qwen3", {}),
+    "olmo2": ("olmo2", "Olmo2", {}),
+    "phi3": ("phi3", "Phi3", {}),
+}
+
+
+def _hf_block(h, i, heads, kv_heads, family: str = "hf"):
+    import importlib
+    mod_name, prefix, extra = HF_FAMILIES[family]
+    mod = importlib.import_module(f"transformers.models.{mod_name}.modeling_{mod_name}")
+    conf = importlib.import_module(f"transformers.models.{mod_name}.configuration_{mod_name}")
+    cfg = getattr(conf, f"{prefix}Config")(hidden_size=h, intermediate_size=i, num_attention_heads=heads,
+                                          num_key_value_heads=kv_heads, head_dim=h // heads, num_hidden_layers=1,
+                                          torch_dtype="bfloat16", **extra)
     cfg._attn_implementation = "sdpa"
-    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
-    rot = LlamaRotaryEmbedding(cfg)
+    layer = getattr(mod, f"{prefix}DecoderLayer")(cfg, 0).to(torch.bfloat16)
+    rot = getattr(mod, f"{prefix}RotaryEmbedding")(cfg)
 
     class Wrap(torch.nn.Module):
         def __init__(self):
@@ -165,8 +187,8 @@ def build_layer(kind: str, h: int, i: int, heads: int, kv_heads: int, b: int, s:
     embeddings or frequencies) of one layer of `kind` (torchtitan | hf | hf_lora | layernorm_gelu) on `device`."""
     x = torch.randn(b, s, h, dtype=torch.bfloat16, device=device, requires_grad=True)
     d = h // heads
-    if kind in ("hf", "hf_lora"):
-        blk, rot = _hf_block(h, i, heads, kv_heads)
+    if kind in HF_FAMILIES or kind == "hf_lora":
+        blk, rot = _hf_block(h, i, heads, kv_heads, "hf" if kind == "hf_lora" else kind)
         if kind == "hf_lora":
             blk = _lora(blk)
         blk, rot = blk.to(device), rot.to(device)
@@ -204,12 +226,58 @@ def coefficients(kind: str) -> tuple[float, float, float, float]:
     return tuple(round(float(v), 3) for v in sol.solution[:, 0])
 
 
+# the RMSNorm modules of the families above, by the norm_dtype trait their models get (models/spec.py)
+NORM_CLASSES = {"fp32_upcast": ("llama", "LlamaRMSNorm"), "fp32": ("gemma2", "Gemma2RMSNorm")}
+
+
+def norm_bytes_per_element(norm_dtype: str) -> float:
+    """Eager bytes per normed element of one RMSNorm module (transformers' own class), forward + backward with the
+    weight gradient, bf16 input: the per-element term α of α·n·h + β·h + γ·n solved from three (n tokens, h) traces
+    (β: the weight's own casts and gradient, γ: the per-row mean and rsqrt; both vanish per element at real sizes)."""
+    import importlib
+    mod_name, cls_name = NORM_CLASSES[norm_dtype]
+    cls = getattr(importlib.import_module(f"transformers.models.{mod_name}.modeling_{mod_name}"), cls_name)
+    rows, ys = [], []
+    for n, h in ((64, 256), (64, 512), (128, 512)):
+        mod = cls(h).to(torch.bfloat16)
+        x = torch.randn(1, n, h, dtype=torch.bfloat16, requires_grad=True)
+        grad = torch.randn(1, n, h, dtype=torch.bfloat16)
+        with ByteCounter() as bc:
+            mod(x).backward(grad)
+        rows.append([n * h, h, n])
+        ys.append(bc.total)
+    sol = torch.linalg.solve(torch.tensor(rows, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64))
+    return round(float(sol[0]), 3)
+
+
+def softcap_bytes_per_logit(cap: float = 30.0, n: int = 4096) -> float:
+    """Gemma-2's final logit softcap as transformers writes it (models/gemma2/modeling_gemma2.py
+    Gemma2ForCausalLM.forward: logits / cap, tanh, * cap) on bf16 logits (the lm_head's output under bf16 autocast
+    or bf16 weights), forward + backward, bytes per logit."""
+    logits = torch.randn(n, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(n, dtype=torch.bfloat16)
+    with ByteCounter() as bc:
+        out = torch.tanh(logits / cap) * cap
+        out.backward(grad)
+    return bc.total / n
+
+
+def increments() -> dict[str, tuple[float, ...]]:
+    """Each traced family layer's (a, b, c) less the Llama layer's: what its traits add."""
+    base = coefficients("hf")
+    return {fam: tuple(round(f - b, 3) for f, b in zip(coefficients(fam)[:3], base[:3]))
+            for fam in ("gemma2", "qwen3", "olmo2", "phi3")}
+
+
 def main() -> int:
-    for kind in ("torchtitan", "hf", "layernorm_gelu", "hf_lora"):
+    for kind in ("torchtitan", "hf", "layernorm_gelu", "hf_lora", "gemma2", "qwen3", "olmo2", "phi3"):
         a, b, c, d = coefficients(kind)
         print(f"{kind:10s} bytes/token/layer (fwd+bwd, bf16) = {a}·h + {b}·i + {c}·kv + {d}")
+    for nd in NORM_CLASSES:
+        print(f"RMSNorm ({nd}, {NORM_CLASSES[nd][1]}) bytes per element = {norm_bytes_per_element(nd)}")
+    print(f"final logit softcap bytes per logit = {softcap_bytes_per_logit()}")
     if "-v" in sys.argv:
-        for kind in ("torchtitan", "hf", "layernorm_gelu"):
+        for kind in ("torchtitan", "hf", "layernorm_gelu", "gemma2"):
             _, ops = layer_bytes(kind, 256, 512, 4, 2)
             print(kind, sorted(ops.items(), key=lambda kv: -kv[1]))
     return 0

@@ -149,3 +149,92 @@ def test_measured_constants_match_a_fresh_trace(recipe):
     want = ew.EAGER_MEASURED[recipe]
     for g, w in zip(got[:3], want):
         assert g == pytest.approx(w, abs=0.01)
+
+
+def test_counter_rmsnorm_module_bytes_per_element_hand_count():
+    # transformers' LlamaRMSNorm on bf16 x, per element, forward: up-cast (read 2 write 4) 6, pow 8, mean (read 4) 4,
+    # x * rsqrt 8, down-cast (read 4 write 2) 6, * weight (bf16) 4 = 36; backward: * weight 4, * normed 6 and the
+    # weight's sum over tokens 2, the down-cast's backward 6, * rsqrt 8, * x 12, sum over h 4, mean's backward (div) 8,
+    # pow's backward (pow 8, * 2 8, * grad 12), the two x-gradients' add 12, the up-cast's backward 6 = 96 -> 132.
+    # Gemma2RMSNorm multiplies (1 + w) in fp32 before the cast: forward 36 - 4 + 8 = 40; backward the down-cast's
+    # backward 6, * (1 + w) in fp32 8, * normed 12 and the sum 4, then as Llama's from * rsqrt (8+12+4+8+8+8+12+12+6)
+    # = 108 -> 148
+    _, mod = _tracer()
+    pytest.importorskip("transformers")
+    assert mod.norm_bytes_per_element("fp32_upcast") == pytest.approx(6 + 8 + 4 + 8 + 6 + 4 + 96, abs=1e-6)
+    assert mod.norm_bytes_per_element("fp32") == pytest.approx(40 + 108, abs=1e-6)
+    assert ew.EAGER_NORM_BYTES == {"fp32_upcast": 132.0, "fp32": 148.0}
+
+
+def test_softcap_bytes_per_logit_hand_count():
+    # logits / cap, tanh, * cap on bf16: forward 3 x (read 2 + write 2) = 12; backward * cap 4, tanh_backward (read
+    # grad and output, write) 6, / cap 4 = 14 -> 26
+    _, mod = _tracer()
+    assert mod.softcap_bytes_per_logit() == 12 + 14 == ew.SOFTCAP_BYTES_PER_LOGIT
+
+
+class _Traits:
+    def __init__(self, **kw):
+        self.norm_dtype, self.norm_placement, self.qk_norm = "fp32_upcast", "pre", "none"
+        self.fused_qkv = self.fused_gate_up = False
+        self.final_logit_softcap = None
+        self.__dict__.update(kw)
+
+
+def test_trait_bytes_hand_arithmetic():
+    # Gemma-2-2B: h 2304, i 9216, q 8 x 256 = 2048, kv 4 x 256 = 1024. Sandwich of four Gemma norms against Llama's
+    # two: (4·148 - 2·132)·2304 = 755,712
+    g2 = _Traits(norm_dtype="fp32", norm_placement="sandwich")
+    assert ew.eager_trait_bytes(g2, 2304, 9216, 1024, 2048) == (4 * 148 - 2 * 132) * 2304
+    # Gemma-3: the same plus per-head q/k norms of its class on q and k: + 148·(2048 + 1024)
+    g3 = _Traits(norm_dtype="fp32", norm_placement="sandwich", qk_norm="per_head")
+    assert ew.eager_trait_bytes(g3, 2304, 9216, 1024, 2048) == (4 * 148 - 2 * 132) * 2304 + 148 * 3072
+    # Qwen3-8B: h 4096, q 4096, kv 8 x 128: Llama-class q/k norms 132·(4096 + 1024)
+    assert ew.eager_trait_bytes(_Traits(qk_norm="per_head"), 4096, 12288, 1024, 4096) == 132 * 5120
+    # Phi-3-mini: h 3072, i 8192, kv 3072: 18·3072 + 8·8192 + 52·3072
+    phi = _Traits(fused_qkv=True, fused_gate_up=True)
+    assert ew.eager_trait_bytes(phi, 3072, 8192, 3072, 3072) == 18 * 3072 + 8 * 8192 + 52 * 3072
+    # a Llama layer adds nothing
+    assert ew.eager_trait_bytes(_Traits(), 4096, 14336, 1024, 4096) == 0
+    # compiled: two extra norm regions of 14 B per element on h, on top of the Llama layer's regions
+    base = ew.region_bytes("compiled", 2304, 9216, 1024, gated=True, rope=True, gqa_copies=True)
+    assert ew.region_bytes("compiled", 2304, 9216, 1024, gated=True, rope=True, gqa_copies=True,
+                           extra_norm_elements=2 * 2304) == base + 14 * 2 * 2304
+
+
+@pytest.mark.parametrize("family,traits", [
+    ("gemma2", dict(norm_dtype="fp32", norm_placement="sandwich")),
+    ("qwen3", dict(qk_norm="per_head")),
+    ("phi3", dict(fused_qkv=True, fused_gate_up=True)),
+])
+def test_composed_traits_match_the_traced_family_layer(family, traits):
+    # the module-level counts (norm per element, fused splits) composed on the Llama layer reproduce a fresh trace of
+    # the family's own transformers decoder layer (widths with q = h, as the tracer builds them) within 0.5 %
+    _, mod = _tracer()
+    pytest.importorskip("transformers")
+    t = _Traits(**traits)
+    a, b, c = ew.EAGER_MEASURED["hf"]
+    for h, i, nh, nkv in mod.SHAPES[:2]:
+        kv = nkv * (h // nh)
+        traced = mod.layer_bytes(family, h, i, nh, nkv)[0]
+        composed = a * h + b * i + c * kv + 1144.0 + ew.eager_trait_bytes(t, h, i, kv, h)
+        assert composed == pytest.approx(traced, rel=0.005)
+
+
+def test_softcap_only_on_an_eager_hf_step():
+    from gpuplan.models import get_model
+    g = get_model("gemma-2-2b")
+    assert g.traits.final_logit_softcap == 30.0
+    assert ew.softcap_bytes_per_logit(g, "hf", "eager") == 26
+    assert ew.softcap_bytes_per_logit(g, "hf", "compiled") == 0
+    assert ew.softcap_bytes_per_logit(get_model("llama-3.2-1b"), "hf", "eager") == 0
+
+
+def test_llama_layer_bytes_unchanged_by_traits():
+    # every Llama-architecture model keeps the traced Llama layer: 358.188·h + 28·i + 52·kv (Llama-3.2-1B:
+    # h 2048, i 8192, kv 8 x 64 = 512)
+    from gpuplan.models import get_model
+    m = get_model("llama-3.2-1b")
+    assert ew.model_layer_bytes(m, 8192, "hf", "eager") == pytest.approx(358.188 * 2048 + 28 * 8192 + 52 * 512)
+    assert ew.model_layer_bytes(m, 8192, "hf", "compiled") == ew.region_bytes(
+        "compiled", 2048, 8192, 512, gated=True, rope=True, gqa_copies=True)

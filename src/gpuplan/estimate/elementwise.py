@@ -9,7 +9,9 @@ stack, not the model:
   each passing the whole fp32 or bf16 tensor. MEASURED, not fitted: scripts/trace_elementwise.py runs one
   layer forward + backward under a TorchDispatchMode and sums the input + output bytes of every non-GEMM,
   non-attention, data-moving aten op (bf16 activations). Its totals are linear in the layer's widths,
-  bytes/token = a·h + b·i + c·kv (+ a per-token constant < 1 % at real widths, left out).
+  bytes/token = a·h + b·i + c·kv (+ a per-token constant < 1 % at real widths, left out). An HF RMSNorm layer of
+  another family is the Llama layer plus what its traits add, each traced on transformers' own module
+  (eager_trait_bytes: the norm class, the sandwich's extra norms, q/k norms, Phi-3's fused-projection splits).
 * compiled — torch.compile (Inductor) fuses every chain of point-wise ops and one reduction into one
   kernel that reads the chain's inputs once and writes its outputs once, and fuses the residual add into
   the following norm (Inductor's pointwise/reduction fusion, torch/_inductor/scheduler.py `can_fuse`).
@@ -56,6 +58,26 @@ EAGER_MEASURED: dict[str, tuple[float, float, float]] = {
 
 MODES = ("eager", "compiled", "fused")
 
+# What a model's traits add to the Llama layer of an HF RMSNorm model, eager, bytes per token per layer (fwd + bwd,
+# bf16 activations), traced by the same script (`PYTHONPATH=src python3 scripts/trace_elementwise.py`, transformers
+# 5.25). One RMSNorm module, forward + backward with its weight gradient, per normed element, by the norm_dtype its
+# models get: LlamaRMSNorm (x.float(), normalise, cast back, * weight in bf16) 132 = forward 6 + 8 + 4 + 8 + 6 + 4 (up-
+# cast, pow, mean, * rsqrt, down-cast, * weight) + backward 96; Gemma2RMSNorm (the weight multiply (1 + w) in fp32
+# before the cast) 148 = forward 40 + backward 108. The whole traced layers check the sums (tests/test_elementwise.py):
+# Gemma2DecoderLayer 688.0·h = 358.188 + 4·148 - 2·132 + 1.8; Qwen3 (LlamaRMSNorm-class q/k norms per head)
+# +132.9·(h + kv); Olmo2DecoderLayer (Olmo2RMSNorm multiplies the weight in fp32 as Gemma's does) +180.5·h + 148.2·kv.
+EAGER_NORM_BYTES: dict[str, float] = {"fp32_upcast": 132.0, "fp32": 148.0}
+LLAMA_LAYER_NORMS = 2
+# Phi-3's fused projections (transformers Phi3Attention slices q, k, v out of qkv_proj's output; Phi3MLP chunks
+# gate_up_proj's): Phi3DecoderLayer less the Llama layer, (h, i, kv) = (18, 8, 52). The i term is the backward's cat of
+# the two halves' gradients into the 2i-wide gradient (read 4 + write 4 per i); the h and kv terms are the q/k/v split's.
+EAGER_FUSED_SPLIT_BYTES: tuple[float, float, float] = (18.0, 8.0, 52.0)
+# Gemma-2's final logit softcap (transformers models/gemma2/modeling_gemma2.py Gemma2ForCausalLM.forward: logits / cap,
+# tanh, * cap) on the bf16 logits, bytes per logit: forward 4 + 4 + 4, backward (* cap) 4 + tanh_backward (read grad and
+# output, write) 6 + (/ cap) 4 = 26 (traced: softcap_bytes_per_logit). Contiguous same-shape bf16 unary kernels
+# (aten's vectorized_elementwise_kernel<8>), priced at the copy rate (bandwidth_share "vectorized").
+SOFTCAP_BYTES_PER_LOGIT = 26.0
+
 # The loss of a stack that upcasts the 16-bit logits and runs aten's cross entropy, in bytes per logit, forward +
 # backward: logits.float() (read 2, write 4), log_softmax (read 4, write 4), the zero-filled gradient of nll_loss's
 # backward (write 4), log_softmax's backward (read the gradient and the output 8, write 4), the upcast's backward
@@ -67,7 +89,7 @@ EAGER_LOSS_FRAMEWORKS = ("hf", "torchtitan")
 
 
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
-                 gqa_copies: bool) -> float:
+                 gqa_copies: bool, extra_norm_elements: float = 0.0) -> float:
     """Bytes per token per layer (fwd + bwd, 2-byte activations) when every fused region reads its inputs
     and writes its outputs once (compiled, fused). Per region, forward + backward:
       residual add + norm, twice a layer: compiled one kernel fwd (read x and the branch output, write
@@ -79,7 +101,10 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
       gated MLP activation act(gate)·up: fwd read 2 write 1 (6 B per i), bwd read 3 write 2 (10) = 16;
         plain activation: fwd 4, bwd read x and grad, write grad (6) = 10
       GQA copies (repeat_kv before SDPA, compiled only): k and v read kv write h fwd, the reverse bwd =
-        8 per element of (h + kv)"""
+        8 per element of (h + kv)
+      a norm beyond the two add + norm regions (sandwich post-norms, q/k norms; `extra_norm_elements` per token):
+        a region of its own without an add, compiled fwd read + write 4, bwd grad_x 6 and the weight reduction 4 =
+        14 per element; fused fwd 4, bwd 6 (weight grad in the same kernel) = 10"""
     if mode == "compiled":
         b = 2 * 20.0 * h
     elif mode == "fused":
@@ -91,7 +116,7 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
     b += (16.0 if gated else 10.0) * i
     if gqa_copies and mode == "compiled":
         b += 8.0 * (h + kv)
-    return b
+    return b + (14.0 if mode == "compiled" else 10.0) * extra_norm_elements
 
 
 def eager_recipe(framework: str, norm: str) -> str:
@@ -135,6 +160,34 @@ def layer_bytes(mode: str, framework: str, norm: str, h: float, i: float, kv: fl
     return region_bytes(mode, h, i, kv, gated=gated, rope=rope, gqa_copies=gqa)
 
 
+def extra_norms(traits: Any) -> int:
+    """Norms on the residual stream beyond the Llama layer's two: the sandwich's post-norms (Gemma-2/3)."""
+    return 2 if getattr(traits, "norm_placement", "pre") == "sandwich" else 0
+
+
+def qk_norm_elements(traits: Any, q: float, kv: float) -> float:
+    """Elements per token the q/k norms normalise (per head or over the whole projection: the same elements)."""
+    return q + kv if getattr(traits, "qk_norm", "none") != "none" else 0.0
+
+
+def eager_trait_bytes(traits: Any, h: float, i: float, kv: float, q: float) -> float:
+    """What an HF RMSNorm model's traits add to the traced Llama layer, eager, bytes per token per layer: the norms'
+    class (norm_dtype) on the two residual-stream norms, the sandwich's two more, q/k norms on q (heads x head_dim)
+    and k, Phi-3's fused-projection splits. GeLU-tanh (gelu_pytorch_tanh) adds nothing: one aten kernel each way, as
+    SiLU (Gemma2DecoderLayer's traced i term is the Llama layer's 28)."""
+    if traits is None:
+        return 0.0
+    per_norm = EAGER_NORM_BYTES.get(traits.norm_dtype, EAGER_NORM_BYTES["fp32_upcast"])
+    b = ((LLAMA_LAYER_NORMS + extra_norms(traits)) * per_norm - LLAMA_LAYER_NORMS * EAGER_NORM_BYTES["fp32_upcast"]) * h
+    b += per_norm * qk_norm_elements(traits, q, kv)
+    fh, fi, fkv = EAGER_FUSED_SPLIT_BYTES
+    if getattr(traits, "fused_qkv", False):
+        b += fh * h + fkv * kv
+    if getattr(traits, "fused_gate_up", False):
+        b += fi * i
+    return b
+
+
 def eager_loss_bytes_per_logit(framework: str, mode: str) -> float | None:
     """Bytes per logit of the stack's loss when it is aten's cross entropy on upcast logits (eager hf and
     torchtitan), else None (the stack's fused or compiled loss: efficiency.json loss_bytes_per_logit)."""
@@ -161,10 +214,27 @@ def bandwidth_share(mode: str, recipe: str = "") -> float:
 
 def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:
     """Element-wise HBM bytes per token per layer, forward + backward, 2-byte activations, for a ModelSpec (its
-    norm, MLP gating, position encoding and GQA) on this stack; `lora`: peft adapters on every linear."""
+    norm, MLP gating, position encoding and GQA) on this stack; `lora`: peft adapters on every linear. An HF RMSNorm
+    layer (the "hf" recipe) adds what its traits add to the Llama layer (eager_trait_bytes); a compiled or fused
+    stack adds the extra norms' regions (region_bytes)."""
     h = float(model.hidden_size)
     kv = float(model.num_kv_heads * model.head_dim)
-    rope = getattr(getattr(model, "traits", None), "position", "rope") == "rope"
+    q = float(model.num_heads * model.head_dim)
+    traits = getattr(model, "traits", None)
+    rope = getattr(traits, "position", "rope") == "rope"
     gqa = model.num_kv_heads < model.num_heads
-    return layer_bytes(mode, framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa=gqa,
-                       lora=lora)
+    if mode == "eager":
+        b = eager_bytes(framework, model.norm, h, i_active, kv, gated=model.gated_mlp, rope=rope, lora=lora)
+        if eager_recipe(framework, model.norm) == "hf":
+            b += eager_trait_bytes(traits, h, i_active, kv, q)
+        return b
+    extra = extra_norms(traits) * h + qk_norm_elements(traits, q, kv) if traits is not None else 0.0
+    return region_bytes(mode, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa_copies=gqa,
+                        extra_norm_elements=extra)
+
+
+def softcap_bytes_per_logit(model: Any, framework: str, mode: str) -> float:
+    """Bytes per logit of the final logit softcap where the model has one and the stack runs transformers' own
+    forward eagerly (an eager HF step; compiled or fused losses fold it into their kernels), else 0."""
+    cap = getattr(getattr(model, "traits", None), "final_logit_softcap", None)
+    return SOFTCAP_BYTES_PER_LOGIT if cap and mode == "eager" and framework == "hf" else 0.0

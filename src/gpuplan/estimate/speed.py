@@ -674,7 +674,8 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     """(seconds, loss bytes left for the memory rate) of one micro-batch's element-wise kernels: the layer's norms,
     RoPE, activation and residual adds (the recomputed forward adds its share) and, for stacks whose loss is aten's
     cross entropy on upcast logits, that loss, at the bandwidth share this stack's kernels were measured to reach;
-    peft's adapter ops are plain vectorised casts and adds, at the copy rate (elementwise.py)."""
+    peft's adapter ops and an eager HF step's final logit softcap are plain vectorised casts, scalings and adds, at
+    the copy rate (elementwise.py)."""
     mode, tp = _fusion_mode(c), c.par.tp
     scale = c.act_b / 2.0 / tp * c.tokens * c.L_stage * (1.0 + FORWARD_SHARE * c.rc.elementwise_share)
     base = _layer_elementwise_bytes(c, lora=False) * scale
@@ -687,7 +688,9 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
     bw, share = _bw(c.gpu), elementwise.bandwidth_share
     t = base / (bw * _layer_bandwidth_share(c)) + loss_at_stack_rate / (bw * share(mode, "loss"))
-    return t + adapters / (bw * share("vectorized")), rest
+    # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
+    softcap = elementwise.softcap_bytes_per_logit(c.model, c.scn.framework, mode) * logits
+    return t + (adapters + softcap) / (bw * share("vectorized")), rest
 
 
 def _layer_bandwidth_share(c: _Train) -> float:

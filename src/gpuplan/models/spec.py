@@ -657,7 +657,7 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
     return Traits(
         norm_placement="sandwich" if gemma else "post" if mt in ("olmo2", "olmo3") else "pre",
         norm_dtype="fp32" if gemma or mt == "gemma" else "fp32_upcast", qk_norm=qk,
-        fused_qkv=mt == "phi3", fused_qkv_output_kept=mt == "phi3",
+        fused_qkv=mt == "phi3", fused_qkv_output_kept=mt == "phi3", fused_gate_up=mt == "phi3",
         activation=act, mlp=_t.mlp_kind(True, act),
         final_logit_softcap=c.get("final_logit_softcapping") or None,
         attn_logit_softcap=c.get("attn_logit_softcapping") or None,

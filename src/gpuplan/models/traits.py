@@ -73,6 +73,7 @@ class Traits:
     qk_norm: str = "none"
     fused_qkv: bool = False                 # one q/k/v projection (GPT-2 c_attn, NeoX/Falcon query_key_value, Phi-3)
     fused_qkv_output_kept: bool = False     # rotary makes new q, k; v stays a view of the fused output (NeoX, Phi-3)
+    fused_gate_up: bool = False             # one gate+up projection chunked in two (Phi-3's gate_up_proj)
     activation: str = "silu"
     mlp: str = "swiglu"
     final_logit_softcap: float | None = None    # logits = tanh(logits / cap) * cap (Gemma-2: 30)
