@@ -17,7 +17,7 @@ from gpuplan.local.measure import ATTN_IMPLEMENTATION, is_profiler_annotation  #
 
 GiB = 2 ** 30
 SOURCE = "gpuplan measure on a lent H200"
-COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "task", "framework", "tool", "objective",
+COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "host_cpu", "task", "framework", "tool", "objective",
            "reference", "method", "precision",
            "master_weights", "optimizer", "optimizer_impl", "recompute", "attention", "seq_len", "micro_batch",
            "lora_rank", "engine", "weights", "prompt_len", "output_len", "concurrency", "step_time_s",
@@ -26,6 +26,9 @@ COLUMNS = ("id", "source", "source_url", "retrieved", "model", "gpu", "task", "f
 SETTINGS = COLUMNS[COLUMNS.index("model"):COLUMNS.index("concurrency") + 1]     # what a scenario ran with
 # HF decoding on the lent machine is bound by its host: its virtualised CPU enqueued one small CUDA op in 29 us
 # (validation/device/h200-2026-12-04-expert_gemm.csv, host_enqueue_small_op), several times a bare-metal server's
+# the lent machine's host (hardware/data/host_cpus.csv `lent-h200-vm`: its eager op timed there), which a scenario names
+# as hardware.host_cpu (estimate/host_issue.py prices an eager training step's host issue time with it)
+LENT_HOST = "lent-h200-vm"
 HOST_NOTE = ("TPOT and TTFT not scored: bound by the lent machine's virtualised host (29 us to enqueue one small CUDA "
              "op; the profiled decode step is GPU-busy for a tenth of its wall time); its memory is scored")
 
@@ -39,7 +42,7 @@ def row(rec: dict, url: str, retrieved: str, versions: dict) -> dict:
     t, i = s.get("train") or {}, s.get("infer") or {}
     ops = m.get("ops") or {}
     out = {"id": rec["id"], "source": SOURCE, "source_url": url, "retrieved": retrieved, "model": s["model"],
-           "gpu": s["hardware"]["gpu"], "task": s["task"], "framework": s["framework"],
+           "gpu": s["hardware"]["gpu"], "host_cpu": LENT_HOST, "task": s["task"], "framework": s["framework"],
            "peak_allocated_gib": _r(m["peak_allocated_bytes"] / GiB), "peak_reserved_gib": _r(m["peak_reserved_bytes"] / GiB),
            "peak_device_used_gib": _r(m["peak_device_used_bytes"] / GiB),
            "profiled_wall_s": _r(ops.get("wall_s")), "profiled_gpu_busy_s": _r(_busy(ops)), **versions}

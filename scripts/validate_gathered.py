@@ -108,8 +108,8 @@ def memory_pair(row: dict, est) -> tuple[float, float]:
 
 def measured_scenario(row: dict) -> dict:
     """The scenario a measured.csv row ran (scripts/measure_suite.py on a lent GPU: one GPU, HF transformers)."""
-    base = {"model": row["model"], "task": row["task"], "framework": row["framework"],
-            "hardware": {"gpu": row["gpu"], "count": 1}}
+    hw = {"gpu": row["gpu"], "count": 1, **({"host_cpu": row["host_cpu"]} if row.get("host_cpu") else {})}
+    base = {"model": row["model"], "task": row["task"], "framework": row["framework"], "hardware": hw}
     if row["task"] == "infer":
         return {**base, "infer": {"engine": row["engine"], "weights": row["weights"], "prompt_len": int(row["prompt_len"]),
                                   "output_len": int(row["output_len"]), "concurrency": int(row["concurrency"])}}

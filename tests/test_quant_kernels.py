@@ -118,7 +118,8 @@ def test_host_catalog_rows_are_sourced():
     hosts = list_host_cpus()
     assert REFERENCE_HOST in {h.id for h in hosts}
     for h in hosts:
-        assert h.source_url.startswith("https://") and h.retrieved and h.single_thread_score > 0
+        # a public page, or a measurement kept in this repository (the lent H200's host: validation/device/)
+        assert h.source_url.startswith(("https://", "validation/device/")) and h.retrieved and h.single_thread_score > 0
 
 
 # ---- the T4's usual host: a cloud VM's server Xeon (host_cpus.csv `cloud-xeon-skylake`, `default_for_gpus`) ----

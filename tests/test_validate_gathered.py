@@ -359,7 +359,8 @@ def test_measured_rows_rebuild_the_scenario_the_device_ran():
                              "seq_len": 4096, "micro_batch": 2, "lora_rank": 16,
                              "torch_version": "2.11.0+cu130"}     # the row's `torch` column: SDPA runs cuDNN
     # `gpuplan measure` builds the model with attn_implementation="sdpa" (local/measure.py _build_model)
-    assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1} and lora["framework"] == "hf"
+    # the lent machine's own host (host_cpus.csv lent-h200-vm: its eager op timed there)
+    assert lora["hardware"] == {"gpu": "h200-sxm", "count": 1, "host_cpu": "lent-h200-vm"} and lora["framework"] == "hf"
     infer = vg.measured_scenario(rows["HI02"])
     assert infer["infer"] == {"engine": "hf", "weights": "bf16", "prompt_len": 1024, "output_len": 64,
                               "concurrency": 16}

@@ -532,10 +532,11 @@ def _step_time(est) -> Explanation:
     _needs(est, True, "speed.step_time")
     perf = est.performance
     b = perf.breakdown
-    parts = ("compute", "exposed_comm", "bubble", "optimizer", "offload")
+    parts = ("compute", "host_wait", "exposed_comm", "bubble", "optimizer", "offload")
     m = (perf.details or {}).get("microbatches")
     formula = ["step time = m x (compute + exposed communication per micro-batch) + pipeline bubble + data-parallel "
-               "reduction + optimizer step + offload copies (all per optimizer step below)",
+               "reduction + optimizer step + offload copies (all per optimizer step below); an eager HF micro-batch "
+               "lasts at least its host issue time (host_wait: the excess, docs/speed.md §2.12)",
                "  compute: each matmul's FLOPs ÷ (peak x achieved share for its size) + attention + memory-bound "
                "element-wise passes",
                "  = " + " + ".join(f"{k} {fmt_seconds(b.get(k, 0.0))}" for k in parts)]

@@ -33,10 +33,10 @@ ML, MR, MT, MB = 80, 90, 40, 60          # margins: left, right (second axis), t
 COLORS = {"throughput": "#1f77b4", "ttft": "#d62728", "tpot": "#2ca02c", "goodput": "#9467bd"}
 LOAD_SERIES = (("ttft_p50_s", "TTFT p50", "ttft", "6,3"), ("ttft_p99_s", "TTFT p99", "ttft", ""),
                ("tpot_p50_s", "TPOT p50", "tpot", "6,3"), ("tpot_p99_s", "TPOT p99", "tpot", ""))
-STACK = (("compute", "#1f77b4"), ("exposed_comm", "#ff7f0e"), ("bubble", "#9467bd"),
+STACK = (("compute", "#1f77b4"), ("host_wait", "#bcbd22"), ("exposed_comm", "#ff7f0e"), ("bubble", "#9467bd"),
          ("offload", "#8c564b"), ("optimizer", "#7f7f7f"))
-TRAIN_LABELS = {"compute": "compute", "exposed_comm": "exposed communication", "bubble": "pipeline bubble",
-                "offload": "offload", "optimizer": "optimizer step"}
+TRAIN_LABELS = {"compute": "compute", "host_wait": "waiting for the host", "exposed_comm": "exposed communication",
+                "bubble": "pipeline bubble", "offload": "offload", "optimizer": "optimizer step"}
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,8 @@ def _svg_train(perf: Any) -> str:
         out.append(f'<line x1="{xt:.1f}" y1="{y + hbar}" x2="{xt:.1f}" y2="{y + hbar + 5}" stroke="#333"/>')
         out.append(f'<text x="{xt:.1f}" y="{y + hbar + 18}" text-anchor="middle">{escape(_fmt_s(t))}</text>')
     ly = y + hbar + 60
-    for i, (key, color) in enumerate(STACK):
+    # the host wait is listed only where the step has one (an eager HF step its host issues slower than the GPU runs)
+    for i, (key, color) in enumerate(kc for kc in STACK if kc[0] != "host_wait" or bd.get("host_wait")):
         v = float(bd.get(key, 0.0) or 0.0)
         yy = ly + i * 20
         out.append(f'<rect x="{x0}" y="{yy - 10}" width="12" height="12" fill="{color}"/>')

@@ -1003,6 +1003,43 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
             "forward_share": share}
 
 
+def _eager_host_issue(c: _Train) -> tuple[float, str]:
+    """(host seconds to issue one micro-batch of an eager HF transformers step, the host it describes); (0, "") where
+    the floor is not modelled: other frameworks (fused kernels, their own op counts), torch.compile, Unsloth's patched
+    kernels, encoder-decoders and state-space mixers (no counted layer), and pipeline stages (estimate/host_issue.py)."""
+    tr, model = c.tr, c.model
+    if (c.scn.framework != "hf" or getattr(tr, "compile", False) or getattr(c.scn, "tool", None) == "unsloth"
+            or model.is_encoder_decoder or c.par.pp > 1 or any(b.kind == "ssm" for b in model.blocks)):
+        return 0.0, ""
+    from .host_issue import counted_kinds, issue_seconds, op_seconds, step_ops
+    from ..hardware.hosts import host_eager_op_s
+    from ..models.hf_ops import hf_ops_layer_kind
+    hw = c.scn.hardware
+    speed, name = _host_speed(c.scn, c.gpu)
+    eager_op = host_eager_op_s(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None))
+    adapted = None
+    if tr.method in ("lora", "qlora") and tr.lora_targets != "all-linear":
+        adapted = _adapted_linears_per_layer(c)
+    ops = step_ops(hf_ops_layer_kind(model, counted_kinds()), tr.method, tr.recompute, c.L_stage, adapted)
+    decode_layer_s = float(_engine(c.P, "hf", _family(c.gpu))["host_issue_layer_s"])
+    return issue_seconds(ops, op_seconds(decode_layer_s, speed, eager_op)), name
+
+
+def _adapted_linears_per_layer(c: _Train) -> float:
+    """Linear modules per decoder layer that carry an adapter (a fused routed-expert tensor counts once)."""
+    targets = scenario_lora_targets(c.scn, c.model)
+    n, experts = 0.0, False
+    for blk in c.model.linear_blocks:
+        role = lora_role(blk)
+        if role not in targets or blk.layer_scope != "layer":
+            continue
+        if blk.kind == "expert":
+            experts = True
+        else:
+            n += blk.count / max(c.model.num_layers, 1)
+    return n + (2.0 if experts else 0.0)
+
+
 def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
     """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
     the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0),
@@ -1041,7 +1078,10 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
     detail.update(dp_detail)
     t_comm_mb = t_mp + t_fsdp
-    t_mb = t_compute_mb + t_comm_mb
+    # an eager HF step cannot finish a micro-batch before the host has issued it (estimate/host_issue.py)
+    t_host_mb, host_name = _eager_host_issue(c)
+    t_host_wait = max(t_host_mb - t_compute_mb, 0.0)
+    t_mb = t_compute_mb + t_host_wait + t_comm_mb
     bubble = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
     t_opt, t_off = _optimizer_time(c, t_compute_mb)
 
@@ -1049,6 +1089,10 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     note = _dropless_sync_note(c, t_compute_mb)
     if note:
         notes.append(note)
+    if t_host_wait > 0:
+        notes.append(f"host-bound: issuing a micro-batch's eager ops takes {1e3 * t_host_mb:.0f} ms on {host_name}, the "
+                     f"GPU needs {1e3 * t_compute_mb:.0f} ms (docs/speed.md §2.12); a faster host CPU, a larger micro-batch "
+                     "or torch.compile shortens it.")
     tok_step = m * tr.micro_batch * scn.dp * tr.seq_len
     tps_gpu = tok_step / step / n_gpu
     fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
@@ -1059,6 +1103,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     mfu = fl.model * tps_gpu / peak
     breakdown = {"compute": m * t_compute_mb, "exposed_comm": m * t_comm_mb + t_dp_step,
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
+    if t_host_wait > 0:     # the GPU idles waiting for the host: part of the step, not of the compute
+        breakdown["host_wait"] = m * t_host_wait
     # every entry is seconds per optimizer step: the model-parallel and FSDP traffic is per micro-batch (m of
     # them), the data-parallel reduction once per step
     breakdown.update({f"comm_{k}_s": v * (1 if k in ("dp", "dp_replicas") else m) for k, v in detail.items()})
@@ -1070,6 +1116,10 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
+    if t_host_mb > 0:
+        details["host_issue_s_per_microbatch"] = round(t_host_mb, 6)
+        details["host_cpu"] = host_name
+        details["step_bound"] = "host" if t_host_wait > 0 else "gpu"
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu,

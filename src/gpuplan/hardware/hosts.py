@@ -34,6 +34,10 @@ class HostCpu:
     retrieved: str
     notes: str = ""
     default_for_gpus: tuple[str, ...] = ()
+    # host seconds to issue one small eager CUDA op from a Python loop with the GPU busy, where it was timed on this
+    # host itself (column eager_op_us; scripts/bench_expert_gemm.py `_host_seconds_per_op`): a virtualised host's
+    # launch path is not told by its CPU's single-thread rating (estimate/host_issue.py)
+    eager_op_s: float | None = None
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
@@ -52,8 +56,13 @@ def _hosts() -> dict[str, HostCpu]:
             single_thread_score=row.number("passmark_single_thread_score"),
             default_for_segments=split_list(row.text("default_for_segments", required=False)),
             default_for_gpus=split_list(row.text("default_for_gpus", required=False)),
-            source_url=url, retrieved=date, notes=row.text("notes", required=False))
+            source_url=url, retrieved=date, notes=row.text("notes", required=False),
+            eager_op_s=_us(row.number("eager_op_us", required=False)))
     return out
+
+
+def _us(v: float | None) -> float | None:
+    return None if v is None else v * 1e-6
 
 
 def list_host_cpus() -> list[HostCpu]:
@@ -82,6 +91,13 @@ def default_host_for(segment: str, gpu_id: str | None = None) -> HostCpu:
         if segment in host.default_for_segments:
             return host
     return _hosts()[REFERENCE_HOST]
+
+
+def host_eager_op_s(host_cpu: str | None, single_thread_score: float | None) -> float | None:
+    """The named host's own timed seconds per eager op (None: not timed, or a bare single-thread score given)."""
+    if single_thread_score is not None or not host_cpu:
+        return None
+    return get_host_cpu(host_cpu).eager_op_s
 
 
 def host_speed(host_cpu: str | None, single_thread_score: float | None, gpu_segment: str,
