@@ -168,13 +168,18 @@ def test_hf_kv_passes_by_group_size():
     assert hf_kv_passes(16, 2) == 19.0
 
 
+def _a100_hf_tpot(model: str, weights: str, prompt: int, **infer) -> float:
+    """TPOT of a 2-token HF decode after `prompt` tokens on an A100 80GB with a fast host (20,000 single-thread)."""
+    scn = {"model": model, "task": "infer",
+           "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
+           "infer": {"engine": "hf", "weights": weights, "prompt_len": prompt, "output_len": 2, "concurrency": 1,
+                     **infer}}
+    return api.estimate(scn).performance.tpot_s
+
+
 def test_hf_gqa_decode_copies_the_expanded_cache_by_hand():
     def tpot(prompt: int, repeat_kv: bool) -> float:
-        scn = {"model": "llama-3.1-8b", "task": "infer",
-               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
-               "infer": {"engine": "hf", "weights": "bf16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
-                         "repeat_kv": repeat_kv}}
-        return api.estimate(scn).performance.tpot_s
+        return _a100_hf_tpot("llama-3.1-8b", "bf16", prompt, repeat_kv=repeat_kv)
     # 3,072 more context tokens x 131,072 B/token (32 layers x 2 x 8 KV heads x 128 x 2 B) = 402.7 MB of KV;
     # transformers 4.x (repeat_kv): g = 32 / 8 = 4, 3 + 2 x 4 = 11 passes at 0.8 x 2,039 GB/s = 2.72 ms;
     # transformers 5 SDPA (pack_gqa, the default): the cat's 3 passes, 0.74 ms
@@ -428,11 +433,7 @@ def test_torch_cat_read_rate_by_hand():
 
 def test_hf_torch20_cat_is_latency_bound_by_hand():
     def tpot(prompt: int, torch_version: str) -> float:
-        scn = {"model": "llama-2-13b-hf", "task": "infer",
-               "hardware": {"gpu": "a100-sxm-80gb", "count": 1, "host_single_thread_score": 20000},
-               "infer": {"engine": "hf", "weights": "fp16", "prompt_len": prompt, "output_len": 2, "concurrency": 1,
-                         "torch_version": torch_version}}
-        return api.estimate(scn).performance.tpot_s
+        return _a100_hf_tpot("llama-2-13b-hf", "fp16", prompt, torch_version=torch_version)
     kv = 3072 * 819_200                    # 3,072 more context tokens of Llama-2-13B's fp16 KV (2.517 GB)
     bw = 0.8 * 2039e9
     rate = 2 * 108 * 512 * 2 / (571.8 / 1410e6)

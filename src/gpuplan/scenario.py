@@ -584,6 +584,17 @@ class Speculative(_Strict):
         return self
 
 
+# infer fields that describe one engine's machinery, refused on another engine (instead of being ignored):
+# (field, whether the scenario set it, the engine, what it describes, what any other engine has of its own)
+_ENGINE_FIELDS = (
+    ("schedule_conservativeness", lambda v: v is not None, "sglang", "is SGLang's option", "scheduler"),
+    ("chat_template_parse", bool, "vllm", "describes vLLM 0.11.0's API server", "front end"),
+    ("trtllm_backend", lambda v: v != "pytorch", "trtllm", "chooses TensorRT-LLM's executor", "executor"),
+    ("vllm_v0", bool, "vllm", "describes vLLM's V0 engine", "scheduler"),
+    ("num_scheduler_steps", lambda v: v > 1, "vllm", "is vLLM V0's multi-step scheduling", "scheduler"),
+)
+
+
 class Infer(_Strict):
     weights: Format = "bf16"
     kv_cache: Format = "bf16"
@@ -703,17 +714,11 @@ class Infer(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _conservativeness_is_sglang(self):
-        if self.schedule_conservativeness is not None and self.engine != "sglang":
-            raise ValueError(f"schedule_conservativeness is SGLang's option; engine {self.engine!r} has its own "
-                             "scheduler: set infer.engine: sglang, or leave schedule_conservativeness out")
-        return self
-
-    @model_validator(mode="after")
-    def _chat_template_parse_is_vllm(self):
-        if self.chat_template_parse and self.engine != "vllm":
-            raise ValueError(f"chat_template_parse describes vLLM 0.11.0's API server; engine {self.engine!r} has "
-                             "its own front end: set infer.engine: vllm, or leave chat_template_parse out")
+    def _engine_fields_match_engine(self):
+        for field, is_set, engine, what, own in _ENGINE_FIELDS:
+            if is_set(getattr(self, field)) and self.engine != engine:
+                raise ValueError(f"{field} {what}; engine {self.engine!r} has its own {own}: set infer.engine: "
+                                 f"{engine}, or leave {field} out")
         return self
 
     @model_validator(mode="after")
@@ -722,27 +727,6 @@ class Infer(_Strict):
             raise ValueError(f"llm_int8_threshold is bitsandbytes LLM.int8()'s outlier threshold; weights "
                              f"{self.weights!r} on engine {self.engine!r} have none: set infer.weights: int8 on "
                              "engine hf, or leave llm_int8_threshold out")
-        return self
-
-    @model_validator(mode="after")
-    def _trtllm_backend_is_trtllm(self):
-        if self.trtllm_backend != "pytorch" and self.engine != "trtllm":
-            raise ValueError(f"trtllm_backend chooses TensorRT-LLM's executor; engine {self.engine!r} has its own: set "
-                             "infer.engine: trtllm, or leave trtllm_backend out")
-        return self
-
-    @model_validator(mode="after")
-    def _v0_is_vllm(self):
-        if self.vllm_v0 and self.engine != "vllm":
-            raise ValueError(f"vllm_v0 describes vLLM's V0 engine; engine {self.engine!r} has its own scheduler: set "
-                             "infer.engine: vllm, or leave vllm_v0 out")
-        return self
-
-    @model_validator(mode="after")
-    def _multi_step_is_vllm(self):
-        if self.num_scheduler_steps > 1 and self.engine != "vllm":
-            raise ValueError(f"num_scheduler_steps is vLLM V0's multi-step scheduling; engine {self.engine!r} has "
-                             "its own scheduler: set infer.engine: vllm, or leave num_scheduler_steps out")
         return self
 
     @model_validator(mode="after")
