@@ -4,10 +4,11 @@ matmul_rows_half) would be with the MLPerf Offline rows (validation/gathered/mlp
 second source beside the perf-overview page, and each source's rows predicted with the factors fitted without it
 (leave-one-source-out).
 
-The MLPerf rows are NOT a calibration source of the packaged factors: their mean input length is assumed (300
-tokens; no source read states it) and the predicted throughput moves -25 ... +50 % over 150-600 input tokens
-(validate_mlperf_offline.py --sensitivity), so a fit on them would fit that assumption. This script shows what
-the second source would do, for the record (docs/speed.md §3.22).
+The MLPerf rows are NOT a calibration source of the packaged factors. Their mean input length is now cited
+(222.3 tokens: 5,463,976 / 24,576, the rows' lengths_basis), but its spread is not (min 48 and max 1021 only;
+the simulator draws log-normal cv 1), and the predicted throughput still moves strongly with the input length
+(validate_mlperf_offline.py --sensitivity). This script shows what the second source would do, for the record
+(docs/speed.md §3.22).
 
     PYTHONPATH=src python scripts/refit_trtllm_mlperf.py
 """
