@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..models.spec import ModelSpec
 from ..scenario import Scenario
 from .activations import EXPERT_ROLE
+from .optim import adapter_tensors
 
 # module name (HF, Mixtral w1/w2/w3, GPT-2, NeoX, Falcon, DeepSeek MLA) -> the role a LoRA target plays;
 # used both for the user's lora_targets and for the model's own linear blocks
@@ -73,12 +74,8 @@ def scenario_lora_targets(scn: Scenario, model: ModelSpec) -> frozenset[str]:
 
 def lora_params(model: ModelSpec, rank: int, targets: frozenset[str]) -> int:
     """Adapter parameters: (in + out) x r for every targeted linear of every layer (Hu et al. 2021)."""
-    total = 0
-    for blk in model.linear_blocks:
-        if lora_role(blk) in targets:
-            fin, fout = blk.linear
-            total += (fin + fout * out_factor(blk, targets)) * rank * blk.count
-    return total
+    tensors = adapter_tensors(model, rank, targets, lora_role, out_factor=out_factor)
+    return int(sum(t.numel * t.count for t in tensors))
 
 
 def out_factor(blk, targets: frozenset[str]) -> int:

@@ -238,10 +238,14 @@ def bnb_dequant_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: fl
                                warp_issue_per_s: float | None, bw: float) -> float:
     """Seconds the dequantize kernel runs beyond its HBM time (its bytes at `bw`), where instruction issue
     bounds it: the time a bytes-only model of the step misses. 0 where the kernel is memory-bound."""
-    issue = bnb_dequant_issue_s(fmt, rows, linear_params, warp_issue_per_s)
-    if issue <= 0.0:
-        return 0.0
-    return max(0.0, issue - bnb_dequant_kernel_bytes(fmt, linear_params) / bw)
+    return _issue_excess_s(bnb_dequant_issue_s(fmt, rows, linear_params, warp_issue_per_s),
+                           bnb_dequant_kernel_bytes(fmt, linear_params), bw)
+
+
+def _issue_excess_s(issue_s: float, kernel_bytes: float, bw: float) -> float:
+    """Seconds an issue-bound kernel (`issue_s` to issue its instructions; 0: not on its path) runs beyond moving its
+    `kernel_bytes` at `bw`; 0 where it is memory-bound."""
+    return max(0.0, issue_s - kernel_bytes / bw) if issue_s > 0.0 else 0.0
 
 
 def gptq_row_pass_excess_s(fmt: WeightFormat, rows: float, linear_params: float, engine: str,
@@ -273,10 +277,8 @@ def bnb_gemv_issue_excess_s(fmt: WeightFormat, rows: float, linear_params: float
                             warp_issue_per_s: float | None, bw: float) -> float:
     """Seconds `gemv_4bit` runs beyond its packed bytes at `bw`, where instruction issue bounds it (A100, H100,
     H200 in bitsandbytes 0.45.0); 0 where it is memory-bound (T4, RTX 4090, A10, L4) or not on the path."""
-    issue = bnb_gemv_issue_s(fmt, rows, linear_params, family, dtype, warp_issue_per_s)
-    if issue <= 0.0:
-        return 0.0
-    return max(0.0, issue - BNB_GEMV_BYTES_PER_PARAM * linear_params / bw)
+    return _issue_excess_s(bnb_gemv_issue_s(fmt, rows, linear_params, family, dtype, warp_issue_per_s),
+                           BNB_GEMV_BYTES_PER_PARAM * linear_params, bw)
 
 
 def torch_cat_per_element(torch_version: str | None) -> bool:

@@ -257,9 +257,12 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
     return bubble / (microbatches + bubble)
 
 
-def _mlp_width_active(model: ModelSpec) -> float:
+def _mlp_width_active(model: ModelSpec, adapted: frozenset[str] | None = None) -> float:
+    """The MLP width a token passes per layer (routed experts at their active share); with `adapted` (resolved LoRA
+    targets, lora_targets.py) only the MLPs whose linears carry adapters."""
     per_layer = sum(b.total * b.active_fraction for b in model.blocks
-                    if b.kind in ("mlp", "expert", "shared_expert") and b.layer_scope == "layer") / model.num_layers
+                    if b.kind in ("mlp", "expert", "shared_expert") and b.layer_scope == "layer"
+                    and (adapted is None or lora_role(b) in adapted)) / model.num_layers
     return per_layer / ((3 if model.gated_mlp else 2) * model.hidden_size)
 
 
@@ -661,13 +664,7 @@ def _mlp_width_adapted(c: _Train) -> float:
     """The active MLP width whose linears carry adapters (a MoE's routed experts are not adapted by peft's
     all-linear on transformers 5: lora_targets.peft_fused_experts), in _mlp_width_active's units."""
     m = c.model
-    if not m.is_moe:
-        return _mlp_width_active(m)
-    targets = scenario_lora_targets(c.scn, m)
-    per_layer = sum(b.total * b.active_fraction for b in m.blocks
-                    if b.kind in ("mlp", "expert", "shared_expert") and b.layer_scope == "layer"
-                    and lora_role(b) in targets) / m.num_layers
-    return per_layer / ((3 if m.gated_mlp else 2) * m.hidden_size)
+    return _mlp_width_active(m, scenario_lora_targets(c.scn, m) if m.is_moe else None)
 
 
 def _elementwise_time(c: _Train) -> tuple[float, float]:
