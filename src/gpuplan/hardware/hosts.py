@@ -104,15 +104,14 @@ def host_speed(host_cpu: str | None, single_thread_score: float | None, gpu_segm
                gpu_id: str | None = None) -> tuple[float, str]:
     """(issue speed relative to the reference host, what it was taken from). An explicit score wins over
     a named CPU, which wins over the GPU's usual host (its own catalog entry, else its segment's)."""
-    ref = _hosts()[REFERENCE_HOST].single_thread_score
     if single_thread_score is not None:
         if not single_thread_score > 0:
             raise InputError("hardware.host_single_thread_score", f"{single_thread_score} is not positive.",
                              "give the CPU's PassMark single-thread rating (e.g. 4243 for a Core i9-12900K).")
-        return single_thread_score / ref, f"single-thread score {single_thread_score:g}"
+        return single_thread_score / _hosts()[REFERENCE_HOST].single_thread_score, \
+            f"single-thread score {single_thread_score:g}"
     if host_cpu:
-        host = get_host_cpu(host_cpu)
-        return host.single_thread_score / ref, host.name
+        return host_cpu_speed(host_cpu), get_host_cpu(host_cpu).name
     host = default_host_for(gpu_segment, gpu_id)
     whose = gpu_id if gpu_id and gpu_id in host.default_for_gpus else f"{gpu_segment} GPU"
-    return host.single_thread_score / ref, f"{host.name} (usual host of a {whose}; set hardware.host_cpu)"
+    return host_cpu_speed(host.id), f"{host.name} (usual host of a {whose}; set hardware.host_cpu)"
