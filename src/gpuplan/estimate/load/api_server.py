@@ -29,11 +29,8 @@ def burst_handoffs(arrivals: Sequence[float], work_s: float) -> list[float]:
     order = sorted(range(len(arrivals)), key=lambda i: arrivals[i])
     a = [float(arrivals[i]) for i in order]
     n = len(a)
-    start, finish = [0.0] * n, [0.0] * n
-    free = -float("inf")
-    for k in range(n):
-        start[k] = max(a[k], free)
-        finish[k] = free = start[k] + work_s
+    server = ApiServer(work_s, busy_until=-float("inf"))     # one process, first come first served
+    start, finish = zip(*(server.serve(t) for t in a))
     out = [0.0] * len(arrivals)
     last = 0
     for k in range(n):
@@ -53,8 +50,11 @@ class ApiServer:
         self.work_s = float(work_s)
         self.free = float(busy_until)
 
+    def serve(self, t: float) -> tuple[float, float]:
+        """(start, end) of the parse of a request arriving at t."""
+        start = max(t, self.free)
+        self.free = start + self.work_s
+        return start, self.free
+
     def handoff(self, t: float) -> float:
-        if self.work_s <= 0:
-            return t
-        self.free = max(t, self.free) + self.work_s
-        return self.free
+        return t if self.work_s <= 0 else self.serve(t)[1]
