@@ -65,6 +65,13 @@ def counted_kinds() -> frozenset[str]:
     return frozenset(k[0] for k in _rows())
 
 
+def layer_ops(kind: str) -> tuple[float, float]:
+    """(forward, backward) ops per decoder layer of counted `kind`, full fine-tuning without recompute: the per-layer
+    unit another framework's host model borrows (speed._dropless_sync_exposure)."""
+    row = _rows()[(kind, "full", "none")]
+    return float(row["forward_ops_per_layer"]), float(row["backward_ops_per_layer"])
+
+
 def _ops(row: Mapping[str, str], layers: float) -> tuple[float, float]:
     fwd = layers * float(row["forward_ops_per_layer"]) + float(row["forward_ops_fixed"])
     bwd = layers * float(row["backward_ops_per_layer"]) + float(row["backward_ops_fixed"])

@@ -973,6 +973,15 @@ def _optimizer_matrix_time(c: _Train, shard: int) -> float:
     return t / shard
 
 
+def _forward_share(c: _Train) -> float:
+    """The forward's share of a training micro-batch's executed FLOPs (recompute included in the whole)."""
+    tr, model = c.tr, c.model
+    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
+                                  shares=(c.rc.linear_share, c.rc.attention_share))
+    f = training_flops_per_token(model, attention_span(tr))
+    return (f.matmul_forward + f.attention_forward) / fl.hardware if fl.hardware else FORWARD_SHARE
+
+
 def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
                       params: Mapping[str, Any] | None = None) -> dict[str, float]:
     """Seconds of a no-grad forward over the scenario's global batch, as a training framework's forward-only
@@ -989,15 +998,14 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
     t_mp, _ = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
-    fl = training_flops_per_token(model, attention_span(tr), tr.recompute, tr.method, tr.lora_rank,
-                                  shares=(c.rc.linear_share, c.rc.attention_share))
-    f = training_flops_per_token(model, attention_span(tr))
-    share = (f.matmul_forward + f.attention_forward) / fl.hardware if fl.hardware else 1.0 / 3.0
+    share = _forward_share(c)
     t_compute, t_comm = share * t_compute_mb, share * t_mp
-    fill = (par.pp - 1) / par.vpp * (t_compute + t_comm) if par.pp > 1 else 0.0
-    return {"time": c.m * (t_compute + t_comm) + fill, "compute": c.m * t_compute, "comm": c.m * t_comm,
+    sync = _dropless_sync_exposure(c, t_compute_mb, t_mp, forward_only=True)
+    t_sync = sync.seconds if sync is not None else 0.0
+    fill = (par.pp - 1) / par.vpp * (t_compute + t_comm + t_sync) if par.pp > 1 else 0.0
+    return {"time": c.m * (t_compute + t_comm + t_sync) + fill, "compute": c.m * t_compute, "comm": c.m * t_comm,
             "bubble": fill, "microbatches": c.m, "tokens": c.m * tr.micro_batch * scn.dp * tr.seq_len,
-            "forward_share": share}
+            "forward_share": share, "moe_sync_wait": c.m * t_sync}
 
 
 def _eager_host_issue(c: _Train) -> tuple[float, str]:
@@ -1037,26 +1045,64 @@ def _adapted_linears_per_layer(c: _Train) -> float:
     return n + (2.0 if experts else 0.0)
 
 
-def _dropless_sync_note(c: _Train, t_compute_mb: float) -> str | None:
-    """A warning, not a term: Megatron's dropless all-to-all dispatcher copies the all-to-all split sizes to
-    the host once per MoE layer (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0),
-    DeepEP's dispatch waits on the host for the received counts, and HybridEP's dispatch copies the tokens per expert
-    to the host to size its output unless a static rank capacity is set (`_HybridEPManager`: "num_permuted_tokens
-    stays None; HybridEP sizes buffers dynamically (CPU sync in dispatch)", token_dispatcher.py at
-    NVIDIA/Megatron-LM@6513e3e2, `moe_expert_rank_capacity_factor`, which the scenario does not express), so the host
-    cannot run ahead of the GPU; where issuing a layer takes longer than running it the step is host-bound, which
-    this estimate does not model (docs/speed.md §2.7: Qwen3-30B-A3B on H100 measured 2.3x slower than its
-    token-drop run on the all-to-all path; 1.9 s of a 24.7 s HybridEP step with the GPU idle)."""
-    par = c.par
-    if c.scn.framework != "megatron" or not c.model.is_moe or par.ep <= 1 or _capacity_rows(c) is not None:
-        return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
+def _dropless_sync_exposure(c: _Train, t_compute_mb: float, t_mp: float, *, forward_only: bool = False):
+    """Host seconds per micro-batch that Megatron-Core's dropless MoE dispatch exposes by synchronising host and GPU
+    once per MoE layer forward (estimate/moe_host.py, docs/speed.md §2.7); None where no sync happens: other
+    frameworks, dense models, drop-and-pad with a fixed capacity."""
+    model, par, tr = c.model, c.par, c.tr
+    if c.scn.framework != "megatron" or not model.is_moe or model.num_experts <= 0:
+        return None
+    from . import moe_host
+    from .host_issue import BARE_OP_CPU_S, counted_kinds, layer_ops, op_seconds
+    from ..hardware.hosts import host_eager_op_s
+    from ..models.hf_ops import hf_ops_layer_kind
+    # the scenario's dispatcher is what the launch file writes (launch/megatron.py: alltoall or flex), at any EP;
+    # without EP or TP the all-to-all dispatcher syncs at "before_finish" instead (token_dispatcher.py:533)
     dispatcher = getattr(par, "ep_dispatcher", "alltoall")
-    per_layer_ms = 1e3 * t_compute_mb / max(c.L_stage, 1.0)
-    return (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer (drop-and-pad with "
-            "a fixed capacity, or HybridEP with a static rank capacity, does not): the host cannot run ahead, "
-            f"and with {per_layer_ms:.1f} ms of GPU work per layer and micro-batch a small-expert model can be "
-            "host-bound; the estimate times the GPU only (Megatron-Bridge 25.11/26.02 Qwen3-30B-A3B runs measured "
-            "up to 2.3x slower; docs/speed.md §2.7). CUDA graphs, EP overlap or a larger micro-batch reduce it.")
+    syncs = moe_host.forward_syncs(dispatcher, _capacity_rows(c) is not None)
+    if syncs == 0:
+        return None
+    hw = c.scn.hardware
+    speed, _ = _host_speed(c.scn, c.gpu)
+    eager_op = host_eager_op_s(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None))
+    decode_layer_s = float(_engine(c.P, "hf", _family(c.gpu))["host_issue_layer_s"])
+    py_op, engine_op = op_seconds(decode_layer_s, speed, eager_op)
+    launch = eager_op if eager_op is not None else BARE_OP_CPU_S / speed
+    fwd_ops, bwd_ops = layer_ops(hf_ops_layer_kind(model, counted_kinds()))
+    local = model.num_experts / max(par.ep, 1)
+    fp8 = c.mm_dtype == "fp8"
+    h_f = moe_host.layer_forward_host_seconds(fwd_ops, dispatcher, local, fp8, py_op,
+                                              launch)
+    h_b = moe_host.layer_backward_host_seconds(bwd_ops, local, fp8, engine_op, launch)
+    share = _forward_share(c)
+    per_layer = (t_compute_mb + t_mp) / max(c.L_stage, 1.0)
+    g_f = share * per_layer
+    recompute = tr.recompute == "full"
+    g_b = per_layer - g_f * (2.0 if recompute else 1.0)
+    moe_layers = c.L_stage * getattr(model, "num_moe_layers", model.num_layers) / max(model.num_layers, 1)
+    return moe_host.exposure(moe_layers, syncs, float(max(par.vpp, 1)), h_f, h_b, g_f, g_b,
+                             forward_only=forward_only, paired=bool(getattr(par, "ep_comm_overlap", False)),
+                             recompute=recompute)
+
+
+def _dropless_sync_note(c: _Train, t_compute_mb: float, sync: Any) -> str | None:
+    """What the per-layer host sync of Megatron's dropless MoE dispatch costs this estimate (`_dropless_sync_exposure`,
+    estimate/moe_host.py): the all-to-all dispatcher copies the split sizes to the host once per MoE layer forward
+    (`cuda_sync_point = "before_ep_alltoall"`, token_dispatcher.py, core_v0.15.0), DeepEP's dispatch waits on the host
+    for the received counts, HybridEP's copies the tokens per expert unless a static rank capacity is set. The
+    exposure priced is the lower bound max(host issue - GPU, 0) per forward segment; the note gives the two per-layer
+    times so a reader sees how close the step is to host-bound (docs/speed.md §2.7)."""
+    if sync is None or sync.syncs <= 0:
+        return None     # drop-and-pad: the split sizes follow from the capacity, no sync ("no_sync")
+    dispatcher = getattr(c.par, "ep_dispatcher", "alltoall")
+    head = (f"dropless MoE dispatch ({dispatcher}) synchronises host and GPU once per MoE layer forward "
+            f"({sync.syncs:.0f} syncs a micro-batch): issuing one layer's forward takes "
+            f"{1e3 * sync.host_layer_fwd_s:.2f} ms of host time against {1e3 * sync.gpu_layer_fwd_s:.2f} ms of GPU work")
+    if sync.seconds > 0:
+        return (head + f"; the GPU waits {1e3 * sync.seconds:.0f} ms a micro-batch for the host (docs/speed.md §2.7). "
+                "A larger micro-batch, drop-and-pad with a fixed capacity, CUDA graphs or EP overlap reduce it.")
+    return (head + ", so the host keeps up (no wait priced; the measured Megatron-Bridge Qwen3-30B-A3B dropless runs "
+            "are 2.2-2.7x slower than this estimate for a reason not modelled, docs/speed.md §2.7).")
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
@@ -1078,12 +1124,14 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     # an eager HF step cannot finish a micro-batch before the host has issued it (estimate/host_issue.py)
     t_host_mb, host_name = _eager_host_issue(c)
     t_host_wait = max(t_host_mb - t_compute_mb, 0.0)
-    t_mb = t_compute_mb + t_host_wait + t_comm_mb
+    sync = _dropless_sync_exposure(c, t_compute_mb, t_mp)
+    t_sync = sync.seconds if sync is not None else 0.0
+    t_mb = t_compute_mb + t_host_wait + t_sync + t_comm_mb
     bubble = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
     t_opt, t_off = _optimizer_time(c, t_compute_mb)
 
     step = m * t_mb + bubble + t_dp_step + t_opt + t_off
-    note = _dropless_sync_note(c, t_compute_mb)
+    note = _dropless_sync_note(c, t_compute_mb, sync)
     if note:
         notes.append(note)
     if t_host_wait > 0:
@@ -1102,6 +1150,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
                  "bubble": bubble, "offload": t_off, "optimizer": t_opt}
     if t_host_wait > 0:     # the GPU idles waiting for the host: part of the step, not of the compute
         breakdown["host_wait"] = m * t_host_wait
+    if t_sync > 0:          # the GPU idles after each dropless MoE host sync while the host issues the next layer
+        breakdown["host_wait"] = breakdown.get("host_wait", 0.0) + m * t_sync
     # every entry is seconds per optimizer step: the model-parallel and FSDP traffic is per micro-batch (m of
     # them), the data-parallel reduction once per step
     breakdown.update({f"comm_{k}_s": v * (1 if k in ("dp", "dp_replicas") else m) for k, v in detail.items()})
@@ -1117,6 +1167,13 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         details["host_issue_s_per_microbatch"] = round(t_host_mb, 6)
         details["host_cpu"] = host_name
         details["step_bound"] = "host" if t_host_wait > 0 else "gpu"
+    if sync is not None:    # Megatron's dropless MoE dispatch: per-layer host sync (estimate/moe_host.py)
+        details["moe_host_syncs_per_microbatch"] = sync.syncs
+        details["moe_sync_host_layer_forward_s"] = round(sync.host_layer_fwd_s, 6)
+        details["moe_sync_gpu_layer_forward_s"] = round(sync.gpu_layer_fwd_s, 6)
+        details["moe_sync_host_layer_backward_s"] = round(sync.host_layer_bwd_s, 6)
+        details["moe_sync_gpu_layer_backward_s"] = round(sync.gpu_layer_bwd_s, 6)
+        details["moe_sync_wait_s_per_microbatch"] = round(t_sync, 6)
     if mfu > 1.0:
         notes.append("MFU above 1: check the GPU peak and model FLOPs.")
     return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tps_gpu, mfu=mfu,
