@@ -19,7 +19,8 @@ from .errors import UnknownNameError, close_matches
 class WeightFormat:
     name: str
     bits: float                # bits per element of the quantized tensors, scales included
-    scope: str                 # "all": every parameter; "linear": only the quantized linears; "file": whole-file average
+    scope: str                 # "all": every parameter; "linear": only the quantized linears; "expert": only the
+                               # routed experts' matrices; "file": whole-file average
     compute_dtype: str         # dtype the matmuls run in
     family: str                # float | int | gptq | awq | nf4 | gguf | fp8 | fp4
 
@@ -44,6 +45,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in [
     _W("nf4", 4 + 32 / 64, "linear", "bf16", "nf4"),
     _W("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256), "linear", "bf16", "nf4"),
     _W("mxfp4", 4.25, "linear", "bf16", "fp4"),
+    # gpt-oss's checkpoint: MXFP4 routed experts only (attention, router, embeddings, lm_head 16-bit)
+    _W("mxfp4-experts", 4.25, "expert", "bf16", "fp4"),
     _W("nvfp4", 4.5, "linear", "fp4", "fp4"),
     # GGUF block types (ggml-common.h)
     _W("gguf-q4_0", 4.5, "linear", "fp16", "gguf"),

@@ -89,7 +89,8 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
     spec = model if model is not None else get_model(scn.model, allow_hub=allow_hub)
     card = gpu if gpu is not None else get_gpu(scn.hardware.gpu)
     _check_formats(scn)                                          # a misspelled format is named first
-    model_notes = check_scenario_against_model(scn, spec)     # cross-field rules that need the model
+    scn, stored_note = stored_weights_default(scn, spec)
+    model_notes = list(check_scenario_against_model(scn, spec) or ()) + stored_note   # rules that need the model
     if scn.train is not None and scn.train.objective != "sft":  # post-training: teacher, reward model, lengths
         from .estimate.posttrain import check_models
         model_notes = list(model_notes or ()) + check_models(scn, spec, allow_hub=allow_hub)
@@ -100,6 +101,25 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
         params = speed_params_for(card, profile)
     r = Resolved(scn, spec, card, net, params, profile)
     return dataclasses.replace(r, warnings=tuple(model_notes or ()) + software_warnings(r))
+
+
+# engines that load a checkpoint's stored quantization as it is (vLLM, SGLang and TensorRT-LLM read config.json's
+# quantization_config); transformers may dequantize (gpt-oss's MXFP4 without its Triton kernels) and llama.cpp
+# loads GGUF files, so neither takes the default
+STORED_FORMAT_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def stored_weights_default(scn: Scenario, model: ModelSpec) -> tuple[Scenario, list[str]]:
+    """Serving a model whose published checkpoint is quantized (ModelSpec.stored_weights: gpt-oss's MXFP4 experts,
+    DeepSeek-V3's block FP8) on an engine that loads it as stored: infer.weights, when the scenario does not set it,
+    is that format, not 16-bit (which would double or quadruple the weights), and a note says so."""
+    inf = scn.infer
+    stored = model.stored_weights
+    if inf is None or stored is None or "weights" in inf.model_fields_set or inf.engine not in STORED_FORMAT_ENGINES:
+        return scn, []
+    note = (f"infer.weights not set: {stored}, the format {model.name}'s published checkpoint stores (its config's "
+            f"quantization_config), as {inf.engine} loads it; set infer.weights (e.g. bf16) for another copy")
+    return scn.model_copy(update={"infer": inf.model_copy(update={"weights": stored})}), [note]
 
 
 def _check_formats(scn: Scenario) -> None:
@@ -284,4 +304,5 @@ def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, 
 
 
 __all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
+           "stored_weights_default",
            "performance", "serving_curve", "serving_load", "cost", "evaluate", "error_bars"]

@@ -29,6 +29,7 @@ class RankParams:
     linear: float          # of `layers`+lm_head: elements inside matmul weights (quantizable)
     layer_max: float       # largest single decoder layer on this rank (FSDP unit)
     stage_layers: int      # decoder layers on this stage
+    expert: float = 0.0    # of `layers`: the routed experts' matrices
 
     @property
     def total(self) -> float:
@@ -68,7 +69,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
     L = model.num_layers
     stage_layers = math.ceil(L / pp)
     layer_frac = stage_layers / L
-    layers = linear = 0.0
+    layers = linear = expert = 0.0
     emb = head = norm = vision = other = 0.0
     for b in model.blocks:
         share = b.total / _tp_divisor(b.kind, tp, ep, vocab_parallel, etp)
@@ -78,6 +79,8 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
             layers += share * layer_frac
             if b.linear is not None:
                 linear += share * layer_frac
+            if b.kind == "expert":
+                expert += share * layer_frac
         elif b.kind == "embedding":
             emb += share if stage in ("first", "only") or pp == 1 else 0
         elif b.kind == "lm_head":
@@ -104,7 +107,7 @@ def rank_params(model: ModelSpec, *, tp: int = 1, pp: int = 1, ep: int = 1, stag
         layer_max = max(per_block(("encoder",), model.encoder_layers),
                         per_block(("decoder", "cross_kv"), model.num_layers))
     return RankParams(layers=layers, embedding=emb, lm_head=head, model_norm=norm, vision=vision, other=other,
-                      linear=linear, layer_max=layer_max, stage_layers=stage_layers)
+                      linear=linear, layer_max=layer_max, stage_layers=stage_layers, expert=expert)
 
 
 def stages(pp: int) -> tuple[str, ...]:

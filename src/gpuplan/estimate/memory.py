@@ -1251,8 +1251,8 @@ def inference_weight_bytes(model: ModelSpec, weights: str, *, tp: int = 1, pp: i
                            stage: str = "only") -> float:
     fmt = weight_format(weights)
     rp = rank_params(model, tp=tp, pp=pp, ep=ep, stage=stage)
-    if fmt.scope == "linear":
-        quantized = rp.linear - rp.lm_head
+    if fmt.scope in ("linear", "expert"):
+        quantized = rp.expert if fmt.scope == "expert" else rp.linear - rp.lm_head
         return quantized * fmt.bits / 8 + (rp.total - quantized) * 2
     return rp.total * fmt.bits / 8
 

@@ -1241,13 +1241,15 @@ def weight_bytes(model: ModelSpec, weights: str) -> dict[str, float]:
             continue
         if fmt.scope == "linear":
             bpe = q if (b.linear is not None and b.layer_scope == "layer") else 2.0
+        elif fmt.scope == "expert":
+            bpe = q if b.kind == "expert" else 2.0
         else:
             bpe = q
         if b.kind == "expert":
             expert += b.total * bpe
         else:
             dense += b.total * bpe
-    emb = sum(b.total for b in model.blocks if b.kind == "embedding") * (q if fmt.scope != "linear" else 2.0)
+    emb = sum(b.total for b in model.blocks if b.kind == "embedding") * (q if fmt.scope in ("all", "file") else 2.0)
     # decode reads every weight once per step except the embedding table (one row per token),
     # unless the table doubles as the tied lm_head
     read = dense + expert - (0.0 if model.tie_embeddings else emb)

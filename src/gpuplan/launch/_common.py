@@ -155,7 +155,9 @@ class Plan:
 
 
 def make_plan(scenario: Scenario, engine: str, estimate: dict | None) -> Plan:
+    from ..pipeline import stored_weights_default
     spec = get_model(scenario.model)  # type: ignore[arg-type]
+    scenario, _ = stored_weights_default(scenario, spec)     # the weights the estimate priced (pipeline.resolve)
     hw = scenario.hardware
     gpn = hw.gpus_per_node or DEFAULT_GPUS_PER_NODE
     if hw.count > gpn and hw.count % gpn:

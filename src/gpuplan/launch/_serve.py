@@ -43,9 +43,14 @@ def kv_name(plan: Plan, table: dict[str, str], engines_with: tuple[str, ...]) ->
     return table[kv]
 
 
+# formats only a published checkpoint stores (models/checkpoint.py stored_weight_format): the engine reads the
+# method from its config.json, and a --quantization flag that names it differently is refused at start-up
+CONFIG_NAMED = ("mxfp4-experts",)
+
+
 def quant_name(plan: Plan, table: dict[str, str], engines_with: tuple[str, ...]) -> str | None:
     w = canonical_weights(plan)
-    if w in ("bf16", "fp16", "fp32"):
+    if w in ("bf16", "fp16", "fp32") or w in CONFIG_NAMED:
         return None
     if w not in table:
         raise unsupported(plan, f"infer.weights '{w}'", f"{plan.engine} does not load this weight format.",

@@ -8,7 +8,7 @@ from ._serve import TRTLLM_KV, canonical_weights, kv_name, model_dtype, prequant
 
 ALTERNATIVES = ("vllm", "sglang", "llama.cpp")
 # weight formats the PyTorch backend reads from a (ModelOpt / AutoAWQ / GPTQ) checkpoint
-_TRT_WEIGHTS = {"bf16", "fp16", "fp8", "fp8-block", "awq-int4", "gptq-int4", "nvfp4", "mxfp4"}
+_TRT_WEIGHTS = {"bf16", "fp16", "fp8", "fp8-block", "awq-int4", "gptq-int4", "nvfp4", "mxfp4", "mxfp4-experts"}
 
 
 def kv_fraction(plan: Plan) -> float:

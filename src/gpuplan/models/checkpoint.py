@@ -105,6 +105,26 @@ def quantization_summary(config: Mapping[str, Any]) -> dict[str, Any] | None:
             "not_quantized": list(keep) if isinstance(keep, (list, tuple)) else [str(keep)]}
 
 
+def stored_weight_format(config: Mapping[str, Any]) -> str | None:
+    """The gpuplan weight format (dtypes.WEIGHT_FORMATS) a published checkpoint stores its weights in, from its
+    config.json quantization_config; None for 16-bit checkpoints and for schemes no format describes exactly.
+    - `quant_method: mxfp4` with the attention left unconverted (gpt-oss: `modules_to_not_convert` names
+      `model.layers.*.self_attn`, the router, the embeddings and lm_head): "mxfp4-experts", routed experts in MXFP4
+      (4-bit E2M1 values, one E8M0 scale per 32), everything else 16-bit.
+    - `quant_method: fp8` with `weight_block_size` (DeepSeek-V3/R1, Kimi-K2): "fp8-block", one fp32 scale per
+      128 x 128 block; without it "fp8"."""
+    q = config.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method") or "").lower()
+    keep = [str(m) for m in (q.get("modules_to_not_convert") or [])]
+    if method == "mxfp4" and any("self_attn" in m for m in keep):
+        return "mxfp4-experts"
+    if method == "fp8":
+        return "fp8-block" if q.get("weight_block_size") else "fp8"
+    return None
+
+
 def read_checkpoint(folder: Path, config: Mapping[str, Any] | None = None) -> CheckpointInfo | None:
     """Sum the safetensors headers of `folder` (None when it holds no .safetensors file)."""
     files = sorted(p for p in Path(folder).glob("*.safetensors") if p.is_file())

@@ -193,6 +193,9 @@ class ModelSpec:
     # parameters transformers keeps in fp32 when it loads the model in 16 bits: modules the model's code builds
     # in fp32, and those its `_keep_in_fp32_modules_strict` names (modeling_utils _get_dtype_plan); 0 = none
     params_fp32: int = 0
+    # the weight format the published checkpoint stores (models/checkpoint.py stored_weight_format: gpt-oss's
+    # MXFP4 experts, DeepSeek-V3's block FP8); None = 16-bit. Serving engines load it as stored.
+    stored_weights: str | None = None
     traits: Traits = field(default_factory=Traits)
     # state-space mixers (models/ssm.py): their sizes, and per layer which mixer runs ("attention", "mamba",
     # "parallel" for both side by side (Falcon-H1, Zamba's hybrid layers; models/generic.py), "mlp" for
@@ -946,6 +949,12 @@ def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: 
                      where: str = "") -> ModelSpec:
     """Build a ModelSpec from a HF config.json mapping (with its vision tower, models/vision.py)."""
     spec = _spec_from_config(config, name, hf_id, where)
+    if isinstance(config, Mapping) and spec.stored_weights is None:
+        from dataclasses import replace
+        from .checkpoint import stored_weight_format
+        stored = stored_weight_format(config)
+        if stored is not None:
+            spec = replace(spec, stored_weights=stored)
     if isinstance(config, Mapping) and config.get("vision_config") is not None and spec.vision_tower is None:
         from dataclasses import replace
         from .vision import vision_tower
