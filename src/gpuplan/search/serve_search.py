@@ -42,7 +42,10 @@ def infer_gpu(s: Search, gpu: Any) -> None:
             continue
         bf16_emulated = bool(software_problems(gpu, dtype="bf16"))
         for weights in sp.options("infer", "weights", S.INFER_OPTIONS["weights"]):
-            if weights == "bf16" and bf16_emulated and "weights" not in sp.named:
+            if weights == S.INFER_DEFAULT_FIXED["weights"] and "weights" not in sp.named \
+                    and engine in pipeline.STORED_FORMAT_ENGINES and s.model.stored_weights:
+                weights = s.model.stored_weights    # the published checkpoint's format (pipeline.stored_weights_default)
+            elif weights == "bf16" and bf16_emulated and "weights" not in sp.named:
                 weights = "fp16"        # no native bf16 (V100, T4): serve the 16-bit weights as fp16
             werr = first_error(software_problems(gpu, dtype=weights)) if format_known(weights) else None
             if werr:
