@@ -259,6 +259,9 @@ def posttrain_scenario(row: dict) -> dict:
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl, "torch_version": torch_version(row),
                       **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
+                      # Megatron's bias_activation_fusion as the run's model config set it (false: unfused SwiGLU)
+                      **({"activation_fusion": row["activation_fusion"] == "true"}
+                         if row.get("activation_fusion") else {}),
                       # Megatron's precision-aware optimizer keeps 16-bit master-weight remainders
                       **({"master_weight_remainders": row["master_weight_remainders"] == "true"}
                          if row.get("master_weight_remainders") else {})}}

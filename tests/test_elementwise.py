@@ -238,3 +238,58 @@ def test_llama_layer_bytes_unchanged_by_traits():
     assert ew.model_layer_bytes(m, 8192, "hf", "eager") == pytest.approx(358.188 * 2048 + 28 * 8192 + 52 * 512)
     assert ew.model_layer_bytes(m, 8192, "hf", "compiled") == ew.region_bytes(
         "compiled", 2048, 8192, 512, gated=True, rope=True, gqa_copies=True)
+
+
+def test_megatron_unfused_glu_bytes_are_the_traced_chunk_silu_mul():
+    # Megatron-Core's gated activation with bias_activation_fusion off (mlp.py L146-155 @2ff0f099):
+    # x = torch.chunk(x, 2, dim=-1); silu(x[0]) * x[1] on n tokens of a 2i-wide bf16 fc1 output. Hand count per i:
+    # fwd silu 4 + mul 6, bwd two products 12 + silu_backward 6, the chunk's backward cat r 4 w 4 = 36
+    torch, mod = _tracer()
+    n, i = 4, 16
+    x = torch.randn(n, 2 * i, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(n, i, dtype=torch.bfloat16)
+    with mod.ByteCounter() as bc:
+        a, b = torch.chunk(x, 2, dim=-1)
+        (torch.nn.functional.silu(a) * b).backward(g)
+    assert bc.total == 36 * n * i
+    assert ew.UNFUSED_GLU_BYTES == 36.0
+
+
+def test_unfused_activation_adds_its_excess_over_the_fused_region_only_when_gated():
+    h, i, kv = 4096.0, 14336.0, 1024.0
+    fused = ew.region_bytes("fused", h, i, kv, gated=True, rope=True, gqa_copies=True)
+    unfused = ew.region_bytes("fused", h, i, kv, gated=True, rope=True, gqa_copies=True, activation_fused=False)
+    assert unfused - fused == (36.0 - 16.0) * i
+    assert ew.region_bytes("fused", h, i, kv, gated=False, rope=True, gqa_copies=True, activation_fused=False) == \
+        ew.region_bytes("fused", h, i, kv, gated=False, rope=True, gqa_copies=True)
+
+
+def test_megatron_unfused_activation_time_by_hand():
+    # Llama-3.1-8B on one H100, Megatron, 1 x 4096 tokens, no recompute: the unfused SwiGLU moves 20 B more per
+    # element of i = 14,336 per token and layer, 32 layers, at the fused kernels' measured share of the HBM bandwidth
+    from gpuplan.estimate.speed import train_performance
+    from gpuplan.hardware import get_gpu
+    from gpuplan.models import get_model
+    from gpuplan.scenario import scenario_from_dict
+
+    def mem_bound(fused: bool) -> float:
+        scn = scenario_from_dict({
+            "model": "llama-3.1-8b", "task": "train", "framework": "megatron",
+            "hardware": {"gpu": "h100-sxm", "count": 1},
+            "train": {"precision": "bf16", "seq_len": 4096, "micro_batch": 1, "global_batch": 1,
+                      "recompute": "none", "activation_fusion": fused}})
+        return train_performance(scn, get_model("llama-3.1-8b"), get_gpu("h100-sxm")).breakdown["compute_memory_bound"]
+
+    gpu = get_gpu("h100-sxm")
+    extra = 20.0 * 14336 * 4096 * 32 / (float(gpu.mem_bandwidth_bytes_per_s) * ew.bandwidth_share("fused"))
+    assert mem_bound(False) - mem_bound(True) == pytest.approx(extra, rel=1e-6)
+
+
+def test_activation_fusion_is_a_megatron_switch():
+    from gpuplan.errors import InputError
+    from gpuplan.scenario import scenario_from_dict
+    with pytest.raises(InputError, match="bias_activation_fusion"):
+        scenario_from_dict({"model": "llama-3.1-8b", "task": "train", "framework": "torchtitan",
+                            "hardware": {"gpu": "h100-sxm", "count": 1},
+                            "train": {"seq_len": 4096, "micro_batch": 1, "global_batch": 1,
+                                      "activation_fusion": False}})

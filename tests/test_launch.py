@@ -472,6 +472,17 @@ def test_megatron_grad_reduce_dtype_flag():
         assert not ns.accumulate_allreduce_grads_in_fp32
 
 
+def test_megatron_activation_fusion_flag():
+    """train.activation_fusion false -> --no-bias-swiglu-fusion (Megatron-LM arguments.py: the SwiGLU fusion is on
+    unless this flag is given, and sets TransformerConfig.bias_activation_fusion); true writes nothing."""
+    s, est = scen("train8b")
+    for fused in (True, False):
+        text = launch_files(s.replace(framework="megatron", train={"activation_fusion": fused}), "megatron",
+                            estimate=est)["train_megatron.sh"]
+        ns = _parse("megatron", _command(text, "torchrun"), positional=5)
+        assert bool(ns.no_bias_swiglu_fusion) is (not fused)
+
+
 def test_megatron_master_weight_remainders_flag():
     """train.master_weight_remainders -> --use-precision-aware-optimizer (Megatron's TE FusedAdam path, whose
     store_param_remainders is on by default); off writes nothing."""

@@ -398,3 +398,56 @@ def test_hf_serve_rows_carry_the_torch_their_source_states():
     assert vg.serve_scenario(opt)["infer"]["torch_version"] == "2.0.1"
     bnb = dict(base, source="bitsandbytes benchmarking v0.45.0.dev (optimum-benchmark; transformers 4.46.3)")
     assert "torch_version" not in vg.serve_scenario(bnb)["infer"]      # not stated: the default
+
+
+# ---- dense bf16 Megatron rows (train.csv DG01-DG08, issue 20) -----------------------------------------------
+# NVIDIA dgxc-benchmarking's published tables: (tokens/s over all GPUs, seconds per step), read off the READMEs at
+# @143b90d (llama3.1, NeMo 24.09), @8f5cbb3 (llama3.1, NeMo 24.12) and @741c886 (ft_llama3 SFT, NeMo 24.12).
+_DGXC_BF16 = {"DG01": (81222, 12.91), "DG02": (1280704, 13.10), "DG03": (71235, 14.72), "DG04": (1124478, 14.92),
+              "DG05": (82028, 12.78), "DG06": (71756, 14.61), "DG07": (99296, 1.32), "DG08": (39009, 3.36),
+              # the FP8 tables beside them (TE delayed scaling: NeMo's fp8 hybrid, amax history 1024)
+              "DG09": (108436, 9.67), "DG10": (95239, 11.01), "DG11": (137970, 0.95), "DG12": (57996, 2.26)}
+
+
+def _train_rows() -> dict[str, dict]:
+    with (ROOT / "validation" / "gathered" / "train.csv").open(newline="", encoding="utf-8") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def test_dgxc_bf16_megatron_rows_are_the_readmes_totals_per_gpu():
+    """Each row's tokens/s/GPU is the README's total over its GPUs; the total is seq_len x global batch / step time
+    (the README's own formula) to the table's rounding; the layout fills the GPUs (dp x tp x pp x cp)."""
+    rows = _train_rows()
+    for rid, (total, step) in _DGXC_BF16.items():
+        r = rows[rid]
+        assert r["framework"] == "megatron" and r["gpu"] == "h100-sxm", rid
+        assert (r["precision"], r["fp8_recipe"]) in (("bf16", ""), ("fp8", "delayed")), rid
+        assert abs(float(r["tokens_per_s_per_gpu"]) - total / int(r["gpus"])) < 0.1, rid
+        assert abs(int(r["seq_len"]) * int(r["global_batch"]) / step / total - 1) < 0.002, rid
+        p = vg.scenario(r)["parallel"]
+        assert p["dp"] * p["tp"] * p["pp"] * p["cp"] == int(r["gpus"]), rid
+        assert r["source_url"].startswith("https://github.com/NVIDIA/dgxc-benchmarking/blob/"), rid
+
+
+def test_megatron_bf16_rate_at_nemo_rls_training_shape_is_the_published_one():
+    """The shape of NeMo RL's Llama 8B training pass (NB01: Megatron, bf16, TP 1, DP 8, packed 4,096-token
+    micro-batches on 8 H100) run by NeMo's own SFT loop (DG07: 12,412 tokens/s/GPU published) is predicted within
+    10 %: gpuplan's dense bf16 Megatron rate is not what leaves NB01's training phase 1.3x slow (docs/posttrain.md,
+    *Megatron's own bf16 rate, published*)."""
+    from gpuplan import api
+    r = _train_rows()["DG07"]
+    pred = api.estimate(vg.scenario(r)).performance.tokens_per_s_per_gpu
+    assert abs(pred / (99296 / 8) - 1) < 0.10
+
+
+def test_posttrain_rows_carry_the_activation_fusion_their_model_config_set():
+    """NeMo RL v0.3.0 built its Megatron model config from NeMo's HF importers (community_import.py @b1c86a8):
+    LlamaConfig sets bias_activation_fusion True (nemo/collections/llm/gpt/model/llama.py L66 @33259f25), Qwen2Config /
+    Qwen3Config set none, leaving Megatron-Core's False (transformer_config.py L201 @2ff0f099); from d975e39f1
+    (2025-10-09, in 06beed91) NeMo RL's config sets it True for every model."""
+    rows = {r["id"]: r for r in _posttrain_rows()}
+    assert rows["NB05"]["activation_fusion"] == "false" and rows["NB06"]["activation_fusion"] == "false"
+    assert rows["NB01"]["activation_fusion"] == "true" and rows["NB03"]["activation_fusion"] == "true"
+    assert all(rows[k]["activation_fusion"] in ("", "true") for k in rows if k.startswith("NR"))
+    assert vg.posttrain_scenario(rows["NB05"])["train"]["activation_fusion"] is False
+    assert "activation_fusion" not in vg.posttrain_scenario(rows["NR09"])["train"]

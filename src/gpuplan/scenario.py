@@ -338,6 +338,12 @@ class Train(_Strict):
         "data parallel reduces (Megatron DistributedDataParallelConfig.grad_reduce_in_fp32: fp32 = true, the "
         "model's 16-bit dtype = false, as NeMo RL's configs set it); auto = fp32 (Megatron-LM's "
         "--accumulate-allreduce-grads-in-fp32 with bf16)")
+    activation_fusion: bool = Field(True, description=(
+        "framework megatron: the gated MLP activation (SwiGLU) runs as Megatron's fused bias-SwiGLU kernel "
+        "(TransformerConfig.bias_activation_fusion true: NeMo's Llama configs and NeMo RL's configs since 2025-10 set "
+        "it); false = Megatron-Core's own default, the activation as separate torch ops (chunk, silu, multiply, and "
+        "in the backward the products and the cat of the two halves' gradients), as NeMo RL 0.3 ran its Qwen models "
+        "(docs/posttrain.md, *Megatron's own bf16 rate, published*)"))
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
     galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
@@ -906,6 +912,7 @@ class Scenario(_Strict):
             _check_posttrain(self)                                   # issue 20: objective cross-field rules
             _check_grad_reduce(self)
             _check_master_remainders(self)
+            _check_activation_fusion(self)
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
@@ -1091,6 +1098,15 @@ def _check_grad_reduce(scn: "Scenario") -> None:
         raise ValueError(f"train.grad_reduce_dtype = {g}: with grad_reduce_in_fp32 false Megatron keeps the "
                          f"gradients in the parameters' dtype, and precision {t.precision} has {have}; use "
                          f"grad_reduce_dtype: {params16 or 'fp32'} (or auto)")
+
+
+def _check_activation_fusion(scn: "Scenario") -> None:
+    """train.activation_fusion false names Megatron's unfused activation (TransformerConfig.bias_activation_fusion
+    False, megatron/core/transformer/transformer_config.py L201 and mlp.py L117-157 at terrykong/Megatron-LM
+    @2ff0f099); other stacks have no such switch (their kernels are set by compile / tool / eager)."""
+    if not scn.train.activation_fusion and scn.framework != "megatron":
+        raise ValueError(f"train.activation_fusion = false is Megatron's bias_activation_fusion off, but framework is "
+                         f"{scn.framework}; set framework: megatron, or remove activation_fusion")
 
 
 def _check_master_remainders(scn: "Scenario") -> None:

@@ -85,11 +85,18 @@ SOFTCAP_BYTES_PER_LOGIT = 26.0
 # fixed_cross_entropy -> F.cross_entropy); torchtitan @9dec370 train.py `cross_entropy(pred.flatten(0, 1).float(),
 # labels)`. Other stacks keep efficiency.json's loss_bytes_per_logit (fused or compiled cross entropy).
 EAGER_LOSS_BYTES_PER_LOGIT = 36.0
+# Megatron-Core's gated activation with bias_activation_fusion off (megatron/core/transformer/mlp.py L146-155 and
+# moe/experts.py TEGroupedMLP L786-808 at terrykong/Megatron-LM @2ff0f099: `x = torch.chunk(x, 2, dim=-1);
+# activation_func(x[0]) * x[1]`), bytes per element of i, fwd + bwd: the eager SwiGLU's aten ops as traced in the hf
+# layer (silu 4, mul 6, backward two products 12 and silu_backward 6 = 28: EAGER_MEASURED["hf"] i term) plus the
+# chunk's backward, the cat of the two halves' gradients into the 2i-wide gradient (read 4 + write 4: the i term of
+# EAGER_FUSED_SPLIT_BYTES, Phi-3's same split). The fused bias-SwiGLU region is 16 (region_bytes).
+UNFUSED_GLU_BYTES = EAGER_MEASURED["hf"][1] + EAGER_FUSED_SPLIT_BYTES[1]
 EAGER_LOSS_FRAMEWORKS = ("hf", "torchtitan")
 
 
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
-                 gqa_copies: bool, extra_norm_elements: float = 0.0) -> float:
+                 gqa_copies: bool, extra_norm_elements: float = 0.0, activation_fused: bool = True) -> float:
     """Bytes per token per layer (fwd + bwd, 2-byte activations) when every fused region reads its inputs
     and writes its outputs once (compiled, fused). Per region, forward + backward:
       residual add + norm, twice a layer: compiled one kernel fwd (read x and the branch output, write
@@ -104,7 +111,9 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
         8 per element of (h + kv)
       a norm beyond the two add + norm regions (sandwich post-norms, q/k norms; `extra_norm_elements` per token):
         a region of its own without an add, compiled fwd read + write 4, bwd grad_x 6 and the weight reduction 4 =
-        14 per element; fused fwd 4, bwd 6 (weight grad in the same kernel) = 10"""
+        14 per element; fused fwd 4, bwd 6 (weight grad in the same kernel) = 10
+    `activation_fused` False (fused mode, gated MLP): Megatron's activation as torch ops, UNFUSED_GLU_BYTES per i
+    instead of the fused region's 16 (a plain activation is one aten kernel each way either way)"""
     if mode == "compiled":
         b = 2 * 20.0 * h
     elif mode == "fused":
@@ -113,7 +122,7 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
         raise ValueError(f"region_bytes: mode {mode!r} is not a fused mode (compiled | fused)")
     if rope:
         b += 8.0 * (h + kv)
-    b += (16.0 if gated else 10.0) * i
+    b += ((16.0 if activation_fused or mode != "fused" else UNFUSED_GLU_BYTES) if gated else 10.0) * i
     if gqa_copies and mode == "compiled":
         b += 8.0 * (h + kv)
     return b + (14.0 if mode == "compiled" else 10.0) * extra_norm_elements
@@ -212,7 +221,8 @@ def bandwidth_share(mode: str, recipe: str = "") -> float:
                      f"(modes: {', '.join(sorted({m for m, _ in table}))})")
 
 
-def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lora: bool = False) -> float:
+def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lora: bool = False,
+                      activation_fused: bool = True) -> float:
     """Element-wise HBM bytes per token per layer, forward + backward, 2-byte activations, for a ModelSpec (its
     norm, MLP gating, position encoding and GQA) on this stack; `lora`: peft adapters on every linear. An HF RMSNorm
     layer (the "hf" recipe) adds what its traits add to the Llama layer (eager_trait_bytes); a compiled or fused
@@ -230,7 +240,7 @@ def model_layer_bytes(model: Any, i_active: float, framework: str, mode: str, lo
         return b
     extra = extra_norms(traits) * h + qk_norm_elements(traits, q, kv) if traits is not None else 0.0
     return region_bytes(mode, h, i_active, kv, gated=model.gated_mlp, rope=rope, gqa_copies=gqa,
-                        extra_norm_elements=extra)
+                        extra_norm_elements=extra, activation_fused=activation_fused)
 
 
 def softcap_bytes_per_logit(model: Any, framework: str, mode: str) -> float:

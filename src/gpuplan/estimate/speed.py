@@ -657,7 +657,8 @@ def _layer_elementwise_bytes(c: _Train, lora: bool | None = None, i_active: floa
     Unsloth fuses them). `i_active`: the MLP width a token passes (default: every active MLP)."""
     lora = c.tr.method in ("lora", "qlora") if lora is None else lora
     i = _mlp_width_active(c.model) if i_active is None else i_active
-    return elementwise.model_layer_bytes(c.model, i, c.scn.framework, _fusion_mode(c), lora=lora)
+    return elementwise.model_layer_bytes(c.model, i, c.scn.framework, _fusion_mode(c), lora=lora,
+                                         activation_fused=bool(getattr(c.tr, "activation_fusion", True)))
 
 
 def _mlp_width_adapted(c: _Train) -> float:

@@ -173,6 +173,10 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         args.append("--grad-reduce-in-bf16")
     elif t.grad_reduce_dtype == "fp32" and t.precision == "fp16":
         args.append("--accumulate-allreduce-grads-in-fp32")
+    if not t.activation_fusion:
+        # train.activation_fusion false: Megatron's gated activation as torch ops (TransformerConfig
+        # bias_activation_fusion = args.bias_swiglu_fusion, which --no-bias-swiglu-fusion turns off; arguments.py)
+        args.append("--no-bias-swiglu-fusion")
     if t.master_weight_remainders:
         # the precision-aware optimizer (TE FusedAdam), whose store_param_remainders defaults to true
         # (megatron/core/optimizer/optimizer_config.py) and needs --use-distributed-optimizer (zero >= 1, checked)
