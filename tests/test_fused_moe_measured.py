@@ -95,3 +95,34 @@ def test_curve_reads_only_trtllm_nvfp4_on_datacentre_blackwell():
     assert not _sv("qwen3-30b-a3b", "h100-sxm", "fp8", "trtllm").fp4_moe_curve
     assert not _sv("qwen3-30b-a3b", "b200", "nvfp4", "vllm").fp4_moe_curve
     assert not _sv("llama-3.1-8b", "b200", "nvfp4", "trtllm").fp4_moe_curve
+
+
+def test_attention_dp_exchange_bytes_by_hand():
+    # TensorRT-LLM's CUTLASS fused MoE under attention DP (fused_moe_cutlass.py @000a01de): all-gather of the
+    # quantized tokens with their k int32 expert ids and k fp32 weights, reduce-scatter of the 16-bit outputs.
+    # Qwen3-235B-A22B (h 4096, top-8), NVFP4 (0.5 + 1/16 B per element), 8 ranks of 100 tokens: 800 gathered tokens
+    from gpuplan.estimate.moe import attention_dp_exchange_bytes
+    ag, rs = attention_dp_exchange_bytes(100, 8, 4096, 8, 0.5625)
+    assert ag == pytest.approx(800 * (4096 * 0.5625 + 8 * 8))     # 800 x 2368 = 1,894,400
+    assert ag == pytest.approx(1_894_400)
+    assert rs == pytest.approx(800 * 4096 * 2)                     # 6,553,600
+    # against the all-to-all of k 16-bit copies per token each way that an engine without this path is priced with:
+    # (n - 1)/n x (ag + rs) = 7/8 x 8,448,000 = 7,392,000 bytes moved per rank, against 2 x 7/8 x 100 x 8 x 4096 x 2
+    # = 11,468,800
+    assert 7 / 8 * (ag + rs) == pytest.approx(7_392_000)
+
+
+def test_trtllm_dep_prices_the_gather_and_scatter():
+    # the engine's EP exchange for TensorRT-LLM under attention DP is one all-gather and one reduce-scatter a MoE
+    # layer of the bytes above (comm.all_gather_time: (n - 1)/n of the array over the link, plus (n - 1) hops each)
+    from gpuplan.estimate.comm import all_gather_time
+    scn = scenario_from_dict({
+        "model": "qwen3-235b-a22b", "task": "infer", "hardware": {"gpu": "b200", "count": 8, "gpus_per_node": 8},
+        "parallel": {"tp": 1, "dp": 8, "ep": 8},
+        "infer": {"weights": "nvfp4", "kv_cache": "fp8", "engine": "trtllm", "prompt_len": 128,
+                  "output_len": 128, "concurrency": 800}})
+    model = get_model("qwen3-235b-a22b")
+    sv = speed.serving_model(scn, model, get_gpu("b200"))
+    ag, rs = 800 * (4096 * 0.5625 + 64), 800 * 4096 * 2
+    want = model.num_moe_layers * (all_gather_time(ag, 8, sv.link_ep) + all_gather_time(rs, 8, sv.link_ep))
+    assert sv._ep_comm(100) == pytest.approx(want)

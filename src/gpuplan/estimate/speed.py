@@ -36,7 +36,7 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
 from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
-from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance,
+from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
                   expert_bias_passes_per_row, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
@@ -1841,6 +1841,14 @@ class _Serving:
         if self.ep <= 1:
             return 0.0
         m = self.model
+        layers = (m.num_moe_layers or m.num_layers) / self.pp
+        if (self.moe_kernel is not None and self.moe_kernel.dp_exchange == "allgather_reducescatter"
+                and self.adp > 1 and self.tp == 1):
+            # TensorRT-LLM under attention DP: all-gather the quantized tokens, reduce-scatter the outputs
+            # (moe.attention_dp_exchange_bytes)
+            a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(_dtype_class(self.compute_dtype), 2.0)
+            ag, rs = attention_dp_exchange_bytes(tokens, self.adp, m.hidden_size, m.experts_per_tok, a)
+            return layers * (all_gather_time(ag, self.ep, self.link_ep) + reduce_scatter_time(rs, self.ep, self.link_ep))
         payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
         return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
 
