@@ -295,6 +295,9 @@ class ServingMoeKernel:
     The memory-bound kernels around the GEMMs are `fused_moe_pass_bytes`."""
     name: str
     tile_rows: dict[tuple[str, str], int]   # (GPU kernel family, GEMM input dtype class) -> smallest M tile
+    # how the MoE step exchanges tokens under attention data parallelism (None: the generic all-to-all of
+    # k 16-bit copies per token, speed._Serving._ep_comm); "allgather_reducescatter": attention_dp_exchange_bytes
+    dp_exchange: str | None = None
 
     def tile_for(self, kernel_family: str, act_dtype: str) -> int | None:
         """The smallest M tile of the grouped GEMMs on this GPU for this activation format; None where the engine
@@ -319,8 +322,16 @@ class ServingMoeKernel:
 #   the SM80 kernels "because for some cases with small numbers of tokens SM80 is faster" (M tiles from 16), and
 #   W4A16 / W4A8 experts run mixed-input kernels of their own: only FP8 on Hopper and NVFP4 on data-centre Blackwell
 #   have 128 rows as the smallest tile an expert's rows fill.
+# Under attention DP (`enable_attention_dp`, the perf-overview's MoE runs) `CutlassFusedMoE.forward_chunk`
+# (@000a01de66f0eab4ab05640711f0253f50f5209c) quantizes its tokens first and then all-gathers them
+# (`run_post_quant_allgather = self.use_dp and self.parallel_size > 1`: `allgather([x, x_sf,
+# token_selected_experts, token_final_scales], self.mapping, dim=0)`), every rank runs its local experts over every
+# gathered token, and `reducescatter_or_allreduce` reduce-scatters the 16-bit outputs (`reducescatter(inputs,
+# self.mapping, dim=0)`): one all-gather and one reduce-scatter a MoE layer, not an all-to-all of k copies
+# (attention_dp_exchange_bytes).
 TRTLLM_CUTLASS_MOE = ServingMoeKernel("TensorRT-LLM CUTLASS fused MoE",
-                                      {("hopper", "fp8"): 128, ("blackwell-dc", "fp4"): 128})
+                                      {("hopper", "fp8"): 128, ("blackwell-dc", "fp4"): 128},
+                                      dp_exchange="allgather_reducescatter")
 
 SERVING_MOE_KERNELS = {"trtllm": TRTLLM_CUTLASS_MOE}
 
@@ -423,6 +434,19 @@ def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1
     per_row = hidden * 2.0 * a + (hidden * a + gemm1_n * o) + (gemm1_n * o + inter * a) + (inter * a + hidden * o) \
         + hidden * o
     return tokens * per_token + routed_rows * per_row + out_tokens * hidden * o
+
+
+def attention_dp_exchange_bytes(tokens_per_rank: float, ranks: int, hidden: float, top_k: int, in_bytes: float,
+                                out_bytes: float = 2.0) -> tuple[float, float]:
+    """(all-gather, reduce-scatter) full-array bytes of one MoE layer of TensorRT-LLM's CUTLASS fused MoE under
+    attention data parallelism over `ranks` ranks of `tokens_per_rank` tokens each (sources at TRTLLM_CUTLASS_MOE).
+    The all-gather carries, per token, the quantized hidden row (`in_bytes` per element: NVFP4 0.5 + one FP8 scale
+    per 16 elements, FP8 1, 16-bit 2), its k expert ids (int32) and k routing weights (float32: `token_final_scales`
+    is asserted float32); the reduce-scatter the `out_bytes` (16-bit) output row of every gathered token. The
+    collective's time takes these as the whole gathered array (comm.all_gather_time: each rank moves (n − 1)/n of
+    it)."""
+    gathered = tokens_per_rank * ranks
+    return gathered * (hidden * in_bytes + top_k * (4.0 + 4.0)), gathered * hidden * out_bytes
 
 
 DEEPGEMM_LAYOUTS = ("contiguous", "masked")

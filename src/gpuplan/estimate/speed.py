@@ -35,8 +35,9 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
                                 reference_gpu)
 from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
-from .moe import (dispatch_copies, dispatcher_sms, ep_rank_imbalance, expert_bias_passes_per_row,
-                  fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
+from .datafiles import rows as data_rows
+from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
+                  expert_bias_passes_per_row, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
@@ -246,6 +247,81 @@ def gemm_time(params: Mapping[str, Any], gpu: Any, dtype: str, m: float, k: floa
 
 # ---------------------------------------------------------------------------------------------
 # training
+
+
+# TensorRT-LLM's NVFP4 fused MoE on data-centre Blackwell, at its published latency curve (docs/speed.md §3.23):
+# flashinfer PR 5301 times `trtllm_fp4_block_scale_moe` (TensorRT-LLM's TRTLLM-Gen NVFP4 MoE kernels) on one B300
+# at DeepSeek-V3's MoE shape, 32 local experts, 1 ... 16384 tokens (estimate/data/fused_moe_measured.csv). The engine
+# prices that call (fp4_moe_call_seconds: the tile-padded grouped GEMMs at the measured grouped-GEMM row curve and the
+# fused step's memory-bound passes); the published time less the priced passes, over the priced GEMMs, is how much
+# slower than priced the kernel runs at that call's mean routed rows per expert (fp4_moe_rows_scale).
+FUSED_MOE_TABLE = "fused_moe_measured.csv"
+
+
+def fp4_moe_call_seconds(params: Mapping[str, Any], gpu: Any, blocks: Sequence[tuple[float, float]], experts: int,
+                         top_k: int, local_experts: int, tokens: int) -> tuple[float, float]:
+    """(expert GEMMs, memory-bound passes) seconds of one NVFP4 fused-MoE call of TensorRT-LLM on `gpu` over `tokens`
+    tokens, each routed to `top_k` of `experts` experts, `local_experts` of them on this GPU, the expert linears
+    `blocks` ((K, N) each, as the model lists them: gate, up, down), as _Serving prices a prompt chunk's: every
+    running expert's rows padded to the kernel's M tile (moe.padded_rows_per_expert), the GEMMs at the NVFP4 rate
+    with the measured grouped-GEMM row curve (moe.measured_rows_half), the passes (moe.fused_moe_pass_bytes) at the
+    memory rate."""
+    tile = serving_moe_kernel("trtllm").tile_for("blackwell-dc", "fp4")
+    per_expert = padded_rows_per_expert(int(tokens), top_k, experts, tile)
+    touched = 1.0 - (1.0 - top_k / experts) ** tokens
+    m_eff = per_expert / touched
+    peak = peak_flops(gpu, "fp4") * clock_factor(params, gpu)
+    fam = _family(gpu)
+    gemm = sum(2.0 * per_expert * local_experts * k * n
+               / (peak * gemm_efficiency(params, fam, "fp4", m_eff, k, n, grouped=True, rows_half=measured_rows_half()))
+               for k, n in blocks)
+    hidden = blocks[-1][1]
+    n1 = sum(n for k, n in blocks if k == hidden)
+    inter = sum(k for k, n in blocks if n == hidden)
+    routed = tokens * top_k * local_experts / experts
+    passes = fused_moe_pass_bytes(tokens, routed, hidden, n1, inter, 0.5 + 1.0 / 16.0, 2.0, quantize_input=True,
+                                  output_tokens=tokens) / memory_rate(params, gpu)
+    return gemm, passes
+
+
+def _fp4_moe_scale_points(params: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(mean routed rows per expert, published GEMM seconds / priced GEMM seconds) at the rows of FUSED_MOE_TABLE with
+    at least one routed row per expert. Below that the published call is its fixed cost (routing, quantization,
+    launches: 0.026 ms at one token) and a read of the few touched experts, which the engine prices with the weights
+    and the per-layer overhead, not as GEMM time; the scale is held at its one-row value there."""
+    from ..hardware import get_gpu
+    pts = []
+    for r in data_rows(FUSED_MOE_TABLE):
+        h, i, e, k, loc, t = (int(r[c]) for c in ("hidden", "intermediate", "experts", "top_k", "local_experts",
+                                                   "tokens"))
+        if t * k < e:
+            continue
+        gemm, passes = fp4_moe_call_seconds(params, get_gpu(r["gpu"]), ((h, i), (h, i), (i, h)), e, k, loc, t)
+        pts.append((t * k / e, max(float(r["latency_ms"]) * 1e-3 - passes, 0.0) / gemm))
+    return sorted(pts)
+
+
+_FP4_MOE_SCALE_CACHE: dict[str, list[tuple[float, float]]] = {}
+
+
+def fp4_moe_rows_scale(params: Mapping[str, Any], rows_per_expert: float) -> float:
+    """How much longer than priced TensorRT-LLM's NVFP4 grouped expert GEMMs run at `rows_per_expert` mean routed rows
+    per expert (_fp4_moe_scale_points): interpolated in log rows between the published points, held at both ends."""
+    key = repr((_fam(params["matmul"], "blackwell").get("fp4"), params["matmul_dim_half"],
+                _fam(params["memory"], "blackwell"), params["power_flops_per_watt"].get("blackwell")))
+    pts = _FP4_MOE_SCALE_CACHE.get(key)
+    if pts is None:
+        pts = _FP4_MOE_SCALE_CACHE[key] = _fp4_moe_scale_points(params)
+    x = max(float(rows_per_expert), 1e-9)
+    if x <= pts[0][0]:
+        return pts[0][1]
+    if x >= pts[-1][0]:
+        return pts[-1][1]
+    for (a, ra), (b, rb) in zip(pts, pts[1:]):
+        if a <= x <= b:
+            f = (math.log(x) - math.log(a)) / (math.log(b) - math.log(a))
+            return ra + f * (rb - ra)
+    return pts[-1][1]
 
 
 def pipeline_bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
@@ -1435,6 +1511,10 @@ class _Serving:
         self.moe_tile = None
         if self.moe_kernel is not None:
             self.moe_tile = self.moe_kernel.tile_for(_kernel_family(gpu), _dtype_class(self.compute_dtype))
+        # TensorRT-LLM's NVFP4 experts on data-centre Blackwell: the grouped GEMMs at the published fused-MoE curve
+        # (fp4_moe_rows_scale, docs/speed.md §3.23) on top of the measured row curve, prompt rows and decode rows alike
+        self.fp4_moe_curve = (inf.engine == "trtllm" and self.moe_tile is not None
+                              and _dtype_class(self.compute_dtype) == "fp4")
         # vLLM / SGLang: the Triton fused MoE's BLOCK_SIZE_M, which depends on the call's tokens (moe.py,
         # triton_moe_block_m); None where that kernel does not run these experts
         self.triton_moe = model.is_moe and model.num_experts > 0 and self._triton_block_m(1.0) is not None
@@ -1642,7 +1722,7 @@ class _Serving:
                     k_in /= self.tp
                 else:
                     n_out /= self.tp
-            m_eff, pad = 1.0, 1.0
+            m_eff, pad, curve = 1.0, 1.0, 1.0
             if b.kind == "expert":
                 share = float(self.adp) if ep_split else 1.0     # every replica's tokens reach the experts
                 rows = tokens * b.active_fraction * share
@@ -1650,6 +1730,9 @@ class _Serving:
                 m_eff = max(tokens, step_tokens or 0.0) * b.active_fraction * share
                 if self.moe_tile is not None:
                     m_eff, pad = self._expert_tiles(max(tokens, step_tokens or 0.0) * share)
+                    if self.fp4_moe_curve:
+                        curve = fp4_moe_rows_scale(P, max(tokens, step_tokens or 0.0) * share
+                                                   * m.experts_per_tok / m.num_experts)
                 elif self.triton_moe:   # vLLM / SGLang: rows padded to the Triton config's BLOCK_SIZE_M
                     call = max(tokens, step_tokens or 0.0) * share
                     m_eff, pad = self._expert_tiles(call, self._triton_block_m(call))
@@ -1679,7 +1762,7 @@ class _Serving:
                                   grouped=b.kind == "expert" and not self.triton_moe
                                   and (prefill or self.moe_tile is not None),
                                   rows_half=None if (prefill and self.inf.engine == "trtllm") else measured_rows_half())
-            t += flops / (peak * eta * scale)
+            t += flops * curve / (peak * eta * scale)
         return t
 
     def _triton_block_m(self, tokens: float) -> int | None:
@@ -1818,6 +1901,14 @@ class _Serving:
         if self.ep <= 1:
             return 0.0
         m = self.model
+        layers = (m.num_moe_layers or m.num_layers) / self.pp
+        if (self.moe_kernel is not None and self.moe_kernel.dp_exchange == "allgather_reducescatter"
+                and self.adp > 1 and self.tp == 1):
+            # TensorRT-LLM under attention DP: all-gather the quantized tokens, reduce-scatter the outputs
+            # (moe.attention_dp_exchange_bytes)
+            a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(_dtype_class(self.compute_dtype), 2.0)
+            ag, rs = attention_dp_exchange_bytes(tokens, self.adp, m.hidden_size, m.experts_per_tok, a)
+            return layers * (all_gather_time(ag, self.ep, self.link_ep) + reduce_scatter_time(rs, self.ep, self.link_ep))
         payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
         return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
 
