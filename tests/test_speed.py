@@ -424,9 +424,11 @@ def test_adp_imbalance():
 
 
 def test_grouped_gemm_row_penalty_only_for_experts():
-    P = speed.load_efficiency()
+    P = speed.load_efficiency({"matmul_rows_half": 500.0})
     dense = speed.gemm_efficiency(P, "hopper", "fp8", 64, 4096, 1536)
-    assert speed.gemm_efficiency(P, "hopper", "fp8", 64, 4096, 1536, grouped=True) < 0.2 * dense
+    # a grouped GEMM of 64 rows a group runs at M/(M + d0_M) = 64/564 of the dense rate
+    assert speed.gemm_efficiency(P, "hopper", "fp8", 64, 4096, 1536, grouped=True) == pytest.approx(
+        dense * 64 / 564, rel=0.01)
     assert speed.gemm_efficiency(P, "hopper", "fp8", 1e6, 4096, 1536, grouped=True) == pytest.approx(dense, rel=1e-2)
     # a dense model's serving is untouched by the row constant
     s = infer_scn(gpu="h100-sxm", infer={"engine": "trtllm", "weights": "fp8", "concurrency": 64})
@@ -465,9 +467,16 @@ def test_expert_parallel_serving_layout():
 
 def test_golden_trtllm_qwen3_235b_dep8_i287():
     # TensorRT-LLM perf-overview @00f3768, Qwen3-235B-A22B H100 "TP8" 1000/1000 FP8 (run with
-    # --ep 8 and enable_attention_dp): 14,898 output tok/s for the 8 GPUs
-    e = infer_performance(_dep(conc=3000), QWEN235, gpu("h100-sxm"))
-    assert e.output_tokens_per_s == pytest.approx(14898, rel=0.35)
+    # --ep 8 and enable_attention_dp): 14,898 output tok/s for the 8 GPUs, over trtllm-bench's finite run of the
+    # page's 3,000 requests (docs/speed.md §3.19), priced as the calibration prices the row
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "scripts"))
+    import calibrate_speed as cs
+    row = next(r for r in cs.infer_rows(root / "validation" / "public" / "inference.csv") if r.id == "I287")
+    assert row.measured == 14898
+    assert row.predict(speed.load_efficiency()) == pytest.approx(14898, rel=0.35)
 
 
 # ---- engine caps the scenario states (infer.max_num_seqs / max_num_batched_tokens) -------------
