@@ -234,6 +234,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_async_scheduling"] = row["engine_async_scheduling"] == "true"
     if row.get("engine_in_process"):    # the vLLM engine core in the worker's process (NeMo RL's synchronous worker)
         rl["engine_in_process"] = row["engine_in_process"] == "true"
+    if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
+        rl["engine_vllm_v0"] = True     # vLLM's V0 LLMEngine (before 0.8): its scheduler defaults and host work
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)

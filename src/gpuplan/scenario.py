@@ -274,6 +274,11 @@ class RL(_Strict):
         "the rollout engine replays CUDA graphs for its decode steps (infer.cuda_graphs); false: it runs eagerly "
         "(verl's rollout.enforce_eager, which verl requires whenever free_cache_engine frees the engine between "
         "steps), and every decode step issues its kernels from the host"))
+    engine_vllm_v0: bool = Field(False, description=(
+        "engine vllm: the rollout engine is vLLM's V0 LLMEngine (any release before 0.8, e.g. the vLLM 0.6.3 of "
+        "verl's 2025 ROCm image), priced as infer.vllm_v0 with its own per-step host work "
+        "(engine_host.vllm_v0_host); verl passes rollout.n as SamplingParams.n, so a prompt's group of samples is one "
+        "V0 sequence group (infer.parallel_samples = group_size)"))
     engine_in_process: bool = Field(False, description=(
         "engine vllm: the rollout engine's core runs in the worker's own process (vLLM V1 LLM with "
         "VLLM_ENABLE_V1_MULTIPROCESSING=0, as NeMo RL's synchronous vLLM worker sets it), so the output processing "
@@ -706,6 +711,11 @@ class Infer(_Strict):
                           "model whose max_model_len exceeds 32,768 tokens, chunked prefill at 512 tokens a step, where "
                           "a step carrying a prompt chunk runs without CUDA graphs (docs/speed.md §3.21). Default: "
                           "false (V1)")
+    parallel_samples: int = _num(1, "samples of one prompt each request asks for (SamplingParams.n; verl's "
+                                 "rollout.n, GRPO's group). Read by vLLM V0 only, which keeps a request's samples in "
+                                 "one sequence group: its scheduler and output work per step is part per group, "
+                                 "part per sequence (engine_host.vllm_v0_host); concurrency still counts sequences",
+                                 lo=1, hi=MAX_BATCH)
     allow_longer_context: bool = _LONGER
     load: Load | None = Field(None, description="serving under load: arrival process, request lengths, SLOs "
                               "(gpuplan serve --rate)")
@@ -1183,6 +1193,11 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's DTensor (FSDP2) worker at tensor "
                          f"parallel 1, but framework is {scn.framework} and parallel.tp {scn.parallel.tp}; set "
                          "framework: torchtitan and tp: 1, or logprob_impl: fused")
+    if rl.engine_vllm_v0 and (rl.engine != "vllm" or rl.engine_in_process):
+        raise ValueError("train.rl.engine_vllm_v0 describes vLLM's V0 LLMEngine, whose output processing already runs "
+                         f"in its own loop (priced with it), but engine is {rl.engine} and engine_in_process "
+                         f"{rl.engine_in_process}; set engine: vllm without engine_in_process (a V1 setting), or "
+                         "remove engine_vllm_v0")
     if rl.engine_in_process and rl.engine != "vllm":
         raise ValueError(f"train.rl.engine_in_process describes vLLM V1's in-process engine core "
                          f"(VLLM_ENABLE_V1_MULTIPROCESSING=0), but the rollout engine is {rl.engine}; set engine: vllm, "

@@ -33,6 +33,12 @@ class EngineHost:
     frontend_s: float     # front-end seconds per request, before its first token reaches the client
     source: str
     stream_token_s: float = 0.0  # seconds of one API-server process per streamed token (0: not modelled)
+    # vLLM V0 only (VLLM_V0 below): host seconds per running sequence *group* (one request; SamplingParams.n samples
+    # of a prompt share it) per iteration, and the share of the per-sequence and per-group work that is V0's output
+    # processing, which its async output processor runs beside the next forward instead of after it
+    group_s: float = 0.0
+    output_seq_s: float = 0.0
+    output_group_s: float = 0.0
 
 
 # vLLM V1.
@@ -187,14 +193,61 @@ def eager_issue_layer_s(engine: str, cuda_graphs: bool) -> float:
     engine hf has its own constant in efficiency.json)."""
     return VLLM_EAGER_LAYER_S if (engine == "vllm" and not cuda_graphs) else 0.0
 
+# vLLM V0 (the LLMEngine of every release before 0.8; infer.vllm_v0): the engine's own host work per decode step,
+# timed on this project's development machine (the reference host's generation: AMD EPYC Zen 4 Genoa, CPU family
+# 25 model 17; Python 3.11.7, torch 2.13 CPU) by scripts/bench_vllm_v0_host.py, which runs the real `LLMEngine.step`
+# of the vLLM v0.6.3 source release (PyPI vllm-0.6.3.tar.gz; the vLLM verl's ROCm image builds) on decode steps of
+# a full batch (docs/posttrain.md, *vLLM V0's per-sequence host work*):
+# * schedule: `Scheduler.schedule` (`_schedule_chunked_prefill`, block manager v2 `can_append_slots` /
+#   `append_slots`, a SequenceGroupMetadata per group);
+# * prepare: the worker's `ModelInputForGPUBuilder` (vllm/worker/model_runner.py: per-sequence token, position and
+#   length lists; the ROCm flash-attention metadata builder's slot mapping and block tables; build() into tensors);
+# * output: `_process_model_outputs` (SingleStepOutputProcessor: token append, stop check, n > 1 parent/child
+#   bookkeeping, freeing; a RequestOutput only when a group finishes, as the offline LLM class asks: FINAL_ONLY);
+# * sampler: the V0 Sampler's host side (SamplingMetadata.prepare, SamplingTensors, the sampled tokens' and their
+#   log-probs' pythonization into SequenceOutputs; logprobs=0, detokenize off: verl's rollout SamplingParams), run on
+#   CPU logits 64 and 512 wide and carried to width 0 (the CPU's own tensor work, 0.032 us per logit, is the GPU's).
+# Each figure is the increase of the best step (of 30-40) per running sequence from a small to a full batch (64 ->
+# 1024, or 60 -> 1020 at n = 5), the lowest over repeated runs (the machine is shared: medians run 10-30 % higher, and
+# a run timing every part in one process up to 1.5x higher, so these are a floor). Two sampling widths separate
+# per-group from per-sequence work:
+#   n = 1:  schedule 13.1, prepare 8.85, output 5.3, sampler 12.8 us a sequence (40.1);
+#   n = 5:  schedule  6.7, prepare 5.69, output 3.9, sampler  5.2 us a sequence (21.5);
+# per_seq(n) = seq_s + group_s / n gives: schedule s 5.1 / g 8.0 us, prepare s 4.9 / g 3.95, output s 3.6 / g 1.7,
+# sampler s 3.3 / g 9.5. No row of any validation file was read.
+# overlapped: V0 has no async scheduling (the scheduler runs between forwards). Its async output processor (on by
+# default from 0.6.0 with CUDA graphs; off under enforce_eager: "Since, enforce-eager is enabled, async output
+# processor cannot be used", vllm/config.py verify_async_output_proc @v0.6.3; off with pipeline parallelism or
+# speculative decoding) runs the output share during the next forward (output_seq_s / output_group_s).
+VLLM_V0_SCHEDULE_SEQ_S, VLLM_V0_SCHEDULE_GROUP_S = 5.1e-6, 8.0e-6
+VLLM_V0_PREPARE_SEQ_S, VLLM_V0_PREPARE_GROUP_S = 4.9e-6, 3.95e-6
+VLLM_V0_OUTPUT_SEQ_S, VLLM_V0_OUTPUT_GROUP_S = 3.6e-6, 1.7e-6
+VLLM_V0_SAMPLER_SEQ_S, VLLM_V0_SAMPLER_GROUP_S = 3.3e-6, 9.5e-6
+
+
+def vllm_v0_host() -> EngineHost:
+    """vLLM V0's engine host constants (VLLM_V0_*): no async scheduling; the front end is V1's (not measured for V0)."""
+    seq_s = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
+    group_s = VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S + VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
+    return replace(VLLM, seq_s=seq_s, group_s=group_s, output_seq_s=VLLM_V0_OUTPUT_SEQ_S,
+                   output_group_s=VLLM_V0_OUTPUT_GROUP_S, overlapped=False,
+                   source="vLLM v0.6.3 LLMEngine.step (Scheduler.schedule, prepare_model_input, "
+                          "_process_model_outputs, the Sampler's host side) timed on the reference host's "
+                          "generation (scripts/bench_vllm_v0_host.py)")
+
+
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
-def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch") -> EngineHost:
+def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch",
+                vllm_v0: bool = False) -> EngineHost:
     """The host and front-end constants of `engine` (zeros for engines without a measurement);
     `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step;
     `trtllm_backend` "tensorrt" (infer.trtllm_backend: a TensorRT engine under the C++ executor) drops TensorRT-LLM's
-    per-sequence constant, which was measured on the PyTorch backend's Python executor."""
+    per-sequence constant, which was measured on the PyTorch backend's Python executor; `vllm_v0` (infer.vllm_v0) takes
+    vLLM V0's own constants (vllm_v0_host), which has no async scheduling to turn on."""
+    if engine == "vllm" and vllm_v0:
+        return vllm_v0_host()
     h = _ENGINES.get(engine, NONE)
     if engine == "trtllm" and trtllm_backend == "tensorrt":
         h = replace(h, seq_s=0.0, source=h.source + "; C++ executor: per-sequence host work not modelled")

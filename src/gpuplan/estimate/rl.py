@@ -319,7 +319,11 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
                       # the rollout samples (temperature 1.0) and asks for the sampled tokens' log-probs: NeMo RL
                       # `_build_sampling_params` passes SamplingParams(..., logprobs=0) (nemo_rl/models/generation/
                       # vllm.py @00bc8c3d39d6d934d6008063832f0cf81a7f4d03)
-                      "sampling": "random", "logprobs": True},
+                      "sampling": "random", "logprobs": True,
+                      # vLLM V0 (rl.engine_vllm_v0): verl hands SamplingParams(n=rollout.n) to the V0 LLMEngine, one
+                      # sequence group per prompt (vllm_rollout.py L120-136 @44a65f9:
+                      # rollout.n among the config keys copied into SamplingParams; logprobs=0, detokenize=False)
+                      **({"vllm_v0": True, "parallel_samples": rl.group_size} if rl.engine_vllm_v0 else {})},
             "cost": scn.cost.model_dump()}
     if capacity is not None and rl.engine == "vllm":
         from .memory import vllm_large_gpu
@@ -591,6 +595,12 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
                      max(policy.token_budget, rl.prompt_len))
     if rl.engine_in_process and rl.engine == "vllm":
         cost = in_process_cost(cost, sv)
+    if rl.engine_vllm_v0:
+        # V0's LLMEngine processes each step's outputs inside its own loop (`_process_model_outputs`, part of the
+        # per-step host work engine_host.vllm_v0_host prices, serial with the forward): there is no second output
+        # process whose streaming rate (V1's StreamCeiling) could bound the step
+        from .load.cost import StreamCeiling
+        cost = cost.base if isinstance(cost, StreamCeiling) else cost
     cost.frontend_s = 0.0              # offline LLM.generate: no HTTP front end
     cost.template_parse_s = 0.0        # nor its chat-template parse
     res = simulate(wl, policy, cost, timeline_points=400)

@@ -1484,7 +1484,14 @@ class _Serving:
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host
         # terms are reference-host seconds, scaled by this host's single-thread speed
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None),
-                                       getattr(inf, "trtllm_backend", "pytorch"))
+                                       getattr(inf, "trtllm_backend", "pytorch"), getattr(inf, "vllm_v0", False))
+        # vLLM V0 (engine_host.vllm_v0_host): part of its host work is per sequence group, and a request's
+        # SamplingParams.n samples share one group (infer.parallel_samples); its async output processor runs the
+        # output share beside the next forward, except under enforce_eager, pipeline parallelism or speculative
+        # decoding (vllm/config.py verify_async_output_proc @v0.6.3)
+        self.host_group_per_seq = self.engine_host.group_s / max(1, int(getattr(inf, "parallel_samples", 1) or 1))
+        self.host_output_beside = (self.engine_host.output_seq_s > 0 and inf.cuda_graphs
+                                   and getattr(scn.parallel, "pp", 1) == 1 and getattr(inf, "speculative", None) is None)
         needs_host = self.issue_layer_s or self.engine_host.seq_s > 0
         self.host_speed, self.host_name = _host_speed(scn, gpu) if needs_host else (1.0, "")
         # an in-process client (infer.front_end false: offline generate, MLPerf's C++ harness) has no HTTP server
@@ -1841,13 +1848,27 @@ class _Serving:
 
     def host_step(self, seqs: float) -> float:
         """Engine host seconds of one iteration that schedules `seqs` sequences, beyond the calibrated fixed
-        step cost (engine_host.py), on this host (the constant is in reference-host seconds, hardware/hosts.py)."""
-        return self.engine_host.seq_s * seqs / self.host_speed
+        step cost (engine_host.py), on this host (the constant is in reference-host seconds, hardware/hosts.py);
+        vLLM V0's per-group share counts once per infer.parallel_samples sequences."""
+        return (self.engine_host.seq_s + self.host_group_per_seq) * seqs / self.host_speed
+
+    def host_output_step(self, seqs: float) -> float:
+        """The part of host_step that is vLLM V0's output processing (engine_host.VLLM_V0_OUTPUT_*), 0 elsewhere."""
+        h = self.engine_host
+        if not h.output_seq_s:
+            return 0.0
+        n = max(1, int(getattr(self.inf, "parallel_samples", 1) or 1))
+        return (h.output_seq_s + h.output_group_s / n) * seqs / self.host_speed
 
     def with_host(self, gpu_s: float, seqs: float) -> float:
         """An iteration's wall time: its GPU time and the host work of `seqs` sequences, overlapped or
-        one after the other as the engine runs them (engine_host.step_with_host)."""
-        return step_with_host(gpu_s, self.host_step(seqs), self.engine_host.overlapped)
+        one after the other as the engine runs them (engine_host.step_with_host). vLLM V0's async output
+        processor runs the previous step's output share during this forward: max(GPU, that share) + the rest."""
+        host = self.host_step(seqs)
+        if self.host_output_beside:
+            out = self.host_output_step(seqs)
+            return step_with_host(max(gpu_s, out), host - out, self.engine_host.overlapped)
+        return step_with_host(gpu_s, host, self.engine_host.overlapped)
 
     def _scaled_mm_extra(self, rows: float) -> float:
         """vLLM V0 on ROCm with per-tensor FP8 weights: seconds its torch._scaled_mm linears take at `rows` decode rows

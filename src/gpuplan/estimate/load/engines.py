@@ -77,8 +77,11 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
                          f"tokens per step as running requests; simulated with {seqs}.")
             budget = seqs
         # V1 enables prefix caching by default (EngineArgs: enable_prefix_caching None -> True for generative
-        # models, vllm v0.11.0): a preempted request finds its blocks again while they are still cached
-        return Policy("vllm", seqs, budget, bs, kv_blocks, True, True, False, hit, keep_preempted=True), notes
+        # models, vllm v0.11.0): a preempted request finds its blocks again while they are still cached; V0 leaves
+        # it off (EngineArgs.enable_prefix_caching: bool = False, vllm/engine/arg_utils.py @v0.6.3), so a request
+        # it preempts (recompute) runs its whole prefix again
+        v0 = bool(getattr(inf, "vllm_v0", False))
+        return Policy("vllm", seqs, budget, bs, kv_blocks, True, True, False, hit, keep_preempted=not v0), notes
     cap = int(inf.max_num_seqs or serving.eng["max_batch"])
     if eng == "sglang":
         budget = int(inf.max_num_batched_tokens or serving.eng["prefill_chunk_tokens"] or 8192)
