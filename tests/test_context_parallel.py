@@ -83,3 +83,23 @@ def test_other_stacks_and_cp1_carry_no_ring_bytes():
     no_cp["parallel"] = {"tp": 1, "pp": 1, "cp": 1, "dp": 8, "zero": 1}
     assert "cp_ring_elementwise_s" not in performance_details(api.estimate(no_cp).performance)
     assert "cp_ring_elementwise_s" not in performance_details(api.estimate(_megatron_cp2("torchtitan")).performance)
+
+
+def test_all_gather_cp_carries_no_ring_bytes_and_launches_its_flag():
+    # parallel.cp_comm_type all_gather (Megatron --cp-comm-type; Meta's Llama 3 CP, paper 3.3.2): K/V are
+    # all-gathered, TE's P2P ring does not run, nothing is counted; Megatron's launch line names the type
+    from gpuplan import api
+    from gpuplan.estimate.speed import performance_details
+    scn = _megatron_cp2()
+    scn["parallel"]["cp_comm_type"] = "all_gather"
+    assert "cp_ring_elementwise_s" not in performance_details(api.estimate(scn).performance)
+    p2p = _megatron_cp2()
+    t_p2p = api.estimate(p2p).performance.step_time_s
+    t_ag = api.estimate(scn).performance.step_time_s
+    assert t_p2p - t_ag == pytest.approx(performance_details(api.estimate(p2p).performance)["cp_ring_elementwise_s"],
+                                         rel=1e-4)       # details round to the microsecond
+    from gpuplan.launch import launch_files
+    from gpuplan.scenario import scenario_from_dict
+    text = "\n".join(launch_files(scenario_from_dict(scn), "megatron").values())
+    assert "--context-parallel-size 2" in text and "--cp-comm-type all_gather" in text
+    assert "--cp-comm-type" not in "\n".join(launch_files(scenario_from_dict(p2p), "megatron").values())

@@ -699,7 +699,8 @@ def _cp_ring_time(c: _Train) -> float:
     copies at the vectorised-copy share, the torch.compile'd output correction at the compiled share. Megatron
     stacks only (other CP implementations are not counted)."""
     par, m = c.par, c.model
-    if par.cp <= 1 or c.scn.framework != "megatron" or not m.num_attention_layers:
+    if par.cp <= 1 or c.scn.framework != "megatron" or not m.num_attention_layers \
+            or getattr(par, "cp_comm_type", "p2p") != "p2p":
         return 0.0
     d = m.head_dim
     q = c.tokens * (m.num_heads / par.tp) * (m.v_head_dim or d) * c.act_b
