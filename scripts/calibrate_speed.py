@@ -212,7 +212,9 @@ def train_rows(path: Path) -> list[Row]:
             scn = scenario_from_dict({
                 "model": "llama-3.1-405b", "task": "train",
                 "hardware": {"gpu": "h100-sxm", "count": n, "gpus_per_node": 8},
-                "parallel": {"dp": dp, "tp": 8, "pp": 16, "cp": cp, "vpp": 4, "zero": 1},
+                # Llama 3 paper 3.3.2: CP all-gathers K and V, then attends the local Q chunk (not TE's ring)
+                "parallel": {"dp": dp, "tp": 8, "pp": 16, "cp": cp, "vpp": 4, "zero": 1,
+                             "cp_comm_type": "all_gather"},
                 "train": {"precision": "bf16", "seq_len": s, "micro_batch": 1, "global_batch": gb,
                           "recompute": "none"},
                 "framework": "megatron"})

@@ -157,6 +157,11 @@ class Parallel(_Strict):
     ep_comm_overlap: bool = Field(False, description="Megatron --overlap-moe-expert-parallel-comm (Megatron-Bridge "
                                   "moe_a2a_overlap; training, ep > 1): the expert-parallel dispatch/combine of one "
                                   "micro-batch runs while another micro-batch computes (merged 1F1B forward/backward)")
+    cp_comm_type: Literal["p2p", "all_gather", "a2a", "a2a+p2p"] = Field(
+        "p2p", description="how context-parallel attention exchanges K/V (training, cp > 1; Megatron "
+        "--cp-comm-type, Transformer Engine's default p2p: the KV ring of AttnFuncWithCPAndKVP2P, whose copies and "
+        "output corrections are priced for Megatron stacks; all_gather: K/V all-gathered before attention, as Meta's "
+        "Llama 3 CP, not counted)")
     ep_dispatcher: Literal["alltoall", "deepep", "hybridep"] = Field(
         "alltoall", description="expert-parallel token dispatcher (training, ep > 1): Megatron's all-to-all "
         "dispatcher sends one row per (token, expert) pair; the flex dispatcher over DeepEP or HybridEP "

@@ -24,6 +24,7 @@ from .vllm_v0 import offline_run as v0_offline_run
 from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
 from .rocm_fp8_gemm import vllm_linear_shapes
 from . import elementwise
+from .context_parallel import te_p2p_ring_time
 from . import encdec as encdec_flops
 from .flops import (TrainingFlops, attention_flops_per_token_forward, attention_span,
                     matmul_params_active, training_flops_per_token)
@@ -764,7 +765,26 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     t = base / (bw * _layer_bandwidth_share(c)) + loss_at_stack_rate / (bw * share(mode, "loss"))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
     softcap = elementwise.softcap_bytes_per_logit(c.model, c.scn.framework, mode) * logits
-    return t + (adapters + softcap) / (bw * share("vectorized")), rest
+    return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
+
+
+def _cp_ring_time(c: _Train) -> float:
+    """Seconds per micro-batch of the copies, accumulations and output corrections Transformer Engine's ring
+    context-parallel attention (AttnFuncWithCPAndKVP2P, Megatron's default cp_comm_type "p2p") runs around its
+    attention kernels (estimate/context_parallel.py: counted from TE v1.10/v1.13), on the busiest CP rank: the
+    copies at the vectorised-copy share, the torch.compile'd output correction at the compiled share. Megatron
+    stacks only (other CP implementations are not counted)."""
+    par, m = c.par, c.model
+    if par.cp <= 1 or c.scn.framework != "megatron" or not m.num_attention_layers \
+            or getattr(par, "cp_comm_type", "p2p") != "p2p":
+        return 0.0
+    d = m.head_dim
+    q = c.tokens * (m.num_heads / par.tp) * (m.v_head_dim or d) * c.act_b
+    kv = c.tokens * max(m.num_kv_heads / par.tp, 1.0) * (d + (m.v_head_dim or d)) * c.act_b
+    bw, share = _bw(c.gpu), elementwise.bandwidth_share
+    per_layer = te_p2p_ring_time(par.cp, q, kv, bw * share("vectorized"), bw * share("compiled"),
+                                 halves_copied=c.tr.micro_batch > 1, forward_repeats=c.rc.attention_share)
+    return per_layer * m.num_attention_layers / par.pp
 
 
 def _layer_bandwidth_share(c: _Train) -> float:
@@ -1238,6 +1258,10 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
     details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
+    t_ring = _cp_ring_time(c)
+    if t_ring > 0:
+        # inside compute_memory_bound: TE's ring context-parallel attention's copies and output corrections
+        details["cp_ring_elementwise_s"] = round(m * t_ring, 6)
     if c.fp8 is not None:
         details["fp8_recipe"] = c.fp8.name
     if t_host_mb > 0:

@@ -125,6 +125,8 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
             args.append("--tp-comm-overlap")
     if p.cp > 1:
         args += ["--context-parallel-size", str(p.cp)]
+        if p.cp_comm_type != "p2p":
+            args += ["--cp-comm-type", p.cp_comm_type]
     if p.ep > 1:
         args += ["--expert-model-parallel-size", str(p.ep)]
         if p.ep_comm_overlap:   # what the speed estimate assumed (EP all-to-all beside another micro-batch)
