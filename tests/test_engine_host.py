@@ -253,3 +253,56 @@ def test_host_bound_trtllm_decode_says_so():
     # a B200's usual host is an x86 server CPU (the reference host): 2.75x faster, 16.2 ms for the same step
     perf = api.estimate({**scn, "hardware": {"gpu": "b200", "count": 1}}).performance
     assert "EPYC" in perf.details["host_cpu"] and perf.details["host_speed_vs_reference"] == 1.0
+
+
+# ---- vLLM V1: decode batches above the largest captured CUDA graph ------------------------------------------
+
+def test_vllm_v1_capture_size_rule_from_its_source():
+    from gpuplan.estimate.engine_host import vllm_v1_max_capture_size
+    # vllm 0.11.0 (git f71952c1c): cuda_graph_sizes = [min(max_num_seqs * 2, 512)] (config/scheduler.py:227), the
+    # list [1, 2, 4] + range(8, n + 1, 8) cut at max_num_batched_tokens (config/__init__.py:593-610), its largest
+    # entry max_capture_size (config/compilation.py:549-551)
+    assert vllm_v1_max_capture_size(1024, 8192) == 512      # `vllm serve` on an H100: 1024 / 8192
+    assert vllm_v1_max_capture_size(256, 2048) == 512       # on an A100: 256 / 2048 -> min(512, 512)
+    assert vllm_v1_max_capture_size(100, 8192) == 200       # 2 x 100, a multiple of 8
+    assert vllm_v1_max_capture_size(101, 8192) == 200       # 202 -> the multiples of 8 stop at 200
+    assert vllm_v1_max_capture_size(1024, 300) == 296       # sizes above max_num_batched_tokens are dropped
+    assert vllm_v1_max_capture_size(3, 8192) == 4           # 6: range(8, 7, 8) is empty, [1, 2, 4] stay
+    assert vllm_v1_max_capture_size(1, 2) == 2
+
+
+def _v1(gpu: str, **infer):
+    scn = {"model": "llama-3.2-1b", "task": "infer", "hardware": {"gpu": gpu, "count": 1, "host_cpu": "epyc-9654"},
+           "infer": {"engine": "vllm", "prompt_len": 100, "output_len": 100, "concurrency": 1024, **infer}}
+    r = pipeline.resolve(scn)
+    return serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network,
+                         memory=pipeline.memory(r))
+
+
+def test_vllm_v1_decode_above_the_largest_graph_is_issued_from_the_host():
+    # `vllm serve` defaults: 1024 sequences on an H100 (>= 70 GiB, not an A100), 256 on an A100
+    # (arg_utils.py _set_default_args); both capture up to 512 tokens
+    h100, a100 = _v1("h100-sxm"), _v1("a100-sxm-80gb")
+    assert (h100.max_batch, h100.v1_graph_max) == (1024, 512)
+    assert (a100.max_batch, a100.v1_graph_max) == (256, 512)
+    # 512 decodes replay the 512 graph: nothing issued per layer; 513 run without one (gpu_model_runner.py
+    # _get_num_input_tokens, "Eager mode"): Llama 3.2 1B's 16 layers x 0.375 ms (VLLM_EAGER_LAYER_S) = 6.0 ms on
+    # the reference host, longer than the GPU's ~5.8 ms at 512, so the step lasts the issue
+    s512, s513 = h100.decode_step(512, 150), h100.decode_step(513, 150)
+    assert s512["host"] == 0.0 and s512["gpu_time"] < 0.006
+    assert s513["host"] == pytest.approx(16 * 0.000375)
+    assert s513["gpu_time"] == pytest.approx(0.006)
+    # a larger GPU step hides the issue: the 1024-decode step is the GPU's
+    s1024 = h100.decode_step(1024, 150)
+    assert s1024["host"] == pytest.approx(0.006) and s1024["gpu_time"] > 0.006
+
+
+def test_vllm_v1_graph_limit_follows_a_stated_cap_and_spares_other_modes():
+    assert _v1("h100-sxm", max_num_seqs=100).v1_graph_max == 200
+    assert _v1("h100-sxm", max_num_seqs=100).decode_step(100, 150)["host"] == 0.0
+    assert _v1("h100-sxm", max_num_batched_tokens=1024).v1_graph_max == 512
+    # enforce-eager prices every step's issue already (eager_issue_layer_s); V0 has its own graph rule
+    assert _v1("h100-sxm", cuda_graphs=False).v1_graph_max is None
+    assert _v1("h100-sxm", vllm_v0=True).v1_graph_max is None
+    for e in ("sglang", "trtllm"):
+        assert _v1("h100-sxm", engine=e).v1_graph_max is None

@@ -187,6 +187,35 @@ NONE = EngineHost(seq_s=0.0, overlapped=False, frontend_s=0.0, source="not model
 VLLM_EAGER_LAYER_S = 1.2 / 100 / 32
 
 
+# vLLM V1's CUDA graphs cover batches up to a largest captured size only. Read in the vllm-0.11.0 PyPI wheel
+# (vllm/_version.py: git f71952c1c):
+# * vllm/config/scheduler.py:222-227 `SchedulerConfig.__post_init__`: with no --cuda-graph-sizes,
+#   cuda_graph_sizes = [min(max_num_seqs * 2, 512)];
+# * vllm/config/__init__.py:593-610 `VllmConfig._set_cudagraph_sizes`: one value n gives the capture list
+#   [1, 2, 4] + range(8, n + 1, 8), then every size above max_num_batched_tokens is dropped (no enforce_eager;
+#   sequence parallelism, off by default, would round to the TP size);
+# * vllm/config/compilation.py:549-551 `init_with_cudagraph_sizes`: max_capture_size = the largest size left;
+# * vllm/v1/worker/gpu_model_runner.py:1927-1944 `_get_num_input_tokens`: a step of at most that many tokens is
+#   padded to the next captured size ("Use CUDA graphs"), a larger one runs unpadded ("Eager mode"); the
+#   dispatcher (vllm/v1/cudagraph_dispatcher.py:96-125) finds no FULL or PIECEWISE key for it and returns
+#   CUDAGraphMode.NONE, and the piecewise backend then calls the compiled graph for the general shape
+#   (vllm/compilation/cuda_piecewise_backend.py:86-96; vllm/compilation/cuda_graph.py:113-121 returns
+#   self.runnable(...) for NONE): every kernel of every layer is launched from the host, as without graphs.
+# So with `vllm serve`'s defaults (EngineArgs._set_default_args, vllm/engine/arg_utils.py:1605-1624: 1024
+# sequences / 8192 tokens on GPUs with >= 70 GiB other than A100, 256 / 2048 otherwise) the largest graph is
+# 512 tokens on every GPU: an A100's 256 decodes always replay one, an H100's 513-1024 decodes never do.
+VLLM_V1_GRAPH_SIZE_CAP = 512
+
+
+def vllm_v1_max_capture_size(max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """The most tokens a vLLM V1 step may carry and still replay a CUDA graph, with the default capture
+    sizes (no --cuda-graph-sizes): the largest of [1, 2, 4] + range(8, min(2 x max_num_seqs, 512) + 1, 8) that
+    is not above max_num_batched_tokens; 0 when none is left (see VLLM_V1_GRAPH_SIZE_CAP's comment)."""
+    n = min(int(max_num_seqs) * 2, VLLM_V1_GRAPH_SIZE_CAP)
+    sizes = [s for s in [1, 2, 4] + list(range(8, n + 1, 8)) if s <= int(max_num_batched_tokens)]
+    return max(sizes) if sizes else 0
+
+
 def eager_issue_layer_s(engine: str, cuda_graphs: bool) -> float:
     """Host seconds per decoder layer to issue one eager forward of `engine` run without CUDA graphs
     (0 with graphs, and for engines without a measurement: SGLang --disable-cuda-graph is not modelled;

@@ -18,7 +18,8 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
-from .engine_host import chat_template_parse_s, eager_issue_layer_s, engine_host, step_with_host
+from .engine_host import (VLLM_EAGER_LAYER_S, chat_template_parse_s, eager_issue_layer_s, engine_host,
+                          step_with_host, vllm_v1_max_capture_size)
 from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
 from .vllm_v0 import offline_run as v0_offline_run
 from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
@@ -1604,6 +1605,14 @@ class _Serving:
         if inf.engine == "trtllm" and inf.cuda_graphs and inf.cuda_graph_batch_sizes:
             self.graph_sizes = trtllm_captured_sizes(inf.cuda_graph_batch_sizes, self.max_batch,
                                                      int(budget or self.eng["max_num_tokens"]))
+        # vLLM V1 with CUDA graphs: the largest step that replays one (engine_host.vllm_v1_max_capture_size, the
+        # default capture sizes); a decode-only step above it launches every kernel from the host (decode_step)
+        self.v1_graph_max = None
+        if inf.engine == "vllm" and inf.cuda_graphs and not getattr(inf, "vllm_v0", False):
+            from .memory import _engine_batched_tokens, vllm_v1
+            if vllm_v1(scn):
+                self.v1_graph_max = vllm_v1_max_capture_size(
+                    self.max_batch, int(budget or _engine_batched_tokens(scn, int(gpu.usable_memory_bytes))))
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # vLLM's V0 engine (infer.vllm_v0, vllm_v0.py): its own defaults, max_num_seqs 256 and, for a long-context
@@ -1870,6 +1879,14 @@ class _Serving:
             self.fmt, rows, float(getattr(self.inf, "llm_int8_threshold", 6.0)))
         return ref / self.host_speed
 
+    def _ungraphed_issue(self) -> float:
+        """Host seconds to launch one vLLM V1 forward that no CUDA graph covers (a decode-only step of more tokens
+        than the largest captured size, engine_host.vllm_v1_max_capture_size): the compiled model's kernels are
+        launched one by one from the host. Priced with the one measured vLLM host-issue constant,
+        engine_host.VLLM_EAGER_LAYER_S (V0 eager PyTorch modules, PR 1440); V1's Inductor-compiled pieces launch
+        fewer, fused kernels, so this is an upper bound on V1's launch cost, not a V1 measurement."""
+        return VLLM_EAGER_LAYER_S * self.model.num_layers / self.pp / self.host_speed
+
     def host_step(self, seqs: float) -> float:
         """Engine host seconds of one iteration that schedules `seqs` sequences, beyond the calibrated fixed
         step cost (engine_host.py), on this host (the constant is in reference-host seconds, hardware/hosts.py);
@@ -2001,6 +2018,8 @@ class _Serving:
         t = _soft_max(t_wmem, t_lin, sharp) + _soft_max(t_kv, t_attn, sharp) + t_issue \
             + self._elementwise(q) + t_moe + comm + self._overhead() + t_sample
         host = self._host_issue(q)
+        if not host and self.v1_graph_max is not None and q > self.v1_graph_max:
+            host = self._ungraphed_issue()
         gpu_t = max(t, host)
         t = self.with_host(gpu_t, batch)
         return {"time": t, "gpu_time": gpu_t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
