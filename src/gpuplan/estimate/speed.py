@@ -49,6 +49,7 @@ from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
+from .trtllm_bench import phase_imbalance as trtllm_phase_imbalance
 from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes,
                             gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds, hf_kv_passes,
                             host_issue_per_linear, is_bitsandbytes, materialises_16_bit, torch_cat_per_element,
@@ -2122,7 +2123,17 @@ class _Serving:
         ctx = P_len + O_len / 2.0
         step_tok = min(max(self.max_step_tokens, float(batch)), batch * (1.0 + P_len / max(1, O_len))) \
             if batch > 1 else None
-        adp = adp_imbalance(batch / max(1, O_len), self.adp) if (self.adp > 1 and batch > 1) else 1.0
+        # attention DP: every rank runs the same admission schedule (trtllm-bench's identical requests, spread
+        # ceil/floor(N / ranks)) at its own phase, and each iteration lasts as long as the rank with the most
+        # prompt work (trtllm_bench.phase_imbalance): the rank-local prompt work scales by E[max over ranks] /
+        # mean of the schedule's own prompts per iteration, not by the steady-state Poisson factor of point()
+        adp = 1.0
+        extra = 1 if (inf.engine == "trtllm" and self.engine_host.overlapped) else 0
+        if self.adp > 1 and batch > 1:
+            schedule: list = []
+            trtllm_offline_run(n_r, P_len, O_len, batch, int(self.max_step_tokens), lambda d, p: 0.0, extra,
+                               trace=schedule)
+            adp = trtllm_phase_imbalance(schedule, self.adp)
         dec: dict[tuple[int, bool], float] = {}
         pf: dict[int, float] = {}
 
@@ -2148,12 +2159,11 @@ class _Serving:
                 gpu = decode_s(decodes, False) + prompts * prompt_s(decodes)
             return self.with_host(gpu, decodes + prompts)
 
-        # TensorRT-LLM's overlap scheduler keeps a finished request in one more iteration (trtllm_bench.py)
-        extra = 1 if (inf.engine == "trtllm" and self.engine_host.overlapped) else 0
+        # TensorRT-LLM's overlap scheduler keeps a finished request in one more iteration (trtllm_bench.py): `extra`
         seconds, _ = trtllm_offline_run(n_r, P_len, O_len, batch, int(self.max_step_tokens), step_s, extra)
         thr = n_r * O_len / seconds * self.adp if seconds > 0 else 0.0
         return dict(steady, output_tokens_per_s=thr, output_tokens_per_s_per_gpu=thr / self.group_gpus,
-                    offline_requests=n_r * self.adp, offline_seconds=seconds)
+                    offline_requests=n_r * self.adp, offline_seconds=seconds, offline_adp_prompt_scale=adp)
 
     def v0_offline_run(self, requests: int) -> dict[str, Any] | None:
         """vLLM V0's `LLM.generate` of `requests` prompts handed over at once (benchmark_latency.py times one such

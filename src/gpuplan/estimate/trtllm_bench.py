@@ -137,7 +137,7 @@ def prompt_step_share(batch: float, isl: float, osl: float, max_num_tokens: floa
 
 
 def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_tokens: int,
-                        step_s, extra_steps: int = 0) -> tuple[float, int]:
+                        step_s, extra_steps: int = 0, trace: list | None = None) -> tuple[float, int]:
     """(wall seconds, iterations) of an offline run of `requests` requests of `isl` prompt and `osl` output
     tokens each, all queued at time 0, under the scheduling rules above; `step_s(decodes, prompts)` is one
     iteration's seconds with that many generation and context requests. Requests admitted in the same
@@ -145,7 +145,8 @@ def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_t
     generation-only iterations are taken in one jump. `extra_steps`: iterations a request stays scheduled after
     its last token. TensorRT-LLM's overlap scheduler (on by default) schedules iteration n + 1 before it has
     processed iteration n's tokens, so a request that finished in n runs once more: "The optimization
-    introduces one extra decoding step" (docs/source/features/overlap-scheduler.md)."""
+    introduces one extra decoding step" (docs/source/features/overlap-scheduler.md). `trace`, when given,
+    receives (prompts admitted, iterations) for every iteration or run of identical iterations, in order."""
     waiting, t, steps = int(requests), 0.0, 0
     cohorts: list[list[int]] = []        # [generation steps left, requests] in admission order
     running = 0
@@ -160,10 +161,14 @@ def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_t
             t += k * step_s(running, 0)
             steps += k
             advance = k
+            if trace is not None:
+                trace.append((0, k))
         else:
             t += step_s(running, admit)
             steps += 1
             advance = 1
+            if trace is not None:
+                trace.append((admit, 1))
         for c in cohorts:
             c[0] -= advance
         while cohorts and cohorts[0][0] <= 0:
@@ -174,3 +179,52 @@ def offline_run_seconds(requests: int, isl: int, osl: int, max_batch: int, max_t
                 cohorts.append([osl - 1 + extra_steps, admit])
                 running += admit
     return t, steps
+
+
+# Attention DP under trtllm-bench's identical requests. What the PyTorch executor does (NVIDIA/TensorRT-LLM):
+# - assignment: rank 0 drains the request queue every iteration and `_schedule_attention_dp_requests` /
+#   `_balance_requests_across_ranks` (tensorrt_llm/_torch/pyexecutor/executor_request_queue.py
+#   @a98a9061d72f6fd39f5d055ebdd2c6878a100e2c, a revision later than the perf-overview's v1.0; the same heap in
+#   every stored revision read) hands the new requests to the ranks with the fewest active prompt tokens, no rank
+#   above expected_num_active_requests = ceil((active + new) / ranks): identical requests are spread
+#   ceil/floor(N / ranks), so every rank runs the same schedule of admissions;
+# - lockstep: every MoE layer all-gathers and reduce-scatters over all ranks (fused_moe_cutlass.py @000a01de
+#   forward_chunk), so an iteration lasts as long as its busiest rank; a rank with nothing scheduled runs a dummy
+#   request; a CUDA graph replays only when every rank is generation-only, padded to the largest rank's batch
+#   (tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py @7b437aaa73bf5a44b1102aee5c631074da763b8f
+#   `_get_padded_batch` / `maybe_get_cuda_graph`: tp_allgather of [can_run_cuda_graph, batch_size],
+#   "is_all_gen_only", new_batch_size = max over ranks; the same rule in model_engine.py before the runner was split
+#   out), so the busiest rank's decode batch sets every rank's graph.
+# The schedules are the same on every rank but not in the same phase: the requests reach rank 0's queue one
+# `generate_async` at a time (tensorrt_llm/bench/benchmark/utils/asynchronous.py: one request per pass of the
+# worker's event loop) and are handed out as they come, and thereafter a rank admits a prompt when its own
+# requests finish, so a rank that started an iteration late stays late. TensorRT-LLM's tech blog 10 ("ADP
+# Balance Strategy", DeepSeek V3, 8 x GB200, DP 8 + EP 8) measures that baseline: "contexts are processed
+# sequentially across ranks", average balance (mean / max tokens a rank an iteration) 54.11 %; its fix
+# (attention_dp_config enable_balance, timeout_iters 50, batching_wait_iters) is off by default and was not in
+# the perf-overview runs' llm_options.yml. No source gives the phases, so they are taken as independent.
+
+
+def phase_imbalance(trace: list, ranks: int) -> float:
+    """E[max over `ranks` ranks of the prompts admitted in one iteration] / E[prompts admitted by one rank in an
+    iteration], when every rank runs the same admission schedule `trace` ((prompts, iterations) pairs from
+    offline_run_seconds) at an independent phase: each rank's count in a given iteration is a draw from the
+    schedule's own distribution, independent of the others'. 1 when every iteration admits the same number of
+    prompts; `ranks` when prompts are admitted in one iteration of many (no two ranks' prompt iterations
+    coincide). For one cohort size c admitted in a share f of the iterations: (1 - (1 - f)^ranks) / f."""
+    if ranks <= 1 or not trace:
+        return 1.0
+    weight: dict[int, float] = {}
+    total = 0.0
+    for admitted, n in trace:
+        weight[int(admitted)] = weight.get(int(admitted), 0.0) + float(n)
+        total += float(n)
+    mean = sum(a * w for a, w in weight.items()) / total
+    if mean <= 0:
+        return 1.0
+    e_max, below = 0.0, 0.0          # E[max] = sum over values x of x (F(x)^ranks - F(x-)^ranks)
+    for a in sorted(weight):
+        cdf = below + weight[a] / total
+        e_max += a * (min(1.0, cdf) ** ranks - below ** ranks)
+        below = cdf
+    return max(1.0, e_max / mean)
