@@ -448,6 +448,14 @@ PRIORS: dict[str, Any] = {
     # median error 3.8 %; out of the fit it gives the 8192^3 FP8/bf16 rate ratio as 1.839 (measured 1.842).
     # scripts/fit_gemm_size.py prints both constants. Every FP8 GEMM takes it, training and serving (speed.dim_half).
     "matmul_dim_half_fp8": 289.0,
+    # The same constant for FP4 GEMMs (NVFP4 x NVFP4 on data-centre Blackwell), measured, not fitted: NVIDIA's
+    # published aiconfigurator GEMM database, TensorRT-LLM 1.3.0rc20's NVFP4 linear against its bf16 linear on the same
+    # (M, N, K) grid in one collection on a B200 (estimate/data/fp4_gemm_shapes.csv; CUDA graphs), the activation
+    # quantize pass priced (M*K*2.5625 B at 0.8 x HBM) and taken off, least squares of the relative NVFP4 time with the
+    # bf16 side at d0 = 128, pairs at M >= 4,096, K and N 512-16,384: d0_fp4 = 1,253 (1,049-1,361 for other row cuts
+    # and with the pass kept; GB200 1,304; flashinfer's cute-dsl kernel in vLLM / SGLang 1,087 / 750), r = 3.52,
+    # median error 8.7 %. scripts/fit_gemm_size.py prints them. Every FP4 GEMM takes it (speed.dim_half).
+    "matmul_dim_half_fp4": 1253.0,
     "attention": {"default": 0.45},
     "memory": {"default": 0.8},
     "loss_bytes_per_logit": 12.0,

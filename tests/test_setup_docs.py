@@ -27,7 +27,11 @@ ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron", "trl",
                                    # the fine-tuning/RL tools whose own parsers scripts/check_{verl,llamafactory}_launch.py
                                    # run by hand from throw-away copies under /tmp (docs/launch.md): verl's Hydra,
                                    # LLaMA-Factory's hparams (and the datasets enum they import, stubbed when absent)
-                                   "hydra", "llamafactory", "datasets"}
+                                   "hydra", "llamafactory", "datasets",
+                                   # the reader of NVIDIA aiconfigurator's published parquet GEMM tables, which
+                                   # scripts/extract_fp4_gemm_grid.py runs by hand on that repository's snapshot (the
+                                   # provenance of estimate/data/fp4_gemm_shapes.csv); nothing else imports it
+                                   "pyarrow"}
 
 
 def _toml():

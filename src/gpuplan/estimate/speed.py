@@ -183,11 +183,15 @@ def _network(scn: Any, gpu: Any) -> Any:
 def dim_half(params: Mapping[str, Any], dtype: str) -> float:
     """The size constant d0 of K/(K + d0)·N/(N + d0) for a GEMM whose tensor-core inputs are `dtype`: FP8 GEMMs
     take their own measured constant `matmul_dim_half_fp8` (docs/speed.md §2.1: twice the math per byte and per
-    MMA instruction, so a narrow FP8 GEMM falls further below its large-GEMM rate), every other format d0
-    (`matmul_dim_half`); a calibration without the FP8 entry gives FP8 d0 too."""
+    MMA instruction, so a narrow FP8 GEMM falls further below its large-GEMM rate), FP4 GEMMs (NVFP4 / MXFP4 on
+    data-centre Blackwell) `matmul_dim_half_fp4` (docs/speed.md §2.1, TensorRT-LLM's NVFP4 linear on a B200 against
+    bf16 on the same shapes: its 4x the math per operand byte and larger MMA tiles), every other format d0
+    (`matmul_dim_half`); a calibration without the FP8 / FP4 entry gives that format d0 too."""
     d0 = float(params["matmul_dim_half"])
     if _dtype_class(dtype) == "fp8" and "matmul_dim_half_fp8" in params:
         return float(params["matmul_dim_half_fp8"])
+    if _dtype_class(dtype) == "fp4" and "matmul_dim_half_fp4" in params:
+        return float(params["matmul_dim_half_fp4"])
     return d0
 
 
@@ -310,7 +314,7 @@ _FP4_MOE_SCALE_CACHE: dict[str, list[tuple[float, float]]] = {}
 def fp4_moe_rows_scale(params: Mapping[str, Any], rows_per_expert: float) -> float:
     """How much longer than priced TensorRT-LLM's NVFP4 grouped expert GEMMs run at `rows_per_expert` mean routed rows
     per expert (_fp4_moe_scale_points): interpolated in log rows between the published points, held at both ends."""
-    key = repr((_fam(params["matmul"], "blackwell").get("fp4"), params["matmul_dim_half"],
+    key = repr((_fam(params["matmul"], "blackwell").get("fp4"), params["matmul_dim_half"], dim_half(params, "fp4"),
                 _fam(params["memory"], "blackwell"), params["power_flops_per_watt"].get("blackwell")))
     pts = _FP4_MOE_SCALE_CACHE.get(key)
     if pts is None:
