@@ -10,6 +10,8 @@ Two kinds of row, each with its source in registry.csv:
       git -C aiconfigurator show 095f58a51c4c:aic-core/src/aiconfigurator_core/model_configs/X_config.json
   The files are committed; write() only checks they are there. completeness "full", except the Llama 4 copies,
   which hold the text_config only (see their notes) and are "structural".
+  Also committed, completeness "structural": architecture fields transcribed from a config.json page on
+  huggingface.co (the row's source names it; what was left out is in the notes).
 - MLC: a config dict from mlc-llm's preset table, re-serialised (as in added_model_configs.py).
 - SAME_ARCH: a fine-tune or re-release whose weights have the shapes of a bundled config (its model card names
   that base and lists the same layers/heads/parameter count); it reuses that config file.
@@ -68,6 +70,25 @@ COPIED: dict[str, tuple[str, str, str]] = {
         "hybrid: gated DeltaNet on 3 layers in 4, gated full attention on the 4th; 512 experts top-10 + shared "
         "expert; 79,674,391,296 total / 3,874,929,408 active (incl. embeddings) vs model card 80B total, 3B "
         "activated; the Hub total (81.3B) also holds the multi-token-prediction layer, not in the HF class"),
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503": (
+        "https://huggingface.co/mistralai/Mistral-Small-3.1-24B-Instruct-2503/blob/main/config.json (text_config "
+        "fields transcribed; text via docs index)", "structural",
+        "the text model only: text_config as a MistralForCausalLM config (vision_config, projector and token ids "
+        "left out); 23,572,403,200 = 23.6B, the Hub total of the text-only conversion "
+        "mrfakename/mistral-small-3.1-24b-instruct-2503-hf; model card: 24B with the vision encoder"),
+    "mistralai/Ministral-8B-Instruct-2410": (
+        "https://huggingface.co/stan-hua/Ministral-8B-Instruct-2410-AWQ-W4A16/blob/main/config.json (saved from the "
+        "official snapshot 4847e87e5975, its _name_or_path; architecture fields transcribed; text via docs index)",
+        "structural",
+        "quantization_config, dtype and cache keys left out; the same fields in the fine-tunes rivaon/sydney and "
+        "Spestly/Ava-1.0-8B; 8,019,808,256 = Hub 8.02B (nm-testing/Ministral-8B-Instruct-2410-FP8-dynamic); "
+        "sliding_window 32768 = max_position_embeddings, as configured"),
+    "tiiuae/Falcon3-7B-Instruct": (
+        "https://huggingface.co/tiiuae/Falcon3-7B-Instruct/blob/ca6ceed0f6d5852f44ac1fdf5f8403bccb4449c9/config.json "
+        "(all keys transcribed; text via docs index)", "structural",
+        "Llama architecture, head_dim 256 (12 x 256 = hidden 3072), 4 KV heads, 131,072-token vocabulary; "
+        "7,455,550,464 = 14.91 GB in bf16, the repo's four safetensors shards (4.94 + 4.94 + 4.22 GB + 805 MB, "
+        "huggingface.co/tiiuae/Falcon3-7B-Instruct/tree/main); model card: 7B"),
 }
 
 MLC_ROWS: dict[str, tuple[str, dict, str]] = {
@@ -89,6 +110,11 @@ SAME_ARCH: dict[str, tuple[str, str]] = {
     "meta-llama/Llama-4-Maverick-17B-128E": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
         "pre-trained checkpoint of the Instruct model (Llama 4 model card: same 17B active / 400B total, 128 "
         "experts)"),
+    "mistralai/Mistral-Small-3.1-24B-Base-2503": ("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "the base model of the Instruct release (model card); text model 23,572,403,200"),
+    "mistralai/Mistral-Small-3.2-24B-Instruct-2506": ("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "minor update of Mistral-Small-3.1-24B-Instruct-2503 (model card); the same text fields in the text-only copy "
+        "huggingface.co/darkc0de/3.2test config.json (5120 / 32768 / 40 layers / 32+8 heads / rope 1e9 / 131072)"),
     "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen/Qwen3-Next-80B-A3B-Thinking",
         "model cards list the same architecture (80B total, 3B activated, 48 layers, hybrid layout 12 x (3 x "
         "(Gated DeltaNet -> MoE) -> 1 x (Gated Attention -> MoE)), 512 experts, 10 routed + 1 shared)"),

@@ -43,3 +43,23 @@ def test_kimi_k2_reads_as_deepseek_v3():
     assert m.model_type == "deepseek_v3" and m.config["model_type"] == "kimi_k2"
     # 384 routed experts, 8 per token, 1 shared, as its config.json says
     assert m.config["n_routed_experts"] == 384 and m.config["num_experts_per_tok"] == 8
+
+
+# Hub "Model size" figures, printed to 3 significant digits: (name, figure, half of its last digit)
+HUB_SIZES = [
+    ("mistral-small-3.1-24b-instruct-2503", 23.6e9, 0.05e9),   # mrfakename/mistral-small-3.1-24b-instruct-2503-hf (text only)
+    ("ministral-8b-instruct-2410", 8.02e9, 0.005e9),           # nm-testing/Ministral-8B-Instruct-2410-FP8-dynamic
+]
+
+
+@pytest.mark.parametrize("name,size,half_digit", HUB_SIZES)
+def test_hub_model_sizes(name, size, half_digit):
+    assert abs(get_model(name).params_total - size) <= half_digit
+
+
+def test_falcon3_7b_fills_its_bf16_shards():
+    # huggingface.co/tiiuae/Falcon3-7B-Instruct/tree/main: shards of 4.94 GB, 4.94 GB, 4.22 GB (each +-0.005 GB)
+    # and 805 MB (+-0.5 MB), bf16 = 2 bytes per parameter
+    lo = (4.935 + 4.935 + 4.215) * 1e9 + 804.5e6
+    hi = (4.945 + 4.945 + 4.225) * 1e9 + 805.5e6
+    assert lo <= 2 * get_model("falcon3-7b-instruct").params_total <= hi
