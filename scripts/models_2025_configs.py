@@ -89,6 +89,17 @@ COPIED: dict[str, tuple[str, str, str]] = {
         "Llama architecture, head_dim 256 (12 x 256 = hidden 3072), 4 KV heads, 131,072-token vocabulary; "
         "7,455,550,464 = 14.91 GB in bf16, the repo's four safetensors shards (4.94 + 4.94 + 4.22 GB + 805 MB, "
         "huggingface.co/tiiuae/Falcon3-7B-Instruct/tree/main); model card: 7B"),
+    "01-ai/Yi-1.5-34B-Chat": (
+        "https://huggingface.co/01-ai/Yi-1.5-34B-Chat/blob/7b967a3a456738c0330b1624980dd6a7d3ed33f5/config.json "
+        "(all keys transcribed; text via docs index)", "structural",
+        "Llama architecture, 60 layers, 56 Q / 8 KV heads, 64,000-token vocabulary, 4,096 positions; "
+        "34,388,917,248 vs the model card's 34B"),
+    "mistralai/Mistral-Large-Instruct-2411": (
+        "https://huggingface.co/NarrativAI/Cakrawala-123B/blob/refs%2Fpr%2F2/config.json (a fine-tune whose "
+        "_name_or_path is mistralai/Mistral-Large-Instruct-2411; architecture fields transcribed; text via docs "
+        "index)", "structural",
+        "fine-tune's own keys (_name_or_path, use_cache, transformers_version) left out; 88 layers, 96 Q / 8 KV "
+        "heads, 32,768-token vocabulary; 122,610,069,504 = model card 123B"),
 }
 
 MLC_ROWS: dict[str, tuple[str, dict, str]] = {
@@ -115,6 +126,12 @@ SAME_ARCH: dict[str, tuple[str, str]] = {
     "mistralai/Mistral-Small-3.2-24B-Instruct-2506": ("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
         "minor update of Mistral-Small-3.1-24B-Instruct-2503 (model card); the same text fields in the text-only copy "
         "huggingface.co/darkc0de/3.2test config.json (5120 / 32768 / 40 layers / 32+8 heads / rope 1e9 / 131072)"),
+    "01-ai/Yi-1.5-34B": ("01-ai/Yi-1.5-34B-Chat",
+        "the base model of the Chat release; the same fields in huggingface.co/adamo1139/Yi-1.5-34B-base-mirror "
+        "config.json; 34,388,917,248"),
+    "mistralai/Mistral-Large-Instruct-2407": ("mistralai/Mistral-Large-Instruct-2411",
+        "Mistral Large 2 (model card: dense, 123B parameters, 128k context); 2411 is its update with the same "
+        "architecture; 122,610,069,504"),
     "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen/Qwen3-Next-80B-A3B-Thinking",
         "model cards list the same architecture (80B total, 3B activated, 48 layers, hybrid layout 12 x (3 x "
         "(Gated DeltaNet -> MoE) -> 1 x (Gated Attention -> MoE)), 512 experts, 10 routed + 1 shared)"),

@@ -63,3 +63,13 @@ def test_falcon3_7b_fills_its_bf16_shards():
     lo = (4.935 + 4.935 + 4.215) * 1e9 + 804.5e6
     hi = (4.945 + 4.945 + 4.225) * 1e9 + 805.5e6
     assert lo <= 2 * get_model("falcon3-7b-instruct").params_total <= hi
+
+
+# model cards that print a whole number of billions: the count rounds to it
+WHOLE_BILLIONS = [("yi-1.5-34b-chat", 34), ("mistral-large-instruct-2411", 123), ("olmo-2-0325-32b", 32),
+                  ("falcon3-7b-instruct", 7), ("ministral-8b-instruct-2410", 8)]
+
+
+@pytest.mark.parametrize("name,billions", WHOLE_BILLIONS)
+def test_counts_round_to_the_cards_billions(name, billions):
+    assert round(get_model(name).params_total / 1e9) == billions
