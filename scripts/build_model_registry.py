@@ -85,6 +85,11 @@ def main() -> None:
     import ssm_model_configs  # state-space and hybrid configs (Mamba, Mamba-2, Jamba)
     for r in ssm_model_configs.write(OUT):
         rows.append(dict(name=short_name(r["hf_id"]), **r))
+    import models_2025_configs  # popular 2025 models (their own sources; SAME_ARCH rows reuse a bundled config)
+    added = models_2025_configs.write(OUT)
+    added += models_2025_configs.same_arch_rows({r["hf_id"]: r for r in rows} | {r["hf_id"]: r for r in added})
+    for r in added:
+        rows.append(dict(name=short_name(r["hf_id"]), **{k: v for k, v in r.items() if k != "name"}))
     rows.sort(key=lambda r: r["name"])
     with open(OUT / "registry.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -119,5 +119,7 @@ def test_hub_lookup_offline_is_a_clear_error(monkeypatch):
 
 
 def test_list_models_search():
-    assert all("qwen" in e.name for e in list_models("qwen"))
+    # the search matches the name or the HF id (registry.list_models): Qwen/QwQ-32B is listed as qwq-32b
+    assert all("qwen" in e.name or "qwen" in e.hf_id.lower() for e in list_models("qwen"))
+    assert "qwq-32b" in {e.name for e in list_models("qwen")}
     assert len(list_models("qwen")) >= 10

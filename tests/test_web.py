@@ -204,7 +204,8 @@ PATHS = ["/etc/passwd", "../../etc/passwd", "./config.json", "~/.ssh/id_rsa", "C
          "/tmp", "models/llama/config.json", "scenario.yaml", "..", "/proc/self/environ"]
 URLS = ["http://169.254.169.254/latest/meta-data/", "https://example.com/config.json", "file:///etc/passwd",
         "ftp://example.com/x", "www.example.com/config.json", "//example.com/config.json"]
-HUB_IDS = ["meta-llama/Llama-4-Scout-17B-16E", "mistralai/Mistral-Small-24B", "someone/private-model"]
+# Hub ids that are not bundled (meta-llama/Llama-4-Scout-17B-16E was the example until it was bundled)
+HUB_IDS = ["zai-org/GLM-4.5-Air", "mistralai/Mistral-Small-24B", "someone/private-model"]
 
 
 @pytest.mark.parametrize("model", PATHS + URLS + HUB_IDS)
@@ -238,7 +239,7 @@ def test_hub_ids_refused_without_allow_hub_and_not_fetched(client, monkeypatch):
     def boom(*a, **k):  # the hub must not even be tried
         raise AssertionError("hub fetch attempted")
     monkeypatch.setattr(reg, "_from_hub", boom)
-    err = error_of(client.post("/api/estimate", json={"model": "meta-llama/Llama-4-Scout-17B-16E",
+    err = error_of(client.post("/api/estimate", json={"model": "zai-org/GLM-4.5-Air",   # not bundled
                                                       "hardware": {"gpu": "h100-sxm"}}), 400)
     assert "--allow-hub" in err["why"]
 

@@ -39,6 +39,9 @@ def build_meta_model(config: Mapping[str, Any], dtype: str | None = None):
         raise MissingExtraError("counting on the meta device", "trace", "torch and transformers") from None
     fields = {k: v for k, v in config.items() if k not in _DROP}
     model_type = fields.pop("model_type", None)
+    # Kimi-K2 names model_type "kimi_k2" with architectures ["DeepseekV3ForCausalLM"] and auto_map
+    # configuration_deepseek.DeepseekV3Config (its config.json): transformers knows it as deepseek_v3
+    model_type = {"kimi_k2": "deepseek_v3"}.get(model_type, model_type)
     try:
         cfg = transformers.AutoConfig.for_model(model_type, **fields)
         with torch.device("meta"):

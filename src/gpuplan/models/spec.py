@@ -558,7 +558,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
                                 num_attention_heads=12, num_channels=3, image_size=224, patch_size=16,
                                 vision_use_head=True),
 }
-_ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
+# kimi_k2: Moonshot's Kimi-K2 config.json names model_type "kimi_k2" but architectures ["DeepseekV3ForCausalLM"] and
+# auto_map AutoConfig "configuration_deepseek.DeepseekV3Config" (the repo's remote code is DeepSeek-V3's), so it is
+# read as deepseek_v3 (configs/moonshotai__Kimi-K2-Instruct.json, from ai-dynamo/aiconfigurator @095f58a51c4c)
+_ALIAS_TYPES = {"gemma3": "gemma3_text", "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3"}
 SUPPORTED_MODEL_TYPES = tuple(k for k in _DEFAULTS if k != "siglip_vision_model") + ("gemma3",)
 
 
