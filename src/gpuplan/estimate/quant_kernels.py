@@ -302,3 +302,64 @@ def hf_cat_seconds(kv_bytes: float, bw: float, cat_read_rate: float | None) -> f
     writes riding along (whichever is slower)."""
     t = 2.0 * kv_bytes / bw
     return max(t, kv_bytes / cat_read_rate) if cat_read_rate else t
+
+
+# TensorRT-LLM's dense NVFP4 linears (PyTorch backend): where the activation's NVFP4 quantization runs.
+# `NVFP4LinearMethod._input_prepare` (tensorrt_llm/_torch/modules/linear.py @00bbf71e796406ea8593a77cbfb828356182db16)
+# takes an `Fp4QuantizedTensor` as it is and quantizes any 16-bit input itself with `torch.ops.trtllm.fp4_quantize`
+# (its own kernel: the 16-bit activation read, the E2M1 codes and one FP8 E4M3 scale per 16 elements written) before
+# `nvfp4_gemm`. Which producer hands it an already-quantized tensor, per Llama decoder layer
+# (tensorrt_llm/_torch/models/modeling_llama.py @0588d573e860ac7277ace79539be810c84e4fbea, `LlamaDecoderLayer`; the
+# fusions came with TensorRT-LLM PR 6205, merged 2025-07-20, before the perf-overview's v1.0):
+#   qkv_proj   from `next_layer_layernorm` (the previous layer's, 16-bit) or, where `POST_MLP_FUSION` (tp > 1 and
+#              hidden_size > 4096: "Disable fusion for small models due to accuracy issues"), from the all-reduce
+#              fused with residual + RMSNorm + NVFP4 quant (`AllReduceFusionOp.RESIDUAL_RMS_NORM_QUANT_NVFP4`, scale
+#              `next_attn.qkv_proj.input_scale`); layer 0's input_layernorm is a plain RMSNorm: quantized in qkv_proj
+#   o_proj     from the attention op, which writes NVFP4 itself (`Attention.forward_impl` wraps the kernel's
+#              `output_sf` in an `Fp4QuantizedTensor`, modules/attention.py @069fb80a6b86a9ce341ea27c194b3d0ea01755b9;
+#              TrtllmAttention's NVFP4 output is on by default): no pass
+#   gate_up    from `post_attention_layernorm` (16-bit) or, where `PRE_MLP_FUSION` (tp > 1, hidden_size > 4096, no
+#              attention DP), from the same fused all-reduce (scale `mlp.gate_up_proj.input_scale`)
+#   down_proj  from `swiglu` (GatedMLP._apply_activation, modules/gated_mlp.py
+#              @411e84285164fca681d75689b0634bfa55e29a2d: flashinfer silu_and_mul, 16-bit out; only FP8 down_projs
+#              get a fused quantizing SwiGLU in later revisions): always its own pass
+# The fused all-reduce is one kernel only while the step's message fits the custom all-reduce workspace:
+# `AllreduceOp::selectImplementation` falls back to NCCL when tokens x hidden x 2 bytes exceeds
+# `getMaxRequiredWorkspaceSize(tp)` (16e6 bytes up to 2 ranks, 8e6 beyond: cpp/tensorrt_llm/common/
+# customAllReduceUtils.h @005b299bd30992a58607c7628bb2009264970f37), and the NCCL paths run the fusion pattern as
+# `fallbackRunSubsequentOps`: the all-reduce, a residual + RMSNorm kernel, then the quantization as its own kernel
+# (cpp/tensorrt_llm/thop/allreduceOp.cpp) -- the same bytes as the linear's own fp4_quantize.
+NVFP4_QUANTIZE_BYTES_PER_ELEMENT = 2.0 + 0.5 + 1.0 / 16.0   # read bf16, write E2M1 + an E4M3 scale per 16
+TRTLLM_LLAMA_FUSION_MIN_HIDDEN = 4096                       # enable_fusion &= config.hidden_size > 4096
+
+
+def trtllm_allreduce_workspace_bytes(tp: int) -> float:
+    """The custom all-reduce's largest message (getMaxRequiredWorkspaceSize): above it TensorRT-LLM runs NCCL."""
+    return 16e6 if tp <= 2 else 8e6
+
+
+def trtllm_nvfp4_quantize_passes(model_type: str, hidden: int, tp: int, step_tokens: float,
+                                 attention_dp: bool = False) -> dict[str, bool]:
+    """Which dense NVFP4 linears of a TensorRT-LLM decoder layer quantize their own input in a forward of
+    `step_tokens` rows (True: an fp4_quantize pass of its own, in the linear or after the NCCL fallback's norm;
+    False: the producer wrote NVFP4). Fusion is read for the Llama decoder layer only; any other dense model takes
+    the generic Linear path (every 16-bit input quantized) except the attention output."""
+    fused = (model_type == "llama" and tp > 1 and hidden > TRTLLM_LLAMA_FUSION_MIN_HIDDEN
+             and step_tokens * hidden * 2.0 <= trtllm_allreduce_workspace_bytes(tp))
+    return {"qkv_proj": not fused, "o_proj": False, "gate_up_proj": not (fused and not attention_dp),
+            "down_proj": True}
+
+
+def trtllm_nvfp4_quantize_bytes(tokens: float, model_type: str, hidden: int, inter_rank: float, layers: int,
+                                tp: int, pp: int = 1, step_tokens: float | None = None,
+                                attention_dp: bool = False) -> float:
+    """HBM bytes of the unfused fp4_quantize passes of a model's `layers` dense Llama-style decoder layers over
+    `tokens` rows (in a forward of `step_tokens` rows, default `tokens`), per tensor-parallel rank and averaged over
+    `pp` pipeline stages: per quantized input element 2 + 0.5 + 1/16 bytes (bf16 read, E2M1 written, one E4M3
+    scale per 16 elements). qkv and gate_up read the full hidden row (column-parallel), down_proj its rank's
+    `inter_rank` columns. Where the all-reduce fusion feeds qkv, layer 0's qkv still quantizes its own input."""
+    step = tokens if step_tokens is None else max(step_tokens, tokens)
+    p = trtllm_nvfp4_quantize_passes(model_type, hidden, tp, step, attention_dp)
+    per_layer = hidden * (p["qkv_proj"] + p["gate_up_proj"]) + inter_rank * p["down_proj"]
+    first = 0.0 if p["qkv_proj"] else float(hidden)
+    return tokens * (per_layer * layers + first) / pp * NVFP4_QUANTIZE_BYTES_PER_ELEMENT

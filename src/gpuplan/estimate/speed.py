@@ -53,7 +53,7 @@ from .trtllm_bench import phase_imbalance as trtllm_phase_imbalance
 from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes,
                             gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds, hf_kv_passes,
                             host_issue_per_linear, is_bitsandbytes, materialises_16_bit, torch_cat_per_element,
-                            torch_cat_read_rate)
+                            torch_cat_read_rate, trtllm_nvfp4_quantize_bytes)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
 from .sustained_gemm import fp8_vs_16bit_for
@@ -1552,6 +1552,10 @@ class _Serving:
         # (fp4_moe_rows_scale, docs/speed.md §3.23) on top of the measured row curve, prompt rows and decode rows alike
         self.fp4_moe_curve = (inf.engine == "trtllm" and self.moe_tile is not None
                               and _dtype_class(self.compute_dtype) == "fp4")
+        # TensorRT-LLM's dense NVFP4 linears: the activation quantize kernels that no producer fuses
+        # (quant_kernels.trtllm_nvfp4_quantize_bytes, docs/speed.md §3.28); the MoE step prices its own (moe.py)
+        self.dense_fp4_quantize = (inf.engine == "trtllm" and _dtype_class(self.compute_dtype) == "fp4"
+                                   and not model.is_moe and not model.is_encoder_decoder)
         # vLLM / SGLang: the Triton fused MoE's BLOCK_SIZE_M, which depends on the call's tokens (moe.py,
         # triton_moe_block_m); None where that kernel does not run these experts
         self.triton_moe = model.is_moe and model.num_experts > 0 and self._triton_block_m(1.0) is not None
@@ -1860,16 +1864,31 @@ class _Serving:
         layers = (m.num_moe_layers or m.num_layers) / self.pp
         return per_layer * layers / memory_rate(self.P, self.gpu)
 
-    def _elementwise(self, tokens: float) -> float:
+    def _elementwise(self, tokens: float, step_rows: float | None = None) -> float:
         """Norms, activations, residual adds, RoPE: the forward share (1/3) of the training layer's bytes for the
         engine's kernels (HF transformers eager aten ops; vLLM, SGLang, TensorRT-LLM and llama.cpp fused
-        kernels), at the bandwidth share those kernels were measured to reach (estimate/elementwise.py)."""
+        kernels), at the bandwidth share those kernels were measured to reach (estimate/elementwise.py); plus
+        TensorRT-LLM's unfused NVFP4 activation quantize kernels of the dense linears (_quantize_passes), the one
+        place a step adds them, so an attention-DP prompt's dense_scale covers them too."""
         m = self.model
         mode = "eager" if self.inf.engine == "hf" else "fused"
         layer = elementwise.model_layer_bytes(m, _mlp_width_active(m), "hf", mode) * FORWARD_SHARE / self.tp
         share = elementwise.bandwidth_share(mode, elementwise.eager_recipe("hf", m.norm))
         t = layer * tokens * m.num_layers / self.pp / (_bw(self.gpu) * share)
-        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / memory_rate(self.P, self.gpu)
+        return t + ssm_scan_bytes(m, tokens) / self.tp / self.pp / memory_rate(self.P, self.gpu) \
+            + self._quantize_passes(tokens, step_rows)
+
+    def _quantize_passes(self, tokens: float, step_rows: float | None = None) -> float:
+        """Seconds of TensorRT-LLM's unfused NVFP4 activation quantize kernels of the dense linears over `tokens`
+        rows (quant_kernels.trtllm_nvfp4_quantize_bytes: qkv and gate_up unless the TP all-reduce fusion feeds
+        them, down_proj always), at the HBM roofline as the fused MoE's passes are; 0 for every other engine/format.
+        `step_rows`: the rows of the whole forward these rows ride in (its all-reduce message decides the fusion)."""
+        if not self.dense_fp4_quantize or tokens <= 0:
+            return 0.0
+        m = self.model
+        b = trtllm_nvfp4_quantize_bytes(tokens, m.model_type, m.hidden_size, m.intermediate_size / self.tp,
+                                        m.num_layers, self.tp, self.pp, step_tokens=step_rows)
+        return b / memory_rate(self.P, self.gpu)
 
     def _overhead(self) -> float:
         return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
@@ -2030,7 +2049,8 @@ class _Serving:
         return {"time": t, "gpu_time": gpu_t, "memory": t_mem, "compute": t_lin + t_attn, "comm": comm, "host": host,
                 "tp_comm": self._tp_comm(q), "ep_comm": self._ep_comm(q),
                 "overhead": self._overhead(), "weights_bytes": w, "kv_bytes": kv, "quant_kernel_issue": t_issue,
-                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row, "moe_passes": t_moe}
+                "sampler": t_sample, "sampler_bytes": q_attn * self.sample_per_row, "moe_passes": t_moe,
+                "quantize_passes": self._quantize_passes(q)}
 
     def prefill(self, prompt: float, compute_only: bool = False, step_tokens: float | None = None,
                 dense_scale: float = 1.0) -> float:
@@ -2082,7 +2102,8 @@ class _Serving:
         t_exp = self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="expert")
         t_lin = t_exp + dense_scale * self._linear_time(prompt, prefill=True, step_tokens=step_tokens, part="dense")
         t_attn = self.prefill_attention_time(self.prefill_attention_flops(prompt, offset), offset + prompt)
-        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt)) + self._moe_passes(prompt)
+        step_rows = max(prompt + (riding_with if compute_only else 0.0), step_tokens or 0.0)
+        t_c = t_lin + dense_scale * (t_attn + self._elementwise(prompt, step_rows)) + self._moe_passes(prompt)
         if compute_only:  # a prompt chunk riding in a mixed batch: no own weight read, no own step cost
             return t_c + self.riding_comm(riding_with, prompt)
         comm = self._comm(prompt)
