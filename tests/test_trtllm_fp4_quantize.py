@@ -19,33 +19,34 @@ AR_FUSED = {"qkv_proj": False, "o_proj": False, "gate_up_proj": False, "down_pro
 
 def test_tp1_quantizes_qkv_gate_up_and_down_but_not_the_attention_output():
     # no tensor parallelism: no all-reduce to fuse into; the attention kernel writes NVFP4 for o_proj
-    assert trtllm_nvfp4_quantize_passes("llama", 8192, 1, 100) == UNFUSED
+    assert trtllm_nvfp4_quantize_passes(True, 8192, 1, 100) == UNFUSED
 
 
 def test_tp4_all_reduce_fusion_feeds_qkv_and_gate_up_while_the_message_fits_the_workspace():
     # Llama 3.1 405B, hidden 16384, TP4: 8e6 bytes / (16384 x 2 bytes) = 244.1 tokens
-    assert trtllm_nvfp4_quantize_passes("llama", 16384, 4, 244) == AR_FUSED
-    assert trtllm_nvfp4_quantize_passes("llama", 16384, 4, 245) == UNFUSED     # NCCL + subsequent ops
+    assert trtllm_nvfp4_quantize_passes(True, 16384, 4, 244) == AR_FUSED
+    assert trtllm_nvfp4_quantize_passes(True, 16384, 4, 245) == UNFUSED     # NCCL + subsequent ops
     # TP2 has 16e6 bytes: hidden 8192 fits 976 tokens, not 977
-    assert trtllm_nvfp4_quantize_passes("llama", 8192, 2, 976) == AR_FUSED
-    assert trtllm_nvfp4_quantize_passes("llama", 8192, 2, 977) == UNFUSED
+    assert trtllm_nvfp4_quantize_passes(True, 8192, 2, 976) == AR_FUSED
+    assert trtllm_nvfp4_quantize_passes(True, 8192, 2, 977) == UNFUSED
 
 
 def test_fusion_is_off_for_small_llamas_other_models_and_gate_up_under_attention_dp():
-    assert trtllm_nvfp4_quantize_passes("llama", 4096, 4, 1) == UNFUSED          # hidden_size > 4096 only
-    assert trtllm_nvfp4_quantize_passes("qwen3", 8192, 4, 1) == UNFUSED          # only the Llama layer was read
-    adp = trtllm_nvfp4_quantize_passes("llama", 8192, 4, 1, attention_dp=True)   # PRE_MLP_FUSION needs no ADP
+    assert trtllm_nvfp4_quantize_passes(True, 4096, 4, 1) == UNFUSED          # hidden_size > 4096 only
+    assert trtllm_nvfp4_quantize_passes(False, 8192, 4, 1) == UNFUSED            # only the Llama layer was read
+    assert get_model("llama-3.1-405b").trtllm_llama_decoder and not get_model("qwen3-32b").trtllm_llama_decoder
+    adp = trtllm_nvfp4_quantize_passes(True, 8192, 4, 1, attention_dp=True)   # PRE_MLP_FUSION needs no ADP
     assert adp == {"qkv_proj": False, "o_proj": False, "gate_up_proj": True, "down_proj": True}
 
 
 def test_bytes_per_token_counted_by_hand():
     # Llama 3.3 70B TP1: (8192 qkv + 8192 gate_up + 28672 down) x 2.5625 bytes x 80 layers per token
-    assert trtllm_nvfp4_quantize_bytes(1, "llama", 8192, 28672, 80, 1) == pytest.approx(9_236_480.0)
+    assert trtllm_nvfp4_quantize_bytes(1, True, 8192, 28672, 80, 1) == pytest.approx(9_236_480.0)
     # Llama 3.1 405B TP4 in a fused step: down_proj's 53248 / 4 columns x 126 layers, plus layer 0's qkv
-    assert trtllm_nvfp4_quantize_bytes(1, "llama", 16384, 13312, 126, 4, step_tokens=100) == \
+    assert trtllm_nvfp4_quantize_bytes(1, True, 16384, 13312, 126, 4, step_tokens=100) == \
         pytest.approx((13312 * 126 + 16384) * 2.5625)
     # the same rows in a step of 4096 tokens: NCCL, every input quantized
-    assert trtllm_nvfp4_quantize_bytes(1, "llama", 16384, 13312, 126, 4, step_tokens=4096) == \
+    assert trtllm_nvfp4_quantize_bytes(1, True, 16384, 13312, 126, 4, step_tokens=4096) == \
         pytest.approx((16384 * 2 + 13312) * 126 * 2.5625)
 
 

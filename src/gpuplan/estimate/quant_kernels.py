@@ -338,19 +338,20 @@ def trtllm_allreduce_workspace_bytes(tp: int) -> float:
     return 16e6 if tp <= 2 else 8e6
 
 
-def trtllm_nvfp4_quantize_passes(model_type: str, hidden: int, tp: int, step_tokens: float,
+def trtllm_nvfp4_quantize_passes(llama_decoder: bool, hidden: int, tp: int, step_tokens: float,
                                  attention_dp: bool = False) -> dict[str, bool]:
     """Which dense NVFP4 linears of a TensorRT-LLM decoder layer quantize their own input in a forward of
     `step_tokens` rows (True: an fp4_quantize pass of its own, in the linear or after the NCCL fallback's norm;
-    False: the producer wrote NVFP4). Fusion is read for the Llama decoder layer only; any other dense model takes
+    False: the producer wrote NVFP4). Fusion is read for the Llama decoder layer only (`llama_decoder`:
+    ModelSpec.trtllm_llama_decoder); any other dense model takes
     the generic Linear path (every 16-bit input quantized) except the attention output."""
-    fused = (model_type == "llama" and tp > 1 and hidden > TRTLLM_LLAMA_FUSION_MIN_HIDDEN
+    fused = (llama_decoder and tp > 1 and hidden > TRTLLM_LLAMA_FUSION_MIN_HIDDEN
              and step_tokens * hidden * 2.0 <= trtllm_allreduce_workspace_bytes(tp))
     return {"qkv_proj": not fused, "o_proj": False, "gate_up_proj": not (fused and not attention_dp),
             "down_proj": True}
 
 
-def trtllm_nvfp4_quantize_bytes(tokens: float, model_type: str, hidden: int, inter_rank: float, layers: int,
+def trtllm_nvfp4_quantize_bytes(tokens: float, llama_decoder: bool, hidden: int, inter_rank: float, layers: int,
                                 tp: int, pp: int = 1, step_tokens: float | None = None,
                                 attention_dp: bool = False) -> float:
     """HBM bytes of the unfused fp4_quantize passes of a model's `layers` dense Llama-style decoder layers over
@@ -359,7 +360,7 @@ def trtllm_nvfp4_quantize_bytes(tokens: float, model_type: str, hidden: int, int
     scale per 16 elements). qkv and gate_up read the full hidden row (column-parallel), down_proj its rank's
     `inter_rank` columns. Where the all-reduce fusion feeds qkv, layer 0's qkv still quantizes its own input."""
     step = tokens if step_tokens is None else max(step_tokens, tokens)
-    p = trtllm_nvfp4_quantize_passes(model_type, hidden, tp, step, attention_dp)
+    p = trtllm_nvfp4_quantize_passes(llama_decoder, hidden, tp, step, attention_dp)
     per_layer = hidden * (p["qkv_proj"] + p["gate_up_proj"]) + inter_rank * p["down_proj"]
     first = 0.0 if p["qkv_proj"] else float(hidden)
     return tokens * (per_layer * layers + first) / pp * NVFP4_QUANTIZE_BYTES_PER_ELEMENT

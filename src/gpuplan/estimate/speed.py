@@ -1886,7 +1886,7 @@ class _Serving:
         if not self.dense_fp4_quantize or tokens <= 0:
             return 0.0
         m = self.model
-        b = trtllm_nvfp4_quantize_bytes(tokens, m.model_type, m.hidden_size, m.intermediate_size / self.tp,
+        b = trtllm_nvfp4_quantize_bytes(tokens, m.trtllm_llama_decoder, m.hidden_size, m.intermediate_size / self.tp,
                                         m.num_layers, self.tp, self.pp, step_tokens=step_rows)
         return b / memory_rate(self.P, self.gpu)
 

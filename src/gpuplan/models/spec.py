@@ -155,6 +155,10 @@ class RecurrentMixer:
 # (rank_pattern/alpha_pattern: the two fused branches keep their own rank), and the v4 router name `gate` becomes
 # the router's weight (`gate.weight`, a ParamWrapper of one "expert"). Every other MoE type keeps its routed
 # experts and router out of reach of `target_modules` (qwen2_moe itself, gpt_oss, llama4, ...: traced, peft 0.21.2).
+# model types TensorRT-LLM's PyTorch backend builds with tensorrt_llm/_torch/models/modeling_llama.py's decoder layer
+# (LlamaForCausalLM; estimate/quant_kernels.py trtllm_nvfp4_quantize_passes reads its fusion)
+TRTLLM_LLAMA_DECODER_TYPES = frozenset(("llama",))
+
 PEFT_REMAPPED_MOE_TYPES = frozenset((
     "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1", "ernie4_5_moe",
     "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe", "glm_moe_dsa", "hunyuan_v1_moe",
@@ -250,6 +254,12 @@ class ModelSpec:
     def peft_remaps_experts(self) -> bool:
         """Whether peft re-targets a LoRA config at this MoE's fused routed experts (PEFT_REMAPPED_MOE_TYPES)."""
         return self.is_moe and self.model_type in PEFT_REMAPPED_MOE_TYPES
+
+    @property
+    def trtllm_llama_decoder(self) -> bool:
+        """Whether TensorRT-LLM's PyTorch backend runs this model through its Llama decoder layer
+        (TRTLLM_LLAMA_DECODER_TYPES), whose TP all-reduce fuses residual + RMSNorm + NVFP4 quantization."""
+        return self.model_type in TRTLLM_LLAMA_DECODER_TYPES
 
     @property
     def is_encoder_decoder(self) -> bool:
