@@ -309,8 +309,10 @@ def _activations(est) -> Explanation:
     h, a, kv, d, i, L = m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim, m.intermediate_size, m.num_layers
     if not scn.is_training:
         inf = scn.infer
-        formula = ["serving activations: the engine's start-up profile run (vLLM/SGLang/TRT-LLM: a forward over the "
-                   "step budget, (4h + 3i/tp) x 2 bytes per token, and the sampler over max_num_seqs) or the "
+        formula = ["serving activations: the engine's start-up profile run (vLLM/SGLang: a forward over the "
+                   "step budget, (4h + 3i/tp) x 2 bytes per token, and the sampler over max_num_seqs; TRT-LLM: one "
+                   "context step of its own max_num_tokens, 4h x 2 bytes per token plus the dense MLP or the fused "
+                   "MoE's workspace over every attention-DP rank's tokens, no sampler batch) or the "
                    "prefill of the whole batch (HF generate)"]
         inputs = [Input("hidden h / MLP intermediate i", f"{h:,} / {i:,}", "the model's config.json"),
                   Input("engine", inf.engine, "docs/model.md §4 (vLLM V1 profile_run)")]
@@ -378,7 +380,8 @@ def _logits(est) -> Explanation:
         f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits (the loss block is only alive at "
         "the start of backward; chunked or fused losses keep less)." if scn.is_training else
         f"the peak phase ({est.memory.phase}) holds {fmt_bytes(value)} of logits: {scn.infer.engine} counts them "
-        "inside its activations (vLLM/SGLang/TRT-LLM: the start-up profile's sampler; llama.cpp: its compute "
+        "inside its activations (vLLM/SGLang: the start-up profile's sampler; TRT-LLM: its profile's last "
+        "positions; llama.cpp: its compute "
         "buffers; HF generate: prefill) - see memory.activations.")
     return _mem_explanation(est, "logits", "Logits and the loss block", formula, inputs, replay, gap)
 

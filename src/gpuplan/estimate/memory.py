@@ -1123,9 +1123,11 @@ def _kv_pool_bytes(inf, capacity: float, rest: float) -> float:
     (@0165bd7 cpp/include/tensorrt_llm/executor/executor.h KvCacheConfig), of the memory free after the engine,
     its runtime buffers and decoder are allocated (@00825c4 cpp/tensorrt_llm/batch_manager/
     trtGptModelInflightBatching.cpp); memory.md's 85 % is the older GptSession's): ~10 % more than vLLM's pool
-    at 0.9."""
+    at 0.9. The total is `torch.cuda.mem_get_info()`'s (`KvCacheCreator.configure_kv_cache_capacity`), i.e. without
+    the driver's reserve; `rest` for TensorRT-LLM holds its own profile (`_trtllm_profile_bytes`)."""
     if inf.engine == "trtllm":
-        return inf.gpu_memory_utilization * (capacity - rest)
+        # total_gpu_memory is torch.cuda.mem_get_info()'s total: nvidia-smi's less the driver's reserve
+        return inf.gpu_memory_utilization * (capacity - DRIVER_RESERVE_BYTES - rest)
     return capacity * inf.gpu_memory_utilization - rest
 
 
@@ -1205,7 +1207,8 @@ SORTED_SAMPLER_BYTES = 24.0
 
 
 def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int) -> float:
-    """Peak of the serving engine's start-up profile, which it keeps free next to the KV pool.
+    """Peak of vLLM's (and SGLang's, vLLM V0's) start-up profile, which it keeps free next to the KV pool;
+    TensorRT-LLM runs its own (`_trtllm_profile_bytes`).
 
     Two runs, one after the other, so the larger counts (vLLM V1 gpu_model_runner.profile_run):
     * a forward over the step's token budget: per token the residual, norm output and q/k/v/o
@@ -1230,6 +1233,77 @@ def _profile_run_bytes(scn: Scenario, model: ModelSpec, capacity: int, seqs: int
     if vllm_v1(scn):
         return max(forward, tokens * h * 2 + requests * model.vocab_size * VLLM_FLASHINFER_SAMPLER_BYTES)
     return max(forward, requests * model.vocab_size * SORTED_SAMPLER_BYTES)
+
+
+# TensorRT-LLM's CUTLASS fused MoE: the unfused GEMM output type of its workspace (UnfusedGemmOutputType, bf16) and
+# the bytes of the activation it permutes (T): FP8 per-tensor checkpoints quantize the MoE input to FP8 before the
+# gather (fused_moe_cutlass.py @000a01de forward_chunk: static_quantize_e4m3_per_tensor), NVFP4 to FP4 (fp4_quantize,
+# 0.5 bytes), the others (block-FP8 included: `use_deepseek_fp8_block_scale` quantizes inside the op) stay 16-bit
+TRTLLM_MOE_GEMM_OUT_BYTES = 2.0
+_TRTLLM_MOE_ACT_BYTES = {"fp8": 1.0, "nvfp4": 0.5}
+
+
+def trtllm_profile_tokens(scn: Scenario, model: ModelSpec, capacity: float) -> int:
+    """Tokens each rank's dummy context batch holds in TensorRT-LLM's KV-cache estimation: its `max_num_tokens`
+    (KvCacheCreator._create_dummy_context_requests fills max_num_tokens with prompts), the pair the rest of gpuplan
+    runs it with (trtllm_bench.engine_limits: stated, trtllm-serve's default 8192 under a load, else trtllm-bench's
+    own heuristic)."""
+    from .trtllm_bench import engine_limits
+    return int(engine_limits(scn, model, capacity / GiB)[1])
+
+
+def trtllm_moe_workspace_bytes(model: ModelSpec, rows: float, weights: str, i_rank: float) -> float:
+    """The CUTLASS fused MoE's workspace for `rows` tokens (CutlassMoeFCRunner::getWorkspaceDeviceBufferSizes,
+    cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu @ac73e3116fb44f06ec9873d68b114a3fc11c19a7):
+    per expanded row (rows x top-k) the overlapped GEMM inputs, max(permuted data h*T, FC2 result h*G, FC1 result
+    i*T), the overlapped outputs, max(gated FC1 output 2i*G, FC2 result h*G, FC1 result i*T), and three int32/fp32
+    maps; T is the permuted activation's bytes, G the GEMM output's, i the expert's intermediate size on this rank.
+    The router's int32 expert ids and fp32 scales, the gathered input (h*T) and the 16-bit output (h*2) per row
+    sit beside it."""
+    h, k = model.hidden_size, max(1, model.experts_per_tok)
+    t = _TRTLLM_MOE_ACT_BYTES.get(weight_format(weights).name, 2.0)
+    g = TRTLLM_MOE_GEMM_OUT_BYTES
+    per_expanded = max(h * t, h * g, i_rank * t) + max(2 * i_rank * g, h * g, i_rank * t) + 3 * 4
+    return rows * k * per_expanded + rows * (h * t + 2 * h + k * 8)
+
+
+def _trtllm_profile_bytes(scn: Scenario, model: ModelSpec, capacity: int) -> float:
+    """Peak of TensorRT-LLM's KV-cache estimation run above its weights (PyTorch backend, `KvCacheCreator`,
+    tensorrt_llm/_torch/pyexecutor/_util.py @d8ae02caed59708512e5aa578a09bb09f365bfed; the same steps in the later
+    `configure_kv_cache_capacity`): dummy context requests of min(max_num_tokens, max_seq_len - 1) tokens each, one
+    output token, together `max_num_tokens` (`_create_dummy_context_requests`; under attention DP the list is
+    repeated tp_size times, so every attention rank gets its own max_num_tokens), run through the executor once;
+    the pool is `free_gpu_memory_fraction` of (total - torch peak - memory outside torch + the temporary KV it
+    allocated for the run) (`estimate_max_tokens` / `_cal_max_tokens`). The torch peak above the weights is that one
+    context step: per local token the residual, norm output and attention projections (4h x 2 bytes) and the dense
+    MLP's (3i/tp x 2), or for an MoE layer the CUTLASS fused MoE's workspace over the tokens it sees: under
+    attention DP every rank's tokens are all-gathered into one chunk (`moe_max_num_tokens = max_num_tokens x
+    world_size`, fused_moe_cutlass.py @000a01de66f0eab4ab05640711f0253f50f5209c `__init__`/`forward`), so 8 x the
+    local tokens on DEP8 (trtllm_moe_workspace_bytes). Only the last position of each dummy request reaches the
+    LM head and sampler (no context logits are gathered), a few rows: the sampler over max_num_seqs that vLLM's
+    profile holds is not part of this run. CUDA graphs are captured while the estimation executor is built
+    (its graphs are released after the pool is sized, py_executor_creator.py @bab0f2e6 create_py_executor:
+    `_release_cuda_graphs`), so they count in the memory outside torch (`_profiled_rest`)."""
+    inf, p = scn.infer, scn.parallel
+    assert inf is not None
+    h, tp = model.hidden_size, p.tp
+    tokens = trtllm_profile_tokens(scn, model, capacity)
+    # max_seq_len: the stated one, else trtllm-bench's, the dataset's longest ISL + OSL (bench/benchmark/throughput.py
+    # @5685103 throughput_command)
+    ctx = inf.max_model_len or (inf.prompt_len + inf.output_len)
+    requests = math.ceil(tokens / max(1, min(tokens, ctx - 1)))
+    local = tokens * 4 * h * 2
+    if model.is_moe and model.num_experts > 0:
+        adp = min(scn.dp, p.ep) if p.ep > 1 else 1
+        i_rank = model.moe_intermediate_size / (tp if p.ep == 1 else 1)
+        moe = trtllm_moe_workspace_bytes(model, tokens * adp, inf.weights, i_rank)
+        moe += tokens * 3 * model.shared_expert_intermediate / tp * 2       # shared experts, on the local tokens
+        # dense-MLP layers (DeepSeek's first_k_dense_replace), if any, run one at a time beside the MoE layers
+        dense = tokens * 3 * model.intermediate_size / tp * 2 if model.num_moe_layers < model.num_layers else 0.0
+        forward = local + max(moe, dense)
+    else:
+        forward = local + tokens * 3 * model.intermediate_size / tp * 2
+    return max(forward, tokens * h * 2 + requests * model.vocab_size * SORTED_SAMPLER_BYTES)
 
 
 def _profiled_rest(scn: Scenario, weights: float, act: float, graphs: float) -> float:
@@ -1338,7 +1412,8 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
     h, i = model.hidden_size, max(model.intermediate_size, model.moe_intermediate_size * max(model.experts_per_tok, 1))
     extra = {}
     if inf.engine in ("vllm", "sglang", "trtllm"):
-        act = _profile_run_bytes(scn, model, capacity, seqs)
+        act = (_trtllm_profile_bytes(scn, model, capacity) if inf.engine == "trtllm"
+               else _profile_run_bytes(scn, model, capacity, seqs))
         graphs = CUDA_GRAPH_BYTES if inf.cuda_graphs else 0
         rest = _profiled_rest(scn, weights, act, graphs)
         pool = vllm_requested_bytes(inf, capacity) - rest if vllm_v1(scn) else _kv_pool_bytes(inf, capacity, rest)

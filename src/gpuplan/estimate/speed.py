@@ -42,9 +42,7 @@ from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, 
                   expert_bias_passes_per_row, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
-from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
-from .trtllm_bench import DEFAULT_MAX_TOKENS as TRTLLM_SERVE_MAX_TOKENS
-from .trtllm_bench import bench_settings as trtllm_bench_settings
+from .trtllm_bench import engine_limits as trtllm_engine_limits
 from .trtllm_bench import captured_sizes as trtllm_captured_sizes
 from .trtllm_bench import padded_batch as trtllm_padded_batch
 from .trtllm_bench import offline_run_seconds as trtllm_offline_run
@@ -1452,30 +1450,10 @@ def sampler_bytes(rows: float, vocab: int, sampling: str, logprobs: bool) -> flo
 
 
 def trtllm_limits(scn: Any, model: ModelSpec, gpu: Any) -> tuple[int, int, str]:
-    """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs this scenario with: the scenario's pair
-    when it states both; under a load (infer.load) trtllm-serve's defaults; else trtllm-bench's heuristic
-    (trtllm_bench.py), which sizes both from the KV room for the workload. The estimate, the load simulator
-    (load/engines.py) and the launch files (launch/trtllm.py) all read them here."""
-    inf, par = scn.infer, scn.parallel
-    if inf.max_num_seqs and inf.max_num_batched_tokens:
-        return int(inf.max_num_seqs), int(inf.max_num_batched_tokens), "stated"
-    if getattr(inf, "load", None) is not None:
-        # a service under load runs `trtllm-serve`, whose limits without flags are BuildConfig's defaults
-        # (tensorrt_llm/commands/serve.py @00209af1 get_llm_args), not trtllm-bench's heuristic
-        return TRTLLM_SERVE_MAX_BATCH, TRTLLM_SERVE_MAX_TOKENS, "trtllm-serve defaults"
-    # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
-    # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
-    # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
-    adp = min(scn.dp, par.ep) if (model.is_moe and par.ep > 1) else 1
-    tp = par.tp * adp
-    # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
-    heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
-    kv_tok = model.kv_cache_bytes_per_token(kv_bytes(inf.kv_cache)) * heads
-    batch, tokens = trtllm_bench_settings(
-        weights=weight_format(inf.weights).name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
-        device_memory_gib=gpu.usable_memory_gib, tp=tp, pp=par.pp, isl=inf.prompt_len,
-        osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
-    return batch, tokens, "trtllm-bench heuristic"
+    """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs this scenario with on `gpu`
+    (trtllm_bench.engine_limits). The estimate, the load simulator (load/engines.py), the launch files
+    (launch/trtllm.py) and the start-up profile that sizes the KV pool (memory.py) all read them there."""
+    return trtllm_engine_limits(scn, model, gpu.usable_memory_gib)
 
 
 class _Serving:

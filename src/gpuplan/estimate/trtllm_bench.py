@@ -24,6 +24,9 @@ were run this way: `trtllm-bench ... throughput --dataset ... --backend pytorch`
 from __future__ import annotations
 
 import math
+from typing import Any
+
+from ..dtypes import kv_bytes, weight_format
 
 # weight bytes per parameter the heuristic assumes for the formats it tunes (tuning.py BYTES_PER_ELEM)
 _TUNED_WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "nvfp4": 0.5}
@@ -75,6 +78,32 @@ def bench_settings(*, weights: str, params_total: float, kv_bytes_per_token: flo
     if not chunked_prefill:   # the whole longest prompt must fit one step beside a full batch
         tok = max(tok, int((max_isl if max_isl is not None else isl) + bs))
     return bs, tok
+
+
+def engine_limits(scn: Any, model: Any, device_memory_gib: float) -> tuple[int, int, str]:
+    """(max_batch_size, max_num_tokens, where from) TensorRT-LLM runs `scn` with on a GPU of `device_memory_gib`
+    (NVML's total): the scenario's pair when it states both; under a load (infer.load) trtllm-serve's defaults;
+    else trtllm-bench's heuristic (`bench_settings`), which sizes both from the KV room for the workload."""
+    inf, par = scn.infer, scn.parallel
+    if inf.max_num_seqs and inf.max_num_batched_tokens:
+        return int(inf.max_num_seqs), int(inf.max_num_batched_tokens), "stated"
+    if getattr(inf, "load", None) is not None:
+        # a service under load runs `trtllm-serve`, whose limits without flags are BuildConfig's defaults
+        # (tensorrt_llm/commands/serve.py @00209af1 get_llm_args), not trtllm-bench's heuristic
+        return DEFAULT_MAX_BATCH, DEFAULT_MAX_TOKENS, "trtllm-serve defaults"
+    # attention DP ("DEP": tp=1, dp=ep) is launched as `trtllm-bench --tp <GPUs> --ep <GPUs>` with
+    # enable_attention_dp (perf-overview.md @00f3768, "For MoE models"): the heuristic sees tp = every
+    # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
+    adp = min(scn.dp, par.ep) if (model.is_moe and par.ep > 1) else 1
+    tp = par.tp * adp
+    # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
+    heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
+    kv_tok = model.kv_cache_bytes_per_token(kv_bytes(inf.kv_cache)) * heads
+    batch, tokens = bench_settings(
+        weights=weight_format(inf.weights).name, params_total=model.params_total, kv_bytes_per_token=kv_tok,
+        device_memory_gib=device_memory_gib, tp=tp, pp=par.pp, isl=inf.prompt_len,
+        osl=inf.output_len, kv_fraction=inf.gpu_memory_utilization)
+    return batch, tokens, "trtllm-bench heuristic"
 
 
 # CUDA graphs (PyTorch backend). The perf-overview runs' llm_options.yml (perf-overview.md @00f3768,
