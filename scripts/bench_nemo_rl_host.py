@@ -1,4 +1,4 @@
-"""Times the host-side Python of NeMo RL v0.3.0's Megatron worker per packed micro-batch on this CPU (docs/posttrain.md,
+"""Times the host-side Python of NeMo RL's Megatron worker (v0.3.0, or 06beed91 with --version 0.4) per packed micro-batch on this CPU (docs/posttrain.md,
 *NeMo RL's host work around the passes, timed in its code*; estimate/nemo_rl_host.py, rl.host_loop_seconds): the real functions of the NeMo RL source
 tree, read at v0.3.0 (b1c86a8, the blog's code), imported without installing it (Megatron, NeMo, transformers and the
 DTensor module are stubbed: nothing of theirs runs on this path). With torch CPU tensors of a micro-batch's shapes:
@@ -29,7 +29,7 @@ and the host synchronisations (`aten._local_scalar_dense`: `.item()`, a 0-d tens
 
     python3 scripts/bench_nemo_rl_host.py /path/to/nemo_rl-v0.3.0-tree [--seqs 1,8] [--reps 200] [--vocab 32]
 
-The tree is `git archive b1c86a8 nemo_rl` of NVIDIA-NeMo/RL. Prints per k (sequences a pack) the best and median
+The tree is `git archive b1c86a8 nemo_rl` of NVIDIA-NeMo/RL (`git archive 06beed91 nemo_rl` with --version 0.4). Prints per k (sequences a pack) the best and median
 seconds of each part, the counts, and the per-sequence / per-micro-batch slopes between the two k.
 """
 from __future__ import annotations
@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from unittest import mock
 
 _STUB_TOP = {"megatron", "nemo", "transformers", "ray"}
-_STUB_PKG = ("nemo_rl.models.dtensor", "nemo_rl.data.hf_datasets", "nemo_rl.models.policy")
+_STUB_PKG = ("nemo_rl.models.dtensor", "nemo_rl.data.hf_datasets", "nemo_rl.models.policy",
+             "nemo_rl.data.chat_templates")
 
 
 class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -110,6 +111,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--tp", type=int, default=1, help="pad factor of the packer (tp without CP)")
     ap.add_argument("--pp-pad", action="store_true", help="pad the pack to a fixed length (pipeline parallel)")
+    ap.add_argument("--version", default="0.3", choices=("0.3", "0.4"),
+                    help="the tree's NeMo RL: 0.3 = v0.3.0 (b1c86a8), 0.4 = 06beed91 (the v0.4 table's)")
     ap.add_argument("--gloo", action="store_true", help="run DistributedLogprob's all-reduces over gloo (else counted)")
     ap.add_argument("--driver", default="", help="N,W[,dp,train_mb_tokens,logprob_mb_tokens,gbs]: time the driver's "
                     "shard_by_batch_size / from_batches / reorder_data instead")
@@ -127,6 +130,13 @@ def main(argv=None) -> int:
         dist.all_reduce = _all_reduce
     cfg = dict(reference_policy_kl_penalty=0.01, ratio_clip_min=0.2, ratio_clip_max=0.2, ratio_clip_c=None,
                use_on_policy_kl_approximation=False, use_importance_sampling_correction=False, token_level_loss=True)
+    if a.version == "0.4":      # grpo_math_1B.yaml loss_fn @06beed91
+        cfg.update(reference_policy_kl_type="k3", kl_input_clamp_value=20.0, kl_output_clamp_value=10.0,
+                   truncated_importance_sampling_ratio=None, sequence_level_importance_ratios=False)
+    # .item() calls a sequence in the wrapper + ClippedPGLossFn, and the one after which the logits' segment starts:
+    # v0.3.0 the wrapper's 2, mult_prob_error | ..., probs_ratio, 6 more; 06beed91 the wrapper's 2, mult_prob_error,
+    # gen_kl_error, policy_kl_error, js_divergence_error | ..., probs_ratio, 6 more
+    cycle, before = (10, 3) if a.version == "0.3" else (13, 6)
     loss_fn = ClippedPGLossFn(cfg)
     L, V = a.seqlen, a.vocab
     width = L + 8                   # the batch's padded width (right padding beyond the longest sequence)
@@ -159,7 +169,8 @@ def main(argv=None) -> int:
         def t_pack(mb, clone):
             t0 = time.perf_counter()
             ids = mb["input_ids"].clone() if clone else mb["input_ids"]
-            out = common._pack_sequences_for_megatron(ids, mb["input_lengths"], a.tp, pad_to, cp_rank=0, cp_size=1)
+            out = common._pack_sequences_for_megatron(ids, mb["input_lengths"], pad_individual_seqs_to_multiple_of=a.tp,
+                                                      pad_packed_seq_to=pad_to, cp_rank=0, cp_size=1)
             return out, time.perf_counter() - t0
 
         def t_loss(mb, packed):
@@ -206,7 +217,8 @@ def main(argv=None) -> int:
             stamps.clear()
             lo, bw = t_loss(mb, packed)
             st = list(stamps)
-            h_train = sum(st[10 * i + 3] - st[10 * i + 2] for i in range(k))
+            assert len(st) == cycle * k, (len(st), cycle, k)
+            h_train = sum(st[cycle * i + before] - st[cycle * i + before - 1] for i in range(k))
             mb2, f2, to2 = t_fetch(lpdata)
             packed2, p2 = t_pack(mb2, True)
             stamps.clear()
@@ -252,7 +264,9 @@ def main(argv=None) -> int:
                 for key in list(mb.keys()):      # on the GPU each .to is a copy; on the CPU a no-op: count them
                     cm.ops["train_to"] = cm.ops.get("train_to", 0) + 1
                 cm.phase = "train_pack"
-                packed = common._pack_sequences_for_megatron(mb["input_ids"], mb["input_lengths"], a.tp, pad_to, 0, 1)
+                packed = common._pack_sequences_for_megatron(mb["input_ids"], mb["input_lengths"],
+                                                             pad_individual_seqs_to_multiple_of=a.tp,
+                                                             pad_packed_seq_to=pad_to, cp_rank=0, cp_size=1)
                 cm.phase = "setup"
                 logits = torch.randn(1, T, V, requires_grad=True)
                 cm.phase = "train_loss"
@@ -267,8 +281,9 @@ def main(argv=None) -> int:
                 for key in list(mb2.keys()):
                     cm.ops["lp_to"] = cm.ops.get("lp_to", 0) + 1
                 cm.phase = "lp_pack"
-                packed2 = common._pack_sequences_for_megatron(mb2["input_ids"].clone(), mb2["input_lengths"], a.tp, pad_to,
-                                                              0, 1)
+                packed2 = common._pack_sequences_for_megatron(mb2["input_ids"].clone(), mb2["input_lengths"],
+                                                              pad_individual_seqs_to_multiple_of=a.tp,
+                                                              pad_packed_seq_to=pad_to, cp_rank=0, cp_size=1)
                 cm.phase = "setup"
                 t_logits = torch.randn(1, T, V)
                 cm.phase = "lp_collect"

@@ -72,10 +72,27 @@ def test_logprob_micro_batch_by_hand():
 
 
 def test_driver_is_the_timed_shape_scaled_by_its_tokens():
-    assert nh.driver_s("train", 2048, 4096, 1.0) == pytest.approx(0.539)
-    assert nh.driver_s("logprob", 2048, 4096, 1.0) == pytest.approx(0.368 + 0.030)
-    assert nh.driver_s("train", 1024, 4096, 1.0) == pytest.approx(0.539 / 2)
-    assert nh.driver_s("logprob", 2048, 2048, 0.5) == pytest.approx(0.398)
+    # the lowest timed runs at 2,048 x 4,096: train shard 245 ms, log-prob shard 198 + gather 14 ms (06beed91: 235,
+    # 191 + 15)
+    assert nh.driver_s("train", 2048, 4096, 1.0) == pytest.approx(0.245)
+    assert nh.driver_s("logprob", 2048, 4096, 1.0) == pytest.approx(0.198 + 0.014)
+    assert nh.driver_s("train", 1024, 4096, 1.0) == pytest.approx(0.245 / 2)
+    assert nh.driver_s("logprob", 2048, 2048, 0.5) == pytest.approx(0.212)
+    assert nh.driver_s("train", 2048, 4096, 1.0, "nemo-rl-0.4") == pytest.approx(0.235)
+    assert nh.driver_s("logprob", 2048, 4096, 1.0, "nemo-rl-0.4") == pytest.approx(0.191 + 0.015)
+
+
+def test_v04_loss_syncs_a_sequence_are_the_codes():
+    # 06beed91: the same wrapper (loss_functions.py L832-900) and ClippedPGLossFn (L144-438) with three more metrics
+    # read before the logits (gen_kl_error, policy_kl_error, js_divergence_error): 9 + 12 = 21 syncs a sequence; the
+    # bench counted 118 kernels a sequence, 62 of them in the segment beside the logits' kernels
+    assert nh.TRAIN_LOSS_04.ops_seq == (118 - 62) + (2 + 6 + 1) + 12
+    assert nh.TRAIN_LOSS_04.cpu_seq_s * 1e6 == pytest.approx(218.4)
+    # the packing and the log-prob collection are the same code as v0.3.0's: the same counts
+    for a, b in ((nh.TRAIN_PACK_04, nh.TRAIN_PACK), (nh.TRAIN_PACK_PADDED_04, nh.TRAIN_PACK_PADDED),
+                 (nh.LOGPROB_PACK_04, nh.LOGPROB_PACK), (nh.LOGPROB_PACK_PADDED_04, nh.LOGPROB_PACK_PADDED),
+                 (nh.LOGPROB_COLLECT_04, nh.LOGPROB_COLLECT), (nh.TRAIN_TO_04, nh.TRAIN_TO)):
+        assert (a.ops_seq, a.ops_mb) == (b.ops_seq, b.ops_mb)
 
 
 def _rows():
@@ -87,9 +104,9 @@ def _rows():
 def test_rows_carry_the_host_loop_their_code_ran():
     rows = _rows()
     for rid, r in rows.items():
-        v03_packed = (r["framework"] == "nemo-rl" and r["framework_version"].startswith("0.3")
-                      and r["packing"] == "true" and not r["notes"].startswith("unscored:"))
-        assert (r["host_loop"] == "nemo-rl-0.3") == v03_packed, rid      # v0.4 code (NR*) not timed: empty
+        packed = r["framework"] == "nemo-rl" and r["packing"] == "true" and not r["notes"].startswith("unscored:")
+        want = f"nemo-rl-{r['framework_version'][:3]}" if packed else ""
+        assert r["host_loop"] == want, rid      # NB04 ran dynamic batching (not timed), verl is not NeMo RL
 
 
 def _nb01() -> dict:
@@ -112,7 +129,7 @@ def test_nb01_adds_the_driver_and_its_micro_batches_by_hand():
     # by hand: 2,048 sequences, the batch as wide as the prompt + the longest response; the slowest rank's packs
     width = h["width"]
     assert 132 < width <= 4096
-    assert h["driver_train"] == pytest.approx(0.539 * 2048 * width / (2048 * 4096))
+    assert h["driver_train"] == pytest.approx(0.245 * 2048 * width / (2048 * 4096))
     train, lp = rlm.packed_training_scenario(scn), rlm.logprob_scenario(scn)
     packs = train.train.global_batch / (train.train.micro_batch * train.dp)
     per_mb = nh.train_micro_batch_s(train.train.micro_batch, False, 1.0, 4.45e-6)
@@ -151,3 +168,17 @@ def test_host_loop_none_adds_nothing():
     d["train"]["rl"]["host_loop"] = "none"
     h = api.estimate(d).performance.details["host_loop_s"]
     assert h["actor_update"] == h["per_logprob_pass"] == 0.0
+
+
+def test_v04_rows_price_the_v04_code():
+    # NR01: NeMo RL 06beed91, Megatron PP 2 (a fixed pack length: the padded packer path)
+    d = vg.posttrain_scenario(_rows()["NR01"])
+    assert d["train"]["rl"]["host_loop"] == "nemo-rl-0.4"
+    h = api.estimate(d).performance.details["host_loop_s"]
+    scn = scenario_from_dict(d, "NR01")
+    train = rlm.packed_training_scenario(scn)
+    packs = train.train.global_batch / (train.train.micro_batch * train.dp)
+    k = rlm.optimizer_steps(scn)
+    assert h["worker_train"] == pytest.approx(
+        k * packs * nh.train_micro_batch_s(train.train.micro_batch, True, 1.0, 4.45e-6, "nemo-rl-0.4"), rel=1e-6)
+    assert h["driver_train"] == pytest.approx(0.235 * 2048 * h["width"] / (2048 * 4096))

@@ -851,14 +851,15 @@ def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
 def host_loop_seconds(scn: Scenario, train: Scenario, lp_scn: Scenario, gpu: Any, P: Mapping[str, Any],
                       optimizer_steps_: int, longest: int | None) -> dict[str, Any]:
     """rl.host_loop: host seconds the RL framework's own Python adds to the training pass (`actor_update`) and to
-    each log-prob pass (`per_logprob_pass`), on the row's host (estimate/nemo_rl_host.py). 'nemo-rl-0.3': the
+    each log-prob pass (`per_logprob_pass`), on the row's host (estimate/nemo_rl_host.py). 'nemo-rl-0.3' / '-0.4': the
     driver's sharding per pass (every trainer), and with the Megatron worker the exposed host work of each packed
     micro-batch of the slowest rank (`train` / `lp_scn`: the packed scenarios, micro_batch sequences a pack, global
     batch = packs x micro_batch x dp)."""
     rl = scn.train.rl
     out = {"host_loop": rl.host_loop, "actor_update": 0.0, "per_logprob_pass": 0.0}
-    if rl.host_loop != "nemo-rl-0.3":
+    if rl.host_loop == "none":
         return out
+    loop = rl.host_loop
     from . import nemo_rl_host
     from .host_issue import BARE_OP_CPU_S, HF_DECODE_OPS_PER_LAYER, HF_FORWARD_OP_CPU_S
     from .speed import _engine, _family, _host_speed
@@ -871,18 +872,18 @@ def host_loop_seconds(scn: Scenario, train: Scenario, lp_scn: Scenario, gpu: Any
     launch = (eager_op - BARE_OP_CPU_S) if eager_op is not None else max(ref_op - HF_FORWARD_OP_CPU_S, 0.0) / speed
     seqs = sequences_per_step(scn)
     width = rl.prompt_len + (longest if longest else rl.max_new_tokens)
-    drv_train = nemo_rl_host.driver_s("train", seqs, width, speed)
-    drv_lp = nemo_rl_host.driver_s("logprob", seqs, width, speed)
+    drv_train = nemo_rl_host.driver_s("train", seqs, width, speed, loop)
+    drv_lp = nemo_rl_host.driver_s("logprob", seqs, width, speed, loop)
     worker_train = worker_lp = 0.0
     if scn.framework == "megatron":
         pa = train.parallel
         padded = pa.tp * pa.cp > 1 or pa.pp > 1     # pad factor tp (2 cp tp with CP) or a pipeline's fixed length
         per_pack = train.train.micro_batch
         packs = train.train.global_batch / (per_pack * train.dp)
-        worker_train = optimizer_steps_ * packs * nemo_rl_host.train_micro_batch_s(per_pack, padded, speed, launch)
+        worker_train = optimizer_steps_ * packs * nemo_rl_host.train_micro_batch_s(per_pack, padded, speed, launch, loop)
         lp_pack = lp_scn.train.micro_batch
         lp_packs = lp_scn.train.global_batch / (lp_pack * lp_scn.dp)
-        worker_lp = lp_packs * nemo_rl_host.logprob_micro_batch_s(lp_pack, padded, speed, launch)
+        worker_lp = lp_packs * nemo_rl_host.logprob_micro_batch_s(lp_pack, padded, speed, launch, loop)
     out.update(actor_update=drv_train + worker_train, per_logprob_pass=drv_lp + worker_lp, driver_train=drv_train,
                driver_logprob=drv_lp, worker_train=worker_train, worker_logprob=worker_lp, host=host_name,
                launch_s=launch, width=width)
