@@ -240,6 +240,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)
         rl["logprob_impl"] = row["logprob_impl"]
+    if row.get("host_loop"):            # the RL framework's own host work around the passes (rl.host_loop)
+        rl["host_loop"] = row["host_loop"]
     if row.get("logprob_batch"):        # sequences per micro-batch of the log-prob passes
         rl["logprob_micro_batch"] = micro_batch(row, "logprob_batch", prompt, rl["max_new_tokens"])
     if row.get("train_global_batch"):   # sequences per optimizer step of the training pass

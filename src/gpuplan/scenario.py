@@ -301,6 +301,13 @@ class RL(_Strict):
         "(v0.3.0 and v0.4 code: 120 / 72 bytes per logit in the training pass, 58 / 50 in a no-grad pass); "
         "'nemo-rl-dtensor-0.3' = NeMo RL v0.3.0's DTensor (FSDP2) worker at tensor parallel 1: FSDP2's fp32 copy of "
         "the HF logits and a plain log_softmax (48 / 14)"))
+    host_loop: Literal["none", "nemo-rl-0.3", "nemo-rl-0.4"] = Field("none", description=(
+        "the RL framework's own host-side Python around the training and log-prob passes, timed in its code "
+        "(estimate/nemo_rl_host.py): 'nemo-rl-0.3' / 'nemo-rl-0.4' = NeMo RL v0.3.0 / the v0.4 table's code (06beed91) "
+        "with sequence packing: its driver's "
+        "shard_by_batch_size / from_batches / reorder_data per pass (GPUs idle), and with the Megatron worker "
+        "(framework megatron) the per-micro-batch copies, packing, per-sequence loss wrapper and log-prob collection "
+        "between host synchronisations; 'none' = not priced"))
     packing: bool = Field(False, description=(
         "the log-prob and training passes pack the generated sequences into micro-batches of micro_batch x "
         "(prompt_len + max_new_tokens) tokens instead of padding each (NeMo RL sequence_packing, on by default; "
@@ -1198,6 +1205,10 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.logprob_impl = {rl.logprob_impl} is NeMo RL's DTensor (FSDP2) worker at tensor "
                          f"parallel 1, but framework is {scn.framework} and parallel.tp {scn.parallel.tp}; set "
                          "framework: torchtitan and tp: 1, or logprob_impl: fused")
+    if rl.host_loop != "none" and not rl.packing:
+        # only NeMo RL's packing path was timed (its dynamic batching shards and slices otherwise)
+        raise ValueError(f"train.rl.host_loop = {rl.host_loop} prices NeMo RL's host work with sequence packing, but "
+                         "packing is off; set packing: true, or host_loop: none")
     if rl.engine_vllm_v0 and (rl.engine != "vllm" or rl.engine_in_process):
         raise ValueError("train.rl.engine_vllm_v0 describes vLLM's V0 LLMEngine, whose output processing already runs "
                          f"in its own loop (priced with it), but engine is {rl.engine} and engine_in_process "

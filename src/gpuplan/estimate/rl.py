@@ -848,6 +848,48 @@ def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
     return 3.0 * shard / bw if bw > 0 else 0.0
 
 
+def host_loop_seconds(scn: Scenario, train: Scenario, lp_scn: Scenario, gpu: Any, P: Mapping[str, Any],
+                      optimizer_steps_: int, longest: int | None) -> dict[str, Any]:
+    """rl.host_loop: host seconds the RL framework's own Python adds to the training pass (`actor_update`) and to
+    each log-prob pass (`per_logprob_pass`), on the row's host (estimate/nemo_rl_host.py). 'nemo-rl-0.3' / '-0.4': the
+    driver's sharding per pass (every trainer), and with the Megatron worker the exposed host work of each packed
+    micro-batch of the slowest rank (`train` / `lp_scn`: the packed scenarios, micro_batch sequences a pack, global
+    batch = packs x micro_batch x dp)."""
+    rl = scn.train.rl
+    out = {"host_loop": rl.host_loop, "actor_update": 0.0, "per_logprob_pass": 0.0}
+    if rl.host_loop == "none":
+        return out
+    loop = rl.host_loop
+    from . import nemo_rl_host
+    from .host_issue import BARE_OP_CPU_S, HF_DECODE_OPS_PER_LAYER, HF_FORWARD_OP_CPU_S
+    from .speed import _engine, _family, _host_speed
+    from ..hardware.hosts import host_eager_op_s
+    hw = scn.hardware
+    speed, host_name = _host_speed(scn, gpu)
+    eager_op = host_eager_op_s(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None))
+    # a device op's launch beyond its CPU share (host_issue.py): the reference host's eager op less its CPU time
+    ref_op = float(_engine(P, "hf", _family(gpu))["host_issue_layer_s"]) / HF_DECODE_OPS_PER_LAYER
+    launch = (eager_op - BARE_OP_CPU_S) if eager_op is not None else max(ref_op - HF_FORWARD_OP_CPU_S, 0.0) / speed
+    seqs = sequences_per_step(scn)
+    width = rl.prompt_len + (longest if longest else rl.max_new_tokens)
+    drv_train = nemo_rl_host.driver_s("train", seqs, width, speed, loop)
+    drv_lp = nemo_rl_host.driver_s("logprob", seqs, width, speed, loop)
+    worker_train = worker_lp = 0.0
+    if scn.framework == "megatron":
+        pa = train.parallel
+        padded = pa.tp * pa.cp > 1 or pa.pp > 1     # pad factor tp (2 cp tp with CP) or a pipeline's fixed length
+        per_pack = train.train.micro_batch
+        packs = train.train.global_batch / (per_pack * train.dp)
+        worker_train = optimizer_steps_ * packs * nemo_rl_host.train_micro_batch_s(per_pack, padded, speed, launch, loop)
+        lp_pack = lp_scn.train.micro_batch
+        lp_packs = lp_scn.train.global_batch / (lp_pack * lp_scn.dp)
+        worker_lp = lp_packs * nemo_rl_host.logprob_micro_batch_s(lp_pack, padded, speed, launch, loop)
+    out.update(actor_update=drv_train + worker_train, per_logprob_pass=drv_lp + worker_lp, driver_train=drv_train,
+               driver_logprob=drv_lp, worker_train=worker_train, worker_logprob=worker_lp, host=host_name,
+               launch_s=launch, width=width)
+    return out
+
+
 def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping[str, Any] | None = None,
                    network: Any = None, memory: Any = None) -> PerformanceEstimate:
     """Step time of one RL step: per-phase seconds in `breakdown` (rl_*) and `details['phases_s']`,
@@ -876,9 +918,11 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                                           train.train.micro_batch if rl.packing else 0.0)
     lp_block = logprob_block_extra(rl.logprob_impl, lp_scn, model, gpu, P, lp["tokens"] / lp_scn.dp, False,
                                    charged * lp["forward_share"])
-    lp_time = lp["time"] + lp_block
     capacity = int(getattr(gpu, "usable_memory_bytes", 0) or 0)
     roll = rollout_time(scn, model, gpu, P, net, capacity)
+    # the framework's own host work around the passes (rl.host_loop; estimate/nemo_rl_host.py)
+    host = host_loop_seconds(scn, train, lp_scn, gpu, P, k, roll.get("longest"))
+    lp_time = lp["time"] + lp_block + host["per_logprob_pass"]
     phases: dict[str, float] = {"rollout": roll["time"]}
     if rl.old_logprob_pass:
         phases["actor_logprob"] = lp_time
@@ -891,7 +935,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     if _critic(scn):       # a value head: no vocabulary-wide log-prob block
         phases["critic_values"] = lp["time"]
         phases["critic_update"] = k * base.step_time_s
-    phases["actor_update"] = k * base.step_time_s + train_block
+    phases["actor_update"] = k * base.step_time_s + train_block + host["actor_update"]
     phases["weight_sync"] = weight_sync_time(scn, model, gpu, P, net)
     if rl.placement == "colocated" and rl.offload_train_states:
         phases["state_offload"], phases["state_onload"] = offload_time(scn, model, capacity, gpu)
@@ -934,6 +978,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                     "generated_tokens_per_step": generated, "bound_by": bound,
                     "logprob_block_s": {"logprob_impl": rl.logprob_impl, "actor_update": train_block,
                                         "per_logprob_pass": lp_block},
+                    "host_loop_s": host,
                     "phases_s": {k: float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
     # (a pipeline's pack padding is computed, not counted: the training tokens over the pass's tokens)
