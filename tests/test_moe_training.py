@@ -461,9 +461,34 @@ def test_expert_output_bias_is_charged_under_megatron_only():
     scn = _megatron_moe(model="gpt-oss-20b", precision="bf16")
     c, got = _grouped_bytes(scn, m)
     rows = 4096 * m.experts_per_tok * ep_rank_imbalance(4096, m.experts_per_tok, m.num_experts, 8)
-    assert got == pytest.approx(14 * rows * m.hidden_size * 2 * m.num_layers, rel=1e-9)
+    # 14 passes of the output bias over h, and gpt-oss's eager clamp + cat (46 B per element of the expert width)
+    assert got == pytest.approx((14 * m.hidden_size * 2 + 46 * m.moe_intermediate_size) * rows * m.num_layers,
+                                rel=1e-9)
     other = {**scn, "framework": "torchtitan", "parallel": {"ep": 8}}
     assert _grouped_bytes(other, m)[1] == 0.0
+
+
+def test_clamped_glu_eager_bytes_hand_count():
+    from gpuplan.estimate.moe import expert_glu_clamp_bytes_per_element
+    # Megatron's weighted_bias_quick_geglu_impl (fused_bias_geglu.py @92c8482e6) clamps the two f-wide halves and
+    # concatenates them as eager ops before the compiled GEGLU, bf16, bytes per element of f:
+    # forward  clamp(max) read 2 + write 2, clamp(min, max) 2 + 2, cat read 4 + write 4                     = 16
+    # backward clamp_backward(max): le 2 + 1, where 1 + 2 + 2; clamp_backward(min, max): ge 2 + 1, le 2 + 1,
+    #          logical_and_ 1 + 1 + 1, where 1 + 2 + 2; the chunk's backward cat of the two gradients 4 + 4  = 30
+    fwd = (2 + 2) + (2 + 2) + (4 + 4)
+    bwd = (2 + 1) + (1 + 2 + 2) + (2 + 1) + (2 + 1) + (1 + 1 + 1) + (1 + 2 + 2) + (4 + 4)
+    assert (fwd, bwd) == (16, 30)
+    assert expert_glu_clamp_bytes_per_element() == fwd + bwd
+    assert expert_glu_clamp_bytes_per_element(1.0) == 2 * fwd + bwd      # full recompute repeats the forward
+
+
+def test_glu_clamp_trait_comes_from_the_config():
+    # gpt-oss configs: "swiglu_limit": 7.0; models without the key clamp nothing
+    assert get_model("gpt-oss-120b").traits.glu_clamp == 7.0
+    assert get_model("gpt-oss-20b").traits.glu_clamp == 7.0
+    assert get_model("qwen3-30b-a3b").traits.glu_clamp is None
+    # a Qwen3-MoE run pays no clamp bytes (bf16: no FP8 padding, no biases)
+    assert _grouped_bytes(_megatron_moe(precision="bf16"), get_model("qwen3-30b-a3b"))[1] == 0.0
 
 
 def test_capacity_factor_is_megatron_all_to_all_only():

@@ -39,7 +39,7 @@ from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
 from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
-                  expert_bias_passes_per_row, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
+                  expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
@@ -715,7 +715,8 @@ def _grouped_mlp_bytes(c: _Train) -> float:
     """HBM bytes per micro-batch of Megatron's TEGroupedMLP around its grouped GEMMs (estimate/moe.py): the FP8
     row padding and unpadding copies (FP8 with unaligned expert counts: dropless routing) and the experts'
     output-bias loop (models with biased linears), over the rows this rank's experts receive,
-    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide."""
+    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide; and a clamped gated activation's eager clamp
+    and cat (gpt-oss, moe.expert_glu_clamp_bytes_per_element) over the same rows, f/etp wide."""
     m = c.model
     if c.scn.framework != "megatron" or not m.is_moe or m.experts_per_tok <= 0:
         return 0.0
@@ -725,7 +726,11 @@ def _grouped_mlp_bytes(c: _Train) -> float:
     if m.traits.mlp_bias:
         passes += expert_bias_passes_per_row(c.rc.linear_share)
     rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
-    return passes * rows * m.hidden_size * c.act_b * _moe_layers_stage(c)
+    # a clamped gated activation (gpt-oss): the eager clamp + cat before the fused GEGLU, over this rank's share
+    # of the expert width (f / etp), in bf16 bytes scaled to the activation width
+    clamp = (expert_glu_clamp_bytes_per_element(c.rc.linear_share) * (m.moe_intermediate_size or m.intermediate_size)
+             / c.par.expert_tp * c.act_b / 2.0) if (m.traits.glu_clamp and m.gated_mlp) else 0.0
+    return (passes * m.hidden_size * c.act_b + clamp) * rows * _moe_layers_stage(c)
 
 
 def _fusion_mode(c: _Train) -> str:
