@@ -585,3 +585,45 @@ def test_dispatcher_sms_needs_a_flex_dispatcher_and_reaches_the_launch():
         _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher_sms": 32})
     scn = _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_dispatcher_sms": 32})
     assert "--moe-hybridep-num-sms 32" in "\n".join(launch_files(scn, "megatron").values())
+
+
+# --- Megatron's selective --recompute-modules layernorm / moe_act (gpt-oss perf recipes) --------------------------
+
+
+def test_recompute_modules_need_megatron_selective():
+    scn = _megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective",
+                        recompute_modules=["layernorm", "moe_act"])
+    scenario_from_dict(scn)
+    with pytest.raises(Exception, match="recompute_modules"):
+        scenario_from_dict({**scn, "train": {**scn["train"], "recompute": "none"}})
+    with pytest.raises(Exception, match="recompute_modules"):
+        scenario_from_dict({**scn, "framework": "torchtitan"})
+
+
+def test_recompute_modules_plan_and_bytes():
+    from gpuplan.estimate import speed as S
+    m = get_model("gpt-oss-20b")
+    c, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective",
+                                        recompute_modules=["layernorm", "moe_act"]), m)
+    # no core_attn in the list: the attention core is not recomputed (Megatron's default list is core_attn alone)
+    assert (c.rc.kind, c.rc.attention_share, c.rc.linear_share) == ("selective-modules", 0.0, 0.0)
+    fused, eager = S._module_recompute(c)
+    rows = 4096 * m.experts_per_tok * ep_rank_imbalance(4096, m.experts_per_tok, m.num_experts, 8)
+    f, h, L = m.moe_intermediate_size, m.hidden_size, m.num_layers
+    # layernorm: the MoE layers' pre-MLP norm forward, read 2 + write 2 per element of h per token;
+    # moe_act: the fused GEGLU forward (read the 2f-wide input, write f: 6 B per element of f) per routed row,
+    # and the eager clamp + cat forward (16 B per element of f)
+    assert fused == pytest.approx(4 * h * 4096 * L + 6 * f * rows * L, rel=1e-9)
+    assert eager == pytest.approx(16 * f * rows * L, rel=1e-9)
+    # the default selective list recomputes the attention core and nothing else
+    c2, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective"), m)
+    assert (c2.rc.kind, c2.rc.attention_share) == ("selective-core", 1.0)
+    assert S._module_recompute(c2) == (0.0, 0.0)
+
+
+def test_recompute_modules_reach_the_launch_file():
+    from gpuplan.launch import launch_files
+    scn = _megatron_moe(precision="bf16", recompute="selective", recompute_modules=["layernorm", "moe_act"])
+    text = "\n".join(launch_files(scenario_from_dict(scn), "megatron").values())
+    flat = " ".join(text.replace("\\\n", " ").split())
+    assert "--recompute-granularity selective --recompute-modules layernorm moe_act" in flat

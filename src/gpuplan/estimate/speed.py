@@ -39,7 +39,8 @@ from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
 from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
-                  expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
+                  EXPERT_GLU_CLAMP_FORWARD_BYTES, expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element,
+                  fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import DEFAULT_MAX_BATCH as TRTLLM_SERVE_MAX_BATCH
@@ -414,7 +415,8 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
                   _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, params_local, trainable_local,
                   expert_local if not frozen else 0.0,
                   recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
-                                 tr.recompute_layers, tr.recompute_group), fp8)
+                                 tr.recompute_layers, tr.recompute_group,
+                                 getattr(tr, "recompute_modules", None)), fp8)
 
 
 def _folded(model: ModelSpec, par: Any) -> bool:
@@ -804,10 +806,41 @@ def _layer_bandwidth_share(c: _Train) -> float:
     return elementwise.bandwidth_share(_fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
 
 
+def _module_recompute(c: _Train) -> tuple[float, float]:
+    """(framework-fused bytes, eager bytes) per micro-batch that Megatron's selective --recompute-modules layernorm
+    and moe_act add: each module runs under CheckpointWithoutOutput, which discards its output after the forward and
+    runs the forward again in backward (megatron/core/tensor_parallel/random.py; transformer_layer.py and
+    moe/experts.py at core_v0.15.0). Forward bytes only, bf16, scaled to the activation width:
+      layernorm  a norm that is a module of its own: the MoE layers' pre-MLP norm (Transformer Engine fuses the input
+                 norm into linear_qkv and a dense layer's pre-MLP norm into linear_fc1, gpt_layer_specs.py; MLA keeps
+                 its input norm), the fused norm forward read 2 + write 2 per element of h, over tokens/tp
+      moe_act    the routed experts' activation over this rank's rows, f/etp wide: the fused gated region's forward
+                 (read 2, write 1: 6 B per element of f; a plain activation 4) and, for a clamped GLU (gpt-oss), the
+                 eager clamp + cat forward (moe.EXPERT_GLU_CLAMP_FORWARD_BYTES, 16)."""
+    m, mods = c.model, c.rc.modules
+    if not mods or c.scn.framework != "megatron":
+        return 0.0, 0.0
+    scale, fused, eager = c.act_b / 2.0, 0.0, 0.0
+    moe_layers = _moe_layers_stage(c) if m.is_moe else 0.0
+    if "layernorm" in mods:
+        norm_layers = moe_layers + (c.L_stage if m.is_mla else 0.0)
+        fused += 4.0 * m.hidden_size * c.tokens / c.par.tp * norm_layers
+    if "moe_act" in mods and m.is_moe and m.experts_per_tok > 0:
+        rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
+        width = (m.moe_intermediate_size or m.intermediate_size) / c.par.expert_tp
+        fused += (6.0 if m.gated_mlp else 4.0) * width * rows * moe_layers
+        if m.traits.glu_clamp and m.gated_mlp:
+            eager += EXPERT_GLU_CLAMP_FORWARD_BYTES * width * rows * moe_layers
+    return fused * scale, eager * scale
+
+
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
     t_layer, elt_bytes = _elementwise_time(c)
+    mod_fused, mod_eager = _module_recompute(c)
+    t_layer += mod_fused / (bw * elementwise.bandwidth_share("fused"))
+    elt_bytes += mod_eager
     elt_bytes += _fp8_cast_bytes(c)
     elt_bytes += _moe_permute_bytes(c)
     # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)
