@@ -627,3 +627,37 @@ def test_recompute_modules_reach_the_launch_file():
     text = "\n".join(launch_files(scenario_from_dict(scn), "megatron").values())
     flat = " ".join(text.replace("\\\n", " ").split())
     assert "--recompute-granularity selective --recompute-modules layernorm moe_act" in flat
+
+
+# --- Megatron's unfused RoPE under YaRN (gpt-oss) ---------------------------------------------------------------------
+
+
+def test_unfused_rope_bytes_hand_count():
+    from gpuplan.estimate import elementwise as E
+    # rope_utils.py _apply_rotary_pos_emb_bshd @b0cc2706d, bf16, per element of q or k:
+    # forward  t*cos 2+2, -x2 on the half 1+1, cat 2+2, *sin 2+2, add 4+2, cat((t, t_pass)) 2+2              = 24
+    # backward grad*cos 4, neg 2, the chunk's cat 4, grad*sin 4, add 6, the empty t_pass's zero gradient 2, add 6 = 28
+    assert E.UNFUSED_ROPE_BYTES == ((2 + 2) + (1 + 1) + (2 + 2) + (2 + 2) + (4 + 2) + (2 + 2),
+                                    4 + 2 + 4 + 4 + 6 + 2 + 6)
+    assert E.megatron_unfused_rope("megatron", get_model("gpt-oss-120b").traits, False)       # yarn, factor 32
+    assert not E.megatron_unfused_rope("torchtitan", get_model("gpt-oss-120b").traits, False)
+    assert not E.megatron_unfused_rope("megatron", get_model("qwen3-30b-a3b").traits, False)  # plain RoPE: fused
+    assert not E.megatron_unfused_rope("megatron", get_model("llama-3.1-8b").traits, False)   # llama3 scaling: fused
+    dsv3 = get_model("deepseek-v3")
+    assert not E.megatron_unfused_rope("megatron", dsv3.traits, dsv3.is_mla)                  # MLA: its own code
+
+
+def test_unfused_rope_time(monkeypatch):
+    from gpuplan.estimate import elementwise as E
+    from gpuplan.estimate import speed as S
+    m = get_model("gpt-oss-20b")
+    c, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16"), m)
+    with_rope = S._elementwise_time(c)[0]
+    monkeypatch.setattr(E, "megatron_unfused_rope", lambda *a: False)
+    without = S._elementwise_time(c)[0]
+    q, kv, h = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim, m.hidden_size
+    scale = 4096 * m.num_layers          # tokens x layers, bf16, no TP, no recompute
+    bw = S._bw(c.gpu)
+    expected = 52 * (q + kv) * scale / (bw * E.bandwidth_share("eager", "hf")) \
+        - 8 * (h + kv) * scale / (bw * E.bandwidth_share("fused"))
+    assert with_rope - without == pytest.approx(expected, rel=1e-9)

@@ -776,6 +776,14 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
     bw, share = _bw(c.gpu), elementwise.bandwidth_share
     t = base / (bw * _layer_bandwidth_share(c)) + loss_at_stack_rate / (bw * share(mode, "loss"))
+    if mode == "fused" and elementwise.megatron_unfused_rope(c.scn.framework, c.model.traits, c.model.is_mla):
+        # YaRN under Megatron: its unfused RoPE on q (heads x head_dim) and k instead of the fused region's 8 B per
+        # element of (h + kv), at the rate measured for transformers' layer, whose RoPE is the same rotate_half ops
+        m = c.model
+        q, kv = float(m.num_heads * m.head_dim), float(m.num_kv_heads * m.head_dim)
+        fused_rope = elementwise.FUSED_ROPE_BYTES * (m.hidden_size + kv) * scale
+        eager_rope = sum(elementwise.UNFUSED_ROPE_BYTES) * (q + kv) * scale
+        t += eager_rope / (bw * share("eager", "hf")) - fused_rope / (bw * _layer_bandwidth_share(c))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
     softcap = elementwise.softcap_bytes_per_logit(c.model, c.scn.framework, mode) * logits
     return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
