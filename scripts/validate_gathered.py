@@ -41,6 +41,8 @@ def scenario(row: dict) -> dict:
         train["recompute_layers"] = int(row["recompute_layers"])
     if row.get("fp8_recipe"):
         train["fp8_recipe"] = row["fp8_recipe"]
+    if row.get("recompute_modules"):       # Megatron --recompute-modules under selective granularity
+        train["recompute_modules"] = row["recompute_modules"].split()
     if row.get("moe_capacity_factor"):     # Megatron token-drop, inputs padded to capacity
         train["moe_capacity_factor"] = float(row["moe_capacity_factor"])
     return {

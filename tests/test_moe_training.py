@@ -461,9 +461,34 @@ def test_expert_output_bias_is_charged_under_megatron_only():
     scn = _megatron_moe(model="gpt-oss-20b", precision="bf16")
     c, got = _grouped_bytes(scn, m)
     rows = 4096 * m.experts_per_tok * ep_rank_imbalance(4096, m.experts_per_tok, m.num_experts, 8)
-    assert got == pytest.approx(14 * rows * m.hidden_size * 2 * m.num_layers, rel=1e-9)
+    # 14 passes of the output bias over h, and gpt-oss's eager clamp + cat (46 B per element of the expert width)
+    assert got == pytest.approx((14 * m.hidden_size * 2 + 46 * m.moe_intermediate_size) * rows * m.num_layers,
+                                rel=1e-9)
     other = {**scn, "framework": "torchtitan", "parallel": {"ep": 8}}
     assert _grouped_bytes(other, m)[1] == 0.0
+
+
+def test_clamped_glu_eager_bytes_hand_count():
+    from gpuplan.estimate.moe import expert_glu_clamp_bytes_per_element
+    # Megatron's weighted_bias_quick_geglu_impl (fused_bias_geglu.py @92c8482e6) clamps the two f-wide halves and
+    # concatenates them as eager ops before the compiled GEGLU, bf16, bytes per element of f:
+    # forward  clamp(max) read 2 + write 2, clamp(min, max) 2 + 2, cat read 4 + write 4                     = 16
+    # backward clamp_backward(max): le 2 + 1, where 1 + 2 + 2; clamp_backward(min, max): ge 2 + 1, le 2 + 1,
+    #          logical_and_ 1 + 1 + 1, where 1 + 2 + 2; the chunk's backward cat of the two gradients 4 + 4  = 30
+    fwd = (2 + 2) + (2 + 2) + (4 + 4)
+    bwd = (2 + 1) + (1 + 2 + 2) + (2 + 1) + (2 + 1) + (1 + 1 + 1) + (1 + 2 + 2) + (4 + 4)
+    assert (fwd, bwd) == (16, 30)
+    assert expert_glu_clamp_bytes_per_element() == fwd + bwd
+    assert expert_glu_clamp_bytes_per_element(1.0) == 2 * fwd + bwd      # full recompute repeats the forward
+
+
+def test_glu_clamp_trait_comes_from_the_config():
+    # gpt-oss configs: "swiglu_limit": 7.0; models without the key clamp nothing
+    assert get_model("gpt-oss-120b").traits.glu_clamp == 7.0
+    assert get_model("gpt-oss-20b").traits.glu_clamp == 7.0
+    assert get_model("qwen3-30b-a3b").traits.glu_clamp is None
+    # a Qwen3-MoE run pays no clamp bytes (bf16: no FP8 padding, no biases)
+    assert _grouped_bytes(_megatron_moe(precision="bf16"), get_model("qwen3-30b-a3b"))[1] == 0.0
 
 
 def test_capacity_factor_is_megatron_all_to_all_only():
@@ -560,3 +585,79 @@ def test_dispatcher_sms_needs_a_flex_dispatcher_and_reaches_the_launch():
         _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher_sms": 32})
     scn = _moe_train(ep=8, gb=64).replace(parallel={"ep_dispatcher": "hybridep", "ep_dispatcher_sms": 32})
     assert "--moe-hybridep-num-sms 32" in "\n".join(launch_files(scn, "megatron").values())
+
+
+# --- Megatron's selective --recompute-modules layernorm / moe_act (gpt-oss perf recipes) --------------------------
+
+
+def test_recompute_modules_need_megatron_selective():
+    scn = _megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective",
+                        recompute_modules=["layernorm", "moe_act"])
+    scenario_from_dict(scn)
+    with pytest.raises(Exception, match="recompute_modules"):
+        scenario_from_dict({**scn, "train": {**scn["train"], "recompute": "none"}})
+    with pytest.raises(Exception, match="recompute_modules"):
+        scenario_from_dict({**scn, "framework": "torchtitan"})
+
+
+def test_recompute_modules_plan_and_bytes():
+    from gpuplan.estimate import speed as S
+    m = get_model("gpt-oss-20b")
+    c, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective",
+                                        recompute_modules=["layernorm", "moe_act"]), m)
+    # no core_attn in the list: the attention core is not recomputed (Megatron's default list is core_attn alone)
+    assert (c.rc.kind, c.rc.attention_share, c.rc.linear_share) == ("selective-modules", 0.0, 0.0)
+    fused, eager = S._module_recompute(c)
+    rows = 4096 * m.experts_per_tok * ep_rank_imbalance(4096, m.experts_per_tok, m.num_experts, 8)
+    f, h, L = m.moe_intermediate_size, m.hidden_size, m.num_layers
+    # layernorm: the MoE layers' pre-MLP norm forward, read 2 + write 2 per element of h per token;
+    # moe_act: the fused GEGLU forward (read the 2f-wide input, write f: 6 B per element of f) per routed row,
+    # and the eager clamp + cat forward (16 B per element of f)
+    assert fused == pytest.approx(4 * h * 4096 * L + 6 * f * rows * L, rel=1e-9)
+    assert eager == pytest.approx(16 * f * rows * L, rel=1e-9)
+    # the default selective list recomputes the attention core and nothing else
+    c2, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16", recompute="selective"), m)
+    assert (c2.rc.kind, c2.rc.attention_share) == ("selective-core", 1.0)
+    assert S._module_recompute(c2) == (0.0, 0.0)
+
+
+def test_recompute_modules_reach_the_launch_file():
+    from gpuplan.launch import launch_files
+    scn = _megatron_moe(precision="bf16", recompute="selective", recompute_modules=["layernorm", "moe_act"])
+    text = "\n".join(launch_files(scenario_from_dict(scn), "megatron").values())
+    flat = " ".join(text.replace("\\\n", " ").split())
+    assert "--recompute-granularity selective --recompute-modules layernorm moe_act" in flat
+
+
+# --- Megatron's unfused RoPE under YaRN (gpt-oss) ---------------------------------------------------------------------
+
+
+def test_unfused_rope_bytes_hand_count():
+    from gpuplan.estimate import elementwise as E
+    # rope_utils.py _apply_rotary_pos_emb_bshd @b0cc2706d, bf16, per element of q or k:
+    # forward  t*cos 2+2, -x2 on the half 1+1, cat 2+2, *sin 2+2, add 4+2, cat((t, t_pass)) 2+2              = 24
+    # backward grad*cos 4, neg 2, the chunk's cat 4, grad*sin 4, add 6, the empty t_pass's zero gradient 2, add 6 = 28
+    assert E.UNFUSED_ROPE_BYTES == ((2 + 2) + (1 + 1) + (2 + 2) + (2 + 2) + (4 + 2) + (2 + 2),
+                                    4 + 2 + 4 + 4 + 6 + 2 + 6)
+    assert E.megatron_unfused_rope("megatron", get_model("gpt-oss-120b").traits, False)       # yarn, factor 32
+    assert not E.megatron_unfused_rope("torchtitan", get_model("gpt-oss-120b").traits, False)
+    assert not E.megatron_unfused_rope("megatron", get_model("qwen3-30b-a3b").traits, False)  # plain RoPE: fused
+    assert not E.megatron_unfused_rope("megatron", get_model("llama-3.1-8b").traits, False)   # llama3 scaling: fused
+    dsv3 = get_model("deepseek-v3")
+    assert not E.megatron_unfused_rope("megatron", dsv3.traits, dsv3.is_mla)                  # MLA: its own code
+
+
+def test_unfused_rope_time(monkeypatch):
+    from gpuplan.estimate import elementwise as E
+    from gpuplan.estimate import speed as S
+    m = get_model("gpt-oss-20b")
+    c, _ = _grouped_bytes(_megatron_moe(model="gpt-oss-20b", precision="bf16"), m)
+    with_rope = S._elementwise_time(c)[0]
+    monkeypatch.setattr(E, "megatron_unfused_rope", lambda *a: False)
+    without = S._elementwise_time(c)[0]
+    q, kv, h = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim, m.hidden_size
+    scale = 4096 * m.num_layers          # tokens x layers, bf16, no TP, no recompute
+    bw = S._bw(c.gpu)
+    expected = 52 * (q + kv) * scale / (bw * E.bandwidth_share("eager", "hf")) \
+        - 8 * (h + kv) * scale / (bw * E.bandwidth_share("fused"))
+    assert with_rope - without == pytest.approx(expected, rel=1e-9)

@@ -399,6 +399,12 @@ class Train(_Strict):
     recompute_group: int = _num(1, "with recompute: full, layers per checkpoint (Megatron --recompute-method "
                                 "uniform --recompute-num-layers N): a group keeps one input and is recomputed "
                                 "whole", lo=1, hi=100_000)
+    recompute_modules: Optional[list[Literal["core_attn", "layernorm", "moe_act"]]] = Field(None, description=(
+        "with recompute: selective, framework megatron: the modules Megatron's selective recompute checkpoints "
+        "(--recompute-modules; unset: core_attn, Megatron's default): core_attn (the attention core), layernorm (the "
+        "norms that are modules of their own: the pre-MLP norm of MoE layers, MLA's input norm; Transformer Engine "
+        "fuses the others into the next linear), moe_act (the routed experts' activation). Priced in speed; the "
+        "memory engine still keeps the activations layernorm and moe_act discard"))
     moe_capacity_factor: float | None = _num(
         None, "MoE training, framework megatron: token-drop routing with each expert's input padded to its "
         "capacity, ceil(tokens x top-k / experts x factor) rows per source rank (Megatron "
@@ -971,6 +977,14 @@ class Scenario(_Strict):
             raise ValueError("parallel.ep_dispatcher_sms sets the SMs of the flex dispatcher's kernels (DeepEP / "
                              "HybridEP); the all-to-all dispatcher runs NCCL's (set ep_dispatcher: deepep or "
                              "hybridep, or remove ep_dispatcher_sms)")
+        if self.train is not None and self.train.recompute_modules is not None:
+            # Megatron reads --recompute-modules only under --recompute-granularity selective
+            # (transformer_config.py / transformer_layer.py / moe/experts.py: `recompute_granularity == 'selective'
+            # and "moe_act" in recompute_modules`, core_v0.15.0)
+            if self.framework != "megatron" or self.train.recompute != "selective" or not self.train.recompute_modules:
+                raise ValueError("train.recompute_modules lists Megatron's selective-recompute modules "
+                                 "(--recompute-modules): it needs framework megatron, train.recompute: selective and "
+                                 "at least one module (set them, or remove recompute_modules)")
         if self.train is not None and self.train.moe_capacity_factor is not None:
             # Megatron-Bridge's apply_moe_token_drop asserts the all-to-all dispatcher
             # (src/megatron/bridge/training/utils/moe_token_drop.py @fa0315ae2); the field is Megatron's flag

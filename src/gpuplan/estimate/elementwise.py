@@ -93,6 +93,28 @@ EAGER_LOSS_BYTES_PER_LOGIT = 36.0
 # EAGER_FUSED_SPLIT_BYTES, Phi-3's same split). The fused bias-SwiGLU region is 16 (region_bytes).
 UNFUSED_GLU_BYTES = EAGER_MEASURED["hf"][1] + EAGER_FUSED_SPLIT_BYTES[1]
 EAGER_LOSS_FRAMEWORKS = ("hf", "torchtitan")
+# Megatron-Core's unfused RoPE (megatron/core/models/common/embeddings/rope_utils.py `_apply_rotary_pos_emb_bshd` and
+# `_rotate_half` at NVIDIA/Megatron-LM@b0cc2706d, the Megatron-LM of Megatron-Bridge v0.3.0; the same at 0d8e0714c):
+# `t * cos_ + cat(-x2, x1) * sin_`, then `cat((t, t_pass))`, applied to q and to k separately. YaRN runs it: with
+# apply_rope_fusion on, apply_rotary_pos_emb takes the unfused path whenever mscale != 1 ("mscale=... is not
+# supported by TE's fused RoPE. Using unfused implementation"), and YaRN's mscale is 0.1 ln(factor) + 1 (attention.py
+# passes `_yarn_get_concentration_factor_from_config`); Megatron-Bridge also turns the fusion off for any
+# position_embedding_type other than "rope" (src/megatron/bridge/utils/fusions.py validate_rope_fusion_compatibility,
+# v0.2.0 and v0.3.0; gpt-oss is "yarn"). Bytes per element of q and of k, bf16, traced on CPU under a
+# TorchDispatchMode (torch 2.13; slices and chunks are views; the cos/sin of the (s, d) frequencies are per position,
+# not per head, and left out): forward mul 4, neg of the half 2, cat 4, mul 4, add 6, cat with the empty t_pass 4 = 24;
+# backward mul 4, neg 2, cat (the chunk's backward) 4, mul 4, add of the two gradients 6, the empty t_pass slice's
+# zero-filled gradient 2, add 6 = 28. The fused region's RoPE is 8 (region_bytes).
+UNFUSED_ROPE_BYTES = (24.0, 28.0)
+FUSED_ROPE_BYTES = 8.0
+
+
+def megatron_unfused_rope(framework: str, traits: Any, mla: bool) -> bool:
+    """True when Megatron applies RoPE with its unfused torch ops: YaRN scaling with a factor above 1 (mscale != 1),
+    outside MLA (whose rotary part is applied by its own code)."""
+    factor = getattr(traits, "rope_scaling_factor", None) or 1.0
+    return (framework == "megatron" and not mla and getattr(traits, "position", "rope") == "rope"
+            and getattr(traits, "rope_scaling", None) == "yarn" and factor > 1.0)
 
 
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,

@@ -83,6 +83,31 @@ def expert_bias_passes_per_row(recompute_forward_share: float = 0.0) -> float:
     return 14.0 + 6.0 * recompute_forward_share
 
 
+# Megatron-Core's clamped gated activation on the routed experts (gpt-oss: `activation_func_clamp_value` 7.0, from the
+# Megatron-Bridge GPTOSSProvider with `bias_activation_fusion` True and quick_gelu, NVIDIA-NeMo/Megatron-Bridge@00b7660be
+# src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py). TEGroupedMLP's bias_act_func calls
+# `weighted_bias_quick_geglu_impl` (NVIDIA/Megatron-LM@92c8482e6, the Megatron-LM submodule of that commit,
+# megatron/core/fusions/fused_bias_geglu.py), which clamps *outside* the torch.compile'd activation, as eager aten ops:
+#   x_glu, x_linear = input.chunk(2, -1)
+#   input = torch.cat((x_glu.clamp(min=None, max=clamp_value), x_linear.clamp(min=-clamp_value, max=clamp_value)), -1)
+# and only then applies the fused WeightedQuickGeGLUFunction (whose bytes are the fused activation region's 16 per
+# element of the expert width, elementwise.region_bytes). Bytes per element of the expert width f (one of the two
+# f-wide halves of a row), bf16, traced on CPU with a TorchDispatchMode (torch 2.13; views, split, slice and detach
+# move nothing):
+#   forward   clamp (read 2, write 2) + clamp (4) + cat of the two halves (read 4, write 4)                    16
+#   backward  cat's backward slices (views); clamp_backward(max only) = le (read 2, write 1) + where (read 1 + 2,
+#             write 2) 8; clamp_backward(min and max) = ge 3 + le 3 + logical_and_ 3 + where 5 = 14; the chunk's
+#             backward concatenates the two halves' gradients into the 2f-wide gradient (read 4, write 4) 8        30
+EXPERT_GLU_CLAMP_FORWARD_BYTES = 16.0
+EXPERT_GLU_CLAMP_BACKWARD_BYTES = 30.0
+
+
+def expert_glu_clamp_bytes_per_element(recompute_forward_share: float = 0.0) -> float:
+    """HBM bytes per element of the expert width, per routed row, of Megatron's eager clamp + cat around its fused
+    clamped GEGLU (EXPERT_GLU_CLAMP_*: 16 forward, 30 backward); a recomputed forward repeats the 16."""
+    return EXPERT_GLU_CLAMP_FORWARD_BYTES * (1.0 + recompute_forward_share) + EXPERT_GLU_CLAMP_BACKWARD_BYTES
+
+
 def expected_max_std_normal(n: int) -> float:
     """E[max of n independent standard normals] (0 for n = 1; 1/sqrt(pi) for 2; 3/(2 sqrt(pi)) for 3):
     the integral of x · n φ(x) Φ(x)^(n−1) over the real line, by the midpoint rule on [−10, 10]."""

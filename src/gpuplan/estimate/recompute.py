@@ -33,24 +33,34 @@ from .activations import LSE_BYTES
 @dataclass(frozen=True)
 class RecomputePlan:
     """How a stage's layers are checkpointed, and the share of forward work done again."""
-    kind: str                 # none | full | selective-op | selective-core
+    kind: str                 # none | full | selective-op | selective-core | selective-modules
     full_fraction: float      # share of the stage's layers checkpointed whole (keep only their input)
     group: int                # consecutive layers sharing one checkpoint (Megatron uniform)
     linear_share: float       # share of the layers' linear forward FLOPs recomputed in backward
     attention_share: float    # share of the attention core's forward recomputed
     elementwise_share: float  # share of element-wise forward passes recomputed
     tp_forward_share: float   # share of the forward's TP collectives repeated
+    modules: tuple[str, ...] = ()   # Megatron selective: the --recompute-modules beyond core_attn (layernorm,
+                                    # moe_act), each recomputing its own forward in backward (speed._module_recompute)
 
 
 def recompute_plan(framework: str, recompute: str, model: ModelSpec, stage_layers: float,
-                   recompute_layers: int | None = None, recompute_group: int = 1) -> RecomputePlan:
-    """The checkpointing a framework applies for `train.recompute` on one pipeline stage."""
+                   recompute_layers: int | None = None, recompute_group: int = 1,
+                   modules: list[str] | tuple[str, ...] | None = None) -> RecomputePlan:
+    """The checkpointing a framework applies for `train.recompute` on one pipeline stage. `modules`: Megatron's
+    --recompute-modules under selective granularity (None: its default, core_attn alone); without core_attn the
+    attention core is not recomputed ("selective-modules")."""
     if recompute == "full":
         layers = max(stage_layers, 1.0)
         f = 1.0 if recompute_layers is None else min(float(recompute_layers), layers) / layers
         return RecomputePlan("full", f, max(1, recompute_group), f, f, f, f)
     if recompute == "selective" and framework == "torchtitan":
         return RecomputePlan("selective-op", 0.0, 1, op_sac_recomputed_linear_share(model), 0.0, 1.0, 0.5)
+    if recompute == "selective" and modules is not None:
+        others = tuple(m for m in modules if m != "core_attn")
+        if "core_attn" in modules:
+            return RecomputePlan("selective-core", 0.0, 1, 0.0, 1.0, 0.0, 0.0, others)
+        return RecomputePlan("selective-modules", 0.0, 1, 0.0, 0.0, 0.0, 0.0, others)
     if recompute == "selective":
         return RecomputePlan("selective-core", 0.0, 1, 0.0, 1.0, 0.0, 0.0)
     return RecomputePlan("none", 0.0, 1, 0.0, 0.0, 0.0, 0.0)

@@ -39,7 +39,8 @@ from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
 from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
-                  expert_bias_passes_per_row, fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
+                  EXPERT_GLU_CLAMP_FORWARD_BYTES, expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element,
+                  fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
                   serving_moe_kernel, triton_moe_block_m)
 from .trtllm_bench import engine_limits as trtllm_engine_limits
@@ -412,7 +413,8 @@ def _train_setup(scn: Any, model: ModelSpec, gpu: Any, P: Mapping[str, Any], net
                   _fam(P["memory"], _family(gpu)), model.num_layers / par.pp, params_local, trainable_local,
                   expert_local if not frozen else 0.0,
                   recompute_plan(scn.framework, tr.recompute, model, model.num_layers / par.pp,
-                                 tr.recompute_layers, tr.recompute_group), fp8)
+                                 tr.recompute_layers, tr.recompute_group,
+                                 getattr(tr, "recompute_modules", None)), fp8)
 
 
 def _folded(model: ModelSpec, par: Any) -> bool:
@@ -713,7 +715,8 @@ def _grouped_mlp_bytes(c: _Train) -> float:
     """HBM bytes per micro-batch of Megatron's TEGroupedMLP around its grouped GEMMs (estimate/moe.py): the FP8
     row padding and unpadding copies (FP8 with unaligned expert counts: dropless routing) and the experts'
     output-bias loop (models with biased linears), over the rows this rank's experts receive,
-    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide."""
+    etp·(T/tp)·k times the busiest-rank / capacity factor, h wide; and a clamped gated activation's eager clamp
+    and cat (gpt-oss, moe.expert_glu_clamp_bytes_per_element) over the same rows, f/etp wide."""
     m = c.model
     if c.scn.framework != "megatron" or not m.is_moe or m.experts_per_tok <= 0:
         return 0.0
@@ -723,7 +726,11 @@ def _grouped_mlp_bytes(c: _Train) -> float:
     if m.traits.mlp_bias:
         passes += expert_bias_passes_per_row(c.rc.linear_share)
     rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
-    return passes * rows * m.hidden_size * c.act_b * _moe_layers_stage(c)
+    # a clamped gated activation (gpt-oss): the eager clamp + cat before the fused GEGLU, over this rank's share
+    # of the expert width (f / etp), in bf16 bytes scaled to the activation width
+    clamp = (expert_glu_clamp_bytes_per_element(c.rc.linear_share) * (m.moe_intermediate_size or m.intermediate_size)
+             / c.par.expert_tp * c.act_b / 2.0) if (m.traits.glu_clamp and m.gated_mlp) else 0.0
+    return (passes * m.hidden_size * c.act_b + clamp) * rows * _moe_layers_stage(c)
 
 
 def _fusion_mode(c: _Train) -> str:
@@ -767,6 +774,14 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
     bw, share = _bw(c.gpu), elementwise.bandwidth_share
     t = base / (bw * _layer_bandwidth_share(c)) + loss_at_stack_rate / (bw * share(mode, "loss"))
+    if mode == "fused" and elementwise.megatron_unfused_rope(c.scn.framework, c.model.traits, c.model.is_mla):
+        # YaRN under Megatron: its unfused RoPE on q (heads x head_dim) and k instead of the fused region's 8 B per
+        # element of (h + kv), at the rate measured for transformers' layer, whose RoPE is the same rotate_half ops
+        m = c.model
+        q, kv = float(m.num_heads * m.head_dim), float(m.num_kv_heads * m.head_dim)
+        fused_rope = elementwise.FUSED_ROPE_BYTES * (m.hidden_size + kv) * scale
+        eager_rope = sum(elementwise.UNFUSED_ROPE_BYTES) * (q + kv) * scale
+        t += eager_rope / (bw * share("eager", "hf")) - fused_rope / (bw * _layer_bandwidth_share(c))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
     softcap = elementwise.softcap_bytes_per_logit(c.model, c.scn.framework, mode) * logits
     return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
@@ -797,10 +812,41 @@ def _layer_bandwidth_share(c: _Train) -> float:
     return elementwise.bandwidth_share(_fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
 
 
+def _module_recompute(c: _Train) -> tuple[float, float]:
+    """(framework-fused bytes, eager bytes) per micro-batch that Megatron's selective --recompute-modules layernorm
+    and moe_act add: each module runs under CheckpointWithoutOutput, which discards its output after the forward and
+    runs the forward again in backward (megatron/core/tensor_parallel/random.py; transformer_layer.py and
+    moe/experts.py at core_v0.15.0). Forward bytes only, bf16, scaled to the activation width:
+      layernorm  a norm that is a module of its own: the MoE layers' pre-MLP norm (Transformer Engine fuses the input
+                 norm into linear_qkv and a dense layer's pre-MLP norm into linear_fc1, gpt_layer_specs.py; MLA keeps
+                 its input norm), the fused norm forward read 2 + write 2 per element of h, over tokens/tp
+      moe_act    the routed experts' activation over this rank's rows, f/etp wide: the fused gated region's forward
+                 (read 2, write 1: 6 B per element of f; a plain activation 4) and, for a clamped GLU (gpt-oss), the
+                 eager clamp + cat forward (moe.EXPERT_GLU_CLAMP_FORWARD_BYTES, 16)."""
+    m, mods = c.model, c.rc.modules
+    if not mods or c.scn.framework != "megatron":
+        return 0.0, 0.0
+    scale, fused, eager = c.act_b / 2.0, 0.0, 0.0
+    moe_layers = _moe_layers_stage(c) if m.is_moe else 0.0
+    if "layernorm" in mods:
+        norm_layers = moe_layers + (c.L_stage if m.is_mla else 0.0)
+        fused += 4.0 * m.hidden_size * c.tokens / c.par.tp * norm_layers
+    if "moe_act" in mods and m.is_moe and m.experts_per_tok > 0:
+        rows = c.par.expert_tp * c.tokens / c.par.tp * m.experts_per_tok * _routed_rows(c)
+        width = (m.moe_intermediate_size or m.intermediate_size) / c.par.expert_tp
+        fused += (6.0 if m.gated_mlp else 4.0) * width * rows * moe_layers
+        if m.traits.glu_clamp and m.gated_mlp:
+            eager += EXPERT_GLU_CLAMP_FORWARD_BYTES * width * rows * moe_layers
+    return fused * scale, eager * scale
+
+
 def _memory_bound_time(c: _Train) -> tuple[float, float]:
     """Element-wise passes and the loss (and QLoRA's dequantisation) for one micro-batch: (elt, dequant)."""
     tr, tp, bw = c.tr, c.par.tp, _bw(c.gpu)
     t_layer, elt_bytes = _elementwise_time(c)
+    mod_fused, mod_eager = _module_recompute(c)
+    t_layer += mod_fused / (bw * elementwise.bandwidth_share("fused"))
+    elt_bytes += mod_eager
     elt_bytes += _fp8_cast_bytes(c)
     elt_bytes += _moe_permute_bytes(c)
     # SSM conv + scan: forward, and a backward that reads and writes about twice as much (3 passes)

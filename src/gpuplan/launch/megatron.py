@@ -187,6 +187,8 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         notes.append("master_weights false: Megatron keeps fp32 master weights in its optimizer regardless")
     if t.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+        if t.recompute_modules:
+            args += ["--recompute-modules", *t.recompute_modules]
     elif t.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     if t.attention == "eager":

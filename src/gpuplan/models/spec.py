@@ -677,6 +677,9 @@ def _decoder_traits(c: dict, mt: str, where: str, *, a: int, kv: int, mla: bool,
         activation=act, mlp=_t.mlp_kind(True, act),
         final_logit_softcap=c.get("final_logit_softcapping") or None,
         attn_logit_softcap=c.get("attn_logit_softcapping") or None,
+        # gpt-oss clamps the gate to <= swiglu_limit and the up projection to +-swiglu_limit (transformers
+        # GptOssExperts: `gate.clamp(min=None, max=self.limit)`, `up.clamp(min=-self.limit, max=self.limit)`)
+        glu_clamp=float(c["swiglu_limit"]) if mt == "gpt_oss" and c.get("swiglu_limit") else None,
         dropout=Dropout(attention=_t.probability(c, "attention_dropout"), residual=residual),
         attention=_t.attention_kind(a, kv, mla), position="rope",
         attention_bias=bool(c.get("attention_bias", False)) or mt == "qwen2" or (mt == "qwen2_moe" and bool(c.get("qkv_bias"))),

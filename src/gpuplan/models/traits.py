@@ -78,6 +78,8 @@ class Traits:
     mlp: str = "swiglu"
     final_logit_softcap: float | None = None    # logits = tanh(logits / cap) * cap (Gemma-2: 30)
     attn_logit_softcap: float | None = None     # same on attention scores (Gemma-2: 50)
+    glu_clamp: float | None = None          # the gated MLP's inputs clamped before the activation: gate to at most
+                                            # the limit, up to [-limit, limit] (gpt-oss `swiglu_limit` 7.0)
     dropout: Dropout = field(default_factory=Dropout)
     attention: str = "mha"
     position: str = "rope"
@@ -135,7 +137,7 @@ class Traits:
                             ("window_pattern", WINDOW_PATTERNS)):
             if getattr(self, name) not in vocab:
                 raise ValueError(f"trait {name}={getattr(self, name)!r} is not one of {vocab}")
-        for name in ("final_logit_softcap", "attn_logit_softcap"):
+        for name in ("final_logit_softcap", "attn_logit_softcap", "glu_clamp"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"trait {name} must be positive or None, got {v!r}")
