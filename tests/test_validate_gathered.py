@@ -451,3 +451,37 @@ def test_posttrain_rows_carry_the_activation_fusion_their_model_config_set():
     assert all(rows[k]["activation_fusion"] in ("", "true") for k in rows if k.startswith("NR"))
     assert vg.posttrain_scenario(rows["NB05"])["train"]["activation_fusion"] is False
     assert "activation_fusion" not in vg.posttrain_scenario(rows["NR09"])["train"]
+
+
+# ---- vLLM / SGLang throughput rows on NVIDIA data-centre GPUs (serve.csv SV*, VP*, QS*) -------------------
+def _serve_rows() -> dict[str, dict]:
+    with (ROOT / "validation" / "gathered" / "serve.csv").open(newline="", encoding="utf-8") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def test_sglang_vllm060_offline_rows_take_their_mean_output_from_the_readme():
+    # sgl-project/sglang @120affb9 benchmark/benchmark_vllm_060/README.md, offline tables: (req/s, output tok/s)
+    readme = {"SV01": (22.03, 4281.51), "SV02": (21.27, 4132.37), "SV03": (19.84, 3856.01), "SV04": (19.04, 3700.64)}
+    rows = _serve_rows()
+    for rid, (rps, tps) in readme.items():
+        r = rows[rid]
+        assert float(r["throughput_tokens_per_s"]) == tps and r["throughput_kind"] == "output", rid
+        assert abs(tps / rps - int(r["output_len"])) < 1.0, rid     # mean output tokens of a request
+        assert int(r["concurrency"]) == 5000, rid                   # --num-prompts 5000 at request rate inf
+
+
+def test_vllm_pr7117_row_is_the_mean_of_its_three_trials_as_total_tokens():
+    # vllm-project/vllm PR 7117, main branch: 12453.04, 12342.76, 12434.40 tokens/s (prompt + output, issue 8231)
+    r = _serve_rows()["VP01"]
+    assert abs(float(r["throughput_tokens_per_s"]) - (12453.04 + 12342.76 + 12434.40) / 3) < 0.01
+    assert r["throughput_kind"] == "total" and vg.vllm_v0(r["engine_version"])
+
+
+def test_qwen_speed_rows_count_prompt_and_generated_tokens_at_batch_one():
+    # Qwen speed benchmark: Speed = (prompt + generated tokens) / time, batch 1, 2048 generated tokens
+    rows = [r for rid, r in _serve_rows().items() if rid.startswith("QS")]
+    assert len(rows) == 16
+    for r in rows:
+        assert r["throughput_kind"] == "total" and r["concurrency"] == "1" and r["output_len"] == "2048", r["id"]
+        pred, _ = vg.throughput_pair(r, SimpleNamespace(output_tokens_per_s=100.0, details={}))
+        assert abs(pred - 100.0 * (int(r["prompt_len"]) + 2048) / 2048) < 1e-9, r["id"]
