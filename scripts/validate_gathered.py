@@ -148,6 +148,9 @@ def serve_scenario(row: dict) -> dict:
     version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
     if row["engine"] == "hf" and version and int(version.group(1)) < 5:
         scn["infer"]["repeat_kv"] = True       # transformers 4.x copies a GQA cache to every query head (repeat_kv)
+    tf_ver = re.search(r"transformers (\d+\.\d+(?:\.\d+)?)", row.get("source", ""))
+    if row["engine"] == "hf" and tf_ver:
+        scn["infer"]["transformers_version"] = tf_ver.group(1)   # ops per decoder layer (docs/speed.md §3.30)
     torch_ver = re.search(r"torch (\d+\.\d+(?:\.\d+)?)", row.get("source", ""))
     if row["engine"] == "hf" and torch_ver:
         scn["infer"]["torch_version"] = torch_ver.group(1)   # the torch the source states (cat kernel: < 2.1)

@@ -648,6 +648,12 @@ class Infer(_Strict):
         "torch.cat (which grows HF's KV cache every decode step) runs a per-element kernel with one load in flight "
         "per thread, bound by DRAM latency rather than bandwidth (estimate/quant_kernels.py torch_cat_read_rate; "
         "GPUs with a measured latency, hardware/data/gpu_dram_latency.csv); later or unknown: the HBM rate")
+    transformers_version: str = Field(
+        "unknown", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the transformers the run uses. Its "
+        "Llama-style decoder layer issues a version-dependent number of ops per decode step (4.35: eager attention, "
+        "rotary cos/sin cast and indexed in every layer; 4.46: SDPA; counted on CPU, estimate/data/"
+        "hf_decode_ops.csv), and the host issue time per layer scales with it against 4.46.3, the version the "
+        "0.77 ms per layer was read on. Unknown or a version not counted: the constant as read")
     repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
                             "every query head (transformers' repeat_kv before attention: eager attention in any "
                             "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "

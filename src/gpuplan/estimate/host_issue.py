@@ -120,3 +120,39 @@ def op_seconds(decode_layer_s: float, speed: float, eager_op_s: float | None) ->
 def issue_seconds(ops: StepOps, per_op: tuple[float, float]) -> float:
     """Host seconds to issue one micro-batch."""
     return ops.python * per_op[0] + ops.engine * per_op[1]
+
+
+# The transformers version the HF eager decode constant (engines.hf.host_issue_layer_s) was read on: bitsandbytes'
+# benchmarking/README.md @95f9af3 ran optimum-benchmark with transformers 4.46.3 (docs/speed.md §3.9).
+HF_DECODE_REFERENCE_VERSION = "4.46.3"
+
+
+def _version_key(version: str | None) -> tuple[int, int] | None:
+    parts = (version or "").split("+")[0].split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def hf_decode_ops_per_layer(transformers_version: str | None, mha: bool) -> int | None:
+    """Device ops one Llama-style decoder layer issues in a `generate()` decode step under `transformers_version`
+    (the counted row of the same major.minor in estimate/data/hf_decode_ops.csv, scripts/count_hf_decode_ops.py,
+    with that version's default attention); `mha`: as many KV heads as query heads (no repeat_kv copy). None
+    where that minor was not counted."""
+    key = _version_key(transformers_version)
+    if key is None:
+        return None
+    layout = "mha" if mha else "gqa"
+    for r in datafiles.rows("hf_decode_ops.csv"):
+        if _version_key(r["transformers_version"]) == key and r["kv_layout"] == layout:
+            return int(r["decode_ops_per_layer"])
+    return None
+
+
+def hf_decode_version_scale(transformers_version: str | None, mha: bool) -> float:
+    """Factor on the HF eager decode host time per layer for a run on `transformers_version`: its ops per decoder
+    layer over those of 4.46.3 (the constant's version) for the same KV layout (docs/speed.md §3.30). 1 where the
+    version is unknown or was not counted."""
+    ops = hf_decode_ops_per_layer(transformers_version, mha)
+    ref = hf_decode_ops_per_layer(HF_DECODE_REFERENCE_VERSION, mha)
+    return ops / ref if ops and ref else 1.0

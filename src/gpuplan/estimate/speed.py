@@ -18,6 +18,7 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
+from .host_issue import hf_decode_version_scale
 from .engine_host import (VLLM_EAGER_LAYER_S, chat_template_parse_s, eager_issue_layer_s, engine_host,
                           step_with_host, vllm_v1_max_capture_size)
 from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
@@ -1534,6 +1535,11 @@ class _Serving:
         # vLLM without CUDA graphs (infer.cuda_graphs false, --enforce-eager) issues its forward eagerly too
         # (engine_host.eager_issue_layer_s); the HF engine's own constant wins where it has one
         self.issue_layer_s = self.eng["host_issue_layer_s"] or eager_issue_layer_s(inf.engine, inf.cuda_graphs)
+        # HF transformers: the constant was read on 4.46.3; another counted version issues more or fewer ops per
+        # decoder layer (host_issue.hf_decode_version_scale, docs/speed.md §3.30)
+        if inf.engine == "hf" and self.issue_layer_s:
+            self.issue_layer_s *= hf_decode_version_scale(getattr(inf, "transformers_version", None),
+                                                          model.num_kv_heads == model.num_heads)
         # the engine's per-sequence host work each iteration and its front end's latency per request
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host
         # terms are reference-host seconds, scaled by this host's single-thread speed
