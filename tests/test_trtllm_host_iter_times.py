@@ -1,5 +1,5 @@
 """The published per-iteration host timings of TensorRT-LLM's PyTorch executor
-(src/gpuplan/estimate/data/trtllm_host_iter_times.csv; docs/speed.md 3.30): each row's per-sequence figure is its
+(src/gpuplan/estimate/data/trtllm_host_iter_times.csv; docs/speed.md 3.31): each row's per-sequence figure is its
 own published milliseconds over its own published batch, and the row engine_host.TRTLLM rests on is the constant
 the code uses. Expected values are the PRs' numbers, typed here by hand."""
 import csv
@@ -51,6 +51,6 @@ def test_the_shipped_constant_is_the_pr10273_row():
 
 def test_no_row_is_of_the_v1_0_executor_at_a_large_batch():
     # The gap docs/speed.md 3.20 names: no published host_step_time of the v1.0-era executor (the perf-overview
-    # rows' build, mid-2025) at a batch where per-sequence work dominates. If one is added, price it (3.30).
+    # rows' build, mid-2025) at a batch where per-sequence work dominates. If one is added, price it (3.31).
     early = [r for r in _rows() if r["published"] < "2025-10-01"]
     assert all(int(r["scheduled_seqs_per_rank"]) < 100 for r in early)
