@@ -82,6 +82,8 @@ def scenario(row: dict, input_mean: float | None = None) -> dict:
     if row["engine"] == "trtllm" and row["engine_version"].startswith(CPP_EXECUTOR):
         infer["trtllm_backend"] = "tensorrt"    # TensorRT engines under the C++ executor
     infer.update(engine_flags(row["engine_version"]))
+    if row["engine"] == "vllm" and vllm_v0_engine(row["engine_version"]):
+        infer["vllm_v0"] = True                 # the V0 LLMEngine: its host work, eager prompt steps (docs)
     if (row.get("http_front_end") or "").startswith("no"):   # an in-process client: no HTTP front end
         infer["front_end"] = False
     if parses_chat_template(row):
@@ -100,6 +102,15 @@ ENGINE_FLAGS = {"--num-scheduler-steps": "num_scheduler_steps", "--max_model_len
 def engine_flags(version: str) -> dict:
     words = version.replace("(", " ").replace(")", " ").replace(",", " ").split()
     return {ENGINE_FLAGS[w]: int(words[i + 1]) for i, w in enumerate(words[:-1]) if w in ENGINE_FLAGS}
+
+
+def vllm_v0_engine(version: str) -> bool:
+    """The row ran vLLM's V0 engine: the version says so, or it predates 0.8 (V1 became the default in vLLM 0.8.0;
+    infer.vllm_v0's own description)."""
+    if "V0 engine" in version:
+        return True
+    parts = version.split()[0].split(".")
+    return (int(parts[0]), int(parts[1])) < (0, 8)
 
 
 # the first versions whose default overlaps the scheduler's host work with the GPU step (estimate/engine_host.py):

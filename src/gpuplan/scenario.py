@@ -728,7 +728,9 @@ class Infer(_Strict):
     num_scheduler_steps: int = _num(1, "engine vllm, its V0 engine only (from vLLM 0.5.5 until V0 was removed; --num-scheduler-steps): "
                                     "multi-step scheduling, a decode batch runs this many steps per schedule, "
                                     "prompts wait for the run to end and run whole in their own steps, tokens "
-                                    "stream when the run ends; 1: vLLM V1's per-step scheduler (the default)",
+                                    "stream when the run ends (a finished request's last one, with V0's async output "
+                                    "processor, when its step is processed); 1: vLLM V1's per-step scheduler (the "
+                                    "default)",
                                     lo=1, hi=64)
     vllm_v0: bool = Field(False, description="engine vllm: its V0 engine (the default before vLLM 0.8, e.g. any 2024 "
                           "release; VLLM_USE_V1=0 later). V0's defaults differ from V1's: max_num_seqs 256 and, for a "

@@ -254,29 +254,50 @@ VLLM_V0_OUTPUT_SEQ_S, VLLM_V0_OUTPUT_GROUP_S = 3.6e-6, 1.7e-6
 VLLM_V0_SAMPLER_SEQ_S, VLLM_V0_SAMPLER_GROUP_S = 3.3e-6, 9.5e-6
 
 
-def vllm_v0_host() -> EngineHost:
-    """vLLM V0's engine host constants (VLLM_V0_*): no async scheduling; the front end is V1's (not measured for V0)."""
-    seq_s = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
-    group_s = VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S + VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
-    return replace(VLLM, seq_s=seq_s, group_s=group_s, output_seq_s=VLLM_V0_OUTPUT_SEQ_S,
-                   output_group_s=VLLM_V0_OUTPUT_GROUP_S, overlapped=False,
+# Multi-step scheduling (infer.num_scheduler_steps N > 1; read in the vllm-0.6.0 PyPI wheel, sha256 6d68104d...):
+# the scheduler runs once per N-step run (vllm/engine/llm_engine.py:1500-1519 `step`: `schedule()` only when
+# `_has_remaining_steps` is false) and the model input is built once, the later steps advancing it on the GPU
+# (vllm/worker/multi_step_model_runner.py:381-391: `wait_previous_step` then `_advance_step`); the sampler skips
+# its CPU output (multi_step_model_runner.py:370-372, skip_sampler_cpu_output) and each step's sampled tokens are
+# pythonized and run through `_process_model_outputs` by the async callback (multi_step_model_runner.py:264-288
+# `_async_process_outputs`), which vllm/worker/model_runner.py:1489-1490 calls after the forward and logits are
+# launched, i.e. beside the GPU. So per step: schedule + prepare / N, serial; sampler + output beside the forward.
+def vllm_v0_host(num_scheduler_steps: int = 1) -> EngineHost:
+    """vLLM V0's engine host constants (VLLM_V0_*): no async scheduling; the front end is V1's (not measured for V0).
+    With multi-step scheduling (num_scheduler_steps N > 1) the schedule and input-preparation shares count once per
+    run of N steps and the sampler's host side joins the output share that runs beside the next forward."""
+    n = max(1, int(num_scheduler_steps or 1))
+    if n == 1:
+        seq_s = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
+        group_s = VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S + VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
+        out_seq, out_group = VLLM_V0_OUTPUT_SEQ_S, VLLM_V0_OUTPUT_GROUP_S
+        how = ""
+    else:
+        out_seq = VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
+        out_group = VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
+        seq_s = (VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S) / n + out_seq
+        group_s = (VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S) / n + out_group
+        how = f"; multi-step ({n} steps a run): schedule and prepare once a run, sampler and output beside the forward"
+    return replace(VLLM, seq_s=seq_s, group_s=group_s, output_seq_s=out_seq,
+                   output_group_s=out_group, overlapped=False,
                    source="vLLM v0.6.3 LLMEngine.step (Scheduler.schedule, prepare_model_input, "
                           "_process_model_outputs, the Sampler's host side) timed on the reference host's "
-                          "generation (scripts/bench_vllm_v0_host.py)")
+                          "generation (scripts/bench_vllm_v0_host.py)" + how)
 
 
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
 def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch",
-                vllm_v0: bool = False) -> EngineHost:
+                vllm_v0: bool = False, num_scheduler_steps: int = 1) -> EngineHost:
     """The host and front-end constants of `engine` (zeros for engines without a measurement);
     `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step;
     `trtllm_backend` "tensorrt" (infer.trtllm_backend: a TensorRT engine under the C++ executor) drops TensorRT-LLM's
     per-sequence constant, which was measured on the PyTorch backend's Python executor; `vllm_v0` (infer.vllm_v0) takes
-    vLLM V0's own constants (vllm_v0_host), which has no async scheduling to turn on."""
+    vLLM V0's own constants (vllm_v0_host, with its multi-step split when `num_scheduler_steps` > 1), which has no
+    async scheduling to turn on."""
     if engine == "vllm" and vllm_v0:
-        return vllm_v0_host()
+        return vllm_v0_host(num_scheduler_steps)
     h = _ENGINES.get(engine, NONE)
     if engine == "trtllm" and trtllm_backend == "tensorrt":
         h = replace(h, seq_s=0.0, source=h.source + "; C++ executor: per-sequence host work not modelled")

@@ -1544,7 +1544,8 @@ class _Serving:
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host
         # terms are reference-host seconds, scaled by this host's single-thread speed
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None),
-                                       getattr(inf, "trtllm_backend", "pytorch"), getattr(inf, "vllm_v0", False))
+                                       getattr(inf, "trtllm_backend", "pytorch"), getattr(inf, "vllm_v0", False),
+                                       int(getattr(inf, "num_scheduler_steps", 1) or 1))
         # vLLM V0 (engine_host.vllm_v0_host): part of its host work is per sequence group, and a request's
         # SamplingParams.n samples share one group (infer.parallel_samples); its async output processor runs the
         # output share beside the next forward, except under enforce_eager, pipeline parallelism or speculative
@@ -1661,6 +1662,24 @@ class _Serving:
         # (rocm_fp8_gemm.py): they replace the decode memory term's read of those weights
         self.v0_scaled_mm = (inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and self.fam == "cdna3"
                              and self.fmt.name == "fp8" and rocm_fp8_measured(getattr(gpu, "id", "")))
+        # Engines that replay CUDA graphs for decode-only batches only and run every step carrying a prompt as the
+        # model's eager forward, from a synchronous loop (the host issues a step's kernels only after the previous
+        # step's tokens are back): such a step lasts max(GPU, host issue) (engine_host.eager_issue_layer_s).
+        # * vLLM V0: ModelInputForGPUBuilder._use_captured_graph ("decode_only and not enforce_eager ...",
+        #   vllm/worker/model_runner.py:666-670 of the vllm-0.6.0 wheel; add_seq_group sets decode_only False for any
+        #   prompt, :645-647);
+        # * SGLang without its overlap scheduler (before v0.4, or turned off): ModelRunner.forward_decode replays a
+        #   graph, forward_extend calls the model's forward (srt/model_executor/model_runner.py:523-556 of the
+        #   sglang-0.3.0 sdist); its Llama is built from vLLM's layers (srt/models/llama.py:25-38: vLLM's parallel
+        #   linears, rotary embedding, vocab embedding), so vLLM's measured per-layer issue is taken for it.
+        # The load simulator's prompt steps (load/cost.py EngineCost.step) take it from here; v0_offline_run prices
+        # the same issue for V0's chunked steps.
+        self.prompt_issue_s = 0.0
+        eager_prompts = ((inf.engine == "vllm" and getattr(inf, "vllm_v0", False))
+                         or (inf.engine == "sglang" and not self.engine_host.overlapped))
+        if eager_prompts and inf.cuda_graphs:
+            self.prompt_issue_s = (eager_issue_layer_s("vllm", False) * model.num_layers / self.pp
+                                   / _host_speed(scn, gpu)[0])
         if inf.engine == "vllm" and getattr(inf, "vllm_v0", False) and getattr(inf, "num_scheduler_steps", 1) == 1:
             if not inf.max_num_seqs:
                 self.max_batch = V0_MAX_NUM_SEQS

@@ -67,6 +67,9 @@ class EngineCost:
         # decode: batch grid (every batch up to 8, then ×1.25) × context grid (×1.2); a grid row is
         # computed when a batch near it first occurs, a batch's own row interpolates its two neighbours
         self.sv = sv
+        # vLLM V0 and SGLang without overlap run a step that carries a prompt without a CUDA graph, from a
+        # synchronous loop: max(GPU, the eager forward's host issue) (speed.py `_Serving.prompt_issue_s`)
+        self.prompt_issue = float(getattr(sv, "prompt_issue_s", 0.0) or 0.0)
         self.bgrid = _grid(1, max(1, max_batch), 1.25, dense_below=8)
         self.cgrid = _grid(1, max(2, max_context), 1.2, dense_below=4)
         self._grid_rows: dict[int, list[float]] = {}
@@ -125,10 +128,12 @@ class EngineCost:
         if decodes > 0:
             # the prompt rows ride in the decode step's own all-reduce / all-to-all calls: only their
             # extra bytes cost time, not a second round of per-call latency (exact, not tabulated)
-            return self.decode(decodes, context) + lin + attention_s + self.sv.riding_comm(decodes, prefill_tokens)
+            t = self.decode(decodes, context) + lin + attention_s + self.sv.riding_comm(decodes, prefill_tokens)
+            # a step carrying a prompt runs eagerly where the engine does: at least its host issue
+            return max(t, self.prompt_issue) if self.prompt_issue else t
         comm = self._interp(self.pgrid, self.pcomm, prefill_tokens)
         gpu = max(lin + attention_s, self._interp(self.pgrid, self.pw, prefill_tokens)) + comm + self.overhead
-        return self.sv.with_host(gpu, 1)
+        return self.sv.with_host(max(gpu, self.prompt_issue), 1)
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         """Σ_{j<k} decode(decodes, context + j), exactly for the piecewise-linear table."""

@@ -67,7 +67,7 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
     hit = float(getattr(load, "prefix_cache_hit", 0.0) or 0.0) if load is not None else 0.0
     steps = int(getattr(inf, "num_scheduler_steps", 1) or 1)
     if eng == "vllm" and steps > 1:
-        return _vllm_v0_multi_step(inf, engine_max_num_seqs(scn, capacity_bytes, 1 << 30),
+        return _vllm_v0_multi_step(scn, engine_max_num_seqs(scn, capacity_bytes, 1 << 30),
                                    _engine_batched_tokens(scn, capacity_bytes), steps, bs, kv_blocks, hit, notes)
     if eng == "vllm":
         seqs = engine_max_num_seqs(scn, capacity_bytes, 1 << 30)
@@ -111,7 +111,7 @@ def _engine_policy(scn: Any, serving: Any, capacity_bytes: int) -> tuple[Policy,
     return Policy("llama.cpp", cap, budget, bs, kv_blocks, False, True, True, hit), notes
 
 
-def _vllm_v0_multi_step(inf: Any, seqs: int, budget: int, steps: int, bs: int, kv_blocks: int, hit: float,
+def _vllm_v0_multi_step(scn: Any, seqs: int, budget: int, steps: int, bs: int, kv_blocks: int, hit: float,
                         notes: list[str]) -> tuple[Policy, list[str]]:
     """vLLM V0 with multi-step scheduling (`--num-scheduler-steps N`, from vLLM 0.5.5 until V0 was removed; read at tag v0.6.0):
 
@@ -125,11 +125,24 @@ def _vllm_v0_multi_step(inf: Any, seqs: int, budget: int, steps: int, bs: int, k
       the batch until then;
     * the V0 default scheduler (`_schedule_default`, no chunked prefill with multi-step in v0.6.0) runs waiting
       prompts first, whole, in their own prompt-only batch (decodes wait), within max_num_batched_tokens =
-      max(max_model_len, 2048) and max_num_seqs 256 by default (estimate.memory's engine defaults)."""
+      max(max_model_len, 2048) and max_num_seqs 256 by default (estimate.memory's engine defaults);
+    * with V0's async output processor (on by default: vllm/config.py:352-393 `verify_async_output_proc` turns it
+      off only for pipeline parallelism, non-CUDA devices, Ray SPMD workers, enforce_eager and speculative decoding,
+      which multi-step refuses anyway, arg_utils.py:911-914) each step's sampled tokens are pythonized and run
+      through `_process_model_outputs` beside the next step (multi_step_model_runner.py:264-288); there a request
+      that finished in that step is handed to the stream at once (llm_engine.py:1337-1357: `finished_now`, then
+      `process_request_outputs_callback`, which AsyncLLMEngine sets, async_llm_engine.py:623-626), while the other
+      requests' outputs are created only at the run's last step (llm_engine.py:1352-1357, "For multi-step, do not
+      create outputs each iteration"). The finished request keeps its place in the batch until the run ends
+      (`_has_remaining_steps`: every group of the run has the same remaining steps). Read in the vllm-0.6.0 wheel."""
+    inf = scn.infer
+    async_out = bool(inf.cuda_graphs) and int(getattr(scn.parallel, "pp", 1) or 1) == 1
     if not inf.max_num_batched_tokens and not inf.max_model_len:
         notes.append("vLLM V0 multi-step: max_num_batched_tokens = max(max_model_len, 2048); max_model_len is not "
                      "set, so 2048 tokens of prompts per prompt batch are simulated.")
     notes.append(f"vLLM V0 multi-step scheduling: each decode batch runs {steps} steps before the scheduler runs "
-                 "again; prompts run whole in their own batches between runs; tokens stream at each run's end.")
+                 "again; prompts run whole in their own batches between runs; tokens stream at each run's end"
+                 + (", except a request's last, sent when the step that computed it is processed."
+                    if async_out else "."))
     return Policy("vllm", seqs, max(budget, 1), bs, kv_blocks, False, False, False, hit,
-                  decode_steps=steps), notes
+                  decode_steps=steps, stream_finish_in_run=async_out), notes

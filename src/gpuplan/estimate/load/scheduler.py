@@ -52,6 +52,10 @@ class Policy:
     decode_steps: int = 1             # vLLM V0 multi-step scheduling (--num-scheduler-steps): a decode batch, once
                                       # scheduled, runs this many iterations with no admission, and its tokens
                                       # (and finishes) reach the client when the run ends
+    stream_finish_in_run: bool = False   # multi-step with V0's async output processor: a request whose last token
+                                         # falls inside a run has its final output sent when that step is
+                                         # processed (beside the next step), not at the run's end; it keeps its
+                                         # batch slot and KV until the run ends
     lookahead: bool = False           # the scheduler picks batch n+1 while the GPU runs batch n (SGLang's overlap
                                       # loop, TensorRT-LLM's PyTorch overlap loop, vLLM's async scheduling): a
                                       # request that reaches a busy engine during batch n first runs in batch n+2
@@ -304,9 +308,12 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             return False
         return nb <= free
 
-    def retire(r: int, now: float) -> None:
-        nonlocal used, D, ctx0, done, in_sys, next_rid, blocked
-        finish[r] = now
+    def retire(r: int, now: float, shown: float | None = None) -> None:
+        """Request r leaves the batch at `now`; its stream ended at `shown` (default: now)."""
+        nonlocal used, D, ctx0, done, in_sys, next_rid, blocked, in_system_s
+        seen = now if shown is None else min(shown, now)
+        finish[r] = seen
+        in_system_s -= now - seen               # it left the system (for its client) when its stream ended
         done += 1
         in_sys -= 1
         running.remove(r)
@@ -325,8 +332,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             used -= blk[r]
         blk[r] = 0
         if workload.clients and next_rid < n:     # the client sends its next request now
-            arr[next_rid] = now
-            heapq.heappush(pending, (api.handoff(now) + fe, next_rid))
+            arr[next_rid] = seen
+            heapq.heappush(pending, (api.handoff(seen) + fe, next_rid))
             next_rid += 1
 
     def live_top() -> int | None:
@@ -338,19 +345,31 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             heapq.heappop(fin_heap)
         return None
 
+    def run_time(k: int) -> float:
+        """The time the decode counter reached k inside the current multi-step run (run_segs)."""
+        for i0, t0, d, c0, kk, dt in reversed(run_segs):
+            if i0 < k <= i0 + kk:
+                return t0 + (dt if k == i0 + kk else cost.decode_sum(d, c0, k - i0))
+        return math.nan
+
     def complete(now: float) -> None:
         while True:
             k = live_top()
             if k is None or k > it:
                 return
             _, r = heapq.heappop(fin_heap)
-            retire(r, now)
+            shown = run_time(k) if in_run_stream else math.nan
+            retire(r, now, None if math.isnan(shown) else shown)
 
     max_seqs, chunked = pol.max_num_seqs, pol.chunked_prefill
     # vLLM V0 multi-step: decode iterations left in the current run; while it is > 0 nothing is admitted or
     # prefilled, and requests whose last token falls inside the run finish (their stream ends) with the run
     multi = pol.decode_steps > 1
     ms_left = 0
+    # the current run's iterations (counter at start, time at start, decodes, mean context, iterations, seconds):
+    # with stream_finish_in_run a request that finishes inside the run is seen to end when its last step did
+    in_run_stream = multi and pol.stream_finish_in_run
+    run_segs: list[tuple[int, float, int, float, int, float]] = []
     # lookahead: the batch about to run was chosen when the previous one started (`picked`), so only the
     # requests that had reached the engine by then are in it; an idle engine picks a request at once
     picked = 0.0
@@ -376,6 +395,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             # (an engine that does not mix runs a prompt batch alone: a whole prompt over the budget still fits it)
             if ms_left or not admissible(budget - (D if pol.mixed else 0), free - need_now, pol.mixed):
                 if multi:                       # a multi-step run: its remaining iterations, whatever finishes
+                    if not ms_left:
+                        run_segs.clear()
                     ms_left = ms_left or pol.decode_steps
                     k = ms_left
                 else:
@@ -414,6 +435,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
                     taken += grow
                     max_used = max(max_used, used)
                     in_system_s += in_sys * dt
+                    if in_run_stream:
+                        run_segs.append((it, t, D, c0, k, dt))
                     t += dt
                     it += k
                     iterations += k - 1
@@ -432,6 +455,7 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         prefill_iter = not ms_left and not pol.mixed and bool(prefilling or admissible(budget, cap - used, False))
         if multi and not prefill_iter and D > 0 and not ms_left:
             ms_left = pol.decode_steps          # this decode iteration starts a multi-step run
+            run_segs.clear()
         if not prefill_iter and not pol.reserve_full:
             while D > 0 and phase[it % bs] > cap - used:
                 preempt_last()
@@ -512,6 +536,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         picked = t
         kv_block_s += used * dt
         in_system_s += in_sys * dt
+        if in_run_stream and dec:
+            run_segs.append((it, t, dec, ctx, 1, dt))
         t += dt
         if dec:
             it += 1
