@@ -145,6 +145,8 @@ def serve_scenario(row: dict) -> dict:
         scn["infer"]["max_num_seqs"] = int(row["max_num_seqs"])
     if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
         scn["infer"]["vllm_v0"] = True         # V0's scheduler defaults and CUDA-graph rule (docs/speed.md §3.21)
+    if row["engine"] == "sglang" and sglang_before_overlap(row.get("engine_version", "")):
+        scn["infer"]["async_scheduling"] = False   # no overlap scheduler: its host work adds (engine_host.py)
     version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
     if row["engine"] == "hf" and version and int(version.group(1)) < 5:
         scn["infer"]["repeat_kv"] = True       # transformers 4.x copies a GQA cache to every query head (repeat_kv)
@@ -165,6 +167,13 @@ def vllm_v0(version: str) -> bool:
     first code landed on 2024-10-22, so a run of 2024 is V0). "0.6 V0 (...)" and "0.6.3" are V0, "0.10.2" is not."""
     m = re.match(r"\s*(\d+)\.(\d+)", version or "")
     return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 8)
+
+
+def sglang_before_overlap(version: str) -> bool:
+    """A row's SGLang release predates the overlap scheduler, on by default from v0.4 (engine_host.SGLANG; the same
+    rule as validate_serving_load.OVERLAP_FROM): its scheduler's host work adds to every step."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 4)
 
 
 # the kernel names optimum's GPTQ benchmark table uses (notes "kernel <name>; ...") -> infer.gptq_kernel

@@ -285,6 +285,54 @@ def vllm_v0_host(num_scheduler_steps: int = 1) -> EngineHost:
                           "generation (scripts/bench_vllm_v0_host.py)" + how)
 
 
+# SGLang without its overlap scheduler (every release before 0.4; infer.async_scheduling false): the per-step host work
+# of SGLang 0.3.0's scheduler loop, timed on this project's development machine (the reference host's generation: AMD
+# EPYC Zen 4 Genoa, CPU family 25 model 17; Python 3.11.7, torch 2.13 CPU) by scripts/bench_sglang_v03_host.py, which
+# runs the real `ModelTpServer.exposed_step` of the sglang-0.3.0 source release (PyPI sglang-0.3.0.tar.gz, sha256
+# 3ff5ff2d09c3...) over a stand-in model runner, and pickles its output as the controller's `send_pyobj` does
+# (srt/managers/controller_single.py:93-105): per decode pass `forward_decode_batch` (srt/managers/tp_worker.py:
+# 653-723: `check_for_jump_forward`'s loop, `prepare_for_decode`, `next_token_ids.tolist()`, the per-request output
+# append and `check_finished`) and `handle_finished_requests` (:725-823: for every streamed request, each step,
+# `init_incremental_detokenize`'s read_ids - the output so far copied -, a meta_info dict, the BatchTokenIDOut lists).
+# Requests as sglang.bench_serving sends them (temperature 0, ignore_eos, stream), ChunkCache (--disable-radix-cache),
+# 220-token prompts, ~100-130 tokens into the output. The increase of the best pass (of 30) per running request from 32
+# to 512 requests, lowest of three runs (the machine is shared): 7.92 us (the others 8.42 and 11.78). No row of any
+# validation file was read.
+# overlapped: no. `forward_step` runs one prefill or decode batch per `loop_for_forward` pass (tp_worker.py:255-287) and
+# the CUDA-graph runner synchronises before and after its replay (cuda_graph_runner.py:314-317), so this host work
+# adds to the GPU's step. Not in the constant (not timed here): the graph runner's input copies and flashinfer's index
+# update (fixed per step, inside the calibrated step_overhead_s), and at tp > 1 the gloo broadcast of the received
+# requests every pass.
+SGLANG_V03_SEQ_S = 7.92e-6
+
+# SGLang 0.3.0 captures CUDA graphs for decode batches of [1, 2, 4] + 8..160 only (srt/model_executor/model_runner.py:
+# 499-502 `init_cuda_graphs`, no --disable-cuda-graph-padding); `forward_decode` replays one when
+# `cuda_graph_runner.can_run(len(batch.reqs))` (batch <= max_bs = 160, cuda_graph_runner.py:160-164) and otherwise
+# runs the model's eager forward (model_runner.py:523-539), whose kernels the host issues one by one.
+SGLANG_V03_GRAPH_MAX_BS = 160
+
+
+# SGLang 0.3.0's default cap on running requests (no --max-running-requests): srt/managers/tp_worker.py:126-133
+# `max_running_requests = min(max_total_num_tokens // 2, req_to_token_pool.size - 1)`, the request pool's size from
+# srt/model_executor/model_runner.py:373-383 `init_memory_pool`: min(max(int(pool tokens / context_len x 512), 2048),
+# 5120). For Llama 3.1 (131,072 context) with a pool under ~524k tokens that is 2,047, not the 1,024 of the engine
+# profile (efficiency.json engines.sglang.max_batch).
+def sglang_v03_max_running_requests(pool_tokens: float, context_len: int) -> int:
+    """SGLang 0.3.0's default max_running_requests for a KV pool of `pool_tokens` tokens (one rank's; every TP rank
+    holds every token) and the model's context length."""
+    pool = int(pool_tokens)
+    req_pool = min(max(int(pool / max(1, int(context_len)) * 512), 2048), 5120)
+    return max(1, min(pool // 2, req_pool - 1))
+
+
+def sglang_no_overlap_host() -> EngineHost:
+    """SGLang run without its overlap scheduler (before v0.4): SGLang 0.3.0's per-sequence host work
+    (SGLANG_V03_SEQ_S) added to every step; the front end is SGLANG's."""
+    return replace(SGLANG, seq_s=SGLANG_V03_SEQ_S, overlapped=False,
+                   source="SGLang 0.3.0 ModelTpServer.exposed_step + send_pyobj timed on the reference host's "
+                          "generation (scripts/bench_sglang_v03_host.py); " + SGLANG.source)
+
+
 _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
@@ -298,6 +346,8 @@ def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backen
     async scheduling to turn on."""
     if engine == "vllm" and vllm_v0:
         return vllm_v0_host(num_scheduler_steps)
+    if engine == "sglang" and async_scheduling is False:
+        return sglang_no_overlap_host()
     h = _ENGINES.get(engine, NONE)
     if engine == "trtllm" and trtllm_backend == "tensorrt":
         h = replace(h, seq_s=0.0, source=h.source + "; C++ executor: per-sequence host work not modelled")

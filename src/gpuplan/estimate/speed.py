@@ -19,8 +19,8 @@ from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
 from .host_issue import hf_decode_version_scale
-from .engine_host import (VLLM_EAGER_LAYER_S, chat_template_parse_s, eager_issue_layer_s, engine_host,
-                          step_with_host, vllm_v1_max_capture_size)
+from .engine_host import (SGLANG_V03_GRAPH_MAX_BS, VLLM_EAGER_LAYER_S, chat_template_parse_s, eager_issue_layer_s,
+                          engine_host, sglang_v03_max_running_requests, step_with_host, vllm_v1_max_capture_size)
 from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
 from .vllm_v0 import offline_run as v0_offline_run
 from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
@@ -1653,6 +1653,10 @@ class _Serving:
             if vllm_v1(scn):
                 self.v1_graph_max = vllm_v1_max_capture_size(
                     self.max_batch, int(budget or _engine_batched_tokens(scn, int(gpu.usable_memory_bytes))))
+        # SGLang without its overlap scheduler (before v0.4): CUDA graphs for decode batches up to 160 only
+        # (engine_host.SGLANG_V03_GRAPH_MAX_BS); a larger decode batch runs the model's eager forward
+        if inf.engine == "sglang" and inf.cuda_graphs and not self.engine_host.overlapped:
+            self.v1_graph_max = SGLANG_V03_GRAPH_MAX_BS
         self.chunk_tokens = (budget or self.eng["prefill_chunk_tokens"]) if self.eng["prefill_chunk_tokens"] else None
         self.max_step_tokens = float(budget or self.eng["prefill_chunk_tokens"] or self.eng["max_num_tokens"])
         # vLLM's V0 engine (infer.vllm_v0, vllm_v0.py): its own defaults, max_num_seqs 256 and, for a long-context
@@ -1736,6 +1740,12 @@ class _Serving:
             free = usable * util - self._weights_rank() - self.eng["reserve_bytes"]
             kv_capacity_tokens = max(0.0, free / kv_tok_gpu) * self.adp if kv_tok_gpu > 0 else float("inf")
         self.kv_capacity_tokens = kv_capacity_tokens
+        # SGLang without its overlap scheduler (0.3): its own default running-request cap, from the pool and the
+        # context length (engine_host.sglang_v03_max_running_requests); a stated infer.max_num_seqs wins
+        if (inf.engine == "sglang" and not self.engine_host.overlapped and not inf.max_num_seqs
+                and math.isfinite(kv_capacity_tokens) and kv_capacity_tokens > 0):
+            self.max_batch = sglang_v03_max_running_requests(kv_capacity_tokens / self.adp,
+                                                             int(inf.max_model_len or model.max_position))
         # speculative decoding (speculative.py): tokens per verification step and the drafter's model
         self.spec = getattr(inf, "speculative", None)
         self.spec_tokens = 1.0
@@ -1957,7 +1967,9 @@ class _Serving:
         than the largest captured size, engine_host.vllm_v1_max_capture_size): the compiled model's kernels are
         launched one by one from the host. Priced with the one measured vLLM host-issue constant,
         engine_host.VLLM_EAGER_LAYER_S (V0 eager PyTorch modules, PR 1440); V1's Inductor-compiled pieces launch
-        fewer, fused kernels, so this is an upper bound on V1's launch cost, not a V1 measurement."""
+        fewer, fused kernels, so this is an upper bound on V1's launch cost, not a V1 measurement. SGLang without its
+        overlap scheduler (0.3) takes the same path above its largest graph (engine_host.SGLANG_V03_GRAPH_MAX_BS): its
+        eager forward runs vLLM's layers, the constant's own case."""
         return VLLM_EAGER_LAYER_S * self.model.num_layers / self.pp / self.host_speed
 
     def host_step(self, seqs: float) -> float:
