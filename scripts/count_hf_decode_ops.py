@@ -31,7 +31,7 @@ import os
 import subprocess
 import sys
 
-FIELDS = ("transformers_version", "torch_version", "attn_implementation", "kv_layout", "decode_ops_per_layer",
+FIELDS = ("transformers", "torch", "attn_implementation", "kv_layout", "decode_ops_per_layer",
           "forward_ops_fixed", "generate_ops_per_step", "counted_on")
 
 _NO_KERNEL = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "_local_scalar_dense",
@@ -103,7 +103,7 @@ def _child(layers: int, kv_heads: int) -> dict:
             model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
     # steps 0 (prefill) .. NEW-1; the last forward's trailing generate work ends the loop: use steps 2..NEW-2
     steady = [counts[s] for s in range(2, NEW - 1)]
-    return {"transformers_version": transformers.__version__, "torch_version": torch.__version__.split("+")[0],
+    return {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
             "attn_implementation": attn, "layers": layers,
             "layer": [c["layer"] for c in steady], "forward": [c["forward"] for c in steady],
             "generate": [c["generate"] for c in steady], "layer_op_names": dict(names["layer"])}
@@ -131,9 +131,9 @@ def rows(targets: list[str]) -> list[dict]:
             gen = set(a["generate"]) | set(b["generate"])
             if len(fwd) != 1 or len(gen) != 1:
                 raise SystemExit(f"unsteady per-step counts {a} {b}")
-            print(f"# {a['transformers_version']} {layout}: {json.dumps(b['layer_op_names'], sort_keys=True)}",
+            print(f"# {a['transformers']} {layout}: {json.dumps(b['layer_op_names'], sort_keys=True)}",
                   file=sys.stderr)
-            out.append({"transformers_version": a["transformers_version"], "torch_version": a["torch_version"],
+            out.append({"transformers": a["transformers"], "torch": a["torch"],
                         "attn_implementation": a["attn_implementation"], "kv_layout": layout,
                         "decode_ops_per_layer": next(iter(per)), "forward_ops_fixed": fwd.pop(),
                         "generate_ops_per_step": gen.pop(), "counted_on": today})

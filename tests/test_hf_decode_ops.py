@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows():
-    return {(r["transformers_version"], r["kv_layout"]): r for r in datafiles.rows("hf_decode_ops.csv")}
+    return {(r["transformers"], r["kv_layout"]): r for r in datafiles.rows("hf_decode_ops.csv")}
 
 
 def test_stored_counts_carry_versions_and_date():
     rows = _rows()
     assert {v for v, _ in rows} >= {"4.35.2", "4.46.3"}
     for r in rows.values():
-        assert r["torch_version"] and r["counted_on"].startswith("20")
+        assert r["torch"] and r["counted_on"].startswith("20")
     assert rows[("4.35.2", "mha")]["attn_implementation"] == "eager"        # no LlamaSdpaAttention before 4.36
     assert rows[("4.46.3", "mha")]["attn_implementation"] == "sdpa"
 

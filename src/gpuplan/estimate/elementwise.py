@@ -112,9 +112,8 @@ FUSED_ROPE_BYTES = 8.0
 def megatron_unfused_rope(framework: str, traits: Any, mla: bool) -> bool:
     """True when Megatron applies RoPE with its unfused torch ops: YaRN scaling with a factor above 1 (mscale != 1),
     outside MLA (whose rotary part is applied by its own code)."""
-    factor = getattr(traits, "rope_scaling_factor", None) or 1.0
     return (framework == "megatron" and not mla and getattr(traits, "position", "rope") == "rope"
-            and getattr(traits, "rope_scaling", None) == "yarn" and factor > 1.0)
+            and bool(getattr(traits, "yarn_scaled", False)))
 
 
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,

@@ -144,7 +144,7 @@ def hf_decode_ops_per_layer(transformers_version: str | None, mha: bool) -> int 
         return None
     layout = "mha" if mha else "gqa"
     for r in datafiles.rows("hf_decode_ops.csv"):
-        if _version_key(r["transformers_version"]) == key and r["kv_layout"] == layout:
+        if _version_key(r["transformers"]) == key and r["kv_layout"] == layout:
             return int(r["decode_ops_per_layer"])
     return None
 

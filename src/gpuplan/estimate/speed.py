@@ -1538,7 +1538,7 @@ class _Serving:
         # HF transformers: the constant was read on 4.46.3; another counted version issues more or fewer ops per
         # decoder layer (host_issue.hf_decode_version_scale, docs/speed.md §3.30)
         if inf.engine == "hf" and self.issue_layer_s:
-            self.issue_layer_s *= hf_decode_version_scale(getattr(inf, "transformers_version", None),
+            self.issue_layer_s *= hf_decode_version_scale(inf.transformers_version,
                                                           model.num_kv_heads == model.num_heads)
         # the engine's per-sequence host work each iteration and its front end's latency per request
         # (estimate/engine_host.py): one place, priced here for `serve` and the load simulator alike; both host

@@ -154,6 +154,11 @@ class Traits:
     def gated_mlp(self) -> bool:
         return self.mlp != "plain"
 
+    @property
+    def yarn_scaled(self) -> bool:
+        """YaRN position scaling with a factor above 1 (mscale != 1: frameworks that fuse plain RoPE fall back)."""
+        return self.rope_scaling == "yarn" and (self.rope_scaling_factor or 1.0) > 1.0
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["dropout"] = {f.name: getattr(self.dropout, f.name) for f in fields(self.dropout)}
