@@ -7,7 +7,7 @@ replayed through a model of PyTorch's caching allocator.
 that cache, resets the peaks, and runs the prefill and up to 64 decode steps again (`_run_infer`). This script
 runs the same calls on fake tensors (gpuplan.trace's AllocTracker records every storage allocation and free in
 order) and replays the sequence through both pools of CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp,
-pytorch v2.2.0 .. v2.11: constants kMinBlockSize 512, kSmallSize 1 MiB, kSmallBuffer 2 MiB, kMinLargeAlloc 10 MiB,
+pytorch v2.2.0, the version the memory model cites: constants kMinBlockSize 512, kSmallSize 1 MiB, kSmallBuffer 2 MiB, kMinLargeAlloc 10 MiB,
 kLargeBuffer 20 MiB, kRoundLarge 2 MiB; `get_allocation_size`, `get_free_block` best fit, `should_split`):
 
 * a request <= 1 MiB is served from the small pool, whose segments are 2 MiB; a larger one from the large pool,
@@ -28,6 +28,7 @@ Two things of this harness show in the reserve, not in the allocated bytes:
 
     PYTHONPATH=src python scripts/trace_measure_reserve.py [ROW ...]   (default: every HI row; full fine-tuning rows by id)
     ... --from-pretrained    the same run without the blocks the build frees (a from_pretrained load)
+    ... --growth             also the new segments per stretch of a training loop (step k loss / backward / step)
 """
 from __future__ import annotations
 
@@ -204,27 +205,49 @@ def without_build_frees(events: list[tuple[int, int]], start: int) -> tuple[list
     return kept, start - 2 * len(gone)
 
 
+def _print_growth(start: int, marks: list[tuple[int, str]]) -> None:
+    """New segments after the peaks' reset, summed per stretch of the training loop (`--growth`)."""
+    spans: dict[str, list[float]] = {}
+    for k, size, _, _ in GROWTH:
+        if k < start:
+            continue
+        where = next((f"until {name}" for m, name in marks if k < m), "after the last mark")
+        d = spans.setdefault(where, [0, 0, 0])
+        d[0] += _segment_size(size)
+        d[1] += 1
+        d[2] = max(d[2], size)
+    for where, (b, n, big) in spans.items():
+        print(f"      {where:32s} {n:4d} new segments {b / GiB:7.2f} GiB (largest request {big / GiB:.2f} GiB)")
+
+
 def main(argv: list[str]) -> None:
-    pretrained = "--from-pretrained" in argv
-    argv = [a for a in argv if a != "--from-pretrained"]
+    pretrained, growth = "--from-pretrained" in argv, "--growth" in argv
+    argv = [a for a in argv if a not in ("--from-pretrained", "--growth")]
     rows = [r for r in csv.DictReader(open(ROOT / "validation/gathered/measured.csv"))
             if r["task"] == "infer" or (r["method"] == "full" and r.get("objective", "sft") in ("", "sft"))]
     rows = [r for r in rows if r["id"] in argv] if argv else [r for r in rows if r["task"] == "infer"]
     print("id    model                  batch x prompt  allocated / reserved GiB: measured   replayed   (reserve beyond)")
     for r in rows:
+        MARKS.clear()
         if r["task"] == "infer":
             events, start, tied, _ = infer_events(r["model"], int(r["concurrency"]), int(r["prompt_len"]),
                                                   min(int(r["output_len"]), 64), r["weights"])
         else:
             events, start, tied, _ = train_events(r)
+        marks = list(MARKS)
         if pretrained:
+            shifted_start = start
             events, start = without_build_frees(events, start)
+            marks = [(m - (shifted_start - start), name) for m, name in marks]
+        GROWTH.clear()
         a, res = replay_pools(events, start)
         ma, mr = float(r["peak_allocated_gib"]), float(r["peak_reserved_gib"])
         shape = (r["concurrency"], r["prompt_len"]) if r["task"] == "infer" else (r["micro_batch"], r["seq_len"])
         print(f"{r['id']:5s} {r['model']:22s} {shape[0]:>4s} x {shape[1]:>5s}   "
               f"{ma:7.2f} / {mr:7.2f} ({mr - ma:5.2f})   {a / GiB:7.2f} / {res / GiB:7.2f} ({(res - a) / GiB:5.2f})"
               f"{'  tied' if tied else ''}", flush=True)
+        if growth:
+            _print_growth(start, marks)
 
 
 if __name__ == "__main__":
