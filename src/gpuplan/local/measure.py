@@ -150,6 +150,9 @@ class _Cuda:
         self.torch.cuda.synchronize()
         self.torch.cuda.reset_peak_memory_stats()
 
+    def release_cache(self) -> None:
+        self.torch.cuda.empty_cache()
+
     def peaks(self) -> dict[str, int]:
         torch = self.torch
         free, total = torch.cuda.mem_get_info()
@@ -169,6 +172,9 @@ class _Cpu(_Cuda):
         pass
 
     def reset_peaks(self) -> None:
+        pass
+
+    def release_cache(self) -> None:
         pass
 
     def peaks(self) -> dict[str, int]:
@@ -195,6 +201,9 @@ def _build_model(torch, scn, dtype, dev: _Cuda):
     kind = scn.train.attention if scn.is_training else "flash"
     with torch.device(dev.name):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION[kind])
+    # from_config builds a tied model's lm_head weight and frees it when it ties the embedding; the freed block would
+    # stay cached and be read as reserve (a from_pretrained load never allocates it: docs/memory-reserve-replay.md)
+    dev.release_cache()
     return model, spec, transformers.__version__
 
 
