@@ -31,7 +31,10 @@ ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron", "trl",
                                    # the reader of NVIDIA aiconfigurator's published parquet GEMM tables, which
                                    # scripts/extract_fp4_gemm_grid.py runs by hand on that repository's snapshot (the
                                    # provenance of estimate/data/fp4_gemm_shapes.csv); nothing else imports it
-                                   "pyarrow"}
+                                   "pyarrow",
+                                   # NeMo RL's source tree at a pinned commit, which scripts/bench_nemo_rl_host.py
+                                   # imports from a `git archive` copy given on its command line (not installed)
+                                   "nemo_rl"}
 
 
 def _toml():
