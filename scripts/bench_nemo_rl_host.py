@@ -35,32 +35,17 @@ seconds of each part, the counts, and the per-sequence / per-micro-batch slopes 
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
 import statistics
 import sys
 import time
 import types
 from dataclasses import dataclass
-from unittest import mock
+
+from import_stubs import Stubs  # scripts/: a neighbour
 
 _STUB_TOP = {"megatron", "nemo", "transformers", "ray"}
 _STUB_PKG = ("nemo_rl.models.dtensor", "nemo_rl.data.hf_datasets", "nemo_rl.models.policy",
              "nemo_rl.data.chat_templates")
-
-
-class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        stub = name.split(".")[0] in _STUB_TOP or any(name == p or name.startswith(p + ".") for p in _STUB_PKG)
-        return importlib.machinery.ModuleSpec(name, self, is_package=True) if stub else None
-
-    def create_module(self, spec):
-        m = mock.MagicMock(name=spec.name)
-        m.__path__, m.__spec__, m.__name__ = [], spec, spec.name
-        return m
-
-    def exec_module(self, module):
-        pass
 
 
 @dataclass
@@ -75,7 +60,7 @@ class PackedSeqParams:       # megatron/core/packed_seq_params.py: a plain datac
 
 
 def _import(src: str):
-    sys.meta_path.insert(0, _Stubs())
+    sys.meta_path.insert(0, Stubs(_STUB_TOP, _STUB_PKG))
     sys.path.insert(0, src)
     import torch
     import torch.distributed as dist

@@ -30,14 +30,13 @@ the per-sequence slope between the first and last batch.
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
 import pickle
 import statistics
 import sys
 import time
 import types
-from unittest import mock
+
+from import_stubs import Stubs  # scripts/: a neighbour
 
 # third-party modules an sglang.srt import pulls in but the decode path never runs
 _STUB = {"vllm", "flashinfer", "triton", "zmq", "outlines", "interegular", "psutil", "fastapi", "uvicorn", "uvloop",
@@ -48,20 +47,6 @@ _STUB = {"vllm", "flashinfer", "triton", "zmq", "outlines", "interegular", "psut
 _STUB_SGL = ("sglang.srt.model_executor.model_runner", "sglang.srt.model_executor.cuda_graph_runner",
              "sglang.srt.layers", "sglang.srt.constrained.fsm_cache", "sglang.srt.constrained.jump_forward",
              "sglang.srt.hf_transformers_utils", "sglang.srt.model_config", "sglang.srt.utils", "sglang.utils")
-
-
-class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        stub = name.split(".")[0] in _STUB or any(name == p or name.startswith(p + ".") for p in _STUB_SGL)
-        return importlib.machinery.ModuleSpec(name, self, is_package=True) if stub else None
-
-    def create_module(self, spec):
-        m = mock.MagicMock(name=spec.name)
-        m.__path__, m.__spec__, m.__name__ = [], spec, spec.name
-        return m
-
-    def exec_module(self, module):
-        pass
 
 
 def _cpu_factories():
@@ -79,7 +64,7 @@ def _cpu_factories():
 
 
 def _import_sglang(src: str):
-    sys.meta_path.insert(0, _Stubs())
+    sys.meta_path.insert(0, Stubs(_STUB, _STUB_SGL))
     sys.path.insert(0, src)
     pkg = types.ModuleType("sglang")       # skip sglang/__init__ (the frontend language and its API)
     pkg.__path__ = [src + "/sglang"]

@@ -18,13 +18,12 @@ per-sequence slopes between the first and last batch (engine side, executor, --p
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
 import statistics
 import sys
 import time
 import types
-from unittest import mock
+
+from import_stubs import Stubs  # scripts/: a neighbour
 
 # third-party modules a vLLM import pulls in but the scheduler / output path never runs
 _STUB = {"gguf", "prometheus_client", "prometheus_fastapi_instrumentator", "outlines", "lm_format_enforcer",
@@ -40,22 +39,8 @@ _STUB_VLLM = ("vllm.lora.punica", "vllm.lora.layers", "vllm.lora.models", "vllm.
               "vllm.attention.ops.prefix_prefill")
 
 
-class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        stub = name.split(".")[0] in _STUB or any(name == p or name.startswith(p + ".") for p in _STUB_VLLM)
-        return importlib.machinery.ModuleSpec(name, self, is_package=True) if stub else None
-
-    def create_module(self, spec):
-        m = mock.MagicMock(name=spec.name)
-        m.__path__, m.__spec__, m.__name__ = [], spec, spec.name
-        return m
-
-    def exec_module(self, module):
-        pass
-
-
 def _import_vllm(src: str):
-    sys.meta_path.insert(0, _Stubs())
+    sys.meta_path.insert(0, Stubs(_STUB, _STUB_VLLM))
     sys.path.insert(0, src)
     pkg = types.ModuleType("vllm")          # skip vllm/__init__ (it imports the GPU engine's entry points)
     pkg.__path__ = [src + "/vllm"]

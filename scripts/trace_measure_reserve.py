@@ -111,6 +111,7 @@ def infer_events(model_name: str, batch: int, prompt: int, steps: int, dtype_nam
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import AutoConfig, AutoModelForCausalLM
+    from gpuplan.local.measure import decode_steps
     from gpuplan.models import get_model
     from gpuplan.trace import _run as R
     from gpuplan.trace._build import _sdpa_for_flash_only_models
@@ -128,16 +129,7 @@ def infer_events(model_name: str, batch: int, prompt: int, steps: int, dtype_nam
             model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
         model.eval()
         ids = torch.randint(0, spec.vocab_size, (batch, prompt))
-        cache: list = []
-
-        def prefill():
-            out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            cache[:] = [(out.past_key_values, out.logits[:, -1:].argmax(-1))]
-
-        def decode():
-            past, nxt = cache[0]
-            out = model(input_ids=nxt, past_key_values=past, use_cache=True)
-            cache[0] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
+        prefill, decode, cache = decode_steps(model, ids)      # measure.py _run_infer's own two forwards
 
         with torch.no_grad():          # measure.py _run_infer: warm-up prefill and 2 decodes, cache freed, peaks reset
             prefill()

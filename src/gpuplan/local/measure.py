@@ -387,14 +387,10 @@ def _op_table(prof, top: int) -> str:
     return ""
 
 
-def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[str, Any]:
-    i = scn.infer
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
-    model, spec, _ = _build_model(torch, scn, dt, dev)
-    model.eval()
-    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
-    n_out = min(i.output_len, 64)
-
+def decode_steps(model, ids) -> tuple[Any, Any, list]:
+    """(prefill, decode, cache): HF generate's two forwards, the prompt with its KV cache and one token on top of it,
+    each greedy; `cache` holds the KV cache and the next token ids between calls (clear it to free them).
+    scripts/trace_measure_reserve.py replays the same calls."""
     cache: list = []               # [(KV cache, next token ids)] of the batch being decoded
 
     def prefill():
@@ -405,6 +401,17 @@ def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[s
         past, nxt = cache[0]
         out = model(input_ids=nxt, past_key_values=past, use_cache=True)
         cache[0] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
+    return prefill, decode, cache
+
+
+def _run_infer(torch, dev: _Cuda, scn, notes: list[str], ops: int = 0) -> dict[str, Any]:
+    i = scn.infer
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[i.weights]
+    model, spec, _ = _build_model(torch, scn, dt, dev)
+    model.eval()
+    ids = torch.randint(0, spec.vocab_size, (i.concurrency, i.prompt_len), device=dev.name)
+    n_out = min(i.output_len, 64)
+    prefill, decode, cache = decode_steps(model, ids)
 
     with torch.inference_mode():
         prefill()                  # warm-up: the first calls load kernels and create library handles
