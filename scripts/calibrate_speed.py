@@ -697,8 +697,10 @@ def write_doc(table, stats, P) -> None:
               f"- Ampere bf16 large-GEMM efficiency η_max = {P['matmul']['ampere']['bf16']}, GEMM width constant "
               f"d0 = {P['matmul_dim_half']} elements (measured: H200 GEMM grid), FlashAttention efficiency (A100) = "
               f"{P['attention']['ampere']}; element-wise kernels at their measured bandwidth share (elementwise.py).",
-              f"- Hopper FP8 GEMM efficiency = {P['matmul']['hopper']['fp8']}, Blackwell FP4 = {P['matmul']['blackwell']['fp4']}; "
-              f"TensorRT-LLM per-layer step cost = {P['engines']['trtllm']['layer_overhead_s']} s, batch cap = {P['engines']['trtllm']['max_batch']}.",
+              f"- Hopper FP8 GEMM efficiency = {P['matmul']['hopper']['fp8']}, Blackwell FP4 = {P['matmul']['blackwell']['fp4']} "
+              "(measured rates, not fitted: MAMF's H100 FP8, flashinfer's B200 NVFP4; docs/speed.md §4); "
+              f"TensorRT-LLM per-layer step cost = {P['engines']['trtllm']['layer_overhead_s']} s (fitted, one source), "
+              f"batch cap = {P['engines']['trtllm']['max_batch']}.",
               f"- llama.cpp per-layer launch cost = {P['engines']['llama.cpp']['layer_overhead_s']} s, decode bandwidth scale = "
               f"{P['engines']['llama.cpp']['decode_bw_scale']} (× η_mem {P['memory']['default']}), prompt-processing factor = "
               f"{P['engines']['llama.cpp']['prefill_eta_scale']}, extra factor for quantised weights = {P['engines']['llama.cpp']['quant_prefill_scale']}.",
@@ -712,7 +714,7 @@ def write_doc(table, stats, P) -> None:
               "the gathered Metal llama-bench rows of validation/gathered/llamacpp-bench.csv are held out).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
-              "of the 16-bit peak, prior = cuDNN's published B200 forward, 0.60; FP8 checkpoints with an FP8 KV cache "
+              "of the 16-bit peak: cuDNN's published B200 forward, 0.60, not fitted; FP8 checkpoints with an FP8 KV cache "
               "run the FP8 context FMHA at FlashAttention-3's published FP8/BF16 forward ratio on top, docs/speed.md §3.14).",
               f"- Grouped expert GEMM row constant d0_M = {P.get('matmul_rows_half')} rows (M/(M + d0_M) on the expert GEMMs, "
               "at TensorRT-LLM's tile-padded rows, decode steps included (docs/speed.md §3.17): DeepGEMM's measured "
@@ -793,17 +795,17 @@ def fit_through_lcpp(irows: list[Row]) -> dict:
 
 def fit_trtllm_stages(irows: list[Row], P: dict) -> dict:
     """Stages 4-5 of fit_all (TensorRT-LLM rows only)."""
-    # 4) TensorRT-LLM: Hopper FP8 and Blackwell FP4 GEMM efficiency, forward-only attention
-    #    kernel factor, engine step cost and batch cap
+    # 4) TensorRT-LLM: the Hopper FP8 and Blackwell FP4 GEMM efficiencies and the forward-only attention factor are
+    #    their measured rates (MAMF's H100 FP8, flashinfer's B200 CUTLASS NVFP4, cuDNN's B200 forward), no longer
+    #    fitted (2026-12-04): fitted on the one perf-overview source they had moved to within 2-10 % of those rates
+    #    and no longer improved their own rows (TensorRT-LLM in-sample MAPE 12.3 % fitted, 12.2 % at the measured
+    #    rates), while the issue's rule asks three sources of a fitted constant. The engine's per-layer step cost has
+    #    no measured rate: it stays fitted, on that one source (marked so in docs/validation.md).
+    set_path(P, ("matmul", "hopper", "fp8"), hopper_fp8_prior(P))      # at the sustained clock
+    set_path(P, ("matmul", "blackwell", "fp4"), blackwell_fp4_prior(P))
+    set_path(P, ("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P))
     trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
-    P = fit(trt, P, [
-        (("matmul", "hopper", "fp8"), hopper_fp8_prior(P), 0.2, 1.0, False),   # at the sustained clock
-        (("matmul", "blackwell", "fp4"), blackwell_fp4_prior(P), 0.1, 1.0, False),
-        # bound 4.0: η_attn(Blackwell) x 4 = 0.675 of the 16-bit peak, above the best published B200 16-bit
-        # forward (cuDNN 0.64 at 64k tokens, attention_kernels.csv); FP8 context FMHA is priced apart (speed.py)
-        (("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P), 0.5, 4.0, True),
-        (("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True),
-    ])
+    P = fit(trt, P, [(("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True)])
     # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: DeepGEMM's measured
     #    grouped-GEMM curve), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP); TensorRT-LLM's tile
     #    padding and the fused MoE step's memory passes are priced apart (estimate/moe.py)
@@ -842,8 +844,6 @@ def _reused_trtllm_stages(irows: list[Row], P_lcpp: dict, full: dict) -> dict | 
 FITTED = [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
           (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
           (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
-          (("matmul", "hopper", "fp8"), "TensorRT-LLM"), (("matmul", "blackwell", "fp4"), "TensorRT-LLM"),
-          (("engines", "trtllm", "prefill_attention_scale"), "TensorRT-LLM"),
           (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM")]
 
 
