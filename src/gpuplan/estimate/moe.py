@@ -434,6 +434,12 @@ def padded_rows_per_expert(tokens: int, top_k: int, num_experts: int, tile: int)
     return tile * total
 
 
+def gemm_input_bytes(dtype_class: str) -> float:
+    """Bytes per element of a quantized GEMM input as TensorRT-LLM's fused MoE moves it (§3.17): NVFP4 0.5 + one
+    E4M3 scale per 16 = 0.5625, FP8 1, 16-bit 2."""
+    return {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(dtype_class, 2.0)
+
+
 def fused_moe_pass_bytes(tokens: float, routed_rows: float, hidden: float, gemm1_n: float, inter: float,
                          in_bytes: float, out_bytes: float = 2.0, quantize_input: bool = True,
                          output_tokens: float | None = None) -> float:

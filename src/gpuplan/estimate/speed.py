@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ..dtypes import kv_bytes, weight_format
 from ..models import ModelSpec
 from .calibration import Calibration
@@ -39,7 +41,7 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
 from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
-from .moe import (attention_dp_exchange_bytes, dispatch_copies, dispatcher_sms, ep_rank_imbalance,
+from .moe import (attention_dp_exchange_bytes, dispatch_copies, gemm_input_bytes, dispatcher_sms, ep_rank_imbalance,
                   EXPERT_GLU_CLAMP_FORWARD_BYTES, expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element,
                   fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
@@ -286,7 +288,7 @@ def fp4_moe_call_seconds(params: Mapping[str, Any], gpu: Any, blocks: Sequence[t
     n1 = sum(n for k, n in blocks if k == hidden)
     inter = sum(k for k, n in blocks if n == hidden)
     routed = tokens * top_k * local_experts / experts
-    passes = fused_moe_pass_bytes(tokens, routed, hidden, n1, inter, 0.5 + 1.0 / 16.0, 2.0, quantize_input=True,
+    passes = fused_moe_pass_bytes(tokens, routed, hidden, n1, inter, gemm_input_bytes("fp4"), 2.0, quantize_input=True,
                                   output_tokens=tokens) / memory_rate(params, gpu)
     return gemm, passes
 
@@ -319,16 +321,8 @@ def fp4_moe_rows_scale(params: Mapping[str, Any], rows_per_expert: float) -> flo
     pts = _FP4_MOE_SCALE_CACHE.get(key)
     if pts is None:
         pts = _FP4_MOE_SCALE_CACHE[key] = _fp4_moe_scale_points(params)
-    x = max(float(rows_per_expert), 1e-9)
-    if x <= pts[0][0]:
-        return pts[0][1]
-    if x >= pts[-1][0]:
-        return pts[-1][1]
-    for (a, ra), (b, rb) in zip(pts, pts[1:]):
-        if a <= x <= b:
-            f = (math.log(x) - math.log(a)) / (math.log(b) - math.log(a))
-            return ra + f * (rb - ra)
-    return pts[-1][1]
+    rows, scale = zip(*pts)
+    return float(np.interp(math.log(max(float(rows_per_expert), 1e-9)), np.log(rows), scale))
 
 
 def pipeline_bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
@@ -1227,8 +1221,7 @@ def _dropless_sync_exposure(c: _Train, t_compute_mb: float, t_mp: float, *, forw
     g_f = share * per_layer
     recompute = tr.recompute == "full"
     g_b = per_layer - g_f * (2.0 if recompute else 1.0)
-    moe_layers = c.L_stage * getattr(model, "num_moe_layers", model.num_layers) / max(model.num_layers, 1)
-    return moe_host.exposure(moe_layers, syncs, float(max(par.vpp, 1)), h_f, h_b, g_f, g_b,
+    return moe_host.exposure(_moe_layers_stage(c), syncs, float(max(par.vpp, 1)), h_f, h_b, g_f, g_b,
                              forward_only=forward_only, paired=bool(getattr(par, "ep_comm_overlap", False)),
                              recompute=recompute)
 
@@ -1917,7 +1910,7 @@ class _Serving:
             rows = tokens * m.experts_per_tok
             n1, inter = n1 / self.tp, inter / self.tp       # tensor-parallel experts: each GPU a slice of I
         dc = _dtype_class(self.compute_dtype)
-        a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(dc, 2.0)
+        a = gemm_input_bytes(dc)
         per_layer = fused_moe_pass_bytes(tokens, rows, h, n1, inter, a, 2.0, quantize_input=dc in ("fp4", "fp8"),
                                          output_tokens=gathered)
         layers = (m.num_moe_layers or m.num_layers) / self.pp
@@ -2053,11 +2046,11 @@ class _Serving:
                 and self.adp > 1 and self.tp == 1):
             # TensorRT-LLM under attention DP: all-gather the quantized tokens, reduce-scatter the outputs
             # (moe.attention_dp_exchange_bytes)
-            a = {"fp4": 0.5 + 1.0 / 16.0, "fp8": 1.0}.get(_dtype_class(self.compute_dtype), 2.0)
+            a = gemm_input_bytes(_dtype_class(self.compute_dtype))
             ag, rs = attention_dp_exchange_bytes(tokens, self.adp, m.hidden_size, m.experts_per_tok, a)
             return layers * (all_gather_time(ag, self.ep, self.link_ep) + reduce_scatter_time(rs, self.ep, self.link_ep))
         payload = tokens * m.experts_per_tok * m.hidden_size * 2.0 / self.tp
-        return 2 * (m.num_moe_layers or m.num_layers) / self.pp * all_to_all_time(payload, self.ep, self.link_ep)
+        return 2 * layers * all_to_all_time(payload, self.ep, self.link_ep)
 
     def decode_step(self, batch: float, context: float, step_tokens: float | None = None,
                     query_rows: float | None = None, padded_rows: float | None = None) -> dict[str, float]:
