@@ -108,3 +108,14 @@ def test_validation_rows_carry_the_engine_flags():
         assert rows[rid]["scored"] == "yes"
     assert "num_scheduler_steps" not in vsl.scenario(rows["SG01"])["infer"]
     assert vsl.engine_flags("0.11.0 --async-scheduling") == {}
+
+
+@pytest.mark.parametrize("field,value,engine", [("parallel_samples", 5, "vllm"),
+                                                ("transformers_version", "4.46.3", "hf")])
+def test_an_engine_field_on_another_engine_is_refused_with_the_fix(field, value, engine):
+    # parallel_samples is vLLM's SamplingParams.n and transformers_version the library engine hf runs: on any other
+    # engine they would be read by nothing, so the scenario says which engine reads them instead of ignoring them
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({**SCN, "infer": {"engine": "sglang", field: value}})
+    assert field in str(err.value) and f"engine: {engine}" in str(err.value)
+    scenario_from_dict({**SCN, "infer": {"engine": engine, field: value}})

@@ -621,6 +621,10 @@ _ENGINE_FIELDS = (
     ("trtllm_backend", lambda v: v != "pytorch", "trtllm", "chooses TensorRT-LLM's executor", "executor"),
     ("vllm_v0", bool, "vllm", "describes vLLM's V0 engine", "scheduler"),
     ("num_scheduler_steps", lambda v: v > 1, "vllm", "is vLLM V0's multi-step scheduling", "scheduler"),
+    ("parallel_samples", lambda v: v > 1, "vllm", "is vLLM's per-request sample count (SamplingParams.n)",
+     "request handling"),
+    ("transformers_version", lambda v: v != "unknown", "hf", "is the transformers release engine hf runs",
+     "code"),
 )
 
 
