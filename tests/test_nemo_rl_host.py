@@ -55,8 +55,8 @@ def test_constants_are_the_timed_slopes(part, name):
 
 
 def test_training_micro_batch_by_hand():
-    # 5 sequences a pack (NB01), pad factor 1, reference host, 4.45 us a launch (19.25 - 14.8, host_issue.py)
-    launch = 4.45e-6
+    # 5 sequences a pack (NB01), pad factor 1, reference host, 3.53 us a launch (18.33 - 14.8, host_issue.py)
+    launch = 3.53e-6
     cpu = 6.3 + (5.6 * 5 + 26.9) + (131.7 * 5 + 26.4)
     ops = 8 + (1 * 5 + 5) + (35 * 5 + 2)
     assert nh.train_micro_batch_s(5, False, 1.0, launch) == pytest.approx(cpu * 1e-6 + ops * launch, rel=1e-9)
@@ -65,7 +65,7 @@ def test_training_micro_batch_by_hand():
 
 
 def test_logprob_micro_batch_by_hand():
-    launch = 4.45e-6
+    launch = 3.53e-6
     cpu = (0.8 * 18 + 15.9) + 5.7 + (8.1 * 18 + 42.5) + (19.4 * 18 + 31.8)
     ops = 6 + (18 + 6) + (7 * 18 + 2)
     assert nh.logprob_micro_batch_s(18, False, 1.0, launch) == pytest.approx(cpu * 1e-6 + ops * launch, rel=1e-9)
@@ -132,12 +132,12 @@ def test_nb01_adds_the_driver_and_its_micro_batches_by_hand():
     assert h["driver_train"] == pytest.approx(0.245 * 2048 * width / (2048 * 4096))
     train, lp = rlm.packed_training_scenario(scn), rlm.logprob_scenario(scn)
     packs = train.train.global_batch / (train.train.micro_batch * train.dp)
-    per_mb = nh.train_micro_batch_s(train.train.micro_batch, False, 1.0, 4.45e-6)
+    per_mb = nh.train_micro_batch_s(train.train.micro_batch, False, 1.0, 0.77e-3 / 42 - 14.8e-6)
     assert h["worker_train"] == pytest.approx(4 * packs * per_mb, rel=1e-6)    # 4 optimizer steps (2,048 / 512)
     lp_packs = lp.train.global_batch / (lp.train.micro_batch * lp.dp)
     assert h["worker_logprob"] == pytest.approx(
-        lp_packs * nh.logprob_micro_batch_s(lp.train.micro_batch, False, 1.0, 4.45e-6), rel=1e-6)
-    assert h["launch_s"] == pytest.approx(4.45e-6)
+        lp_packs * nh.logprob_micro_batch_s(lp.train.micro_batch, False, 1.0, 0.77e-3 / 42 - 14.8e-6), rel=1e-6)
+    assert h["launch_s"] == pytest.approx(0.77e-3 / 42 - 14.8e-6)
 
 
 def test_dtensor_trainer_pays_the_driver_only():
@@ -153,7 +153,7 @@ def test_pipeline_or_tp_packs_take_the_padded_path():
     train = rlm.packed_training_scenario(scn)
     packs = train.train.global_batch / (train.train.micro_batch * train.dp)
     assert h["worker_train"] == pytest.approx(
-        4 * packs * nh.train_micro_batch_s(train.train.micro_batch, True, 1.0, 4.45e-6), rel=1e-6)
+        4 * packs * nh.train_micro_batch_s(train.train.micro_batch, True, 1.0, 0.77e-3 / 42 - 14.8e-6), rel=1e-6)
 
 
 def test_host_loop_needs_packing():
@@ -180,5 +180,5 @@ def test_v04_rows_price_the_v04_code():
     packs = train.train.global_batch / (train.train.micro_batch * train.dp)
     k = rlm.optimizer_steps(scn)
     assert h["worker_train"] == pytest.approx(
-        k * packs * nh.train_micro_batch_s(train.train.micro_batch, True, 1.0, 4.45e-6, "nemo-rl-0.4"), rel=1e-6)
+        k * packs * nh.train_micro_batch_s(train.train.micro_batch, True, 1.0, 0.77e-3 / 42 - 14.8e-6, "nemo-rl-0.4"), rel=1e-6)
     assert h["driver_train"] == pytest.approx(0.235 * 2048 * h["width"] / (2048 * 4096))

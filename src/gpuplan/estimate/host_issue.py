@@ -18,8 +18,9 @@ Two measured inputs, nothing read from a training row:
   re-run forward of full recompute (Python again, inside the backward). A few CUDA ops launch more than one kernel
   (sort, index_put_ with accumulate, topk, histc), so the count is a lower bound on launches.
 * **Host seconds per op**: on the reference host the HF decode constant per counted op (0.77 ms per Llama decoder
-  layer, read off bitsandbytes' benchmarking/README.md @95f9af3: H100 BF16 batch 1, 24.4 ms / 32 layers; / the 40 ops
-  one HF Llama decode layer issues, counted the same way: 19.25 us), less for an autograd-engine
+  layer, read off bitsandbytes' benchmarking/README.md @95f9af3: H100 BF16 batch 1, Llama-3.1-8B, 24.4 ms / 32 layers; / the
+  42 ops that GQA decoder layer issues under transformers 4.46.3, the benchmark's version, counted on its generate():
+  18.33 us), less for an autograd-engine
   op by the difference between the two kinds measured on CPU (HF_FORWARD_OP_CPU_S - AUTOGRAD_OP_CPU_S), scaled by the
   host's single-thread speed (hardware/hosts.py). A host whose own eager op was timed (host_cpus.csv
   `eager_op_us`: one `t.add_(1.0)` from a Python loop with the GPU busy) pays that plus the framework's own extra
@@ -43,9 +44,6 @@ HF_FORWARD_OP_CPU_S = 14.8e-6  # a training-forward op of an HF model (module ca
 AUTOGRAD_OP_CPU_S = 8.8e-6     # a backward op issued by the autograd engine
 BARE_OP_CPU_S = 2.6e-6         # `t.add_(1.0)` on 1,024 floats in a Python loop
 
-# ops one HF Llama decoder layer issues in a decode step (transformers 5.25, DynamicCache, batch 1; counted by
-# `scripts/count_train_kernels.py --decode` as for training): the unit of engines.hf.host_issue_layer_s
-HF_DECODE_OPS_PER_LAYER = 40
 
 
 @dataclass(frozen=True)
@@ -113,8 +111,18 @@ def op_seconds(decode_layer_s: float, speed: float, eager_op_s: float | None) ->
     if eager_op_s is not None:
         return (eager_op_s + HF_FORWARD_OP_CPU_S - BARE_OP_CPU_S,
                 eager_op_s + AUTOGRAD_OP_CPU_S - BARE_OP_CPU_S)
-    ref = decode_layer_s / HF_DECODE_OPS_PER_LAYER
+    ref = reference_op_s(decode_layer_s)
     return ref / speed, max(ref - (HF_FORWARD_OP_CPU_S - AUTOGRAD_OP_CPU_S), 0.0) / speed
+
+
+def reference_op_s(decode_layer_s: float) -> float:
+    """Host seconds per issued op on the reference host: the HF eager decode constant per decoder layer over the ops
+    that layer issues in the run it was read on — bitsandbytes' H100 rows, Llama-3.1-8B (GQA) under transformers
+    4.46.3: 42 ops (estimate/data/hf_decode_ops.csv, counted by scripts/count_hf_decode_ops.py; docs/speed.md
+    §3.30). The unit engines.hf.host_issue_layer_s is divided into wherever another code path borrows it."""
+    ops = hf_decode_ops_per_layer(HF_DECODE_REFERENCE_VERSION, mha=False)
+    assert ops, "hf_decode_ops.csv lacks the reference version's GQA row"
+    return decode_layer_s / ops
 
 
 def issue_seconds(ops: StepOps, per_op: tuple[float, float]) -> float:

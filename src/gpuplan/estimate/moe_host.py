@@ -30,8 +30,8 @@ last segment of each forward chunk of the pipeline schedule (its remainder, the 
 chunk's forward head), and every segment under EP overlap (the combined 1F1B schedule pairs each layer's forward with
 another micro-batch's backward). Forward-only passes (log-prob) hide nothing.
 
-Host seconds per op: gpuplan's per-op unit of eager PyTorch (estimate/host_issue.py: 19.25 us per Python-issued op on
-the reference host, 13.25 us per autograd-engine op), and the bare-op cost (host_issue.BARE_OP_CPU_S, 2.6 us: one op
+Host seconds per op: gpuplan's per-op unit of eager PyTorch (estimate/host_issue.py: 18.33 us per Python-issued op on
+the reference host, 12.33 us per autograd-engine op), and the bare-op cost (host_issue.BARE_OP_CPU_S, 2.6 us: one op
 from a Python loop) for the kernels Transformer Engine's GroupedLinear launches per local expert from C++ loops.
 Nothing here is read from a training row.
 """

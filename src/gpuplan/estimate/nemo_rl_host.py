@@ -43,7 +43,7 @@ host work between a synchronisation and the next GPU-heavy launch:
 
 On the GPU every exposed device op (a kernel, a host-to-device copy, the device-to-host copy of each sync) also pays
 its launch, which the CPU timing lacks: gpuplan's eager per-op host cost less its CPU share (host_issue.py:
-19.25 - 14.8 us on the reference host). The wait of each sync for an idle GPU's reply is not counted. The driver's and
+18.33 - 14.8 us on the reference host). The wait of each sync for an idle GPU's reply is not counted. The driver's and
 the worker's ops were counted by the bench's TorchDispatchMode (aten ops that launch a kernel, scripts/
 count_train_kernels.py's rule; syncs as `aten._local_scalar_dense`; the CPU-only `one_hot` range checks of the
 backward left out: CUDA skips them).

@@ -861,14 +861,14 @@ def host_loop_seconds(scn: Scenario, train: Scenario, lp_scn: Scenario, gpu: Any
         return out
     loop = rl.host_loop
     from . import nemo_rl_host
-    from .host_issue import BARE_OP_CPU_S, HF_DECODE_OPS_PER_LAYER, HF_FORWARD_OP_CPU_S
+    from .host_issue import BARE_OP_CPU_S, HF_FORWARD_OP_CPU_S, reference_op_s
     from .speed import _engine, _family, _host_speed
     from ..hardware.hosts import host_eager_op_s
     hw = scn.hardware
     speed, host_name = _host_speed(scn, gpu)
     eager_op = host_eager_op_s(getattr(hw, "host_cpu", None), getattr(hw, "host_single_thread_score", None))
     # a device op's launch beyond its CPU share (host_issue.py): the reference host's eager op less its CPU time
-    ref_op = float(_engine(P, "hf", _family(gpu))["host_issue_layer_s"]) / HF_DECODE_OPS_PER_LAYER
+    ref_op = reference_op_s(float(_engine(P, "hf", _family(gpu))["host_issue_layer_s"]))
     launch = (eager_op - BARE_OP_CPU_S) if eager_op is not None else max(ref_op - HF_FORWARD_OP_CPU_S, 0.0) / speed
     seqs = sequences_per_step(scn)
     width = rl.prompt_len + (longest if longest else rl.max_new_tokens)
