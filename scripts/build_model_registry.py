@@ -90,12 +90,30 @@ def main() -> None:
     added += models_2025_configs.same_arch_rows({r["hf_id"]: r for r in rows} | {r["hf_id"]: r for r in added})
     for r in added:
         rows.append(dict(name=short_name(r["hf_id"]), **{k: v for k, v in r.items() if k != "name"}))
-    rows.sort(key=lambda r: r["name"])
-    with open(OUT / "registry.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    write_registry(rows)
+    print(f"{len(rows)} registry rows")
+
+
+def write_registry(rows: list[dict[str, str]], out: Path = OUT) -> None:
+    """The one writer of registry.csv: rows sorted by name, LF line ends (what is committed)."""
+    rows = sorted(rows, key=lambda r: r["name"])
+    with open(out / "registry.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    print(f"{len(rows)} registry rows")
+
+
+def merge_registry(new: list[dict[str, str]], out: Path = OUT) -> list[dict[str, str]]:
+    """registry.csv with `new` rows (registry fields without `name`) added or replacing the rows of the same name,
+    every other row kept: for a script that adds configs without the shared config dump main() copies from."""
+    with open(out / "registry.csv", encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    fields = list(rows[0])
+    added = {short_name(r["hf_id"]) for r in new}
+    rows = [r for r in rows if r["name"] not in added]
+    rows += [dict(name=short_name(r["hf_id"]), **{k: r[k] for k in fields if k != "name"}) for r in new]
+    write_registry(rows, out)
+    return rows
 
 
 if __name__ == "__main__":

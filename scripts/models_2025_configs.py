@@ -205,22 +205,12 @@ def same_arch_rows(existing: dict[str, dict[str, str]]) -> list[dict[str, str]]:
 
 def main() -> int:
     sys.path.insert(0, str(Path(__file__).parent))
-    from build_model_registry import short_name
-    path = OUT / "registry.csv"
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    fields = list(rows[0])
+    from build_model_registry import merge_registry
+    with open(OUT / "registry.csv", encoding="utf-8", newline="") as fh:
+        existing = {r["hf_id"]: r for r in csv.DictReader(fh)}
     new = write(OUT)
-    by_id = {r["hf_id"]: r for r in rows} | {r["hf_id"]: r for r in new}
-    new += same_arch_rows(by_id)
-    added = {short_name(r["hf_id"]) for r in new}
-    rows = [r for r in rows if r["name"] not in added]
-    rows += [dict(name=short_name(r["hf_id"]), **{k: r[k] for k in fields if k != "name"}) for r in new]
-    rows.sort(key=lambda r: r["name"])
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+    new += same_arch_rows(existing | {r["hf_id"]: r for r in new})
+    rows = merge_registry(new, OUT)
     print(f"{len(new)} rows merged, {len(rows)} registry rows")
     return 0
 
