@@ -1243,7 +1243,8 @@ def _dropless_sync_note(c: _Train, t_compute_mb: float, sync: Any) -> str | None
         return (head + f"; the GPU waits {1e3 * sync.seconds:.0f} ms a micro-batch for the host (docs/speed.md §2.7). "
                 "A larger micro-batch, drop-and-pad with a fixed capacity, CUDA graphs or EP overlap reduce it.")
     return (head + ", so the host keeps up (no wait priced; the measured Megatron-Bridge Qwen3-30B-A3B dropless runs "
-            "are 2.2-2.7x slower than this estimate for a reason not modelled, docs/speed.md §2.7).")
+            "are 2.2-2.7x slower than this estimate for a reason not modelled, docs/speed.md §2.7; not expert load "
+            "imbalance: those runs force-balance the router, §2.15).")
 
 
 def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = None,
