@@ -20,10 +20,10 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
                   validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
             test: its Llama 3 70B CUDA rows and its Apple generation rows
-            fit:  Metal prompt processing (the two Metal factors), on four sources: the llama.cpp Metal PR #3084
+            fit:  Metal prompt processing (the two Metal factors), on five sources: the llama.cpp Metal PR #3084
                   source (its PR build), GPU-Benchmarks' Apple prompt rows (F16 and Q4_K_M), and the Metal
-                  llama-bench prompt rows of llamacpp-bench.csv (geerlingguy's M3 Ultra and M1 Ultra issues,
-                  llama.cpp builds of 2025-26, Q4_K_M). Until 2026-12-04 only PR #3084 fitted them: the later
+                  llama-bench prompt rows of llamacpp-bench.csv (llama.cpp PR #10238's M2 Ultra table, F16 and
+                  Q4_0, 2024-11; geerlingguy's M3 Ultra and M1 Ultra issues, builds of 2025-26, Q4_K_M). Until 2026-12-04 only PR #3084 fitted them: the later
                   builds' prefill ran 8-35 % above its factors; on M1/M2 chips mostly because builds from 2540
                   (PR #6122) skip the last layer's FFN and the lm_head for the prompt positions whose logits nobody
                   reads, which the scenario's infer.llamacpp_build now selects (docs/speed.md §3.32; the M3 chips'
@@ -738,9 +738,9 @@ def write_doc(table, stats, P) -> None:
               f"{speed.clock_factor(P, get_gpu('h100-pcie')):.2f}, RTX 6000 Ada {speed.clock_factor(P, get_gpu('rtx-6000-ada')):.2f}, "
               f"L40S {speed.clock_factor(P, get_gpu('l40s')):.2f}, RTX 4090 {speed.clock_factor(P, get_gpu('rtx-4090')):.2f}).",
               f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
-              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the prompt rows of four "
-              "Metal sources: PR #3084's build, GPU-Benchmarks' Apple rows and the gathered M1 Ultra and M3 Ultra llama-bench "
-              "runs, each at its build's output skipping, docs/speed.md §3.32).",
+              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the prompt rows of five "
+              "Metal sources: PR #3084's build, GPU-Benchmarks' Apple rows and the gathered llama-bench runs (PR #10238's M2 "
+              "Ultra, geerlingguy's M1 Ultra and M3 Ultra), each at its build's output skipping, docs/speed.md §3.32).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
               "of the 16-bit peak: cuDNN's published B200 forward, 0.60, not fitted; FP8 checkpoints with an FP8 KV cache "
@@ -814,9 +814,10 @@ def fit_through_lcpp(irows: list[Row]) -> dict:
     #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
     P = fit(lcpp_stage_rows(irows, "cuda"), P, LCPP_SPEC)
     # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels): its own prompt-processing
-    #    factors, fitted on four sources' prompt rows (2026-12-04; PR #3084 alone before): PR #3084 (M2 Ultra, 2023
+    #    factors, fitted on five sources' prompt rows (2026-12-04; PR #3084 alone before): PR #3084 (M2 Ultra, 2023
     #    build, F16 and six quantised formats), GPU-Benchmarks' Apple rows (M2 Ultra, M3 Max; May-2024 build; F16
-    #    and Q4_K_M), geerlingguy's M1 Ultra and M3 Ultra llama-bench runs (2025-26 builds, Q4_K_M). Each row runs at
+    #    and Q4_K_M), PR #10238 (M2 Ultra, 2024-11 master, F16 and Q4_0), geerlingguy's M1 Ultra and M3 Ultra
+    #    llama-bench runs (2025-26 builds, Q4_K_M). Each row runs at
     #    its build's output skipping (docs/speed.md §3.32), which accounts for most of the M1/M2 rows' 8-23 % gap to
     #    PR #3084's factors; the M3 rows' gap (-4...-27 % in sample) is left, unmodelled
     P = fit(lcpp_stage_rows(irows, "metal"), P, [

@@ -119,16 +119,18 @@ def test_rows_run_at_the_build_their_source_states(build, published, want):
     assert cs.lcpp_build(build, published) == want
 
 
-@pytest.mark.parametrize("rid,value", [("LB01", 11048.22), ("LB07", 127.43), ("LB11", 162.30), ("LB17", 242.56)])
+@pytest.mark.parametrize("rid,value", [("LB01", 11048.22), ("LB07", 127.43), ("LB11", 162.30), ("LB17", 242.56),
+                                       ("LB28", 3237.78), ("LB30", 2986.43)])
 def test_rows_hold_the_published_numbers(rid, value):
     # PR #4766 (RTX 4090, F16 pp 512), PR #4812 (RTX 3090 Ti, Q4_0 tg 128), beowulf-ai-cluster #17 (M3 Ultra,
-    # Llama 3.3 70B Q4_K_M pp512), ai-benchmarks #48 (M1 Ultra, TinyLlama Q4_K_M tg128), as printed there
+    # Llama 3.3 70B Q4_K_M pp512), ai-benchmarks #48 (M1 Ultra, TinyLlama Q4_K_M tg128), PR #10238 (M2 Ultra, Llama
+    # 3.2 3B F16 and Q4_0 pp512, the master column), as printed there
     assert float({r["id"]: r for r in _rows()}[rid]["tokens_per_s"]) == value
 
 
 def test_cuda_and_metal_factors_rest_on_at_least_three_sources():
     # the three-source rule (DESIGN.md §5): the llama.cpp CUDA stage fits GPU-Benchmarks and three llama-bench
-    # sources; the Metal stage fits PR #3084, GPU-Benchmarks' Apple prompt rows and the two gathered Metal sources
+    # sources; the Metal stage fits PR #3084, GPU-Benchmarks' Apple prompt rows and the three gathered Metal sources
     # (docs/speed.md §3.32; PR #3084 alone until 2026-12-04)
     import calibrate_speed as cs
     import make_uncertainty as mu
@@ -142,4 +144,5 @@ def test_cuda_and_metal_factors_rest_on_at_least_three_sources():
     assert len(mu.stage_sources("llama.cpp CUDA", fit_sources)) == 4
     assert mu.stage_sources("llama.cpp Metal", fit_sources) == [
         "GPU-Benchmarks-on-LLM-Inference (llama.cpp)", "geerlingguy/ai-benchmarks #48 (M1 Ultra)",
-        "geerlingguy/beowulf-ai-cluster #17 (M3 Ultra)", "llama.cpp Metal PR #3084"]
+        "geerlingguy/beowulf-ai-cluster #17 (M3 Ultra)", "llama.cpp Metal PR #3084",
+        "llama.cpp PR #10238 (ggerganov M2 Ultra)"]
