@@ -19,12 +19,16 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
                   validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
-            test: its Llama 3 70B rows and its Apple rows
-            fit:  Metal prompt processing: the llama.cpp Metal PR #3084 source (its PR build)
-            test: the Metal llama-bench rows of llamacpp-bench.csv (geerlingguy's M3 Ultra and M1 Ultra issues,
-                  llama.cpp builds of 2025-26, Q4_K_M only): held out, not fitted (docs/speed.md §5, "llama.cpp
-                  sources"): their prefill runs 10-35 % above PR #3084's factors, a build-to-build change gpuplan
-                  does not model, and with one quantised format they cannot separate the two Metal factors.
+            test: its Llama 3 70B CUDA rows and its Apple generation rows
+            fit:  Metal prompt processing (the two Metal factors), on five sources: the llama.cpp Metal PR #3084
+                  source (its PR build), GPU-Benchmarks' Apple prompt rows (F16 and Q4_K_M), and the Metal
+                  llama-bench prompt rows of llamacpp-bench.csv (llama.cpp PR #10238's M2 Ultra table, F16 and
+                  Q4_0, 2024-11; geerlingguy's M3 Ultra and M1 Ultra issues, builds of 2025-26, Q4_K_M). Until 2026-12-04 only PR #3084 fitted them: the later
+                  builds' prefill ran 8-35 % above its factors; on M1/M2 chips mostly because builds from 2540
+                  (PR #6122) skip the last layer's FFN and the lm_head for the prompt positions whose logits nobody
+                  reads, which the scenario's infer.llamacpp_build now selects (docs/speed.md §3.32; the M3 chips'
+                  further gap is not modelled). Every row runs at its build.
+            test: the Metal generation (tg) rows of the same sources.
             Every TensorRT-LLM row is priced as the finite offline run it was (its $num_requests queued
             at once: speed._Serving.offline_throughput), not as a steady state (docs/speed.md §3.19).
 Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
@@ -313,23 +317,30 @@ def infer_rows(path: Path) -> list[Row]:
             else:
                 prompt, kind = int(r["isl"]), "ttft"
             out = int(r["osl"]) if kind == "tpot" else 1
+            # PR #3084's builds (2023-09-09) predate build 2540 (PR #6122): their last layer's FFN and lm_head ran
+            # over every prompt token; GPU-Benchmarks' May-2024 builds are later (docs/speed.md §3.32)
+            build = lcpp_build("", "2023-09-09") if metal_pr else None
             scn = scenario_from_dict({
                 "model": mid, "task": "infer", "hardware": {"gpu": gid, "count": 1},
                 "infer": {"weights": fmt, "kv_cache": "fp16", "engine": "llama.cpp",
-                          "prompt_len": prompt, "output_len": out, "concurrency": 1}})
+                          "prompt_len": prompt, "output_len": out, "concurrency": 1, "llamacpp_build": build}})
             model, gpu = get_model(mid), get_gpu(gid)
             apple = gpu.family == "apple"
             if metal_pr:
-                # the one Apple-only source: fits the Metal backend's prompt-processing factors on the
-                # PR build (the code the later llama.cpp releases descend from); the pre-PR build is
-                # superseded code, scored but neither fitted nor counted as held out
+                # fits the Metal backend's prompt-processing factors on the PR build (the code the later llama.cpp
+                # releases descend from); the pre-PR build is superseded code, scored but neither fitted nor
+                # counted as held out
                 src = "llama.cpp Metal PR #3084"
                 split = "superseded" if "master" in r["engine"] else "fit"
             else:
                 src = "GPU-Benchmarks-on-LLM-Inference (llama.cpp)"
-                split = "fit" if (mid == "llama-3-8b" and not apple) else "test"
+                # Llama 3 8B on CUDA GPUs fits stage 2; the Apple prompt-processing rows (8B and 70B, F16 and
+                # Q4_K_M) fit stage 3 beside the other Metal sources; the 70B CUDA rows and every Apple generation
+                # row stay held out
+                split = "fit" if ((mid == "llama-3-8b" and not apple) or (apple and kind == "ttft")) else "test"
                 if "anomalous" in r["notes"]:
                     split = "flagged"   # the source itself marks the row as suspect: scored, never fitted
+            ROW_STAGE[rid] = "metal" if apple else "cuda"
             build = (" master" if "master" in r["engine"] else " PR") if metal_pr else ""
             rows.append(Row(rid, src, kind, split, float(r["value"]),
                             _serve_pred(scn, model, gpu, kind),
@@ -341,6 +352,20 @@ LCPP_BENCH = ROOT / "validation" / "gathered" / "llamacpp-bench.csv"
 UNSCORED_ROWS: list[str] = []     # gathered rows listed with `unscored:` notes (settings unknown)
 # llama.cpp sources by the calibration stage whose factors they fit: "cuda" (stage 2) or "metal" (stage 3)
 LCPP_STAGE: dict[str, str] = {"llama.cpp Metal PR #3084": "metal"}
+# every llama.cpp row's stage, by row id: GPU-Benchmarks-on-LLM-Inference has rows in both (its Apple rows are Metal)
+ROW_STAGE: dict[str, str] = {}
+
+
+def lcpp_build(build: str, published: str) -> int | None:
+    """The llama.cpp build number a source states (`<commit> (<N>)`, as llama-bench prints it); for a source that
+    gives none but is dated before 557410b8 (PR #6122, 2024-03-26, build 2540), the build before it (the runs predate
+    output skipping, which is all the number selects: speed.LLAMACPP_OUTPUT_SKIP_BUILD); else None (a later build)."""
+    m = re.search(r"\((\d+)\)", build or "")
+    if m:
+        return int(m.group(1))
+    if published and published < "2024-03-26":
+        return speed.LLAMACPP_OUTPUT_SKIP_BUILD - 1
+    return None
 
 
 def bench_kind(test: str) -> tuple[str, int, int] | None:
@@ -357,8 +382,9 @@ def bench_kind(test: str) -> tuple[str, int, int] | None:
 def gathered_lcpp_rows(path: Path = LCPP_BENCH) -> list[Row]:
     """The llama-bench rows gathered from further published llama.cpp sources (validation/gathered/
     llamacpp-bench.csv): one GPU, batch 1, every setting the source states. CUDA rows fit stage 2 (prompt
-    processing and generation, as GPU-Benchmarks' rows do); Metal rows are held out (the module docstring says
-    why). Rows whose notes start with `unscored:` are listed, never scored."""
+    processing and generation, as GPU-Benchmarks' rows do); Metal prompt-processing rows fit stage 3 (the Metal
+    factors; their generation rows stay held out). Each row runs at the build its source states (lcpp_build). Rows
+    whose notes start with `unscored:` are listed, never scored."""
     rows = []
     if not path.exists():
         return rows
@@ -371,11 +397,13 @@ def gathered_lcpp_rows(path: Path = LCPP_BENCH) -> list[Row]:
         scn = scenario_from_dict({
             "model": r["model"], "task": "infer", "hardware": {"gpu": r["gpu"], "count": 1},
             "infer": {"weights": r["weights"], "kv_cache": "fp16", "engine": "llama.cpp",
-                      "prompt_len": prompt, "output_len": out, "concurrency": 1}})
+                      "prompt_len": prompt, "output_len": out, "concurrency": 1,
+                      "llamacpp_build": lcpp_build(r["build"], r["published"])}})
         model, gpu = get_model(r["model"]), get_gpu(r["gpu"])
         stage = "metal" if r["backend"] == "Metal" else "cuda"
         LCPP_STAGE[r["source"]] = stage
-        split = "test" if stage == "metal" else "fit"
+        ROW_STAGE[r["id"]] = stage
+        split = "test" if (stage == "metal" and cat != "ttft") else "fit"
         rows.append(Row(r["id"], r["source"], cat, split, float(r["tokens_per_s"]),
                         _serve_pred(scn, model, gpu, cat),
                         f"{r['model']} {r['gpu']} {r['weights'].removeprefix('gguf-').upper()} {r['test']} b{r['build'].split()[0]}"))
@@ -383,10 +411,10 @@ def gathered_lcpp_rows(path: Path = LCPP_BENCH) -> list[Row]:
 
 
 def lcpp_stage_rows(irows: list[Row], stage: str) -> list[Row]:
-    """The rows that fit one llama.cpp stage: "cuda" (GPU-Benchmarks-on-LLM-Inference, whose own split keeps its
-    Apple and 70B rows out, and the gathered CUDA sources) or "metal" (PR #3084 and the gathered Metal sources)."""
-    return [r for r in irows
-            if (stage == "cuda" and r.source.startswith("GPU-Benchmarks")) or LCPP_STAGE.get(r.source) == stage]
+    """The rows that fit one llama.cpp stage: "cuda" (GPU-Benchmarks-on-LLM-Inference's CUDA rows, whose own split
+    keeps its 70B rows out, and the gathered CUDA sources) or "metal" (PR #3084, GPU-Benchmarks' Apple rows and the
+    gathered Metal sources)."""
+    return [r for r in irows if ROW_STAGE.get(r.id) == stage]
 
 
 def _offline_pred(scn, model, gpu, requests):
@@ -710,8 +738,9 @@ def write_doc(table, stats, P) -> None:
               f"{speed.clock_factor(P, get_gpu('h100-pcie')):.2f}, RTX 6000 Ada {speed.clock_factor(P, get_gpu('rtx-6000-ada')):.2f}, "
               f"L40S {speed.clock_factor(P, get_gpu('l40s')):.2f}, RTX 4090 {speed.clock_factor(P, get_gpu('rtx-4090')):.2f}).",
               f"- llama.cpp Metal (Apple) prompt-processing factor = {P['engines']['llama.cpp']['family']['apple']['prefill_eta_scale']}, "
-              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the Metal PR #3084 build rows; "
-              "the gathered Metal llama-bench rows of validation/gathered/llamacpp-bench.csv are held out).",
+              f"quantised-weight factor = {P['engines']['llama.cpp']['family']['apple']['quant_prefill_scale']} (fitted on the prompt rows of five "
+              "Metal sources: PR #3084's build, GPU-Benchmarks' Apple rows and the gathered llama-bench runs (PR #10238's M2 "
+              "Ultra, geerlingguy's M1 Ultra and M3 Ultra), each at its build's output skipping, docs/speed.md §3.32).",
               f"- TensorRT-LLM forward-only attention factor = {P['engines']['trtllm']['prefill_attention_scale']} × η_attn "
               f"(Blackwell: η_attn·factor = {P['engines']['trtllm']['prefill_attention_scale'] * P['attention']['blackwell']:.2f} "
               "of the 16-bit peak: cuDNN's published B200 forward, 0.60, not fitted; FP8 checkpoints with an FP8 KV cache "
@@ -784,8 +813,13 @@ def fit_through_lcpp(irows: list[Row]) -> dict:
     #    factors, and the power-limited tensor clock of Ada and Hopper cards (the fit rows span
     #    0.6-1.2 TFLOP/s per W on Ada and 2.2 on H100 PCIe)
     P = fit(lcpp_stage_rows(irows, "cuda"), P, LCPP_SPEC)
-    # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels):
-    #    its own prompt-processing factors, fitted on the Metal PR #3084 source (the gathered Metal rows are held out)
+    # 3) llama.cpp's Metal backend (Apple GPUs: no tensor cores, simdgroup matrix kernels): its own prompt-processing
+    #    factors, fitted on five sources' prompt rows (2026-12-04; PR #3084 alone before): PR #3084 (M2 Ultra, 2023
+    #    build, F16 and six quantised formats), GPU-Benchmarks' Apple rows (M2 Ultra, M3 Max; May-2024 build; F16
+    #    and Q4_K_M), PR #10238 (M2 Ultra, 2024-11 master, F16 and Q4_0), geerlingguy's M1 Ultra and M3 Ultra
+    #    llama-bench runs (2025-26 builds, Q4_K_M). Each row runs at
+    #    its build's output skipping (docs/speed.md §3.32), which accounts for most of the M1/M2 rows' 8-23 % gap to
+    #    PR #3084's factors; the M3 rows' gap (-4...-27 % in sample) is left, unmodelled
     P = fit(lcpp_stage_rows(irows, "metal"), P, [
         (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), 0.8, 0.1, 1.5, False),
         (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), 0.8, 0.1, 1.5, False),

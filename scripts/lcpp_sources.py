@@ -77,13 +77,23 @@ def run(with_gathered: bool) -> dict:
     keys = sorted({cs.source_key(r.source) for r in rows})
     P_all = fit(rows)
     folds = {k: fit(without(rows, k)) for k in keys}
-    held, insample = {}, {}
+    held, insample, metal_held, metal_in = {}, {}, {}, {}
     for k in keys:
         mine = [r for r in rows if cs.source_key(r.source) == k]
         held[k] = errors(mine, folds[k])
         insample[k] = errors(mine, P_all)
+        metal = [r for r in mine if is_metal_prompt(r)]
+        if metal:
+            metal_held[k] = errors(metal, folds[k])
+            metal_in[k] = errors(metal, P_all)
     return {"keys": keys, "P": P_all, "folds": folds, "held": held, "in": insample,
+            "metal_held": metal_held, "metal_in": metal_in,
             "all_held": [e for k in keys for e in held[k]], "all_in": [e for k in keys for e in insample[k]]}
+
+
+def is_metal_prompt(r: cs.Row) -> bool:
+    """A prompt-processing row of the Metal backend: the rows the two Metal factors price."""
+    return cs.ROW_STAGE.get(r.id) == "metal" and r.category == "ttft"
 
 
 def report(before: dict, after: dict) -> list[str]:
@@ -113,6 +123,15 @@ def report(before: dict, after: dict) -> list[str]:
     lines.append(f"| **rows of the earlier sources only** | {stats(before['all_held'])} | "
                  f"{stats([e for k in old for e in after['held'][k]])} | {stats(before['all_in'])} | "
                  f"{stats([e for k in old for e in after['in'][k]])} |")
+    lines += ["", "### Metal prompt-processing rows (the two Metal factors) per source", "",
+              "Rows of the Metal backend's prompt processing only (what `family.apple.prefill_eta_scale` and "
+              "`quant_prefill_scale` price); held out = predicted with every llama.cpp factor re-fitted without the "
+              "row's source.", "",
+              "| source | held out before | held out after | in sample before | in sample after |", "|---|---|---|---|---|"]
+    for k in sorted(set(before["metal_held"]) | set(after["metal_held"])):
+        cells = [stats(res[w][k]) if k in res[w] else "—" for res, w in
+                 ((before, "metal_held"), (after, "metal_held"), (before, "metal_in"), (after, "metal_in"))]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 

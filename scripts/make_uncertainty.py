@@ -50,7 +50,7 @@ def speed_residuals() -> tuple[list[tuple], list[tuple]]:
     """(in-sample, held-out) lists of (category, source, rel_err)."""
     vdir = ROOT / "validation" / "public"
     trows, irows = cs.train_rows(vdir / "train-throughput.csv"), cs.infer_rows(vdir / "inference.csv")
-    irows += cs.gathered_lcpp_rows()    # llama-bench sources: CUDA rows fit, Metal rows held out (calibrate_speed)
+    irows += cs.gathered_lcpp_rows()    # llama-bench sources: CUDA rows and Metal prompt rows fit (calibrate_speed)
     scored = [r for r in trows + irows if r.split in ("fit", "test")]
     table, _ = cs.summarize(scored, speed.load_efficiency())
     ins = [(_speed_category(t["source"], t["category"]), cs.source_key(t["source"]), t["rel_err"]) for t in table]
@@ -88,13 +88,13 @@ STAGE_PREFIX = {"train": "llm-foundry", "llama.cpp CUDA": "GPU-Benchmarks", "Ten
 
 
 def stage_sources(stage: str, fit_sources: dict) -> list[str]:
-    """The sources with fit rows in one calibration stage of cs.FITTED: by name prefix, and for the llama.cpp
-    stages also the sources calibrate_speed files under that stage (cs.LCPP_STAGE: PR #3084 and the gathered
-    llama-bench sources)."""
+    """The sources with fit rows in one calibration stage of cs.FITTED: for the llama.cpp stages the sources with a
+    fit row calibrate_speed files under that stage (cs.ROW_STAGE: GPU-Benchmarks' CUDA rows fit the CUDA stage and
+    its Apple rows the Metal one), for the others by name prefix."""
     lcpp = {"llama.cpp CUDA": "cuda", "llama.cpp Metal": "metal"}.get(stage)
-    return sorted(k for k in fit_sources
-                  if (stage in STAGE_PREFIX and k.startswith(STAGE_PREFIX[stage]))
-                  or (lcpp is not None and cs.LCPP_STAGE.get(k) == lcpp))
+    if lcpp is not None:
+        return sorted(k for k, ids in fit_sources.items() if any(cs.ROW_STAGE.get(i) == lcpp for i in ids))
+    return sorted(k for k in fit_sources if stage in STAGE_PREFIX and k.startswith(STAGE_PREFIX[stage]))
 
 
 def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:

@@ -1,6 +1,7 @@
 """The gathered llama-bench rows (validation/gathered/llamacpp-bench.csv): every row carries its source URL,
 retrieved date and settings, maps to catalog and registry ids, and enters the calibration as the protocol says
-(scripts/calibrate_speed.py: CUDA rows fit stage 2, Metal rows held out, `unscored:` rows listed only)."""
+(scripts/calibrate_speed.py: CUDA rows fit stage 2, Metal prompt rows fit stage 3 and Metal generation rows are held
+out, `unscored:` rows listed only), each at the llama.cpp build its source states."""
 import csv
 import datetime
 import re
@@ -83,38 +84,54 @@ def test_bench_kind_reads_llama_bench_test_names():
     assert cs.bench_kind("pp4096+tg128") is None
 
 
-def test_calibration_fits_cuda_rows_and_holds_out_metal_rows():
+def test_calibration_fits_cuda_rows_and_metal_prompt_rows():
     import calibrate_speed as cs
     rows = {r.id: r for r in cs.gathered_lcpp_rows(CSV)}
     for r in _rows():
         if r["notes"].startswith("unscored:") or "+" in r["test"]:
             assert r["id"] not in rows
             continue
-        want = "test" if r["backend"] == "Metal" else "fit"
+        want = "test" if (r["backend"] == "Metal" and r["test"].startswith("tg")) else "fit"
         assert rows[r["id"]].split == want, r["id"]
         assert rows[r["id"]].measured == float(r["tokens_per_s"])
         assert cs.LCPP_STAGE[r["source"]] == ("metal" if r["backend"] == "Metal" else "cuda")
+        assert cs.ROW_STAGE[r["id"]] == cs.LCPP_STAGE[r["source"]]
 
 
-def test_packaged_factors_were_fitted_on_the_cuda_rows_only():
+def test_packaged_factors_were_fitted_on_the_cuda_rows_and_the_metal_prompt_rows():
     from gpuplan.estimate import speed
     fit_rows = set(speed.load_efficiency()["provenance"]["fit_rows"])
     cuda = {r["id"] for r in _scored(_rows()) if r["backend"] == "CUDA"}
-    metal = {r["id"] for r in _rows() if r["backend"] == "Metal"}
+    metal_pp = {r["id"] for r in _scored(_rows()) if r["backend"] == "Metal" and r["test"].startswith("pp")}
+    metal_tg = {r["id"] for r in _rows() if r["backend"] == "Metal" and not r["test"].startswith("pp")}
     assert cuda <= fit_rows
-    assert not metal & fit_rows
+    assert metal_pp <= fit_rows
+    assert not metal_tg & fit_rows
 
 
-@pytest.mark.parametrize("rid,value", [("LB01", 11048.22), ("LB07", 127.43), ("LB11", 162.30), ("LB17", 242.56)])
+@pytest.mark.parametrize("build,published,want", [
+    ("4d3726278 (7315)", "2025-12-10", 7315), ("32d9f7d9 (1786)", "2024-01-07", 1786),
+    # no number stated: dated before 557410b8 (2024-03-26, build 2540) -> a build before output skipping
+    ("PR #4766 head on 2024-01-10 (hash not printed in the comment)", "2024-01-10", 2539),
+    ("master on 2025-03-06 (hash not printed in the review)", "2025-03-06", None)])
+def test_rows_run_at_the_build_their_source_states(build, published, want):
+    import calibrate_speed as cs
+    assert cs.lcpp_build(build, published) == want
+
+
+@pytest.mark.parametrize("rid,value", [("LB01", 11048.22), ("LB07", 127.43), ("LB11", 162.30), ("LB17", 242.56),
+                                       ("LB28", 3237.78), ("LB30", 2986.43)])
 def test_rows_hold_the_published_numbers(rid, value):
     # PR #4766 (RTX 4090, F16 pp 512), PR #4812 (RTX 3090 Ti, Q4_0 tg 128), beowulf-ai-cluster #17 (M3 Ultra,
-    # Llama 3.3 70B Q4_K_M pp512), ai-benchmarks #48 (M1 Ultra, TinyLlama Q4_K_M tg128), as printed there
+    # Llama 3.3 70B Q4_K_M pp512), ai-benchmarks #48 (M1 Ultra, TinyLlama Q4_K_M tg128), PR #10238 (M2 Ultra, Llama
+    # 3.2 3B F16 and Q4_0 pp512, the master column), as printed there
     assert float({r["id"]: r for r in _rows()}[rid]["tokens_per_s"]) == value
 
 
-def test_cuda_factors_rest_on_at_least_three_sources_and_metal_on_one():
-    # the three-source rule (DESIGN.md §5): the llama.cpp CUDA stage now fits GPU-Benchmarks and three llama-bench
-    # sources; the Metal stage still fits PR #3084 alone (the gathered Metal rows are held out, docs/speed.md §5.1)
+def test_cuda_and_metal_factors_rest_on_at_least_three_sources():
+    # the three-source rule (DESIGN.md §5): the llama.cpp CUDA stage fits GPU-Benchmarks and three llama-bench
+    # sources; the Metal stage fits PR #3084, GPU-Benchmarks' Apple prompt rows and the three gathered Metal sources
+    # (docs/speed.md §3.32; PR #3084 alone until 2026-12-04)
     import calibrate_speed as cs
     import make_uncertainty as mu
     vdir = ROOT / "validation" / "public"
@@ -125,4 +142,7 @@ def test_cuda_factors_rest_on_at_least_three_sources_and_metal_on_one():
         if r.split == "fit":
             fit_sources.setdefault(cs.source_key(r.source), set()).add(r.id)
     assert len(mu.stage_sources("llama.cpp CUDA", fit_sources)) == 4
-    assert mu.stage_sources("llama.cpp Metal", fit_sources) == ["llama.cpp Metal PR #3084"]
+    assert mu.stage_sources("llama.cpp Metal", fit_sources) == [
+        "GPU-Benchmarks-on-LLM-Inference (llama.cpp)", "geerlingguy/ai-benchmarks #48 (M1 Ultra)",
+        "geerlingguy/beowulf-ai-cluster #17 (M3 Ultra)", "llama.cpp Metal PR #3084",
+        "llama.cpp PR #10238 (ggerganov M2 Ultra)"]

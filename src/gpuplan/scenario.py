@@ -625,6 +625,7 @@ _ENGINE_FIELDS = (
      "request handling"),
     ("transformers_version", lambda v: v != "unknown", "hf", "is the transformers release engine hf runs",
      "code"),
+    ("llamacpp_build", lambda v: v is not None, "llama.cpp", "is llama.cpp's build number", "version"),
 )
 
 
@@ -647,6 +648,12 @@ class Infer(_Strict):
         Field(None, description="engine trtllm: cuda_graph_config.batch_sizes with enable_padding (a decode-only "
               "step replays the next captured size, padded with dummy requests); default: padding not modelled")
     gpu_layers: int | None = _num(None, "llama.cpp -ngl: layers offloaded to the GPU", lo=0, hi=100_000)
+    llamacpp_build: int | None = _num(
+        None, "engine llama.cpp: the build number the run used, as llama-bench and llama-cli print it (`build: "
+        "<commit> (<N>)`). Builds before 2540 (commit 557410b8, PR #6122, 2024-03-26) run the last layer's "
+        "feed-forward, the output norm and the lm_head over every prompt token; from 2540 only over the positions "
+        "whose logits are asked for (llama-bench and llama-cli: the last one), docs/speed.md §3.32. Default: a "
+        "current build", lo=1, hi=1_000_000)
     torch_version: str = Field(
         "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the torch the run uses. Before 2.1 "
         "torch.cat (which grows HF's KV cache every decode step) runs a per-element kernel with one load in flight "

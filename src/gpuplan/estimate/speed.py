@@ -1465,6 +1465,13 @@ def _limits_source(max_seqs: int | None, max_tokens: int | None) -> str:
 
 # continuous-batching engines whose running-request cap and step token budget a scenario may set
 _BATCHED_ENGINES = ("vllm", "sglang", "trtllm")
+# the first llama.cpp build that skips the unused outputs' last-layer FFN and lm_head rows: PR #6122, merged as
+# 557410b8f06380560155ac7fcb8316d71ddc9837 on 2024-03-26; ggml-ci's run of that commit prints
+# `main: build = 2540 (557410b8)` (docs/speed.md §3.32)
+LLAMACPP_OUTPUT_SKIP_BUILD = 2540
+# the dense feed-forward blocks that run after llama.cpp's last-layer ggml_get_rows (the attention, its output
+# projection included, runs over every prompt token before it)
+_FFN_KINDS = ("mlp", "shared_expert", "router")
 
 
 # vLLM V1's sampler, per element of one step's logits (rows x vocab), in bytes of HBM traffic: every kernel
@@ -1602,6 +1609,16 @@ class _Serving:
         # hidden states at cumsum(seq_lens) - 1 unless return_context_logits), vLLM V1 (gpu_model_runner.py
         # `hidden_states[logits_indices]`), SGLang (LogitsProcessor prunes to each request's last position)
         self.last_token_logits = inf.engine in _BATCHED_ENGINES
+        # llama.cpp from build 2540 (commit 557410b8, PR #6122, 2024-03-26) also runs the last layer's feed-forward,
+        # the output norm and the lm_head over the positions whose logits are asked for only (llama-bench and
+        # llama-cli: a prompt's last one): src/models/llama.cpp @069be0ae `if (il == n_layer - 1 && inp_out_ids)`
+        # ggml_get_rows after the attention block. Earlier builds (infer.llamacpp_build < 2540) ran them over every
+        # prompt token (docs/speed.md §3.32)
+        self.output_rows_only = False
+        if inf.engine == "llama.cpp":
+            build = getattr(inf, "llamacpp_build", None)
+            self.output_rows_only = build is None or build >= LLAMACPP_OUTPUT_SKIP_BUILD
+            self.last_token_logits = self.output_rows_only
         self.peak_attn = peak_flops(gpu, "fp16") * self.clock * _fam(P["attention"], self.fam)
         # TensorRT-LLM's FP8 context FMHA (FP8/NVFP4 checkpoint + FP8 KV cache, attention_kernels.py): the prefill
         # attention's matmuls run on the FP8 tensor cores (a GPU without them keeps the 16-bit kernel)
@@ -1847,6 +1864,10 @@ class _Serving:
                     rows *= self.cross_kv_copies      # HF generate projects the repeated encoder output per beam
                 if b.kind == "lm_head" and prefill and self.last_token_logits:
                     rows = min(rows, 1.0)             # a prompt's logits: its last position only
+                if (prefill and self.output_rows_only and b.kind in _FFN_KINDS and b.layer_scope == "layer"
+                        and streams is None and count >= 1 and rows > 1.0):
+                    # llama.cpp's last layer runs its feed-forward over the output row only
+                    count = count - 1.0 + 1.0 / rows
             flops = 2.0 * rows * k_in * n_out * count * pad
             dtype, peak = self.compute_dtype, self.peak_mm
             if b.kind == "lm_head" and self.head_dtype is not None:
