@@ -1,0 +1,85 @@
+"""TensorRT-LLM's per-layer step cost is measured, not fitted (estimate/trtllm_kernels.py, docs/speed.md §3.33): the
+ops of one Llama decoder layer counted in TensorRT-LLM's code, each at its CUDA-graph floor in NVIDIA's aiconfigurator
+databases (estimate/data/trtllm_op_floors.csv). Expected numbers are read off those published tables
+(aiconfigurator @095f58a5, systems/data/<gpu>/.../trtllm/<version>/*.parquet: median of each table's 20 smallest
+latencies) and hand arithmetic on the counted ops, not the code under test."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuplan.estimate import speed, trtllm_kernels as tk
+from gpuplan.estimate.datafiles import rows
+from gpuplan.hardware import get_gpu
+from gpuplan.models import get_model
+from gpuplan.scenario import scenario_from_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import calibrate_speed as cs  # noqa: E402
+
+
+def _floor(gpu, ver, op):
+    return next(float(r["floor_us"]) for r in rows("trtllm_op_floors.csv")
+                if r["gpu"] == gpu and r["trtllm_version"] == ver and r["op"] == op)
+
+
+@pytest.mark.parametrize("gpu,ver,op,published_us", [
+    # read from the parquet tables (latency in ms x 1000, median of the 20 smallest)
+    ("h200-sxm", "1.2.0rc5", "attention_decode", 5.563),
+    ("h200-sxm", "1.2.0rc5", "fp8_quantize", 2.636),
+    ("h100-sxm", "1.3.0rc20", "linear_fp8_dynamic", 12.177),
+    ("h100-sxm", "1.3.0rc20", "fp8_compute_scale", 6.803),
+    ("b200", "1.3.0rc20", "linear_nvfp4", 5.922),
+    ("gb200", "1.3.0rc10", "attention_decode", 8.973),
+])
+def test_the_floors_are_the_published_tables(gpu, ver, op, published_us):
+    assert _floor(gpu, ver, op) == pytest.approx(published_us, abs=0.002)
+
+
+def test_every_floor_is_a_few_microseconds_and_cites_its_table():
+    for r in rows("trtllm_op_floors.csv"):
+        assert 0.5 < float(r["floor_us"]) < 20.0, r           # a kernel launch in a graph, not a workload
+        assert r["source_url"].startswith("https://github.com/ai-dynamo/aiconfigurator/blob/095f58a5"), r
+        assert int(r["points"]) == 20
+
+
+def test_the_counted_layer_by_hand():
+    # per family, the median over its GPU x version tables (H100/H200 x 1.2.0rc5/1.3.0rc10/1.3.0rc20; B200 x 3,
+    # GB200 x 2)
+    # Hopper: static FP8 Linear = 12.171 - 6.6195 (fp8 dynamic minus compute-scale, aiconfigurator's fp8_static);
+    # o_proj on an FP8 input = that - 2.4405 (the quantize kernel); attention 5.5575; element-wise 2.4405
+    lin = 12.171 - 6.6195
+    hopper = 3 * lin + (lin - 2.4405) + 5.5575 + 3 * 2.4405
+    assert tk.layer_fixed_seconds("hopper") == pytest.approx(hopper * 1e-6, rel=1e-3)
+    # Blackwell: NVFP4 Linear 5.922, o_proj 5.922 - 2.153, attention 8.973, element-wise 2.153
+    blackwell = 3 * 5.922 + (5.922 - 2.153) + 8.973 + 3 * 2.153
+    assert tk.layer_fixed_seconds("blackwell") == pytest.approx(blackwell * 1e-6, rel=1e-3)
+
+
+def test_the_layer_runs_eight_ops_in_both_formats():
+    # modeling_llama.py @3a5901cd at TP1: qkv, gate_up, down (quantize + GEMM each), o_proj (GEMM), attention,
+    # two fused add + RMSNorm and a SwiGLU
+    for fam in ("hopper", "blackwell"):
+        assert sum(n for _, n, _ in tk.LLAMA_LAYER_OPS[fam]) == 8
+
+
+def test_the_packaged_cost_is_the_count_not_a_fit():
+    assert ("engines", "trtllm", "layer_overhead_s") not in [p for p, _ in cs.FITTED]
+    P = speed.load_efficiency()
+    pri = tk.layer_overhead_priors()
+    trt = P["engines"]["trtllm"]
+    assert trt["family"]["hopper"]["layer_overhead_s"] == pytest.approx(pri["hopper"], rel=1e-3)
+    assert trt["family"]["blackwell"]["layer_overhead_s"] == pytest.approx(pri["blackwell"], rel=1e-3)
+    assert trt["layer_overhead_s"] == pytest.approx((pri["hopper"] + pri["blackwell"]) / 2, rel=1e-3)
+
+
+@pytest.mark.parametrize("gid,fam", [("h200-sxm", "hopper"), ("b200", "blackwell")])
+def test_a_step_pays_its_family_cost_per_layer(gid, fam):
+    scn = scenario_from_dict({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": gid, "count": 1},
+                              "infer": {"weights": "fp8", "kv_cache": "fp8", "engine": "trtllm", "prompt_len": 128,
+                                        "output_len": 128, "concurrency": 64}})
+    m = get_model("llama-3.1-8b")
+    sv = speed.serving_model(scn, m, get_gpu(gid))
+    step = speed.load_efficiency()["engines"]["trtllm"]["step_overhead_s"]
+    assert sv.decode_step(64, 256)["overhead"] == pytest.approx(step + tk.layer_overhead_priors()[fam] * m.num_layers,
+                                                                rel=1e-3)
