@@ -29,9 +29,21 @@ input that minus the quantize kernel too -- aiconfigurator's own `fp8_static` de
 operators/gemm.rs); an NVFP4 GEMM on an NVFP4 input is the NVFP4 Linear minus a quantize kernel; an element-wise
 kernel is the FP8 quantize kernel (one read and one write of the activation, the one such kernel the databases time).
 
-Not counted: MoE layers (a router GEMM, routing and the fused-MoE kernels instead of the GatedMLP: more ops than a
-dense layer), tensor-parallel all-reduces (priced by the collectives' own latency term), the extra context-phase
-kernels of a step that carries prompts, and steps no CUDA graph covers.
+An MoE decoder layer (MOE_LAYER_OPS) runs the same attention half and norms, and in place of the GatedMLP's three ops
+(gate_up, SwiGLU, down) a router GEMM and the MoE module's forward: `Qwen3MoE.forward`
+(tensorrt_llm/_torch/models/modeling_qwen3_moe.py @03441af14b6675ec38275167cfd514595defb505) runs
+`router_logits = self.gate(hidden_states)` (`Qwen3Gate.forward`: one `torch.ops.trtllm.cublas_mm`, a 16-bit GEMM)
+and `self.experts(hidden_states, router_logits, ...)` (create_moe's module: routing, input quantize and the fused-MoE
+op with its permute, grouped GEMMs, activation and finalize). aiconfigurator times that module's forward whole, in a
+CUDA graph, router logits given (collector/trtllm/collect_moe.py @095f58a5, `moe.forward(hidden_states, logits)`),
+so its floor prices it as one op; the router is the 16-bit Linear's floor. `moe_layer_overhead_priors` is what an MoE
+layer adds to the dense layer's cost. Not where the call already follows a published latency curve that holds its
+fixed time (TensorRT-LLM's NVFP4 MoE on data-centre Blackwell, speed.fp4_moe_rows_scale, docs/speed.md §3.23): the
+engine adds it only off that curve.
+
+Not counted: tensor-parallel all-reduces (priced by the collectives' own latency term, which already charges more
+than TensorRT-LLM's all-reduce kernel's measured floor, docs/speed.md §3.33), the extra context-phase kernels of a
+step that carries prompts, and steps no CUDA graph covers.
 """
 from __future__ import annotations
 
@@ -51,6 +63,17 @@ LLAMA_LAYER_OPS: dict[str, tuple[tuple[str, int, str], ...]] = {
                   ("attention_decode", 1, "the attention op (generation phase, FP8 KV cache)"),
                   ("elementwise", 3, "post-attention and next-layer fused add + RMSNorm, SwiGLU")),
 }
+
+
+# per family: the ops an MoE decoder layer runs in place of the GatedMLP's (gate_up_proj, SwiGLU, down_proj), in the
+# family's format (Hopper FP8 per-tensor, Blackwell NVFP4), CUTLASS fused MoE (the perf-overview's v1.0 backend, §3.23)
+MOE_MLP_OPS: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "hopper": (("linear_bf16", 1, "the router: Qwen3Gate.forward's cublas_mm on the 16-bit hidden states"),
+               ("moe_fp8_cutlass", 1, "the MoE module: routing, FP8 quantize, fused-MoE op (CUTLASS)")),
+    "blackwell": (("linear_bf16", 1, "the router: Qwen3Gate.forward's cublas_mm on the 16-bit hidden states"),
+                  ("moe_nvfp4_cutlass", 1, "the MoE module: routing, NVFP4 quantize, fused-MoE op (CUTLASS)")),
+}
+DENSE_MLP_OPS: tuple[tuple[str, int], ...] = (("linear", 2), ("elementwise", 1))   # gate_up + down, SwiGLU
 
 
 @lru_cache(maxsize=None)
@@ -74,6 +97,8 @@ def op_floor_us(family: str, op: str) -> float:
         return m("linear_nvfp4") - m("fp8_quantize")
     if op == "elementwise":
         return m("fp8_quantize")
+    if op == "linear":      # the family's quantized Linear (quantize + GEMM), as LLAMA_LAYER_OPS counts it
+        return op_floor_us(family, LLAMA_LAYER_OPS[family][0][0])
     return m(op)
 
 
@@ -86,5 +111,21 @@ def layer_overhead_priors() -> dict[str, float]:
     """`engines.trtllm.layer_overhead_s` per GPU family with a measured count (hopper, blackwell), and for every other
     family ("default") their mean: no TensorRT-LLM op floors are published for it here."""
     out = {fam: float(f"{layer_fixed_seconds(fam):.4g}") for fam in LLAMA_LAYER_OPS}
+    out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
+    return out
+
+
+def moe_layer_extra_seconds(family: str) -> float:
+    """Seconds an MoE decoder layer adds to the dense layer's fixed time on `family`: its router GEMM and MoE module
+    (MOE_MLP_OPS) at their measured floors, less the GatedMLP's three ops it does not run (DENSE_MLP_OPS)."""
+    moe = sum(n * op_floor_us(family, op) for op, n, _ in MOE_MLP_OPS[family])
+    dense = sum(n * op_floor_us(family, op) for op, n in DENSE_MLP_OPS)
+    return (moe - dense) * 1e-6
+
+
+def moe_layer_overhead_priors() -> dict[str, float]:
+    """`engines.trtllm.moe_layer_overhead_s` per GPU family with measured tables (hopper, blackwell), and their mean
+    ("default") for every other family, as layer_overhead_priors."""
+    out = {fam: float(f"{moe_layer_extra_seconds(fam):.4g}") for fam in MOE_MLP_OPS}
     out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
     return out
