@@ -57,7 +57,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.estimate import speed  # noqa: E402
 from gpuplan.estimate.trtllm_bench import PERF_OVERVIEW_GRAPH_BATCH_SIZES  # noqa: E402
-from gpuplan.estimate.trtllm_kernels import layer_overhead_priors, moe_layer_overhead_priors  # noqa: E402
+from gpuplan.estimate.trtllm_kernels import (layer_overhead_priors, moe_layer_overhead_priors,  # noqa: E402
+                                             qk_norm_layer_overhead_priors)
 from gpuplan.models import get_model  # noqa: E402
 from gpuplan.scenario import scenario_from_dict  # noqa: E402
 
@@ -440,6 +441,7 @@ HOPPER_FLOPS_PER_WATT = round(SUSTAINED_OVER_BURST * 989.4e12 / 700.0, -8)
 # was fitted on the perf-overview rows alone, 5.075e-5 s)
 TRTLLM_LAYER_S = layer_overhead_priors()
 TRTLLM_MOE_LAYER_S = moe_layer_overhead_priors()
+TRTLLM_QK_NORM_S = qk_norm_layer_overhead_priors()
 
 
 PRIORS: dict[str, Any] = {
@@ -477,8 +479,9 @@ PRIORS: dict[str, Any] = {
     # Hopper measured (above); Ada filled by the llama.cpp fit; a family without an entry is not capped
     "power_flops_per_watt": {"hopper": HOPPER_FLOPS_PER_WATT},
     "engines": {
-        "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "moe_layer_overhead_s": 0.0, "max_batch": 256,
-                    "prefill_eta_scale": 1.0, "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
+        "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "moe_layer_overhead_s": 0.0,
+                    "qk_norm_layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0, "decode_bw_scale": 1.0,
+                    "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
                     "kv_reserve_output_fraction": 0.5, "fp16_accumulate": False, "memory_utilization_applies": True,
                     "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0,
                     "host_issue_layer_s": 0.0},
@@ -488,11 +491,13 @@ PRIORS: dict[str, Any] = {
         # measured floor in a CUDA graph (aiconfigurator's TensorRT-LLM databases; estimate/trtllm_kernels.py,
         # docs/speed.md §3.33): Hopper FP8 and Blackwell NVFP4 their own, other families their mean
         # and what an MoE layer adds (its router GEMM and MoE module in place of the GatedMLP's three ops, the same
-        # floors; not on the NVFP4 fused-MoE curve, which holds it)
+        # floors; not on the NVFP4 fused-MoE curve, which holds it) and a QK-norm layer (its fused QK-norm + RoPE)
         "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0,
                    "layer_overhead_s": TRTLLM_LAYER_S["default"], "moe_layer_overhead_s": TRTLLM_MOE_LAYER_S["default"],
+                   "qk_norm_layer_overhead_s": TRTLLM_QK_NORM_S["default"],
                    "family": {fam: {"layer_overhead_s": TRTLLM_LAYER_S[fam],
-                                    "moe_layer_overhead_s": TRTLLM_MOE_LAYER_S[fam]}
+                                    "moe_layer_overhead_s": TRTLLM_MOE_LAYER_S[fam],
+                                    "qk_norm_layer_overhead_s": TRTLLM_QK_NORM_S[fam]}
                               for fam in ("hopper", "blackwell")}},
         "llama.cpp": {"max_batch": 1, "step_overhead_s": 0.0, "layer_overhead_s": 5e-5, "fp16_accumulate": True,
                       "memory_utilization_applies": False, "reserve_bytes": 5e8, "kv_reserve_output_fraction": 1.0},

@@ -131,7 +131,8 @@ def test_a_hopper_fp8_moe_step_pays_the_moe_layers():
     sv, m = _qwen3_moe_step("h100-sxm", "fp8")
     P = speed.load_efficiency()["engines"]["trtllm"]
     want = P["step_overhead_s"] + 48 * (P["family"]["hopper"]["layer_overhead_s"]
-                                        + P["family"]["hopper"]["moe_layer_overhead_s"])
+                                        + P["family"]["hopper"]["moe_layer_overhead_s"]
+                                        + P["family"]["hopper"]["qk_norm_layer_overhead_s"])
     assert sv.decode_step(64, 256)["overhead"] == pytest.approx(want, rel=1e-3)
 
 
@@ -141,7 +142,8 @@ def test_the_nvfp4_moe_curve_carries_its_own_fixed_time():
     sv, m = _qwen3_moe_step("b200", "nvfp4")
     assert sv.fp4_moe_curve
     P = speed.load_efficiency()["engines"]["trtllm"]
-    want = P["step_overhead_s"] + 48 * P["family"]["blackwell"]["layer_overhead_s"]
+    want = P["step_overhead_s"] + 48 * (P["family"]["blackwell"]["layer_overhead_s"]
+                                        + P["family"]["blackwell"]["qk_norm_layer_overhead_s"])
     assert sv.decode_step(64, 256)["overhead"] == pytest.approx(want, rel=1e-3)
 
 
@@ -154,3 +156,15 @@ def test_the_collectives_alpha_already_exceeds_trtllm_all_reduce_floor(n):
     for gid, fam in (("h100-sxm", "hopper"), ("b200", "blackwell")):
         link = group_link(get_gpu(gid), n, n, 8)
         assert all_reduce_time(16384, n, link) > tk.op_floor_us(fam, f"allreduce_tp{n}") * 1e-6
+
+
+def test_a_qk_norm_layer_adds_one_elementwise_kernel():
+    # Qwen3Attention(QKNormRoPEAttention), fuse_qk_norm_rope=True: one torch.ops.trtllm.fused_qk_norm_rope kernel a
+    # layer (modules/qk_norm_attention.py @034c3f0a), at the element-wise floor: the FP8 quantize kernel's median
+    # over the family's tables, Hopper 2.4405 us (1.219 1.307 2.280 | 2.601 2.636 2.684), Blackwell 2.153 us
+    pri = tk.qk_norm_layer_overhead_priors()
+    assert pri["hopper"] == pytest.approx(2.4405e-6, rel=1e-3)
+    assert pri["blackwell"] == pytest.approx(2.153e-6, rel=1e-3)
+    trt = speed.load_efficiency()["engines"]["trtllm"]
+    assert trt["family"]["hopper"]["qk_norm_layer_overhead_s"] == pytest.approx(pri["hopper"], rel=1e-3)
+    assert trt["qk_norm_layer_overhead_s"] == pytest.approx((pri["hopper"] + pri["blackwell"]) / 2, rel=1e-3)

@@ -41,6 +41,12 @@ layer adds to the dense layer's cost. Not where the call already follows a publi
 fixed time (TensorRT-LLM's NVFP4 MoE on data-centre Blackwell, speed.fp4_moe_rows_scale, docs/speed.md §3.23): the
 engine adds it only off that curve.
 
+A layer with a QK norm (Qwen3, `Qwen3Attention(QKNormRoPEAttention)`, modules/qk_norm_attention.py
+@034c3f0a0d1d5d90e5567c8d953019bdf5243b77: `fuse_qk_norm_rope=True` by default) runs one more element-wise kernel
+before the attention op, `torch.ops.trtllm.fused_qk_norm_rope` (RMSNorm of each q and k head and RoPE, in place on
+the qkv GEMM's output; the attention op is then built without its own RoPE fusion): QK_NORM_OPS,
+`qk_norm_layer_overhead_priors`.
+
 Not counted: tensor-parallel all-reduces (priced by the collectives' own latency term, which already charges more
 than TensorRT-LLM's all-reduce kernel's measured floor, docs/speed.md §3.33), the extra context-phase kernels of a
 step that carries prompts, and steps no CUDA graph covers.
@@ -73,6 +79,8 @@ MOE_MLP_OPS: dict[str, tuple[tuple[str, int, str], ...]] = {
     "blackwell": (("linear_bf16", 1, "the router: Qwen3Gate.forward's cublas_mm on the 16-bit hidden states"),
                   ("moe_nvfp4_cutlass", 1, "the MoE module: routing, NVFP4 quantize, fused-MoE op (CUTLASS)")),
 }
+QK_NORM_OPS: tuple[tuple[str, int, str], ...] = (
+    ("elementwise", 1, "fused_qk_norm_rope: per-head RMSNorm of q and k and RoPE, one kernel"),)
 DENSE_MLP_OPS: tuple[tuple[str, int], ...] = (("linear", 2), ("elementwise", 1))   # gate_up + down, SwiGLU
 
 
@@ -127,5 +135,14 @@ def moe_layer_overhead_priors() -> dict[str, float]:
     """`engines.trtllm.moe_layer_overhead_s` per GPU family with measured tables (hopper, blackwell), and their mean
     ("default") for every other family, as layer_overhead_priors."""
     out = {fam: float(f"{moe_layer_extra_seconds(fam):.4g}") for fam in MOE_MLP_OPS}
+    out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
+    return out
+
+
+def qk_norm_layer_overhead_priors() -> dict[str, float]:
+    """`engines.trtllm.qk_norm_layer_overhead_s`: the fused QK-norm + RoPE kernel a QK-norm layer adds (QK_NORM_OPS)
+    per GPU family with measured tables, their mean ("default") elsewhere."""
+    out = {fam: float(f"{sum(n * op_floor_us(fam, op) for op, n, _ in QK_NORM_OPS) * 1e-6:.4g}")
+           for fam in LLAMA_LAYER_OPS}
     out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
     return out
