@@ -13,10 +13,11 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             test: llm-foundry A100-40GB table (other SKU and memory bandwidth, 8-128 GPUs),
                   Megatron-LM PTD-P (Narayanan et al. 2021; other framework, TP+PP, 32-3072 GPUs),
                   Llama 3 405B (H100, TP8 PP16 CP) — Hopper factors are priors, never fitted here.
-  serving   fit:  TensorRT-LLM perf-overview rows of Llama-3.1-8B and Llama-3.3-70B (TP1)
+  serving   fit:  TensorRT-LLM perf-overview rows of Llama-3.1-8B and Llama-3.3-70B (TP1) -- the label only since
+                  2026-12-04: no factor is fitted on them any more (below)
             test: TensorRT-LLM rows of Llama-3.1-405B (TP4/TP8) and Qwen3-235B-A22B (DEP8: attention
                   DP 8 + EP 8, as the source ran its MoE rows)
-            fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the grouped expert GEMM row constant only
+            fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the label only (its grouped expert GEMM row constant is measured)
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
                   validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
             test: its Llama 3 70B CUDA rows and its Apple generation rows
@@ -31,9 +32,12 @@ Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
             test: the Metal generation (tg) rows of the same sources.
             Every TensorRT-LLM row is priced as the finite offline run it was (its $num_requests queued
             at once: speed._Serving.offline_throughput), not as a steady state (docs/speed.md §3.19).
-Fitted: per family × dtype matmul efficiency, one GEMM size constant, attention-kernel efficiency,
-elementwise memory passes, per-engine step/layer overheads, batch caps and prefill factors.
-Never a per-row constant.
+Fitted: llama.cpp's CUDA launch cost per layer, decode bandwidth and prompt-processing factors and the Ada power
+clock (stage 2), its Metal prompt-processing factors (stage 3). Every TensorRT-LLM factor is a measured prior, none is
+fitted (since 2026-12-04: the GEMM rates of MAMF and flashinfer, cuDNN's forward, DeepGEMM's grouped-GEMM curve, and
+the per-layer step cost counted from TensorRT-LLM's decoder layer at aiconfigurator's measured op floors,
+estimate/trtllm_kernels.py); its perf-overview rows keep their fit/test split so the tables stay comparable, but
+no factor is fitted on them. Never a per-row constant.
 """
 from __future__ import annotations
 
@@ -57,6 +61,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.estimate import speed  # noqa: E402
 from gpuplan.estimate.trtllm_bench import PERF_OVERVIEW_GRAPH_BATCH_SIZES  # noqa: E402
+from gpuplan.estimate.trtllm_kernels import (layer_overhead_priors, moe_layer_overhead_priors,  # noqa: E402
+                                             qk_norm_layer_overhead_priors)
 from gpuplan.models import get_model  # noqa: E402
 from gpuplan.scenario import scenario_from_dict  # noqa: E402
 
@@ -459,6 +465,12 @@ SUSTAINED_OVER_BURST = round(667.4 / 799.1, 4)
 # on one llama.cpp source's H100 PCIe prompt-processing rows (1.069e12), an inference fit that drove training.
 HOPPER_FLOPS_PER_WATT = round(SUSTAINED_OVER_BURST * 989.4e12 / 700.0, -8)
 
+# TensorRT-LLM's fixed GPU time per decoder layer of a step, per GPU family: measured, not fitted (until 2026-12-04 it
+# was fitted on the perf-overview rows alone, 5.075e-5 s)
+TRTLLM_LAYER_S = layer_overhead_priors()
+TRTLLM_MOE_LAYER_S = moe_layer_overhead_priors()
+TRTLLM_QK_NORM_S = qk_norm_layer_overhead_priors()
+
 
 PRIORS: dict[str, Any] = {
     "version": 1,
@@ -495,14 +507,26 @@ PRIORS: dict[str, Any] = {
     # Hopper measured (above); Ada filled by the llama.cpp fit; a family without an entry is not capped
     "power_flops_per_watt": {"hopper": HOPPER_FLOPS_PER_WATT},
     "engines": {
-        "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0,
-                    "decode_bw_scale": 1.0, "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
+        "default": {"step_overhead_s": 5e-4, "layer_overhead_s": 0.0, "moe_layer_overhead_s": 0.0,
+                    "qk_norm_layer_overhead_s": 0.0, "max_batch": 256, "prefill_eta_scale": 1.0, "decode_bw_scale": 1.0,
+                    "quant_prefill_scale": 1.0, "reserve_bytes": 2e9,
                     "kv_reserve_output_fraction": 0.5, "fp16_accumulate": False, "memory_utilization_applies": True,
                     "prefill_chunk_tokens": None, "max_num_tokens": 8192, "prefill_attention_scale": 1.0,
                     "host_issue_layer_s": 0.0},
         "vllm": {"max_batch": 256, "step_overhead_s": 1.5e-3, "prefill_chunk_tokens": 2048},
         "sglang": {"max_batch": 1024, "step_overhead_s": 1.0e-3, "prefill_chunk_tokens": 8192},
-        "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0},
+        # the per-layer step cost: the ops of one Llama decoder layer counted in TensorRT-LLM's code, each at its
+        # measured floor in a CUDA graph (aiconfigurator's TensorRT-LLM databases; estimate/trtllm_kernels.py,
+        # docs/speed.md §3.33): Hopper FP8 and Blackwell NVFP4 their own, other families their mean
+        # and what an MoE layer adds (its router GEMM and MoE module in place of the GatedMLP's three ops, the same
+        # floors; not on the NVFP4 fused-MoE curve, which holds it) and a QK-norm layer (its fused QK-norm + RoPE)
+        "trtllm": {"max_batch": 2048, "step_overhead_s": 5e-4, "kv_reserve_output_fraction": 1.0,
+                   "layer_overhead_s": TRTLLM_LAYER_S["default"], "moe_layer_overhead_s": TRTLLM_MOE_LAYER_S["default"],
+                   "qk_norm_layer_overhead_s": TRTLLM_QK_NORM_S["default"],
+                   "family": {fam: {"layer_overhead_s": TRTLLM_LAYER_S[fam],
+                                    "moe_layer_overhead_s": TRTLLM_MOE_LAYER_S[fam],
+                                    "qk_norm_layer_overhead_s": TRTLLM_QK_NORM_S[fam]}
+                              for fam in ("hopper", "blackwell")}},
         "llama.cpp": {"max_batch": 1, "step_overhead_s": 0.0, "layer_overhead_s": 5e-5, "fp16_accumulate": True,
                       "memory_utilization_applies": False, "reserve_bytes": 5e8, "kv_reserve_output_fraction": 1.0},
         # HF transformers eager: the host issues every kernel (no CUDA graphs), so a step lasts
@@ -727,8 +751,12 @@ def write_doc(table, stats, P) -> None:
               f"{P['attention']['ampere']}; element-wise kernels at their measured bandwidth share (elementwise.py).",
               f"- Hopper FP8 GEMM efficiency = {P['matmul']['hopper']['fp8']}, Blackwell FP4 = {P['matmul']['blackwell']['fp4']} "
               "(measured rates, not fitted: MAMF's H100 FP8, flashinfer's B200 NVFP4; docs/speed.md §4); "
-              f"TensorRT-LLM per-layer step cost = {P['engines']['trtllm']['layer_overhead_s']} s (fitted, one source), "
-              f"batch cap = {P['engines']['trtllm']['max_batch']}.",
+              "TensorRT-LLM per-layer step cost = "
+              f"{P['engines']['trtllm']['family']['hopper']['layer_overhead_s']} s (Hopper FP8), "
+              f"{P['engines']['trtllm']['family']['blackwell']['layer_overhead_s']} s (Blackwell NVFP4), "
+              f"{P['engines']['trtllm']['layer_overhead_s']} s elsewhere (measured, not fitted: the decoder layer's "
+              "ops counted in TensorRT-LLM's code at aiconfigurator's CUDA-graph floors, docs/speed.md §3.33); "
+              f"batch cap = {P['engines']['trtllm']['max_batch']} (trtllm-bench's own heuristic decides the rows' batch).",
               f"- llama.cpp per-layer launch cost = {P['engines']['llama.cpp']['layer_overhead_s']} s, decode bandwidth scale = "
               f"{P['engines']['llama.cpp']['decode_bw_scale']} (× η_mem {P['memory']['default']}), prompt-processing factor = "
               f"{P['engines']['llama.cpp']['prefill_eta_scale']}, extra factor for quantised weights = {P['engines']['llama.cpp']['quant_prefill_scale']}.",
@@ -833,13 +861,12 @@ def fit_trtllm_stages(irows: list[Row], P: dict) -> dict:
     #    their measured rates (MAMF's H100 FP8, flashinfer's B200 CUTLASS NVFP4, cuDNN's B200 forward), no longer
     #    fitted (2026-12-04): fitted on the one perf-overview source they had moved to within 2-10 % of those rates
     #    and no longer improved their own rows (TensorRT-LLM in-sample MAPE 12.3 % fitted, 12.2 % at the measured
-    #    rates), while the issue's rule asks three sources of a fitted constant. The engine's per-layer step cost has
-    #    no measured rate: it stays fitted, on that one source (marked so in docs/validation.md).
+    #    rates), while the issue's rule asks three sources of a fitted constant. The engine's per-layer step cost is
+    #    measured too (PRIORS, TRTLLM_LAYER_S: the decoder layer's ops at their CUDA-graph floors, docs/speed.md
+    #    §3.33); fitted on the same one source until 2026-12-04 (5.075e-5 s). Nothing is fitted on these rows now.
     set_path(P, ("matmul", "hopper", "fp8"), hopper_fp8_prior(P))      # at the sustained clock
     set_path(P, ("matmul", "blackwell", "fp4"), blackwell_fp4_prior(P))
     set_path(P, ("engines", "trtllm", "prefill_attention_scale"), trtllm_prefill_attention_prior(P))
-    trt = [r for r in irows if r.source.startswith("TensorRT") and not r.label.startswith("qwen3")]
-    P = fit(trt, P, [(("engines", "trtllm", "layer_overhead_s"), 5e-5, 1e-7, 2e-3, True)])
     # 5) grouped expert GEMMs: the row-count constant d0_M of M/(M + d0_M) (prior: DeepGEMM's measured
     #    grouped-GEMM curve), fitted on the one-GPU Qwen3-30B-A3B rows only (no EP); TensorRT-LLM's tile
     #    padding and the fused MoE step's memory passes are priced apart (estimate/moe.py)
@@ -877,8 +904,7 @@ def _reused_trtllm_stages(irows: list[Row], P_lcpp: dict, full: dict) -> dict | 
 # every fitted factor (path in efficiency.json) and the rows it is fitted on (the stages of fit_all)
 FITTED = [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
           (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
-          (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal"),
-          (("engines", "trtllm", "layer_overhead_s"), "TensorRT-LLM")]
+          (("engines", "llama.cpp", "family", "apple", "quant_prefill_scale"), "llama.cpp Metal")]
 
 
 def get_path(d: dict, path: tuple) -> Any:

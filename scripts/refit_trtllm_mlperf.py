@@ -10,6 +10,10 @@ the simulator draws log-normal cv 1), and the predicted throughput still moves s
 (validate_mlperf_offline.py --sensitivity). This script shows what the second source would do, for the record
 (docs/speed.md §3.22).
 
+Since 2026-12-04 none of those factors is fitted any more (each is a measured prior; the last, the per-layer step
+cost, docs/speed.md §3.33), so the four fits below coincide and the factor table is empty: the script stays as the
+record of §3.22's comparison and would show a second source's pull again if a TensorRT-LLM factor were fitted.
+
     PYTHONPATH=src python scripts/refit_trtllm_mlperf.py
 """
 from __future__ import annotations

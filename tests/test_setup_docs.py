@@ -29,8 +29,9 @@ ENGINES_CHECKED_WHERE_INSTALLED = {"vllm", "sglang", "megatron", "trl",
                                    # LLaMA-Factory's hparams (and the datasets enum they import, stubbed when absent)
                                    "hydra", "llamafactory", "datasets",
                                    # the reader of NVIDIA aiconfigurator's published parquet GEMM tables, which
-                                   # scripts/extract_fp4_gemm_grid.py runs by hand on that repository's snapshot (the
-                                   # provenance of estimate/data/fp4_gemm_shapes.csv); nothing else imports it
+                                   # scripts/extract_fp4_gemm_grid.py and extract_trtllm_op_floors.py run by hand on that
+                                   # repository's snapshot (the provenance of estimate/data/fp4_gemm_shapes.csv and
+                                   # trtllm_op_floors.csv); nothing else imports it
                                    "pyarrow",
                                    # NeMo RL's source tree at a pinned commit, which scripts/bench_nemo_rl_host.py
                                    # imports from a `git archive` copy given on its command line (not installed)

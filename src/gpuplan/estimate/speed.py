@@ -1965,7 +1965,18 @@ class _Serving:
         return b / memory_rate(self.P, self.gpu)
 
     def _overhead(self) -> float:
-        return self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * self.model.num_layers / self.pp
+        m = self.model
+        t = self.eng["step_overhead_s"] + self.eng["layer_overhead_s"] * m.num_layers / self.pp
+        # TensorRT-LLM's MoE layers: a router GEMM and the MoE module in place of the GatedMLP's three ops, at their
+        # measured floors (estimate/trtllm_kernels.py, docs/speed.md §3.33). Not where the call follows the published
+        # NVFP4 fused-MoE curve (fp4_moe_rows_scale, §3.23), whose latency already holds the op's fixed time.
+        # a QK-norm layer's fused QK-norm + RoPE kernel (Qwen3's attention), the same floors
+        if m.traits.qk_norm != "none":
+            t += self.eng["qk_norm_layer_overhead_s"] * m.num_layers / self.pp
+        moe_s = self.eng["moe_layer_overhead_s"]
+        if moe_s and m.is_moe and m.num_experts > 0 and not self.fp4_moe_curve:
+            t += moe_s * (m.num_moe_layers or m.num_layers) / self.pp
+        return t
 
     def _host_issue(self, rows: float) -> float:
         """Host seconds to issue one forward (engines without CUDA graphs that run eagerly: HF
