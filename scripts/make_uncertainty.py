@@ -70,10 +70,14 @@ def constants_lines(folds: dict, fit_sources: dict) -> list[str]:
     re-fitted without each source (leave-one-source-out)."""
     P = speed.load_efficiency()
     keys = sorted(folds)
+    short = [path for path, stage in cs.FITTED if len(stage_sources(stage, fit_sources)) < 3]
+    rule = (f"{len(short)} of {len(cs.FITTED)} factors rest on fewer than three sources (marked with their count): "
+            "the three-source rule is not met there yet." if short else
+            f"Every one of the {len(cs.FITTED)} fitted factors rests on at least three independent sources (the "
+            "three-source rule); every other constant is a measured or counted prior (docs/speed.md §4).")
     out = ["", "#### Fitted factors with and without each source", "",
            "Packaged value, the sources whose rows fit it, and the value re-fitted with each source left out "
-           "(a fit with no rows left keeps its prior). A factor resting on one source is marked: the "
-           "three-source rule is not met there yet.", "",
+           "(a fit with no rows left keeps its prior). " + rule, "",
            "| factor | packaged | rests on | " + " | ".join(f"without {k[:28]}" for k in keys) + " |",
            "|---|---|---|" + "---|" * len(keys)]
     for path, stage in cs.FITTED:

@@ -146,3 +146,7 @@ def test_cuda_and_metal_factors_rest_on_at_least_three_sources():
         "GPU-Benchmarks-on-LLM-Inference (llama.cpp)", "geerlingguy/ai-benchmarks #48 (M1 Ultra)",
         "geerlingguy/beowulf-ai-cluster #17 (M3 Ultra)", "llama.cpp Metal PR #3084",
         "llama.cpp PR #10238 (ggerganov M2 Ultra)"]
+    # and no fitted factor anywhere rests on fewer than three (TensorRT-LLM's last one is counted since 2026-12-04,
+    # docs/speed.md §3.33): a factor added on one source fails here
+    for path, stage in cs.FITTED:
+        assert len(mu.stage_sources(stage, fit_sources)) >= 3, path
