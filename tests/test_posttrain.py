@@ -964,3 +964,18 @@ def test_trl_dpo_log_prob_bytes_match_an_op_by_op_count():
     traced = mod.extra_bytes_per_logit()
     for kind in ("reference", "precomputed"):
         assert traced[kind] == pytest.approx(TRL_DPO_LOGPROB_EXTRA[kind], rel=0.03)
+
+
+def test_a_split_rl_step_shows_each_gpu_group_in_the_header_and_the_plan_line():
+    # examples/grpo-7b-split.yaml: 8 GPUs, 4 of them run the vLLM engine, so the trainer's data parallelism is 4,
+    # not the 8 a layout over every GPU would give
+    import yaml
+    from gpuplan import api
+    from gpuplan.explain import describe
+    from gpuplan.report import estimate_report
+    from pathlib import Path
+    d = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "grpo-7b-split.yaml").read_text())
+    est = api.estimate(d)
+    head = estimate_report(est).splitlines()[0]
+    assert "8x h100-sxm: 4 train (dp=4 tp=1 pp=1 zero=3) + 4 rollout (vllm tp=1 x4)" in head
+    assert "4 train (dp=4" in describe(est) and "dp=8" not in describe(est)

@@ -79,14 +79,13 @@ def _gpu_input(est) -> Input:
 
 def describe(est) -> str:
     """The plan in one line: model, task and its settings, GPUs, layout, framework."""
+    from .report import layout_text
     s = est.scenario
-    p = s.parallel
     what = (f"{s.train.method}, {s.train.precision}, {s.train.optimizer}, seq {s.train.seq_len}, micro-batch "
             f"{s.train.micro_batch}, recompute {s.train.recompute}" if s.train else
             f"{s.infer.engine}, weights {s.infer.weights}, kv {s.infer.kv_cache}, {s.infer.concurrency} x "
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
-    return (f"{est.model.name} · {s.task} ({what}) · {s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={p.tp} "
-            f"pp={p.pp} zero={p.zero}" + (f" shard_group={p.shard_group}" if p.replicas > 1 else "")
+    return (f"{est.model.name} · {s.task} ({what}) · {layout_text(s, est.gpu.id)}"
             + (f" · framework {s.framework}" if s.train else ""))
 
 

@@ -129,13 +129,26 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f} %"
 
 
+def layout_text(s, gpu_id: str) -> str:
+    """The GPUs and their layout in one phrase. An RL step split between a rollout engine and the trainer shows
+    each group: its training layout is that of the training GPUs (the rest run the engine)."""
+    p = s.parallel
+    train = getattr(s, "train", None)
+    rl = getattr(train, "rl", None) if train is not None else None
+    shard = f" shard_group={p.shard_group} (x{p.replicas} replicas)" if p.replicas > 1 else ""
+    if rl is not None and rl.placement == "split":
+        rollout = rl.rollout_gpus
+        trainers = s.hardware.count - rollout
+        dp = max(1, trainers // (p.tp * p.pp * p.cp))
+        return (f"{s.hardware.count}x {gpu_id}: {trainers} train (dp={dp} tp={p.tp} pp={p.pp} zero={p.zero}) + "
+                f"{rollout} rollout ({rl.engine} tp={rl.rollout_tp} x{rollout // rl.rollout_tp})")
+    return f"{s.hardware.count}x {gpu_id} · dp={s.dp} tp={p.tp} pp={p.pp} zero={p.zero}{shard}"
+
+
 def estimate_report(est) -> str:
     s = est.scenario
     m = est.model
-    head = (f"{m.name} ({fmt_count(m.params_total)} params) · task {s.task} · "
-            f"{s.hardware.count}x {est.gpu.id} · dp={s.dp} tp={s.parallel.tp} pp={s.parallel.pp} "
-            f"zero={s.parallel.zero}" + (f" shard_group={s.parallel.shard_group} (x{s.parallel.replicas} replicas)"
-                                         if s.parallel.replicas > 1 else ""))
+    head = f"{m.name} ({fmt_count(m.params_total)} params) · task {s.task} · {layout_text(s, est.gpu.id)}"
     parts = [head, "", memory_report(est.memory), "", performance_report(est.performance), "", cost_report(est.cost, s)]
     train = getattr(s, "train", None)
     if train is not None and getattr(train, "objective", "sft") != "sft":   # post-training: per-phase table
