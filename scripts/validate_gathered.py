@@ -371,7 +371,7 @@ PHASES = {"generation_time_s": ("rollout", "engine_sleep", "rule_reward"),
 # (sharding_manager/fsdp_vllm.py __enter__/__exit__), so the weight transfer is inside generation; `old_log_prob`,
 # `ref` and `values` are the no-grad passes; `update_actor` and `update_critic` the training (the rule-based
 # reward and the advantages run in `adv`, which no column holds)
-VERL_PHASES = {"generation_time_s": ("rollout", "engine_sleep", "engine_wake", "weight_sync"),
+VERL_PHASES = {"generation_time_s": ("rollout", "engine_sleep", "engine_wake", "weight_sync", "engine_reload"),
                "train_time_s": ("actor_update", "critic_update"),
                "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values")}
 FRAMEWORK_PHASES = {"verl": VERL_PHASES}
