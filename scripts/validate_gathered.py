@@ -280,6 +280,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_in_process"] = row["engine_in_process"] == "true"
     if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
         rl["engine_vllm_v0"] = True     # vLLM's V0 LLMEngine (before 0.8): its scheduler defaults and host work
+    if row.get("engine_python") and rl.get("engine_vllm_v0"):   # the CPython V0's host work runs under
+        rl["engine_python"] = row["engine_python"]
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)

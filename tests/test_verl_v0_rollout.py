@@ -90,3 +90,45 @@ def test_engine_reload_is_a_verl_gen_phase_only_on_v0():
     gpu = get_gpu(scn.hardware.gpu)
     assert sum(R.engine_reload_time(scn, get_model(scn.model), int(gpu.usable_memory_bytes), gpu,
                                     packaged()).values()) == 0.0
+
+
+# V0's host work timed under CPython 3.9 + torch 2.4.0 (scripts/bench_vllm_v0_host.py on the vLLM 0.6.3 sources; the
+# lowest of two runs each): engine (schedule + output), prepare_model_input, sampler host side at width 0
+PY39_MEASURED_US = {1: (34.44, 13.17, 20.45), 5: (18.28, 8.09, 6.91)}
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_py39_constants_reproduce_the_timed_widths(n):
+    from gpuplan.estimate.engine_host import vllm_v0_host
+    h = vllm_v0_host(1, "3.9")
+    assert (h.seq_s + h.group_s / n) * 1e6 == pytest.approx(sum(PY39_MEASURED_US[n]), abs=0.05)
+    h311 = vllm_v0_host(1)
+    assert vllm_v0_host(1, "3.11") == h311
+    # 3.9 costs more per sequence and more per group than the 3.11 reference (41.4 / 21.4 us re-timed: 40.1 / 21.5)
+    assert h.seq_s > h311.seq_s and h.group_s > h311.group_s
+    assert not h.overlapped
+
+
+def test_verl_rows_run_their_engine_under_python_39():
+    for rid in ("VL01", "VL02"):
+        d = vg.posttrain_scenario(_rows()[rid])
+        assert d["train"]["rl"]["engine_python"] == "3.9"
+        inf = R.rollout_scenario(scenario_from_dict(d, rid)).infer
+        assert inf.python_version == "3.9"
+    # a row without the column keeps the reference timing
+    d = vg.posttrain_scenario(_rows()["VL01"])
+    del d["train"]["rl"]["engine_python"]
+    assert R.rollout_scenario(scenario_from_dict(d, "VL01")).infer.python_version is None
+
+
+def test_py39_host_step_by_hand():
+    # the serving engine's per-step host term for 256 running sequences of groups of 5 under 3.9, at the reference
+    # host's speed: (24.58 + 43.48 / 5) us x 256
+    d = vg.posttrain_scenario(_rows()["VL01"])
+    scn = scenario_from_dict(d, "VL01")
+    gpu = get_gpu(scn.hardware.gpu)
+    cap = int(gpu.usable_memory_bytes)
+    inf = R.rollout_scenario(scn, cap)
+    model = get_model(scn.model)
+    sv = _Serving(inf, model, gpu, packaged(), None, _network(scn, gpu), estimate_memory(inf, model, cap))
+    assert sv.host_step(256) * sv.host_speed == pytest.approx((24.58 + 43.48 / 5) * 1e-6 * 256, rel=0.002)

@@ -324,7 +324,8 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
                       # vLLM V0 (rl.engine_vllm_v0): verl hands SamplingParams(n=rollout.n) to the V0 LLMEngine, one
                       # sequence group per prompt (vllm_rollout.py L120-136 @44a65f9:
                       # rollout.n among the config keys copied into SamplingParams; logprobs=0, detokenize=False)
-                      **({"vllm_v0": True, "parallel_samples": rl.group_size} if rl.engine_vllm_v0 else {})},
+                      **({"vllm_v0": True, "parallel_samples": rl.group_size} if rl.engine_vllm_v0 else {}),
+                      **({"python_version": rl.engine_python} if rl.engine_vllm_v0 and rl.engine_python else {})},
             "cost": scn.cost.model_dump()}
     if rl.engine == "vllm" and rl.engine_vllm_v0:
         data["infer"]["max_num_seqs"], data["infer"]["max_num_batched_tokens"] = VERL_V0_BATCH
