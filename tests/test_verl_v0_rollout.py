@@ -40,7 +40,7 @@ def _scn(rid):
 @pytest.mark.parametrize("rid", ["VL01", "VL02"])
 def test_verl_v0_engine_runs_256_sequences_and_8192_tokens(rid):
     # vLLM 0.6.3 EngineArgs.max_num_seqs = 256 (arg_utils.py L115); verl passes max_num_batched_tokens 8192
-    # (ppo_trainer.yaml L86) but not rollout.max_num_seqs 1024 (vllm_rollout.py L101-115 @44a65f9)
+    # (ppo_trainer.yaml L85) but not rollout.max_num_seqs 1024 (L87) (vllm_rollout.py L101-115 @44a65f9)
     scn = _scn(rid)
     gpu = get_gpu(scn.hardware.gpu)
     cap = int(gpu.usable_memory_bytes)

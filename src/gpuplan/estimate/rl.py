@@ -543,8 +543,8 @@ LLM_CLASS_BATCH = {"big": (1024, 16384), "small": (256, 8192)}
 # verl's rollout on vLLM's V0 engine (rl.engine_vllm_v0: verl's own vLLM 0.4.2 / 0.5.4 / 0.6.3 wrappers): the running
 # cap and tokens per step the engine gets. verl's vLLMRollout builds its `LLM` with max_num_batched_tokens (rollout
 # config, 8192 by default) and enable_chunked_prefill, but not rollout.max_num_seqs (vllm_rollout.py L77, L101-115
-# @44a65f956d72aa1bd88ad3ea24de33a309bb0c70; ppo_trainer.yaml L86 max_num_batched_tokens 8192, L88 max_num_seqs 1024,
-# unused on this path), and verl's vllm_v_0_6_3/llm.py L85-106 passes **kwargs on to vLLM's EngineArgs, whose
+# @44a65f956d72aa1bd88ad3ea24de33a309bb0c70; ppo_trainer.yaml L85 max_num_batched_tokens 8192, L87 max_num_seqs 1024,
+# unused on this path), and verl's vllm_v_0_6_3/llm.py L85-134 passes **kwargs on to vLLM's EngineArgs, whose
 # max_num_seqs defaults to 256 (vllm/engine/arg_utils.py L115, vLLM 0.6.3 wheel sha256 939ae902...; V0 has no
 # usage-context defaults). So at most 256 sequences decode at once, whatever the GPU.
 VERL_V0_BATCH = (256, 8192)
@@ -862,7 +862,7 @@ def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) 
 # * generate_sequences rebuilds the KV cache with free_cache_engine (vllm_rollout.py L159-160, L248-249: the worker's
 #   `_init_cache_engine`, worker.py L235-242), and vLLM 0.6.3's CacheEngine allocates every block with
 #   `torch.zeros`: the GPU pool and the CPU swap space, `swap_space` 4 GiB (verl's LLM default, vllm_v_0_6_3/llm.py
-#   L71; num_cpu_blocks = swap_space_bytes // block bytes, worker.py L207) of pinned host memory per rank
+#   L100; num_cpu_blocks = swap_space_bytes // block bytes, worker.py L213) of pinned host memory per rank
 #   (vllm/worker/cache_engine.py L67-85, vLLM 0.6.3 wheel).
 # Rates: both copies touch pageable pages that exist already (the CPU parameters are reused from the second step),
 # so both run at PAGEABLE_BACK_BYTES_PER_S, the simple pageable copy of NVIDIA-NeMo/RL issue 3976 (no MI300X
