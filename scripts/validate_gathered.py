@@ -280,6 +280,8 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_in_process"] = row["engine_in_process"] == "true"
     if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
         rl["engine_vllm_v0"] = True     # vLLM's V0 LLMEngine (before 0.8): its scheduler defaults and host work
+    if row.get("engine_python") and rl.get("engine_vllm_v0"):   # the CPython V0's host work runs under
+        rl["engine_python"] = row["engine_python"]
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)
         rl["engine_cuda_graphs"] = row["engine_cuda_graphs"] == "true"
     if row.get("logprob_impl"):         # the trainer's log-prob block (NeMo RL's fp32 DistributedLogprob, by version)
@@ -371,7 +373,7 @@ PHASES = {"generation_time_s": ("rollout", "engine_sleep", "rule_reward"),
 # (sharding_manager/fsdp_vllm.py __enter__/__exit__), so the weight transfer is inside generation; `old_log_prob`,
 # `ref` and `values` are the no-grad passes; `update_actor` and `update_critic` the training (the rule-based
 # reward and the advantages run in `adv`, which no column holds)
-VERL_PHASES = {"generation_time_s": ("rollout", "engine_sleep", "engine_wake", "weight_sync"),
+VERL_PHASES = {"generation_time_s": ("rollout", "engine_sleep", "engine_wake", "weight_sync", "engine_reload"),
                "train_time_s": ("actor_update", "critic_update"),
                "logprob_time_s": ("actor_logprob", "reference_logprob", "reference_swap", "critic_values")}
 FRAMEWORK_PHASES = {"verl": VERL_PHASES}

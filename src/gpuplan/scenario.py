@@ -284,6 +284,9 @@ class RL(_Strict):
         "verl's 2025 ROCm image), priced as infer.vllm_v0 with its own per-step host work "
         "(engine_host.vllm_v0_host); verl passes rollout.n as SamplingParams.n, so a prompt's group of samples is one "
         "V0 sequence group (infer.parallel_samples = group_size)"))
+    engine_python: Literal["3.9", "3.11"] | None = Field(None, description=(
+        "with engine_vllm_v0: the CPython the rollout engine runs on (infer.python_version), e.g. 3.9 in verl's 2025 "
+        "ROCm image; default 3.11, the reference timing of V0's host work"))
     engine_in_process: bool = Field(False, description=(
         "engine vllm: the rollout engine's core runs in the worker's own process (vLLM V1 LLM with "
         "VLLM_ENABLE_V1_MULTIPROCESSING=0, as NeMo RL's synchronous vLLM worker sets it), so the output processing "
@@ -748,6 +751,10 @@ class Infer(_Strict):
                           "model whose max_model_len exceeds 32,768 tokens, chunked prefill at 512 tokens a step, where "
                           "a step carrying a prompt chunk runs without CUDA graphs (docs/speed.md §3.21). Default: "
                           "false (V1)")
+    python_version: Literal["3.9", "3.11"] | None = Field(None, description=(
+        "engine vllm with vllm_v0: the CPython the engine runs on, which sets V0's per-sequence host work "
+        "(engine_host.vllm_v0_host: timed under 3.11 and under 3.9; e.g. 3.9 in verl's 2025 ROCm image "
+        "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4). Default: 3.11, the reference timing"))
     parallel_samples: int = _num(1, "samples of one prompt each request asks for (SamplingParams.n; verl's "
                                  "rollout.n, GRPO's group). Read by vLLM V0 only, which keeps a request's samples in "
                                  "one sequence group: its scheduler and output work per step is part per group, "

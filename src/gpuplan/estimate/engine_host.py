@@ -262,10 +262,47 @@ VLLM_V0_SAMPLER_SEQ_S, VLLM_V0_SAMPLER_GROUP_S = 3.3e-6, 9.5e-6
 # pythonized and run through `_process_model_outputs` by the async callback (multi_step_model_runner.py:264-288
 # `_async_process_outputs`), which vllm/worker/model_runner.py:1489-1490 calls after the forward and logits are
 # launched, i.e. beside the GPU. So per step: schedule + prepare / N, serial; sampler + output beside the forward.
-def vllm_v0_host(num_scheduler_steps: int = 1) -> EngineHost:
+# The same V0 host work under CPython 3.9 (infer.python_version "3.9": verl's 2025 ROCm image is
+# rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4, docs/amd_tutorial/amd_build_dockerfile.md
+# @44a65f956d72aa1bd88ad3ea24de33a309bb0c70, which builds vLLM v0.6.3 from source on it). The constants above were timed
+# under 3.11; CPython 3.11's specialising interpreter runs this attribute- and call-heavy code much faster. Timed with
+# the same script, the same machine and the same vLLM 0.6.3 sources (the PyPI wheel's Python), batches 64 -> 256 (60 -> 255
+# at n = 5), `--prepare --sampler` at 64 and 512 logits carried to width 0, two interleaved repetitions, the lowest of
+# each (docs/speed.md §3.34): CPython 3.9.18 with torch 2.4.0 (vLLM 0.6.3's torch pin) against CPython 3.11.7 with
+# torch 2.13 (the reference timing, which these runs reproduce: 41.4 and 21.4 us against 40.1 and 21.5):
+#   3.9:  n = 1: engine (schedule + output) 34.44, prepare 13.17, sampler 20.45 us a sequence (68.06);
+#         n = 5: 18.28, 8.09, 6.91 (33.28);
+#   3.11: n = 1: 18.48, 8.35, 14.6 (41.4); n = 5: 10.27, 5.82, 5.29 (21.4).
+# per_seq(n) = seq_s + group_s / n under 3.9: seq 24.58 us, group 43.48 us, i.e. x 1.454 and x 1.878 the 3.11 constants;
+# every part (output shares and multi-step splits included) is scaled by these two ratios. No row was read.
+VLLM_V0_PY39_PER_SEQ_US = {1: 68.06, 5: 33.28}
+
+
+def _py39_ratios() -> tuple[float, float]:
+    """(per-sequence, per-group) ratio of V0's host work under CPython 3.9 to the 3.11 constants."""
+    a, b = VLLM_V0_PY39_PER_SEQ_US[1], VLLM_V0_PY39_PER_SEQ_US[5]
+    group = (a - b) * 5.0 / 4.0
+    seq = a - group
+    s311 = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
+    g311 = VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S + VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
+    return seq * 1e-6 / s311, group * 1e-6 / g311
+
+
+def vllm_v0_host(num_scheduler_steps: int = 1, python_version: str | None = None) -> EngineHost:
     """vLLM V0's engine host constants (VLLM_V0_*): no async scheduling; the front end is V1's (not measured for V0).
     With multi-step scheduling (num_scheduler_steps N > 1) the schedule and input-preparation shares count once per
-    run of N steps and the sampler's host side joins the output share that runs beside the next forward."""
+    run of N steps and the sampler's host side joins the output share that runs beside the next forward.
+    `python_version` "3.9": the same work under CPython 3.9 (VLLM_V0_PY39_PER_SEQ_US); None or "3.11": as timed."""
+    h = _vllm_v0_host(num_scheduler_steps)
+    if python_version == "3.9":
+        rs, rg = _py39_ratios()
+        h = replace(h, seq_s=h.seq_s * rs, group_s=h.group_s * rg, output_seq_s=h.output_seq_s * rs,
+                    output_group_s=h.output_group_s * rg, source=h.source + "; under CPython 3.9 (timed there too)")
+    return h
+
+
+def _vllm_v0_host(num_scheduler_steps: int = 1) -> EngineHost:
+    """vllm_v0_host under CPython 3.11, the reference timing."""
     n = max(1, int(num_scheduler_steps or 1))
     if n == 1:
         seq_s = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
@@ -337,15 +374,15 @@ _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
 def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch",
-                vllm_v0: bool = False, num_scheduler_steps: int = 1) -> EngineHost:
+                vllm_v0: bool = False, num_scheduler_steps: int = 1, python_version: str | None = None) -> EngineHost:
     """The host and front-end constants of `engine` (zeros for engines without a measurement);
     `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step;
     `trtllm_backend` "tensorrt" (infer.trtllm_backend: a TensorRT engine under the C++ executor) drops TensorRT-LLM's
     per-sequence constant, which was measured on the PyTorch backend's Python executor; `vllm_v0` (infer.vllm_v0) takes
     vLLM V0's own constants (vllm_v0_host, with its multi-step split when `num_scheduler_steps` > 1), which has no
-    async scheduling to turn on."""
+    async scheduling to turn on; `python_version` (infer.python_version) picks V0's CPython 3.9 timing."""
     if engine == "vllm" and vllm_v0:
-        return vllm_v0_host(num_scheduler_steps)
+        return vllm_v0_host(num_scheduler_steps, python_version)
     if engine == "sglang" and async_scheduling is False:
         return sglang_no_overlap_host()
     h = _ENGINES.get(engine, NONE)

@@ -302,7 +302,8 @@ def logprob_scenario(scn: Scenario) -> Scenario:
 def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
     """One rollout engine replica (rollout_tp GPUs) serving its share of the step's sequences. With the GPU's
     usable `capacity`, vLLM's running cap and tokens per step are the offline LLM class's defaults
-    (LLM_CLASS_BATCH), which the memory engine's profile run and the scheduler then use."""
+    (LLM_CLASS_BATCH), which the memory engine's profile run and the scheduler then use; verl's V0 engine
+    (rl.engine_vllm_v0) gets vLLM 0.6.3's 256 and verl's 8192 (VERL_V0_BATCH), on any GPU."""
     rl = scn.train.rl
     rollout_gpus, _ = gpu_groups(scn)
     replicas = rollout_gpus // rl.rollout_tp
@@ -323,9 +324,12 @@ def rollout_scenario(scn: Scenario, capacity: int | None = None) -> Scenario:
                       # vLLM V0 (rl.engine_vllm_v0): verl hands SamplingParams(n=rollout.n) to the V0 LLMEngine, one
                       # sequence group per prompt (vllm_rollout.py L120-136 @44a65f9:
                       # rollout.n among the config keys copied into SamplingParams; logprobs=0, detokenize=False)
-                      **({"vllm_v0": True, "parallel_samples": rl.group_size} if rl.engine_vllm_v0 else {})},
+                      **({"vllm_v0": True, "parallel_samples": rl.group_size} if rl.engine_vllm_v0 else {}),
+                      **({"python_version": rl.engine_python} if rl.engine_vllm_v0 and rl.engine_python else {})},
             "cost": scn.cost.model_dump()}
-    if capacity is not None and rl.engine == "vllm":
+    if rl.engine == "vllm" and rl.engine_vllm_v0:
+        data["infer"]["max_num_seqs"], data["infer"]["max_num_batched_tokens"] = VERL_V0_BATCH
+    elif capacity is not None and rl.engine == "vllm":
         from .memory import vllm_large_gpu
         data["infer"]["max_num_seqs"], data["infer"]["max_num_batched_tokens"] = LLM_CLASS_BATCH[
             "big" if vllm_large_gpu(scn, capacity) else "small"]
@@ -536,6 +540,14 @@ def replica_lengths(scn: Scenario, replicas: int) -> list[int]:
 # (vllm/engine/arg_utils.py EngineArgs._set_default_args_v1, vLLM 0.9-0.10; the `vllm serve` values are 1024/8192
 # and 256/2048).
 LLM_CLASS_BATCH = {"big": (1024, 16384), "small": (256, 8192)}
+# verl's rollout on vLLM's V0 engine (rl.engine_vllm_v0: verl's own vLLM 0.4.2 / 0.5.4 / 0.6.3 wrappers): the running
+# cap and tokens per step the engine gets. verl's vLLMRollout builds its `LLM` with max_num_batched_tokens (rollout
+# config, 8192 by default) and enable_chunked_prefill, but not rollout.max_num_seqs (vllm_rollout.py L77, L101-115
+# @44a65f956d72aa1bd88ad3ea24de33a309bb0c70; ppo_trainer.yaml L85 max_num_batched_tokens 8192, L87 max_num_seqs 1024,
+# unused on this path), and verl's vllm_v_0_6_3/llm.py L85-134 passes **kwargs on to vLLM's EngineArgs, whose
+# max_num_seqs defaults to 256 (vllm/engine/arg_utils.py L115, vLLM 0.6.3 wheel sha256 939ae902...; V0 has no
+# usage-context defaults). So at most 256 sequences decode at once, whatever the GPU.
+VERL_V0_BATCH = (256, 8192)
 
 
 def in_process_cost(cost: Any, sv: Any) -> Any:
@@ -836,6 +848,50 @@ def engine_sleep_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any) 
     return weights / bw if bw > 0 else 0.0
 
 
+# verl's hybrid engine on vLLM's V0 engine (rl.engine_vllm_v0, colocated: verl's vllm_v_0_4_2 / 0_5_4 / 0_6_3 wrappers)
+# moves the engine's weights through pageable host memory every step, inside verl's `gen` timer (read at
+# volcengine/verl@44a65f956d72aa1bd88ad3ea24de33a309bb0c70):
+# * the rollout sharding manager's __exit__ calls `offload_model_weights` (sharding_manager/fsdp_vllm.py L120-121),
+#   which points every engine parameter at a CPU tensor made once with `torch.empty_like(params, device="cpu")`
+#   (third_party/vllm/vllm_v_0_6_3/worker.py L283-291): plain pageable memory, reused every step, no copy;
+# * __enter__ loads the FSDP state_dict (`sync_model_weights`, fsdp_vllm.py L86-92): for each tensor
+#   `full_tensor()` (the all-gather weight_sync_time prices) and vLLM's weight_loader, which narrows the tensor to this
+#   rank's shard and `copy_`s it into the CPU parameter: a device-to-pageable copy of the engine's shard; then
+#   `load_dtensor_weights` ends with `vllm_model.cuda()` (dtensor_weight_loaders.py L363-368), a pageable-to-device
+#   copy of the same bytes back into fresh device tensors;
+# * generate_sequences rebuilds the KV cache with free_cache_engine (vllm_rollout.py L159-160, L248-249: the worker's
+#   `_init_cache_engine`, worker.py L235-242), and vLLM 0.6.3's CacheEngine allocates every block with
+#   `torch.zeros`: the GPU pool and the CPU swap space, `swap_space` 4 GiB (verl's LLM default, vllm_v_0_6_3/llm.py
+#   L100; num_cpu_blocks = swap_space_bytes // block bytes, worker.py L213) of pinned host memory per rank
+#   (vllm/worker/cache_engine.py L67-85, vLLM 0.6.3 wheel).
+# Rates: both copies touch pageable pages that exist already (the CPU parameters are reused from the second step),
+# so both run at PAGEABLE_BACK_BYTES_PER_S, the simple pageable copy of NVIDIA-NeMo/RL issue 3976 (no MI300X
+# pageable figure was found); the GPU pool is zeroed at the GPU's memory rate; the 4 GiB of pinned swap space (torch's
+# caching host allocator returns the same pinned block each step: no new pinning) is zeroed by one host thread at
+# HOST_ZERO_BYTES_PER_S, `Tensor.zero_()` of 1 GiB already touched timed on this project's development machine (AMD
+# EPYC Genoa, the reference host's generation, torch 2.13 CPU, one thread: best of 5, 24.1 GB/s).
+VLLM_V0_SWAP_SPACE_BYTES = 4 * 2**30
+HOST_ZERO_BYTES_PER_S = 24.1e9
+
+
+def engine_reload_time(scn: Scenario, model: ModelSpec, capacity: int, gpu: Any,
+                       P: Mapping[str, Any]) -> dict[str, float]:
+    """rl.engine_vllm_v0, colocated (verl's hybrid engine on vLLM <= 0.6.3): seconds a GPU spends each step moving its
+    engine's weight shard to the reused pageable CPU parameters and back (`weights_out`, `weights_back`) and zeroing
+    the rebuilt KV cache, the GPU pool and the pinned CPU swap space (`kv_init`); see the comment above."""
+    out = {"weights_out": 0.0, "weights_back": 0.0, "kv_init": 0.0}
+    rl = scn.train.rl
+    if not (rl.engine_vllm_v0 and rl.placement == "colocated" and rl.engine == "vllm"):
+        return out
+    from .speed import memory_rate
+    eng = _engine_memory(scn, model, capacity)[1]
+    bw = float(getattr(gpu, "pcie_bandwidth_bytes_per_s", 0.0) or 0.0)
+    rate = min(bw, PAGEABLE_BACK_BYTES_PER_S) if bw > 0 else PAGEABLE_BACK_BYTES_PER_S
+    out["weights_out"] = out["weights_back"] = eng["weights"] / rate
+    out["kv_init"] = eng["kv_cache"] / memory_rate(P, gpu) + VLLM_V0_SWAP_SPACE_BYTES / HOST_ZERO_BYTES_PER_S
+    return out
+
+
 def reference_swap_time(scn: Scenario, model: ModelSpec, gpu: Any) -> float:
     """rl.reference_on_host: the reference pass copies the policy's 16-bit weights to the host, the reference's
     in, and after the pass the policy's back: three copies of a GPU's weight shard over its host link (NeMo RL
@@ -941,6 +997,8 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
         phases["state_offload"], phases["state_onload"] = offload_time(scn, model, capacity, gpu)
     if rl.placement == "colocated" and rl.engine_sleep_level == 1:
         phases["engine_sleep"] = phases["engine_wake"] = engine_sleep_time(scn, model, capacity, gpu)
+    if rl.placement == "colocated" and rl.engine_vllm_v0:
+        phases["engine_reload"] = sum(engine_reload_time(scn, model, capacity, gpu, P).values())
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     # the rule-based reward belongs to the rollout side: the driver scores each rollout before it is trained on
