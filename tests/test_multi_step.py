@@ -119,3 +119,15 @@ def test_an_engine_field_on_another_engine_is_refused_with_the_fix(field, value,
         scenario_from_dict({**SCN, "infer": {"engine": "sglang", field: value}})
     assert field in str(err.value) and f"engine: {engine}" in str(err.value)
     scenario_from_dict({**SCN, "infer": {"engine": engine, field: value}})
+
+
+def test_python_version_is_read_by_vllm_v0_only():
+    # infer.python_version picks V0's host timing under CPython 3.9 (engine_host.vllm_v0_host); V1 and other engines
+    # have no such timing, so the field is refused there with the setting that reads it
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({**SCN, "infer": {"engine": "vllm", "python_version": "3.9"}})
+    assert "python_version" in str(err.value) and "vllm_v0" in str(err.value)
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({**SCN, "infer": {"engine": "sglang", "python_version": "3.9"}})
+    assert "engine: vllm" in str(err.value)
+    scenario_from_dict({**SCN, "infer": {"engine": "vllm", "vllm_v0": True, "python_version": "3.9"}})

@@ -629,6 +629,8 @@ _ENGINE_FIELDS = (
     ("transformers_version", lambda v: v != "unknown", "hf", "is the transformers release engine hf runs",
      "code"),
     ("llamacpp_build", lambda v: v is not None, "llama.cpp", "is llama.cpp's build number", "version"),
+    ("python_version", lambda v: v is not None, "vllm", "is the CPython vLLM V0's host work was timed under",
+     "host timing"),
 )
 
 
@@ -779,6 +781,13 @@ class Infer(_Strict):
             if is_set(getattr(self, field)) and self.engine != engine:
                 raise ValueError(f"{field} {what}; engine {self.engine!r} has its own {own}: set infer.engine: "
                                  f"{engine}, or leave {field} out")
+        return self
+
+    @model_validator(mode="after")
+    def _python_version_needs_v0(self):
+        if self.python_version is not None and not self.vllm_v0:
+            raise ValueError(f"python_version {self.python_version} selects vLLM V0's host timing under that CPython; "
+                             "vLLM V1 (the default) has its own: set infer.vllm_v0: true, or leave python_version out")
         return self
 
     @model_validator(mode="after")
