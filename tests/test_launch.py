@@ -642,3 +642,16 @@ def test_fsdp2_script_resumes_from_its_checkpoint(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stdout and "step-2" in r.stdout
     assert "step 3/3 loss" in r.stdout and "step 1/3" not in r.stdout
+
+
+def test_megatron_moe_permute_fusion_and_router_dtype_flags():
+    """train.moe_permute_fusion (default true) -> --moe-permute-fusion on the all-to-all dispatcher (Megatron-LM
+    arguments.py: off unless given); train.moe_router_dtype fp64 -> --moe-router-dtype fp64; "model" writes none."""
+    s, est = scen("train8b")
+    base = s.replace(model="qwen3-30b-a3b", framework="megatron", parallel={"tp": 1, "pp": 1, "vpp": 1, "ep": 8})
+    for fused, dtype in ((True, "model"), (False, "fp64")):
+        scn = base.replace(train={"moe_permute_fusion": fused, "moe_router_dtype": dtype})
+        text = launch_files(scn, "megatron", estimate=est)["train_megatron.sh"]
+        ns = _parse("megatron", _command(text, "torchrun"), positional=5)
+        assert bool(ns.moe_permute_fusion) is fused
+        assert ns.moe_router_dtype == (None if dtype == "model" else dtype)

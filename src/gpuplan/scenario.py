@@ -364,6 +364,17 @@ class Train(_Strict):
         "it); false = Megatron-Core's own default, the activation as separate torch ops (chunk, silu, multiply, and "
         "in the backward the products and the cat of the two halves' gradients), as NeMo RL 0.3 ran its Qwen models "
         "(docs/posttrain.md, *Megatron's own bf16 rate, published*)"))
+    moe_permute_fusion: bool = Field(True, description=(
+        "framework megatron, MoE, all-to-all dispatcher: the token permutations run as Transformer Engine's fused "
+        "kernels (TransformerConfig.moe_permute_fusion true, Megatron-Bridge's and NeMo's Qwen3 MoE providers); "
+        "false = the torch ops (masked_select, index_select, split/cat, scatter_add_), as NeMo RL v0.4's "
+        "grpo_math_1B.yaml sets it: more host calls a MoE layer (docs/speed.md §2.16)"))
+    moe_router_dtype: Literal["model", "fp32", "fp64"] = Field("model", description=(
+        "framework megatron, MoE: the dtype Megatron's router computes its gating GEMM, softmax/top-k and routing "
+        "probabilities in (TransformerConfig.moe_router_dtype: None = the activations' dtype, 'fp32', 'fp64'; NeMo "
+        "RL's GRPO configs set fp64, examples/configs/grpo_math_1B_megatron.yaml at v0.3.0 and grpo_math_1B.yaml at "
+        "v0.4.0). Priced: the casts around the router GEMM and, with activation_fusion false, the experts' "
+        "probability weighting in that dtype (docs/speed.md §2.16)"))
     optimizer: Optimizer = "adamw"
     optimizer_impl: Literal["foreach", "fused"] = "foreach"
     galore_rank: int = _num(128, "galore: rank of the projected gradient (transformers' default 128)", lo=1, hi=65_536)
@@ -976,6 +987,13 @@ class Scenario(_Strict):
             _check_grad_reduce(self)
             _check_master_remainders(self)
             _check_activation_fusion(self)
+            if not self.train.moe_permute_fusion and self.framework != "megatron":
+                raise ValueError("train.moe_permute_fusion = false is Megatron's moe_permute_fusion off, but framework "
+                                 f"is {self.framework}; set framework: megatron, or remove moe_permute_fusion")
+            if self.train.moe_router_dtype != "model" and self.framework != "megatron":
+                raise ValueError(f"train.moe_router_dtype = {self.train.moe_router_dtype} is Megatron's "
+                                 f"TransformerConfig.moe_router_dtype, but framework is {self.framework}; set "
+                                 "framework: megatron, or remove moe_router_dtype")
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")

@@ -535,3 +535,49 @@ def measured_total_rows_half(d0: float) -> float:
     k, n = (np.array([float(r[c]) for r in table]) for c in ("k", "n"))
     log_rate = np.log([float(r["tflops_per_s"]) for r in table]) - np.log(k / (k + d0) * n / (n + d0))
     return _half_rows(m_tot, log_rate, 1e6)
+
+
+# Megatron's router dtype (TransformerConfig.moe_router_dtype; docs/speed.md §2.16). Bytes of the float formats.
+ROUTER_DTYPE_BYTES = {"fp32": 4, "fp64": 8}
+
+
+def router_cast_bytes_per_element(router_dtype: str, act_bytes: float, recompute_forward_share: float = 0.0) -> float:
+    """HBM bytes per element of the router's input (tokens of this rank x hidden), forward + backward, that a
+    router dtype above the activations' adds over the 16-bit router: `RouterGatingLinearFunction`
+    (megatron/core/transformer/moe/moe_utils.py L944-1002 at NVIDIA/Megatron-LM@76065f17, the Megatron-LM of NeMo
+    RL @06beed91 = v0.4's table), a = activation bytes, p = the router dtype's:
+      fp64  forward  `inp.to(router_dtype)` (read a, write p), then `torch.mm` reads the p-wide copy instead of
+            the a-wide input (p - a): 2p; backward `torch.mm(grad_output, weight.to(fp64))` writes the input
+            gradient in p (p - a), `.to(ctx.input_dtype)` (read p, write a), `inp.to(fp64)` for the weight
+            gradient (read a, write p) and its `torch.mm` reading that copy (p - a): 4p. 48 B at bf16.
+      fp32  forward  `te_general_gemm(weight, inp, fp32)` on the 16-bit operands: nothing; backward as fp64
+            (the TE GEMMs take the fp32 copies): 4p = 16 B.
+    A recomputed forward repeats its forward. The fp64 GEMMs' arithmetic (2·T·h·E FLOPs each, one forward and two
+    backward) is not priced: the GPU catalog carries no FP64 rate (H100 SXM: 67 TFLOP/s FP64 tensor, datasheet),
+    and at Qwen3-30B-A3B's T/tp = 1,800 tokens they are ~45 us a layer and micro-batch (docs/speed.md §2.16)."""
+    p = ROUTER_DTYPE_BYTES.get(router_dtype)
+    if p is None or p <= act_bytes:
+        return 0.0
+    fwd = 2.0 * p if router_dtype == "fp64" else 0.0
+    return fwd * (1.0 + recompute_forward_share) + 4.0 * p
+
+
+def unfused_probs_weighting_bytes_per_element(router_dtype: str, act_bytes: float,
+                                              recompute_forward_share: float = 0.0) -> float:
+    """HBM bytes per element of the expert width (f / etp), per routed row, of TEGroupedMLP's routing-probability
+    weighting when Megatron runs the gated activation unfused (bias_activation_fusion off): `intermediate_parallel =
+    intermediate_parallel * permuted_probs` then `.to(original_dtype)` (megatron/core/transformer/moe/experts.py
+    L809-811 at terrykong/Megatron-LM@2ff0f099, NeMo RL v0.3.0's pin). The product takes the probabilities' dtype
+    r = max(a, p) (PyTorch type promotion; p = a for the model-dtype router, whose softmax is `.type_as(logits)`):
+      forward   mul: read a, write r; the cast back (r != a): read r, write a
+      backward  the cast's backward (r != a): read a, write r; grad·probs: read r, write r, and the engine's cast
+                to the bf16 input (r != a): read r, write a; grad·input for the probs' gradient: read r + a,
+                write r, summed over the width: read r
+    bf16 16 B, fp32 46 B, fp64 82 B. The fused kernel (`weighted_bias_swiglu_impl`) weights inside the activation
+    region and adds nothing. A recomputed forward repeats its forward."""
+    a = float(act_bytes)
+    r = max(a, float(ROUTER_DTYPE_BYTES.get(router_dtype, a)))
+    cast = 1.0 if r != a else 0.0
+    fwd = (a + r) + cast * (r + a)
+    bwd = cast * (a + r) + 2 * r + cast * (r + a) + (2 * r + a) + r
+    return fwd * (1.0 + recompute_forward_share) + bwd

@@ -51,6 +51,21 @@ BACKWARD_SYNCS_PER_MOE_LAYER = 0
 # Flex (DeepEP / HybridEP): dispatch, combine, the routing-map/probs conversion and the host count read: 4.
 DISPATCH_EXTRA_OPS = {"alltoall": 9, "allgather": 9, "deepep": 4, "hybridep": 4}
 
+# `moe_permute_fusion` off (train.moe_permute_fusion false; NeMo RL v0.4's grpo_math_1B.yaml L111 @06beed91): the
+# all-to-all dispatcher's permutations as torch ops instead of Transformer Engine's fused ones (moe_utils.py `permute`,
+# `unpermute`, `sort_chunks_by_idxs` and token_dispatcher.py L566-760 at NVIDIA/Megatron-LM@76065f17, the pin of NeMo
+# RL @06beed91), Python-level device calls per MoE layer forward, each less the one fused call it replaces:
+#   permute with probs: routing_map.T.contiguous, arange, masked_select (indices), probs.T.contiguous,
+#     masked_select (probs), index_select (tokens) = 6 for 1 fused                                              +5
+#   sort by local expert after the dispatch (tokens and probs): split + cat, split + cat = 4 for 1               +3
+#   unsort before the combine: split + cat = 2 for 1                                                            +1
+#   unpermute (probs already applied in the experts): zeros, scatter_add_ = 2 for 1                             +1
+# = 10; and autograd-engine nodes per layer backward: TransposeBackward + CloneBackward + MaskedSelectBackward of
+# the probs, IndexSelectBackward of the tokens, Split/CatBackward of the three sorts (2 + 2 + 2) and
+# ScatterAddBackward = 11 for the 4 fused functions' backward: +7. (`masked_select` also synchronises the host
+# itself, at the layer's existing sync point, before the all-to-all: no extra segment is priced.)
+UNFUSED_PERMUTE_EXTRA_OPS = (10, 7)
+
 # Kernels Transformer Engine's GroupedLinear launches per local expert and forward, from C++ loops
 # (transformer_engine/pytorch/module/grouped_linear.py, _GroupedLinear.forward): one GEMM per split
 # (`general_grouped_gemm` -> per-expert cuBLAS on a stream pool, cublaslt_gemm.cu at NVIDIA/TransformerEngine@d0067d0d);

@@ -41,7 +41,8 @@ from .attention_kernels import (BACKWARD_FLOP_RATIO, attention_time, backward_fl
 from .layout import grad_accum_steps
 from .lora_targets import lora_params, lora_role, scenario_lora_targets
 from .datafiles import rows as data_rows
-from .moe import (attention_dp_exchange_bytes, dispatch_copies, gemm_input_bytes, dispatcher_sms, ep_rank_imbalance,
+from .moe import (router_cast_bytes_per_element, unfused_probs_weighting_bytes_per_element,
+                  attention_dp_exchange_bytes, dispatch_copies, gemm_input_bytes, dispatcher_sms, ep_rank_imbalance,
                   EXPERT_GLU_CLAMP_FORWARD_BYTES, expert_bias_passes_per_row, expert_glu_clamp_bytes_per_element,
                   fp8_pad_passes_per_row, fused_moe_pass_bytes, hybridep_bytes, hybridep_rates, measured_rows_half,
                   overlap_unpaired_share, overlapped_exposed, padded_rows_per_expert, permute_bytes,
@@ -725,7 +726,15 @@ def _grouped_mlp_bytes(c: _Train) -> float:
     # of the expert width (f / etp), in bf16 bytes scaled to the activation width
     clamp = (expert_glu_clamp_bytes_per_element(c.rc.linear_share) * (m.moe_intermediate_size or m.intermediate_size)
              / c.par.expert_tp * c.act_b / 2.0) if (m.traits.glu_clamp and m.gated_mlp) else 0.0
-    return (passes * m.hidden_size * c.act_b + clamp) * rows * _moe_layers_stage(c)
+    # the routing probabilities' weighting of an unfused gated activation, in the router's dtype (§2.16)
+    weight = (unfused_probs_weighting_bytes_per_element(getattr(c.tr, "moe_router_dtype", "model"), c.act_b,
+                                                        c.rc.linear_share)
+              * (m.moe_intermediate_size or m.intermediate_size) / c.par.expert_tp
+              if (m.gated_mlp and not bool(getattr(c.tr, "activation_fusion", True))) else 0.0)
+    # a router computing in fp32 / fp64: the casts around its gating GEMM, per token of this rank (§2.16)
+    cast = (router_cast_bytes_per_element(getattr(c.tr, "moe_router_dtype", "model"), c.act_b, c.rc.linear_share)
+            * m.hidden_size * c.tokens / c.par.tp * _moe_layers_stage(c))
+    return (passes * m.hidden_size * c.act_b + clamp + weight) * rows * _moe_layers_stage(c) + cast
 
 
 def _fusion_mode(c: _Train) -> str:
@@ -1211,6 +1220,10 @@ def _dropless_sync_exposure(c: _Train, t_compute_mb: float, t_mp: float, *, forw
     py_op, engine_op = op_seconds(decode_layer_s, speed, eager_op)
     launch = eager_op if eager_op is not None else BARE_OP_CPU_S / speed
     fwd_ops, bwd_ops = layer_ops(hf_ops_layer_kind(model, counted_kinds()))
+    if dispatcher == "alltoall" and not bool(getattr(tr, "moe_permute_fusion", True)):
+        # the permutations as torch ops (moe_permute_fusion off): more host calls a layer (moe_host.py, §2.16)
+        fwd_ops, bwd_ops = (fwd_ops + moe_host.UNFUSED_PERMUTE_EXTRA_OPS[0],
+                            bwd_ops + moe_host.UNFUSED_PERMUTE_EXTRA_OPS[1])
     local = model.num_experts / max(par.ep, 1)
     fp8 = c.mm_dtype == "fp8"
     h_f = moe_host.layer_forward_host_seconds(fwd_ops, dispatcher, local, fp8, py_op,

@@ -79,11 +79,18 @@ def model_args(plan: Plan) -> list[str]:
         dispatcher = plan.s.parallel.ep_dispatcher
         if dispatcher == "alltoall":
             args += ["--moe-token-dispatcher-type", "alltoall"]
+            if plan.s.train is None or plan.s.train.moe_permute_fusion:
+                # Transformer Engine's fused permutations, which the estimate times (train.moe_permute_fusion);
+                # Megatron-LM's --moe-permute-fusion is off unless given (arguments.py, core_v0.15.0 L3139)
+                args.append("--moe-permute-fusion")
             cf = plan.s.train.moe_capacity_factor if plan.s.train is not None else None
             if cf is not None:   # token-drop, each expert padded to its capacity (what the estimate timed)
                 args += ["--moe-expert-capacity-factor", f"{cf:g}",
                          "--moe-pad-expert-input-to-capacity"]
-        else:   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
+        if plan.s.train is not None and plan.s.train.moe_router_dtype != "model":
+            # train.moe_router_dtype: Megatron-LM's --moe-router-dtype {fp32,fp64} (arguments.py, core_v0.15.0 L3081)
+            args += ["--moe-router-dtype", plan.s.train.moe_router_dtype]
+        if dispatcher != "alltoall":   # the flex dispatcher over DeepEP/HybridEP (TransformerConfig fields, core_v0.19.0)
             args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
             sms = plan.s.parallel.ep_dispatcher_sms
             if sms is not None:   # the SMs the estimate gave the dispatcher (TransformerConfig moe_*_num_sms)
