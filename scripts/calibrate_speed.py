@@ -9,15 +9,13 @@ docs/validation-speed.md (fit and held-out residuals per row, median/P90/MAPE pe
 --check recomputes the residuals with the packaged factors without refitting or writing.
 
 Protocol (hold out whole sources or whole sub-populations; docs/speed.md §5):
-  training  fit:  llm-foundry A100-80GB table (MosaicML, 1600 Gb/s RoCE)
-            test: llm-foundry A100-40GB table (other SKU and memory bandwidth, 8-128 GPUs),
+  training  test: llm-foundry A100-80GB and A100-40GB tables (MosaicML, 1600 Gb/s RoCE; 8-128 GPUs),
                   Megatron-LM PTD-P (Narayanan et al. 2021; other framework, TP+PP, 32-3072 GPUs),
-                  Llama 3 405B (H100, TP8 PP16 CP) — Hopper factors are priors, never fitted here.
-  serving   fit:  TensorRT-LLM perf-overview rows of Llama-3.1-8B and Llama-3.3-70B (TP1) -- the label only since
-                  2026-12-04: no factor is fitted on them any more (below)
-            test: TensorRT-LLM rows of Llama-3.1-405B (TP4/TP8) and Qwen3-235B-A22B (DEP8: attention
-                  DP 8 + EP 8, as the source ran its MoE rows)
-            fit:  TensorRT-LLM Qwen3-30B-A3B (TP1): the label only (its grouped expert GEMM row constant is measured)
+                  Llama 3 405B (H100, TP8 PP16 CP): nothing is fitted on training rows (the GEMM, attention and
+                  element-wise rates are measured priors, stage 1; the A100-80GB table fitted them until 2026-12)
+  serving   test: every TensorRT-LLM perf-overview row (Llama-3.1-8B, Llama-3.3-70B, Llama-3.1-405B TP4/TP8,
+                  Qwen3-30B-A3B, Qwen3-235B-A22B as DEP8: attention DP 8 + EP 8, as the source ran its MoE rows):
+                  nothing is fitted on them since 2026-12-04 (below); the 8B/70B/30B rows were the fit rows before
             fit:  llama.cpp GPU-Benchmarks rows of Llama 3 8B on CUDA GPUs, and the CUDA llama-bench rows of
                   validation/gathered/llamacpp-bench.csv (llama.cpp PRs #4766, #4812 and #7302, #12183)
             test: its Llama 3 70B CUDA rows and its Apple generation rows
@@ -36,8 +34,7 @@ Fitted: llama.cpp's CUDA launch cost per layer, decode bandwidth and prompt-proc
 clock (stage 2), its Metal prompt-processing factors (stage 3). Every TensorRT-LLM factor is a measured prior, none is
 fitted (since 2026-12-04: the GEMM rates of MAMF and flashinfer, cuDNN's forward, DeepGEMM's grouped-GEMM curve, and
 the per-layer step cost counted from TensorRT-LLM's decoder layer at aiconfigurator's measured op floors,
-estimate/trtllm_kernels.py); its perf-overview rows keep their fit/test split so the tables stay comparable, but
-no factor is fitted on them. Never a per-row constant.
+estimate/trtllm_kernels.py), so all its perf-overview rows are held out. Never a per-row constant.
 """
 from __future__ import annotations
 
@@ -184,7 +181,7 @@ def train_rows(path: Path) -> list[Row]:
                 "framework": "hf"})
             gpu = get_gpu(TRAIN_GPU[r["gpu_type"]])
             meas = float(r["tokens_per_s_per_gpu"])
-            split = "fit" if r["gpu_type"] == "a100_80gb" else "test"
+            split = "test"     # held out: the training factors are measured priors (stage 1), none is fitted
             src = f"llm-foundry {r['gpu_type']}"
             rows.append(Row(rid, src, "train_tps", split, meas,
                             _train_pred(scn, model, gpu, ROCE_200),
@@ -301,7 +298,9 @@ def infer_rows(path: Path) -> list[Row]:
             model, gpu = get_model(mid), get_gpu(gid)
             # Qwen3-30B-A3B (one GPU, no EP) fits the grouped-expert-GEMM row constant only (step 5);
             # Qwen3-235B-A22B (EP8 + attention DP, other GPUs) stays held out
-            split = "fit" if mid in ("llama-3.1-8b", "llama-3.3-70b-instruct", "qwen3-30b-a3b") else "test"
+            # held out, every model: no factor is fitted on these rows (their last one, the per-layer step cost,
+            # is counted since 2026-12-04, docs/speed.md §3.33)
+            split = "test"
             # the row is one finite offline run of `reqs` fixed-length requests queued at once (the page's
             # $num_requests), priced as such (speed._Serving.offline_throughput), not as a steady state
             rows.append(Row(rid, "TensorRT-LLM perf-overview", "serve_throughput", split, float(r["value"]),
@@ -800,11 +799,9 @@ def write_doc(table, stats, P) -> None:
     DOC_OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def fit_all(trows: list[Row], irows: list[Row], reuse: dict | None = None) -> dict:
-    """Every fitted factor, stage by stage, from the rows whose split is "fit" (the protocol above). `reuse`: a
-    fit_all result whose TensorRT-LLM stages may stand for this one's (_reused_trtllm_stages)."""
-    P = fit_through_lcpp(irows)
-    P = (reuse is not None and _reused_trtllm_stages(irows, P, reuse)) or fit_trtllm_stages(irows, P)
+def fit_all(trows: list[Row], irows: list[Row]) -> dict:
+    """Every fitted factor, stage by stage, from the rows whose split is "fit" (the protocol above)."""
+    P = fit_trtllm_stages(irows, fit_through_lcpp(irows))
     P["provenance"] = {
         "script": "scripts/calibrate_speed.py",
         "fit_rows": sorted(r.id for r in trows + irows if r.split == "fit"),
@@ -880,27 +877,6 @@ def fit_trtllm_stages(irows: list[Row], P: dict) -> dict:
     return P
 
 
-def _trtllm_fit_rows(irows: list[Row]) -> list[Row]:
-    return [r for r in irows if r.split == "fit" and r.source.startswith("TensorRT")]
-
-
-def _reused_trtllm_stages(irows: list[Row], P_lcpp: dict, full: dict) -> dict | None:
-    """`full`'s TensorRT-LLM stages (4-5) for a fit whose llama.cpp stages gave P_lcpp, or None when they might
-    differ. Stages 4-5 fit the TensorRT-LLM rows alone, from priors that read stage 1 only; so when this fit has the
-    same TensorRT-LLM fit rows as `full` and each of them predicts the same under P_lcpp's llama.cpp factors as
-    under full's, their fit is full's. A leave-one-source-out fold that leaves out a llama.cpp or training source
-    is such a fit: it then skips the slow stages (about a minute a fold on two cores)."""
-    if {r.id for r in _trtllm_fit_rows(irows)} != set(full["provenance"]["fit_rows"]) & {
-            r.id for r in irows if r.source.startswith("TensorRT")}:
-        return None
-    P = json.loads(json.dumps(full))
-    for path, stage in FITTED:
-        if stage.startswith("llama.cpp"):
-            set_path(P, path, get_path(P_lcpp, path))
-    same = all(r.predict(P) == r.predict(full) for r in _trtllm_fit_rows(irows))
-    return P if same else None
-
-
 # every fitted factor (path in efficiency.json) and the rows it is fitted on (the stages of fit_all)
 FITTED = [(spec[0], "llama.cpp CUDA") for spec in LCPP_SPEC] + [
           (("engines", "llama.cpp", "family", "apple", "prefill_eta_scale"), "llama.cpp Metal"),
@@ -926,9 +902,8 @@ def leave_one_source_out(trows: list[Row], irows: list[Row], folds: dict | None 
     def without(rows: list[Row], key: str) -> list[Row]:
         return [Row(r.id, r.source, r.category, "excluded" if source_key(r.source) == key else r.split,
                     r.measured, r.predict, r.label) for r in rows]
-    full = fit_all(trows, irows)
     for key in sorted({source_key(r.source) for r in trows + irows}):
-        P = fit_all(without(trows, key), without(irows, key), reuse=full)
+        P = fit_all(without(trows, key), without(irows, key))
         if folds is not None:
             folds[key] = P
         for r in (r for r in trows + irows if source_key(r.source) == key):

@@ -42,38 +42,3 @@ def test_hopper_fp8_prior_is_a_fraction_and_follows_the_clock_model():
     fast_clock["power_flops_per_watt"]["hopper"] = P["power_flops_per_watt"]["hopper"] * 1.3   # a higher sustained clock
     # a faster modelled clock leaves less of the measured rate to the GEMM efficiency (or the same, at the cap)
     assert cs.hopper_fp8_prior(fast_clock) <= cs.hopper_fp8_prior(P)
-
-
-def _reuse_rows(trt_reads_lcpp: bool) -> list:
-    """One TensorRT-LLM fit row and one llama.cpp fit row, each predicting from one factor of its own stage; the
-    TensorRT-LLM row also reads a llama.cpp factor when `trt_reads_lcpp`."""
-    def trt(P):
-        extra = P["engines"]["llama.cpp"]["layer_overhead_s"] if trt_reads_lcpp else 0.0
-        return P["engines"]["trtllm"]["layer_overhead_s"] * 1e6 + extra
-    return [cs.Row("T1", "TensorRT-LLM perf-overview", "serve_throughput", "fit", 50.0, trt, "llama-3.1-8b"),
-            cs.Row("L1", "slaren", "tpot", "fit", 1.0, lambda P: P["engines"]["llama.cpp"]["layer_overhead_s"] * 1e4,
-                   "llama")]
-
-
-@pytest.mark.parametrize("reads", [False, True])
-def test_a_fold_reuses_the_tensorrt_stages_only_when_their_rows_cannot_see_the_llamacpp_factors(reads, monkeypatch):
-    # _reused_trtllm_stages may stand in for stages 4-5 (the slow ones) in a fold only when every TensorRT-LLM fit
-    # row predicts the same under the fold's llama.cpp factors: here the fold's llama.cpp factor differs from the full
-    # fit's, so a TensorRT-LLM row that reads it must force a real refit (None)
-    full = {"engines": {"llama.cpp": {"layer_overhead_s": 1e-4}, "trtllm": {"layer_overhead_s": 5e-5}},
-            "provenance": {"fit_rows": ["T1", "L1"]}}
-    fold = {"engines": {"llama.cpp": {"layer_overhead_s": 2e-4}, "trtllm": {"layer_overhead_s": 1e-6}}}
-    rows = _reuse_rows(reads)
-    paths = [(p, s) for p, s in cs.FITTED if p[:2] in (("engines", "llama.cpp"), ("engines", "trtllm"))
-             and p[-1] == "layer_overhead_s"]
-    monkeypatch.setattr(cs, "FITTED", paths)
-    got = cs._reused_trtllm_stages(rows, fold, full)
-    if reads:
-        assert got is None
-    else:
-        assert got["engines"]["trtllm"]["layer_overhead_s"] == 5e-5      # the full fit's TensorRT-LLM stage
-        assert got["engines"]["llama.cpp"]["layer_overhead_s"] == 2e-4   # the fold's own llama.cpp stage
-    # a fold that leaves out a TensorRT-LLM fit row never reuses
-    left = [cs.Row(r.id, r.source, r.category, "excluded" if r.id == "T1" else r.split, r.measured, r.predict, r.label)
-            for r in _reuse_rows(False)]
-    assert cs._reused_trtllm_stages(left, fold, full) is None
