@@ -442,7 +442,9 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"  {r['change']:44} {r['error']}")
             continue
-        lines.append(f"  {r['change']:44} step {r['step_time_s']:8.2f} s ({r['step_time_change']:+6.1%})  peak "
+        step = "       - s" if r["step_time_s"] is None else f"{r['step_time_s']:8.2f} s"
+        change = "      -" if r["step_time_change"] is None else f"{r['step_time_change']:+6.1%}"
+        lines.append(f"  {r['change']:44} step {step} ({change})  peak "
                      f"{r['peak_change_bytes'] / _G:+6.2f} GiB  bound by {r['bound_by']}")
     return "\n".join(lines)
 

@@ -1,0 +1,96 @@
+"""Regressions found by sweeping valid scenarios (every bundled model x task x engine x GPU) and invalid input
+through every surface: each case crashed, printed a non-JSON number, or answered differently by surface."""
+import json
+import math
+
+import pytest
+
+from gpuplan.api import estimate
+from gpuplan.cli import main
+
+
+def _strict_json(text: str):
+    """JSON as RFC 8259 has it: `Infinity` and `NaN` are refused (jq and JSON.parse refuse them too)."""
+    def refuse(token):
+        raise ValueError(f"non-JSON number {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _finite_everywhere(obj, path=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _finite_everywhere(v, f"{path}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _finite_everywhere(v, f"{path}[{i}]")
+    elif isinstance(obj, float):
+        assert math.isfinite(obj), path
+
+
+# --- TensorRT-LLM on an attention-free (Mamba) model: ZeroDivisionError (0 KV heads) -> an internal error -------
+
+@pytest.mark.parametrize("model", ["mamba-130m-hf", "mamba2-2.7b"])
+def test_trtllm_serves_attention_free_model(model):
+    est = estimate({"model": model, "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+                    "infer": {"engine": "trtllm", "prompt_len": 1024, "output_len": 256, "concurrency": 8}},
+                   allow_hub=False)
+    assert est.memory.fits
+    assert est.performance.tpot_s > 0 and est.performance.ttft_s > 0
+
+
+# --- GRPO whose rollout engine cannot run: step_time_s = inf, printed as `Infinity` / `inf days` / `+nan%` ------
+
+GRPO = {"model": "falcon-40b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"zero": 3},
+        "train": {"objective": "grpo", "method": "full", "micro_batch": 2,
+                  "rl": {"prompts_per_step": 16, "group_size": 4, "prompt_len": 256, "max_new_tokens": 256}}}
+# KV room for ~19k tokens at gpu_memory_utilization 0.22, but one response is 31k: the second branch
+GRPO_LONG = {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+             "parallel": {"zero": 3},
+             "train": {"objective": "grpo", "method": "full", "micro_batch": 2,
+                       "rl": {"prompts_per_step": 16, "group_size": 4, "prompt_len": 1024, "max_new_tokens": 30000,
+                              "gpu_memory_utilization": 0.22}}}
+
+
+@pytest.mark.parametrize("scn, why", [(GRPO, "no KV-cache room"), (GRPO_LONG, "cannot hold one response")])
+def test_rl_step_without_rollout_has_no_time(scn, why):
+    perf = estimate(scn, allow_hub=False).performance
+    assert perf.step_time_s is None and perf.tokens_per_s_per_gpu is None and perf.mfu is None
+    assert perf.details["phases_s"]["rollout"] is None
+    assert "rl_rollout" not in perf.breakdown
+    assert any(why in n for n in perf.notes)
+    assert not any("None tokens" in n or " inf" in n for n in perf.notes)
+    _finite_everywhere(estimate(scn, allow_hub=False).to_json())
+
+
+def test_rl_step_without_rollout_on_every_surface(tmp_path, capsys):
+    import yaml
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(GRPO))
+    assert main(["estimate", str(path), "--json"]) in (0, 1)
+    cli = _strict_json(capsys.readouterr().out)["result"]
+    assert cli["performance"]["step_time_s"] is None
+    main(["estimate", str(path)])
+    text = capsys.readouterr().out
+    assert "inf" not in text.replace("info", "")
+    for q in ("speed.mfu", "speed.tokens_per_s", "speed.step_time"):
+        assert main(["explain", str(path), q]) in (0, 1), q      # 1: the plan does not fit
+        out, err = capsys.readouterr()
+        assert "= -" in out and "internal error" not in err, q
+    main(["rl-plan", str(path), "--json"])
+    out = _strict_json(capsys.readouterr().out)
+    rows = out["result"]["whatif"] if "whatif" in out["result"] else out["result"]
+    assert "nan" not in json.dumps(rows).lower()
+    main(["rl-plan", str(path)])
+    text = capsys.readouterr().out
+    assert "nan%" not in text and "inf s" not in text
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/estimate", json=GRPO).json()
+    assert web["performance"] == cli["performance"]
+
+
+def test_cli_json_envelope_is_strict_json():
+    from gpuplan.cliargs import dumps
+    assert _strict_json(dumps({"a": math.inf, "b": [math.nan, 1.5], "c": (2.0, -math.inf)})) == \
+        {"a": None, "b": [None, 1.5], "c": [2.0, None]}
