@@ -94,3 +94,34 @@ def test_cli_json_envelope_is_strict_json():
     from gpuplan.cliargs import dumps
     assert _strict_json(dumps({"a": math.inf, "b": [math.nan, 1.5], "c": (2.0, -math.inf)})) == \
         {"a": None, "b": [None, 1.5], "c": [2.0, None]}
+
+
+# --- a misspelled scenario key or choice: the message listed no close match ('modle', 'seqlen', 'tensorrt-llm') ------
+
+@pytest.mark.parametrize("section, key, value, want", [
+    ("", "modle", "llama-3.1-8b", "model"),
+    ("train", "seqlen", 4096, "seq_len"),
+    ("infer", "promt_len", 100, "prompt_len"),
+    ("infer", "engine", "tensorrt-llm", "trtllm"),
+    ("infer", "engine", "llamacpp", "llama.cpp"),
+    ("train", "optimizer", "adamw8bit", "adamw-8bit"),
+    ("train", "method", "LoRA", "lora"),
+])
+def test_misspelled_field_or_choice_gets_close_matches(tmp_path, capsys, section, key, value, want):
+    import yaml
+    task = "infer" if section == "infer" else "finetune"
+    scn = {"model": "llama-3.1-8b", "task": task, "hardware": {"gpu": "h100-sxm"}}
+    (scn.setdefault(section, {}) if section else scn)[key] = value
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scn))
+    assert main(["estimate", str(path), "--json"]) == 2
+    err = _strict_json(capsys.readouterr().out)["error"]
+    assert want in err["close_matches"] and key in err["why"]
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/estimate", json=scn)
+        wrapped = c.post("/api/serving-curve", json={"scenario": scn}) if task == "infer" else None
+    assert web.status_code == 422 and want in web.json()["error"]["close_matches"]
+    if wrapped is not None:
+        assert wrapped.status_code == 422 and want in wrapped.json()["error"]["close_matches"]

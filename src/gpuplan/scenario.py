@@ -1293,6 +1293,49 @@ def _field_range(root: type[BaseModel], loc: tuple) -> str | None:
     return extra.get("range") if isinstance(extra, dict) else None
 
 
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at `loc` (its last part), or None where the path leaves the models."""
+    cls: Any = root
+    for part in loc[:-1]:
+        fields = getattr(cls, "model_fields", None) or {}
+        if part in fields:
+            cls = _model_in(fields[part].annotation)
+        elif str(part) in _LOC_NOISE or str(part).startswith(("function-", "constrained-", "literal", "union")):
+            continue
+        else:
+            return None
+        if cls is None:
+            return None
+    return cls
+
+
+def _plain(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def error_suggestions(e: dict[str, Any], root: type[BaseModel] | None) -> list[str]:
+    """Close matches for one pydantic error: the fields of the model a misspelled key sits in
+    ('seqlen' -> seq_len), or the choices of a closed set a misspelled value missed ('tensorrt-llm' ->
+    trtllm, 'adamw8bit' -> adamw-8bit). Case, dashes, dots and underscores are ignored first, then difflib."""
+    import re
+    from .errors import close_matches
+    loc, kind, given = tuple(e.get("loc", ())), e.get("type", ""), e.get("input")
+    if kind == "extra_forbidden" and root is not None and loc:
+        cls = _model_at(root, loc)
+        choices = list(getattr(cls, "model_fields", None) or {})
+        wrong = str(loc[-1])
+    elif kind in ("literal_error", "enum") and isinstance(given, str):
+        choices = re.findall(r"'([^']*)'", str((e.get("ctx") or {}).get("expected", "")))
+        wrong = given
+    else:
+        return []
+    same = [c for c in choices if _plain(c) == _plain(wrong)]
+    if same:
+        return same
+    by_plain = {_plain(c): c for c in choices}
+    return [by_plain[m] for m in close_matches(_plain(wrong), list(by_plain), n=3) if m in by_plain]
+
+
 def _loc_text(loc: tuple) -> str:
     keep = [str(x) for x in loc if not (str(x) in _LOC_NOISE or "[" in str(x) or str(x).startswith(("_", "function-",
                                         "constrained-", "literal", "union")))]
@@ -1304,6 +1347,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     """One paragraph from a pydantic error: each field, what is wrong, the allowed range, an excerpt."""
     root = root or Scenario
     lines: list[str] = []
+    nears: list[list[str]] = []
     for e in err.errors(include_url=False):
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
@@ -1323,8 +1367,14 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         line = f"'{loc}' {msg}{shown}" if loc != "(top level)" or e["type"] != "value_error" else msg
         if line not in lines:
             lines.append(line)
-    return InputError(what or f"scenario {source}", "; ".join(lines[:6]) + ".",
-                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.")
+            nears.append(error_suggestions(e, root))
+    lines, nears = lines[:6], nears[:6]
+    matches = [m for near in nears for m in near]
+    if len(lines) > 1:     # several fields: say which field each close match is for
+        lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
+    return InputError(what or f"scenario {source}", "; ".join(lines) + ".",
+                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.",
+                      list(dict.fromkeys(matches))[:5])
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:
