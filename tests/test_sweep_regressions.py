@@ -125,3 +125,31 @@ def test_misspelled_field_or_choice_gets_close_matches(tmp_path, capsys, section
     assert web.status_code == 422 and want in web.json()["error"]["close_matches"]
     if wrapped is not None:
         assert wrapped.status_code == 422 and want in wrapped.json()["error"]["close_matches"]
+
+
+# --- a weight format the engine cannot load was estimated as if it could (llama.cpp + fp8: 8.46 GiB, 6.55 ms/token),
+#     while `gpuplan launch` refused the same plan ----------------------------------------------------------------
+
+@pytest.mark.parametrize("engine, weights", [("llama.cpp", "fp8"), ("llama.cpp", "awq-int4"), ("llama.cpp", "nf4"),
+                                             ("llama.cpp", "int8"), ("trtllm", "gguf-q4_k_m"), ("trtllm", "nf4"),
+                                             ("hf", "gguf-q4_k_m")])
+def test_engine_refuses_a_weight_format_it_cannot_load(capsys, engine, weights):
+    argv = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--engine", engine, "--weights", weights]
+    assert main(["estimate", *argv, "--json"]) == 2
+    err = _strict_json(capsys.readouterr().out)["error"]
+    assert weights in err["what"] and engine in err["what"] and err["fix"]
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    scn = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+           "infer": {"engine": engine, "weights": weights}}
+    with TestClient(create_app(isolation="thread")) as c:
+        assert c.post("/api/estimate", json=scn).status_code == 400
+
+
+@pytest.mark.parametrize("engine, weights", [("llama.cpp", "gguf-q4_k_m"), ("llama.cpp", "bf16"), ("vllm", "gguf-q4_k_m"),
+                                             ("sglang", "gguf-q4_k_m"), ("trtllm", "awq-int4"), ("hf", "nf4"),
+                                             ("vllm", "nf4")])
+def test_engine_keeps_the_weight_formats_it_loads(engine, weights):
+    est = estimate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+                    "infer": {"engine": engine, "weights": weights}}, allow_hub=False)
+    assert est.performance.tpot_s > 0

@@ -314,9 +314,47 @@ def _pair_rules(scn: Any, model: Any) -> None:
                          "input).", "remove train.pair_concat (the pair then goes in the batch).")
 
 
+# weight-format families (dtypes.WeightFormat.family) a serving engine cannot load at all, with why and the fix:
+#  - llama.cpp runs GGUF files, whose tensor types are ggml's (ggml-org/llama.cpp@004eaba ggml/include/ggml.h
+#    enum ggml_type: F32/F16/BF16, Q4_0..Q8_0, K- and IQ-quants, MXFP4): no FP8, no AWQ/GPTQ/bitsandbytes/INT8
+#    checkpoint; its 8- and 4-bit equivalents are Q8_0 and the Q4_K mixes (launch/llamacpp.py writes GGUF only)
+#  - TensorRT-LLM loads FP8, FP4 and AWQ/GPTQ checkpoints (NVIDIA/TensorRT-LLM@09d4c79
+#    docs/source/features/quantization.md: FP4, FP8 per-tensor/block/rowwise, W4A16/W4A8 GPTQ and AWQ): no GGUF
+#    file and no bitsandbytes NF4
+#  - transformers (engine hf) loads a GGUF file by dequantizing it ("When loading a model, we first dequantize it
+#    to fp32", huggingface/transformers v4.49.0 docs/source/en/gguf.md), so its weights are not held as GGUF blocks
+ENGINE_REFUSED_WEIGHTS: dict[str, dict[str, tuple[str, str]]] = {
+    "llama.cpp": {fam: ("llama.cpp loads GGUF files, whose tensor types (ggml_type) hold no " + what,
+                        "use a gguf-* format (gguf-q8_0 for 8 bits, gguf-q4_k_m for 4), or engine vllm or sglang")
+                  for fam, what in (("fp8", "FP8"), ("int", "LLM.int8/W8A8 INT8"), ("gptq", "GPTQ"),
+                                    ("awq", "AWQ"), ("nf4", "bitsandbytes NF4"))},
+    "trtllm": {"gguf": ("TensorRT-LLM loads FP8, FP4, AWQ and GPTQ checkpoints, not GGUF files",
+                        "use engine llama.cpp (or vllm/sglang, which load GGUF), or weights fp8 / awq-int4"),
+               "nf4": ("TensorRT-LLM has no bitsandbytes NF4 kernels (it loads FP8, FP4, AWQ and GPTQ checkpoints)",
+                       "use weights awq-int4 or gptq-int4, or engine vllm or sglang")},
+    "hf": {"gguf": ("transformers dequantizes a GGUF file when it loads it (to fp32, then the model dtype), so "
+                    "the weights are not held as GGUF blocks",
+                    "use weights bf16 (what transformers holds), or engine llama.cpp for the GGUF file")},
+}
+
+
+def _engine_weight_rules(scn: Any) -> None:
+    """A weight format the serving engine cannot load is refused (it used to be estimated as if it could)."""
+    from .dtypes import weight_format
+    inf = getattr(scn, "infer", None)
+    if inf is None or scn.is_training:
+        return
+    fmt = weight_format(inf.weights)
+    refused = ENGINE_REFUSED_WEIGHTS.get(inf.engine, {}).get(fmt.family)
+    if refused:
+        why, fix = refused
+        raise InputError(f"infer.weights = {inf.weights} with engine {inf.engine}", why + ".", fix + ".")
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _pair_rules(scn, model)
+    _engine_weight_rules(scn)
     _encdec_rules(scn, model)
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
