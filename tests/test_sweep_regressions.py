@@ -153,3 +153,25 @@ def test_engine_keeps_the_weight_formats_it_loads(engine, weights):
     est = estimate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
                     "infer": {"engine": engine, "weights": weights}}, allow_hub=False)
     assert est.performance.tpot_s > 0
+
+
+# --- disaggregation on too few GPUs: `serve` refused it, `estimate` and the web answered with colocated figures ------
+
+def test_disaggregation_on_too_few_gpus_is_refused_everywhere(tmp_path, capsys):
+    import yaml
+    scn = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 2},
+           "infer": {"load": {"rate_per_s": 1, "disaggregation": {"prefill_instances": 2, "decode_instances": 2}}}}
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(scn))
+    whys = []
+    for cmd in ("estimate", "serve", "memory"):
+        assert main([cmd, str(path), "--json"]) == 2, cmd
+        err = _strict_json(capsys.readouterr().out)["error"]
+        whys.append(err["why"])
+        assert err["what"] == "infer.load.disaggregation" and "need 4 GPUs" in err["why"]
+    assert len(set(whys)) == 1
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        r = c.post("/api/estimate", json=scn)
+    assert r.status_code == 400 and r.json()["error"]["why"] == whys[0]

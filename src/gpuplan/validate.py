@@ -351,10 +351,39 @@ def _engine_weight_rules(scn: Any) -> None:
         raise InputError(f"infer.weights = {inf.weights} with engine {inf.engine}", why + ".", fix + ".")
 
 
+def disaggregation_rules(scn: Any, model: Any) -> None:
+    """infer.load.disaggregation that cannot run: refused when the scenario is resolved, so `estimate`, the web API
+    and the search refuse what `serve` refuses (they used to answer it with the colocated figures). One instance is
+    one copy of the model: tp x pp GPUs, times the attention data-parallel ranks when experts are spread over
+    data-parallel ranks (estimate/speed.py _Serving.group_gpus)."""
+    inf = getattr(scn, "infer", None)
+    load = getattr(inf, "load", None) if inf is not None and not scn.is_training else None
+    dg = getattr(load, "disaggregation", None)
+    if dg is None:
+        return
+    n, m = dg.prefill_instances, dg.decode_instances
+    if load.arrival == "closed":
+        raise InputError("infer.load.disaggregation", "needs open-loop or offline arrivals, not a closed loop.",
+                         "use arrival poisson, gamma, offline or trace.")
+    par = scn.parallel
+    ep = par.ep if (model.is_moe and par.ep > 1) else 1
+    adp = min(scn.dp, ep) if ep > 1 else 1
+    if adp > 1:
+        raise InputError("infer.load.disaggregation", "is not modelled with attention data parallelism (ep over "
+                         "data-parallel ranks).", "drop one of them.")
+    group = par.tp * par.pp
+    gpus = (n + m) * group
+    if scn.hardware.count < gpus:
+        raise InputError("infer.load.disaggregation", f"{n} prefill + {m} decode instances of {group} "
+                         f"GPU(s) need {gpus} GPUs; hardware.count is {scn.hardware.count}.",
+                         f"set hardware.count to at least {gpus} or use fewer instances.")
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _pair_rules(scn, model)
     _engine_weight_rules(scn)
+    disaggregation_rules(scn, model)
     _encdec_rules(scn, model)
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
