@@ -175,3 +175,24 @@ def test_disaggregation_on_too_few_gpus_is_refused_everywhere(tmp_path, capsys):
     with TestClient(create_app(isolation="thread")) as c:
         r = c.post("/api/estimate", json=scn)
     assert r.status_code == 400 and r.json()["error"]["why"] == whys[0]
+
+
+# --- `count: yes` (a YAML boolean) was read as 1 GPU: pydantic's lax mode turns true/false into 1/0 -------------------
+
+@pytest.mark.parametrize("section, key, value", [("hardware", "count", True), ("train", "seq_len", True),
+                                                 ("train", "micro_batch", False), ("train", "tokens", True)])
+def test_boolean_for_a_number_is_refused(tmp_path, capsys, section, key, value):
+    import yaml
+    scn = {"model": "llama-3.1-8b", "task": "train", "hardware": {"gpu": "h100-sxm"}}
+    scn.setdefault(section, {})[key] = value
+    path = tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump(scn))
+    assert main(["estimate", str(path), "--json"]) == 2
+    err = _strict_json(capsys.readouterr().out)["error"]
+    assert f"'{section}.{key}' is a number" in err["why"]
+
+
+def test_booleans_stay_booleans():
+    est = estimate({"model": "qwen2.5-0.5b", "task": "train", "hardware": {"gpu": "h100-sxm"},
+                    "train": {"seq_len": 1024, "compile": True, "master_weights": False}}, allow_hub=False)
+    assert est.scenario.train.compile is True and est.scenario.train.master_weights is False

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag,
-                      ValidationError, create_model, model_validator)
+                      ValidationError, ValidationInfo, create_model, field_validator, model_validator)
 
 from .errors import InputError
 from .inputs import excerpt, read_mapping_file, short_path
@@ -59,8 +59,34 @@ TOOL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _number_only(annotation: Any) -> bool:
+    """A field that takes numbers and no boolean (int, float, Optional[int], ...)."""
+    kinds: set[Any] = set()
+
+    def walk(tp: Any) -> None:
+        args = get_args(tp)
+        if args and getattr(tp, "__origin__", None) is not Literal:
+            for a in args:
+                walk(a)
+        else:
+            kinds.add(tp)
+    walk(annotation)
+    return bool(kinds & {int, float}) and not (kinds - {int, float, type(None)})
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1 and false as 0 for a number: `count: yes` in YAML became one GPU
+        if isinstance(value, bool):
+            field = cls.model_fields.get(info.field_name or "")
+            if field is not None and _number_only(field.annotation):
+                raise ValueError(f"is a number, not {str(value).lower()} (YAML reads yes/no/on/off/true/false as a "
+                                 "boolean); write the number")
+        return value
 
 
 def _fmt(x: float) -> str:
