@@ -196,3 +196,13 @@ def test_booleans_stay_booleans():
     est = estimate({"model": "qwen2.5-0.5b", "task": "train", "hardware": {"gpu": "h100-sxm"},
                     "train": {"seq_len": 1024, "compile": True, "master_weights": False}}, allow_hub=False)
     assert est.scenario.train.compile is True and est.scenario.train.master_weights is False
+
+
+# --- QLoRA with precision fp8 was estimated as bf16 while reporting an FP8 recipe (a silent guess) ------------------------
+
+def test_qlora_with_fp8_precision_is_refused(capsys):
+    argv = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "finetune", "--method", "qlora",
+            "--precision", "fp8", "--json"]
+    assert main(argv) == 2
+    err = _strict_json(capsys.readouterr().out)["error"]
+    assert "fp8" in err["why"] and "qlora" in err["why"] and "bf16" in err["why"]

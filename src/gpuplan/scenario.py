@@ -500,6 +500,12 @@ class Train(_Strict):
         if self.optimizer == "galore" and self.method != "full":
             raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
                              "the adapters train (use method: full with galore, or adamw for LoRA)")
+        if self.method == "qlora" and self.precision == "fp8":
+            # it was estimated as bf16 while reporting an FP8 recipe: a silent guess
+            raise ValueError("train.precision fp8 with method qlora: every matmul of the 4-bit base runs in a 16-bit "
+                             "compute dtype (bitsandbytes Linear4bit.forward casts its input to bnb_4bit_compute_dtype "
+                             "and matmul_4bit dequantizes the weight to it; torchao's NF4 linear dequantizes to bf16), "
+                             "so nothing runs in FP8 (use precision bf16 with qlora, or method lora/full for FP8)")
         return self
 
     @model_validator(mode="after")
