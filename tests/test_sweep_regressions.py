@@ -38,7 +38,8 @@ def test_trtllm_serves_attention_free_model(model):
     assert est.performance.tpot_s > 0 and est.performance.ttft_s > 0
 
 
-# --- GRPO whose rollout engine cannot run: step_time_s = inf, printed as `Infinity` / `inf days` / `+nan%` ------
+# --- GRPO whose rollout engine cannot run: step_time_s = inf, printed as `Infinity` / `inf days` / `+nan%`, memory
+#     "fits" (vLLM stops at start-up: no KV cache after the weights, or less than one response's worth) ---------------
 
 GRPO = {"model": "falcon-40b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"zero": 3},
         "train": {"objective": "grpo", "method": "full", "micro_batch": 2,
@@ -49,45 +50,58 @@ GRPO_LONG = {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h10
              "train": {"objective": "grpo", "method": "full", "micro_batch": 2,
                        "rl": {"prompts_per_step": 16, "group_size": 4, "prompt_len": 1024, "max_new_tokens": 30000,
                               "gpu_memory_utilization": 0.22}}}
+# the training side fits (91 of 95 GiB), the engine's half of the GPU holds only its weights: memory said "fits"
+GRPO_FITS = {"model": "mistral-small-3.2-24b-instruct-2506", "task": "finetune",
+             "hardware": {"gpu": "tpu-v5p", "count": 8}, "parallel": {"zero": 3},
+             "train": {"objective": "grpo", "method": "full", "micro_batch": 2,
+                       "rl": {"prompts_per_step": 16, "group_size": 4, "prompt_len": 256, "max_new_tokens": 256}}}
 
 
-@pytest.mark.parametrize("scn, why", [(GRPO, "no KV-cache room"), (GRPO_LONG, "cannot hold one response")])
-def test_rl_step_without_rollout_has_no_time(scn, why):
-    perf = estimate(scn, allow_hub=False).performance
+@pytest.mark.parametrize("scn, why", [(GRPO, "no KV cache is left"), (GRPO_LONG, "less than one response"),
+                                      (GRPO_FITS, "no KV cache is left")])
+def test_rl_rollout_engine_that_cannot_start_is_refused(scn, why):
+    from gpuplan.errors import InputError
+    with pytest.raises(InputError) as e:
+        estimate(scn, allow_hub=False)
+    assert e.value.what.startswith("train.rl.gpu_memory_utilization") and why in e.value.why
+    assert "rollout_tp" in e.value.fix
+
+
+@pytest.mark.parametrize("scn", [GRPO, GRPO_LONG])
+def test_rl_step_without_rollout_has_no_time(scn):
+    # rl_performance on its own (the pipeline refuses first): no step time, never inf
+    from gpuplan.estimate.rl import rl_performance
+    from gpuplan.pipeline import resolve
+    r = resolve(scn, allow_hub=False)
+    perf = rl_performance(r.scenario, r.model, r.gpu)
     assert perf.step_time_s is None and perf.tokens_per_s_per_gpu is None and perf.mfu is None
-    assert perf.details["phases_s"]["rollout"] is None
-    assert "rl_rollout" not in perf.breakdown
-    assert any(why in n for n in perf.notes)
+    assert perf.details["phases_s"]["rollout"] is None and "rl_rollout" not in perf.breakdown
     assert not any("None tokens" in n or " inf" in n for n in perf.notes)
-    _finite_everywhere(estimate(scn, allow_hub=False).to_json())
+    _finite_everywhere(perf.to_json())
 
 
-def test_rl_step_without_rollout_on_every_surface(tmp_path, capsys):
+def test_rl_rollout_refusal_on_every_surface(tmp_path, capsys):
     import yaml
     path = tmp_path / "grpo.yaml"
     path.write_text(yaml.safe_dump(GRPO))
-    assert main(["estimate", str(path), "--json"]) in (0, 1)
-    cli = _strict_json(capsys.readouterr().out)["result"]
-    assert cli["performance"]["step_time_s"] is None
-    main(["estimate", str(path)])
-    text = capsys.readouterr().out
-    assert "inf" not in text.replace("info", "")
-    for q in ("speed.mfu", "speed.tokens_per_s", "speed.step_time"):
-        assert main(["explain", str(path), q]) in (0, 1), q      # 1: the plan does not fit
-        out, err = capsys.readouterr()
-        assert "= -" in out and "internal error" not in err, q
+    whys = set()
+    for cmd in (["estimate"], ["memory"], ["explain", "speed.mfu"]):
+        argv = [cmd[0], str(path), *cmd[1:], "--json"]
+        assert main(argv) == 2, cmd
+        whys.add(_strict_json(capsys.readouterr().out)["error"]["why"])
+    assert len(whys) == 1
+    # rl-plan still searches the placements (a larger rollout_tp may start) and prices the knobs
     main(["rl-plan", str(path), "--json"])
-    out = _strict_json(capsys.readouterr().out)
-    rows = out["result"]["whatif"] if "whatif" in out["result"] else out["result"]
-    assert "nan" not in json.dumps(rows).lower()
+    out = _strict_json(capsys.readouterr().out)["result"]
+    assert "error" in out["whatif"][0] and "nan" not in json.dumps(out).lower()
     main(["rl-plan", str(path)])
     text = capsys.readouterr().out
     assert "nan%" not in text and "inf s" not in text
     from fastapi.testclient import TestClient
     from gpuplan.web import create_app
     with TestClient(create_app(isolation="thread")) as c:
-        web = c.post("/api/estimate", json=GRPO).json()
-    assert web["performance"] == cli["performance"]
+        web = c.post("/api/estimate", json=GRPO)
+    assert web.status_code == 400 and web.json()["error"]["why"] in whys
 
 
 def test_cli_json_envelope_is_strict_json():

@@ -373,12 +373,45 @@ def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[Memo
     return mem, {"weights": weights, "kv_cache": pool, "temporary": rest}
 
 
+def _check_rollout_kv(scn: Scenario, model: ModelSpec, capacity: int, engine_mem: MemoryEstimate,
+                      engine: Mapping[str, float]) -> None:
+    """The rollout engine must hold one whole response in its KV cache, or it stops at start-up: vLLM V1
+    `check_enough_kv_cache_memory` raises "No available memory for the cache blocks" when nothing is left after the
+    weights and profile run, and "To serve at least one request with the model's max seq len ..." when max_model_len
+    (verl and TRL set it to prompt + response length) does not fit (vllm-project/vllm@001cabc
+    vllm/v1/core/kv_cache_utils.py); SGLang likewise refuses an empty KV pool ("Not enough memory. Please try to
+    increase --mem-fraction-static"). It used to be estimated with an infinite (or missing) step time and memory
+    that "fits". An attention-free model keeps no KV cache and is not checked (vLLM skips it too)."""
+    from ..errors import InputError
+    if not model.kv_cache_bytes_per_token(2.0):
+        return
+    rl = scn.train.rl
+    need = rl.prompt_len + rl.max_new_tokens
+    have = int(engine_mem.limits.get("kv_tokens") or 0)
+    if have >= need:
+        return
+    gib = 2.0 ** 30
+    share = f"{rl.gpu_memory_utilization} of each GPU ({capacity * rl.gpu_memory_utilization / gib:.1f} GiB)"
+    if have <= 0:
+        why = (f"gives the {rl.engine} rollout engine {share}, which its weights ({engine['weights'] / gib:.1f} GiB per "
+               f"GPU at rollout_tp={rl.rollout_tp}) and start-up workspace fill: no KV cache is left, and the engine "
+               "stops at start-up (vLLM: 'No available memory for the cache blocks').")
+    else:
+        why = (f"gives the {rl.engine} rollout engine {share}: KV room for {have:,} tokens, less than one response of "
+               f"rl.prompt_len + rl.max_new_tokens = {need:,} tokens; the engine stops at start-up (vLLM: 'To serve "
+               "at least one request with the model's max seq len ...').")
+    raise InputError(f"train.rl.gpu_memory_utilization = {rl.gpu_memory_utilization}", why,
+                     "raise train.rl.gpu_memory_utilization, spread the engine's weights with a larger rl.rollout_tp, "
+                     "or shorten rl.max_new_tokens.")
+
+
 def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
     placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
     from .memory import _finish
     train = training_scenario(scn)
-    engine_mem, _ = _engine_memory(scn, model, capacity_bytes)
+    engine_mem, engine_split = _engine_memory(scn, model, capacity_bytes)
+    _check_rollout_kv(scn, model, capacity_bytes, engine_mem, engine_split)
     best: MemoryEstimate | None = None
     for stage in stages(train.parallel.pp):
         phases, notes, cpu, engine = rl_stage_phases(scn, model, capacity_bytes, stage)

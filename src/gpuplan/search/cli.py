@@ -444,8 +444,9 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
             continue
         step = "       - s" if r["step_time_s"] is None else f"{r['step_time_s']:8.2f} s"
         change = "      -" if r["step_time_change"] is None else f"{r['step_time_change']:+6.1%}"
-        lines.append(f"  {r['change']:44} step {step} ({change})  peak "
-                     f"{r['peak_change_bytes'] / _G:+6.2f} GiB  bound by {r['bound_by']}")
+        peak = ("peak " + f"{r['peak_change_bytes'] / _G:+6.2f} GiB" if r["peak_change_bytes"] is not None
+                else f"peak {r['peak_bytes_per_gpu'] / _G:6.2f} GiB")
+        lines.append(f"  {r['change']:44} step {step} ({change})  {peak}  bound by {r['bound_by']}")
     return "\n".join(lines)
 
 
