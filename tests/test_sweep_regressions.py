@@ -220,3 +220,15 @@ def test_qlora_with_fp8_precision_is_refused(capsys):
     assert main(argv) == 2
     err = _strict_json(capsys.readouterr().out)["error"]
     assert "fp8" in err["why"] and "qlora" in err["why"] and "bf16" in err["why"]
+
+
+# --- launch refusals ended mid-sentence: "Fix: use bf16, or" (no engine named), "..., or Engines that can: ..." -----
+
+def test_launch_refusal_fix_reads_as_a_sentence(capsys):
+    base = ["launch", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--no-estimate", "--json"]
+    assert main([*base, "--engine", "axolotl", "--task", "finetune", "--precision", "fp8"]) == 2
+    fix = _strict_json(capsys.readouterr().out)["error"]["fix"]
+    assert fix == "use bf16."
+    assert main([*base, "--engine", "llama.cpp", "--task", "infer", "--weights", "awq-int4"]) == 2
+    fix = _strict_json(capsys.readouterr().out)["error"]["fix"]
+    assert fix.startswith("use a gguf-* weight format, or use an engine that can: vllm")
