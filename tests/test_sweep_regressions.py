@@ -232,3 +232,22 @@ def test_launch_refusal_fix_reads_as_a_sentence(capsys):
     assert main([*base, "--engine", "llama.cpp", "--task", "infer", "--weights", "awq-int4"]) == 2
     fix = _strict_json(capsys.readouterr().out)["error"]["fix"]
     assert fix.startswith("use a gguf-* weight format, or use an engine that can: vllm")
+
+
+# --- a config with only model_type was estimated as LlamaConfig's defaults (6.74B) without a word ----------------------
+
+def test_config_that_leaves_the_size_to_defaults_says_so(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama"}))
+    assert main(["estimate", "--model", str(path), "--gpu", "h100-sxm", "--task", "infer", "--json"]) == 0
+    warnings = _strict_json(capsys.readouterr().out)["result"]["warnings"]
+    assert any("gives no hidden size, no layer count, no vocabulary size" in w and "4,096" in w for w in warnings)
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/estimate", json={"model": {"model_type": "llama"}, "task": "infer",
+                                            "hardware": {"gpu": "h100-sxm"}}).json()
+    assert web["warnings"] == warnings
+    # a whole config, and a bundled name, say nothing
+    full = estimate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"}}, allow_hub=False)
+    assert not any("gives no" in w for w in full.warnings)
