@@ -251,3 +251,15 @@ def test_config_that_leaves_the_size_to_defaults_says_so(tmp_path, capsys):
     # a whole config, and a bundled name, say nothing
     full = estimate({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"}}, allow_hub=False)
     assert not any("gives no" in w for w in full.warnings)
+
+
+# --- `gpuplan estimate --model gpt2 --task infer` was refused for "infer.prompt_len + output_len = 1,280", lengths
+#     the user never typed (the defaults 1,024 + 256); a refused default now says it is one -------------------------------
+
+def test_refused_default_serving_length_says_it_is_a_default(capsys):
+    argv = ["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--task", "infer", "--json"]
+    assert main(argv) == 2
+    what = _strict_json(capsys.readouterr().out)["error"]["what"]
+    assert what == "infer.prompt_len + output_len (prompt_len 1,024 and output_len 256 by default) = 1,280"
+    assert main([*argv, "--prompt-len", "900", "--output-len", "300"]) == 2
+    assert _strict_json(capsys.readouterr().out)["error"]["what"] == "infer.prompt_len + output_len = 1,200"

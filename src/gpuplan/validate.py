@@ -85,7 +85,18 @@ def _length(scn: Any, model: Any = None) -> tuple[str, int]:
             ("infer.output_len", inf.output_len)
     if inf.max_model_len and inf.max_model_len > total:
         return "infer.max_model_len", inf.max_model_len
-    return "infer.prompt_len + output_len", total
+    return "infer.prompt_len + output_len" + _defaulted(inf.model_fields_set), total
+
+
+def _defaulted(given: Any) -> str:
+    """' (defaults 1,024 + 256)'-style tag when prompt_len or output_len was not given: a refused length the user
+    never wrote says so (as train.seq_len (default) does)."""
+    from .scenario import Infer
+    unset = [f for f in ("prompt_len", "output_len") if f not in given]
+    if not unset:
+        return ""
+    base = Infer()
+    return " (" + " and ".join(f"{f} {getattr(base, f):,}" for f in unset) + " by default)"
 
 
 def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool,
@@ -148,7 +159,7 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
     inf = {**Infer().model_dump(), **(data.get("infer") or {})}
     total = inf["prompt_len"] + inf["output_len"]
     what, tokens = ("infer.max_model_len", inf["max_model_len"]) if (inf["max_model_len"] or 0) > total else \
-        ("infer.prompt_len + output_len", total)
+        ("infer.prompt_len + output_len" + _defaulted(set(data.get("infer") or {})), total)
     return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
 
 
