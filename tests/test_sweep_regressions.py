@@ -263,3 +263,16 @@ def test_refused_default_serving_length_says_it_is_a_default(capsys):
     assert what == "infer.prompt_len + output_len (prompt_len 1,024 and output_len 256 by default) = 1,280"
     assert main([*argv, "--prompt-len", "900", "--output-len", "300"]) == 2
     assert _strict_json(capsys.readouterr().out)["error"]["what"] == "infer.prompt_len + output_len = 1,200"
+
+
+# --- a misspelled recommend objective ('cheapst') listed no close match -------------------------------------------------
+
+def test_misspelled_objective_gets_close_matches(capsys):
+    assert main(["recommend", "--model", "llama-3.1-8b", "--task", "finetune", "--objective", "cheapst", "--json"]) == 2
+    assert _strict_json(capsys.readouterr().out)["error"]["close_matches"][0] == "cheapest"
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        r = c.post("/api/recommend", json={"scenario": {"model": "llama-3.1-8b", "task": "finetune"},
+                                           "objective": "fastst"})
+    assert r.status_code == 400 and r.json()["error"]["close_matches"] == ["fastest"]
