@@ -276,3 +276,17 @@ def test_misspelled_objective_gets_close_matches(capsys):
         r = c.post("/api/recommend", json={"scenario": {"model": "llama-3.1-8b", "task": "finetune"},
                                            "objective": "fastst"})
     assert r.status_code == 400 and r.json()["error"]["close_matches"] == ["fastest"]
+
+
+# --- compare: the CLI's --json named serving throughput output_tokens_per_s, POST /api/compare tokens_per_s ----------
+
+def test_compare_rows_have_one_shape_on_both_surfaces(capsys):
+    gpus = ["h100-sxm", "rtx-4090"]
+    assert main(["compare", "--model", "qwen2.5-0.5b", "--task", "infer", "--gpus", ",".join(gpus), "--json"]) == 0
+    cli = _strict_json(capsys.readouterr().out)["result"]
+    from fastapi.testclient import TestClient
+    from gpuplan.web import create_app
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/compare", json={"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}, "gpus": gpus}).json()
+    assert web == cli
+    assert "output_tokens_per_s" in web["rows"][0] and "tokens_per_s" not in web["rows"][0]

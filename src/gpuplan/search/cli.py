@@ -386,13 +386,8 @@ def compare_table(rows: list[dict], task: str) -> str:
 
 
 def compare_record(row: dict, task: str) -> dict:
-    """One compare row as the CLI's JSON says it: serving throughput under the name every other command uses
-    (output_tokens_per_s); training throughput as tokens_per_s, all GPUs of the plan together."""
-    out = dict(row)
-    if task == "infer":
-        out["output_tokens_per_s"] = out.pop("tokens_per_s")
-        out["output_tokens_per_s_per_watt"] = out.pop("tokens_per_s_per_watt")
-    return out
+    from . import compare_record as record
+    return record(row, task)
 
 
 def run_whatif(args: argparse.Namespace) -> int:
