@@ -290,3 +290,18 @@ def test_compare_rows_have_one_shape_on_both_surfaces(capsys):
         web = c.post("/api/compare", json={"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}, "gpus": gpus}).json()
     assert web == cli
     assert "output_tokens_per_s" in web["rows"][0] and "tokens_per_s" not in web["rows"][0]
+
+
+# --- an RL step of 100,000 prompts x 64 responses ran the rollout simulation for ~3 minutes (unbounded work) ----------
+
+def test_rl_step_too_large_to_simulate_is_refused_at_once():
+    import time
+    from gpuplan.errors import InputError
+    scn = {"model": "llama-3.1-8b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+           "parallel": {"zero": 3},
+           "train": {"objective": "grpo", "rl": {"prompts_per_step": 100_000, "group_size": 64}}}
+    t = time.perf_counter()
+    with pytest.raises(InputError) as e:
+        estimate(scn, allow_hub=False)
+    assert time.perf_counter() - t < 2
+    assert "6,400,000 responses per step" in e.value.why and "262,144" in e.value.why

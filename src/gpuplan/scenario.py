@@ -20,6 +20,7 @@ from .inputs import excerpt, read_mapping_file, short_path
 
 # Upper bounds: far above any real run, low enough that no estimator overflows.
 MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
+MAX_RL_RESPONSES = 1 << 18         # RL responses per step (prompts x group) the rollout simulation takes (~2 s of CPU)
 MAX_TOKENS_LEN = 10_485_760        # tokens in one sequence (10 Mi; the longest published contexts: 10M)
 MAX_BATCH = 1 << 24                # sequences per step or concurrent requests
 MAX_TRAIN_TOKENS = 1e16            # total training tokens (Llama 3: 1.5e13)
@@ -350,6 +351,14 @@ class RL(_Strict):
         if self.packing and self.dynamic_batching:
             raise ValueError("train.rl.packing and train.rl.dynamic_batching are exclusive (NeMo RL refuses both); "
                              "set one of them to false")
+        n = self.prompts_per_step * self.group_size
+        if n > MAX_RL_RESPONSES:
+            # the rollout is simulated response by response (estimate/rl.py rollout_time): 6.4 M responses took
+            # three minutes of CPU, so a step this large is refused instead of running unbounded
+            raise ValueError(f"train.rl.prompts_per_step x group_size = {n:,} responses per step, more than the "
+                             f"{MAX_RL_RESPONSES:,} gpuplan simulates (the published steps in validation/gathered/"
+                             "posttrain.csv hold at most 8,192); estimate a share of the step (fewer prompts_per_step) "
+                             "and scale the time by the number of shares")
         return self
 
 
