@@ -305,3 +305,25 @@ def test_rl_step_too_large_to_simulate_is_refused_at_once():
         estimate(scn, allow_hub=False)
     assert time.perf_counter() - t < 2
     assert "6,400,000 responses per step" in e.value.why and "262,144" in e.value.why
+
+
+# --- llama.cpp with -ngl below the layer count: memory put the layers in host memory, speed kept them on the GPU
+#     (-ngl 0 and -ngl 32 both 5.5 ms per token) ---------------------------------------------------------------------
+
+def test_llamacpp_cpu_layers_get_no_gpu_speed(tmp_path, capsys):
+    import yaml
+    base = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+            "infer": {"engine": "llama.cpp", "weights": "gguf-q4_k_m"}}
+    full = estimate(base, allow_hub=False)
+    assert full.performance.tpot_s > 0
+    part = {**base, "infer": {**base["infer"], "gpu_layers": 0}}
+    est = estimate(part, allow_hub=False)
+    assert est.memory.cpu_bytes > 0
+    assert est.performance.tpot_s is None and est.performance.ttft_s is None
+    assert any("32 of llama-3.1-8b's 32 layers in host memory" in n for n in est.performance.notes)
+    all_on_gpu = {**base, "infer": {**base["infer"], "gpu_layers": 32}}
+    assert estimate(all_on_gpu, allow_hub=False).performance.tpot_s == full.performance.tpot_s
+    path = tmp_path / "ngl.yaml"
+    path.write_text(yaml.safe_dump(part))
+    assert main(["serve", str(path), "--json"]) == 2
+    assert _strict_json(capsys.readouterr().out)["error"]["what"] == "infer.gpu_layers"

@@ -237,6 +237,11 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
     if scn.infer.engine == "hf":
         raise InputError("infer.engine hf", "has no continuous-batching scheduler to simulate under load.",
                          "use vllm, sglang, trtllm or llama.cpp.")
+    from .estimate.speed import cpu_layers_note
+    if cpu_layers_note(scn, r.model):
+        from .errors import UnsupportedError
+        raise UnsupportedError("infer.gpu_layers", cpu_layers_note(scn, r.model) + ".",
+                               "run `gpuplan estimate` for the memory of this plan.")
     rows = None
     if scn.infer.load.arrival == "trace":
         from .inputs import read_trace_file
