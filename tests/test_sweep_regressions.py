@@ -327,3 +327,20 @@ def test_llamacpp_cpu_layers_get_no_gpu_speed(tmp_path, capsys):
     path.write_text(yaml.safe_dump(part))
     assert main(["serve", str(path), "--json"]) == 2
     assert _strict_json(capsys.readouterr().out)["error"]["what"] == "infer.gpu_layers"
+
+
+# --- a KV-cache format the engine has no cache for was estimated (llama.cpp + fp8, vllm + q8_0) -----------------------
+
+@pytest.mark.parametrize("engine, weights, kv, ok", [
+    ("llama.cpp", "gguf-q4_k_m", "fp8", False), ("llama.cpp", "gguf-q4_k_m", "fp8_e5m2", False),
+    ("vllm", "bf16", "q8_0", False), ("trtllm", "bf16", "q4_0", False), ("hf", "bf16", "q8_0", False),
+    ("llama.cpp", "gguf-q4_k_m", "q8_0", True), ("vllm", "bf16", "fp8", True), ("trtllm", "bf16", "fp8", True)])
+def test_engine_kv_cache_formats(capsys, engine, weights, kv, ok):
+    argv = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--task", "infer", "--engine", engine,
+            "--weights", weights, "--kv-cache", kv, "--json"]
+    rc = main(argv)
+    out = _strict_json(capsys.readouterr().out)
+    if ok:
+        assert rc == 0 and out["result"]["performance"]["tpot_s"] > 0
+    else:
+        assert rc == 2 and out["error"]["what"] == f"infer.kv_cache = {kv} with engine {engine}" and out["error"]["fix"]

@@ -349,8 +349,17 @@ ENGINE_REFUSED_WEIGHTS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
+# KV-cache formats: q8_0 / q4_0 are GGML block types, which only llama.cpp's cache holds; llama.cpp's cache types
+# are F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 (ggml-org/llama.cpp@145b628 common/arg.cpp
+# kv_cache_types; anything else: "Unsupported cache type"), no FP8; vLLM's --kv-cache-dtype takes auto, bfloat16,
+# fp8, fp8_e4m3, fp8_e5m2, ... (vllm-project/vllm@001cabc vllm/config/cache.py CacheDType), no GGML block type
+GGML_KV = ("q8_0", "q4_0")
+FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2")
+
+
 def _engine_weight_rules(scn: Any) -> None:
-    """A weight format the serving engine cannot load is refused (it used to be estimated as if it could)."""
+    """A weight or KV-cache format the serving engine cannot hold is refused (it used to be estimated as if it
+    could, while `gpuplan launch` refused the same plan)."""
     from .dtypes import weight_format
     inf = getattr(scn, "infer", None)
     if inf is None or scn.is_training:
@@ -360,6 +369,15 @@ def _engine_weight_rules(scn: Any) -> None:
     if refused:
         why, fix = refused
         raise InputError(f"infer.weights = {inf.weights} with engine {inf.engine}", why + ".", fix + ".")
+    kv = str(inf.kv_cache).strip().lower()
+    if inf.engine == "llama.cpp" and kv in FP8_KV:
+        raise InputError(f"infer.kv_cache = {inf.kv_cache} with engine llama.cpp", "llama.cpp's KV cache types are "
+                         "f32, f16, bf16 and the GGML block types (q8_0, q4_0, ...); it has no FP8 cache.",
+                         "use kv_cache q8_0 for an 8-bit cache, or engine vllm, sglang or trtllm for FP8.")
+    if inf.engine != "llama.cpp" and kv in GGML_KV:
+        raise InputError(f"infer.kv_cache = {inf.kv_cache} with engine {inf.engine}", f"{kv} is a GGML block type, "
+                         f"which only llama.cpp's cache holds; {inf.engine} has no such KV cache.",
+                         "use kv_cache fp8 for an 8-bit cache (vllm, sglang, trtllm), or engine llama.cpp.")
 
 
 def disaggregation_rules(scn: Any, model: Any) -> None:
