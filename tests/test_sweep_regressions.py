@@ -344,3 +344,18 @@ def test_engine_kv_cache_formats(capsys, engine, weights, kv, ok):
         assert rc == 0 and out["result"]["performance"]["tpot_s"] > 0
     else:
         assert rc == 2 and out["error"]["what"] == f"infer.kv_cache = {kv} with engine {engine}" and out["error"]["fix"]
+
+
+# --- speculative method mtp on a checkpoint without a multi-token-prediction layer was priced silently ----------------
+
+def test_mtp_needs_the_checkpoints_mtp_layer():
+    from gpuplan.errors import InputError
+    base = {"task": "infer", "hardware": {"gpu": "h100-sxm", "count": 8}, "parallel": {"tp": 8},
+            "infer": {"engine": "vllm", "weights": "fp8", "speculative": {"method": "mtp"}}}
+    with pytest.raises(InputError) as e:          # Kimi-K2's config: num_nextn_predict_layers 0
+        estimate({**base, "model": "kimi-k2-instruct"}, allow_hub=False)
+    assert "says it has none" in e.value.why and "eagle" in e.value.fix
+    est = estimate({**base, "model": "llama-3.1-8b"}, allow_hub=False)     # the config does not say: a warning
+    assert any("names no multi-token-prediction layer" in w for w in est.warnings)
+    est = estimate({**base, "model": "deepseek-v3"}, allow_hub=False)      # num_nextn_predict_layers 1
+    assert not any("multi-token-prediction" in w for w in est.warnings)

@@ -408,6 +408,28 @@ def disaggregation_rules(scn: Any, model: Any) -> None:
                          f"set hardware.count to at least {gpus} or use fewer instances.")
 
 
+def _mtp_rules(scn: Any, model: Any) -> list[str]:
+    """infer.speculative method mtp drafts with the checkpoint's own multi-token-prediction layer (DeepSeek-V3
+    technical report §2.2; vLLM loads it from the target checkpoint): refused when the config says it has none,
+    a warning when the config does not say (the drafter is then priced as if it had one)."""
+    from .models.spec import mtp_layers
+    inf = getattr(scn, "infer", None)
+    spec = getattr(inf, "speculative", None) if inf is not None and not scn.is_training else None
+    if spec is None or spec.method != "mtp":
+        return []
+    n = mtp_layers(getattr(model, "config", None))
+    if n == 0:
+        raise InputError("infer.speculative.method = mtp", f"drafts with the checkpoint's multi-token-prediction "
+                         f"layer, and {model.name}'s config says it has none.",
+                         "use method eagle (an EAGLE head trained for this model), draft (a smaller model of the "
+                         "same tokenizer) or ngram.")
+    if n is None:
+        return [f"speculative method mtp: {model.name}'s config names no multi-token-prediction layer (DeepSeek-V3 "
+                "and R1, GLM-4.5, MiMo and Qwen3-Next checkpoints carry one); the drafter is priced as one such layer "
+                "— with none, use method eagle or draft"]
+    return []
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _pair_rules(scn, model)
@@ -420,6 +442,7 @@ def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     _recurrent_rules(scn, model)
     notes += _context_rules(scn, model)
     notes += _document_rules(scn, model)
+    notes += _mtp_rules(scn, model)
     inf = getattr(scn, "infer", None)
     if inf is not None and inf.num_scheduler_steps > 1 and inf.load is None:
         notes.append(f"infer.num_scheduler_steps {inf.num_scheduler_steps} (vLLM V0 multi-step) is simulated under "

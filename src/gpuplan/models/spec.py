@@ -990,6 +990,24 @@ def defaulted_shape(config: Any, spec: "ModelSpec | None" = None) -> str | None:
             "config.json")
 
 
+# the config keys that count a checkpoint's multi-token-prediction layers (DeepSeek-V3/R1, GLM-4.5, MiMo:
+# num_nextn_predict_layers; Qwen3-Next: mtp_num_hidden_layers)
+_MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+
+def mtp_layers(config: Any) -> int | None:
+    """Multi-token-prediction layers the checkpoint holds, from its config.json; None when the config does not say
+    (no such key), 0 when it says there are none (Kimi-K2's num_nextn_predict_layers: 0)."""
+    if not isinstance(config, Mapping):
+        return None
+    for c in (config, *(config.get(sub) for sub in _NESTED)):
+        if isinstance(c, Mapping):
+            for k in _MTP_KEYS:
+                if isinstance(c.get(k), int) and not isinstance(c.get(k), bool):
+                    return int(c[k])
+    return None
+
+
 def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
                      where: str = "") -> ModelSpec:
     """Build a ModelSpec from a HF config.json mapping (with its vision tower, models/vision.py)."""
