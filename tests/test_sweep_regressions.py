@@ -359,3 +359,11 @@ def test_mtp_needs_the_checkpoints_mtp_layer():
     assert any("names no multi-token-prediction layer" in w for w in est.warnings)
     est = estimate({**base, "model": "deepseek-v3"}, allow_hub=False)      # num_nextn_predict_layers 1
     assert not any("multi-token-prediction" in w for w in est.warnings)
+
+
+# --- `--count 3 --tp 2` was refused with no fix beyond "correct the field(s) named above" -----------------------------
+
+def test_layout_that_does_not_divide_the_gpus_names_counts_that_do(capsys):
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "3", "--tp", "2", "--json"]) == 2
+    why = _strict_json(capsys.readouterr().out)["error"]["why"]
+    assert "use hardware.count 4 or 2" in why and "divides 3 (e.g. 1)" in why

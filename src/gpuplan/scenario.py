@@ -1002,10 +1002,17 @@ class Scenario(_Strict):
             raise ValueError(_CP_INFER.format(cp=p.cp))
         model_par = p.tp * p.pp * p.cp
         if n % model_par:
-            raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide hardware.count = {n}")
+            # say which counts work: every GPU belongs to one tp x pp x cp group
+            up = -(-n // model_par) * model_par
+            fits = [d for d in range(1, n + 1) if n % d == 0 and d <= model_par][-1]
+            raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide hardware.count = {n} (each GPU belongs "
+                             f"to one group of tp x pp x cp GPUs): use hardware.count {up}"
+                             + (f" or {up - model_par}" if up - model_par > 0 else "")
+                             + f", or a tp x pp x cp that divides {n} (e.g. {fits})")
         dp = p.dp if p.dp is not None else n // model_par
         if dp * model_par != n:
-            raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}")
+            raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}: set "
+                             f"parallel.dp to {n // model_par}, or hardware.count to {dp * model_par}")
         if p.dp is None:
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
         if p.shard_group is not None:
