@@ -354,9 +354,21 @@ def _version() -> str:
     return __version__
 
 
+def _finite(obj: Any) -> Any:
+    """A non-finite float (inf, NaN) becomes null, as the web API writes it (web/jobs.clean): `Infinity` and
+    `NaN` are not JSON (RFC 8259 §6), and a strict parser (jq, JavaScript's JSON.parse) rejects the document."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def dumps(obj: Any) -> str:
     import json
-    return json.dumps(obj, indent=2, default=str)
+    return json.dumps(_finite(obj), indent=2, default=str, allow_nan=False)
 
 
 def print_result(command: str, result: Any) -> None:

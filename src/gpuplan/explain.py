@@ -564,18 +564,20 @@ def _mfu(est) -> Explanation:
     formula = ["MFU = model FLOPs per token x tokens/s per GPU ÷ the GPU's dense peak",
                "model FLOPs per token = 3 x (2N + attention) for full training (6N + 3A); LoRA: 2·2N + 3A + 6·N_adapter"
                " (recomputation not counted: that is HFU)",
-               f"  = {fl.model:.4g} x {perf.tokens_per_s_per_gpu:,.0f} ÷ {peak:.4g}"]
+               f"  = {fl.model:.4g} x {_count(perf.tokens_per_s_per_gpu)} ÷ {peak:.4g}"]
     inputs = [_model_input(est),
               Input("model FLOPs per trained token", f"{fl.model:.4g}", SRC_KAPLAN + "; estimate/flops.py"),
-              Input("tokens/s per GPU", f"{perf.tokens_per_s_per_gpu:,.0f}", "pipeline.evaluate: tokens per step ÷ "
+              Input("tokens/s per GPU", _count(perf.tokens_per_s_per_gpu), "pipeline.evaluate: tokens per step ÷ "
                     "step time ÷ GPUs (`gpuplan explain ... speed.step_time`)"),
               Input(f"dense peak ({dtype}, as the speed engine uses it)", f"{peak / 1e12:,.1f} TFLOP/s",
                     f"{est.gpu.source_url} (GeForce: the fp32-accumulate rate)")]
-    replay = fl.model * perf.tokens_per_s_per_gpu / peak
-    gap = "" if math.isclose(replay, perf.mfu or 0, rel_tol=1e-3) else (
+    # no figure (an RL step whose rollout cannot run has no step time): nothing to replay
+    replay = fl.model * perf.tokens_per_s_per_gpu / peak if perf.tokens_per_s_per_gpu is not None else None
+    gap = "" if replay is None or math.isclose(replay, perf.mfu or 0, rel_tol=1e-3) else (
         "the speed engine counts the model FLOPs with the recompute shares and the peak of the attention dtype it "
         "runs (estimate/speed.py); the short formula above does not.")
-    return _perf_explanation(est, "speed.mfu", "Model FLOPs utilisation", perf.mfu, f"{100 * perf.mfu:.1f} %",
+    return _perf_explanation(est, "speed.mfu", "Model FLOPs utilisation", perf.mfu,
+                             "-" if perf.mfu is None else f"{100 * perf.mfu:.1f} %",
                              formula, inputs, replay, gap)
 
 
@@ -584,12 +586,16 @@ def _tokens_per_s(est) -> Explanation:
     perf, scn = est.performance, est.scenario
     tok = (perf.details or {}).get("tokens_per_step", 0)
     formula = ["tokens/s per GPU = tokens per step ÷ step time ÷ GPUs",
-               f"  = {tok:,} ÷ {perf.step_time_s:.4g} s ÷ {scn.hardware.count}"]
+               f"  = {tok:,} ÷ {fmt_seconds(perf.step_time_s)} ÷ {scn.hardware.count}"]
     inputs = [Input("tokens per step", f"{tok:,}", "micro_batch x micro-batches x dp x seq_len"),
               Input("step time", fmt_seconds(perf.step_time_s), "`gpuplan explain ... speed.step_time`")]
     replay = tok / perf.step_time_s / scn.hardware.count if perf.step_time_s else None
     return _perf_explanation(est, "speed.tokens_per_s", "Training tokens per second per GPU",
-                             perf.tokens_per_s_per_gpu, f"{perf.tokens_per_s_per_gpu:,.0f}", formula, inputs, replay)
+                             perf.tokens_per_s_per_gpu, _count(perf.tokens_per_s_per_gpu), formula, inputs, replay)
+
+
+def _count(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
 
 
 def _tpot(est) -> Explanation:

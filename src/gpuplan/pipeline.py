@@ -76,6 +76,13 @@ def as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario
     return load_scenario(scenario)
 
 
+def _user_config(ref: Any) -> bool:
+    """The scenario's model is a config object or a config.json path (not a bundled name or a Hub id)."""
+    if isinstance(ref, Mapping):
+        return True
+    return isinstance(ref, str) and (ref.endswith(".json") or Path(ref).expanduser().is_dir())
+
+
 def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, allow_hub: bool = True,
             model: ModelSpec | None = None, gpu: Any = None, network: Any = None,
             speed_params: Mapping[str, Any] | None = None) -> Resolved:
@@ -91,6 +98,10 @@ def resolve(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, a
     _check_formats(scn)                                          # a misspelled format is named first
     scn, stored_note = stored_weights_default(scn, spec)
     model_notes = list(check_scenario_against_model(scn, spec) or ()) + stored_note   # rules that need the model
+    if model is None and _user_config(scn.model):   # a config the user wrote or pasted: say what it left to defaults
+        from .models.spec import defaulted_shape
+        gap = defaulted_shape(spec.config, spec)
+        model_notes += [gap] if gap else []
     if scn.train is not None and scn.train.objective != "sft":  # post-training: teacher, reward model, lengths
         from .estimate.posttrain import check_models
         model_notes = list(model_notes or ()) + check_models(scn, spec, allow_hub=allow_hub)
@@ -226,6 +237,11 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
     if scn.infer.engine == "hf":
         raise InputError("infer.engine hf", "has no continuous-batching scheduler to simulate under load.",
                          "use vllm, sglang, trtllm or llama.cpp.")
+    from .estimate.speed import cpu_layers_note
+    if cpu_layers_note(scn, r.model):
+        from .errors import UnsupportedError
+        raise UnsupportedError("infer.gpu_layers", cpu_layers_note(scn, r.model) + ".",
+                               "run `gpuplan estimate` for the memory of this plan.")
     rows = None
     if scn.infer.load.arrival == "trace":
         from .inputs import read_trace_file

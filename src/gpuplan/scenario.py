@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag,
-                      ValidationError, create_model, model_validator)
+                      ValidationError, ValidationInfo, create_model, field_validator, model_validator)
 
 from .errors import InputError
 from .inputs import excerpt, read_mapping_file, short_path
 
 # Upper bounds: far above any real run, low enough that no estimator overflows.
 MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
+MAX_RL_RESPONSES = 1 << 18         # RL responses per step (prompts x group) the rollout simulation takes (~2 s of CPU)
 MAX_TOKENS_LEN = 10_485_760        # tokens in one sequence (10 Mi; the longest published contexts: 10M)
 MAX_BATCH = 1 << 24                # sequences per step or concurrent requests
 MAX_TRAIN_TOKENS = 1e16            # total training tokens (Llama 3: 1.5e13)
@@ -59,8 +60,34 @@ TOOL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _number_only(annotation: Any) -> bool:
+    """A field that takes numbers and no boolean (int, float, Optional[int], ...)."""
+    kinds: set[Any] = set()
+
+    def walk(tp: Any) -> None:
+        args = get_args(tp)
+        if args and getattr(tp, "__origin__", None) is not Literal:
+            for a in args:
+                walk(a)
+        else:
+            kinds.add(tp)
+    walk(annotation)
+    return bool(kinds & {int, float}) and not (kinds - {int, float, type(None)})
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1 and false as 0 for a number: `count: yes` in YAML became one GPU
+        if isinstance(value, bool):
+            field = cls.model_fields.get(info.field_name or "")
+            if field is not None and _number_only(field.annotation):
+                raise ValueError(f"is a number, not {str(value).lower()} (YAML reads yes/no/on/off/true/false as a "
+                                 "boolean); write the number")
+        return value
 
 
 def _fmt(x: float) -> str:
@@ -327,6 +354,14 @@ class RL(_Strict):
         if self.packing and self.dynamic_batching:
             raise ValueError("train.rl.packing and train.rl.dynamic_batching are exclusive (NeMo RL refuses both); "
                              "set one of them to false")
+        n = self.prompts_per_step * self.group_size
+        if n > MAX_RL_RESPONSES:
+            # the rollout is simulated response by response (estimate/rl.py rollout_time): 6.4 M responses took
+            # three minutes of CPU, so a step this large is refused instead of running unbounded
+            raise ValueError(f"train.rl.prompts_per_step x group_size = {n:,} responses per step, more than the "
+                             f"{MAX_RL_RESPONSES:,} gpuplan simulates (the published steps in validation/gathered/"
+                             "posttrain.csv hold at most 8,192); estimate a share of the step (fewer prompts_per_step) "
+                             "and scale the time by the number of shares")
         return self
 
 
@@ -488,6 +523,12 @@ class Train(_Strict):
         if self.optimizer == "galore" and self.method != "full":
             raise ValueError(f"train.optimizer galore projects full-rank gradients; with method {self.method} only "
                              "the adapters train (use method: full with galore, or adamw for LoRA)")
+        if self.method == "qlora" and self.precision == "fp8":
+            # it was estimated as bf16 while reporting an FP8 recipe: a silent guess
+            raise ValueError("train.precision fp8 with method qlora: every matmul of the 4-bit base runs in a 16-bit "
+                             "compute dtype (bitsandbytes Linear4bit.forward casts its input to bnb_4bit_compute_dtype "
+                             "and matmul_4bit dequantizes the weight to it; torchao's NF4 linear dequantizes to bf16), "
+                             "so nothing runs in FP8 (use precision bf16 with qlora, or method lora/full for FP8)")
         return self
 
     @model_validator(mode="after")
@@ -1002,10 +1043,17 @@ class Scenario(_Strict):
             raise ValueError(_CP_INFER.format(cp=p.cp))
         model_par = p.tp * p.pp * p.cp
         if n % model_par:
-            raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide hardware.count = {n}")
+            # say which counts work: every GPU belongs to one tp x pp x cp group
+            up = -(-n // model_par) * model_par
+            fits = [d for d in range(1, n + 1) if n % d == 0 and d <= model_par][-1]
+            raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide hardware.count = {n} (each GPU belongs "
+                             f"to one group of tp x pp x cp GPUs): use hardware.count {up}"
+                             + (f" or {up - model_par}" if up - model_par > 0 else "")
+                             + f", or a tp x pp x cp that divides {n} (e.g. {fits})")
         dp = p.dp if p.dp is not None else n // model_par
         if dp * model_par != n:
-            raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}")
+            raise ValueError(f"parallel.dp*tp*pp*cp = {dp * model_par} must equal hardware.count = {n}: set "
+                             f"parallel.dp to {n // model_par}, or hardware.count to {dp * model_par}")
         if p.dp is None:
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
         if p.shard_group is not None:
@@ -1334,6 +1382,49 @@ def _field_range(root: type[BaseModel], loc: tuple) -> str | None:
     return extra.get("range") if isinstance(extra, dict) else None
 
 
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at `loc` (its last part), or None where the path leaves the models."""
+    cls: Any = root
+    for part in loc[:-1]:
+        fields = getattr(cls, "model_fields", None) or {}
+        if part in fields:
+            cls = _model_in(fields[part].annotation)
+        elif str(part) in _LOC_NOISE or str(part).startswith(("function-", "constrained-", "literal", "union")):
+            continue
+        else:
+            return None
+        if cls is None:
+            return None
+    return cls
+
+
+def _plain(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def error_suggestions(e: dict[str, Any], root: type[BaseModel] | None) -> list[str]:
+    """Close matches for one pydantic error: the fields of the model a misspelled key sits in
+    ('seqlen' -> seq_len), or the choices of a closed set a misspelled value missed ('tensorrt-llm' ->
+    trtllm, 'adamw8bit' -> adamw-8bit). Case, dashes, dots and underscores are ignored first, then difflib."""
+    import re
+    from .errors import close_matches
+    loc, kind, given = tuple(e.get("loc", ())), e.get("type", ""), e.get("input")
+    if kind == "extra_forbidden" and root is not None and loc:
+        cls = _model_at(root, loc)
+        choices = list(getattr(cls, "model_fields", None) or {})
+        wrong = str(loc[-1])
+    elif kind in ("literal_error", "enum") and isinstance(given, str):
+        choices = re.findall(r"'([^']*)'", str((e.get("ctx") or {}).get("expected", "")))
+        wrong = given
+    else:
+        return []
+    same = [c for c in choices if _plain(c) == _plain(wrong)]
+    if same:
+        return same
+    by_plain = {_plain(c): c for c in choices}
+    return [by_plain[m] for m in close_matches(_plain(wrong), list(by_plain), n=3) if m in by_plain]
+
+
 def _loc_text(loc: tuple) -> str:
     keep = [str(x) for x in loc if not (str(x) in _LOC_NOISE or "[" in str(x) or str(x).startswith(("_", "function-",
                                         "constrained-", "literal", "union")))]
@@ -1345,6 +1436,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     """One paragraph from a pydantic error: each field, what is wrong, the allowed range, an excerpt."""
     root = root or Scenario
     lines: list[str] = []
+    nears: list[list[str]] = []
     for e in err.errors(include_url=False):
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
@@ -1364,8 +1456,14 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         line = f"'{loc}' {msg}{shown}" if loc != "(top level)" or e["type"] != "value_error" else msg
         if line not in lines:
             lines.append(line)
-    return InputError(what or f"scenario {source}", "; ".join(lines[:6]) + ".",
-                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.")
+            nears.append(error_suggestions(e, root))
+    lines, nears = lines[:6], nears[:6]
+    matches = [m for near in nears for m in near]
+    if len(lines) > 1:     # several fields: say which field each close match is for
+        lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
+    return InputError(what or f"scenario {source}", "; ".join(lines) + ".",
+                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.",
+                      list(dict.fromkeys(matches))[:5])
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:

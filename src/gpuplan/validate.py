@@ -85,7 +85,18 @@ def _length(scn: Any, model: Any = None) -> tuple[str, int]:
             ("infer.output_len", inf.output_len)
     if inf.max_model_len and inf.max_model_len > total:
         return "infer.max_model_len", inf.max_model_len
-    return "infer.prompt_len + output_len", total
+    return "infer.prompt_len + output_len" + _defaulted(inf.model_fields_set), total
+
+
+def _defaulted(given: Any) -> str:
+    """' (defaults 1,024 + 256)'-style tag when prompt_len or output_len was not given: a refused length the user
+    never wrote says so (as train.seq_len (default) does)."""
+    from .scenario import Infer
+    unset = [f for f in ("prompt_len", "output_len") if f not in given]
+    if not unset:
+        return ""
+    base = Infer()
+    return " (" + " and ".join(f"{f} {getattr(base, f):,}" for f in unset) + " by default)"
 
 
 def context_rules(model: Any, what: str, tokens: int, *, training: bool, allowed: bool,
@@ -148,7 +159,7 @@ def check_partial_against_model(data: Mapping[str, Any], model: Any) -> tuple[st
     inf = {**Infer().model_dump(), **(data.get("infer") or {})}
     total = inf["prompt_len"] + inf["output_len"]
     what, tokens = ("infer.max_model_len", inf["max_model_len"]) if (inf["max_model_len"] or 0) > total else \
-        ("infer.prompt_len + output_len", total)
+        ("infer.prompt_len + output_len" + _defaulted(set(data.get("infer") or {})), total)
     return tuple(context_rules(model, what, tokens, training=False, allowed=inf["allow_longer_context"]))
 
 
@@ -314,9 +325,116 @@ def _pair_rules(scn: Any, model: Any) -> None:
                          "input).", "remove train.pair_concat (the pair then goes in the batch).")
 
 
+# weight-format families (dtypes.WeightFormat.family) a serving engine cannot load at all, with why and the fix:
+#  - llama.cpp runs GGUF files, whose tensor types are ggml's (ggml-org/llama.cpp@004eaba ggml/include/ggml.h
+#    enum ggml_type: F32/F16/BF16, Q4_0..Q8_0, K- and IQ-quants, MXFP4): no FP8, no AWQ/GPTQ/bitsandbytes/INT8
+#    checkpoint; its 8- and 4-bit equivalents are Q8_0 and the Q4_K mixes (launch/llamacpp.py writes GGUF only)
+#  - TensorRT-LLM loads FP8, FP4 and AWQ/GPTQ checkpoints (NVIDIA/TensorRT-LLM@09d4c79
+#    docs/source/features/quantization.md: FP4, FP8 per-tensor/block/rowwise, W4A16/W4A8 GPTQ and AWQ): no GGUF
+#    file and no bitsandbytes NF4
+#  - transformers (engine hf) loads a GGUF file by dequantizing it ("When loading a model, we first dequantize it
+#    to fp32", huggingface/transformers v4.49.0 docs/source/en/gguf.md), so its weights are not held as GGUF blocks
+ENGINE_REFUSED_WEIGHTS: dict[str, dict[str, tuple[str, str]]] = {
+    "llama.cpp": {fam: ("llama.cpp loads GGUF files, whose tensor types (ggml_type) hold no " + what,
+                        "use a gguf-* format (gguf-q8_0 for 8 bits, gguf-q4_k_m for 4), or engine vllm or sglang")
+                  for fam, what in (("fp8", "FP8"), ("int", "LLM.int8/W8A8 INT8"), ("gptq", "GPTQ"),
+                                    ("awq", "AWQ"), ("nf4", "bitsandbytes NF4"))},
+    "trtllm": {"gguf": ("TensorRT-LLM loads FP8, FP4, AWQ and GPTQ checkpoints, not GGUF files",
+                        "use engine llama.cpp (or vllm/sglang, which load GGUF), or weights fp8 / awq-int4"),
+               "nf4": ("TensorRT-LLM has no bitsandbytes NF4 kernels (it loads FP8, FP4, AWQ and GPTQ checkpoints)",
+                       "use weights awq-int4 or gptq-int4, or engine vllm or sglang")},
+    "hf": {"gguf": ("transformers dequantizes a GGUF file when it loads it (to fp32, then the model dtype), so "
+                    "the weights are not held as GGUF blocks",
+                    "use weights bf16 (what transformers holds), or engine llama.cpp for the GGUF file")},
+}
+
+
+# KV-cache formats: q8_0 / q4_0 are GGML block types, which only llama.cpp's cache holds; llama.cpp's cache types
+# are F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1 (ggml-org/llama.cpp@145b628 common/arg.cpp
+# kv_cache_types; anything else: "Unsupported cache type"), no FP8; vLLM's --kv-cache-dtype takes auto, bfloat16,
+# fp8, fp8_e4m3, fp8_e5m2, ... (vllm-project/vllm@001cabc vllm/config/cache.py CacheDType), no GGML block type
+GGML_KV = ("q8_0", "q4_0")
+FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def _engine_weight_rules(scn: Any) -> None:
+    """A weight or KV-cache format the serving engine cannot hold is refused (it used to be estimated as if it
+    could, while `gpuplan launch` refused the same plan)."""
+    from .dtypes import weight_format
+    inf = getattr(scn, "infer", None)
+    if inf is None or scn.is_training:
+        return
+    fmt = weight_format(inf.weights)
+    refused = ENGINE_REFUSED_WEIGHTS.get(inf.engine, {}).get(fmt.family)
+    if refused:
+        why, fix = refused
+        raise InputError(f"infer.weights = {inf.weights} with engine {inf.engine}", why + ".", fix + ".")
+    kv = str(inf.kv_cache).strip().lower()
+    if inf.engine == "llama.cpp" and kv in FP8_KV:
+        raise InputError(f"infer.kv_cache = {inf.kv_cache} with engine llama.cpp", "llama.cpp's KV cache types are "
+                         "f32, f16, bf16 and the GGML block types (q8_0, q4_0, ...); it has no FP8 cache.",
+                         "use kv_cache q8_0 for an 8-bit cache, or engine vllm, sglang or trtllm for FP8.")
+    if inf.engine != "llama.cpp" and kv in GGML_KV:
+        raise InputError(f"infer.kv_cache = {inf.kv_cache} with engine {inf.engine}", f"{kv} is a GGML block type, "
+                         f"which only llama.cpp's cache holds; {inf.engine} has no such KV cache.",
+                         "use kv_cache fp8 for an 8-bit cache (vllm, sglang, trtllm), or engine llama.cpp.")
+
+
+def disaggregation_rules(scn: Any, model: Any) -> None:
+    """infer.load.disaggregation that cannot run: refused when the scenario is resolved, so `estimate`, the web API
+    and the search refuse what `serve` refuses (they used to answer it with the colocated figures). One instance is
+    one copy of the model: tp x pp GPUs, times the attention data-parallel ranks when experts are spread over
+    data-parallel ranks (estimate/speed.py _Serving.group_gpus)."""
+    inf = getattr(scn, "infer", None)
+    load = getattr(inf, "load", None) if inf is not None and not scn.is_training else None
+    dg = getattr(load, "disaggregation", None)
+    if dg is None:
+        return
+    n, m = dg.prefill_instances, dg.decode_instances
+    if load.arrival == "closed":
+        raise InputError("infer.load.disaggregation", "needs open-loop or offline arrivals, not a closed loop.",
+                         "use arrival poisson, gamma, offline or trace.")
+    par = scn.parallel
+    ep = par.ep if (model.is_moe and par.ep > 1) else 1
+    adp = min(scn.dp, ep) if ep > 1 else 1
+    if adp > 1:
+        raise InputError("infer.load.disaggregation", "is not modelled with attention data parallelism (ep over "
+                         "data-parallel ranks).", "drop one of them.")
+    group = par.tp * par.pp
+    gpus = (n + m) * group
+    if scn.hardware.count < gpus:
+        raise InputError("infer.load.disaggregation", f"{n} prefill + {m} decode instances of {group} "
+                         f"GPU(s) need {gpus} GPUs; hardware.count is {scn.hardware.count}.",
+                         f"set hardware.count to at least {gpus} or use fewer instances.")
+
+
+def _mtp_rules(scn: Any, model: Any) -> list[str]:
+    """infer.speculative method mtp drafts with the checkpoint's own multi-token-prediction layer (DeepSeek-V3
+    technical report §2.2; vLLM loads it from the target checkpoint): refused when the config says it has none,
+    a warning when the config does not say (the drafter is then priced as if it had one)."""
+    from .models.spec import mtp_layers
+    inf = getattr(scn, "infer", None)
+    spec = getattr(inf, "speculative", None) if inf is not None and not scn.is_training else None
+    if spec is None or spec.method != "mtp":
+        return []
+    n = mtp_layers(getattr(model, "config", None))
+    if n == 0:
+        raise InputError("infer.speculative.method = mtp", f"drafts with the checkpoint's multi-token-prediction "
+                         f"layer, and {model.name}'s config says it has none.",
+                         "use method eagle (an EAGLE head trained for this model), draft (a smaller model of the "
+                         "same tokenizer) or ngram.")
+    if n is None:
+        return [f"speculative method mtp: {model.name}'s config names no multi-token-prediction layer (DeepSeek-V3 "
+                "and R1, GLM-4.5, MiMo and Qwen3-Next checkpoints carry one); the drafter is priced as one such layer "
+                "— with none, use method eagle or draft"]
+    return []
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _pair_rules(scn, model)
+    _engine_weight_rules(scn)
+    disaggregation_rules(scn, model)
     _encdec_rules(scn, model)
     notes = _tp_rules(scn, model)
     _layout_rules(scn, model)
@@ -324,6 +442,7 @@ def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     _recurrent_rules(scn, model)
     notes += _context_rules(scn, model)
     notes += _document_rules(scn, model)
+    notes += _mtp_rules(scn, model)
     inf = getattr(scn, "infer", None)
     if inf is not None and inf.num_scheduler_steps > 1 and inf.load is None:
         notes.append(f"infer.num_scheduler_steps {inf.num_scheduler_steps} (vLLM V0 multi-step) is simulated under "

@@ -377,12 +377,45 @@ def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[Memo
     return mem, {"weights": weights, "kv_cache": pool, "temporary": rest}
 
 
+def _check_rollout_kv(scn: Scenario, model: ModelSpec, capacity: int, engine_mem: MemoryEstimate,
+                      engine: Mapping[str, float]) -> None:
+    """The rollout engine must hold one whole response in its KV cache, or it stops at start-up: vLLM V1
+    `check_enough_kv_cache_memory` raises "No available memory for the cache blocks" when nothing is left after the
+    weights and profile run, and "To serve at least one request with the model's max seq len ..." when max_model_len
+    (verl and TRL set it to prompt + response length) does not fit (vllm-project/vllm@001cabc
+    vllm/v1/core/kv_cache_utils.py); SGLang likewise refuses an empty KV pool ("Not enough memory. Please try to
+    increase --mem-fraction-static"). It used to be estimated with an infinite (or missing) step time and memory
+    that "fits". An attention-free model keeps no KV cache and is not checked (vLLM skips it too)."""
+    from ..errors import InputError
+    if not model.kv_cache_bytes_per_token(2.0):
+        return
+    rl = scn.train.rl
+    need = rl.prompt_len + rl.max_new_tokens
+    have = int(engine_mem.limits.get("kv_tokens") or 0)
+    if have >= need:
+        return
+    gib = 2.0 ** 30
+    share = f"{rl.gpu_memory_utilization} of each GPU ({capacity * rl.gpu_memory_utilization / gib:.1f} GiB)"
+    if have <= 0:
+        why = (f"gives the {rl.engine} rollout engine {share}, which its weights ({engine['weights'] / gib:.1f} GiB per "
+               f"GPU at rollout_tp={rl.rollout_tp}) and start-up workspace fill: no KV cache is left, and the engine "
+               "stops at start-up (vLLM: 'No available memory for the cache blocks').")
+    else:
+        why = (f"gives the {rl.engine} rollout engine {share}: KV room for {have:,} tokens, less than one response of "
+               f"rl.prompt_len + rl.max_new_tokens = {need:,} tokens; the engine stops at start-up (vLLM: 'To serve "
+               "at least one request with the model's max seq len ...').")
+    raise InputError(f"train.rl.gpu_memory_utilization = {rl.gpu_memory_utilization}", why,
+                     "raise train.rl.gpu_memory_utilization, spread the engine's weights with a larger rl.rollout_tp, "
+                     "or shorten rl.max_new_tokens.")
+
+
 def rl_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> MemoryEstimate:
     """Per-GPU peak over the phases of one RL step (the fullest GPU: a training GPU, or under split
     placement a rollout GPU if that is fuller). `phases` names each phase's peak."""
     from .memory import _finish
     train = training_scenario(scn)
-    engine_mem, _ = _engine_memory(scn, model, capacity_bytes)
+    engine_mem, engine_split = _engine_memory(scn, model, capacity_bytes)
+    _check_rollout_kv(scn, model, capacity_bytes, engine_mem, engine_split)
     best: MemoryEstimate | None = None
     for stage in stages(train.parallel.pp):
         phases, notes, cpu, engine = rl_stage_phases(scn, model, capacity_bytes, stage)
@@ -593,12 +626,18 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     mem = estimate_memory(inf, model, capacity)
     sv = _Serving(inf, model, gpu, P, None, network, mem)
     replicas = gpu_groups(scn)[0] // rl.rollout_tp
+    # no time when the engine cannot run one response (as a serving replica without KV room has no TPOT): the
+    # step has no finite length, and None (not inf, which is not JSON) says so on every surface
     if not sv.kv_capacity_tokens:
-        return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
+        return {"time": None, "batch": 0, "fits": False, "replicas": replicas,
+                "why": "the rollout engine has no KV-cache room after its weights"}
     policy, _ = engine_policy(inf, sv, capacity)
     need = -(-(rl.prompt_len + rl.max_new_tokens) // policy.block_size)
     if need > policy.kv_blocks:       # one full-length response does not fit the KV pool
-        return {"time": math.inf, "batch": 0, "fits": False, "replicas": replicas}
+        return {"time": None, "batch": 0, "fits": False, "replicas": replicas,
+                "why": (f"the rollout engine's KV cache ({policy.kv_blocks * policy.block_size:,} tokens) cannot "
+                        f"hold one response of rl.prompt_len + rl.max_new_tokens = "
+                        f"{rl.prompt_len + rl.max_new_tokens:,} tokens")}
     lengths = replica_lengths(scn, replicas)
     n_r = len(lengths)
     policy = replace(policy, max_num_seqs=min(policy.max_num_seqs, max(n_r, 1)))
@@ -979,7 +1018,7 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     # the framework's own host work around the passes (rl.host_loop; estimate/nemo_rl_host.py)
     host = host_loop_seconds(scn, train, lp_scn, gpu, P, k, roll.get("longest"))
     lp_time = lp["time"] + lp_block + host["per_logprob_pass"]
-    phases: dict[str, float] = {"rollout": roll["time"]}
+    phases: dict[str, float | None] = {"rollout": roll["time"]}
     if rl.old_logprob_pass:
         phases["actor_logprob"] = lp_time
     if rl.reference:
@@ -1002,9 +1041,13 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
     if rl.reference and rl.reference_on_host and scn.train.method == "full":
         phases["reference_swap"] = reference_swap_time(scn, model, gpu)
     # the rule-based reward belongs to the rollout side: the driver scores each rollout before it is trained on
-    roll_side = phases["rollout"] + phases.get("rule_reward", 0.0)
     train_side = sum(v for k, v in phases.items() if k not in ("rollout", "rule_reward", "weight_sync"))
-    if rl.placement == "split" and rl.async_steps >= 1:
+    step: float | None
+    if not roll["fits"]:              # no rollout, so no step (rollout_time says why)
+        step, bound = None, "rollout"
+        how = "the rollout cannot run: no step time"
+    elif rl.placement == "split" and rl.async_steps >= 1:
+        roll_side = phases["rollout"] + phases.get("rule_reward", 0.0)
         step = max(roll_side, train_side) + phases["weight_sync"]
         bound = "rollout" if roll_side >= train_side else "training side"
         how = (f"split, rollouts {rl.async_steps} step(s) ahead: step = max(rollout, training side "
@@ -1016,17 +1059,19 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                else "split, synchronous: the rollout and training GPUs take turns, step = the sum")
     n = scn.hardware.count
     generated = sequences_per_step(scn) * response_len(scn)
-    notes = [f"{scn.train.objective} step: {sequences_per_step(scn)} responses ({rl.prompts_per_step} prompts x "
-             f"group {rl.group_size}); rollout on {roll.get('replicas')} {rl.engine} replica(s) of tp={rl.rollout_tp}, "
-             f"up to {roll.get('batch')} sequences at once per replica (vLLM-style continuous batching, simulated); "
-             f"the step waits for the longest response, {roll.get('longest')} tokens "
-             f"({roll.get('preemptions', 0)} preemption(s))",
-             how + f"; bounded by {bound}",
-             "per-phase seconds: " + ", ".join(f"{k} {v:.3g}" for k, v in phases.items())]
+    head = (f"{scn.train.objective} step: {sequences_per_step(scn)} responses ({rl.prompts_per_step} prompts x "
+            f"group {rl.group_size}); rollout on {roll.get('replicas')} {rl.engine} replica(s) of tp={rl.rollout_tp}")
+    if roll["fits"]:
+        head += (f", up to {roll.get('batch')} sequences at once per replica (vLLM-style continuous batching, "
+                 f"simulated); the step waits for the longest response, {roll.get('longest')} tokens "
+                 f"({roll.get('preemptions', 0)} preemption(s))")
+    notes = [head, how + f"; bounded by {bound}",
+             "per-phase seconds: " + ", ".join(f"{k} {'-' if v is None else format(v, '.3g')}"
+                                               for k, v in phases.items())]
     if not roll["fits"]:
-        notes.append("the rollout engine has no KV-cache room after its weights: raise rl.gpu_memory_utilization "
-                     "or rl.rollout_tp")
-    bd = {f"rl_{k}": float(v) for k, v in phases.items()}
+        notes.append(f"{roll['why']}: raise rl.gpu_memory_utilization or rl.rollout_tp, or shorten "
+                     "rl.max_new_tokens")
+    bd = {f"rl_{k}": float(v) for k, v in phases.items() if v is not None}
     details = dict(base.details)
     details.update({"objective": scn.train.objective, "placement": rl.placement, "tokens_per_step": tokens,
                     "optimizer_steps": k,
@@ -1037,12 +1082,12 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
                     "logprob_block_s": {"logprob_impl": rl.logprob_impl, "actor_update": train_block,
                                         "per_logprob_pass": lp_block},
                     "host_loop_s": host,
-                    "phases_s": {k: float(v) for k, v in phases.items()}})
+                    "phases_s": {k: None if v is None else float(v) for k, v in phases.items()}})
     # MFU over the whole step: the training and log-prob FLOPs the trainer does (rollout FLOPs excluded)
     # (a pipeline's pack padding is computed, not counted: the training tokens over the pass's tokens)
     useful = tokens / (base.details["tokens_per_step"] * k)
     mfu = (base.mfu * useful * k * base.step_time_s / step * (train.hardware.count / n)
-           if base.mfu and math.isfinite(step) else None)
-    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if math.isfinite(step) else 0.0,
+           if base.mfu and step else None)
+    return PerformanceEstimate(step_time_s=step, tokens_per_s_per_gpu=tokens / step / n if step else None,
                                mfu=mfu, hfu=None, time_to_train_s=None, breakdown=bd, notes=tuple(notes),
                                details=details)

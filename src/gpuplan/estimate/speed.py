@@ -2431,6 +2431,10 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                       kv_capacity_tokens: float | None = None, network: Any = None,
                       memory: Any = None) -> PerformanceEstimate:
     """TTFT, TPOT and output throughput of one serving replica (tp×pp GPUs) at scn.infer.concurrency."""
+    note = cpu_layers_note(scn, model)
+    if note:
+        return PerformanceEstimate(notes=(note,), details={"gpu_layers": scn.infer.gpu_layers,
+                                                           "cpu_layers": model.num_layers - scn.infer.gpu_layers})
     P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     pt = sv.point(scn.infer.concurrency)
@@ -2525,11 +2529,31 @@ def infer_performance(scn: Any, model: ModelSpec, gpu: Any, *, params: Mapping[s
                                breakdown=bd, notes=tuple(notes), details=details)
 
 
+def cpu_layers_note(scn: Any, model: ModelSpec) -> str | None:
+    """llama.cpp with infer.gpu_layers (-ngl) below the model's layer count runs the other layers on the CPU from
+    host memory. The memory estimate counts them there (estimate/memory.py); the speed of a CPU layer (host memory
+    bandwidth, the CPU's matmul kernels) is not modelled, so no speed is given instead of the all-GPU one (which
+    -ngl 0 and -ngl 32 used to share, 5.5 ms per token for Llama-3.1-8B Q4_K_M on an H100)."""
+    inf = getattr(scn, "infer", None)
+    if inf is None or scn.is_training or inf.engine != "llama.cpp" or inf.gpu_layers is None:
+        return None
+    if inf.gpu_layers >= model.num_layers:
+        return None
+    return (f"infer.gpu_layers = {inf.gpu_layers} leaves {model.num_layers - inf.gpu_layers} of {model.name}'s "
+            f"{model.num_layers} layers in host memory, where llama.cpp runs them on the CPU: gpuplan does not model "
+            "the CPU's speed (host memory bandwidth, its matmul kernels), so no TTFT or TPOT is given; leave "
+            "gpu_layers unset (or set it to the layer count) for the all-GPU speed")
+
+
 def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[int], *,
                   params: Mapping[str, Any] | None = None, kv_capacity_tokens: float | None = None,
                   network: Any = None, memory: Any = None) -> list[dict]:
     """Throughput, TTFT and TPOT of one replica versus concurrency (stops growing at the KV or
     engine batch limit; the extra requests queue)."""
+    note = cpu_layers_note(scn, model)
+    if note:
+        from ..errors import UnsupportedError
+        raise UnsupportedError("infer.gpu_layers", note + ".", "run `gpuplan estimate` for the memory of this plan.")
     P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     return [sv.point(int(c)) for c in concurrencies]

@@ -96,8 +96,9 @@ def engine_limits(scn: Any, model: Any, device_memory_gib: float) -> tuple[int, 
     # GPU of the copy, and the batch it sizes is each attention rank's own (max_batch_size per rank)
     adp = min(scn.dp, par.ep) if (model.is_moe and par.ep > 1) else 1
     tp = par.tp * adp
-    # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head
-    heads = 1.0 if model.is_mla else max(tp, model.num_kv_heads) / model.num_kv_heads
+    # every TP rank holds at least one KV head (tuning.py: max(tp, kv heads)); MLA's latent is not per head, and an
+    # attention-free model (Mamba: TensorRT-LLM examples/mamba) has no KV head to replicate (its KV bytes are 0)
+    heads = 1.0 if model.is_mla or not model.num_kv_heads else max(tp, model.num_kv_heads) / model.num_kv_heads
     kv_tok = model.kv_cache_bytes_per_token(kv_bytes(inf.kv_cache)) * heads
     batch, tokens = bench_settings(
         weights=weight_format(inf.weights).name, params_total=model.params_total, kv_bytes_per_token=kv_tok,

@@ -182,8 +182,14 @@ def reward_ref(name: str) -> str:
 
 def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple[str, ...], fix: str = "") -> UnsupportedError:
     alts = ", ".join(a for a in alternatives if a != plan.engine)
-    return UnsupportedError(f"launch engine '{plan.engine}': {what}", why,
-                            (fix + " " if fix else "") + (f"Engines that can: {alts}." if alts else ""))
+    fix = fix.strip()
+    joined = fix.endswith(" or")          # "use bf16, or" continues with the engines that can
+    if alts:
+        tail = f"use an engine that can: {alts}." if joined else f"Engines that can: {alts}."
+        text = f"{fix} {tail}" if fix else tail
+    else:                                 # no engine to name: end the sentence instead of leaving "..., or"
+        text = fix.removesuffix(" or").rstrip(",; ") + "." if joined else fix
+    return UnsupportedError(f"launch engine '{plan.engine}': {what}", why, text)
 
 
 def require_training(plan: Plan) -> None:

@@ -961,6 +961,53 @@ def _siglip_blocks(vc: Mapping[str, Any], text_hidden: int) -> list[Block]:
                1, None, 1.0, s)] if c.get("vision_use_head") else [])
 
 
+# the keys that size a model, by the names architectures give them; a config that names none of a group gets the
+# transformers config class's default silently (LlamaConfig: hidden_size 4096, 32 layers, vocabulary 32000)
+_SHAPE_KEYS = {"hidden size": ("hidden_size", "n_embd", "d_model", "dim", "model_dim", "hidden_dim", "embed_dim",
+                               "d_embed", "n_embed"),
+               "layer count": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_decoder_layers"),
+               "vocabulary size": ("vocab_size", "padded_vocab_size", "n_vocab")}
+_NESTED = ("text_config", "llm_config", "language_config", "decoder")
+
+
+def defaulted_shape(config: Any, spec: "ModelSpec | None" = None) -> str | None:
+    """A note when a config.json (as the user gave it) leaves a model-sizing key to the transformers default, or
+    None. transformers fills it the same way, so the estimate is what that config builds; but a truncated or
+    hand-written config then looks like another model without a word."""
+    def has(c: Any, keys: tuple[str, ...]) -> bool:
+        if not isinstance(c, Mapping):
+            return False
+        return any(c.get(k) is not None for k in keys) or any(has(c.get(sub), keys) for sub in _NESTED)
+    missing = [what for what, keys in _SHAPE_KEYS.items() if not has(config, keys)]
+    if not missing or not isinstance(config, Mapping):
+        return None
+    shown = ""
+    if spec is not None:
+        values = {"hidden size": spec.hidden_size, "layer count": spec.num_layers, "vocabulary size": spec.vocab_size}
+        shown = " (" + ", ".join(f"{what} {values[what]:,}" for what in missing) + ")"
+    return (f"the model config gives no {', no '.join(missing)}: the defaults of transformers' "
+            f"{config.get('model_type')} config class are used{shown}; if this is not that model, give the whole "
+            "config.json")
+
+
+# the config keys that count a checkpoint's multi-token-prediction layers (DeepSeek-V3/R1, GLM-4.5, MiMo:
+# num_nextn_predict_layers; Qwen3-Next: mtp_num_hidden_layers)
+_MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+
+
+def mtp_layers(config: Any) -> int | None:
+    """Multi-token-prediction layers the checkpoint holds, from its config.json; None when the config does not say
+    (no such key), 0 when it says there are none (Kimi-K2's num_nextn_predict_layers: 0)."""
+    if not isinstance(config, Mapping):
+        return None
+    for c in (config, *(config.get(sub) for sub in _NESTED)):
+        if isinstance(c, Mapping):
+            for k in _MTP_KEYS:
+                if isinstance(c.get(k), int) and not isinstance(c.get(k), bool):
+                    return int(c[k])
+    return None
+
+
 def spec_from_config(config: Mapping[str, Any], name: str | None = None, hf_id: str | None = None,
                      where: str = "") -> ModelSpec:
     """Build a ModelSpec from a HF config.json mapping (with its vision tower, models/vision.py)."""

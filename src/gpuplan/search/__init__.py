@@ -16,6 +16,17 @@ __all__ = ["Constraints", "PRESETS", "Plan", "Preset", "Recommendation", "Reject
            "load_partial", "recommend", "whatif"]
 
 
+def compare_record(row: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """One compare row as the CLI's --json and the web's POST /api/compare both give it: serving throughput under
+    the name every other answer uses (output_tokens_per_s); training throughput as tokens_per_s, all GPUs of the plan
+    together. (The web gave the serving rows as tokens_per_s while the CLI said output_tokens_per_s.)"""
+    out = dict(row)
+    if task == "infer":
+        out["output_tokens_per_s"] = out.pop("tokens_per_s")
+        out["output_tokens_per_s_per_watt"] = out.pop("tokens_per_s_per_watt")
+    return out
+
+
 def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], **kw: Any) -> list[dict[str, Any]]:
     """One row per GPU for the same workload: does it fit (with the best layout the search finds at the
     scenario's GPU count, or at any count when none is given), tokens/s, $/M tokens, tokens/s per watt.

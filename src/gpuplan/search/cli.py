@@ -386,13 +386,8 @@ def compare_table(rows: list[dict], task: str) -> str:
 
 
 def compare_record(row: dict, task: str) -> dict:
-    """One compare row as the CLI's JSON says it: serving throughput under the name every other command uses
-    (output_tokens_per_s); training throughput as tokens_per_s, all GPUs of the plan together."""
-    out = dict(row)
-    if task == "infer":
-        out["output_tokens_per_s"] = out.pop("tokens_per_s")
-        out["output_tokens_per_s_per_watt"] = out.pop("tokens_per_s_per_watt")
-    return out
+    from . import compare_record as record
+    return record(row, task)
 
 
 def run_whatif(args: argparse.Namespace) -> int:
@@ -442,8 +437,11 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
         if "error" in r:
             lines.append(f"  {r['change']:44} {r['error']}")
             continue
-        lines.append(f"  {r['change']:44} step {r['step_time_s']:8.2f} s ({r['step_time_change']:+6.1%})  peak "
-                     f"{r['peak_change_bytes'] / _G:+6.2f} GiB  bound by {r['bound_by']}")
+        step = "       - s" if r["step_time_s"] is None else f"{r['step_time_s']:8.2f} s"
+        change = "      -" if r["step_time_change"] is None else f"{r['step_time_change']:+6.1%}"
+        peak = ("peak " + f"{r['peak_change_bytes'] / _G:+6.2f} GiB" if r["peak_change_bytes"] is not None
+                else f"peak {r['peak_bytes_per_gpu'] / _G:6.2f} GiB")
+        lines.append(f"  {r['change']:44} step {step} ({change})  {peak}  bound by {r['bound_by']}")
     return "\n".join(lines)
 
 

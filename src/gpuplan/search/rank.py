@@ -44,7 +44,9 @@ def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, d
         name = aliases.get(name, name)
         if name not in OBJECTIVES or name == "weighted":
             raise InputError(f"objective '{str(objective)[:60]}'", "is not known.",
-                             "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.")
+                             "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.",
+                             list(dict.fromkeys(aliases.get(m, m) for m in close_matches(
+                                 name[:60], [o for o in OBJECTIVES if o != "weighted"] + list(aliases)))))
         return name, {}
     bad = [k for k in weights if k not in ("cost", "time", "cost_per_token")]
     if bad:

@@ -152,6 +152,10 @@ def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = D
                                                 f"{mem.phase} > {_gib(mem.capacity_bytes_per_gpu)}"))
             continue
         step = perf.step_time_s
+        if step is None:          # fits in memory, but the rollout engine cannot run one response
+            rejections.append(RLRejection(what, next((n for n in perf.notes if "rollout engine" in n),
+                                                     "the rollout cannot run")))
+            continue
         rate = est.cost.usd_per_hour if est.cost is not None else None
         plans.append(RLPlan(placement=c["placement"], rollout_gpus=c["rollout_gpus"] or n,
                             training_gpus=n - (c["rollout_gpus"] or 0) if c["placement"] == "split" else n,
@@ -191,10 +195,16 @@ def rl_whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, An
         raise InputError("train.objective", "must be grpo, ppo or rloo for an RL what-if.",
                          "set train.objective and train.rl.")
     r0 = resolve(scn)
-    e0 = evaluate(r0)
-    rows = [{"change": "(as given)", "step_time_s": e0.performance.step_time_s, "step_time_change": 0.0,
-             "peak_bytes_per_gpu": e0.memory.peak_bytes_per_gpu, "peak_change_bytes": 0, "fits": e0.memory.fits,
-             "bound_by": e0.performance.details.get("bound_by")}]
+    try:        # a scenario whose rollout engine cannot start: the knobs are still priced (one may fix it)
+        e0 = evaluate(r0)
+    except GpuplanError as err:
+        e0 = None
+        rows = [{"change": "(as given)", "error": f"{err.what}: {err.why}"}]
+    else:
+        rows = [{"change": "(as given)", "step_time_s": e0.performance.step_time_s,
+                 "step_time_change": 0.0 if e0.performance.step_time_s is not None else None,
+                 "peak_bytes_per_gpu": e0.memory.peak_bytes_per_gpu, "peak_change_bytes": 0, "fits": e0.memory.fits,
+                 "bound_by": e0.performance.details.get("bound_by")}]
     for name, upd in _knobs(scn):
         try:
             cand = scn.replace(train={"rl": {**scn.train.rl.model_dump(), **upd}})
@@ -202,9 +212,10 @@ def rl_whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, An
         except GpuplanError as err:
             rows.append({"change": name, "error": f"{err.what}: {err.why}"})
             continue
-        rows.append({"change": name, "step_time_s": e.performance.step_time_s,
-                     "step_time_change": e.performance.step_time_s / e0.performance.step_time_s - 1.0,
+        s0, s1 = (e0.performance.step_time_s if e0 else None), e.performance.step_time_s
+        rows.append({"change": name, "step_time_s": s1,
+                     "step_time_change": s1 / s0 - 1.0 if s0 and s1 is not None else None,
                      "peak_bytes_per_gpu": e.memory.peak_bytes_per_gpu,
-                     "peak_change_bytes": e.memory.peak_bytes_per_gpu - e0.memory.peak_bytes_per_gpu,
+                     "peak_change_bytes": e.memory.peak_bytes_per_gpu - e0.memory.peak_bytes_per_gpu if e0 else None,
                      "fits": e.memory.fits, "bound_by": e.performance.details.get("bound_by")})
     return rows

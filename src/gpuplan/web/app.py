@@ -463,6 +463,20 @@ def _read_static() -> dict[str, bytes]:
 
 
 # ---- routes, grouped by concern ---------------------------------------------------------------------------
+def _suggestions(e: dict[str, Any], path: str) -> list[str]:
+    """Close matches for one error (scenario.error_suggestions), as the CLI gives them: a body that is a scenario
+    (/api/estimate) or holds one under 'scenario' (the other plan routes)."""
+    from ..scenario import error_suggestions
+    loc = tuple(x for x in e.get("loc", ()) if not str(x).startswith("function-"))
+    if loc[:1] == ("body",):
+        loc = loc[1:]
+    if path.rstrip("/") != "/api/estimate":
+        if loc[:1] != ("scenario",):
+            return []
+        loc = loc[1:]
+    return [excerpt(m, 60) for m in error_suggestions({**e, "loc": loc}, Scenario)]
+
+
 def _validation_line(e: dict[str, Any]) -> tuple[str, str]:
     """(what, one line) for one pydantic error, quoting at most an excerpt of the client's input."""
     ctx = e.get("ctx") or {}
@@ -497,15 +511,19 @@ def _add_error_handlers(app: FastAPI) -> None:
         return json_response(error_body(err.what, err.why, err.fix, err.matches), status_for(err))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_req: Request, err: RequestValidationError):
-        lines, what = [], "request"
+    async def _validation_error(req: Request, err: RequestValidationError):
+        lines, what, nears = [], "request", []
         for e in err.errors()[:20]:
             what, line = _validation_line(e)
             if line not in lines:
                 lines.append(line)
+                nears.append(_suggestions(e, req.url.path))
+        matches = list(dict.fromkeys(m for near in nears for m in near))
+        if len(lines) > 1:     # several fields: say which field each close match is for (as the CLI does)
+            lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
         return json_response(error_body(what, "; ".join(lines) + ".",
-                                        "correct the field(s) named above; GET /api/schema lists every scenario field."),
-                             422)
+                                        "correct the field(s) named above; GET /api/schema lists every scenario field.",
+                                        matches), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(req: Request, err: StarletteHTTPException):

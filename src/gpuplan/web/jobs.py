@@ -268,10 +268,13 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
 
 def compare_job(scenario: dict[str, Any], gpus: list[str], options: dict[str, Any], allow_hub: bool) -> dict[str, Any]:
     from ..search import compare as lib_compare
+    from ..search import compare_record
     from ..search import recommend as lib_recommend
     params = inspect.signature(lib_recommend).parameters
     fixed = {k: v for k, v in {**options, "progress": False}.items() if k in params and v is not None}
-    return clean({"rows": lib_compare(_partial(scenario, allow_hub), list(gpus), **fixed)})
+    data = _partial(scenario, allow_hub)
+    task = data.get("task") or "train"          # as `gpuplan compare --json` says it
+    return clean({"task": task, "rows": [compare_record(r, task) for r in lib_compare(data, list(gpus), **fixed)]})
 
 
 _WARM_SCENARIO = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}

@@ -304,22 +304,13 @@ def serving_load(scn: Any, serving: Any, capacity_bytes: int, *, trace_rows: Seq
 def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: Any, slo: Mapping[str, Any],
                    open_loop: bool, notes: list[str]) -> dict[str, Any]:
     """Prefill/decode disaggregation (disagg.py) beside colocated serving on the same GPUs."""
-    from ...errors import InputError
+    from ...validate import disaggregation_rules
     from .disagg import simulate_disaggregated, split_round_robin, transfer_link, transfer_seconds
     load = scn.infer.load
     dg = load.disaggregation
     n, m = dg.prefill_instances, dg.decode_instances
-    if load.arrival == "closed":
-        raise InputError("infer.load.disaggregation", "needs open-loop or offline arrivals, not a closed loop.",
-                         "use arrival poisson, gamma, offline or trace.")
-    if serving.adp > 1:
-        raise InputError("infer.load.disaggregation", "is not modelled with attention data parallelism (ep over "
-                         "data-parallel ranks).", "drop one of them.")
+    disaggregation_rules(scn, serving.model)      # pipeline.resolve has checked it already; a direct caller too
     gpus = (n + m) * serving.group_gpus
-    if scn.hardware.count < gpus:
-        raise InputError("infer.load.disaggregation", f"{n} prefill + {m} decode instances of {serving.group_gpus} "
-                         f"GPU(s) need {gpus} GPUs; hardware.count is {scn.hardware.count}.",
-                         f"set hardware.count to at least {gpus} or use fewer instances.")
     link = transfer_link(serving, n + m)
     res, tx = simulate_disaggregated(wl, policy, cost, n, m, lambda p: transfer_seconds(serving, link, p))
     w = load.warmup_requests
