@@ -567,7 +567,8 @@ def test_cli(tmp_path, capsys):
     args = parser.parse_args(["launch", str(scen_file), "--engine", "vllm", "--json", "--no-estimate"])
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)["result"]
-    assert list(out) == ["serve.sh"] and "not estimated" in out["serve.sh"]
+    assert out["engine"] == "vllm" and out["notes"] == []
+    assert list(out["files"]) == ["serve.sh"] and "not estimated" in out["files"]["serve.sh"]
     args = parser.parse_args(["launch", str(scen_file), "--engine", "sglang", "--out", str(tmp_path / "o")])
     assert args.func(args) == 0
     assert (tmp_path / "o" / "serve.sh").exists()

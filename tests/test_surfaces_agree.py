@@ -93,6 +93,21 @@ def test_web_estimate_matches_cli(capsys):
     assert web["performance"]["step_time_s"] == pytest.approx(cli["performance"]["step_time_s"], rel=1e-12)
 
 
+def test_web_launch_body_is_the_cli_launch_json(capsys):
+    # `gpuplan launch --json` and POST /api/launch answer the same question: the same {engine, files, notes} body,
+    # the files' headers carrying the same estimate (it printed {file: text} before 2026-12-04)
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+    _, est = _json(capsys, ["estimate", *SERVE])
+    assert est["memory"]["fits"]
+    _, cli = _json(capsys, ["launch", *SERVE, "--engine", "vllm"])
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/launch", json={"scenario": est["scenario"], "engine": "vllm"}).json()
+    assert set(cli) == {"engine", "files", "notes"}
+    assert web == cli
+
+
 def test_recommended_serving_plan_is_what_estimate_says():
     # the bug: several 1-GPU replicas were charged NCCL buffers by `estimate` (8 x b200: 147.2 vs 146.9 GiB)
     # but not by the search, which evaluates one replica

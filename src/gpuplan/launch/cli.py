@@ -26,7 +26,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="write the files into this folder instead of printing them")
     p.add_argument("--force", action="store_true", help="write even if the plan does not fit, and overwrite "
                                                         "changed files in --out")
-    p.add_argument("--json", action="store_true", help="print {file name: text} as JSON")
+    p.add_argument("--json", action="store_true", help="print {engine, files: {file name: text}, notes} as JSON "
+                                                       "(the body POST /api/launch returns)")
     p.add_argument("--no-estimate", action="store_true", help="do not run the estimator for the headers")
     p.set_defaults(func=run)
     return p
@@ -89,8 +90,8 @@ def run(args) -> int:
             for p in paths:
                 print(p)
         return 0
-    if args.json:
-        print_result("launch", files)
+    if args.json:       # the web API's launch body (web/jobs.launch_job), so both surfaces answer alike
+        print_result("launch", {"engine": args.engine, "files": files, "notes": []})
     else:
         for name, text in files.items():
             sys.stdout.write(f"==> {name} <==\n{text}\n")
