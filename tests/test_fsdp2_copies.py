@@ -78,10 +78,10 @@ def test_fsdp2_copies_split_over_tensor_parallel():
 
 
 def test_only_fsdp2_stacks_copy():
-    """hf defaults to FSDP1 (accelerate's fsdp_version 1): no copies unless fsdp_version 2 is set; no sharding
-    (one GPU, or zero < 3) has none."""
-    assert "fsdp2_copy_s" not in estimate(scn("hf")).performance.details
-    assert estimate(scn("hf", fsdp_version=2)).performance.details["fsdp2_copy_s"] > 0
+    """hf shards with FSDP2 as gpuplan's launch writes it (accelerate fsdp_version 2) unless fsdp_version 1 says
+    FSDP1; no sharding (one GPU) has none."""
+    assert estimate(scn("hf")).performance.details["fsdp2_copy_s"] > 0
+    assert "fsdp2_copy_s" not in estimate(scn("hf", fsdp_version=1)).performance.details
     one = scn()
     one["hardware"]["count"] = 1
     one["train"]["global_batch"] = 8
@@ -91,6 +91,7 @@ def test_only_fsdp2_stacks_copy():
 @pytest.mark.parametrize("framework,par", [("megatron", {"zero": 1}), ("deepspeed", {"zero": 3}),
                                            ("torchtitan", {"zero": 2})])
 def test_fsdp_version_is_refused_where_no_torch_fsdp_shards(framework, par):
+    """Megatron and DeepSpeed shard with their own code; below zero 3 nothing is fully sharded."""
     d = scn(framework, **par, fsdp_version=2)
     with pytest.raises(GpuplanError) as err:
         scenario_from_dict(d, "t")
@@ -152,3 +153,13 @@ def test_gathered_rows_run_transformers_modules():
     for rid in ("NB02", "NB04", "VL01"):
         assert vg.posttrain_scenario(rows[rid])["train"]["hf_modules"] is True
     assert "hf_modules" not in vg.posttrain_scenario(rows["NB01"])["train"]
+
+
+def test_hf_launch_writes_fsdp2_and_refuses_fsdp1():
+    from gpuplan.launch import launch_files
+    d = scn("hf")
+    text = "\n".join(launch_files(scenario_from_dict(d, "t"), "hf").values())
+    assert "fsdp_version: 2" in text or '"fsdp_version": 2' in text
+    with pytest.raises(GpuplanError) as err:
+        launch_files(scenario_from_dict(scn("hf", fsdp_version=1), "t"), "hf")
+    assert "fsdp_version" in str(err.value)

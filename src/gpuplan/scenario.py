@@ -186,8 +186,8 @@ class Parallel(_Strict):
         "2 = fully_shard (FSDP2, per-parameter shards: each all-gather is copied out of its buffer into the parameters "
         "and each micro-batch's gradients are copied, cast to the reduce dtype, into the reduce-scatter buffer, both "
         "on the compute stream; torchtitan, NeMo RL's DTensor worker, accelerate fsdp_version 2, verl strategy "
-        "fsdp2); 1 = FullyShardedDataParallel (flat parameters gathered in place: no such copies; accelerate's "
-        "default, verl strategy fsdp); default 2 for torchtitan, 1 for hf")
+        "fsdp2; the accelerate config gpuplan's hf launch writes); 1 = FullyShardedDataParallel (flat parameters "
+        "gathered in place: no such copies; accelerate's own default, verl strategy fsdp); default 2")
     offload: Offload = "none"
 
     @property
@@ -1127,13 +1127,12 @@ def _check_shard_group(scn: "Scenario", dp: int) -> None:
 
 
 def fsdp2_stack(scn: "Scenario") -> bool:
-    """True where the step shards with FSDP2's fully_shard: zero 3 on framework torchtitan (its only FSDP) unless
-    parallel.fsdp_version says 1, or on framework hf with fsdp_version 2 (accelerate's default is FSDP1)."""
+    """True where the step shards with FSDP2's fully_shard: zero 3 on framework torchtitan (its only FSDP) or hf (the
+    accelerate config gpuplan's launch writes, launch/hf.py `fsdp_version: 2`) unless parallel.fsdp_version says 1."""
     p = scn.parallel
     if p.zero < 3 or scn.framework not in ("torchtitan", "hf"):
         return False
-    version = p.fsdp_version if p.fsdp_version is not None else (2 if scn.framework == "torchtitan" else 1)
-    return version == 2
+    return (p.fsdp_version or 2) == 2
 
 
 def _check_fsdp_version(scn: "Scenario") -> None:

@@ -1084,7 +1084,8 @@ def _fsdp2_copy_time(c: _Train) -> float:
     if not fsdp2_stack(c.scn) or par.zero_shard_dp * par.cp <= 1:
         return 0.0
     w_b = 2.0 if c.tr.precision != "fp32" else 4.0
-    g_b = 4.0                          # MixedPrecisionPolicy(reduce_dtype=float32): torchtitan's and NeMo RL's
+    # the reduce dtype _data_parallel_comm moves: torchtitan's (and NeMo RL's) MixedPrecisionPolicy(reduce_dtype=float32)
+    g_b = 4.0 if c.scn.framework == "torchtitan" else c.grad_b
     train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
     per_param = FSDP2_GATHERS_PER_MICROBATCH * 2.0 * w_b + train_frac * (w_b + g_b)
     return c.params_local * per_param / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
