@@ -171,7 +171,8 @@ def train_rows(path: Path) -> list[Row]:
             scn = scenario_from_dict({
                 "model": "mpt", "task": "train",
                 "hardware": {"gpu": TRAIN_GPU[r["gpu_type"]], "count": n, "gpus_per_node": 8},
-                "parallel": {"dp": n, "zero": 3},
+                # Composer's FSDP1 (FullyShardedDataParallel, flat parameters: no FSDP2 copy-out / copy-in)
+                "parallel": {"dp": n, "zero": 3, "fsdp_version": 1},
                 # MPT's attn_impl: triton (ATTENTION_PRIOR_AMPERE below): a FlashAttention-1-generation
                 # kernel with no published table rows, so these rows keep (and fit) the calibrated factor
                 "train": {"precision": "bf16", "seq_len": s, "micro_batch": int(r["micro_batch"]),

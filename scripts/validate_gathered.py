@@ -239,6 +239,13 @@ def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
 # verl's FSDP workers (strategy fsdp: FSDP1 FULL_SHARD over the HF model, MixedPrecision(param bf16, reduce fp32,
 # buffer fp32), verl/workers/fsdp_workers.py L59-67 and L232-234 @44a65f9; strategy fsdp2: fully_shard) take the same
 # FSDP2 profile. OpenRLHF and DeepSpeed-Chat train with DeepSpeed ZeRO (gpuplan's deepspeed profile).
+# which PyTorch FSDP a torch backend shards with (parallel.fsdp_version): verl's `strategy: fsdp` is
+# FullyShardedDataParallel (verl @44a65f9 verl/workers/fsdp_workers.py L154, the VL rows' code), `fsdp2` and NeMo RL's
+# DTensor worker are fully_shard (nemo_rl/models/dtensor/parallelize.py L464-488 @v0.3.0)
+# torch backends whose model is transformers' own code (train.hf_modules): NeMo RL's DTensor worker builds
+# AutoModelForCausalLM (dtensor_policy_worker.py L188-216 @v0.3.0), verl's FSDP workers too (fsdp_workers.py @44a65f9)
+HF_MODULE_BACKENDS = ("pytorch-dtensor", "pytorch-fsdp", "pytorch-fsdp2")
+FSDP_VERSION = {"pytorch-fsdp": 1, "pytorch-fsdp2": 2, "pytorch-dtensor": 2}
 TRAIN_BACKENDS = {"megatron-core": "megatron", "pytorch-dtensor": "torchtitan", "pytorch-fsdp": "torchtitan",
                   "pytorch-fsdp2": "torchtitan", "deepspeed": "deepspeed"}
 
@@ -304,10 +311,14 @@ def posttrain_scenario(row: dict) -> dict:
     return {"model": row["model"], "task": "finetune", "framework": TRAIN_BACKENDS[row["train_backend"]],
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0),
-                         **({"etp": int(row["train_etp"])} if row.get("train_etp") else {})},
+                         **({"etp": int(row["train_etp"])} if row.get("train_etp") else {}),
+                         **({"fsdp_version": FSDP_VERSION[row["train_backend"]]}
+                            if row["train_backend"] in FSDP_VERSION and int(row.get("zero") or 0) >= 3 else {})},
             "train": {"objective": row["objective"], "method": row["method"],
                       "micro_batch": micro_batch(row, "micro_batch", prompt, rl["max_new_tokens"]),
                       "recompute": row["recompute"], "rl": rl, "torch_version": torch_version(row),
+                      # NeMo RL's DTensor worker and verl's FSDP workers train transformers' AutoModelForCausalLM
+                      **({"hf_modules": True} if row["train_backend"] in HF_MODULE_BACKENDS else {}),
                       **({"grad_reduce_dtype": row["grad_reduce_dtype"]} if row.get("grad_reduce_dtype") else {}),
                       # Megatron's bias_activation_fusion as the run's model config set it (false: unfused SwiGLU)
                       **({"activation_fusion": row["activation_fusion"] == "true"}

@@ -912,9 +912,25 @@ def _dtensor_rl(impl: str) -> dict:
 def test_nemo_rl_dtensor_logprob_block_adds_its_bytes_beyond_the_fused_loss():
     """Qwen2.5-7B (vocabulary 152,064) on 8 H100 SXM under FSDP2, tp 1: 8 data-parallel ranks; 64 x 8 = 512 responses
     all at the 1,024-token cap, 1,536 tokens each, so a rank trains on 64 x 1,536 = 98,304 tokens over the whole
-    vocabulary. At 0.8 x 3.35 TB/s the training pass adds (48 - 12) bytes a logit, each no-grad pass (no recompute: a
-    third of the 12 charged) (14 - 4)."""
-    _logprob_block_deltas(_dtensor_rl, "nemo-rl-dtensor-0.3", 98_304 * 152_064, 48 - 12, 14 - 4)
+    vocabulary. The eager torchtitan pass already charges aten's cross entropy on upcast logits, 36 bytes a logit
+    (upcast 2 + 4, log_softmax 4 + 4, nll_loss backward's zeros 4, log_softmax backward 4 + 4 + 4, the cast back 4 + 2),
+    a no-grad pass its forward third, 12; at 0.8 x 3.35 TB/s the training pass adds (48 - 36) bytes a logit, each
+    no-grad pass (14 - 12). (Until 2026-12-04 the block subtracted the fused loss's 12 and 4 here, counting 24 and 8
+    bytes a logit twice.)"""
+    _logprob_block_deltas(_dtensor_rl, "nemo-rl-dtensor-0.3", 98_304 * 152_064, 48 - 36, 14 - 36 / 3)
+
+
+def test_loss_bytes_charged_by_the_stack():
+    """What the block subtracts is what the pass charged: 36 for eager hf / torchtitan, the fused 12 for Megatron
+    and for a compiled torchtitan step."""
+    from gpuplan.estimate.calibration import packaged
+    from gpuplan.estimate.rl import loss_bytes_charged
+    P = packaged()
+    assert loss_bytes_charged(scenario_from_dict(_dtensor_rl("fused"), "t"), P) == 36.0
+    comp = _dtensor_rl("fused")
+    comp["train"]["compile"] = True
+    assert loss_bytes_charged(scenario_from_dict(comp, "t"), P) == 12.0
+    assert loss_bytes_charged(scenario_from_dict(_megatron_rl("fused"), "t"), P) == 12.0
 
 
 def test_nemo_rl_dtensor_logprob_impl_needs_fsdp2_at_tp_1():

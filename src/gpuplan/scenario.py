@@ -208,6 +208,13 @@ class Parallel(_Strict):
                                    "dp/shard_group; FSDP1/accelerate HYBRID_SHARD; DeepSpeed MiCS "
                                    "mics_shard_size = shard_group x cp); must divide dp; default dp (every "
                                    "data-parallel rank)", lo=1, hi=MAX_GPUS)
+    fsdp_version: Literal[1, 2] | None = Field(
+        None, description="which PyTorch FSDP shards the model under zero 3 (training; frameworks torchtitan and hf): "
+        "2 = fully_shard (FSDP2, per-parameter shards: each all-gather is copied out of its buffer into the parameters "
+        "and each micro-batch's gradients are copied, cast to the reduce dtype, into the reduce-scatter buffer, both "
+        "on the compute stream; torchtitan, NeMo RL's DTensor worker, accelerate fsdp_version 2, verl strategy "
+        "fsdp2; the accelerate config gpuplan's hf launch writes); 1 = FullyShardedDataParallel (flat parameters "
+        "gathered in place: no such copies; accelerate's own default, verl strategy fsdp); default 2")
     offload: Offload = "none"
 
     @property
@@ -507,6 +514,11 @@ class Train(_Strict):
         "unslothai/unsloth since 4f166026d7, 2025-03-01); false: earlier releases (d9ed4bef, 2024-12, the "
         "published max-context tables) computed `out += (X @ A) @ (s * B)`, a full-size temporary of every adapted "
         "output (2 x intermediate bytes per token more at the MLP backward's peak)"))
+    hf_modules: bool = Field(False, description=(
+        "framework torchtitan: the model is transformers' own modeling code (AutoModelForCausalLM) wrapped with "
+        "FSDP2, as NeMo RL's DTensor worker and verl's FSDP workers run it, instead of torchtitan's model: its eager "
+        "element-wise kernels are transformers' decoder layer's (bytes and measured bandwidth share of the hf layer, "
+        "docs/speed.md section 2.3.1); the sharding, collectives and optimizer stay the FSDP2 profile's"))
     optimizer_in_backward: bool = Field(False, description="step each parameter during backward (torchtune)")
     paged_optimizer: bool = Field(False, description="bitsandbytes paged optimizer: states in managed memory")
     activation_offload: bool = Field(False, description="saved activations moved to host memory")
@@ -1035,6 +1047,10 @@ class Scenario(_Strict):
                 raise ValueError(f"train.moe_router_dtype = {self.train.moe_router_dtype} is Megatron's "
                                  f"TransformerConfig.moe_router_dtype, but framework is {self.framework}; set "
                                  "framework: megatron, or remove moe_router_dtype")
+            if self.train.hf_modules and (self.framework != "torchtitan" or self.task == "infer"):
+                raise ValueError(f"train.hf_modules runs transformers' model under the torchtitan (FSDP2) profile; "
+                                 f"framework is {self.framework} (framework hf already runs transformers' modules; "
+                                 "other frameworks run their own): set framework: torchtitan, or remove hf_modules")
             if not self.train.unsloth_lora_addmm and self.tool != "unsloth":
                 raise ValueError("train.unsloth_lora_addmm describes Unsloth's LoRA kernels; tool is "
                                  f"{self.tool or 'not set'} (set tool: unsloth, or remove train.unsloth_lora_addmm)")
@@ -1058,6 +1074,8 @@ class Scenario(_Strict):
             object.__setattr__(self, "parallel", p.model_copy(update={"dp": dp}))
         if p.shard_group is not None:
             _check_shard_group(self, dp)
+        if p.fsdp_version is not None:
+            _check_fsdp_version(self)
         if p.etp is not None:
             _check_expert_grid(self, dp)
         elif self.framework == "megatron" and self.task != "infer":
@@ -1172,6 +1190,25 @@ def _check_shard_group(scn: "Scenario", dp: int) -> None:
         raise ValueError(f"{head}: DeepSpeed MiCS has no CPU offload (mics.py raises 'Local sharding has no "
                          f"support for CPU offloading'); parallel.offload is {p.offload}: set offload: none, or "
                          "remove shard_group")
+
+
+def fsdp2_stack(scn: "Scenario") -> bool:
+    """True where the step shards with FSDP2's fully_shard: zero 3 on framework torchtitan (its only FSDP) or hf (the
+    accelerate config gpuplan's launch writes, launch/hf.py `fsdp_version: 2`) unless parallel.fsdp_version says 1."""
+    p = scn.parallel
+    if p.zero < 3 or scn.framework not in ("torchtitan", "hf"):
+        return False
+    return (p.fsdp_version or 2) == 2
+
+
+def _check_fsdp_version(scn: "Scenario") -> None:
+    """parallel.fsdp_version names PyTorch's FSDP implementation: only a zero-3 training step of framework
+    torchtitan or hf shards with it (Megatron and DeepSpeed have their own sharding)."""
+    v = scn.parallel.fsdp_version
+    if scn.task == "infer" or scn.parallel.zero < 3 or scn.framework not in ("torchtitan", "hf"):
+        raise ValueError(f"parallel.fsdp_version = {v} names PyTorch FSDP's implementation, which shards a training "
+                         f"step at zero 3 on framework torchtitan or hf; here task is {scn.task}, framework "
+                         f"{scn.framework}, zero {scn.parallel.zero}: remove fsdp_version")
 
 
 def _check_expert_grid(scn: "Scenario", dp: int) -> None:

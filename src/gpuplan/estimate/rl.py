@@ -805,6 +805,17 @@ def packed_slice_bytes(seqs_per_pack: float) -> float:
     return 16.0 * k - 4.0 if k >= 2.0 else 0.0
 
 
+def loss_bytes_charged(train: Scenario, P: Mapping[str, Any]) -> float:
+    """Bytes per logit gpuplan's training pass charges for its loss (the forward-only pass its forward share): aten's
+    cross entropy on upcast logits for eager hf and torchtitan stacks (elementwise.eager_loss_bytes_per_logit, 36),
+    otherwise the fused or compiled loss's efficiency.json loss_bytes_per_logit (12)."""
+    from . import elementwise
+    mode = elementwise.stack_mode(train.framework, bool(getattr(train.train, "compile", False)),
+                                  getattr(train, "tool", None), getattr(train.train, "loss", "full"))
+    eager = elementwise.eager_loss_bytes_per_logit(train.framework, mode)
+    return float(eager) if eager is not None else float(P["loss_bytes_per_logit"])
+
+
 def logprob_block_extra(impl: str, scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any],
                         tokens: float, grad: bool, charged_bytes: float, seqs_per_pack: float = 0.0) -> float:
     """Seconds a GPU of the last pipeline stage of the pass `scn` spends on its log-prob block beyond what
@@ -1005,8 +1016,10 @@ def rl_performance(scn: Scenario, model: ModelSpec, gpu: Any, *, params: Mapping
               else base.details["tokens_per_step"] * k)
     lp_scn = logprob_scenario(scn)
     lp = forward_only_time(lp_scn, model, gpu, network=net, params=P)
-    # the trainer's own log-prob block beyond gpuplan's cross-entropy (rl.logprob_impl), per data-parallel rank
-    charged = P["loss_bytes_per_logit"]
+    # the trainer's own log-prob block beyond gpuplan's cross-entropy (rl.logprob_impl), per data-parallel rank:
+    # beyond what the pass already charges for its loss, the eager upcast cross entropy's 36 bytes a logit on an eager
+    # hf / torchtitan stack (speed._elementwise_time), else efficiency.json's loss_bytes_per_logit
+    charged = loss_bytes_charged(train, P)
     # packed: the pack's sequences (packed_training_scenario: micro_batch sequences of the pack) each get a loss call
     train_block = k * logprob_block_extra(rl.logprob_impl, train, model, gpu, P,
                                           base.details["tokens_per_step"] / train.dp, True, charged,

@@ -743,13 +743,19 @@ def _fusion_mode(c: _Train) -> str:
                                   getattr(c.scn, "tool", None), getattr(c.tr, "loss", "full"))
 
 
+def _module_framework(c: _Train) -> str:
+    """Whose decoder-layer code runs the element-wise ops: transformers' ("hf") for framework hf and for the
+    torchtitan (FSDP2) profile over transformers' modules (train.hf_modules), else the framework's own."""
+    return "hf" if getattr(c.tr, "hf_modules", False) else c.scn.framework
+
+
 def _layer_elementwise_bytes(c: _Train, lora: bool | None = None, i_active: float | None = None) -> float:
     """Element-wise HBM bytes per token per layer (fwd + bwd, 2-byte activations) of this stack's layer
     (estimate/elementwise.py); an HF LoRA/QLoRA step adds peft's adapter casts, scaling and adds (eager only:
     Unsloth fuses them). `i_active`: the MLP width a token passes (default: every active MLP)."""
     lora = c.tr.method in ("lora", "qlora") if lora is None else lora
     i = _mlp_width_active(c.model) if i_active is None else i_active
-    return elementwise.model_layer_bytes(c.model, i, c.scn.framework, _fusion_mode(c), lora=lora,
+    return elementwise.model_layer_bytes(c.model, i, _module_framework(c), _fusion_mode(c), lora=lora,
                                          activation_fused=bool(getattr(c.tr, "activation_fusion", True)))
 
 
@@ -773,7 +779,7 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
     adapters = (_layer_elementwise_bytes(c, i_active=i_adapted)
                 - _layer_elementwise_bytes(c, lora=False, i_active=i_adapted)) * scale
     logits = c.model.vocab_size / tp * c.tokens
-    eager_loss = elementwise.eager_loss_bytes_per_logit(c.scn.framework, mode)
+    eager_loss = elementwise.eager_loss_bytes_per_logit(_module_framework(c), mode)
     loss_at_stack_rate = eager_loss * logits if eager_loss is not None else 0.0
     rest = 0.0 if eager_loss is not None else c.P["loss_bytes_per_logit"] * logits
     bw, share = _bw(c.gpu), elementwise.bandwidth_share
@@ -787,7 +793,7 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
         eager_rope = sum(elementwise.UNFUSED_ROPE_BYTES) * (q + kv) * scale
         t += eager_rope / (bw * share("eager", "hf")) - fused_rope / (bw * _layer_bandwidth_share(c))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
-    softcap = elementwise.softcap_bytes_per_logit(c.model, c.scn.framework, mode) * logits
+    softcap = elementwise.softcap_bytes_per_logit(c.model, _module_framework(c), mode) * logits
     return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
 
 
@@ -813,7 +819,7 @@ def _cp_ring_time(c: _Train) -> float:
 def _layer_bandwidth_share(c: _Train) -> float:
     """The measured bandwidth share of this stack's layer kernels (elementwise.bandwidth_share by mode and layer
     kind)."""
-    return elementwise.bandwidth_share(_fusion_mode(c), elementwise.eager_recipe(c.scn.framework, c.model.norm))
+    return elementwise.bandwidth_share(_fusion_mode(c), elementwise.eager_recipe(_module_framework(c), c.model.norm))
 
 
 def _module_recompute(c: _Train) -> tuple[float, float]:
@@ -1061,6 +1067,39 @@ def _data_parallel_comm(c: _Train, t_compute_mb: float) -> tuple[float, float, d
     return 0.0, max(0.0, t - ov["dp"] * t_compute_mb * (1.0 - FORWARD_SHARE)), {"dp": t}   # overlaps backward
 
 
+# FSDP2's copies around its collectives on the compute stream, bytes per parameter of a unit per micro-batch at
+# 16-bit parameters with an fp32 reduce (torch v2.7.0, the torch of NeMo RL v0.3.0 and of torchtitan since 2025;
+# torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py and _fsdp_param_group.py, the same at torch@010ae4a8):
+# * all-gather copy-out: FSDPParamGroup.wait_for_unshard runs foreach_all_gather_copy_out on the current stream, whose
+#   torch.ops.fsdp.split_with_sizes_copy copies the all-gather buffer into each parameter's unsharded storage: read 2 +
+#   write 2 per parameter, once per gather. fully_shard's default reshard_after_forward=True frees the blocks after the
+#   forward, so the backward gathers them again: two gathers a micro-batch (the same two _data_parallel_comm prices).
+# * reduce-scatter copy-in: foreach_reduce runs foreach_reduce_scatter_copy_in (torch._chunk_cat of the 16-bit
+#   unsharded gradients into the reduce-dtype buffer, the widening cast in the same kernel) on the current stream and
+#   only then makes the reduce-scatter stream wait on it: read 2 + write 4 per trainable parameter, every micro-batch
+#   that reduces (NeMo RL's DTensor worker and torchtitan never call set_requires_gradient_sync(False)).
+# Not counted: the all-gather copy-in (fp32 shard -> bf16 on its own stream, per parameter / shard group) and the
+# sharded gradient accumulation after the reduce-scatter (on the reduce-scatter stream, / shard group).
+FSDP2_COPY_OUT_BYTES = 4.0        # per parameter per gather, 16-bit (2 x the all-gather dtype's bytes)
+FSDP2_GATHERS_PER_MICROBATCH = 2
+
+
+def _fsdp2_copy_time(c: _Train) -> float:
+    """Seconds per micro-batch of FSDP2's copy-out after each parameter all-gather and its gradient copy-in before
+    each reduce-scatter (FSDP2_COPY_OUT_BYTES), on the compute stream, at the contiguous-copy share of the HBM rate
+    (elementwise_bandwidth.csv `vectorized`): FSDP2 stacks (scenario.fsdp2_stack) with more than one rank sharding."""
+    from ..scenario import fsdp2_stack
+    par = c.par
+    if not fsdp2_stack(c.scn) or par.zero_shard_dp * par.cp <= 1:
+        return 0.0
+    w_b = 2.0 if c.tr.precision != "fp32" else 4.0
+    # the reduce dtype _data_parallel_comm moves: torchtitan's (and NeMo RL's) MixedPrecisionPolicy(reduce_dtype=float32)
+    g_b = 4.0 if c.scn.framework == "torchtitan" else c.grad_b
+    train_frac = c.trainable_local / c.params_local if c.params_local else 0.0
+    per_param = FSDP2_GATHERS_PER_MICROBATCH * 2.0 * w_b + train_frac * (w_b + g_b)
+    return c.params_local * per_param / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
+
+
 def _replica_all_reduce(c: _Train, grad_bytes_per_param: float) -> tuple[float, bool]:
     """(time, once per step?) of hybrid sharding's all-reduce of each rank's gradient shard across the
     dp/shard_group replicas. FSDP2 HSDP: `foreach_reduce` reduce-scatters a unit's gradients within the shard
@@ -1271,7 +1310,8 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     tr, par, m, n_gpu = scn.train, scn.parallel, c.m, scn.hardware.count
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
-    t_compute_mb = t_lin + t_attn + t_elt + t_dequant
+    t_copy = _fsdp2_copy_time(c)       # FSDP2's copy-out and gradient copy-in, on the compute stream
+    t_compute_mb = t_lin + t_attn + t_elt + t_dequant + t_copy
     t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
     detail.update(dp_detail)
@@ -1311,11 +1351,14 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     # them), the data-parallel reduction once per step
     breakdown.update({f"comm_{k}_s": v * (1 if k in ("dp", "dp_replicas") else m) for k, v in detail.items()})
     breakdown.update({"compute_matmul": m * t_lin,
-                      "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant)})
+                      "compute_attention": m * t_attn, "compute_memory_bound": m * (t_elt + t_dequant + t_copy)})
     details = {"microbatches": m, "tokens_per_step": tok_step, "clock_factor": round(clock_factor(P, gpu), 4)}
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
     details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
+    if t_copy > 0:
+        # inside compute_memory_bound: FSDP2's all-gather copy-out and reduce-scatter copy-in (_fsdp2_copy_time)
+        details["fsdp2_copy_s"] = round(m * t_copy, 6)
     t_ring = _cp_ring_time(c)
     if t_ring > 0:
         # inside compute_memory_bound: TE's ring context-parallel attention's copies and output corrections

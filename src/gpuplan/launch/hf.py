@@ -201,6 +201,10 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
             raise unsupported(plan, "offload 'optimizer' alone", "FSDP offloads parameters, gradients and optimizer "
                               "state together; it cannot offload only the optimizer.", ("deepspeed",),
                               "use offload: optimizer+params, or")
+        if p.fsdp_version == 1:
+            raise unsupported(plan, "parallel.fsdp_version 1", "gpuplan writes accelerate's FSDP2 config "
+                              "(fsdp_version 2); FSDP1's flat-parameter config is not generated here.", ("deepspeed",),
+                              "set parallel.fsdp_version: 2 (or remove it), or")
         cfg["distributed_type"] = "FSDP"
         cfg["fsdp_config"] = {
             "fsdp_version": 2,
