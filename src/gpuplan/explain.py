@@ -77,9 +77,24 @@ def _gpu_input(est) -> Input:
                  f"{g.id}: {getattr(g, 'usable_memory_basis', '') or 'catalog'} (hardware/data/gpus.csv)")
 
 
+def layout_text(s, gpu_id: str) -> str:
+    """The GPUs and their layout in one phrase. An RL step split between a rollout engine and the trainer shows
+    each group: its training layout is that of the training GPUs (the rest run the engine)."""
+    p = s.parallel
+    train = getattr(s, "train", None)
+    rl = getattr(train, "rl", None) if train is not None else None
+    shard = f" shard_group={p.shard_group} (x{p.replicas} replicas)" if p.replicas > 1 else ""
+    if rl is not None and rl.placement == "split":
+        rollout = rl.rollout_gpus
+        trainers = s.hardware.count - rollout
+        dp = max(1, trainers // (p.tp * p.pp * p.cp))
+        return (f"{s.hardware.count}x {gpu_id}: {trainers} train (dp={dp} tp={p.tp} pp={p.pp} zero={p.zero}) + "
+                f"{rollout} rollout ({rl.engine} tp={rl.rollout_tp} x{rollout // rl.rollout_tp})")
+    return f"{s.hardware.count}x {gpu_id} · dp={s.dp} tp={p.tp} pp={p.pp} zero={p.zero}{shard}"
+
+
 def describe(est) -> str:
     """The plan in one line: model, task and its settings, GPUs, layout, framework."""
-    from .report import layout_text
     s = est.scenario
     what = (f"{s.train.method}, {s.train.precision}, {s.train.optimizer}, seq {s.train.seq_len}, micro-batch "
             f"{s.train.micro_batch}, recompute {s.train.recompute}" if s.train else

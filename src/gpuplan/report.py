@@ -7,6 +7,7 @@ from typing import Any, Iterable, Sequence
 
 from . import term
 from .estimate.results import MEMORY_COMPONENTS
+from .explain import layout_text
 from .units import GiB, fmt_bytes, fmt_count, fmt_seconds
 
 
@@ -127,22 +128,6 @@ def cost_report(cost, scenario=None) -> str:
 
 def _pct(v: float) -> str:
     return f"{100 * v:.1f} %"
-
-
-def layout_text(s, gpu_id: str) -> str:
-    """The GPUs and their layout in one phrase. An RL step split between a rollout engine and the trainer shows
-    each group: its training layout is that of the training GPUs (the rest run the engine)."""
-    p = s.parallel
-    train = getattr(s, "train", None)
-    rl = getattr(train, "rl", None) if train is not None else None
-    shard = f" shard_group={p.shard_group} (x{p.replicas} replicas)" if p.replicas > 1 else ""
-    if rl is not None and rl.placement == "split":
-        rollout = rl.rollout_gpus
-        trainers = s.hardware.count - rollout
-        dp = max(1, trainers // (p.tp * p.pp * p.cp))
-        return (f"{s.hardware.count}x {gpu_id}: {trainers} train (dp={dp} tp={p.tp} pp={p.pp} zero={p.zero}) + "
-                f"{rollout} rollout ({rl.engine} tp={rl.rollout_tp} x{rollout // rl.rollout_tp})")
-    return f"{s.hardware.count}x {gpu_id} · dp={s.dp} tp={p.tp} pp={p.pp} zero={p.zero}{shard}"
 
 
 def estimate_report(est) -> str:
