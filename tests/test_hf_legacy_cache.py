@@ -1,0 +1,53 @@
+"""HF generate under transformers before 4.36 holds the old KV tuple beside the new one in a decode step
+(estimate/memory.py legacy_tuple_cache_bytes; v4.35.0 modeling_llama.py LlamaAttention.forward grows the cache
+with torch.cat into a new tuple while generation/utils.py greedy_search still references the old one)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from gpuplan import api
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import validate_gathered as vg  # noqa: E402
+
+
+def _scn(version: str, batch: int = 16) -> dict:
+    return {"model": "llama-2-13b-hf", "task": "infer", "hardware": {"gpu": "a100-sxm-80gb", "count": 1},
+            "infer": {"engine": "hf", "weights": "fp16", "kv_cache": "fp16", "prompt_len": 512, "output_len": 512,
+                      "concurrency": batch, "transformers_version": version}}
+
+
+def test_legacy_tuple_cache_adds_the_old_tuple():
+    # Llama-2-13B: 40 layers x (K + V) x 5120 x 2 bytes = 819,200 bytes a token; the last decode step of a
+    # 512 + 512 run holds the old tuple of 1,023 tokens for each of 16 sequences: 13,408,665,600 bytes
+    from gpuplan.estimate.memory import legacy_tuple_cache_bytes
+    inf = SimpleNamespace(engine="hf", output_len=512, transformers_version="4.35.2")
+    assert legacy_tuple_cache_bytes(inf, 16 * 819_200, 1024) == 13_408_665_600
+    old = api.estimate(_scn("4.35.2")).memory
+    new = api.estimate(_scn("4.46.3")).memory
+    # the decode step is then the peak, the old tuple in its temporary share
+    assert old.components["temporary"] - new.components["temporary"] >= 13_408_665_600
+    assert old.components["kv_cache"] == new.components["kv_cache"]
+    assert old.peak_bytes_per_gpu > new.peak_bytes_per_gpu + 12e9
+
+
+def test_later_or_unknown_transformers_hold_one_cache():
+    a = api.estimate(_scn("unknown", 4)).memory.peak_bytes_per_gpu
+    b = api.estimate(_scn("4.36.0", 4)).memory.peak_bytes_per_gpu
+    assert a == b
+
+
+def test_allocated_plus_outside_torch_drops_only_the_allocator_reserve():
+    """optimum's benchmark_gptq.py reads torch's peak allocated + (nvidia-smi peak - torch's peak reserved): the
+    whole peak less the caching allocator's unused reserve; the MB it prints are 1e6 bytes."""
+    from gpuplan.estimate.memory import Overhead
+    o = Overhead()
+    comps = {"runtime_overhead": o.cuda_context + o.workspaces + 100e6}
+    est = SimpleNamespace(memory=SimpleNamespace(peak_bytes_per_gpu=30e9, components=comps))
+    row = {"id": "X", "gpus": "1", "memory": "29900", "memory_unit": "MB", "memory_metric": "allocated + outside torch"}
+    pred, meas = vg.memory_pair(row, est)
+    assert abs(pred * vg.GiB - 29.9e9) < 1 and abs(meas * vg.GiB - 29.9e9) < 1
