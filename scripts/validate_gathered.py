@@ -62,18 +62,24 @@ def scenario(row: dict) -> dict:
 def finetune_scenario(row: dict) -> dict:
     """The LoRA/QLoRA fine-tuning scenario a finetune-memory.csv row's stated settings describe."""
     gpus = int(row["gpus"])
-    targets = row["lora_targets"]
     train = {"method": row["method"], "precision": row["precision"],
              "master_weights": row["master_weights"] == "true", "optimizer": row["optimizer"],
              "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"]),
              "global_batch": int(row["micro_batch"]) * gpus, "recompute": row["recompute"],
-             "attention": row["attention"], "lora_rank": int(row["lora_rank"]),
-             "lora_targets": targets if targets == "all-linear" else targets.split(),
-             "lora_dropout": float(row["lora_dropout"] or 0),
+             "attention": row["attention"],
              # the loop keeps the model output (its logits) through backward: fp32 before transformers 4.46
              "held_logits": row.get("held_logits") or "none", "torch_version": torch_version(row)}
+    if row["method"] in ("lora", "qlora"):
+        targets = row["lora_targets"]
+        train.update(lora_rank=int(row["lora_rank"]), lora_dropout=float(row["lora_dropout"] or 0),
+                     lora_targets=targets if targets == "all-linear" else targets.split())
     if row["method"] == "qlora":
         train["qlora_double_quant"] = row["qlora_double_quant"] == "true"
+    # torchtune's single-device full fine-tune: the optimizer stepped inside backward, bitsandbytes' paged states
+    if row.get("optimizer_in_backward") == "true":
+        train["optimizer_in_backward"] = True
+    if row.get("paged_optimizer") == "true":
+        train["paged_optimizer"] = True
     return {"model": row["model"], "task": "finetune", "framework": row["framework"],
             "hardware": {"gpu": row["gpu"], "count": gpus},
             "parallel": {"zero": int(row["zero"]), "dp": gpus, "offload": row["offload"]},

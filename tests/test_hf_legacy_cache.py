@@ -3,16 +3,9 @@
 with torch.cat into a new tuple while generation/utils.py greedy_search still references the old one)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from gpuplan import api
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import validate_gathered as vg  # noqa: E402
 
 
 def _scn(version: str, batch: int = 16) -> dict:
@@ -40,14 +33,3 @@ def test_later_or_unknown_transformers_hold_one_cache():
     b = api.estimate(_scn("4.36.0", 4)).memory.peak_bytes_per_gpu
     assert a == b
 
-
-def test_allocated_plus_outside_torch_drops_only_the_allocator_reserve():
-    """optimum's benchmark_gptq.py reads torch's peak allocated + (nvidia-smi peak - torch's peak reserved): the
-    whole peak less the caching allocator's unused reserve; the MB it prints are 1e6 bytes."""
-    from gpuplan.estimate.memory import Overhead
-    o = Overhead()
-    comps = {"runtime_overhead": o.cuda_context + o.workspaces + 100e6}
-    est = SimpleNamespace(memory=SimpleNamespace(peak_bytes_per_gpu=30e9, components=comps))
-    row = {"id": "X", "gpus": "1", "memory": "29900", "memory_unit": "MB", "memory_metric": "allocated + outside torch"}
-    pred, meas = vg.memory_pair(row, est)
-    assert abs(pred * vg.GiB - 29.9e9) < 1 and abs(meas * vg.GiB - 29.9e9) < 1
