@@ -124,7 +124,7 @@ def memory_pair(row: dict, est) -> tuple[float, float]:
     else:
         raise ValueError(f"row {row['id']}: memory_metric {metric!r} is not one of max allocated, max reserved, "
                          "nvidia-smi, allocated + outside torch")
-    unit = {"GiB": GiB, "GB": 1e9, "MB": 1e6}[row["memory_unit"]]
+    unit = {"GiB": GiB, "GB": 1e9, "MB": 1e6, "MiB": 2 ** 20}[row["memory_unit"]]
     return pred / GiB, float(row["memory"]) * unit / GiB
 
 

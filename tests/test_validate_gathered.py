@@ -225,7 +225,7 @@ def test_finetune_memory_rows_are_complete():
         assert r["retrieved"][:2] == "20" and r["method"] in ("lora", "qlora", "full"), r["id"]
     for r in scored:
         assert r["memory_metric"] in ("max allocated", "max reserved", "nvidia-smi"), r["id"]
-        assert r["memory_unit"] in ("GiB", "GB") and float(r["memory"]) > 0, r["id"]
+        assert r["memory_unit"] in ("GiB", "GB", "MiB") and float(r["memory"]) > 0, r["id"]
         lora = ("lora_rank", "lora_targets") if r["method"] != "full" else ()
         for col in ("model", "gpu", "gpus", "zero", "offload", *lora, "precision",
                     "optimizer", "micro_batch", "seq_len", "recompute", "attention", "held_logits"):
@@ -250,6 +250,18 @@ def test_full_finetune_row_carries_torchtunes_low_memory_settings():
     assert t["method"] == "full" and t["paged_optimizer"] is True and t["optimizer_in_backward"] is True
     assert t["micro_batch"] == 4 and t["seq_len"] == 2048 and t["master_weights"] is False
     assert "lora_rank" not in t and "lora_targets" not in t
+
+
+def test_bnb_optimizer_rows_run_the_scripts_defaults():
+    """BO01-04: optimizer_benchmark_comprehensive.py defaults (Qwen3-0.6B, fp32, batch 2 x 128) with each optimizer;
+    its 'MB' is bytes / 1024**2 (fmt_mb): 11609.8 MB = 11609.8 / 1024 GiB."""
+    rows = {x["id"]: x for x in _ft_rows()}
+    opts = [vg.finetune_scenario(rows[f"BO0{i}"])["train"]["optimizer"] for i in range(1, 5)]
+    assert opts == ["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"]
+    t = vg.finetune_scenario(rows["BO01"])["train"]
+    assert t["precision"] == "fp32" and t["micro_batch"] == 2 and t["seq_len"] == 128 and t["recompute"] == "none"
+    _, meas = vg.memory_pair(rows["BO01"], _fake_estimate(1.0, 0.0))
+    assert abs(meas - 11609.8 / 1024) < 1e-9
 
 
 def test_hf_generate_rows_compare_allocated_plus_what_lies_outside_torch():
