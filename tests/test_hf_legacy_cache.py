@@ -33,3 +33,19 @@ def test_later_or_unknown_transformers_hold_one_cache():
     b = api.estimate(_scn("4.36.0", 4)).memory.peak_bytes_per_gpu
     assert a == b
 
+
+
+def test_autogptq_kernel_buffers_follow_auto_gptq_050():
+    """auto_gptq 0.5.0 autogptq_post_init: exllamav2 keeps one scratch of max(in x out x 2 + 128 + out x 2048 x 8 x 4
+    + 128) over its linears; Llama-2-13B's gate/up (5120 -> 13824): 141,557,888 + 905,969,792 = 1,047,527,680
+    bytes. exllama (v1) without act-order: temp_dq of in x out fp16 (141,557,760) + a 1 x 1 temp_state."""
+    from gpuplan.estimate.quant_kernels import gptq_kernel_buffer_bytes
+    shapes = [(5120, 5120), (5120, 13824), (13824, 5120)]
+    assert gptq_kernel_buffer_bytes("exllamav2", shapes) == 1_047_527_680
+    assert gptq_kernel_buffer_bytes("exllama", shapes) == 141_557_762
+    assert gptq_kernel_buffer_bytes("cuda-old", shapes) == 0 and gptq_kernel_buffer_bytes(None, shapes) == 0
+    scn = _scn("4.35.2", 1)
+    scn["infer"]["weights"] = "gptq-int4"
+    base = api.estimate(scn).memory.components["temporary"]
+    scn["infer"]["gptq_kernel"] = "exllamav2"
+    assert api.estimate(scn).memory.components["temporary"] - base == 1_047_527_680

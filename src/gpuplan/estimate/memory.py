@@ -1482,6 +1482,15 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         temp = 0.0
     if beams > 1 and inf.engine == "hf":
         act = act * beams          # generate expands the prompts by num_beams before the prefill
+    if inf.engine == "hf" and weight_format(inf.weights).family == "gptq" and getattr(inf, "gptq_kernel", None):
+        # AutoGPTQ's persistent kernel buffers (quant_kernels.gptq_kernel_buffer_bytes), alive in every phase
+        from .quant_kernels import gptq_kernel_buffer_bytes
+        gbuf = gptq_kernel_buffer_bytes(inf.gptq_kernel, [b.linear for b in model.linear_blocks
+                                                          if b.kind in ("attn", "mlp")])
+        if gbuf:
+            temp += gbuf
+            notes.append(f"AutoGPTQ {inf.gptq_kernel} kernel buffers: {gbuf / GiB:.2f} GiB (auto_gptq 0.5.0 "
+                         "autogptq_post_init)")
     legacy = legacy_tuple_cache_bytes(inf, per_token * seqs * beams, ctx)
     if legacy:
         notes.append(f"transformers {inf.transformers_version}: generate passes the KV cache as tuples; each decode "
