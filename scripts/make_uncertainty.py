@@ -129,6 +129,8 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 p, m = rec["mem"]
                 if path.stem == "measured":     # one GPU, HF transformers, measured on a lent GPU
                     cat = memory_category(row["task"], row["method"] or None, 0, 1, row["engine"] or None)
+                elif path.stem == "serve":      # serve.csv: the peak memory of a generate() run
+                    cat = memory_category("infer", None, 0, 1, row["engine"])
                 elif "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks
                     cat = memory_category("finetune", row["method"], int(row["zero"]), int(row["gpus"]), None)
                 else:

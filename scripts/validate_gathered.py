@@ -62,18 +62,24 @@ def scenario(row: dict) -> dict:
 def finetune_scenario(row: dict) -> dict:
     """The LoRA/QLoRA fine-tuning scenario a finetune-memory.csv row's stated settings describe."""
     gpus = int(row["gpus"])
-    targets = row["lora_targets"]
     train = {"method": row["method"], "precision": row["precision"],
              "master_weights": row["master_weights"] == "true", "optimizer": row["optimizer"],
              "seq_len": int(row["seq_len"]), "micro_batch": int(row["micro_batch"]),
              "global_batch": int(row["micro_batch"]) * gpus, "recompute": row["recompute"],
-             "attention": row["attention"], "lora_rank": int(row["lora_rank"]),
-             "lora_targets": targets if targets == "all-linear" else targets.split(),
-             "lora_dropout": float(row["lora_dropout"] or 0),
+             "attention": row["attention"],
              # the loop keeps the model output (its logits) through backward: fp32 before transformers 4.46
              "held_logits": row.get("held_logits") or "none", "torch_version": torch_version(row)}
+    if row["method"] in ("lora", "qlora"):
+        targets = row["lora_targets"]
+        train.update(lora_rank=int(row["lora_rank"]), lora_dropout=float(row["lora_dropout"] or 0),
+                     lora_targets=targets if targets == "all-linear" else targets.split())
     if row["method"] == "qlora":
         train["qlora_double_quant"] = row["qlora_double_quant"] == "true"
+    # torchtune's single-device full fine-tune: the optimizer stepped inside backward, bitsandbytes' paged states
+    if row.get("optimizer_in_backward") == "true":
+        train["optimizer_in_backward"] = True
+    if row.get("paged_optimizer") == "true":
+        train["paged_optimizer"] = True
     return {"model": row["model"], "task": "finetune", "framework": row["framework"],
             "hardware": {"gpu": row["gpu"], "count": gpus},
             "parallel": {"zero": int(row["zero"]), "dp": gpus, "offload": row["offload"]},
@@ -90,6 +96,15 @@ def outside_torch_bytes(est, gpus: int) -> float:
     return o.cuda_context + (o.nccl_per_peer_group if gpus > 1 else 0)
 
 
+def allocator_reserve_bytes(est, gpus: int) -> float:
+    """The caching allocator's unused reserve in gpuplan's runtime overhead: the overhead less the CUDA context,
+    the library workspaces and NCCL's buffers (estimate/memory.py Overhead, its `fragmentation` share)."""
+    from gpuplan.estimate.memory import Overhead
+    o = Overhead()
+    fixed = o.cuda_context + o.workspaces + (o.nccl_per_peer_group if gpus > 1 else 0)
+    return max(0.0, est.memory.components["runtime_overhead"] - fixed)
+
+
 def memory_pair(row: dict, est) -> tuple[float, float]:
     """(predicted, measured) GiB of a finetune-memory.csv row, compared at the level the source read:
     torch max_memory_allocated (gpuplan's allocated bytes: the peak less its runtime overhead),
@@ -102,9 +117,14 @@ def memory_pair(row: dict, est) -> tuple[float, float]:
         pred = m.peak_bytes_per_gpu - outside_torch_bytes(est, int(row["gpus"]))
     elif metric == "nvidia-smi":
         pred = m.peak_bytes_per_gpu
+    elif metric == "allocated + outside torch":
+        # optimum's benchmark_gptq.py: torch's peak allocated plus (nvidia-smi peak - torch's peak reserved), i.e.
+        # the whole peak less the caching allocator's unused reserve
+        pred = m.peak_bytes_per_gpu - allocator_reserve_bytes(est, int(row["gpus"]))
     else:
-        raise ValueError(f"row {row['id']}: memory_metric {metric!r} is not one of max allocated, max reserved, nvidia-smi")
-    unit = {"GiB": GiB, "GB": 1e9}[row["memory_unit"]]
+        raise ValueError(f"row {row['id']}: memory_metric {metric!r} is not one of max allocated, max reserved, "
+                         "nvidia-smi, allocated + outside torch")
+    unit = {"GiB": GiB, "GB": 1e9, "MB": 1e6, "MiB": 2 ** 20}[row["memory_unit"]]
     return pred / GiB, float(row["memory"]) * unit / GiB
 
 
@@ -474,6 +494,9 @@ def score(path: Path) -> list[dict]:
             if serving:
                 rec["tpot"] = (est.performance.tpot_s, float(row["tpot_s"]))
                 rec["batch1"] = row["concurrency"] == "1"
+                if row.get("memory"):      # the same run's peak memory, at the level the source read it
+                    rec["mem"] = memory_pair(row, est)
+                    rec["engine"] = row["engine"]
                 out.append(rec)
                 continue
             if row["tokens_per_s_per_gpu"]:
@@ -546,8 +569,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if "tpot" in r:
             p, m_ = r["tpot"]
+            mem = (f"   memory {r['mem'][0]:6.2f} GiB measured {r['mem'][1]:6.2f} GiB {_err(*r['mem'])}"
+                   if "mem" in r else "")
             print(f"{r['id']:6s} TPOT {1e3 * p:8.1f} ms  measured {1e3 * m_:8.1f} ms  {_err(p, m_)}   "
-                  f"{r['gpu']} {r['weights']}")
+                  f"{r['gpu']} {r['weights']}{mem}")
             continue
         t = r.get("tps")
         m = r.get("mem")
@@ -560,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("  LoRA/QLoRA", [r["mem"] for r in lora]))
     for src in sorted({r["source"] for r in lora}):
         print(_summary(f"    {src[:38]}", [r["mem"] for r in lora if r["source"] == src]))
+    print(_summary("  HF inference", [r["mem"] for r in rows if "mem" in r and "tpot" in r]))
     print(_summary("  measured here", [r["mem"] for r in rows if "mem" in r and r["source"].startswith("gpuplan measure")]))
     print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
     print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))

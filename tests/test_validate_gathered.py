@@ -219,21 +219,64 @@ def test_finetune_memory_rows_are_complete():
     scored = [r for r in rows if not r["notes"].startswith(vg.UNSCORED)]
     assert len(scored) >= 15 and len({r["source"] for r in scored}) >= 3
     for r in rows:
-        assert r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"], r["id"]
-        assert r["retrieved"][:2] == "20" and r["method"] in ("lora", "qlora"), r["id"]
+        # a file pinned to a commit, or a pull-request thread (its comments are the source)
+        pinned = "/blob/" in r["source_url"] or re.search(r"/pull/\d+$", r["source_url"])
+        assert r["source_url"].startswith("https://github.com/") and pinned, r["id"]
+        assert r["retrieved"][:2] == "20" and r["method"] in ("lora", "qlora", "full"), r["id"]
     for r in scored:
         assert r["memory_metric"] in ("max allocated", "max reserved", "nvidia-smi"), r["id"]
-        assert r["memory_unit"] in ("GiB", "GB") and float(r["memory"]) > 0, r["id"]
-        for col in ("model", "gpu", "gpus", "zero", "offload", "lora_rank", "lora_targets", "precision",
+        assert r["memory_unit"] in ("GiB", "GB", "MiB") and float(r["memory"]) > 0, r["id"]
+        lora = ("lora_rank", "lora_targets") if r["method"] != "full" else ()
+        for col in ("model", "gpu", "gpus", "zero", "offload", *lora, "precision",
                     "optimizer", "micro_batch", "seq_len", "recompute", "attention", "held_logits"):
             assert r[col], (r["id"], col)
 
 
-def test_finetune_rows_score_in_the_lora_memory_category():
+def test_finetune_rows_score_in_their_memory_category():
     from gpuplan.estimate.uncertainty import memory_category
     recs = [r for r in vg.score(FT_CSV) if "mem" in r]
-    assert len(recs) >= 15 and all(r["method"] in ("lora", "qlora") for r in recs)
-    assert memory_category("finetune", recs[0]["method"], 3, 2, None) == "fine-tuning, LoRA/QLoRA"
+    lora = [r for r in recs if r["method"] in ("lora", "qlora")]
+    assert len(lora) >= 15 and all(r["method"] in ("lora", "qlora", "full") for r in recs)
+    assert memory_category("finetune", lora[0]["method"], 3, 2, None) == "fine-tuning, LoRA/QLoRA"
+    # a single-GPU full fine-tune (torchtune PR #961, TQ01) is an unsharded training peak
+    assert memory_category("finetune", "full", 0, 1, None) == "training, unsharded or ZeRO-1/2"
+
+
+def test_full_finetune_row_carries_torchtunes_low_memory_settings():
+    """TQ01: 7B_full_low_memory.yaml @30c75d4a sets bitsandbytes.optim.PagedAdamW and optimizer_in_bwd True;
+    the PR forces batch 4 x 2048 tokens; no LoRA fields reach the scenario."""
+    r = {x["id"]: x for x in _ft_rows()}["TQ01"]
+    t = vg.finetune_scenario(r)["train"]
+    assert t["method"] == "full" and t["paged_optimizer"] is True and t["optimizer_in_backward"] is True
+    assert t["micro_batch"] == 4 and t["seq_len"] == 2048 and t["master_weights"] is False
+    assert "lora_rank" not in t and "lora_targets" not in t
+
+
+def test_bnb_optimizer_rows_run_the_scripts_defaults():
+    """BO01-04: optimizer_benchmark_comprehensive.py defaults (Qwen3-0.6B, fp32, batch 2 x 128) with each optimizer;
+    its 'MB' is bytes / 1024**2 (fmt_mb): 11609.8 MB = 11609.8 / 1024 GiB."""
+    rows = {x["id"]: x for x in _ft_rows()}
+    opts = [vg.finetune_scenario(rows[f"BO0{i}"])["train"]["optimizer"] for i in range(1, 5)]
+    assert opts == ["adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit"]
+    t = vg.finetune_scenario(rows["BO01"])["train"]
+    assert t["precision"] == "fp32" and t["micro_batch"] == 2 and t["seq_len"] == 128 and t["recompute"] == "none"
+    _, meas = vg.memory_pair(rows["BO01"], _fake_estimate(1.0, 0.0))
+    assert abs(meas - 11609.8 / 1024) < 1e-9
+
+
+def test_hf_generate_rows_compare_allocated_plus_what_lies_outside_torch():
+    """optimum's OPT rows: 'Peak memory (MB)' = torch peak allocated + (nvidia-smi peak - torch peak reserved)
+    (tests/benchmark/benchmark_gptq.py @11e71e26): a 10 GiB peak with 1 GiB overhead, of which 512 MiB is the
+    CUDA context and 64 MiB the workspaces, leaves 10 - (1 - 0.5625) = 9.5625 GiB."""
+    est = _fake_estimate(10.0, 1.0)
+    row = {"id": "X", "gpus": "1", "memory": "1000", "memory_unit": "MB", "memory_metric": "allocated + outside torch"}
+    pred, meas = vg.memory_pair(row, est)
+    assert abs(pred - 9.5625) < 1e-9 and abs(meas - 1e9 / 2 ** 30) < 1e-12
+    with (ROOT / "validation" / "gathered" / "serve.csv").open(newline="", encoding="utf-8") as fh:
+        opt = [r for r in csv.DictReader(fh) if r["id"].startswith("OPT")]
+    # the README's generate tables: 5 kernels x 5 batch sizes; OPT01 = fp16 batch 1, 29152.98 MB
+    assert len(opt) == 25 and all(r["memory_unit"] == "MB" and float(r["memory"]) > 0 for r in opt)
+    assert {r["id"]: r for r in opt}["OPT01"]["memory"] == "29152.98"
 
 
 # ---- preference-tuning rows (validation/gathered/preference.csv) --------------------------------------------------

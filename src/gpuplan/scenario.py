@@ -733,7 +733,9 @@ class Infer(_Strict):
         "Llama-style decoder layer issues a version-dependent number of ops per decode step (4.35: eager attention, "
         "rotary cos/sin cast and indexed in every layer; 4.46: SDPA; counted on CPU, estimate/data/"
         "hf_decode_ops.csv), and the host issue time per layer scales with it against 4.46.3, the version the "
-        "0.77 ms per layer was read on. Unknown or a version not counted: the constant as read")
+        "0.77 ms per layer was read on. Unknown or a version not counted: the constant as read. Before 4.36 "
+        "generate passes the KV cache as tuples and a decode step holds the old tuple beside the new one "
+        "(memory: estimate/memory.py legacy_tuple_cache_bytes)")
     repeat_kv: bool = Field(False, description="engine hf, GQA models: each decode step copies the KV cache out to "
                             "every query head (transformers' repeat_kv before attention: eager attention in any "
                             "version, SDPA in transformers 4.x such as 4.46). Default false: transformers 5 SDPA "

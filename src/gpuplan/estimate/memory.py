@@ -1482,13 +1482,53 @@ def _infer_components(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[d
         temp = 0.0
     if beams > 1 and inf.engine == "hf":
         act = act * beams          # generate expands the prompts by num_beams before the prefill
+    if inf.engine == "hf" and weight_format(inf.weights).family == "gptq" and getattr(inf, "gptq_kernel", None):
+        # AutoGPTQ's persistent kernel buffers (quant_kernels.gptq_kernel_buffer_bytes), alive in every phase
+        from .quant_kernels import gptq_kernel_buffer_bytes
+        gbuf = gptq_kernel_buffer_bytes(inf.gptq_kernel, [b.linear for b in model.linear_blocks
+                                                          if b.kind in ("attn", "mlp")])
+        if gbuf:
+            temp += gbuf
+            notes.append(f"AutoGPTQ {inf.gptq_kernel} kernel buffers: {gbuf / GiB:.2f} GiB (auto_gptq 0.5.0 "
+                         "autogptq_post_init)")
+    legacy = legacy_tuple_cache_bytes(inf, per_token * seqs * beams, ctx)
+    if legacy:
+        notes.append(f"transformers {inf.transformers_version}: generate passes the KV cache as tuples; each decode "
+                     "step's forward builds a new tuple by torch.cat while the old one stays referenced, so the "
+                     f"last step holds both ({legacy / GiB:.2f} GiB above the cache)")
     phases = {
         "prefill": dict(weights=weights, kv_cache=kv_need, activations=act, temporary=temp),
         "decode": dict(weights=weights, kv_cache=kv_need, activations=seqs * beams * (4 * h + 3 * i / tp) * 2,
                        logits=beam_logits_bytes(model, seqs, beams, inf.engine),
-                       temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine)),
+                       temporary=temp + beam_reorder_bytes(model, kv_need, beams, inf.engine) + legacy),
     }
     return phases, notes, extra
+
+
+# transformers releases whose generate() hands the KV cache to the model as tuples of tensors and whose attention grows
+# them by concatenation (v4.35.0 modeling_llama.py LlamaAttention.forward: `key_states = torch.cat([past_key_value[0],
+# key_states], dim=2)` ... `past_key_value = (key_states, value_states) if use_cache else None`; generation/utils.py
+# greedy_search: `model_inputs = self.prepare_inputs_for_generation(input_ids, **model_kwargs)`, `outputs =
+# self(**model_inputs, ...)`, and only then `model_kwargs = self._update_model_kwargs_for_generation(outputs, ...)`).
+# Versions from 4.36 (DynamicCache) are left as they were: not read here.
+LEGACY_TUPLE_CACHE_BEFORE = (4, 36)
+
+
+def legacy_tuple_cache_bytes(inf, kv_per_token: float, ctx: int) -> float:
+    """Bytes a decode step of HF generate holds above the KV cache under a transformers release that passes the
+    cache as tuples (before 4.36, `LEGACY_TUPLE_CACHE_BEFORE`): the step's forward concatenates every layer's cache
+    into a new tensor while `model_kwargs` (and the previous step's `outputs`) still reference the old tuple, which
+    is freed only after the forward returns; at the last step the old tuple holds ctx - 1 tokens beside the new
+    ctx. `kv_per_token`: the attention cache bytes per token of all sequences on this GPU. 0 for other engines and
+    for an unknown or later transformers."""
+    if inf.engine != "hf" or inf.output_len < 2:
+        return 0.0
+    parts = (getattr(inf, "transformers_version", None) or "").split("+")[0].split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return 0.0
+    if (int(parts[0]), int(parts[1])) >= LEGACY_TUPLE_CACHE_BEFORE:
+        return 0.0
+    return kv_per_token * (ctx - 1)
 
 
 def _rope_fp32_prefill_bytes_per_token(model: ModelSpec, tp: int) -> float:

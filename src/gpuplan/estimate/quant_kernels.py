@@ -140,6 +140,33 @@ EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 
 GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT = 2290.0 / (32 * 256)
 
 
+# Persistent device buffers AutoGPTQ 0.5.0 allocates for its kernels when transformers 4.x loads GPTQ weights
+# (auto_gptq/modeling/_utils.py `autogptq_post_init` @v0.5.0 = c70d29f0):
+# * exllamav2: one fp16 scratch per device of max over the exllamav2 linears of `scratch_space_fixed()` =
+#   temp_dq_size (in x out x 2 + 128) + temp_fwd_size(max_input_len=2048, max_batch_size=8) (out x 2048 x 8 x 4
+#   + 128) (auto_gptq/nn_modules/qlinear/qlinear_exllamav2.py L157-164, `ExLlamaV2DeviceTensors.prepare`:
+#   torch.empty of scratch_bytes // 2 halves);
+# * exllama (v1): per device `temp_dq` = max over the linears of qweight.numel() x 8 fp16 elements (in x out x 2
+#   bytes) and `temp_state` = max_input_len x max_inner_outer_dim fp16, where without act-order max_input_len is 1
+#   and max_inner_outer_dim stays at its initial 1 (only act-order raises it);
+# * cuda-old: none.
+# The fixed shapes (2048 x 8) come from scratch_space_fixed's defaults, which post_init calls without arguments.
+EXLLAMAV2_MAX_INPUT_LEN = 2048
+EXLLAMAV2_MAX_BATCH_SIZE = 8
+
+
+def gptq_kernel_buffer_bytes(gptq_kernel: str | None, linears) -> float:
+    """Bytes of the persistent buffers AutoGPTQ 0.5.0 allocates on a device for `gptq_kernel` given the quantized
+    linears' (in_features, out_features) on it (see the note above); 0 for cuda-old, an unset kernel or none."""
+    shapes = [tuple(x) for x in linears]
+    if not shapes or gptq_kernel not in ("exllama", "exllamav2"):
+        return 0.0
+    if gptq_kernel == "exllamav2":
+        return float(max(i * o * 2 + 128 + o * EXLLAMAV2_MAX_INPUT_LEN * EXLLAMAV2_MAX_BATCH_SIZE * 4 + 128
+                         for i, o in shapes))
+    return float(max(i * o for i, o in shapes) * 2 + 1 * 1 * 2)
+
+
 def is_bitsandbytes(fmt: WeightFormat) -> bool:
     return fmt.family == "nf4" or fmt.name == "int8"
 
