@@ -38,7 +38,8 @@ def _training(scn: Any) -> list[Technique]:
     if t.attention == "eager":
         out.append(Technique("attention=flash", {"train": {"attention": "flash"}}, "fused attention kernel: no "
                              "score matrix kept", "no quality change"))
-    if t.precision in ("bf16", "fp16") and t.master_weights:
+    # not under QLoRA: the 4-bit base computes in 16 bits (the scenario refuses fp8 with qlora)
+    if t.precision in ("bf16", "fp16") and t.master_weights and t.method != "qlora":
         out.append(Technique("precision=fp8", {"train": {"precision": "fp8"}}, "FP8 matmuls (Transformer Engine)",
                              "needs FP8 tensor cores; numerics change", saves_memory=False, changes_workload=True))
     return out

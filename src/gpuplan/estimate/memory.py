@@ -1523,10 +1523,9 @@ def legacy_tuple_cache_bytes(inf, kv_per_token: float, ctx: int) -> float:
     for an unknown or later transformers."""
     if inf.engine != "hf" or inf.output_len < 2:
         return 0.0
-    parts = (getattr(inf, "transformers_version", None) or "").split("+")[0].split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return 0.0
-    if (int(parts[0]), int(parts[1])) >= LEGACY_TUPLE_CACHE_BEFORE:
+    from .host_issue import _version_key
+    key = _version_key(inf.transformers_version)
+    if key is None or key >= LEGACY_TUPLE_CACHE_BEFORE:
         return 0.0
     return kv_per_token * (ctx - 1)
 
