@@ -1,5 +1,5 @@
 """Times vLLM V0's host work per decode step on this CPU (docs/posttrain.md, *vLLM V0's per-sequence host work*;
-engine_host.vllm_v0_host): the real `LLMEngine.step` of a vLLM 0.6.x source tree - `Scheduler.schedule`
+engine_host.vllm_v0_host): the real `LLMEngine.step` of a vLLM 0.6.x (or 0.5.x) source tree - `Scheduler.schedule`
 (chunked-prefill scheduler, block manager v2) and `_process_model_outputs` (SingleStepOutputProcessor: token append,
 stop check, n > 1 forking, freeing; a RequestOutput when a group finishes, the offline LLM class's FINAL_ONLY) -
 over an executor that, by default, returns the SamplerOutput the V0 sampler builds (one SequenceOutput with its
@@ -7,7 +7,9 @@ over an executor that, by default, returns the SamplerOutput the V0 sampler buil
 runs the worker's ModelInputForGPUBuilder (ROCm flash-attention metadata, tensors on the CPU); with --sampler it runs
 V0's SamplingMetadata.prepare and Sampler on CPU logits --vocab wide (two widths separate the CPU's tensor work, the
 GPU's on a GPU, from the per-sequence Python). Nothing here builds vLLM: only its Python modules are imported from
-the unpacked source release whose path is given (GPU-kernel modules it never calls are stubbed).
+the unpacked source release whose path is given (GPU-kernel modules it never calls are stubbed). A vLLM 0.5.x tree
+(e.g. the vllm-0.5.4 wheel unpacked; docs/speed.md §3.35) runs too: its step has no async output processor and builds a
+RequestOutput for every group each step; --serving-defaults gives its scheduler for an 8K-context model.
 
     python3 scripts/bench_vllm_v0_host.py /path/to/vllm-0.6.3 [--n 1] [--batches 64,1024] [--steps 40]
                                           [--prepare] [--sampler --vocab 64]
@@ -39,8 +41,15 @@ _STUB_VLLM = ("vllm.lora.punica", "vllm.lora.layers", "vllm.lora.models", "vllm.
               "vllm.attention.ops.prefix_prefill")
 
 
+# vLLM 0.5.x's compiled-extension wrapper: vllm/_core_ext.py @v0.5.4 reads torch.classes._core_C.ScalarType at import,
+# which only its built _core_C library registers (imported through vllm.utils -> vllm._custom_ops, never called here)
+_STUB_VLLM_05 = ("vllm._core_ext",)
+
+
 def _import_vllm(src: str):
-    sys.meta_path.insert(0, Stubs(_STUB, _STUB_VLLM))
+    with open(src + "/vllm/engine/llm_engine.py", encoding="utf-8") as fh:
+        v05 = "class SchedulerContext" not in fh.read()      # 0.6.0 added it (async output processing)
+    sys.meta_path.insert(0, Stubs(_STUB, _STUB_VLLM + (_STUB_VLLM_05 if v05 else ())))
     sys.path.insert(0, src)
     pkg = types.ModuleType("vllm")          # skip vllm/__init__ (it imports the GPU engine's entry points)
     pkg.__path__ = [src + "/vllm"]
@@ -48,15 +57,25 @@ def _import_vllm(src: str):
 
 
 def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_tokens: int,
-        warm: int = 0, sampler: bool = False, vocab: int = 512, prepare: bool = False) -> list[dict]:
+        warm: int = 0, sampler: bool = False, vocab: int = 512, prepare: bool = False,
+        serving_defaults: bool = False) -> list[dict]:
     _import_vllm(src)
     from vllm.config import CacheConfig, SchedulerConfig
     from vllm.core.scheduler import Scheduler
-    from vllm.engine.llm_engine import LLMEngine, SchedulerContext, SchedulerOutputState
+    import vllm.engine.llm_engine as llm_engine
+    from vllm.engine.llm_engine import LLMEngine
     from vllm.engine.output_processor.interfaces import SequenceGroupOutputProcessor
     from vllm.engine.output_processor.stop_checker import StopChecker
-    from vllm.model_executor.layers.sampler import SamplerOutput
-    from vllm.sampling_params import RequestOutputKind, SamplingParams
+    from vllm.sampling_params import SamplingParams
+    # vLLM 0.5.x (before 0.6.0): no SchedulerContext / async output processing, SamplerOutput in vllm.sequence, no
+    # RequestOutputKind (LLMEngine.step builds a RequestOutput for every scheduled group, every step)
+    v05 = not hasattr(llm_engine, "SchedulerContext")
+    if v05:
+        from vllm.sequence import SamplerOutput
+    else:
+        from vllm.engine.llm_engine import SchedulerContext, SchedulerOutputState
+        from vllm.model_executor.layers.sampler import SamplerOutput
+        from vllm.sampling_params import RequestOutputKind
     from vllm.sequence import CompletionSequenceGroupOutput, Logprob, Sequence, SequenceGroup, SequenceOutput
     from vllm.utils import Counter
 
@@ -66,11 +85,19 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
     for batch in batches:
         groups = max(1, batch // n)
         # verl's rollout engine: chunked prefill on, max_num_batched_tokens 8192, max_num_seqs 1024
-        sc = SchedulerConfig(8192, max(1024, groups * n), max_len, use_v2_block_manager=True,
-                             enable_chunked_prefill=True)
+        if serving_defaults:
+            # EngineArgs defaults at vLLM 0.5.4 for a model of 8192 context (benchmark_throughput.py, Llama-3-8B):
+            # use_v2_block_manager False (vllm/engine/arg_utils.py:58 @v0.5.4), chunked prefill off below 32K context
+            # (arg_utils.py:748-773), max_num_batched_tokens max(max_model_len, 2048) = 8192, max_num_seqs 256 (or the
+            # batch here, to time larger ones)
+            sc = SchedulerConfig(8192, max(256, groups * n), max_len, use_v2_block_manager=False,
+                                 enable_chunked_prefill=False)
+        else:
+            sc = SchedulerConfig(8192, max(1024, groups * n), max_len, use_v2_block_manager=True,
+                                 enable_chunked_prefill=True)
         cc = CacheConfig(16, 0.9, 0, "auto")
         cc.num_gpu_blocks, cc.num_cpu_blocks = groups * n * (-(-max_len // 16)) + 64, 0
-        sched = Scheduler(sc, cc, None, 1, None)
+        sched = Scheduler(sc, cc, None, 1) if v05 else Scheduler(sc, cc, None, 1, None)
         stand_in = {"s": 0.0, "prepare": 0.0}
 
         if sampler:
@@ -78,9 +105,11 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
             torch.set_num_threads(1)    # tiny tensors: no OpenMP team (on a shared machine it spins)
             from vllm.model_executor.layers.sampler import Sampler
             import vllm.model_executor.sampling_metadata as smod
-            from vllm.model_executor.sampling_metadata import SamplingMetadata, SamplingMetadataCache
+            from vllm.model_executor.sampling_metadata import SamplingMetadata
+            if not v05:
+                from vllm.model_executor.sampling_metadata import SamplingMetadataCache
             smod.is_pin_memory_available = lambda: False    # CPU tensors here (no pinned allocator)
-            v0_sampler, sm_cache = Sampler(), SamplingMetadataCache()
+            v0_sampler, sm_cache = Sampler(), (None if v05 else SamplingMetadataCache())
 
         if prepare:
             import numpy as np
@@ -106,7 +135,8 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
                     builder = ModelInputForGPUBuilder(runner, execute_model_req.finished_requests_ids)
                     for md in execute_model_req.seq_group_metadata_list:
                         builder.add_seq_group(md)
-                    builder.reset_cached_inter_data()
+                    if hasattr(builder, "reset_cached_inter_data"):    # 0.6.x caches its per-group data
+                        builder.reset_cached_inter_data()
                     builder.build()
                     stand_in["prepare"] += time.perf_counter() - t0
                 if sampler:     # the V0 sampler itself on small CPU logits: its per-sequence Python is the point
@@ -117,10 +147,12 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
                             q = md.token_chunk_size if md.is_prompt else 1
                             seq_lens.append(sd.get_num_computed_tokens() + q)
                             query_lens.append(q)
-                    meta = SamplingMetadata.prepare(mds, seq_lens, query_lens, "cpu", False, None, sm_cache)
+                    meta = (SamplingMetadata.prepare(mds, seq_lens, query_lens, "cpu", False, None) if v05 else
+                            SamplingMetadata.prepare(mds, seq_lens, query_lens, "cpu", False, None, sm_cache))
                     logits = torch.randn(meta.selected_token_indices.numel(), vocab)   # rows compute_logits keeps
                     res = [v0_sampler(logits, meta)]
-                    sm_cache.reset()
+                    if sm_cache is not None:
+                        sm_cache.reset()
                     stand_in["s"] += time.perf_counter() - t0
                     return res
                 outs = []
@@ -147,8 +179,9 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
         eng.model_config = types.SimpleNamespace(embedding_mode=False)
         eng.speculative_config = None
         eng.scheduler = [sched]
-        eng.cached_scheduler_outputs = [SchedulerOutputState()]
-        eng.scheduler_contexts = [SchedulerContext(multi_step_stream_outputs=False)]
+        if not v05:
+            eng.cached_scheduler_outputs = [SchedulerOutputState()]
+            eng.scheduler_contexts = [SchedulerContext(multi_step_stream_outputs=False)]
         eng.model_executor, eng.async_callbacks = Executor(), []
         eng.use_cached_outputs, eng.process_request_outputs_callback = False, None
         eng.log_stats, eng.tracer = False, None
@@ -160,7 +193,10 @@ def run(src: str, n: int, batches: list[int], steps: int, prompt: int, max_token
                                 detokenize=False)
         # the offline LLM class asks for the final output only (vllm/entrypoints/llm.py
         # _validate_and_add_requests: sp.output_kind = FINAL_ONLY, v0.6.3), so no RequestOutput per running step
-        params.output_kind = RequestOutputKind.FINAL_ONLY
+        # (0.5.x has no output kinds: its step makes a RequestOutput for every scheduled group, llm_engine.py:836-843
+        # @v0.5.4, which the offline LLM class drops unless finished)
+        if not v05:
+            params.output_kind = RequestOutputKind.FINAL_ONLY
         for g in range(groups):
             inputs = {"type": "token", "prompt_token_ids": list(range(3, 3 + prompt)), "prompt": None}
             seq = Sequence(next(seq_id), inputs, 16, eos)
@@ -210,9 +246,12 @@ def main(argv: list[str] | None = None) -> int:
                     "(ROCm flash-attention metadata) over the step's groups; reported apart")
     ap.add_argument("--vocab", type=int, default=512, help="logits width for --sampler (two widths separate the "
                     "tensor work from the per-sequence Python)")
+    ap.add_argument("--serving-defaults", action="store_true", help="the scheduler vLLM 0.5.x's EngineArgs build for "
+                    "an 8K-context model (block manager v1, no chunked prefill, 8192 tokens, 256 sequences) instead "
+                    "of verl's (block manager v2, chunked prefill, 1024 sequences)")
     a = ap.parse_args(argv)
     rows = run(a.src, a.n, [int(x) for x in a.batches.split(",")], a.steps, a.prompt, a.max_tokens, a.warm,
-               a.sampler, a.vocab, a.prepare)
+               a.sampler, a.vocab, a.prepare, a.serving_defaults)
     for r in rows:
         print(f"n={r['n']} batch {r['batch']:5d}: step best {r['best_s'] * 1e3:8.3f} ms  median "
               f"{r['median_s'] * 1e3:8.3f} ms  (stand-in executor best {r['stand_in_best_s'] * 1e3:.3f} ms)  "

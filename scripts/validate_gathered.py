@@ -195,6 +195,9 @@ def serve_scenario(row: dict) -> dict:
         scn["infer"]["max_num_seqs"] = int(row["max_num_seqs"])
     if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
         scn["infer"]["vllm_v0"] = True         # V0's scheduler defaults and CUDA-graph rule (docs/speed.md §3.21)
+        release = vllm_release(row.get("engine_version", ""))
+        if release:                            # its code's host work, its async output processor (§3.35)
+            scn["infer"]["vllm_v0_release"] = release
     if row["engine"] == "sglang" and sglang_before_overlap(row.get("engine_version", "")):
         scn["infer"]["async_scheduling"] = False   # no overlap scheduler: its host work adds (engine_host.py)
     version = re.search(r"transformers (\d+)\.(\d+)", row.get("source", ""))
@@ -217,6 +220,14 @@ def vllm_v0(version: str) -> bool:
     first code landed on 2024-10-22, so a run of 2024 is V0). "0.6 V0 (...)" and "0.6.3" are V0, "0.10.2" is not."""
     m = re.match(r"\s*(\d+)\.(\d+)", version or "")
     return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 8)
+
+
+def vllm_release(version: str) -> str | None:
+    """The x.y.z release a row's engine_version names ("0.5.4.dev (main 2024-08-04, V0 engine)" -> "0.5.4": a main
+    branch between 0.5.3.post1 and 0.5.4 runs 0.5.4's code but for what landed on the last day); None where the
+    patch release is not stated ("0.6 V0 (release not stated; ...)")."""
+    m = re.match(r"\s*(\d+\.\d+\.\d+)", version or "")
+    return m.group(1) if m else None
 
 
 def sglang_before_overlap(version: str) -> bool:

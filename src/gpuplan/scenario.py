@@ -695,6 +695,7 @@ _ENGINE_FIELDS = (
     ("llamacpp_build", lambda v: v is not None, "llama.cpp", "is llama.cpp's build number", "version"),
     ("python_version", lambda v: v is not None, "vllm", "is the CPython vLLM V0's host work was timed under",
      "host timing"),
+    ("vllm_v0_release", lambda v: v is not None, "vllm", "is the vLLM release whose V0 code runs", "version"),
 )
 
 
@@ -823,6 +824,12 @@ class Infer(_Strict):
         "engine vllm with vllm_v0: the CPython the engine runs on, which sets V0's per-sequence host work "
         "(engine_host.vllm_v0_host: timed under 3.11 and under 3.9; e.g. 3.9 in verl's 2025 ROCm image "
         "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4). Default: 3.11, the reference timing"))
+    vllm_v0_release: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$", description=(
+        "engine vllm with vllm_v0: the vLLM release (e.g. 0.5.4) whose V0 code runs, which sets its per-step host "
+        "work (engine_host.vllm_v0_host: 0.5.4's and 0.6.3's code timed, data/vllm_v0_host.csv; a release prices as "
+        "the newest timed one not newer than it) and, before 0.6.0, that there is no async output processor (the "
+        "output processing runs after every forward). From 0.5.4 on; multi-step scheduling only from 0.6.0 here. "
+        "Default: 0.6.3's code (docs/speed.md §3.35)"))
     parallel_samples: int = _num(1, "samples of one prompt each request asks for (SamplingParams.n; verl's "
                                  "rollout.n, GRPO's group). Read by vLLM V0 only, which keeps a request's samples in "
                                  "one sequence group: its scheduler and output work per step is part per group, "
@@ -847,6 +854,26 @@ class Infer(_Strict):
             if is_set(getattr(self, field)) and self.engine != engine:
                 raise ValueError(f"{field} {what}; engine {self.engine!r} has its own {own}: set infer.engine: "
                                  f"{engine}, or leave {field} out")
+        return self
+
+    @model_validator(mode="after")
+    def _v0_release_needs_v0(self):
+        if self.vllm_v0_release is None:
+            return self
+        if not self.vllm_v0:
+            raise ValueError(f"vllm_v0_release {self.vllm_v0_release} names the release of vLLM's V0 engine; vLLM V1 "
+                             "(the default) has its own: set infer.vllm_v0: true, or leave vllm_v0_release out")
+        key = tuple(int(x) for x in self.vllm_v0_release.split("."))
+        if key >= (0, 8, 0):
+            raise ValueError(f"vllm_v0_release {self.vllm_v0_release}: V0 is vLLM's default engine before 0.8.0 only; "
+                             "from 0.8.0 describe V1 (leave vllm_v0 out) or name an older release")
+        if key < (0, 5, 4):
+            raise ValueError(f"vllm_v0_release {self.vllm_v0_release}: V0's host work is timed from 0.5.4's code on "
+                             "(data/vllm_v0_host.csv); leave vllm_v0_release out or name 0.5.4 or later")
+        if key < (0, 6, 0) and self.num_scheduler_steps > 1:
+            raise ValueError(f"vllm_v0_release {self.vllm_v0_release} with num_scheduler_steps "
+                             f"{self.num_scheduler_steps}: multi-step scheduling is modelled from 0.6.0's code (its "
+                             "output processing beside the GPU); 0.5.x's is not: leave one of them out")
         return self
 
     @model_validator(mode="after")

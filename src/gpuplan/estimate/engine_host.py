@@ -288,16 +288,81 @@ def _py39_ratios() -> tuple[float, float]:
     return seq * 1e-6 / s311, group * 1e-6 / g311
 
 
-def vllm_v0_host(num_scheduler_steps: int = 1, python_version: str | None = None) -> EngineHost:
+# V0's host work by release (infer.vllm_v0_release; data/vllm_v0_host.csv): the constants above are vLLM 0.6.3's code.
+# A release before 0.6.0 runs the code of the table's nearest timed release not newer than it (0.5.4 for 0.5.x:
+# vllm-0.5.4 PyPI wheel, git 4db5176d), timed by the same script on the same machine in the same session as 0.6.3's
+# (`--prepare --sampler`, 64 and 512 logits carried to width 0, batches 64 -> 256 / 60 -> 255 at n = 5; 0.5.4 under
+# the scheduler its EngineArgs build for an 8K-context model: block manager v1, no chunked prefill, `--serving-defaults`);
+# the ratio of its per-sequence and per-group parts to 0.6.3's, from n = 1 and n = 5 as for CPython 3.9, scales the
+# constants. And before 0.6.0 there is no async output processor (vllm/config.py `use_async_output_proc` and
+# LLMEngine's `_process_model_outputs` callback arrived in 0.6.0; v0.5.4's `LLMEngine.step`, llm_engine.py:903-945,
+# runs schedule, execute_model and `_process_model_outputs` one after the other): no output share beside the forward.
+VLLM_V0_ASYNC_OUTPUT_FROM = (0, 6, 0)
+VLLM_V0_REFERENCE_RELEASE = "0.6.3"
+
+
+def release_key(release: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a vLLM release string such as "0.5.4" ("0.6" -> (0, 6, 0))."""
+    import re
+    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", release or "")
+    if not m:
+        raise ValueError(f"not a vLLM release: {release!r}")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def _release_timings() -> dict[str, dict[int, tuple[float, float]]]:
+    """release -> n -> (its per-sequence us, 0.6.3's per-sequence us timed beside it), from data/vllm_v0_host.csv."""
+    from .datafiles import rows
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for r in rows("vllm_v0_host.csv"):
+        out.setdefault(r["release"], {})[int(r["n"])] = (float(r["per_seq_us"]), float(r["ref_per_seq_us"]))
+    return out
+
+
+def _split(per_seq_us: dict[int, float]) -> tuple[float, float]:
+    """(seq, group) us of per_seq(n) = seq + group / n, from n = 1 and n = 5."""
+    a, b = per_seq_us[1], per_seq_us[5]
+    group = (a - b) * 5.0 / 4.0
+    return a - group, group
+
+
+def timed_release(release: str | None) -> str:
+    """The release whose V0 code prices `release`: the newest timed one not newer than it, 0.6.3 (the constants) from
+    0.6.0 on; None: 0.6.3."""
+    if release is None or release_key(release) >= VLLM_V0_ASYNC_OUTPUT_FROM:
+        return VLLM_V0_REFERENCE_RELEASE
+    older = [r for r in _release_timings() if release_key(r) <= release_key(release)]
+    if not older:
+        raise ValueError(f"vLLM V0's host work is timed from release 0.5.4 on (data/vllm_v0_host.csv); {release} is older")
+    return max(older, key=release_key)
+
+
+def _release_ratios(release: str) -> tuple[float, float]:
+    """(per-sequence, per-group) ratio of a timed release's V0 host work to 0.6.3's, timed side by side."""
+    t = _release_timings()[release]
+    s, g = _split({n: v[0] for n, v in t.items()})
+    s0, g0 = _split({n: v[1] for n, v in t.items()})
+    return s / s0, g / g0
+
+
+def vllm_v0_host(num_scheduler_steps: int = 1, python_version: str | None = None,
+                 release: str | None = None) -> EngineHost:
     """vLLM V0's engine host constants (VLLM_V0_*): no async scheduling; the front end is V1's (not measured for V0).
     With multi-step scheduling (num_scheduler_steps N > 1) the schedule and input-preparation shares count once per
     run of N steps and the sampler's host side joins the output share that runs beside the next forward.
-    `python_version` "3.9": the same work under CPython 3.9 (VLLM_V0_PY39_PER_SEQ_US); None or "3.11": as timed."""
+    `python_version` "3.9": the same work under CPython 3.9 (VLLM_V0_PY39_PER_SEQ_US); None or "3.11": as timed.
+    `release` (infer.vllm_v0_release): before 0.6.0, the timed 0.5.x code's host work (data/vllm_v0_host.csv) and no
+    async output processor (output share 0: all of it after the forward); None or 0.6.0 on: 0.6.3's."""
     h = _vllm_v0_host(num_scheduler_steps)
     if python_version == "3.9":
         rs, rg = _py39_ratios()
         h = replace(h, seq_s=h.seq_s * rs, group_s=h.group_s * rg, output_seq_s=h.output_seq_s * rs,
                     output_group_s=h.output_group_s * rg, source=h.source + "; under CPython 3.9 (timed there too)")
+    timed = timed_release(release)
+    if timed != VLLM_V0_REFERENCE_RELEASE:
+        rs, rg = _release_ratios(timed)
+        h = replace(h, seq_s=h.seq_s * rs, group_s=h.group_s * rg, output_seq_s=0.0, output_group_s=0.0,
+                    source=h.source + f"; scaled to vLLM {timed}'s code (timed beside it), no async output processor")
     return h
 
 
@@ -374,15 +439,17 @@ _ENGINES = {"vllm": VLLM, "sglang": SGLANG, "trtllm": TRTLLM}
 
 
 def engine_host(engine: str, async_scheduling: bool | None = None, trtllm_backend: str = "pytorch",
-                vllm_v0: bool = False, num_scheduler_steps: int = 1, python_version: str | None = None) -> EngineHost:
+                vllm_v0: bool = False, num_scheduler_steps: int = 1, python_version: str | None = None,
+                vllm_v0_release: str | None = None) -> EngineHost:
     """The host and front-end constants of `engine` (zeros for engines without a measurement);
     `async_scheduling` (infer.async_scheduling) overrides whether its host work overlaps the GPU step;
     `trtllm_backend` "tensorrt" (infer.trtllm_backend: a TensorRT engine under the C++ executor) drops TensorRT-LLM's
     per-sequence constant, which was measured on the PyTorch backend's Python executor; `vllm_v0` (infer.vllm_v0) takes
     vLLM V0's own constants (vllm_v0_host, with its multi-step split when `num_scheduler_steps` > 1), which has no
-    async scheduling to turn on; `python_version` (infer.python_version) picks V0's CPython 3.9 timing."""
+    async scheduling to turn on; `python_version` (infer.python_version) picks V0's CPython 3.9 timing and
+    `vllm_v0_release` (infer.vllm_v0_release) its code's release."""
     if engine == "vllm" and vllm_v0:
-        return vllm_v0_host(num_scheduler_steps, python_version)
+        return vllm_v0_host(num_scheduler_steps, python_version, vllm_v0_release)
     if engine == "sglang" and async_scheduling is False:
         return sglang_no_overlap_host()
     h = _ENGINES.get(engine, NONE)

@@ -1603,7 +1603,7 @@ class _Serving:
         self.engine_host = engine_host(inf.engine, getattr(inf, "async_scheduling", None),
                                        getattr(inf, "trtllm_backend", "pytorch"), getattr(inf, "vllm_v0", False),
                                        int(getattr(inf, "num_scheduler_steps", 1) or 1),
-                                       getattr(inf, "python_version", None))
+                                       getattr(inf, "python_version", None), getattr(inf, "vllm_v0_release", None))
         # vLLM V0 (engine_host.vllm_v0_host): part of its host work is per sequence group, and a request's
         # SamplingParams.n samples share one group (infer.parallel_samples); its async output processor runs the
         # output share beside the next forward, except under enforce_eager, pipeline parallelism or speculative
