@@ -208,8 +208,9 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
     (`grouped=True`, MoE) splits the step's rows over the experts, each group a GEMM of only
     tokens·k/E rows with its own partial tiles and pipeline fill: the same size form is applied to
     M as well, M/(M + d0_M), d0_M = `matmul_rows_half` (prior: d0, the same tile/wave physics).
-    `rows_half` overrides d0_M: training passes its own d0 (TRAINING_ROWS_HALF), since `matmul_rows_half`
-    is fitted on serving rows and a factor fitted on one task must not drive another."""
+    `rows_half` overrides d0_M: training passes its own measured d0 (training_rows_half, an H200 sweep), since
+    `matmul_rows_half` is serving's (DeepGEMM's curve at TensorRT-LLM's tile-padded rows; fitted on serving rows
+    until 2026-12-04)."""
     dc = _dtype_class(dtype)
     table = _fam(params["matmul"], family)
     eta = table[dc] if dc in table else params["matmul"]["default"][dc]
@@ -229,7 +230,8 @@ def gemm_efficiency(params: Mapping[str, Any], family: str, dtype: str, m: float
 def training_rows_half(params: Mapping[str, Any], local_experts: float) -> float:
     """d0_M of training's grouped expert GEMMs (M = rows per local expert): the measured total-rows constant D of
     M_tot/(M_tot + D) over the `local_experts` groups of one grouped call (moe.measured_total_rows_half, an H200
-    torch._grouped_mm sweep), D / local_experts. `matmul_rows_half` is fitted on TensorRT-LLM serving rows only."""
+    torch._grouped_mm sweep), D / local_experts. `matmul_rows_half` (serving's d0_M, DeepGEMM's measured
+    grouped-GEMM curve since 2026-12-04, fitted on TensorRT-LLM rows before: docs/speed.md §3.25) is not used here."""
     from .moe import measured_total_rows_half
     return measured_total_rows_half(float(params["matmul_dim_half"])) / max(1.0, float(local_experts))
 
@@ -1933,9 +1935,9 @@ class _Serving:
             # expert GEMMs are bound by reading the touched experts, which its memory term charges.
             # An engine whose MoE kernels fix the M tile (self.moe_tile) runs one grouped GEMM over the step's
             # rows, decodes and prompt chunks alike, so the row factor applies to both at the tile-padded rows:
-            # prompt rows at the fitted d0_M, decode rows at the kernel's measured curve (moe.measured_rows_half;
-            # the fitted d0_M also carries a per-prompt-token cost of the MoE step not priced apart, §3.17).
-            # The fitted d0_M rests on TensorRT-LLM rows only: it drives TensorRT-LLM's prompt rows and nothing else.
+            # prompt rows at the packaged d0_M, decode rows at the kernel's measured curve (moe.measured_rows_half).
+            # The packaged d0_M (matmul_rows_half: DeepGEMM's measured grouped-GEMM curve, no longer fitted on
+            # TensorRT-LLM's rows since 2026-12-04, docs/speed.md §3.25) drives TensorRT-LLM's prompt rows only.
             # vLLM / SGLang's Triton fused MoE prices its own tile padding (above) at the dense efficiency; any other
             # engine's prompt rows take the measured curve.
             eta = gemm_efficiency(P, self.fam, dtype, m_eff, k_in, n_out,
@@ -2229,7 +2231,8 @@ class _Serving:
             return flops / (fp8 * kernel_rates(self.prefill_kernel, _kernel_family(self.gpu), context,
                                                self.prefill_scale)[0])
         # forward-only fused attention (prefill) runs faster than the fwd+bwd training kernels that
-        # calibrated η_attn: `prefill_attention_scale` (fitted for TensorRT-LLM's FMHA, 16-bit terms)
+        # calibrated η_attn: `prefill_attention_scale` (TensorRT-LLM's FMHA, 16-bit terms; cuDNN's published B200
+        # forward rate since 2026-12-04, fitted on the perf-overview rows before: docs/speed.md §4)
         return flops / (fp8 * self.peak_attn * min(1.0 / _fam(self.P["attention"], self.fam),
                                                    self.eng["prefill_eta_scale"] * self.eng["prefill_attention_scale"]))
 
