@@ -154,7 +154,8 @@ def main(argv: list[str]) -> None:
     lines += _include(DOCS / "validation-speed.md", "## 4. Speed vs published runs", "(run scripts/calibrate_speed.py)")
     lines += _include(DOCS / "trace-table.md", "## 5. Traced scenarios", "(run benchmarks/trace_table.py)")
     lines += ["## 6. On a real GPU", "",
-              "Not yet measured: no GPU was lent to the sessions so far. `gpuplan calibrate` and `gpuplan measure` "
+              "Measured on a lent H200 (2026-12-04): what ran, its scripts and its results beside the predictions are in "
+              "docs/device-runs.md (raw outputs under validation/device/). `gpuplan calibrate` and `gpuplan measure` "
               "(docs/local.md) produce the profile and the measured-vs-predicted table; the trace-vs-"
               "`max_memory_reserved` gap they record is what the runtime overhead component models.", ""]
     (DOCS / "validation.md").write_text("\n".join(lines))
