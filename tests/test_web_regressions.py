@@ -1,0 +1,54 @@
+"""Regressions found by the web sweep (2026-12-04): each test names the request, the symptom and the fix."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from gpuplan.web import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(isolation="thread"), raise_server_exceptions=False) as c:
+        yield c
+
+
+def error_of(r, status):
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert {"what", "why", "fix", "matches", "close_matches", "message"} <= set(err)
+    return err
+
+
+SMALL = {"model": "qwen2.5-0.5b", "task": "infer"}
+
+
+@pytest.mark.parametrize("method,path,body,route", [
+    # an unknown GPU anywhere: the library's fix said "run `gpuplan gpus` ... or add a row with
+    # use_user_catalog()/GPUPLAN_GPUS_CSV" -- a CLI command and a server-side setting a web client cannot use
+    ("get", "/api/gpus/zzz", None, "GET /api/gpus"),
+    ("post", "/api/estimate", {**SMALL, "hardware": {"gpu": "zzz"}}, "GET /api/gpus"),
+    ("post", "/api/recommend", {"scenario": SMALL, "gpus": ["zzz"]}, "GET /api/gpus"),
+    ("post", "/api/compare", {"scenario": SMALL, "gpus": ["zzz"]}, "GET /api/gpus"),
+    # an unknown field in a recommend scenario: "`gpuplan schema` lists the fields"
+    ("post", "/api/recommend", {"scenario": {**SMALL, "bogus": 1}}, "GET /api/schema"),
+])
+def test_web_errors_point_at_web_routes_not_cli_commands(client, method, path, body, route):
+    r = client.get(path) if method == "get" else client.post(path, json=body)
+    err = error_of(r, 400)
+    text = " ".join((err["why"], err["fix"], err["message"]))
+    assert "`gpuplan gpus`" not in text and "`gpuplan schema`" not in text
+    assert "GPUPLAN_GPUS_CSV" not in text and "use_user_catalog" not in text
+    assert route in err["fix"] or route in err["why"]
+
+
+def test_web_pointers_leave_run_locally_advice_alone():
+    from gpuplan.web.jobs import error_body
+    body = error_body("x", "is too big.", "or run `gpuplan recommend` locally; `gpuplan presets` lists the presets.")
+    assert "`gpuplan recommend` locally" in body["error"]["fix"]
+    assert "GET /api/options (presets)" in body["error"]["fix"]
+
