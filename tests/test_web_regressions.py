@@ -52,3 +52,14 @@ def test_web_pointers_leave_run_locally_advice_alone():
     assert "`gpuplan recommend` locally" in body["error"]["fix"]
     assert "GET /api/options (presets)" in body["error"]["fix"]
 
+
+def test_huge_objective_weights_rank_as_their_ratio(client):
+    # {"cost": 1e308, "time": 1e308}: the weights' sum overflowed to inf, every weighted score became 0 and the
+    # plans came back in cost order (rtx-3060-ti first) instead of the order {"cost": 1, "time": 1} gives;
+    # search/rank.score_fn now takes shares of the largest weight before summing
+    def order(weights):
+        r = client.post("/api/recommend", json={"scenario": SMALL, "objective": weights, "top": 5})
+        assert r.status_code == 200, r.text
+        return [p["summary"] for p in r.json()["plans"]]
+    assert order({"cost": 1e308, "time": 1e308}) == order({"cost": 1, "time": 1})
+    assert order({"cost": 1e308, "time": 1e307}) == order({"cost": 10, "time": 1})
