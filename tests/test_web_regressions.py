@@ -63,3 +63,25 @@ def test_huge_objective_weights_rank_as_their_ratio(client):
         return [p["summary"] for p in r.json()["plans"]]
     assert order({"cost": 1e308, "time": 1e308}) == order({"cost": 1, "time": 1})
     assert order({"cost": 1e308, "time": 1e307}) == order({"cost": 10, "time": 1})
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded", "text/json"])
+@pytest.mark.parametrize("path,body", [
+    ("/api/estimate", b'{"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4"}}'),
+    ("/api/recommend", b'{"scenario": {"model": "qwen2.5-0.5b", "task": "infer"}}'),
+])
+def test_json_body_sent_without_json_content_type_names_the_header(client, content_type, path, body):
+    # a valid JSON body sent as curl -d sends it (application/x-www-form-urlencoded), as text/plain or with no
+    # Content-Type: FastAPI hands pydantic the raw bytes and the answer was a 422 "'(top level)' Input should be a
+    # valid dictionary or object to extract fields from"; now a 415 that names the header and the fix
+    r = client.post(path, content=body, headers={"content-type": content_type} if content_type else {})
+    err = error_of(r, 415)
+    assert err["what"] == "Content-Type header" and "application/json" in err["fix"]
+    assert (content_type or "missing") in err["why"]
+    ok = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert ok.status_code == 200, ok.text
+
+
+def test_415_is_documented(client):
+    spec = client.get("/openapi.json").json()
+    assert "415" in spec["paths"]["/api/estimate"]["post"]["responses"]
