@@ -85,3 +85,22 @@ def test_json_body_sent_without_json_content_type_names_the_header(client, conte
 def test_415_is_documented(client):
     spec = client.get("/openapi.json").json()
     assert "415" in spec["paths"]["/api/estimate"]["post"]["responses"]
+
+
+def test_slurm_with_an_inner_engine_it_cannot_wrap_says_which_it_can(client):
+    # /api/launch {"engine": "slurm", "inner": "trl"} on a training scenario answered "slurm wraps a training
+    # engine." (trl is one) with "pass one of them as the inner engine: Engines that can: ..."; the set comes from
+    # launch/slurm.LAUNCH_SCRIPT (the engines it writes a job step for)
+    scn = {"model": "qwen2.5-0.5b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8}}
+    err = error_of(client.post("/api/launch", json={"scenario": scn, "engine": "slurm", "inner": "trl"}), 422)
+    assert "wraps a training engine" not in err["why"] and "'trl'" in err["why"]
+    assert err["fix"] == "pass one of torchrun, hf, deepspeed, megatron as the inner engine."
+    ok = client.post("/api/launch", json={"scenario": scn, "engine": "slurm", "inner": "hf"})
+    assert ok.status_code == 200, ok.text
+
+
+def test_launch_task_mismatch_names_the_request_field_not_the_cli_flag(client):
+    # /api/launch {"engine": "slurm"} on an inference scenario: the fix said "pass --engine for a serving engine"
+    scn = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}
+    err = error_of(client.post("/api/launch", json={"scenario": scn, "engine": "slurm"}), 422)
+    assert "--engine" not in err["fix"] and 'set "engine" to a serving engine' in err["fix"]

@@ -34,6 +34,7 @@ _WEB_POINTERS = (
     (re.compile(r"`gpuplan gpus ([A-Za-z0-9._-]+)`"), r"GET /api/gpus?filter=\1"),
     (re.compile(r"`gpuplan (gpus|models|schema)`"), r"GET /api/\1"),
     (re.compile(r"`gpuplan presets`"), "GET /api/options (presets)"),
+    (re.compile(r"\bpass --engine for\b"), "set \"engine\" to"),      # /api/launch's field for the CLI's flag
 )
 
 
