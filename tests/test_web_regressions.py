@@ -104,3 +104,15 @@ def test_launch_task_mismatch_names_the_request_field_not_the_cli_flag(client):
     scn = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}
     err = error_of(client.post("/api/launch", json={"scenario": scn, "engine": "slurm"}), 422)
     assert "--engine" not in err["fix"] and 'set "engine" to a serving engine' in err["fix"]
+
+
+def test_rl_recommend_without_hardware_names_the_request_body(client):
+    # /api/recommend on examples/grpo-7b-colocated.yaml without its hardware section: the error's 'what' was
+    # "scenario (dict)" (the library's default source label) and its fix pointed at `gpuplan schema`
+    import yaml
+    with open("examples/grpo-7b-colocated.yaml") as f:
+        scn = yaml.safe_load(f)
+    scn.pop("hardware")
+    err = error_of(client.post("/api/recommend", json={"scenario": scn}), 400)
+    assert err["what"] == "scenario in the request body" and "'hardware' is required" in err["why"]
+    assert "GET /api/schema" in err["fix"]

@@ -278,8 +278,11 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
     part = _partial(scenario, allow_hub)
     if is_rl(part):
         # as `gpuplan recommend` on an RL scenario: the rl-plan placement search (search/cli.run_recommend)
+        from ..scenario import scenario_from_dict
         from ..search.rl_search import rl_plan
-        rec, rows = rl_plan(part, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
+        # validated here, so an error names the request ("scenario in the request body"), not "scenario (dict)"
+        scn = scenario_from_dict(part, source="in the request body")
+        rec, rows = rl_plan(scn, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
         return clean({**rec.to_json(), "whatif": rows})
     result = call_known(lib_recommend, (part,), {**options, "progress": False})
     return clean(result.to_json() if hasattr(result, "to_json") else result)
