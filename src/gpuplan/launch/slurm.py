@@ -42,8 +42,10 @@ NCCL_ENV = {
 def inner_engine(plan: Plan, inner: str | None) -> str:
     name = inner or INNER_DEFAULT[plan.s.framework]
     if name not in LAUNCH_SCRIPT:
-        raise unsupported(plan, f"wrapping engine '{name}'", "slurm wraps a training engine.",
-                          tuple(LAUNCH_SCRIPT), "pass one of them as the inner engine:")
+        engines = ", ".join(LAUNCH_SCRIPT)
+        raise unsupported(plan, f"wrapping engine '{name}'", f"the slurm job script here wraps the {engines} "
+                          f"launches only (engine '{name}' writes no job step for it).",
+                          (), f"pass one of {engines} as the inner engine.")
     return name
 
 

@@ -74,11 +74,15 @@ def score_fn(name: str, weights: Mapping[str, float], pool: Sequence[Any]) -> Ca
         "time": min((c.time_value for c in pool if c.time_value), default=1.0) or 1.0,
         "cost_per_token": min((c.usd_per_m for c in pool if c.usd_per_m), default=1.0) or 1.0,
     }
-    total = sum(weights.values())
+    # shares of the weights, scaled by the largest first: finite weights whose sum overflows (1e308 + 1e308)
+    # rank as their ratio says, not all as zero
+    top = max(weights.values())
+    share = {k: w / top for k, w in weights.items()}
+    total = sum(share.values())
 
     def key(c):
         vals = {"cost": c.cost_value, "time": c.time_value, "cost_per_token": c.usd_per_m}
-        s = sum(w / total * (_v(vals[k]) / best[k]) for k, w in weights.items())
+        s = sum(w / total * (_v(vals[k]) / best[k]) for k, w in share.items())
         return (s, _v(c.cost_value), _v(c.time_value))
     return key
 

@@ -107,6 +107,7 @@ _STATUS_TEXT = {400: "bad input (a field's value, an unknown name, a malformed r
                 404: "no such model, GPU or path", 405: "method not allowed (the Allow header lists the right one)",
                 408: "the request body did not arrive within the read time limit",
                 413: "the request body, or the computation's memory, is over the server's limit",
+                415: "the request body was not sent as JSON (Content-Type: application/json)",
                 422: "the request body does not match the schema, or is over a bound on work",
                 429: "this client already has the most computations in flight (see Retry-After)",
                 500: "a gpuplan bug (no internals in the body)", 501: "feature not available in this version",
@@ -512,6 +513,15 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(req: Request, err: RequestValidationError):
+        if any(tuple(e.get("loc", ())) == ("body",) and isinstance(e.get("input"), (bytes, bytearray))
+               for e in err.errors()[:20]):
+            # FastAPI reads a body as JSON only under a JSON media type; any other (curl -d sends
+            # application/x-www-form-urlencoded) hands pydantic the raw bytes, which read as "not an object"
+            sent = excerpt(req.headers.get("content-type", ""), 60)
+            return json_response(error_body("Content-Type header", (f"is '{sent}'" if sent else "is missing") +
+                                            "; the API reads a request body only as JSON.",
+                                            "send the header 'Content-Type: application/json' (curl: -H "
+                                            "'Content-Type: application/json' --data @scenario.json)."), 415)
         lines, what, nears = [], "request", []
         for e in err.errors()[:20]:
             what, line = _validation_line(e)

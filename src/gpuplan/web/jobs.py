@@ -24,6 +24,18 @@ _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_de
 _LONG_QUOTE = re.compile(r"'([^']{%d})[^']+'" % EXCERPT_CHARS)
 _LONG_TOKEN = re.compile(r"\S{%d}\S+" % EXCERPT_CHARS)     # an unbroken run this long is echoed input
 _FIELD_CAPS = {"what": 300, "why": 3000, "fix": 1000}
+# A library error's pointer to a CLI listing command, said as the web route that lists the same thing; a
+# server-side catalog setting (environment variable, use_user_catalog) is not something a client can do.
+_WEB_POINTERS = (
+    (re.compile(r",? or add a row with use_user_catalog\(\)/GPUPLAN_GPUS_CSV"), ""),
+    (re.compile(r"\(GPUPLAN_GPUS_CSV or use_user_catalog\)"), "(the server's catalog setting)"),
+    (re.compile(r"\brun `gpuplan gpus` to list ids"), "GET /api/gpus lists the ids"),
+    (re.compile(r"\b(?:run|try) `gpuplan (gpus|models|schema)`"), r"see GET /api/\1"),
+    (re.compile(r"`gpuplan gpus ([A-Za-z0-9._-]+)`"), r"GET /api/gpus?filter=\1"),
+    (re.compile(r"`gpuplan (gpus|models|schema)`"), r"GET /api/\1"),
+    (re.compile(r"`gpuplan presets`"), "GET /api/options (presets)"),
+    (re.compile(r"\bpass --engine for\b"), "set \"engine\" to"),      # /api/launch's field for the CLI's flag
+)
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
@@ -46,9 +58,16 @@ def excerpt(text: Any, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def web_pointers(text: str) -> str:
+    """A library message as a web client can act on it: CLI listing commands become the matching GET routes."""
+    for pattern, repl in _WEB_POINTERS:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _short(text: str, cap: int) -> str:
     """Quoted input longer than EXCERPT_CHARS is cut to an excerpt; the whole field is capped."""
-    text = _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}…'", str(text or ""))
+    text = _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}…'", web_pointers(str(text or "")))
     text = _LONG_TOKEN.sub(lambda m: m.group(0)[:EXCERPT_CHARS] + "…", text)
     return excerpt(text, cap)
 
@@ -259,8 +278,11 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
     part = _partial(scenario, allow_hub)
     if is_rl(part):
         # as `gpuplan recommend` on an RL scenario: the rl-plan placement search (search/cli.run_recommend)
+        from ..scenario import scenario_from_dict
         from ..search.rl_search import rl_plan
-        rec, rows = rl_plan(part, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
+        # validated here, so an error names the request ("scenario in the request body"), not "scenario (dict)"
+        scn = scenario_from_dict(part, source="in the request body")
+        rec, rows = rl_plan(scn, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
         return clean({**rec.to_json(), "whatif": rows})
     result = call_known(lib_recommend, (part,), {**options, "progress": False})
     return clean(result.to_json() if hasattr(result, "to_json") else result)
