@@ -367,3 +367,18 @@ def test_layout_that_does_not_divide_the_gpus_names_counts_that_do(capsys):
     assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--count", "3", "--tp", "2", "--json"]) == 2
     why = _strict_json(capsys.readouterr().out)["error"]["why"]
     assert "use hardware.count 4 or 2" in why and "divides 3 (e.g. 1)" in why
+
+
+# --- recommend with a request rate and no latency target sized replicas at infer.concurrency (1 request each) --------
+
+def test_a_request_rate_without_an_slo_is_sized_by_the_load_simulator():
+    # Qwen2.5-0.5B at 50 requests/s of 512 + 128 tokens is 6,400 output tokens/s: one H100 reads the 1 GB of weights
+    # once per decode step for the whole running batch (vLLM continuous batching), so a step of ~50 requests takes
+    # a few ms, not 50 x the batch-1 time. Sizing at infer.concurrency (default 1) asked for 13 H100s.
+    from gpuplan.search import recommend
+    part = {"model": "qwen2.5-0.5b", "task": "infer",
+            "infer": {"engine": "vllm", "prompt_len": 512, "output_len": 128, "load": {"rate_per_s": 50}}}
+    res = recommend(part, gpus=["h100-sxm"], top=3, progress=False)
+    best = res.plans[0]
+    assert best.count <= 2, best.label
+    assert "bounded queue" in " ".join(res.assumptions)

@@ -317,10 +317,12 @@ def _assumptions(s: Search) -> tuple[str, ...]:
     else:
         inf = sp.base.get("infer", {})
         c = s.cons
-        sized = bool(c.requests_per_s) and (c.ttft_s is not None or c.tpot_s is not None)
+        sized = bool(c.requests_per_s)
+        slo = c.ttft_s is not None or c.tpot_s is not None
         out.append(f"serving {inf.get('prompt_len', 1024)}-token prompts, {inf.get('output_len', 256)} output tokens, "
                    + (f"Poisson arrivals at {c.requests_per_s:g} requests/s, replicas sized by the load simulator "
-                      "(lengths from infer.load where given)" if sized else
+                      + ("to the latency target" if slo else "to a bounded queue (no latency target given)")
+                      + " (lengths from infer.load where given; engine hf: at infer.concurrency)" if sized else
                       f"{inf.get('concurrency', 1)} concurrent requests per replica"))
     out.append("rent prices: cheapest matching offering, whole instances billed; spot only when allowed")
     if s.preset:

@@ -205,9 +205,10 @@ def _within_counts(s: Search, rep: Replica, replicas: int, group: int, label: st
 
 
 def _sized_by_simulation(s: Search, rep: Replica) -> bool:
-    """A request rate and a latency SLO: replicas are sized by the load simulator (docs/serving-load.md)."""
-    c = s.cons
-    return bool(c.requests_per_s) and (c.ttft_s is not None or c.tpot_s is not None) and rep.engine != "hf"
+    """A request rate: replicas are sized by the load simulator (docs/serving-load.md), to the latency SLO where one
+    is given and otherwise to the rate each replica serves with a bounded queue (its continuous batching decides how
+    many requests run at once, not infer.concurrency). Not for hf, which has no continuous-batching scheduler."""
+    return bool(s.cons.requests_per_s) and rep.engine != "hf"
 
 
 def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, group: int,
