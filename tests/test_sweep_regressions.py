@@ -382,3 +382,32 @@ def test_a_request_rate_without_an_slo_is_sized_by_the_load_simulator():
     best = res.plans[0]
     assert best.count <= 2, best.label
     assert "bounded queue" in " ".join(res.assumptions)
+
+
+# --- a request longer than the engine's context limit (infer.max_model_len) was estimated as if served -------------
+
+def test_a_request_longer_than_max_model_len_is_refused():
+    from gpuplan.errors import InputError
+    d = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm"},
+         "infer": {"engine": "vllm", "prompt_len": 512, "output_len": 128, "max_model_len": 8}}
+    with pytest.raises(InputError) as err:
+        estimate(d)
+    assert "max_model_len" in str(err.value) and "640" in str(err.value)
+    d["infer"]["max_model_len"] = 640
+    assert estimate(d).memory.fits
+
+
+# --- POST /api/estimate with infer.load answered the batch-1 steady state without a word (the CLI printed a note) --
+
+def test_web_estimate_says_where_the_load_is_simulated():
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+    scn = {"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "h100-sxm", "count": 1},
+           "infer": {"engine": "vllm", "prompt_len": 1024, "output_len": 256, "load": {"rate_per_s": 5}}}
+    with TestClient(create_app(isolation="thread")) as c:
+        body = c.post("/api/estimate", json=scn).json()
+    assert any("/api/serving-curve" in w and "5 requests/s" in w for w in body["warnings"])
+    scn["infer"].pop("load")
+    with TestClient(create_app(isolation="thread")) as c:
+        assert not any("serving-curve" in w for w in c.post("/api/estimate", json=scn).json()["warnings"])

@@ -216,6 +216,19 @@ def error_bars(scenario: Scenario, moe: bool = False) -> dict[str, Any]:
     return for_scenario(scenario, moe)
 
 
+def load_not_simulated_note(scenario: Scenario, simulated_by: str) -> str | None:
+    """What an estimate of a scenario with `infer.load` says: its figures are the steady state at infer.concurrency,
+    and the load is simulated elsewhere (`simulated_by`: the surface's serving-under-load command or endpoint)."""
+    inf = scenario.infer
+    if inf is None or inf.load is None:
+        return None
+    load = inf.load
+    shape = (f"{load.rate_per_s:g} requests/s" if load.rate_per_s is not None
+             else f"{load.clients} clients" if load.clients else f"{load.arrival} arrivals")
+    return (f"the figures above are the steady state at concurrency {inf.concurrency} (infer.concurrency); the "
+            f"scenario's infer.load ({shape}) is simulated by {simulated_by}")
+
+
 def serving_curve(r: Resolved, mem: MemoryEstimate, concurrencies: list[int]) -> list[dict[str, Any]]:
     """Throughput/TTFT/TPOT of one serving replica versus concurrency, on the KV pool of `mem`."""
     from .estimate.speed import serving_curve as curve
@@ -320,5 +333,5 @@ def evaluate(scenario: Scenario | Mapping[str, Any] | str | Path | Resolved, *, 
 
 
 __all__ = ["Resolved", "Estimate", "as_scenario", "resolve", "resolve_network", "software_warnings", "memory",
-           "stored_weights_default",
+           "stored_weights_default", "load_not_simulated_note",
            "performance", "serving_curve", "serving_load", "cost", "evaluate", "error_bars"]

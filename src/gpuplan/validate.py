@@ -430,9 +430,26 @@ def _mtp_rules(scn: Any, model: Any) -> list[str]:
     return []
 
 
+def _engine_context_rule(scn: Any, model: Any) -> None:
+    """A request longer than the engine's own context limit (infer.max_model_len) is refused by the engine, not
+    served: vLLM's OpenAI server rejects input + max_tokens over max_model_len ("This model's maximum context length
+    is ..."), and its scheduler drops a longer prompt; SGLang (--context-length) and TensorRT-LLM (max_seq_len)
+    likewise. An encoder-decoder's prompt and output are two sequences (the model's own rules apply)."""
+    inf = getattr(scn, "infer", None)
+    if inf is None or not inf.max_model_len or getattr(model, "is_encoder_decoder", False):
+        return
+    total = inf.prompt_len + inf.output_len
+    if total > inf.max_model_len:
+        raise InputError(f"infer.prompt_len + output_len = {total:,}{_defaulted(inf.model_fields_set)}",
+                         f"is longer than infer.max_model_len {inf.max_model_len:,}, the engine's context limit: "
+                         "the engine refuses such a request instead of serving it.",
+                         f"raise infer.max_model_len to at least {total:,}, or shorten prompt_len/output_len.")
+
+
 def check_scenario_against_model(scn: Any, model: Any) -> tuple[str, ...]:
     """Raise InputError if the scenario's layout or length does not exist for this model; return notes."""
     _pair_rules(scn, model)
+    _engine_context_rule(scn, model)
     _engine_weight_rules(scn)
     disaggregation_rules(scn, model)
     _encdec_rules(scn, model)

@@ -70,18 +70,17 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if why:
         from ..explain import explain_estimate
         ex = explain_estimate(est, why)
+    from ..pipeline import load_not_simulated_note
+    note = load_not_simulated_note(est.scenario, "`gpuplan serve` and sized for by `gpuplan recommend`")
     if args.json:
-        print_result("estimate", {**est.to_json(), **({"why": ex.to_json()} if ex else {})})
+        out = est.to_json()
+        if note:        # as POST /api/estimate says it (web/jobs.estimate_job)
+            out["warnings"] = [*out.get("warnings", []), note]
+        print_result("estimate", {**out, **({"why": ex.to_json()} if ex else {})})
     else:
         emit(estimate_report(est))
-        inf = est.scenario.infer
-        if inf is not None and inf.load is not None:
-            load = inf.load
-            shape = (f"{load.rate_per_s:g} requests/s" if load.rate_per_s is not None
-                     else f"{load.clients} clients" if load.clients else f"{load.arrival} arrivals")
-            emit(f"note: the figures above are the steady state at concurrency {inf.concurrency} (infer.concurrency); "
-                 f"the scenario's infer.load ({shape}) is simulated by `gpuplan serve` and sized for by "
-                 "`gpuplan recommend`", info=True)
+        if note:
+            emit(f"note: {note}", info=True)
         if ex is not None:
             from .explain import explanation_text
             emit("\n" + explanation_text(ex))

@@ -210,6 +210,11 @@ def estimate_job(scenario: Any, allow_hub: bool) -> dict[str, Any]:
     scn = safe_scenario(scenario, allow_hub=allow_hub)
     est = evaluate(scn, allow_hub=False)
     out = est.to_json()
+    from ..pipeline import load_not_simulated_note
+    note = load_not_simulated_note(est.scenario, "POST /api/serving-curve (CLI: gpuplan serve) and sized for by "
+                                                 "POST /api/recommend")
+    if note:      # a load block the estimate does not run is said, not silently ignored
+        out["warnings"] = [*out.get("warnings", []), note]
     try:
         from ..estimate.fit import fit_limits
         out["fit_limits"] = fit_limits(est.scenario, est.model, est.gpu.usable_memory_bytes)
