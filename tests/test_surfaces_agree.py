@@ -106,6 +106,11 @@ def test_web_launch_body_is_the_cli_launch_json(capsys):
         web = c.post("/api/launch", json={"scenario": est["scenario"], "engine": "vllm"}).json()
     assert set(cli) == {"engine", "files", "notes"}
     assert web == cli
+    # the engine comes back by its canonical name on both surfaces, whatever case the request used
+    with TestClient(create_app(isolation="thread")) as c:
+        upper = c.post("/api/launch", json={"scenario": est["scenario"], "engine": "VLLM"}).json()
+    _, cli_upper = _json(capsys, ["launch", *SERVE, "--engine", "VLLM"])
+    assert upper["engine"] == cli_upper["engine"] == "vllm"
 
 
 def test_recommended_serving_plan_is_what_estimate_says():

@@ -25,7 +25,7 @@ _ALIASES = {"torchtitan": "torchrun", "llamacpp": "llama.cpp", "llama-cpp": "lla
 # engines whose generated files express parallel.shard_group (hybrid sharding); slurm wraps one of them
 HYBRID_SHARD_ENGINES = ("torchrun", "hf", "slurm")
 
-__all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_launch"]
+__all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "engine_name", "launch_files", "write_launch"]
 
 
 # engines whose files write packed rows with per-document attention (train.document_len): Axolotl's
@@ -33,7 +33,9 @@ __all__ = ["ENGINES", "SERVE_ENGINES", "TRAIN_ENGINES", "launch_files", "write_l
 _PACKING_ENGINES = ("axolotl", "llama-factory")
 
 
-def _engine_name(engine: str) -> str:
+def engine_name(engine: str) -> str:
+    """The launch engine's canonical name ('SLURM' -> 'slurm', an alias -> its engine); InputError with close
+    matches for a name that is none."""
     key = str(engine).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
@@ -133,12 +135,12 @@ def launch_files(scenario: Scenario, engine: str, *, estimate: dict | None = Non
     scenario.framework: hf->hf, deepspeed->deepspeed, megatron->megatron, torchtitan->torchrun).
     time_limit_h: for 'slurm', the partition's time limit per job (default 24 h); longer runs are
     split into chained jobs that resume from the latest checkpoint."""
-    name = _engine_name(engine)
+    name = engine_name(engine)
     if inner is not None and name != "slurm":
         raise InputError("inner engine", f"only applies to engine 'slurm', not '{name}'.", "drop it.")
     if time_limit_h is not None and name != "slurm":
         raise InputError("time limit", f"only applies to engine 'slurm', not '{name}'.", "drop it.")
-    return _generate(scenario, name, estimate, _engine_name(inner) if inner else None, time_limit_h)
+    return _generate(scenario, name, estimate, engine_name(inner) if inner else None, time_limit_h)
 
 
 def write_launch(scenario: Scenario, engine: str, out_dir: str | Path, estimate: dict | None = None,

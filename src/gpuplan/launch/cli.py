@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ENGINES, launch_files, write_launch
+from . import ENGINES, engine_name, launch_files, write_launch
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -91,7 +91,7 @@ def run(args) -> int:
                 print(p)
         return 0
     if args.json:       # the web API's launch body (web/jobs.launch_job), so both surfaces answer alike
-        print_result("launch", {"engine": args.engine, "files": files, "notes": []})
+        print_result("launch", {"engine": engine_name(args.engine), "files": files, "notes": []})
     else:
         for name, text in files.items():
             sys.stdout.write(f"==> {name} <==\n{text}\n")

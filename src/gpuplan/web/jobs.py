@@ -263,7 +263,7 @@ def launch_job(scenario: Any, engine: str, inner: str | None, include_estimate: 
     if inner:
         kwargs["inner"] = inner
     files = lib_launch.launch_files(scn, engine, **kwargs)
-    return clean({"engine": engine, "files": files, "notes": notes})
+    return clean({"engine": lib_launch.engine_name(engine), "files": files, "notes": notes})
 
 
 def _partial(scenario: dict[str, Any], allow_hub: bool) -> dict[str, Any]:
