@@ -17,11 +17,12 @@ Needs pyarrow (not a gpuplan dependency) and a clone of aiconfigurator at COMMIT
 """
 from __future__ import annotations
 
-import csv
 import io
 import subprocess
 import sys
 from pathlib import Path
+
+from cuda_timing import write_rows   # the device benchmarks' CSV writer (scripts/ is on sys.path)
 
 COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"   # aiconfigurator main, 2026-08-21
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
@@ -59,10 +60,7 @@ def main(git_dir: str) -> int:
                     out.append({"gpu": gpu, "framework": fw, "framework_version": ver, "nvfp4_kernel": kernel,
                                 "m": m, "n": n, "k": k, "bf16_ms": f"{b:.6g}", "nvfp4_ms": f"{f:.6g}",
                                 "source_url": url, "retrieved": RETRIEVED})
-    with OUT.open("w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out[0]))
-        w.writeheader()
-        w.writerows(out)
+    write_rows(out, str(OUT))
     print(f"{len(out)} rows -> {OUT}")
     return 0
 
