@@ -251,9 +251,10 @@ def serving_load(r: Resolved, mem: MemoryEstimate, *, search: bool = True, sweep
         raise InputError("infer.engine hf", "has no continuous-batching scheduler to simulate under load.",
                          "use vllm, sglang, trtllm or llama.cpp.")
     from .estimate.speed import cpu_layers_note
-    if cpu_layers_note(scn, r.model):
+    cpu_note = cpu_layers_note(scn, r.model)
+    if cpu_note:
         from .errors import UnsupportedError
-        raise UnsupportedError("infer.gpu_layers", cpu_layers_note(scn, r.model) + ".",
+        raise UnsupportedError("infer.gpu_layers", cpu_note + ".",
                                "run `gpuplan estimate` for the memory of this plan.")
     rows = None
     if scn.infer.load.arrival == "trace":
