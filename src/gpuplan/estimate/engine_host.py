@@ -280,12 +280,9 @@ VLLM_V0_PY39_PER_SEQ_US = {1: 68.06, 5: 33.28}
 
 def _py39_ratios() -> tuple[float, float]:
     """(per-sequence, per-group) ratio of V0's host work under CPython 3.9 to the 3.11 constants."""
-    a, b = VLLM_V0_PY39_PER_SEQ_US[1], VLLM_V0_PY39_PER_SEQ_US[5]
-    group = (a - b) * 5.0 / 4.0
-    seq = a - group
-    s311 = VLLM_V0_SCHEDULE_SEQ_S + VLLM_V0_PREPARE_SEQ_S + VLLM_V0_OUTPUT_SEQ_S + VLLM_V0_SAMPLER_SEQ_S
-    g311 = VLLM_V0_SCHEDULE_GROUP_S + VLLM_V0_PREPARE_GROUP_S + VLLM_V0_OUTPUT_GROUP_S + VLLM_V0_SAMPLER_GROUP_S
-    return seq * 1e-6 / s311, group * 1e-6 / g311
+    seq, group = _split(VLLM_V0_PY39_PER_SEQ_US)
+    ref = _vllm_v0_host(1)          # the 3.11 constants' per-sequence and per-group sums
+    return seq * 1e-6 / ref.seq_s, group * 1e-6 / ref.group_s
 
 
 # V0's host work by release (infer.vllm_v0_release; data/vllm_v0_host.csv): the constants above are vLLM 0.6.3's code.
