@@ -698,6 +698,13 @@ _ENGINE_FIELDS = (
     ("vllm_v0_release", lambda v: v is not None, "vllm", "is the vLLM release whose V0 code runs", "version"),
 )
 
+# infer fields that describe vLLM's V0 engine, refused on V1 as _ENGINE_FIELDS refuses them on other engines:
+# (field, what it is)
+_V0_FIELDS = (
+    ("vllm_v0_release", "names the release of vLLM's V0 engine"),
+    ("python_version", "selects vLLM V0's host timing under that CPython"),
+)
+
 
 class Infer(_Strict):
     weights: Format = "bf16"
@@ -857,12 +864,14 @@ class Infer(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _v0_release_needs_v0(self):
+    def _v0_fields_need_v0(self):
+        for field, what in _V0_FIELDS:
+            value = getattr(self, field)
+            if value is not None and not self.vllm_v0:
+                raise ValueError(f"{field} {value} {what}; vLLM V1 (the default) has its own: set infer.vllm_v0: true, "
+                                 f"or leave {field} out")
         if self.vllm_v0_release is None:
             return self
-        if not self.vllm_v0:
-            raise ValueError(f"vllm_v0_release {self.vllm_v0_release} names the release of vLLM's V0 engine; vLLM V1 "
-                             "(the default) has its own: set infer.vllm_v0: true, or leave vllm_v0_release out")
         key = tuple(int(x) for x in self.vllm_v0_release.split("."))
         if key >= (0, 8, 0):
             raise ValueError(f"vllm_v0_release {self.vllm_v0_release}: V0 is vLLM's default engine before 0.8.0 only; "
@@ -874,13 +883,6 @@ class Infer(_Strict):
             raise ValueError(f"vllm_v0_release {self.vllm_v0_release} with num_scheduler_steps "
                              f"{self.num_scheduler_steps}: multi-step scheduling is modelled from 0.6.0's code (its "
                              "output processing beside the GPU); 0.5.x's is not: leave one of them out")
-        return self
-
-    @model_validator(mode="after")
-    def _python_version_needs_v0(self):
-        if self.python_version is not None and not self.vllm_v0:
-            raise ValueError(f"python_version {self.python_version} selects vLLM V0's host timing under that CPython; "
-                             "vLLM V1 (the default) has its own: set infer.vllm_v0: true, or leave python_version out")
         return self
 
     @model_validator(mode="after")
