@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import statistics
 from functools import lru_cache
+from typing import Callable, Iterable
 
 from .datafiles import rows
 
@@ -115,12 +116,18 @@ def layer_fixed_seconds(family: str) -> float:
     return sum(n * op_floor_us(family, op) for op, n, _ in LLAMA_LAYER_OPS[family]) * 1e-6
 
 
-def layer_overhead_priors() -> dict[str, float]:
-    """`engines.trtllm.layer_overhead_s` per GPU family with a measured count (hopper, blackwell), and for every other
-    family ("default") their mean: no TensorRT-LLM op floors are published for it here."""
-    out = {fam: float(f"{layer_fixed_seconds(fam):.4g}") for fam in LLAMA_LAYER_OPS}
+def _per_family(seconds: Callable[[str], float], families: Iterable[str]) -> dict[str, float]:
+    """`seconds(family)` for each family with measured tables (to 4 significant figures), and for every other family
+    ("default") their mean: no TensorRT-LLM op floors are published for it here."""
+    out = {fam: float(f"{seconds(fam):.4g}") for fam in families}
     out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
     return out
+
+
+def layer_overhead_priors() -> dict[str, float]:
+    """`engines.trtllm.layer_overhead_s` per GPU family with a measured count (hopper, blackwell), their mean
+    elsewhere."""
+    return _per_family(layer_fixed_seconds, LLAMA_LAYER_OPS)
 
 
 def moe_layer_extra_seconds(family: str) -> float:
@@ -132,17 +139,12 @@ def moe_layer_extra_seconds(family: str) -> float:
 
 
 def moe_layer_overhead_priors() -> dict[str, float]:
-    """`engines.trtllm.moe_layer_overhead_s` per GPU family with measured tables (hopper, blackwell), and their mean
-    ("default") for every other family, as layer_overhead_priors."""
-    out = {fam: float(f"{moe_layer_extra_seconds(fam):.4g}") for fam in MOE_MLP_OPS}
-    out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
-    return out
+    """`engines.trtllm.moe_layer_overhead_s` per GPU family with measured tables (hopper, blackwell), their mean
+    elsewhere."""
+    return _per_family(moe_layer_extra_seconds, MOE_MLP_OPS)
 
 
 def qk_norm_layer_overhead_priors() -> dict[str, float]:
     """`engines.trtllm.qk_norm_layer_overhead_s`: the fused QK-norm + RoPE kernel a QK-norm layer adds (QK_NORM_OPS)
-    per GPU family with measured tables, their mean ("default") elsewhere."""
-    out = {fam: float(f"{sum(n * op_floor_us(fam, op) for op, n, _ in QK_NORM_OPS) * 1e-6:.4g}")
-           for fam in LLAMA_LAYER_OPS}
-    out["default"] = float(f"{statistics.fmean(out.values()):.4g}")
-    return out
+    per GPU family with measured tables, their mean elsewhere."""
+    return _per_family(lambda fam: sum(n * op_floor_us(fam, op) for op, n, _ in QK_NORM_OPS) * 1e-6, LLAMA_LAYER_OPS)
