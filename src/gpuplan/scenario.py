@@ -265,6 +265,9 @@ class RL(_Strict):
     max_new_tokens: int = _num(1024, "longest response", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
     mean_response_len: int | None = _num(None, "mean response length; default max_new_tokens (every response "
                                          "runs to the limit)", lo=1, hi=MAX_TOKENS_LEN, unit="tokens")
+    truncation_rate: float | None = _num(None, "share of the step's responses stopped at max_new_tokens (NeMo RL "
+                                         "logs it as truncation_rate); null: only the max-entropy lengths' own "
+                                         "(none reach the cap)", lo=0, hi=1)
     engine: Literal["vllm", "sglang"] = "vllm"
     placement: Literal["colocated", "split"] = Field("colocated", description=(
         "colocated: rollout engine and trainer share every GPU, the engine sleeps while training; split: "
@@ -1370,6 +1373,13 @@ def _check_posttrain(scn: "Scenario") -> None:
     if (rl.mean_response_len or 0) > rl.max_new_tokens:
         raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
                          f"{rl.max_new_tokens}")
+    if rl.truncation_rate and rl.mean_response_len:
+        n = rl.prompts_per_step * rl.group_size
+        k = max(1, round(rl.truncation_rate * n))
+        if k < n and n * rl.mean_response_len - k * rl.max_new_tokens < n - k:
+            raise ValueError(f"train.rl.truncation_rate = {rl.truncation_rate} puts {k} of the step's {n} responses at "
+                             f"max_new_tokens = {rl.max_new_tokens}, more tokens than mean_response_len = "
+                             f"{rl.mean_response_len} allows: lower the rate or raise the mean")
     if rl.placement == "split" and rl.engine_sleep_level != 2:
         raise ValueError(f"train.rl.engine_sleep_level = {rl.engine_sleep_level} is for placement: colocated (a "
                          "split rollout engine never sleeps); remove engine_sleep_level")

@@ -214,7 +214,7 @@ def packing_plan(scn: Scenario, budget: int, dp: int, chunk: int, tp: int = 1, c
     pad = 2 * cp * tp if cp > 1 else tp
     n = sequences_per_step(scn)
     lengths = [-(-(rl.prompt_len + r) // pad) * pad
-               for r in response_lengths(rl.mean_response_len, rl.max_new_tokens, n)]
+               for r in step_response_lengths(scn)]
     return slowest_rank(lengths, budget, dp, max(1, n // max(1, chunk)), pipeline)
 
 
@@ -255,7 +255,7 @@ def dynamic_plan(scn: Scenario, budget: int, dp: int, chunk: int, round_to: int 
     tokens computed (padding included) and sequences of one rank."""
     rl = scn.train.rl
     n = sequences_per_step(scn)
-    lengths = [rl.prompt_len + r for r in response_lengths(rl.mean_response_len, rl.max_new_tokens, n)]
+    lengths = [rl.prompt_len + r for r in step_response_lengths(scn)]
     width = max(lengths)
     chunks = max(1, n // max(1, chunk))
     mbs_sum = tokens_sum = seqs_sum = 0.0
@@ -523,14 +523,26 @@ def grpo_loss_block(scn: Scenario, train: Scenario, model: ModelSpec, stage: str
 
 
 # ---- speed ------------------------------------------------------------------------------------------------
-def response_lengths(mean: float | None, top: int, n: int) -> list[int]:
+def response_lengths(mean: float | None, top: int, n: int, truncation_rate: float | None = None) -> list[int]:
     """n response lengths (tokens, ascending) with the stated mean, none past `top` (the engine stops every
     response at max_new_tokens). A source states the mean and the cap, not the shape; the distribution on
     [0, top] with the most entropy for a given mean is the truncated exponential, density ~ exp(-lam x) (lam < 0
     when the mean is past top / 2: lengths pile up toward the cap; lam = 0: uniform). Its n mid-quantiles
-    F^-1((i + 1/2) / n) stand for the responses, so the same inputs give the same lengths. No mean: all at the cap."""
+    F^-1((i + 1/2) / n) stand for the responses, so the same inputs give the same lengths. No mean: all at the cap.
+
+    `truncation_rate` (rl.truncation_rate, NeMo RL's logged `truncation_rate`: the share of the batch stopped by the
+    length limit, nemo_rl/experience/rollouts.py L483 @b1c86a8): k = round(rate x n) responses,
+    at least one for a rate > 0, sit at the cap and the other n - k take the max-entropy lengths for the mean that
+    leaves, (n x mean - k x top) / (n - k). Without it the truncated exponential's longest response of a short mean
+    ends well short of the cap (mean 398 of 3,964, n 2,048: 3,241 tokens; docs/speed.md §3.36)."""
     if not mean or mean >= top:
         return [top] * n
+    if truncation_rate:
+        k = min(n, max(1, round(truncation_rate * n)))
+        if k >= n:
+            return [top] * n
+        rest = (n * float(mean) - k * top) / (n - k)
+        return response_lengths(max(1.0, rest), top, n - k) + [top] * k
     mean = max(float(mean), 1.0)
     r = mean / top                      # mean as a fraction of the cap, solve r(a) with a = lam x top
 
@@ -557,13 +569,19 @@ def response_lengths(mean: float | None, top: int, n: int) -> list[int]:
     return out
 
 
+def step_response_lengths(scn: Scenario) -> list[int]:
+    """The step's prompts x group response lengths (response_lengths of rl.mean_response_len, rl.max_new_tokens and
+    rl.truncation_rate), ascending."""
+    rl = scn.train.rl
+    return response_lengths(rl.mean_response_len, rl.max_new_tokens, sequences_per_step(scn), rl.truncation_rate)
+
+
 def replica_lengths(scn: Scenario, replicas: int) -> list[int]:
     """The response lengths the slowest replica generates: the step's prompts x group lengths
     (response_lengths) dealt out to the replicas in turn from the longest down, the replica that gets the
     longest of all. A synchronous step waits for it."""
-    rl = scn.train.rl
     n = sequences_per_step(scn)
-    ls = response_lengths(rl.mean_response_len, rl.max_new_tokens, n)
+    ls = step_response_lengths(scn)
     return sorted(ls[n - 1::-replicas]) if replicas > 1 else ls
 
 
@@ -594,7 +612,9 @@ def in_process_cost(cost: Any, sv: Any) -> Any:
     published per-token figure of vLLM's output side, engine_host.VLLM's stream_token_s (one API-server process
     saturated at 14,961 streamed tokens/s, vLLM PR 13923), as the serving speed engine scales it to the host: it
     holds the OpenAI chunk formatting and HTTP write the offline path skips, and lacks the per-token `Logprob`
-    with its decoded text that NeMo RL's `logprobs=0` adds."""
+    that NeMo RL's `logprobs=0` adds (without decoded text: with no stop strings NeMo RL starts vLLM with
+    skip_tokenizer_init, nemo_rl/models/generation/__init__.py L39-43 @b1c86a8, and vLLM then skips detokenisation;
+    docs/speed.md §3.36)."""
     from .load.cost import SerialOutput, StreamCeiling
     base = cost.base if isinstance(cost, StreamCeiling) else cost
     token_s = float(getattr(sv, "stream_token_s", 0.0) or 0.0)
