@@ -593,3 +593,10 @@ def test_posttrain_memory_rows_score_in_their_own_category():
     assert memory_category("finetune", "full", 3, 8, None, "grpo") == "post-training RL (rollout engine + training)"
     assert memory_category("finetune", "lora", 0, 1, None, "dpo") == "post-training (preference, distillation, reward model)"
     assert memory_category("finetune", "lora", 0, 1, None) == "fine-tuning, LoRA/QLoRA"
+
+
+def test_posttrain_memory_ids_are_their_own():
+    """posttrain-memory.csv's ids name no row of another gathered file (serve.csv already has a VP01)."""
+    others = {r["id"] for p in (ROOT / "validation" / "gathered").glob("*.csv") if p != PTM_CSV
+              for r in csv.DictReader(p.open(encoding="utf-8"))}
+    assert not {r["id"] for r in _ptm_rows()} & others
