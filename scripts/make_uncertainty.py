@@ -127,8 +127,12 @@ def gathered_residuals() -> tuple[list[tuple], list[tuple], list[tuple]]:
                 spd_held.append((speed_category("train", moe=rec["moe"]), row["source"], (p - m) / m))
             if "mem" in rec:
                 p, m = rec["mem"]
-                if path.stem == "measured":     # one GPU, HF transformers, measured on a lent GPU
-                    cat = memory_category(row["task"], row["method"] or None, 0, 1, row["engine"] or None)
+                if path.stem == "posttrain-memory":     # a post-training run (RL with its rollout engine)
+                    cat = memory_category("finetune", row["method"], int(row["zero"] or 0), int(row["gpus"]), None,
+                                          row["objective"])
+                elif path.stem == "measured":     # one GPU, HF transformers, measured on a lent GPU
+                    cat = memory_category(row["task"], row["method"] or None, 0, 1, row["engine"] or None,
+                                          row.get("objective") or "sft")
                 elif path.stem == "serve":      # serve.csv: the peak memory of a generate() run
                     cat = memory_category("infer", None, 0, 1, row["engine"])
                 elif "method" in rec:     # finetune-memory.csv: LoRA/QLoRA fine-tuning peaks
@@ -183,7 +187,9 @@ def build() -> tuple[str, str]:
     for qty, (ins, held) in sets.items():
         for cat in sorted({c for c, _, _ in ins + held}):
             a, b = _stats(ins, cat), _stats(held, cat)
-            use, basis = (b, "held-out") if (b and b["n"] >= MIN_HELD_OUT) else (a, "in-sample")
+            # fewer than MIN_HELD_OUT held-out runs fall back to the in-sample residuals; a category with none
+            # (post-training RL memory) keeps its few held-out runs, and the bar names how few
+            use, basis = (b, "held-out") if (b and (b["n"] >= MIN_HELD_OUT or a is None)) else (a, "in-sample")
             w.writerow([qty, cat, f"{use['median']:.4f}", f"{use['p90']:.4f}", use["n"], use["sources"], basis,
                         f"{a['median']:.4f}" if a else "", a["n"] if a else 0,
                         f"{b['median']:.4f}" if b else "", b["n"] if b else 0])
@@ -196,7 +202,8 @@ def build() -> tuple[str, str]:
             doc.append(f"| {qty} | {cat} | {cell(a)} | {cell(b, True)} | ±{100 * use['median']:.0f} % "
                        f"typical ({basis}) |")
     doc += ["", "A category with fewer than 3 held-out runs falls back to its in-sample error, which is "
-            "optimistic: read those bars as lower bounds."] + constants
+            "optimistic: read those bars as lower bounds. A category with no in-sample runs keeps its held-out "
+            "runs however few (post-training RL memory: the bar's run count says how many)."] + constants
     return out.getvalue(), "\n".join(doc) + "\n"
 
 

@@ -117,15 +117,37 @@ def memory_pair(row: dict, est) -> tuple[float, float]:
         pred = m.peak_bytes_per_gpu - outside_torch_bytes(est, int(row["gpus"]))
     elif metric == "nvidia-smi":
         pred = m.peak_bytes_per_gpu
+    elif metric == "max allocated, slept engine counted":
+        pred = slept_engine_allocated_bytes(est)
     elif metric == "allocated + outside torch":
         # optimum's benchmark_gptq.py: torch's peak allocated plus (nvidia-smi peak - torch's peak reserved), i.e.
         # the whole peak less the caching allocator's unused reserve
         pred = m.peak_bytes_per_gpu - allocator_reserve_bytes(est, int(row["gpus"]))
     else:
         raise ValueError(f"row {row['id']}: memory_metric {metric!r} is not one of max allocated, max reserved, "
-                         "nvidia-smi, allocated + outside torch")
+                         "nvidia-smi, allocated + outside torch, max allocated, slept engine counted")
     unit = {"GiB": GiB, "GB": 1e9, "MB": 1e6, "MiB": 2 ** 20}[row["memory_unit"]]
     return pred / GiB, float(row["memory"]) * unit / GiB
+
+
+def slept_engine_allocated_bytes(est) -> float:
+    """torch.cuda.max_memory_allocated() of a colocated RL step whose rollout engine sleeps in vLLM's sleep mode
+    (posttrain-memory.csv, metric "max allocated, slept engine counted"). vLLM's CuMemAllocator creates the
+    engine's weights and KV cache inside a torch MemPool, so torch counts them as allocated; asleep, it unmaps their
+    memory itself (`unmap_and_release` on each handle, vllm/device_allocator/cumem.py `CuMemAllocator.sleep`) while
+    the tensors stay allocated in torch's view. The counters therefore keep the engine's weights and KV pool through
+    the log-prob and training passes: the peak they read is the larger of the rollout phase (trainer's resident
+    states + the awake engine) and every other phase's allocation plus the slept engine's weights and pool. The
+    engine's other share (profile-run workspace, graphs) is freed through torch and not kept. Allocated bytes: each
+    phase's total less the runtime overhead (CUDA context, NCCL, library workspaces, the allocator's reserve)."""
+    m = est.memory
+    overhead = m.components["runtime_overhead"]
+    slept = (m.limits.get("rollout_engine_weights_bytes") or 0) + (m.limits.get("rollout_kv_pool_bytes") or 0)
+    best = 0.0
+    for name, total in m.phases.items():
+        alloc = total - overhead
+        best = max(best, alloc if name == "rollout" else alloc + slept)
+    return best
 
 
 def measured_scenario(row: dict) -> dict:
@@ -219,7 +241,9 @@ def vllm_v0(version: str) -> bool:
     """A row's vLLM release runs the V0 engine: every release before 0.8.0 (V1 became the default in 0.8.0; its
     first code landed on 2024-10-22, so a run of 2024 is V0). "0.6 V0 (...)" and "0.6.3" are V0, "0.10.2" is not."""
     m = re.match(r"\s*(\d+)\.(\d+)", version or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 8)
+    # a 0.8-0.10 release still ran V0 where the row says so (vLLM 0.8.3 falls back to V0 under
+    # VLLM_ATTENTION_BACKEND=XFORMERS, logging "Falling back to V0": posttrain-memory.csv PV01/PV02)
+    return bool(m) and ((int(m.group(1)), int(m.group(2))) < (0, 8) or "V0 engine" in version)
 
 
 def vllm_release(version: str) -> str | None:
@@ -444,6 +468,7 @@ def score(path: Path) -> list[dict]:
     finetune = path.stem == "finetune-memory"
     preference = path.stem == "preference"
     measured = path.stem == "measured"
+    pt_memory = path.stem == "posttrain-memory"
     with path.open(newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             rec = {"id": row["id"], "source": row["source"], "gpu": row["gpu"], "weights": row.get("weights", "")}
@@ -454,7 +479,7 @@ def score(path: Path) -> list[dict]:
                 continue
             try:
                 scn = (measured_scenario(row) if measured
-                       else serve_scenario(row) if serving else posttrain_scenario(row) if posttrain
+                       else serve_scenario(row) if serving else posttrain_scenario(row) if posttrain or pt_memory
                        else preference_scenario(row) if preference
                        else finetune_scenario(row) if finetune else scenario(row))
                 est = api.estimate(scn)
@@ -482,6 +507,12 @@ def score(path: Path) -> list[dict]:
                 elif row["task"] != "infer":
                     rec["tps"] = (est.performance.tokens_per_s_per_gpu, float(row["tokens_per_s_per_gpu"]))
                     rec["moe"] = est.model.is_moe
+                out.append(rec)
+                continue
+            if pt_memory:   # a post-training run's peak memory, at the level the source read it (one pipeline)
+                rec["mem"] = memory_pair(row, est)
+                rec["objective"] = row["objective"]
+                rec["method"] = row["method"]
                 out.append(rec)
                 continue
             if finetune:    # LoRA/QLoRA peak memory, at the level the source read it
@@ -531,7 +562,7 @@ def _summary(name: str, pairs: list[tuple[float, float]]) -> str:
 
 # the gathered files scored here; the others have their own scripts: serve-load.csv (latency under load,
 # scripts/validate_serving_load.py), unsloth_context.csv (maximum context, scripts/validate_unsloth_context.py)
-SCORED = ("train", "serve", "posttrain", "preference", "finetune-memory", "measured")
+SCORED = ("train", "serve", "posttrain", "preference", "finetune-memory", "measured", "posttrain-memory")
 
 
 def _err(pred: float, meas: float) -> str:
@@ -592,12 +623,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id']:6s} {ts}   {ms}")
     print(_summary("speed", [r["tps"] for r in rows if "tps" in r]))
     print(_summary("memory", [r["mem"] for r in rows if "mem" in r]))
-    lora = [r for r in rows if "mem" in r and r.get("method") in ("lora", "qlora")]
+    lora = [r for r in rows if "mem" in r and r.get("method") in ("lora", "qlora") and "objective" not in r]
     print(_summary("  LoRA/QLoRA", [r["mem"] for r in lora]))
     for src in sorted({r["source"] for r in lora}):
         print(_summary(f"    {src[:38]}", [r["mem"] for r in lora if r["source"] == src]))
     print(_summary("  HF inference", [r["mem"] for r in rows if "mem" in r and "tpot" in r]))
     print(_summary("  measured here", [r["mem"] for r in rows if "mem" in r and r["source"].startswith("gpuplan measure")]))
+    print(_summary("  post-training", [r["mem"] for r in rows if "mem" in r and "objective" in r]))
     print(_summary("tpot", [r["tpot"] for r in rows if "tpot" in r]))
     print(_summary("tpot b1", [r["tpot"] for r in rows if r.get("batch1")]))
     for gpu in sorted({r["gpu"] for r in rows if "tpot" in r}):

@@ -528,3 +528,75 @@ def test_qwen_speed_rows_count_prompt_and_generated_tokens_at_batch_one():
         assert r["throughput_kind"] == "total" and r["concurrency"] == "1" and r["output_len"] == "2048", r["id"]
         pred, _ = vg.throughput_pair(r, SimpleNamespace(output_tokens_per_s=100.0, details={}))
         assert abs(pred - 100.0 * (int(r["prompt_len"]) + 2048) / 2048) < 1e-9, r["id"]
+
+
+# ---- post-training memory (posttrain-memory.csv, issue 20) ---------------------------------------------------------
+PTM_CSV = ROOT / "validation" / "gathered" / "posttrain-memory.csv"
+
+
+def _ptm_rows() -> list[dict]:
+    return list(csv.DictReader(PTM_CSV.open(encoding="utf-8")))
+
+
+def test_posttrain_memory_rows_are_complete():
+    """Every row names its source, the date read and what was measured; an unscored row says why; a scored row
+    states the settings the RL scenario is built from and the counter the source read."""
+    rows = _ptm_rows()
+    assert len(rows) >= 10 and len({r["source"] for r in rows}) >= 3
+    for r in rows:
+        assert r["source_url"].startswith("https://"), r["id"]
+        assert r["retrieved"][:2] == "20" and r["memory"] and r["memory_unit"] in ("GiB", "GB"), r["id"]
+    scored = [r for r in rows if not r["notes"].startswith(vg.UNSCORED)]
+    assert len(scored) >= 2
+    for r in scored:
+        assert "/blob/" in r["source_url"], r["id"]          # pinned to a commit
+        assert r["memory_metric"] == "max allocated, slept engine counted", r["id"]
+        for col in ("model", "gpu", "gpus", "zero", "placement", "engine", "gpu_memory_utilization", "prompts_per_step",
+                    "group_size", "micro_batch", "logprob_batch", "prompt_len", "max_seq_len", "recompute", "packing"):
+            assert r[col], (r["id"], col)
+
+
+def test_posttrain_memory_scored_rows_expect_the_published_number():
+    """The measured side of each scored row is the log's own perf/max_memory_allocated_gb (verl divides by 1024**3):
+    52.804 GiB for the GRPO run and 53.038 GiB for the PPO run (play-verl logs @7716a615), not gpuplan's output."""
+    recs = {r["id"]: r for r in vg.score(PTM_CSV)}
+    assert abs(recs["PV01"]["mem"][1] - 52.804) < 1e-9
+    assert abs(recs["PV02"]["mem"][1] - 53.038) < 1e-9
+    for rid in ("PV01", "PV02"):
+        pred, meas = recs[rid]["mem"]
+        assert abs(pred - meas) / meas < 0.10, (rid, pred, meas)     # the documented agreement, not a fit
+    assert all("unscored" in r for rid, r in recs.items() if rid not in ("PV01", "PV02"))
+
+
+def test_slept_engine_counters_keep_the_engines_pool():
+    """vLLM's sleep unmaps the engine's weights and KV pool behind torch's back, so torch's allocated counter keeps
+    them: a 12 GiB backward phase with 3 GiB of runtime overhead reads 12 - 3 + (1 + 40) = 50 GiB, above the
+    awake rollout phase's 50 - 3 = 47 GiB."""
+    GiB = 2 ** 30
+    est = SimpleNamespace(memory=SimpleNamespace(
+        components={"runtime_overhead": 3 * GiB}, phases={"backward": 12 * GiB, "rollout": 50 * GiB},
+        limits={"rollout_engine_weights_bytes": 1 * GiB, "rollout_kv_pool_bytes": 40 * GiB}))
+    row = {"id": "X", "gpus": "8", "memory": "50", "memory_unit": "GiB",
+           "memory_metric": "max allocated, slept engine counted"}
+    assert vg.memory_pair(row, est) == (50.0, 50.0)
+    est.memory.phases["rollout"] = 60 * GiB      # an awake engine fuller than the slept counters: 60 - 3
+    assert vg.memory_pair(row, est)[0] == 57.0
+
+
+def test_a_v0_fallback_on_a_later_vllm_runs_v0():
+    assert vg.vllm_v0("0.8.3, V0 engine (XFORMERS fallback)") and not vg.vllm_v0("0.8.3, V1 engine")
+    assert vg.vllm_v0("0.6.3") and not vg.vllm_v0("0.10.2")
+
+
+def test_posttrain_memory_rows_score_in_their_own_category():
+    from gpuplan.estimate.uncertainty import memory_category
+    assert memory_category("finetune", "full", 3, 8, None, "grpo") == "post-training RL (rollout engine + training)"
+    assert memory_category("finetune", "lora", 0, 1, None, "dpo") == "post-training (preference, distillation, reward model)"
+    assert memory_category("finetune", "lora", 0, 1, None) == "fine-tuning, LoRA/QLoRA"
+
+
+def test_posttrain_memory_ids_are_their_own():
+    """posttrain-memory.csv's ids name no row of another gathered file (serve.csv already has a VP01)."""
+    others = {r["id"] for p in (ROOT / "validation" / "gathered").glob("*.csv") if p != PTM_CSV
+              for r in csv.DictReader(p.open(encoding="utf-8"))}
+    assert not {r["id"] for r in _ptm_rows()} & others

@@ -361,8 +361,9 @@ def train_memory(scn: Scenario, model: ModelSpec, capacity_bytes: int,
 
 
 UNVALIDATED = ("post-training memory is built from the trainers' code and checked against fake-tensor traces of TRL's "
-               "DPO, KTO, ORPO, SimPO steps and GRPO pass (within 0.3 %, docs/posttrain.md), not yet against measured runs; the error bar "
-               "shown is that of supervised fine-tuning")
+               "DPO, KTO, ORPO, SimPO steps and GRPO pass (within 0.3 %, docs/posttrain.md); its error bar is that of "
+               "four TRL DPO steps measured on one H200 (validation/gathered/measured.csv HD01-HD04): no published peak "
+               "of a preference, distillation or reward-model run with a stated GPU and lengths is scored yet")
 
 
 def teacher_spec(scn: Scenario) -> ModelSpec:

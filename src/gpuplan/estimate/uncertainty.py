@@ -59,6 +59,8 @@ def memory_category(task: str, method: str | None, zero: int, dp: int, engine: s
         return "inference, HF transformers" if engine == "hf" else "inference"
     if objective in RL_OBJECTIVES:      # a rollout engine beside the trainer: its own kind of peak
         return "post-training RL (rollout engine + training)"
+    if objective not in (None, "sft"):  # a frozen reference or teacher, pairs through the model, a reward head
+        return "post-training (preference, distillation, reward model)"
     if method in ("lora", "qlora"):
         return "fine-tuning, LoRA/QLoRA"
     return "training, sharded (FSDP/ZeRO-3)" if (zero >= 3 and dp > 1) else "training, unsharded or ZeRO-1/2"
