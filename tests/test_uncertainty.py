@@ -104,3 +104,11 @@ def test_post_training_memory_bars_come_from_measured_post_training_runs():
     d = api.estimate(ROOT / "examples" / "dpo-full-8b.yaml").memory.uncertainty
     assert d.category == "post-training (preference, distillation, reward model)"
     assert d.typical is not None and d.runs == len(dpo_runs) >= 3
+
+
+def test_bar_text_counts_agree_in_number():
+    from gpuplan.estimate.uncertainty import bar_text
+    one = {"relative_typical": 0.04, "relative_p90": 0.05, "category": "c", "runs": 2, "sources": 1, "basis": "held-out"}
+    assert bar_text(one) == "±4 % typical, ±5 % P90 (c, 2 held-out runs, 1 source)"
+    assert bar_text({**one, "runs": 1, "sources": 3}).endswith("(c, 1 held-out run, 3 sources)")
+    assert bar_text({"relative_typical": None, "category": ""}) == "no error bar: outside every validated category"

@@ -37,10 +37,18 @@ class Uncertainty:
                 "relative_p90": self.p90, "runs": self.runs, "sources": self.sources, "basis": self.basis}
 
     def text(self) -> str:
-        if self.typical is None:
-            return f"no error bar: {self.category or 'outside every validated category'}"
-        return (f"±{100 * self.typical:.0f} % typical, ±{100 * self.p90:.0f} % P90 "
-                f"({self.category}, {self.runs} {self.basis} runs, {self.sources} sources)")
+        return bar_text(self.to_json())
+
+
+def bar_text(u: dict[str, Any]) -> str:
+    """'±x % typical, ±y % P90 (category, n held-out runs, m sources)' from an error bar's JSON form
+    (`Uncertainty.to_json`), so the estimate's text and the launch files' headers read alike."""
+    if u.get("relative_typical") is None:
+        return f"no error bar: {u.get('category') or 'outside every validated category'}"
+    runs, sources = u.get("runs", 0), u.get("sources", 0)
+    return (f"±{100 * u['relative_typical']:.0f} % typical, ±{100 * (u.get('relative_p90') or 0):.0f} % P90 "
+            f"({u.get('category')}, {runs} {u.get('basis', '')} run{'' if runs == 1 else 's'}, "
+            f"{sources} source{'' if sources == 1 else 's'})")
 
 
 @lru_cache(maxsize=1)

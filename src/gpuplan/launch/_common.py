@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError, UnsupportedError
+from ..estimate.uncertainty import bar_text
 from ..models import ModelSpec, get_model
 from ..scenario import Scenario
 
@@ -288,10 +289,8 @@ def _error_bar(section: dict) -> str:
     u = section.get("uncertainty")
     if not u:
         return ""
-    if u.get("relative_typical") is None:
-        return f"; no error bar: {u.get('category') or 'outside every validated category'}"
-    return (f"; error bar ±{100 * u['relative_typical']:.0f} % typical, ±{100 * (u.get('relative_p90') or 0):.0f} % "
-            f"P90 ({u.get('category')}, {u.get('runs', 0)} {u.get('basis', '')} runs, {u.get('sources', 0)} sources)")
+    text = bar_text(u)
+    return f"; {text}" if u.get("relative_typical") is None else f"; error bar {text}"
 
 
 def _present(values: dict, formats) -> list[str]:
