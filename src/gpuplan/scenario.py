@@ -15,9 +15,9 @@ from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag,
                       ValidationError, ValidationInfo, create_model, field_validator, model_validator)
 
-from .errors import InputError
-from .versions import FULL_PATTERN, PATTERN_OR_UNKNOWN, VersionError, known_version, parse_version
+from .errors import CatalogHint, InputError
 from .inputs import excerpt, read_mapping_file, short_path
+from .versions import FULL_PATTERN, PATTERN_OR_UNKNOWN, VersionError, known_version, parse_version
 
 # Upper bounds: far above any real run, low enough that no estimator overflows.
 MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
@@ -125,7 +125,7 @@ def _catalog_id(field: str, lookup: Callable[[str], Any]) -> Callable[[str | Non
         try:
             return lookup(v).id
         except UnknownNameError as err:
-            raise UnknownNameError(f"{field} {excerpt(v)}", err.why, err.fix, err.matches) from None
+            raise err.about(f"{field} {excerpt(v)}") from None
     return check
 
 
@@ -947,7 +947,7 @@ def _owned_ids(v: dict[str, int] | None) -> dict[str, int] | None:
         try:
             gid = get_gpu(name).id
         except InputError as err:         # UnknownNameError / AmbiguousNameError with close matches
-            raise type(err)(f"constraints.owned: {err.what}", err.why, err.fix, err.matches) from None
+            raise err.about(f"constraints.owned: {err.what}") from None
         if gid in out:
             raise InputError(f"constraints.owned {excerpt(name)}", f"names {gid} a second time.",
                              f"give {gid} once, with the total count you own.")
@@ -1526,7 +1526,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling; `gpuplan schema` lists the fields)"
+            msg = "is not a scenario field (check the spelling)"
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:
@@ -1546,9 +1546,8 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     matches = [m for near in nears for m in near]
     if len(lines) > 1:     # several fields: say which field each close match is for
         lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
-    return InputError(what or f"scenario {source}", "; ".join(lines) + ".",
-                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.",
-                      list(dict.fromkeys(matches))[:5])
+    return InputError(what or f"scenario {source}", "; ".join(lines) + ".", "correct the field(s) named above",
+                      list(dict.fromkeys(matches))[:5], see=CatalogHint("schema", "every field and its range"))
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:
