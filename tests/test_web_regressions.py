@@ -117,7 +117,10 @@ def test_a_library_error_in_a_request_carries_its_pointer_and_the_route_answers(
     scn = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}
     err = error_of(client.post("/api/launch", json={"scenario": scn, "engine": "slurm"}), 422)
     assert err["see"] == {"kind": "field", "name": "engine", "route": None}
-    # an error the web raises itself carries no pointer
+    # the web's own schema check points at the schema too; an error with nowhere to look carries no pointer
+    err = error_of(client.post("/api/estimate", json={**SMALL, "hardware": {"gpu": "l4"}, "bogus": 1}), 422)
+    assert err["see"] == {"kind": "catalog", "name": "schema", "route": "/api/schema"}
+    assert err["fix"] == "correct the field(s) named above; GET /api/schema lists every scenario field."
     assert error_of(client.get("/api/nope"), 404)["see"] is None
 
 

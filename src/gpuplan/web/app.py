@@ -38,7 +38,7 @@ from pydantic import AfterValidator, BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..errors import GpuplanError
+from ..errors import CatalogHint, GpuplanError
 from ..scenario import Scenario
 from . import jobs
 from .bodies import BodyError, CompareRequest, LaunchRequest, RecommendRequest, ServingCurveRequest, check_scenario
@@ -531,9 +531,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         matches = list(dict.fromkeys(m for near in nears for m in near))
         if len(lines) > 1:     # several fields: say which field each close match is for (as the CLI does)
             lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
+        schema = CatalogHint("schema", "every scenario field")
         return json_response(error_body(what, "; ".join(lines) + ".",
-                                        "correct the field(s) named above; GET /api/schema lists every scenario field.",
-                                        matches), 422)
+                                        f"correct the field(s) named above; {jobs.web_words(schema)}.",
+                                        matches, jobs.see_json(schema)), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(req: Request, err: StarletteHTTPException):
