@@ -11,7 +11,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "gpuplan"
 
 # layer of each top-level piece (lower may not import higher)
 LAYER = {
-    "units": 0, "dtypes": 0, "errors": 0, "term": 0,
+    "units": 0, "dtypes": 0, "errors": 0, "term": 0, "versions": 0,
     "models": 1, "hardware": 1, "scenario": 1, "inputs": 1, "validate": 1,
     "estimate": 2,
     "pipeline": 3, "techniques": 3,

@@ -74,7 +74,7 @@ def _scn(**infer):
     ({"vllm_v0_release": "0.5.3"}, "0.5.4"),
     ({"vllm_v0_release": "0.8.0"}, "0.8.0"),
     ({"vllm_v0_release": "0.5.5", "num_scheduler_steps": 8}, "multi-step"),
-    ({"vllm_v0_release": "0.5"}, "pattern|match"),
+    ({"vllm_v0_release": "0.5"}, r"'0\.5', not a release number: write it as MAJOR\.MINOR\.PATCH .*e\.g\. 0\.6\.3"),
 ])
 def test_scenario_refuses(infer, match):
     with pytest.raises((GpuplanError, ValueError), match=match):

@@ -47,10 +47,90 @@ def test_web_errors_point_at_web_routes_not_cli_commands(client, method, path, b
 
 
 def test_web_pointers_leave_run_locally_advice_alone():
-    from gpuplan.web.jobs import error_body
-    body = error_body("x", "is too big.", "or run `gpuplan recommend` locally; `gpuplan presets` lists the presets.")
-    assert "`gpuplan recommend` locally" in body["error"]["fix"]
-    assert "GET /api/options (presets)" in body["error"]["fix"]
+    # the web words only the error's hint (errors.CatalogHint) as a route; advice written for everyone, such as
+    # running the CLI locally, is passed through as written
+    from gpuplan.errors import InputError, CatalogHint
+    from gpuplan.web.jobs import WebError
+    err = InputError("x", "is too big.", "or run `gpuplan recommend` locally",
+                     see=CatalogHint("presets", "the presets"))
+    fix = WebError.of(err).body()["error"]["fix"]
+    assert "`gpuplan recommend` locally" in fix
+    assert 'GET /api/options lists the presets (its "presets")' in fix and "`gpuplan presets`" not in fix
+
+
+# ---- hints: the error carries where to look as data, and each surface words it --------------------------
+def _pointed_errors():
+    from gpuplan.errors import InputError, CatalogHint, InputHint, UnsupportedError
+    return [
+        # (the error, the CLI's words, the web's words, the web body's `see`)
+        (InputError("model 'x'", "is not bundled.", "use an HF id", see=CatalogHint("models", "the bundled models")),
+         "Fix: use an HF id; `gpuplan models` lists the bundled models.",
+         "Fix: use an HF id; GET /api/models lists the bundled models.",
+         {"kind": "catalog", "name": "models", "route": "/api/models"}),
+        (InputError("GPU 'm9'", "is not in the catalog.", see=CatalogHint("gpus", "the Apple parts", "apple"),
+                    local_fix="or add a row with use_user_catalog()/GPUPLAN_GPUS_CSV"),
+         "Fix: `gpuplan gpus apple` lists the Apple parts; or add a row with use_user_catalog()/GPUPLAN_GPUS_CSV.",
+         "Fix: GET /api/gpus?filter=apple lists the Apple parts.",
+         {"kind": "catalog", "name": "gpus", "route": "/api/gpus?filter=apple"}),
+        (InputError("scenario", "'bogus' is not a scenario field.", "correct the field(s) named above",
+                    see=CatalogHint("schema", "every field and its range")),
+         "Fix: correct the field(s) named above; `gpuplan schema` lists every field and its range.",
+         "Fix: correct the field(s) named above; GET /api/schema lists every field and its range.",
+         {"kind": "catalog", "name": "schema", "route": "/api/schema"}),
+        (UnsupportedError("launch engine 'vllm': task 'train'", "this engine serves models.",
+                          "Engines that can: torchrun, hf.", see=InputHint("engine", "a training engine")),
+         "Fix: Engines that can: torchrun, hf; set --engine to a training engine.",
+         'Fix: Engines that can: torchrun, hf; set "engine" to a training engine.',
+         {"kind": "field", "name": "engine", "route": None}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_a_pointed_error_reads_right_on_both_surfaces(case):
+    import pickle
+    from gpuplan.web.app import _reply
+    from gpuplan.web.jobs import WebError
+    from gpuplan.web.workers import _failure
+    err, cli, web, see = _pointed_errors()[case]
+    assert err.message.endswith(cli)                               # the CLI (and the library) name the command
+    body = WebError.of(err).body()["error"]
+    assert body["message"].endswith(web) and body["see"] == see
+    text = " ".join((body["what"], body["why"], body["fix"], body["message"]))
+    assert "`gpuplan" not in text and "--" not in text and "GPUPLAN_GPUS_CSV" not in text
+    # the process-isolated path (a worker's reply, pickled to the parent) keeps the same body
+    reply = pickle.loads(pickle.dumps(_failure(err)))
+    with pytest.raises(WebError) as raised:
+        _reply(reply, None)
+    assert raised.value.body() == WebError.of(err).body()
+
+
+def test_a_library_error_in_a_request_carries_its_pointer_and_the_route_answers(client):
+    # unknown GPU in an estimate: `see` names the catalog and a route that lists it
+    err = error_of(client.post("/api/estimate", json={**SMALL, "hardware": {"gpu": "zzz"}}), 400)
+    assert err["see"] == {"kind": "catalog", "name": "gpus", "route": "/api/gpus"}
+    assert err["fix"] == "GET /api/gpus lists the ids."
+    assert client.get(err["see"]["route"]).status_code == 200
+    # an unknown field in a recommend scenario: the schema
+    err = error_of(client.post("/api/recommend", json={"scenario": {**SMALL, "bogus": 1}}), 400)
+    assert err["see"]["route"] == "/api/schema" and client.get("/api/schema").status_code == 200
+    # the launch task mismatch names the request's field
+    scn = {"model": "qwen2.5-0.5b", "task": "infer", "hardware": {"gpu": "l4", "count": 1}}
+    err = error_of(client.post("/api/launch", json={"scenario": scn, "engine": "slurm"}), 422)
+    assert err["see"] == {"kind": "field", "name": "engine", "route": None}
+    # the web's own schema check points at the schema too; an error with nowhere to look carries no pointer
+    err = error_of(client.post("/api/estimate", json={**SMALL, "hardware": {"gpu": "l4"}, "bogus": 1}), 422)
+    assert err["see"] == {"kind": "catalog", "name": "schema", "route": "/api/schema"}
+    assert err["fix"] == "correct the field(s) named above; GET /api/schema lists every scenario field."
+    assert error_of(client.get("/api/nope"), 404)["see"] is None
+
+
+def test_the_cli_says_the_command():
+    from gpuplan.errors import UnknownNameError
+    from gpuplan.hardware import get_gpu
+    with pytest.raises(UnknownNameError) as raised:
+        get_gpu("zzz")
+    assert raised.value.message.endswith("Fix: `gpuplan gpus` lists the ids; or add a row with "
+                                         "use_user_catalog()/GPUPLAN_GPUS_CSV.")
 
 
 def test_huge_objective_weights_rank_as_their_ratio(client):

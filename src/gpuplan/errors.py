@@ -5,25 +5,90 @@ The CLI catches `GpuplanError` and prints its message (no traceback) with exit c
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal, Union
+
+Catalog = Literal["gpus", "models", "schema", "presets"]
+
+
+@dataclass(frozen=True)
+class CatalogHint:
+    """A catalog the reader can list to find the right name (the one the close matches come from): `shows` is what
+    the listing holds ("the ids"), `filter` narrows it ("apple")."""
+    catalog: Catalog
+    shows: str
+    filter: str = ""
+
+
+@dataclass(frozen=True)
+class InputHint:
+    """An input the reader sets (a command's flag, a request's field) and the value it takes ("a serving engine")."""
+    name: str
+    to: str
+
+
+# Where the reader acts on an error, as data: each surface words it (cli_words here, web/jobs.web_words on the web)
+Hint = Union[CatalogHint, InputHint]
+
+
+def cli_words(hint: Hint) -> str:
+    """A hint as the library and the CLI say it: the listing command or the flag."""
+    if isinstance(hint, CatalogHint):
+        command = f"gpuplan {hint.catalog}" + (f" {hint.filter}" if hint.filter else "")
+        return f"`{command}` lists {hint.shows}"
+    return f"set --{hint.name.replace('_', '-')} to {hint.to}"
 
 
 class GpuplanError(Exception):
-    """Base class: a problem with the user's input or environment that we can explain."""
+    """Base class: a problem with the user's input or environment that we can explain.
 
-    def __init__(self, what: str, why: str, fix: str = "", matches: Iterable[str] = ()):
-        self.what, self.why, self.fix = what, why, fix
+    `fix` says what to do in words every surface shares; `see` is a hint, a catalog to list or an input to set, that
+    each surface words itself (`words`: cli_words, web/jobs.web_words); `local_fix` is what only a user on their own
+    machine can do (a library call, an environment variable), which a web server's clients are not told. The `fix`
+    and `message` attributes read all three as the library and the CLI say them."""
+
+    def __init__(self, what: str, why: str, fix: str = "", matches: Iterable[str] = (),
+                 see: Hint | None = None, local_fix: str = ""):
+        self.what, self.why = what, why
+        self.advice, self.see, self.local_fix = fix, see, local_fix
         self.matches = list(matches)
         super().__init__(self.message)
 
+    def fix_in(self, words: Callable[[Hint], str], local: bool = True) -> str:
+        """The fix as one surface says it: the shared advice, the hint in that surface's `words` and (`local`) the
+        advice only a local user can follow, as clauses of one sentence."""
+        if self.see is None and not self.local_fix:
+            return self.advice
+        clauses = [self.advice.rstrip(" ."), words(self.see) if self.see else "",
+                   self.local_fix if local else ""]
+        return "; ".join(c for c in clauses if c) + "."
+
     @property
-    def message(self) -> str:
+    def fix(self) -> str:
+        return self.fix_in(cli_words)
+
+    def about(self, what: str) -> GpuplanError:
+        """The same error said of `what` (a caller naming where the input sat), its hint and fix kept."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.what = what
+        Exception.__init__(new, new.message)
+        return new
+
+    def message_in(self, words: Callable[[Hint], str], local: bool = True) -> str:
+        """The whole message as one surface says it (fix_in)."""
         text = f"{self.what}: {self.why}"
         if self.matches:
             text += f" Close matches: {', '.join(self.matches)}."
-        if self.fix:
-            text += f" Fix: {self.fix}"
+        fix = self.fix_in(words, local)
+        if fix:
+            text += f" Fix: {fix}"
         return text
+
+    @property
+    def message(self) -> str:
+        return self.message_in(cli_words)
 
 
 class InputError(GpuplanError):

@@ -15,8 +15,9 @@ from typing import Annotated, Any, Callable, Literal, Optional, Union, get_args
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag,
                       ValidationError, ValidationInfo, create_model, field_validator, model_validator)
 
-from .errors import InputError
+from .errors import CatalogHint, InputError
 from .inputs import excerpt, read_mapping_file, short_path
+from .versions import FULL_PATTERN, PATTERN_OR_UNKNOWN, VersionError, known_version, parse_version
 
 # Upper bounds: far above any real run, low enough that no estimator overflows.
 MAX_GPUS = 100_000                 # GPUs in one plan (the largest published clusters: ~100k)
@@ -124,7 +125,7 @@ def _catalog_id(field: str, lookup: Callable[[str], Any]) -> Callable[[str | Non
         try:
             return lookup(v).id
         except UnknownNameError as err:
-            raise UnknownNameError(f"{field} {excerpt(v)}", err.why, err.fix, err.matches) from None
+            raise err.about(f"{field} {excerpt(v)}") from None
     return check
 
 
@@ -144,12 +145,28 @@ def _not_blank(v: Any) -> Any:
     return v
 
 
+def _checked_version(example: str, full: bool = False) -> BeforeValidator:
+    """A version field's check, run before its pattern (the same grammar, versions.py) so that a bad value's line
+    names the value, the form and an example instead of quoting the regular expression."""
+    def check(v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                parse_version(v, example=example, full=True) if full else known_version(v, example=example)
+            except VersionError as err:
+                raise ValueError(err.inline) from None
+        return v
+    return BeforeValidator(check)
+
+
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 Network = Annotated[str, Field(max_length=64), AfterValidator(_catalog_id("hardware.network", _get_network))]
 HostCpuName = Annotated[str, Field(max_length=64), AfterValidator(_catalog_id("hardware.host_cpu", _get_host_cpu))]
 PathText = Annotated[str, Field(max_length=4096)]
 Format = Annotated[str, Field(min_length=1, max_length=64)]
 ModelRef = Annotated[Union[Annotated[str, Field(max_length=4096)], dict[str, Any]], AfterValidator(_not_blank)]
+TorchVersion = Annotated[str, Field(pattern=PATTERN_OR_UNKNOWN), _checked_version("2.11.0+cu130")]
+TransformersVersion = Annotated[str, Field(pattern=PATTERN_OR_UNKNOWN), _checked_version("4.46.3")]
+VllmRelease = Annotated[str, Field(pattern=FULL_PATTERN), _checked_version("0.6.3", full=True)]
 
 
 class Hardware(_Strict):
@@ -482,8 +499,8 @@ class Train(_Strict):
         "bundles AOTriton 0.10b (2.8, 2.9 nightlies before 2025-08-29) — and ROCm Transformer Engine CK); fa3 when flash-attn 3 is installed; ck with "
         "ROCm flash-attn or TORCH_ROCM_FA_PREFER_CK=1; fa1-triton for MPT/llm-foundry attn_impl: triton "
         "(FlashAttention-1-generation Triton kernel, calibrated efficiency) (docs/speed.md)")
-    torch_version: str = Field(
-        "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="the torch the run uses, for the attention "
+    torch_version: TorchVersion = Field(
+        "2.13", description="the torch the run uses, for the attention "
         "kernel auto picks for PyTorch SDPA stacks: from 2.11 (bundled cuDNN > 9.15) SDPA runs cuDNN fused "
         "attention on Hopper and data-centre Blackwell, before that FlashAttention-2; unknown: FlashAttention-2 "
         "(estimate/attention_kernels.py SDPA_CUDNN_FROM); on AMD Instinct 2.8 and 2.9.0.devYYYYMMDD nightlies "
@@ -734,13 +751,13 @@ class Infer(_Strict):
         "feed-forward, the output norm and the lm_head over every prompt token; from 2540 only over the positions "
         "whose logits are asked for (llama-bench and llama-cli: the last one), docs/speed.md §3.32. Default: a "
         "current build", lo=1, hi=1_000_000)
-    torch_version: str = Field(
-        "2.13", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the torch the run uses. Before 2.1 "
+    torch_version: TorchVersion = Field(
+        "2.13", description="engine hf: the torch the run uses. Before 2.1 "
         "torch.cat (which grows HF's KV cache every decode step) runs a per-element kernel with one load in flight "
         "per thread, bound by DRAM latency rather than bandwidth (estimate/quant_kernels.py torch_cat_read_rate; "
         "GPUs with a measured latency, hardware/data/gpu_dram_latency.csv); later or unknown: the HBM rate")
-    transformers_version: str = Field(
-        "unknown", pattern=r"^(unknown|\d+\.\d+.*)$", description="engine hf: the transformers the run uses. Its "
+    transformers_version: TransformersVersion = Field(
+        "unknown", description="engine hf: the transformers the run uses. Its "
         "Llama-style decoder layer issues a version-dependent number of ops per decode step (4.35: eager attention, "
         "rotary cos/sin cast and indexed in every layer; 4.46: SDPA; counted on CPU, estimate/data/"
         "hf_decode_ops.csv), and the host issue time per layer scales with it against 4.46.3, the version the "
@@ -834,7 +851,7 @@ class Infer(_Strict):
         "engine vllm with vllm_v0: the CPython the engine runs on, which sets V0's per-sequence host work "
         "(engine_host.vllm_v0_host: timed under 3.11 and under 3.9; e.g. 3.9 in verl's 2025 ROCm image "
         "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4). Default: 3.11, the reference timing"))
-    vllm_v0_release: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+$", description=(
+    vllm_v0_release: VllmRelease | None = Field(None, description=(
         "engine vllm with vllm_v0: the vLLM release (e.g. 0.5.4) whose V0 code runs, which sets its per-step host "
         "work (engine_host.vllm_v0_host: 0.5.4's and 0.6.3's code timed, data/vllm_v0_host.csv; a release prices as "
         "the newest timed one not newer than it) and, before 0.6.0, that there is no async output processor (the "
@@ -875,7 +892,7 @@ class Infer(_Strict):
                                  f"or leave {field} out")
         if self.vllm_v0_release is None:
             return self
-        key = tuple(int(x) for x in self.vllm_v0_release.split("."))
+        key = parse_version(self.vllm_v0_release, "infer.vllm_v0_release", full=True)
         if key >= (0, 8, 0):
             raise ValueError(f"vllm_v0_release {self.vllm_v0_release}: V0 is vLLM's default engine before 0.8.0 only; "
                              "from 0.8.0 describe V1 (leave vllm_v0 out) or name an older release")
@@ -933,7 +950,7 @@ def _owned_ids(v: dict[str, int] | None) -> dict[str, int] | None:
         try:
             gid = get_gpu(name).id
         except InputError as err:         # UnknownNameError / AmbiguousNameError with close matches
-            raise type(err)(f"constraints.owned: {err.what}", err.why, err.fix, err.matches) from None
+            raise err.about(f"constraints.owned: {err.what}") from None
         if gid in out:
             raise InputError(f"constraints.owned {excerpt(name)}", f"names {gid} a second time.",
                              f"give {gid} once, with the total count you own.")
@@ -1519,7 +1536,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling; `gpuplan schema` lists the fields)"
+            msg = "is not a scenario field (check the spelling)"
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:
@@ -1539,9 +1556,8 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     matches = [m for near in nears for m in near]
     if len(lines) > 1:     # several fields: say which field each close match is for
         lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
-    return InputError(what or f"scenario {source}", "; ".join(lines) + ".",
-                      "correct the field(s) named above; `gpuplan schema` lists every field and its range.",
-                      list(dict.fromkeys(matches))[:5])
+    return InputError(what or f"scenario {source}", "; ".join(lines) + ".", "correct the field(s) named above",
+                      list(dict.fromkeys(matches))[:5], see=CatalogHint("schema", "every field and its range"))
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "(dict)") -> Scenario:

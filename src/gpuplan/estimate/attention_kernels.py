@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from ..versions import dev_build, known_version
 from .datafiles import rows
 
 BACKWARD_FLOP_RATIO = 2.5
@@ -154,11 +155,10 @@ SDPA_CUDNN_KERNEL = {"hopper": "cudnn-sdpa", "blackwell-dc": "cudnn"}
 
 
 def torch_minor(version: str | None) -> tuple[int, int] | None:
-    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11)); None when unknown or unparsable."""
-    parts = (version or "").split("+")[0].split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return int(parts[0]), int(parts[1])
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11); versions.known_version); None when
+    not stated."""
+    v = known_version(version, "torch_version", "2.11.0+cu130")
+    return None if v is None else v.major_minor
 
 
 def sdpa_prefers_cudnn(torch_version: str | None, kernel_family: str | None) -> bool:
@@ -189,8 +189,8 @@ def bundles_aotriton_010b(torch_version: str | None) -> bool:
         return True
     if v != (2, 9):
         return False
-    dev = (torch_version or "").split("+")[0].partition(".dev")[2]
-    return dev[:8].isdigit() and int(dev[:8]) < AOTRITON_011B_NIGHTLY_FROM
+    dev = dev_build(torch_version, "torch_version")
+    return dev is not None and dev < AOTRITON_011B_NIGHTLY_FROM
 
 
 def default_kernel(framework: str, family: str | None = None, torch_version: str | None = None,

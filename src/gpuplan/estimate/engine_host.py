@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..hardware.hosts import host_cpu_speed
+from ..versions import Version, parse_version
 
 
 @dataclass(frozen=True)
@@ -298,13 +299,9 @@ VLLM_V0_ASYNC_OUTPUT_FROM = (0, 6, 0)
 VLLM_V0_REFERENCE_RELEASE = "0.6.3"
 
 
-def release_key(release: str) -> tuple[int, int, int]:
-    """(major, minor, patch) of a vLLM release string such as "0.5.4" ("0.6" -> (0, 6, 0))."""
-    import re
-    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", release or "")
-    if not m:
-        raise ValueError(f"not a vLLM release: {release!r}")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+def release_key(release: str) -> Version:
+    """(major, minor, patch) of a vLLM release string such as "0.5.4" or "0.6.3.post1" (versions.parse_version)."""
+    return parse_version(release, "infer.vllm_v0_release", VLLM_V0_REFERENCE_RELEASE, full=True)
 
 
 def _release_timings() -> dict[str, dict[int, tuple[float, float]]]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..versions import known_version
 from . import datafiles
 
 # CPU seconds per op, timed on this project's development machine (AMD EPYC Zen 4, the reference host's generation,
@@ -135,11 +136,10 @@ def issue_seconds(ops: StepOps, per_op: tuple[float, float]) -> float:
 HF_DECODE_REFERENCE_VERSION = "4.46.3"
 
 
-def _version_key(version: str | None) -> tuple[int, int] | None:
-    parts = (version or "").split("+")[0].split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return int(parts[0]), int(parts[1])
+def transformers_minor(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of infer.transformers_version (versions.known_version); None where it is not stated."""
+    v = known_version(version, "infer.transformers_version", HF_DECODE_REFERENCE_VERSION)
+    return None if v is None else v.major_minor
 
 
 def hf_decode_ops_per_layer(transformers_version: str | None, mha: bool) -> int | None:
@@ -147,12 +147,12 @@ def hf_decode_ops_per_layer(transformers_version: str | None, mha: bool) -> int 
     (the counted row of the same major.minor in estimate/data/hf_decode_ops.csv, scripts/count_hf_decode_ops.py,
     with that version's default attention); `mha`: as many KV heads as query heads (no repeat_kv copy). None
     where that minor was not counted."""
-    key = _version_key(transformers_version)
+    key = transformers_minor(transformers_version)
     if key is None:
         return None
     layout = "mha" if mha else "gqa"
     for r in datafiles.rows("hf_decode_ops.csv"):
-        if _version_key(r["transformers"]) == key and r["kv_layout"] == layout:
+        if transformers_minor(r["transformers"]) == key and r["kv_layout"] == layout:
             return int(r["decode_ops_per_layer"])
     return None
 

@@ -1523,8 +1523,8 @@ def legacy_tuple_cache_bytes(inf, kv_per_token: float, ctx: int) -> float:
     for an unknown or later transformers."""
     if inf.engine != "hf" or inf.output_len < 2:
         return 0.0
-    from .host_issue import _version_key
-    key = _version_key(inf.transformers_version)
+    from .host_issue import transformers_minor
+    key = transformers_minor(inf.transformers_version)
     if key is None or key >= LEGACY_TUPLE_CACHE_BEFORE:
         return 0.0
     return kv_per_token * (ctx - 1)

@@ -373,7 +373,7 @@ def teacher_spec(scn: Scenario) -> ModelSpec:
     try:
         return get_model(scn.train.teacher)
     except InputError as err:
-        raise type(err)(f"train.teacher: {err.what}", err.why, err.fix, err.matches) from None
+        raise err.about(f"train.teacher: {err.what}") from None
 
 
 # ---- speed ------------------------------------------------------------------------------------------------
@@ -563,7 +563,7 @@ def check_models(scn: Scenario, model: ModelSpec, *, allow_hub: bool = True) -> 
         try:
             teacher = get_model(t.teacher, allow_hub=allow_hub)
         except InputError as err:
-            raise type(err)(f"train.teacher: {err.what}", err.why, err.fix, err.matches) from None
+            raise err.about(f"train.teacher: {err.what}") from None
         if teacher.vocab_size != model.vocab_size:
             raise InputError(f"train.teacher {teacher.name}",
                              f"has a vocabulary of {teacher.vocab_size:,} tokens; the student {model.name} has "
@@ -574,7 +574,7 @@ def check_models(scn: Scenario, model: ModelSpec, *, allow_hub: bool = True) -> 
         try:
             get_model(rl.reward_model, allow_hub=allow_hub)
         except InputError as err:
-            raise type(err)(f"train.rl.reward_model: {err.what}", err.why, err.fix, err.matches) from None
+            raise err.about(f"train.rl.reward_model: {err.what}") from None
     if rl is not None and rl.prompt_len + rl.max_new_tokens > model.max_position:
         notes.append(f"rl.prompt_len + max_new_tokens = {rl.prompt_len + rl.max_new_tokens:,} exceeds {model.name}'s "
                      f"context of {model.max_position:,} tokens")

@@ -356,7 +356,7 @@ def reward_model_spec(scn: Scenario) -> ModelSpec:
     try:
         return get_model(scn.train.rl.reward_model)
     except InputError as err:
-        raise type(err)(f"train.rl.reward_model: {err.what}", err.why, err.fix, err.matches) from None
+        raise err.about(f"train.rl.reward_model: {err.what}") from None
 
 
 def _critic(scn: Scenario) -> bool:

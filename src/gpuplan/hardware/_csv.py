@@ -85,8 +85,8 @@ def read_rows(path: Path | str, required_columns: tuple[str, ...], label: str | 
     try:
         fh = open(path, newline="", encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"catalog file '{source}'", f"cannot be read ({exc.strerror}).",
-                         "check the path (GPUPLAN_GPUS_CSV or use_user_catalog).") from None
+        raise InputError(f"catalog file '{source}'", f"cannot be read ({exc.strerror}).", "check the path",
+                         local_fix="it is set by GPUPLAN_GPUS_CSV or use_user_catalog()") from None
     with fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]

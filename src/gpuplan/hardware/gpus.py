@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from ..errors import AmbiguousNameError, InputError, UnknownNameError, UnsupportedError, close_matches
+from ..errors import (AmbiguousNameError, CatalogHint, InputError, UnknownNameError, UnsupportedError,
+                      close_matches)
 from ..units import GB, GiB, MiB, TFLOPS
 from ._csv import Row, data_path, read_rows, split_list
 
@@ -304,14 +305,15 @@ def get_gpu(name: str | GpuSpec) -> GpuSpec:
                                  f"use one of the ids {', '.join(candidates)} (form factor and memory size "
                                  "change speed and capacity).", candidates)
     matches = candidates or close_matches(name, list(cat.gpus) + [a for s in cat.gpus.values() for a in s.aliases])
-    raise UnknownNameError(f"GPU '{name}'", "is not in the catalog.",
-                           "run `gpuplan gpus` to list ids, or add a row with use_user_catalog()/GPUPLAN_GPUS_CSV.",
-                           list(dict.fromkeys(cat.keys.get(normalize(m), m) for m in matches))[:5])
+    raise UnknownNameError(f"GPU '{name}'", "is not in the catalog.", "",
+                           list(dict.fromkeys(cat.keys.get(normalize(m), m) for m in matches))[:5],
+                           see=CatalogHint("gpus", "the ids"),
+                           local_fix="or add a row with use_user_catalog()/GPUPLAN_GPUS_CSV")
 
 
 def list_gpus(filter: str | None = None) -> list[GpuSpec]:  # noqa: A002 - public name from the brief
     """All GPUs in catalog order; `filter` keeps those whose id, name, vendor, family or segment
-    contains it (case-insensitive). Listing may use substrings; lookup never does."""
+    contains it (case-insensitive). CatalogHint may use substrings; lookup never does."""
     specs = list(_catalog().gpus.values())
     if not filter:
         return specs

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__
-from ..errors import InputError, UnsupportedError
+from ..errors import Hint, InputError, InputHint, UnsupportedError
 from ..estimate.uncertainty import bar_text
 from ..models import ModelSpec, get_model
 from ..scenario import Scenario
@@ -181,7 +181,8 @@ def reward_ref(name: str) -> str:
 
 # ---- checks shared by engines ------------------------------------------------------------------
 
-def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple[str, ...], fix: str = "") -> UnsupportedError:
+def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple[str, ...], fix: str = "",
+                see: Hint | None = None) -> UnsupportedError:
     alts = ", ".join(a for a in alternatives if a != plan.engine)
     fix = fix.strip()
     joined = fix.endswith(" or")          # "use bf16, or" continues with the engines that can
@@ -190,19 +191,19 @@ def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple
         text = f"{fix} {tail}" if fix else tail
     else:                                 # no engine to name: end the sentence instead of leaving "..., or"
         text = fix.removesuffix(" or").rstrip(",; ") + "." if joined else fix
-    return UnsupportedError(f"launch engine '{plan.engine}': {what}", why, text)
+    return UnsupportedError(f"launch engine '{plan.engine}': {what}", why, text, see=see)
 
 
 def require_training(plan: Plan) -> None:
     if not plan.s.is_training:
         raise unsupported(plan, "task 'infer'", "this engine launches training, not serving.", SERVE_ENGINES,
-                          "pass --engine for a serving engine.")
+                          see=InputHint("engine", "a serving engine"))
 
 
 def require_serving(plan: Plan) -> None:
     if plan.s.is_training:
         raise unsupported(plan, f"task '{plan.s.task}'", "this engine serves models; it does not train them.",
-                          ("torchrun", "hf", "deepspeed", "megatron"), "pass --engine for a training engine.")
+                          ("torchrun", "hf", "deepspeed", "megatron"), see=InputHint("engine", "a training engine"))
 
 
 def check_train_precision(plan: Plan) -> None:

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import InputError, UnknownNameError, close_matches
+from ..errors import CatalogHint, InputError, UnknownNameError, close_matches
 from . import hub
 from .checkpoint import read_checkpoint
 from .spec import ModelSpec, spec_from_config
@@ -168,7 +168,7 @@ def get_model(model: str | Mapping[str, Any] | ModelSpec, *, allow_hub: bool = T
         return spec_from_config(model, name=str(model.get("_name_or_path") or model.get("model_type")))
     if not isinstance(model, str) or not model.strip():
         raise InputError("model", f"must be a name, HF repo id, path or config dict, got {model!r}.",
-                         "try `gpuplan models` for the bundled list.")
+                         see=CatalogHint("models", "the bundled models"))
     key = model.strip()
     entry = _index().get(key.lower())
     if entry is not None:
@@ -185,5 +185,6 @@ def get_model(model: str | Mapping[str, Any] | ModelSpec, *, allow_hub: bool = T
     if "/" in key and key.count("/") == 1 and allow_hub:
         return spec_from_config(_from_hub(key), name=key.split("/")[1].lower(), hf_id=key)
     raise UnknownNameError(f"model '{key}'", "is not a bundled model name, HF repo id or existing config path.",
-                           "run `gpuplan models` for the list, use an HF id like 'org/name', or pass a config.json path.",
-                           close_matches(key, [e.name for e in registry()]))
+                           "use an HF id like 'org/name', or pass a config.json path",
+                           close_matches(key, [e.name for e in registry()]),
+                           see=CatalogHint("models", "the bundled models"))

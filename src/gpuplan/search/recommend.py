@@ -24,7 +24,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from .. import pipeline
-from ..errors import InputError, UnknownNameError
+from ..errors import CatalogHint, InputError, UnknownNameError
 from ..models import get_model
 from ..scenario import RL_OBJECTIVES, Scenario
 from ..term import Progress
@@ -78,7 +78,7 @@ def recommend(scenario_or_partial: Scenario | Mapping[str, Any] | str, *,
     preset_name = preset or data.get("preset")
     if preset_name is not None and not isinstance(preset_name, str):
         raise UnknownNameError("preset", f"must be a preset name, got {preset_name!r}."[:200],
-                               "use one of the names `gpuplan presets` lists.")
+                               see=CatalogHint("presets", "the preset names"))
     preset_obj = get_preset(preset_name)
     data = json_copy(data)
     _validate_fixed(data)

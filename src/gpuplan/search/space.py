@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import InputError
+from ..errors import CatalogHint, InputError
 
 OPEN_WORDS = (None, "auto", "any", "open")
 
@@ -94,8 +94,8 @@ def checked_options(where: str, values: tuple | None, model: type[BaseModel], ex
         except ValidationError as err:
             why = err.errors()[0]["msg"].removeprefix("Value error, ")
             raise InputError(where, f"value {_short(v)} is not valid: {why}.",
-                             f"give {where} as one valid value or a list of them (`gpuplan schema` lists "
-                             "the allowed values), or leave it open.") from None
+                             f"give {where} as one valid value or a list of them, or leave it open",
+                             see=CatalogHint("schema", "the allowed values")) from None
         out.append(parsed)
     return tuple(dict.fromkeys(out))
 

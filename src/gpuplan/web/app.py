@@ -12,7 +12,7 @@ Safety rules of web mode (a client is not trusted):
   runs in a pre-started worker process that is killed at the time limit (504) and capped in memory
   (413), see workers.py; each client may have only a few computations in flight (429) and the
   server only a bounded queue (503). Lists and look-ups answer in-process.
-* every error is JSON ``{"error": {"what", "why", "fix", "matches", "close_matches"}}`` and quotes at
+* every error is JSON ``{"error": {"what", "why", "fix", "matches", "close_matches", "see"}}`` and quotes at
   most a short excerpt of the client's input; user errors are 4xx, and an unexpected failure is a
   500 with no internals (the traceback goes to the server log only);
 * the CLI binds to 127.0.0.1 by default and then accepts only loopback Host headers.
@@ -29,7 +29,7 @@ import math
 import threading
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated, Any, Callable, Optional, get_args
+from typing import Annotated, Any, Callable, Literal, Optional, get_args
 
 from fastapi import Body, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,7 +38,7 @@ from pydantic import AfterValidator, BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..errors import GpuplanError, MissingExtraError, UnsupportedError
+from ..errors import CatalogHint, GpuplanError
 from ..scenario import Scenario
 from . import jobs
 from .bodies import BodyError, CompareRequest, LaunchRequest, RecommendRequest, ServingCurveRequest, check_scenario
@@ -63,14 +63,6 @@ _WARM = ("gpuplan.api", "gpuplan.search", "gpuplan.launch", "gpuplan.estimate.sp
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
-def status_for(err: GpuplanError) -> int:
-    if isinstance(err, MissingExtraError):
-        return 501
-    if isinstance(err, UnsupportedError):
-        return 422
-    return 400        # InputError, UnknownNameError, AmbiguousNameError and any other explained error
-
-
 def _internal() -> WebError:
     return WebError(500, "internal error", "the server failed while handling this request; this is a gpuplan bug.",
                     "report it with the request that caused it (the server log has the details).")
@@ -90,6 +82,12 @@ def _busy(retry_s: int) -> WebError:
                     headers={"Retry-After": str(retry_s)})
 
 
+class SeeDetail(BaseModel):
+    kind: Literal["catalog", "field"]
+    name: str
+    route: str | None
+
+
 class ErrorDetail(BaseModel):
     what: str
     why: str
@@ -97,6 +95,7 @@ class ErrorDetail(BaseModel):
     matches: list[str]
     close_matches: list[str]
     message: str
+    see: SeeDetail | None = None
 
 
 class ErrorBody(BaseModel):
@@ -265,7 +264,7 @@ def _reply(reply: tuple, memory_limit: int | None) -> Any:
     if kind == "ok":
         return reply[1]
     if kind == "error":
-        raise WebError(*reply[1:6])
+        raise WebError(*reply[1:6], see=reply[6])
     if kind == "memory":
         raise _too_big(memory_limit)
     if kind == "died":
@@ -509,7 +508,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GpuplanError)
     async def _gpuplan_error(_req: Request, err: GpuplanError):
-        return json_response(error_body(err.what, err.why, err.fix, err.matches), status_for(err))
+        web = WebError.of(err)
+        return json_response(web.body(), web.status)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(req: Request, err: RequestValidationError):
@@ -531,9 +531,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         matches = list(dict.fromkeys(m for near in nears for m in near))
         if len(lines) > 1:     # several fields: say which field each close match is for (as the CLI does)
             lines = [line + (f" (close: {', '.join(near)})" if near else "") for line, near in zip(lines, nears)]
+        schema = CatalogHint("schema", "every scenario field")
         return json_response(error_body(what, "; ".join(lines) + ".",
-                                        "correct the field(s) named above; GET /api/schema lists every scenario field.",
-                                        matches), 422)
+                                        f"correct the field(s) named above; {jobs.web_words(schema)}.",
+                                        matches, jobs.see_json(schema)), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(req: Request, err: StarletteHTTPException):

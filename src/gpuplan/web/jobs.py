@@ -13,8 +13,10 @@ import inspect
 import math
 import re
 from typing import Any, Callable
+from urllib.parse import quote
 
-from ..errors import GpuplanError, InputError, close_matches
+from ..errors import (CatalogHint, GpuplanError, Hint, InputError, MissingExtraError, UnsupportedError,
+                      close_matches)
 
 MAX_CONFIG_LAYERS = 1024          # a pasted config with more layers than this is refused (per-layer loops)
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -24,32 +26,55 @@ _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_de
 _LONG_QUOTE = re.compile(r"'([^']{%d})[^']+'" % EXCERPT_CHARS)
 _LONG_TOKEN = re.compile(r"\S{%d}\S+" % EXCERPT_CHARS)     # an unbroken run this long is echoed input
 _FIELD_CAPS = {"what": 300, "why": 3000, "fix": 1000}
-# A library error's pointer to a CLI listing command, said as the web route that lists the same thing; a
-# server-side catalog setting (environment variable, use_user_catalog) is not something a client can do.
-_WEB_POINTERS = (
-    (re.compile(r",? or add a row with use_user_catalog\(\)/GPUPLAN_GPUS_CSV"), ""),
-    (re.compile(r"\(GPUPLAN_GPUS_CSV or use_user_catalog\)"), "(the server's catalog setting)"),
-    (re.compile(r"\brun `gpuplan gpus` to list ids"), "GET /api/gpus lists the ids"),
-    (re.compile(r"\b(?:run|try) `gpuplan (gpus|models|schema)`"), r"see GET /api/\1"),
-    (re.compile(r"`gpuplan gpus ([A-Za-z0-9._-]+)`"), r"GET /api/gpus?filter=\1"),
-    (re.compile(r"`gpuplan (gpus|models|schema)`"), r"GET /api/\1"),
-    (re.compile(r"`gpuplan presets`"), "GET /api/options (presets)"),
-    (re.compile(r"\bpass --engine for\b"), "set \"engine\" to"),      # /api/launch's field for the CLI's flag
-)
+# Where this server lists each catalog a library error's hint names (errors.CatalogHint), and the query parameter
+# that narrows the listing
+_ROUTES = {"gpus": ("/api/gpus", "filter"), "models": ("/api/models", "search"), "schema": ("/api/schema", None),
+           "presets": ("/api/options", None)}
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
+def route_of(hint: CatalogHint) -> str:
+    """The GET route that lists a hint's catalog here (with its filter where the route takes one)."""
+    path, param = _ROUTES[hint.catalog]
+    return path + (f"?{param}={quote(hint.filter)}" if hint.filter and param else "")
+
+
+def web_words(hint: Hint) -> str:
+    """A library error's hint as a web client acts on it: the listing's GET route, the request's field."""
+    if isinstance(hint, CatalogHint):
+        where = " (its \"presets\")" if hint.catalog == "presets" else ""
+        return f"GET {route_of(hint)} lists {hint.shows}{where}"
+    return f'set "{hint.name}" to {hint.to}'
+
+
+def see_json(hint: Hint | None) -> dict[str, Any] | None:
+    """The error body's `see`: the hint as data (a catalog and its route, or a request field)."""
+    if hint is None:
+        return None
+    if isinstance(hint, CatalogHint):
+        return {"kind": "catalog", "name": hint.catalog, "route": route_of(hint)}
+    return {"kind": "field", "name": hint.name, "route": None}
+
+
 class WebError(Exception):
-    """An error with an HTTP status and the four fields of the JSON error body."""
+    """An error with an HTTP status and the fields of the JSON error body."""
 
     def __init__(self, status: int, what: str, why: str, fix: str = "", matches: list[str] | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, see: dict[str, Any] | None = None):
         super().__init__(f"{what}: {why}")
         self.status, self.what, self.why, self.fix, self.matches = status, what, why, fix, list(matches or [])
-        self.headers = dict(headers or {})
+        self.headers, self.see = dict(headers or {}), see
+
+    @classmethod
+    def of(cls, err: GpuplanError) -> WebError:
+        """A library error as the web says it: 501 for a missing extra, 422 for what gpuplan or the stack cannot do,
+        400 for any other explained error (bad input, an unknown or ambiguous name); its hint as the route or
+        field, advice only a local user can follow (a library call, an environment variable) left out."""
+        status = 501 if isinstance(err, MissingExtraError) else 422 if isinstance(err, UnsupportedError) else 400
+        return cls(status, err.what, err.why, err.fix_in(web_words, local=False), err.matches, see=see_json(err.see))
 
     def body(self) -> dict[str, Any]:
-        return error_body(self.what, self.why, self.fix, self.matches)
+        return error_body(self.what, self.why, self.fix, self.matches, self.see)
 
 
 def excerpt(text: Any, limit: int = EXCERPT_CHARS) -> str:
@@ -58,26 +83,20 @@ def excerpt(text: Any, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def web_pointers(text: str) -> str:
-    """A library message as a web client can act on it: CLI listing commands become the matching GET routes."""
-    for pattern, repl in _WEB_POINTERS:
-        text = pattern.sub(repl, text)
-    return text
-
-
 def _short(text: str, cap: int) -> str:
     """Quoted input longer than EXCERPT_CHARS is cut to an excerpt; the whole field is capped."""
-    text = _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}…'", web_pointers(str(text or "")))
+    text = _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}…'", str(text or ""))
     text = _LONG_TOKEN.sub(lambda m: m.group(0)[:EXCERPT_CHARS] + "…", text)
     return excerpt(text, cap)
 
 
-def error_body(what: str, why: str, fix: str = "", matches: list[str] | None = None) -> dict[str, Any]:
+def error_body(what: str, why: str, fix: str = "", matches: list[str] | None = None,
+               see: dict[str, Any] | None = None) -> dict[str, Any]:
     what, why, fix = (_short(v, _FIELD_CAPS[k]) for k, v in (("what", what), ("why", why), ("fix", fix)))
     matches = [excerpt(m) for m in (matches or [])][:10]
     text = f"{what}: {why}" + (f" Close matches: {', '.join(matches)}." if matches else "") + (f" Fix: {fix}" if fix else "")
     return {"error": {"what": what, "why": why, "fix": fix, "matches": matches, "close_matches": matches,
-                      "message": text}}
+                      "message": text, "see": see}}
 
 
 # ---- JSON -----------------------------------------------------------------------------------------------
@@ -258,7 +277,7 @@ def launch_job(scenario: Any, engine: str, inner: str | None, include_estimate: 
             from ..pipeline import evaluate
             est = evaluate(scn, allow_hub=False).to_json()
         except GpuplanError as err:
-            notes.append(f"headers carry no estimate: {err.message}")
+            notes.append(f"headers carry no estimate: {err.message_in(web_words, local=False)}")
     kwargs: dict[str, Any] = {"estimate": est}
     if inner:
         kwargs["inner"] = inner

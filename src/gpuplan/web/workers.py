@@ -51,17 +51,16 @@ def _limit_memory(limit: int | None) -> None:
 
 def _failure(err: BaseException) -> tuple:
     """What the parent needs to answer for an exception raised by a job."""
-    from ..errors import GpuplanError, MissingExtraError, UnsupportedError
+    from ..errors import GpuplanError
     from .jobs import WebError
     if isinstance(err, MemoryError):
         return ("memory",)
-    if isinstance(err, WebError):
-        return ("error", err.status, err.what, err.why, err.fix, list(err.matches))
     if isinstance(err, GpuplanError):
-        status = 501 if isinstance(err, MissingExtraError) else 422 if isinstance(err, UnsupportedError) else 400
-        return ("error", status, err.what, err.why, err.fix, list(err.matches))
+        err = WebError.of(err)
+    if isinstance(err, WebError):
+        return ("error", err.status, err.what, err.why, err.fix, list(err.matches), err.see)
     if isinstance(err, ImportError) and (err.name or "").startswith("gpuplan"):
-        return ("error", 501, err.name, "is not available in this version of gpuplan.", "upgrade gpuplan.", [])
+        return ("error", 501, err.name, "is not available in this version of gpuplan.", "upgrade gpuplan.", [], None)
     traceback.print_exc()          # the server's stderr only; the client gets no internals
     return ("internal", type(err).__name__)
 
