@@ -343,6 +343,7 @@ def posttrain_scenario(row: dict) -> dict:
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0),
                          **({"etp": int(row["train_etp"])} if row.get("train_etp") else {}),
+                         **({"sp": row["train_sp"].strip().lower() == "true"} if row.get("train_sp") else {}),
                          **({"fsdp_version": FSDP_VERSION[row["train_backend"]]}
                             if row["train_backend"] in FSDP_VERSION and int(row.get("zero") or 0) >= 3 else {})},
             "train": {"objective": row["objective"], "method": row["method"],

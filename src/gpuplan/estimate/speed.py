@@ -794,9 +794,37 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
         fused_rope = elementwise.FUSED_ROPE_BYTES * (m.hidden_size + kv) * scale
         eager_rope = sum(elementwise.UNFUSED_ROPE_BYTES) * (q + kv) * scale
         t += eager_rope / (bw * share("eager", "hf")) - fused_rope / (bw * _layer_bandwidth_share(c))
+    # Megatron without sequence parallelism: the residual adds and norms run over the whole sequence on every TP rank
+    t += _unsplit_residual_bytes(c) / (bw * _layer_bandwidth_share(c))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
     softcap = elementwise.softcap_bytes_per_logit(c.model, _module_framework(c), mode) * logits
     return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
+
+
+def _unsplit_residual_bytes(c: _Train) -> float:
+    """Element-wise bytes per micro-batch that Megatron adds on a tensor-parallel rank when sequence parallelism is off
+    (parallel.sp false, tp > 1), beyond the share of the layer's element-wise traffic `_elementwise_time` already
+    splits over tp. Sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198, sec. 4.2.2) splits the layer's
+    non-tensor-parallel region - the two residual add + norm regions - along the sequence over the TP ranks; without it
+    that region is replicated: the embedding output is not scattered (`scatter_to_sequence_parallel_region` only under
+    `config.sequence_parallel`, megatron/core/models/common/embeddings/language_model_embedding.py L134-138), the
+    row-parallel output is all-reduced to the whole [s, b, h] on each rank, the bias-dropout-add (`self_attn_bda` /
+    `mlp_bda`, transformer/transformer_layer.py L511) adds it to the whole residual, and Transformer Engine's fused
+    norm + column-parallel GEMM normalises the whole input (TELayerNormColumnParallelLinear,
+    extensions/transformer_engine.py L294-396, `sequence_parallel=config.sequence_parallel`; terrykong/Megatron-LM
+    @2ff0f099, NeMo RL v0.3.0's submodule). So the region's bytes (elementwise.residual_region_bytes, 2 x 22 h
+    fused) are paid tp times over a rank's tokens, not once: (tp - 1) x that region over tokens / tp. RoPE, the
+    attention core and the MLP activation are TP-split either way. The final norm and the embedding (once a model,
+    not a layer) are left out; the TP collectives are an all-reduce either way (`_model_parallel_comm`) and the
+    pipeline's activation transfers are already unsplit (p2p there)."""
+    par = c.par
+    if c.scn.framework != "megatron" or par.tp <= 1 or par.sp:
+        return 0.0
+    mode = _fusion_mode(c)
+    if mode not in ("fused", "compiled"):
+        return 0.0
+    scale = c.act_b / 2.0 / par.tp * c.tokens * c.L_stage * (1.0 + FORWARD_SHARE * c.rc.elementwise_share)
+    return elementwise.residual_region_bytes(mode, c.model.hidden_size) * (par.tp - 1) * scale
 
 
 def _cp_ring_time(c: _Train) -> float:
@@ -1358,6 +1386,11 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
     details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
+    unsplit = _unsplit_residual_bytes(c)
+    if unsplit > 0:
+        # inside compute_memory_bound: Megatron without sequence parallelism (parallel.sp false) runs the residual
+        # adds and norms over the whole sequence on every TP rank (_unsplit_residual_bytes)
+        details["no_sequence_parallel_s"] = round(m * unsplit / (_bw(c.gpu) * _layer_bandwidth_share(c)), 6)
     if t_copy > 0:
         # inside compute_memory_bound: FSDP2's all-gather copy-out and reduce-scatter copy-in (_fsdp2_copy_time)
         details["fsdp2_copy_s"] = round(m * t_copy, 6)
