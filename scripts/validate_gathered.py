@@ -355,6 +355,9 @@ def posttrain_scenario(row: dict) -> dict:
                       # Megatron's bias_activation_fusion as the run's model config set it (false: unfused SwiGLU)
                       **({"activation_fusion": row["activation_fusion"] == "true"}
                          if row.get("activation_fusion") else {}),
+                      # Megatron's gradient_accumulation_fusion as the run's environment set it (false: no APEX)
+                      **({"grad_accum_fusion": row["grad_accum_fusion"] == "true"}
+                         if row.get("grad_accum_fusion") else {}),
                       # Megatron's moe_router_dtype as the run's config set it (NeMo RL: fp64, docs/speed.md §2.16)
                       **({"moe_router_dtype": row["moe_router_dtype"]} if row.get("moe_router_dtype") else {}),
                       # Megatron's moe_permute_fusion as the run's config set it (NeMo RL v0.4 Qwen3-30B: false)

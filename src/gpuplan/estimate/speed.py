@@ -1130,6 +1130,42 @@ def _fsdp2_copy_time(c: _Train) -> float:
     return c.params_local * per_param / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
 
 
+# Weight-gradient kinds whose GEMM Megatron can accumulate straight into the gradient buffer
+# (gradient_accumulation_fusion): Transformer Engine's linears (TELinear / TELayerNormColumnParallelLinear /
+# TEGroupedLinear `fuse_wgrad_accumulation=config.gradient_accumulation_fusion`, extensions/transformer_engine.py
+# L241, L397, L944 @terrykong/Megatron-LM 2ff0f099) and the output layer (ColumnParallelLinear's
+# LinearWithGradAccumulationAndAsyncCommunication, tensor_parallel/layers.py L525-532). The embedding, the norms'
+# weights and the router's gating weight take the DDP hook's add either way.
+WGRAD_FUSABLE_KINDS = ("attn", "mlp", "shared_expert", "expert", "lm_head")
+
+
+def _unfused_wgrad_time(c: _Train) -> float:
+    """Seconds per micro-batch Megatron spends adding each weight gradient into its gradient buffer when
+    gradient_accumulation_fusion is off (train.grad_accum_fusion false). Fused, the weight-gradient GEMM accumulates
+    into `param.main_grad` in its epilogue (cuBLAS beta = 1; APEX's wgrad_gemm_accum_fp32/fp16 for the output layer),
+    inside the GEMM's compute-bound time. Unfused, the GEMM writes the gradient to a tensor of its own, autograd hands
+    it to the parameter's `.grad`, and the backward post-hook Megatron's DDP registers runs
+    `param.main_grad.add_(param.grad.data)` then drops it (distributed_data_parallel.py L493-507 @2ff0f099), every
+    micro-batch: a memory-bound kernel reading the gradient (the parameters' bytes) and reading and writing the buffer
+    (its dtype's bytes, train.grad_reduce_dtype), over every fusable weight on this rank (WGRAD_FUSABLE_KINDS, routed
+    experts at their E/ep share), at the contiguous-copy share of the HBM rate (elementwise_bandwidth.csv
+    `vectorized`), as FSDP2's copies are. LoRA's frozen base weights have no gradient: 0. NeMo and Megatron-Bridge
+    set the flag from APEX's `fused_weight_gradient_mlp_cuda` importing (nemo/collections/llm/gpt/model/base.py
+    L43-47, L294 @NVIDIA/NeMo 33259f25; megatron/bridge/utils/fusions.py L34-50, models/gpt_provider.py L170
+    @8aa287df), which NeMo RL's environments lack (docs/speed.md §2.19)."""
+    tr = c.tr
+    if c.scn.framework != "megatron" or getattr(tr, "grad_accum_fusion", True) or c.frozen:
+        return 0.0
+    m, par = c.model, c.par
+    folded = _folded(m, par)
+    dense = sum(b.total for b in m.blocks if b.kind in WGRAD_FUSABLE_KINDS and not (folded and b.kind == "expert"))
+    local = dense / (par.tp * par.pp) + (c.expert_local if folded else 0.0)
+    w_b = 4.0 if tr.precision == "fp32" else 2.0
+    g = getattr(tr, "grad_reduce_dtype", "auto")
+    g_b = 4.0 if (tr.precision == "fp32" or g in ("auto", "fp32")) else 2.0
+    return local * (w_b + 2.0 * g_b) / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
+
+
 def _replica_all_reduce(c: _Train, grad_bytes_per_param: float) -> tuple[float, bool]:
     """(time, once per step?) of hybrid sharding's all-reduce of each rank's gradient shard across the
     dp/shard_group replicas. FSDP2 HSDP: `foreach_reduce` reduce-scatters a unit's gradients within the shard
@@ -1341,6 +1377,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_copy = _fsdp2_copy_time(c)       # FSDP2's copy-out and gradient copy-in, on the compute stream
+    t_copy += (t_wgrad := _unfused_wgrad_time(c))   # Megatron without gradient_accumulation_fusion: main_grad.add_
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant + t_copy
     t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
@@ -1391,9 +1428,12 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         # inside compute_memory_bound: Megatron without sequence parallelism (parallel.sp false) runs the residual
         # adds and norms over the whole sequence on every TP rank (_unsplit_residual_bytes)
         details["no_sequence_parallel_s"] = round(m * unsplit / (_bw(c.gpu) * _layer_bandwidth_share(c)), 6)
-    if t_copy > 0:
+    if t_copy - t_wgrad > 0:
         # inside compute_memory_bound: FSDP2's all-gather copy-out and reduce-scatter copy-in (_fsdp2_copy_time)
-        details["fsdp2_copy_s"] = round(m * t_copy, 6)
+        details["fsdp2_copy_s"] = round(m * (t_copy - t_wgrad), 6)
+    if t_wgrad > 0:
+        # inside compute_memory_bound: the DDP hook's main_grad.add_ of each weight gradient (_unfused_wgrad_time)
+        details["unfused_wgrad_accumulation_s"] = round(m * t_wgrad, 6)
     t_ring = _cp_ring_time(c)
     if t_ring > 0:
         # inside compute_memory_bound: TE's ring context-parallel attention's copies and output corrections
