@@ -367,6 +367,7 @@ def posttrain_scenario(row: dict) -> dict:
             "hardware": {"gpu": row["gpu"], "count": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"])},
             "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": int(row.get("zero") or 0),
                          **({"etp": int(row["train_etp"])} if row.get("train_etp") else {}),
+                         **({"sp": row["train_sp"].strip().lower() == "true"} if row.get("train_sp") else {}),
                          **({"fsdp_version": FSDP_VERSION[row["train_backend"]]}
                             if row["train_backend"] in FSDP_VERSION and int(row.get("zero") or 0) >= 3 else {})},
             "train": {"objective": row["objective"], "method": row["method"],
@@ -378,6 +379,9 @@ def posttrain_scenario(row: dict) -> dict:
                       # Megatron's bias_activation_fusion as the run's model config set it (false: unfused SwiGLU)
                       **({"activation_fusion": row["activation_fusion"] == "true"}
                          if row.get("activation_fusion") else {}),
+                      # Megatron's gradient_accumulation_fusion as the run's environment set it (false: no APEX)
+                      **({"grad_accum_fusion": row["grad_accum_fusion"] == "true"}
+                         if row.get("grad_accum_fusion") else {}),
                       # Megatron's moe_router_dtype as the run's config set it (NeMo RL: fp64, docs/speed.md §2.16)
                       **({"moe_router_dtype": row["moe_router_dtype"]} if row.get("moe_router_dtype") else {}),
                       # Megatron's moe_permute_fusion as the run's config set it (NeMo RL v0.4 Qwen3-30B: false)

@@ -426,6 +426,12 @@ class Train(_Strict):
         "it); false = Megatron-Core's own default, the activation as separate torch ops (chunk, silu, multiply, and "
         "in the backward the products and the cat of the two halves' gradients), as NeMo RL 0.3 ran its Qwen models "
         "(docs/posttrain.md, *Megatron's own bf16 rate, published*)"))
+    grad_accum_fusion: bool = Field(True, description=(
+        "framework megatron: the weight-gradient GEMMs accumulate straight into the gradient buffer "
+        "(TransformerConfig.gradient_accumulation_fusion true, Megatron-LM's default, NeMo/Megatron-Bridge's where "
+        "APEX's fused_weight_gradient_mlp_cuda imports: the NGC containers); false = each weight's gradient is written "
+        "to its own tensor and added to the buffer by the DDP hook (main_grad.add_), as NeMo RL 0.3/0.4 run it (their "
+        "environments carry no APEX; docs/speed.md §2.19)"))
     moe_permute_fusion: bool = Field(True, description=(
         "framework megatron, MoE, all-to-all dispatcher: the token permutations run as Transformer Engine's fused "
         "kernels (TransformerConfig.moe_permute_fusion true, Megatron-Bridge's and NeMo's Qwen3 MoE providers); "
@@ -1091,6 +1097,9 @@ class Scenario(_Strict):
             _check_grad_reduce(self)
             _check_master_remainders(self)
             _check_activation_fusion(self)
+            if not self.train.grad_accum_fusion and self.framework != "megatron":
+                raise ValueError("train.grad_accum_fusion = false is Megatron's gradient_accumulation_fusion off, but "
+                                 f"framework is {self.framework}; set framework: megatron, or remove grad_accum_fusion")
             if not self.train.moe_permute_fusion and self.framework != "megatron":
                 raise ValueError("train.moe_permute_fusion = false is Megatron's moe_permute_fusion off, but framework "
                                  f"is {self.framework}; set framework: megatron, or remove moe_permute_fusion")

@@ -116,6 +116,14 @@ def megatron_unfused_rope(framework: str, traits: Any, mla: bool) -> bool:
             and bool(getattr(traits, "yarn_scaled", False)))
 
 
+def residual_region_bytes(mode: str, h: float) -> float:
+    """Bytes per token per layer (fwd + bwd, 2-byte activations) of the layer's two residual add + norm regions
+    alone (region_bytes' first term): 2 x 20 h compiled, 2 x 22 h fused. These are the ops Megatron's sequence
+    parallelism splits over the tensor-parallel ranks; without it every TP rank runs them over the whole sequence
+    (speed._elementwise_time)."""
+    return 2 * (20.0 if mode == "compiled" else 22.0) * h
+
+
 def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope: bool,
                  gqa_copies: bool, extra_norm_elements: float = 0.0, activation_fused: bool = True) -> float:
     """Bytes per token per layer (fwd + bwd, 2-byte activations) when every fused region reads its inputs
@@ -135,12 +143,9 @@ def region_bytes(mode: str, h: float, i: float, kv: float, *, gated: bool, rope:
         14 per element; fused fwd 4, bwd 6 (weight grad in the same kernel) = 10
     `activation_fused` False (fused mode, gated MLP): Megatron's activation as torch ops, UNFUSED_GLU_BYTES per i
     instead of the fused region's 16 (a plain activation is one aten kernel each way either way)"""
-    if mode == "compiled":
-        b = 2 * 20.0 * h
-    elif mode == "fused":
-        b = 2 * 22.0 * h
-    else:
+    if mode not in ("compiled", "fused"):
         raise ValueError(f"region_bytes: mode {mode!r} is not a fused mode (compiled | fused)")
+    b = residual_region_bytes(mode, h)
     if rope:
         b += 8.0 * (h + kv)
     b += ((16.0 if activation_fused or mode != "fused" else UNFUSED_GLU_BYTES) if gated else 10.0) * i

@@ -794,9 +794,37 @@ def _elementwise_time(c: _Train) -> tuple[float, float]:
         fused_rope = elementwise.FUSED_ROPE_BYTES * (m.hidden_size + kv) * scale
         eager_rope = sum(elementwise.UNFUSED_ROPE_BYTES) * (q + kv) * scale
         t += eager_rope / (bw * share("eager", "hf")) - fused_rope / (bw * _layer_bandwidth_share(c))
+    # Megatron without sequence parallelism: the residual adds and norms run over the whole sequence on every TP rank
+    t += _unsplit_residual_bytes(c) / (bw * _layer_bandwidth_share(c))
     # peft's casts and adds and the final logit softcap's scalings and tanh: contiguous vectorised kernels
     softcap = elementwise.softcap_bytes_per_logit(c.model, _module_framework(c), mode) * logits
     return t + (adapters + softcap) / (bw * share("vectorized")) + _cp_ring_time(c), rest
+
+
+def _unsplit_residual_bytes(c: _Train) -> float:
+    """Element-wise bytes per micro-batch that Megatron adds on a tensor-parallel rank when sequence parallelism is off
+    (parallel.sp false, tp > 1), beyond the share of the layer's element-wise traffic `_elementwise_time` already
+    splits over tp. Sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198, sec. 4.2.2) splits the layer's
+    non-tensor-parallel region - the two residual add + norm regions - along the sequence over the TP ranks; without it
+    that region is replicated: the embedding output is not scattered (`scatter_to_sequence_parallel_region` only under
+    `config.sequence_parallel`, megatron/core/models/common/embeddings/language_model_embedding.py L134-138), the
+    row-parallel output is all-reduced to the whole [s, b, h] on each rank, the bias-dropout-add (`self_attn_bda` /
+    `mlp_bda`, transformer/transformer_layer.py L511) adds it to the whole residual, and Transformer Engine's fused
+    norm + column-parallel GEMM normalises the whole input (TELayerNormColumnParallelLinear,
+    extensions/transformer_engine.py L294-396, `sequence_parallel=config.sequence_parallel`; terrykong/Megatron-LM
+    @2ff0f099, NeMo RL v0.3.0's submodule). So the region's bytes (elementwise.residual_region_bytes, 2 x 22 h
+    fused) are paid tp times over a rank's tokens, not once: (tp - 1) x that region over tokens / tp. RoPE, the
+    attention core and the MLP activation are TP-split either way. The final norm and the embedding (once a model,
+    not a layer) are left out; the TP collectives are an all-reduce either way (`_model_parallel_comm`) and the
+    pipeline's activation transfers are already unsplit (p2p there)."""
+    par = c.par
+    if c.scn.framework != "megatron" or par.tp <= 1 or par.sp:
+        return 0.0
+    mode = _fusion_mode(c)
+    if mode not in ("fused", "compiled"):
+        return 0.0
+    scale = c.act_b / 2.0 / par.tp * c.tokens * c.L_stage * (1.0 + FORWARD_SHARE * c.rc.elementwise_share)
+    return elementwise.residual_region_bytes(mode, c.model.hidden_size) * (par.tp - 1) * scale
 
 
 def _cp_ring_time(c: _Train) -> float:
@@ -1102,6 +1130,42 @@ def _fsdp2_copy_time(c: _Train) -> float:
     return c.params_local * per_param / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
 
 
+# Weight-gradient kinds whose GEMM Megatron can accumulate straight into the gradient buffer
+# (gradient_accumulation_fusion): Transformer Engine's linears (TELinear / TELayerNormColumnParallelLinear /
+# TEGroupedLinear `fuse_wgrad_accumulation=config.gradient_accumulation_fusion`, extensions/transformer_engine.py
+# L241, L397, L944 @terrykong/Megatron-LM 2ff0f099) and the output layer (ColumnParallelLinear's
+# LinearWithGradAccumulationAndAsyncCommunication, tensor_parallel/layers.py L525-532). The embedding, the norms'
+# weights and the router's gating weight take the DDP hook's add either way.
+WGRAD_FUSABLE_KINDS = ("attn", "mlp", "shared_expert", "expert", "lm_head")
+
+
+def _unfused_wgrad_time(c: _Train) -> float:
+    """Seconds per micro-batch Megatron spends adding each weight gradient into its gradient buffer when
+    gradient_accumulation_fusion is off (train.grad_accum_fusion false). Fused, the weight-gradient GEMM accumulates
+    into `param.main_grad` in its epilogue (cuBLAS beta = 1; APEX's wgrad_gemm_accum_fp32/fp16 for the output layer),
+    inside the GEMM's compute-bound time. Unfused, the GEMM writes the gradient to a tensor of its own, autograd hands
+    it to the parameter's `.grad`, and the backward post-hook Megatron's DDP registers runs
+    `param.main_grad.add_(param.grad.data)` then drops it (distributed_data_parallel.py L493-507 @2ff0f099), every
+    micro-batch: a memory-bound kernel reading the gradient (the parameters' bytes) and reading and writing the buffer
+    (its dtype's bytes, train.grad_reduce_dtype), over every fusable weight on this rank (WGRAD_FUSABLE_KINDS, routed
+    experts at their E/ep share), at the contiguous-copy share of the HBM rate (elementwise_bandwidth.csv
+    `vectorized`), as FSDP2's copies are. LoRA's frozen base weights have no gradient: 0. NeMo and Megatron-Bridge
+    set the flag from APEX's `fused_weight_gradient_mlp_cuda` importing (nemo/collections/llm/gpt/model/base.py
+    L43-47, L294 @NVIDIA/NeMo 33259f25; megatron/bridge/utils/fusions.py L34-50, models/gpt_provider.py L170
+    @8aa287df), which NeMo RL's environments lack (docs/speed.md §2.19)."""
+    tr = c.tr
+    if c.scn.framework != "megatron" or getattr(tr, "grad_accum_fusion", True) or c.frozen:
+        return 0.0
+    m, par = c.model, c.par
+    folded = _folded(m, par)
+    dense = sum(b.total for b in m.blocks if b.kind in WGRAD_FUSABLE_KINDS and not (folded and b.kind == "expert"))
+    local = dense / (par.tp * par.pp) + (c.expert_local if folded else 0.0)
+    w_b = 4.0 if tr.precision == "fp32" else 2.0
+    g = getattr(tr, "grad_reduce_dtype", "auto")
+    g_b = 4.0 if (tr.precision == "fp32" or g in ("auto", "fp32")) else 2.0
+    return local * (w_b + 2.0 * g_b) / (_bw(c.gpu) * elementwise.bandwidth_share("vectorized"))
+
+
 def _replica_all_reduce(c: _Train, grad_bytes_per_param: float) -> tuple[float, bool]:
     """(time, once per step?) of hybrid sharding's all-reduce of each rank's gradient shard across the
     dp/shard_group replicas. FSDP2 HSDP: `foreach_reduce` reduce-scatters a unit's gradients within the shard
@@ -1313,6 +1377,7 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_copy = _fsdp2_copy_time(c)       # FSDP2's copy-out and gradient copy-in, on the compute stream
+    t_copy += (t_wgrad := _unfused_wgrad_time(c))   # Megatron without gradient_accumulation_fusion: main_grad.add_
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant + t_copy
     t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
@@ -1358,9 +1423,17 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     details["elementwise_kernels"] = _fusion_mode(c)
     details["elementwise_bytes_per_token_layer"] = round(_layer_elementwise_bytes(c), 1)
     details["elementwise_bandwidth_share"] = _layer_bandwidth_share(c)
-    if t_copy > 0:
+    unsplit = _unsplit_residual_bytes(c)
+    if unsplit > 0:
+        # inside compute_memory_bound: Megatron without sequence parallelism (parallel.sp false) runs the residual
+        # adds and norms over the whole sequence on every TP rank (_unsplit_residual_bytes)
+        details["no_sequence_parallel_s"] = round(m * unsplit / (_bw(c.gpu) * _layer_bandwidth_share(c)), 6)
+    if t_copy - t_wgrad > 0:
         # inside compute_memory_bound: FSDP2's all-gather copy-out and reduce-scatter copy-in (_fsdp2_copy_time)
-        details["fsdp2_copy_s"] = round(m * t_copy, 6)
+        details["fsdp2_copy_s"] = round(m * (t_copy - t_wgrad), 6)
+    if t_wgrad > 0:
+        # inside compute_memory_bound: the DDP hook's main_grad.add_ of each weight gradient (_unfused_wgrad_time)
+        details["unfused_wgrad_accumulation_s"] = round(m * t_wgrad, 6)
     t_ring = _cp_ring_time(c)
     if t_ring > 0:
         # inside compute_memory_bound: TE's ring context-parallel attention's copies and output corrections

@@ -186,6 +186,10 @@ def megatron_args(plan: Plan) -> tuple[list[str], list[str]]:
         # train.activation_fusion false: Megatron's gated activation as torch ops (TransformerConfig
         # bias_activation_fusion = args.bias_swiglu_fusion, which --no-bias-swiglu-fusion turns off; arguments.py)
         args.append("--no-bias-swiglu-fusion")
+    if not t.grad_accum_fusion:
+        # train.grad_accum_fusion false: the weight gradients added to the gradient buffer by the DDP hook instead of
+        # accumulated in the GEMM (gradient_accumulation_fusion, --no-gradient-accumulation-fusion: arguments.py L1804)
+        args.append("--no-gradient-accumulation-fusion")
     if t.master_weight_remainders:
         # the precision-aware optimizer (TE FusedAdam), whose store_param_remainders defaults to true
         # (megatron/core/optimizer/optimizer_config.py) and needs --use-distributed-optimizer (zero >= 1, checked)
