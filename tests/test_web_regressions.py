@@ -60,7 +60,7 @@ def test_web_pointers_leave_run_locally_advice_alone():
 
 # ---- hints: the error carries where to look as data, and each surface words it --------------------------
 def _pointed_errors():
-    from gpuplan.errors import InputError, CatalogHint, InputHint, UnsupportedError
+    from gpuplan.errors import InputError, CatalogHint, CommandHint, InputHint, UnsupportedError
     return [
         # (the error, the CLI's words, the web's words, the web body's `see`)
         (InputError("model 'x'", "is not bundled.", "use an HF id", see=CatalogHint("models", "the bundled models")),
@@ -82,10 +82,19 @@ def _pointed_errors():
          "Fix: Engines that can: torchrun, hf; set --engine to a training engine.",
          'Fix: Engines that can: torchrun, hf; set "engine" to a training engine.',
          {"kind": "field", "name": "engine", "route": None}),
+        (UnsupportedError("infer.gpu_layers", "12 of 32 layers run on the CPU.",
+                          see=CommandHint("estimate", "the memory of this plan")),
+         "Fix: `gpuplan estimate` gives the memory of this plan.",
+         "Fix: POST /api/estimate gives the memory of this plan.",
+         {"kind": "request", "name": "estimate", "route": "/api/estimate"}),
+        (InputError("hardware.count 512", "gives 9,000 placements.", "use fewer GPUs",
+                    local_fix="`gpuplan rl-plan SCENARIO` on your own machine searches any count"),
+         "Fix: use fewer GPUs; `gpuplan rl-plan SCENARIO` on your own machine searches any count.",
+         "Fix: use fewer GPUs.", None),
     ]
 
 
-@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("case", range(6))
 def test_a_pointed_error_reads_right_on_both_surfaces(case):
     import pickle
     from gpuplan.web.app import _reply

@@ -28,8 +28,16 @@ class InputHint:
     to: str
 
 
+@dataclass(frozen=True)
+class CommandHint:
+    """Another of gpuplan's computations that answers what this one refuses (`command`: the CLI's command, which the
+    web serves as POST /api/<command>) and what it gives there ("the memory of this plan")."""
+    command: Literal["estimate", "recommend"]
+    gives: str
+
+
 # Where the reader acts on an error, as data: each surface words it (cli_words here, web/jobs.web_words on the web)
-Hint = Union[CatalogHint, InputHint]
+Hint = Union[CatalogHint, InputHint, CommandHint]
 
 
 def cli_words(hint: Hint) -> str:
@@ -37,6 +45,8 @@ def cli_words(hint: Hint) -> str:
     if isinstance(hint, CatalogHint):
         command = f"gpuplan {hint.catalog}" + (f" {hint.filter}" if hint.filter else "")
         return f"`{command}` lists {hint.shows}"
+    if isinstance(hint, CommandHint):
+        return f"`gpuplan {hint.command}` gives {hint.gives}"
     return f"set --{hint.name.replace('_', '-')} to {hint.to}"
 
 

@@ -2671,8 +2671,8 @@ def serving_curve(scn: Any, model: ModelSpec, gpu: Any, concurrencies: Sequence[
     engine batch limit; the extra requests queue)."""
     note = cpu_layers_note(scn, model)
     if note:
-        from ..errors import UnsupportedError
-        raise UnsupportedError("infer.gpu_layers", note + ".", "run `gpuplan estimate` for the memory of this plan.")
+        from ..errors import CommandHint, UnsupportedError
+        raise UnsupportedError("infer.gpu_layers", note + ".", see=CommandHint("estimate", "the memory of this plan"))
     P = params if params is not None else _packaged_efficiency()
     sv = _Serving(scn, model, gpu, P, kv_capacity_tokens, network, memory)
     return [sv.point(int(c)) for c in concurrencies]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import GpuplanError, InputError
+from ..errors import CommandHint, GpuplanError, InputError
 from ..pipeline import as_scenario, evaluate, resolve
 from ..scenario import RL_OBJECTIVES, Scenario
 
@@ -122,7 +122,7 @@ def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = D
     scn = as_scenario(scenario)
     if scn.train is None or scn.train.objective not in RL_OBJECTIVES:
         raise InputError("train.objective", "must be an RL objective (grpo, ppo, rloo) for an RL placement search.",
-                         "set train.objective: grpo and train.rl, or use `gpuplan recommend` for other training.")
+                         "set train.objective: grpo and train.rl", see=CommandHint("recommend", "plans for other training"))
     if not 1 <= steps <= 10_000_000:
         raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "pass --steps N.")
     n = scn.hardware.count
@@ -130,7 +130,7 @@ def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = D
     if max_placements is not None and len(candidates) > max_placements:
         raise InputError(f"hardware.count {n}", f"gives {len(candidates):,} rollout/training placements to evaluate, "
                          f"more than the {max_placements:,} allowed here.",
-                         "use fewer GPUs, or run `gpuplan rl-plan SCENARIO` locally.")
+                         "use fewer GPUs", local_fix="`gpuplan rl-plan SCENARIO` on your own machine searches any count")
     base = resolve(scn)
     plans: list[RLPlan] = []
     rejections: list[RLRejection] = []

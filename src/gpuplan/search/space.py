@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import CatalogHint, InputError
+from ..errors import CatalogHint, CommandHint, InputError
 
 OPEN_WORDS = (None, "auto", "any", "open")
 
@@ -162,7 +162,7 @@ def space_from(data: dict[str, Any]) -> Space:
         raise InputError(f"parallel.shard_group = {par['shard_group']!r}", "is chosen by the search: with zero 3 "
                          "over more than one node it also tries a shard group of one node's GPUs (HSDP), and every "
                          "layout has its own data-parallel size for the group to divide.",
-                         "remove shard_group here, and price one shard group with `gpuplan estimate`.")
+                         "remove shard_group here", see=CommandHint("estimate", "the price of one shard group"))
     for name in PARALLEL_FIELDS:
         opts = checked_options(f"parallel.{name}", _as_options(par.pop(name, None)), Parallel)
         sp.parallel[name] = opts

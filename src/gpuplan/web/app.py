@@ -83,7 +83,7 @@ def _busy(retry_s: int) -> WebError:
 
 
 class SeeDetail(BaseModel):
-    kind: Literal["catalog", "field"]
+    kind: Literal["catalog", "field", "request"]
     name: str
     route: str | None
 

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 from urllib.parse import quote
 
-from ..errors import (CatalogHint, GpuplanError, Hint, InputError, MissingExtraError, UnsupportedError,
+from ..errors import (CatalogHint, CommandHint, GpuplanError, Hint, InputError, MissingExtraError, UnsupportedError,
                       close_matches)
 
 MAX_CONFIG_LAYERS = 1024          # a pasted config with more layers than this is refused (per-layer loops)
@@ -44,6 +44,8 @@ def web_words(hint: Hint) -> str:
     if isinstance(hint, CatalogHint):
         where = " (its \"presets\")" if hint.catalog == "presets" else ""
         return f"GET {route_of(hint)} lists {hint.shows}{where}"
+    if isinstance(hint, CommandHint):
+        return f"POST /api/{hint.command} gives {hint.gives}"
     return f'set "{hint.name}" to {hint.to}'
 
 
@@ -53,6 +55,8 @@ def see_json(hint: Hint | None) -> dict[str, Any] | None:
         return None
     if isinstance(hint, CatalogHint):
         return {"kind": "catalog", "name": hint.catalog, "route": route_of(hint)}
+    if isinstance(hint, CommandHint):
+        return {"kind": "request", "name": hint.command, "route": f"/api/{hint.command}"}
     return {"kind": "field", "name": hint.name, "route": None}
 
 
