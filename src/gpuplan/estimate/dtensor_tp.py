@@ -37,7 +37,8 @@ PLAN_MODEL_TYPES = frozenset({"llama"})
 def collectives_per_layer(forward_only: bool, recompute_forward_share: float = 0.0) -> tuple[float, float]:
     """(all-gathers, reduce-scatters) of the [tokens, h] activation per decoder layer and micro-batch: the forward's
     for a no-grad pass, else forward + backward, plus `recompute_forward_share` of the forward's for a recomputed
-    forward."""
+    forward (NeMo RL's activation_checkpointing wraps only the MLP, parallelize.py L460-462, whose re-run forward
+    gathers twice and reduce-scatters once: not distinguished here)."""
     ag, rs = float(FORWARD_ALL_GATHERS), float(FORWARD_REDUCE_SCATTERS)
     if forward_only:
         return ag, rs
