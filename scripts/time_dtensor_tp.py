@@ -8,7 +8,7 @@ collectives are no-ops, everything DTensor does on the host runs), and compares 
 
 * ops: every aten op that does device work (scripts/count_train_kernels.py's rule) seen by a TorchDispatchMode, split
   into ops whose arguments include a DTensor (each one runs DTensor's sharding propagation and dispatch) and plain ones,
-  plus the collectives (CommDebugMode), per decoder layer (two layer counts), for a no-grad forward (a log-prob pass)
+  plus the collectives (every placement change through torch's redistribute_local_tensor), per decoder layer (two layer counts), for a no-grad forward (a log-prob pass)
   and a forward + backward (a training micro-batch);
 * host seconds: the fastest of `--reps` passes, per decoder layer, parallelised minus unparallelised.
 
