@@ -27,6 +27,7 @@ from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as 
 from .vllm_v0 import offline_run as v0_offline_run
 from .rocm_fp8_gemm import V0_PAD_ROWS, linear_seconds as rocm_fp8_linear_s, measured as rocm_fp8_measured
 from .rocm_fp8_gemm import vllm_linear_shapes
+from . import dtensor_tp
 from . import elementwise
 from .context_parallel import te_p2p_ring_time
 from . import encdec as encdec_flops
@@ -963,6 +964,23 @@ def _fp8_tp_all_gather(c: _Train) -> bool:
     return c.scn.framework == "torchtitan" and c.fp8 is not None and c.fp8.name == "tensorwise"
 
 
+def _dtensor_llama_plan(c: _Train) -> bool:
+    """Transformers' Llama under NeMo RL's DTensor tensor-parallel plan with sequence parallelism (train.hf_modules on
+    the torchtitan / FSDP2 profile, tp > 1, parallel.sp): its collectives are counted (estimate/dtensor_tp.py,
+    docs/speed.md §2.20)."""
+    return (bool(getattr(c.tr, "hf_modules", False)) and c.par.tp > 1 and bool(getattr(c.par, "sp", True))
+            and c.model.model_type in dtensor_tp.PLAN_MODEL_TYPES)
+
+
+def _dtensor_tp_forward_only(c: _Train, t_lin: float) -> float:
+    """Exposed seconds of the DTensor plan's TP collectives in one no-grad forward micro-batch."""
+    link = group_link(c.gpu, c.par.tp, c.par.tp, c.gpn, c.net, c.P["comm"])
+    size = c.tokens * c.model.hidden_size * c.act_b
+    n_ag, n_rs = dtensor_tp.collectives_per_layer(True)
+    t = c.L_stage * (n_ag * all_gather_time(size, c.par.tp, link) + n_rs * reduce_scatter_time(size, c.par.tp, link))
+    return _tp_exposed(c, t, t_lin)
+
+
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
                          t_compute: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed TP/CP/EP/PP communication per micro-batch, and each one's time."""
@@ -981,13 +999,19 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         if folded and not any(b.kind == "shared_expert" for b in model.blocks):
             tp_layers -= 0.5 * _moe_layers_stage(c)
         size = tokens * h * act_b
-        if _fp8_tp_all_gather(c):
+        if _dtensor_llama_plan(c):
+            # NeMo RL's DTensor plan for Llama: each column-parallel linear gathers its own input (estimate/dtensor_tp.py)
+            n_ag, n_rs = dtensor_tp.collectives_per_layer(False, c.rc.tp_forward_share)
+            detail["tp"] = t = tp_layers * (n_ag * all_gather_time(size, tp, link) + n_rs * reduce_scatter_time(size, tp, link))
+            exposed += _tp_exposed(c, t, t_lin)
+        elif _fp8_tp_all_gather(c):
             # each sequence-parallel all-reduce equivalent is a 16-bit reduce-scatter plus an FP8 all-gather
             per = reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link)
         else:
             per = all_reduce_time(size, tp, link)
-        detail["tp"] = t = tp_layers * n_ar * per
-        exposed += _tp_exposed(c, t, t_lin)
+        if not _dtensor_llama_plan(c):
+            detail["tp"] = t = tp_layers * n_ar * per
+            exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
@@ -1253,9 +1277,13 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant
-    t_mp, _ = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
+    t_mp, mp_detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     share = _forward_share(c)
     t_compute, t_comm = share * t_compute_mb, share * t_mp
+    if _dtensor_llama_plan(c):
+        # its forward's collectives are counted on their own (5 all-gathers + 2 reduce-scatters, not a share of the
+        # training micro-batch's 14 + 8: estimate/dtensor_tp.py)
+        t_comm += _dtensor_tp_forward_only(c, t_lin) - share * _tp_exposed(c, mp_detail["tp"], t_lin)
     sync = _dropless_sync_exposure(c, t_compute_mb, t_mp, forward_only=True)
     t_sync = sync.seconds if sync is not None else 0.0
     fill = (par.pp - 1) / par.vpp * (t_compute + t_comm + t_sync) if par.pp > 1 else 0.0
