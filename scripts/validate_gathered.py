@@ -342,6 +342,12 @@ def posttrain_scenario(row: dict) -> dict:
         rl["engine_in_process"] = row["engine_in_process"] == "true"
     if row["engine"] == "vllm" and vllm_v0(row.get("engine_version", "")):
         rl["engine_vllm_v0"] = True     # vLLM's V0 LLMEngine (before 0.8): its scheduler defaults and host work
+    if row["engine"] == "vllm" and vllm_release(row.get("engine_version", "")):
+        # the release sets how the engine sizes its KV pool beside the trainer (rl.engine_release, docs/posttrain.md)
+        rl["engine_release"] = vllm_release(row["engine_version"])
+    if row["framework"] == "nemo-rl":
+        # NeMo RL builds vLLM before the policy, on a GPU the trainer has not touched (grpo.py L301-329 @v0.3.0)
+        rl["engine_started"] = "before_trainer"
     if row.get("engine_python") and rl.get("engine_vllm_v0"):   # the CPython V0's host work runs under
         rl["engine_python"] = row["engine_python"]
     if row.get("engine_cuda_graphs"):   # false: the rollout engine runs eagerly (verl rollout.enforce_eager)

@@ -338,6 +338,19 @@ class RL(_Strict):
         "verl's 2025 ROCm image), priced as infer.vllm_v0 with its own per-step host work "
         "(engine_host.vllm_v0_host); verl passes rollout.n as SamplingParams.n, so a prompt's group of samples is one "
         "V0 sequence group (infer.parallel_samples = group_size)"))
+    engine_release: VllmRelease | None = Field(None, description=(
+        "engine vllm: the vLLM release the rollout engine runs, which sets how it turns gpu_memory_utilization into "
+        "its KV pool beside the trainer (docs/posttrain.md, 'How vLLM sizes its KV cache beside a trainer'): V1 "
+        "0.7.0-0.9.0 subtracts everything on the GPU at its profile run (the trainer's resident weights, the CUDA "
+        "context) from utilization x total; verl's own V0 wrappers (engine_vllm_v0, releases up to 0.6.3) take "
+        "utilization x the memory still free after the profile run; V0 from 0.6.4 and V1 from 0.9.1 subtract only "
+        "the engine's own use, and V1 from 0.9.1 refuses to start when less than utilization x total is free. "
+        "Default: the current release's rule (its own use), without the start-up check"))
+    engine_started: Literal["after_trainer", "before_trainer"] = Field("after_trainer", description=(
+        "colocated, with engine_release: when the rollout engine profiles its memory: after the trainer has built "
+        "its models (verl builds the rollout last, 'so that vllm can have a better estimation of kv cache memory', "
+        "ray_trainer.py @44a65f9 L654-656), or on a GPU the trainer has not touched yet (NeMo RL builds vLLM before "
+        "the policy, grpo.py @v0.3.0 L301-329)"))
     engine_python: Literal["3.9", "3.11"] | None = Field(None, description=(
         "with engine_vllm_v0: the CPython the rollout engine runs on (infer.python_version), e.g. 3.9 in verl's 2025 "
         "ROCm image; default 3.11, the reference timing of V0's host work"))
@@ -1433,6 +1446,14 @@ def _check_posttrain(scn: "Scenario") -> None:
                          f"in its own loop (priced with it), but engine is {rl.engine} and engine_in_process "
                          f"{rl.engine_in_process}; set engine: vllm without engine_in_process (a V1 setting), or "
                          "remove engine_vllm_v0")
+    if rl.engine_release is not None:
+        rel = parse_version(rl.engine_release, "train.rl.engine_release", full=True)
+        if rl.engine != "vllm":
+            raise ValueError(f"train.rl.engine_release {rl.engine_release} names a vLLM release, but the rollout "
+                             f"engine is {rl.engine}; set engine: vllm, or remove engine_release")
+        if not rl.engine_vllm_v0 and rel < (0, 7, 0):
+            raise ValueError(f"train.rl.engine_release {rl.engine_release}: vLLM's V1 engine first shipped in 0.7.0 "
+                             "(opt-in); an older release runs V0: set engine_vllm_v0: true, or name 0.7.0 or later")
     if rl.engine_in_process and rl.engine != "vllm":
         raise ValueError(f"train.rl.engine_in_process describes vLLM V1's in-process engine core "
                          f"(VLLM_ENABLE_V1_MULTIPROCESSING=0), but the rollout engine is {rl.engine}; set engine: vllm, "

@@ -365,12 +365,113 @@ def _critic(scn: Scenario) -> bool:
 
 
 # ---- memory -----------------------------------------------------------------------------------------------
+# How vLLM turns gpu_memory_utilization into its KV pool, by release (docs/posttrain.md, "How vLLM sizes its KV cache
+# beside a trainer, by release"; each release read from its PyPI sdist, the tag's code):
+# - "own": pool = utilization x total - the engine's own use (weights, profile peak, its non-torch growth) since its
+#   start-up snapshot. V0 0.6.3 `Worker.determine_num_available_blocks` (peak = init free - free after the profile;
+#   vllm/worker/worker.py L228-245); V0 0.7.3-0.8.5 and V1 from 0.9.1 `memory_profiling` (non_kv_cache_memory =
+#   weights + torch_peak_increase + non_torch_increase since the baseline; 0.8.3 vllm/utils.py L2082-2155,
+#   vllm/worker/worker.py L226-236; 0.9.1 vllm/v1/worker/gpu_worker.py L135-145, L218). gpuplan's serving rule.
+# - "whole_gpu": pool = utilization x total - (torch's whole-process allocation peak + every non-torch byte on the
+#   device). V1 0.7.0-0.9.0 `Worker.determine_available_memory` (0.8.3 vllm/v1/worker/gpu_worker.py L151-186; 0.9.0
+#   L167-212): the trainer's tensors in the same process and any other tenant's memory count against the share.
+# - "free": pool = utilization x the memory free after the profile run. verl's own V0 worker for vLLM <= 0.6.3
+#   (verl@44a65f9 verl/third_party/vllm/vllm_v_0_6_3/worker.py L196-210, "NOTE(sgm) [VERL] use the remaining memory").
+WHOLE_GPU_V1 = ((0, 7, 0), (0, 9, 1))       # V1 releases with the whole-GPU rule: [0.7.0, 0.9.1)
+VERL_V0_WRAPPER_LAST = (0, 6, 3)            # verl's third_party/vllm wrappers: 0.3.1, 0.4.2, 0.5.4, 0.6.3
+STARTUP_CHECK_V1 = (0, 9, 1)                # V1 init_device: free < utilization x total raises ValueError
+
+
+def rollout_kv_rule(scn: Scenario) -> str:
+    """"own", "whole_gpu" or "free": how the rollout engine's release sizes its KV pool (the table above)."""
+    from ..versions import parse_version
+    rl = scn.train.rl
+    if rl.engine != "vllm" or rl.engine_release is None:
+        return "own"
+    v = parse_version(rl.engine_release, "train.rl.engine_release", full=True)
+    if rl.engine_vllm_v0:
+        return "free" if v <= VERL_V0_WRAPPER_LAST else "own"
+    return "whole_gpu" if WHOLE_GPU_V1[0] <= v < WHOLE_GPU_V1[1] else "own"
+
+
+def engine_start_resident(scn: Scenario, model: ModelSpec) -> float:
+    """Bytes per GPU the trainer holds when a colocated rollout engine profiles its memory: none under split
+    placement or when the engine starts first (rl.engine_started before_trainer); otherwise the trainer's built
+    models: the policy's weights (its sharded master copy), the frozen reference and reward model and a critic's
+    weights, on the fullest pipeline stage. Optimizer states and gradients do not exist yet: torch.optim creates a
+    parameter's Adam state at its first step() and FSDP its gradients at the first backward. With
+    offload_train_states the policy's and critic's weights are on the host (verl offloads them right after building
+    them, before _build_rollout: fsdp_workers.py init_model @44a65f9)."""
+    from .memory import _train_components
+    from .posttrain import frozen_model_bytes
+    rl = scn.train.rl
+    if rl.placement != "colocated" or rl.engine_started == "before_trainer":
+        return 0.0
+    train = training_scenario(scn)
+    frozen = _frozen_models(scn, model, train)
+    best = 0.0
+    for stage in stages(train.parallel.pp):
+        held = sum(frozen_model_bytes(train, m, stage) for m in frozen.values())
+        own = 0.0
+        if not rl.offload_train_states:
+            phases, _ = _train_components(train, model, stage)
+            own = phases["optimizer_step"].get("weights", 0.0) * (2 if _critic(scn) else 1)
+        best = max(best, held + own)
+    return best
+
+
+def _start_context(scn: Scenario) -> float:
+    """Non-torch memory of the engine's process besides its library workspaces: the CUDA context and NCCL buffers
+    (memory.Overhead) of the trainer's communicators when the engine starts in the trainer's process after it (verl),
+    else of the engine's own tensor-parallel group."""
+    from .memory import Overhead
+    if scn.overhead_bytes is not None:
+        return float(scn.overhead_bytes)
+    rl, o = scn.train.rl, Overhead()
+    inside = rl.placement == "colocated" and rl.engine_started == "after_trainer"
+    return float(o.bytes(0, max(scn.hardware.count if inside else 1, rl.rollout_tp)) - o.workspaces)
+
+
+def _release_pool(scn: Scenario, model: ModelSpec, capacity: int, mem: MemoryEstimate) -> MemoryEstimate:
+    """The engine's memory estimate with its KV pool sized by its release's rule (rollout_kv_rule). The memory engine
+    gives the "own" pool, utilization x total - own (own: weights + profile peak + workspaces); the other rules
+    subtract what else is on the GPU when the engine profiles: the trainer's resident models
+    (engine_start_resident) and the process's CUDA context and NCCL buffers, which the "own" rule's start-up
+    snapshot already holds (gpuplan puts them in the 1 - utilization the engine leaves)."""
+    from .memory import vllm_requested_bytes, DRIVER_RESERVE_BYTES
+    rule = rollout_kv_rule(scn)
+    pool_own = mem.limits.get("kv_pool_bytes")
+    if rule == "own" or not pool_own:
+        return mem
+    inf = rollout_scenario(scn, capacity).infer
+    requested = vllm_requested_bytes(inf, capacity)
+    own = requested - pool_own
+    others = engine_start_resident(scn, model) + _start_context(scn)
+    if rule == "whole_gpu":
+        pool = requested - own - others
+    else:    # "free": utilization x (total - everything after the profile run)
+        pool = scn.train.rl.gpu_memory_utilization * (capacity - DRIVER_RESERVE_BYTES - own - others)
+    pool = max(0.0, pool)
+    scale = pool / pool_own
+    limits = dict(mem.limits, kv_pool_bytes=int(pool), reserved_bytes=int(own + pool))
+    for key in ("kv_tokens", "max_concurrency"):
+        if limits.get(key) is not None:
+            limits[key] = int(limits[key] * scale)
+    note = (f"vLLM {scn.train.rl.engine_release} sizes its KV pool by the '{rule}' rule: {pool / 2**30:.2f} GiB "
+            f"(its own use alone would leave {pool_own / 2**30:.2f} GiB; docs/posttrain.md)")
+    return dataclasses.replace(mem, limits=limits, notes=tuple(mem.notes) + (note,))
+
+
+def rollout_engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> MemoryEstimate:
+    """The rollout engine's memory estimate on one GPU, its KV pool sized by its release (rollout_kv_rule)."""
+    from .memory import estimate_memory
+    return _release_pool(scn, model, capacity, estimate_memory(rollout_scenario(scn, capacity), model, capacity))
+
+
 def _engine_memory(scn: Scenario, model: ModelSpec, capacity: int) -> tuple[MemoryEstimate, dict[str, float]]:
     """The rollout engine on one GPU: its own memory estimate and the reservation split by component
     (weights, KV pool, CUDA graphs + profile-run activations; the engine's CUDA context is the GPU's)."""
-    from .memory import estimate_memory
-    inf = rollout_scenario(scn, capacity)
-    mem = estimate_memory(inf, model, capacity)
+    mem = rollout_engine_memory(scn, model, capacity)
     budget = capacity * scn.train.rl.gpu_memory_utilization
     pool = float(mem.limits.get("kv_pool_bytes") or 0)
     weights = float(mem.components.get("weights", 0))
@@ -388,14 +489,33 @@ def _check_rollout_kv(scn: Scenario, model: ModelSpec, capacity: int, engine_mem
     increase --mem-fraction-static"). It used to be estimated with an infinite (or missing) step time and memory
     that "fits". An attention-free model keeps no KV cache and is not checked (vLLM skips it too)."""
     from ..errors import InputError
+    from ..versions import parse_version
+    from .memory import DRIVER_RESERVE_BYTES
+    rl = scn.train.rl
+    gib = 2.0 ** 30
+    if (rl.engine == "vllm" and rl.engine_release is not None and not rl.engine_vllm_v0
+            and parse_version(rl.engine_release, "train.rl.engine_release", full=True) >= STARTUP_CHECK_V1):
+        # V1 from 0.9.1 refuses to start unless utilization x total is free (gpu_worker.init_device: "Free memory on
+        # device ... on startup is less than desired GPU memory utilization"; 0.9.1 vllm/v1/worker/gpu_worker.py
+        # L135-150, 0.11.0 L182-195)
+        total = capacity - DRIVER_RESERVE_BYTES
+        taken = engine_start_resident(scn, model) + (_start_context(scn) if rl.engine_started == "after_trainer"
+                                                      and rl.placement == "colocated" else 0.0)
+        if total - taken < rl.gpu_memory_utilization * total:
+            raise InputError(
+                f"train.rl.gpu_memory_utilization = {rl.gpu_memory_utilization}",
+                f"asks vLLM {rl.engine_release} for {rl.gpu_memory_utilization * total / gib:.1f} GiB of each GPU, but "
+                f"the trainer already holds {taken / gib:.1f} GiB when the engine starts, leaving "
+                f"{(total - taken) / gib:.1f} GiB free: vLLM stops at start-up ('Free memory on device ... is less "
+                "than desired GPU memory utilization').",
+                "lower train.rl.gpu_memory_utilization to at most the free share, offload the trainer's states "
+                "(rl.offload_train_states), or start the engine before the trainer (rl.engine_started).")
     if not model.kv_cache_bytes_per_token(2.0):
         return
-    rl = scn.train.rl
     need = rl.prompt_len + rl.max_new_tokens
     have = int(engine_mem.limits.get("kv_tokens") or 0)
     if have >= need:
         return
-    gib = 2.0 ** 30
     share = f"{rl.gpu_memory_utilization} of each GPU ({capacity * rl.gpu_memory_utilization / gib:.1f} GiB)"
     if have <= 0:
         why = (f"gives the {rl.engine} rollout engine {share}, which its weights ({engine['weights'] / gib:.1f} GiB per "
@@ -643,11 +763,10 @@ def rollout_time(scn: Scenario, model: ModelSpec, gpu: Any, P: Mapping[str, Any]
     from .load import Workload, simulate
     from .load.cost import step_cost
     from .load.engines import engine_policy
-    from .memory import estimate_memory
     from .speed import _Serving
     rl = scn.train.rl
     inf = rollout_scenario(scn, capacity)
-    mem = estimate_memory(inf, model, capacity)
+    mem = rollout_engine_memory(scn, model, capacity)
     sv = _Serving(inf, model, gpu, P, None, network, mem)
     replicas = gpu_groups(scn)[0] // rl.rollout_tp
     # no time when the engine cannot run one response (as a serving replica without KV room has no TPOT): the
