@@ -460,7 +460,7 @@ def test_hf_torch20_cat_is_named_and_unlisted_gpus_keep_the_hbm_rate():
 def test_cuda_old_extra_ops_by_hand():
     from gpuplan.estimate.quant_kernels import gptq_extra_host_ops
     g = weight_format("gptq-int4")
-    # qlinear_cuda_old.py @v0.5.0 L197-274, under 128 rows: torch.zeros (fill), scales.float() (copy), the kernel,
+    # qlinear_cuda_old.py @v0.5.0 L197-276, under 128 rows: torch.zeros (fill), scales.float() (copy), the kernel,
     # out.to(fp16) (copy) = 4 launches against nn.Linear's one mm
     assert gptq_extra_host_ops(g, 1, "cuda-old") == 3.0
     assert gptq_extra_host_ops(g, 127, "cuda-old") == 3.0

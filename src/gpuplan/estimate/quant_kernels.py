@@ -142,7 +142,7 @@ GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT = 2290.0 / (32 * 256)
 
 # AutoGPTQ's cuda-old `QuantLinear.forward` issues more device ops per call than the nn.Linear it replaces (one
 # `mm`), counted by the rule of scripts/count_hf_decode_ops.py (an op that launches device work; views, `empty` and
-# no-op casts are not counted) in auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py @v0.5.0 (= c70d29f0) L197-274:
+# no-op casts are not counted) in auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py @v0.5.0 (= c70d29f0) L197-276:
 # * under kernel_switch_threshold (128 rows): `torch.zeros(rows, out, dtype=float)` (a fill), `self.scales.float()`
 #   (a copy), `vecquant4matmul_faster_old` (the kernel, in place of the mm) and `out.to(dtype=x_dtype)` (a copy
 #   back from fp32): 4 launches, 3 more than nn.Linear;
