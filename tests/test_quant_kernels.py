@@ -453,3 +453,41 @@ def test_hf_torch20_cat_is_named_and_unlisted_gpus_keep_the_hbm_rate():
     assert a100.details["kv_cache_cat_read_bytes_per_s"] == pytest.approx(545.4e9, rel=1e-3)
     assert any("per-element cat" in n for n in a100.notes)
     assert "kv_cache_cat_read_bytes_per_s" not in est("h100-sxm").details   # no measured latency listed
+
+
+# ---- AutoGPTQ cuda-old's QuantLinear.forward: 3 more launches per call than nn.Linear (docs/speed.md §3.37) --------
+
+def test_cuda_old_extra_ops_by_hand():
+    from gpuplan.estimate.quant_kernels import gptq_extra_host_ops
+    g = weight_format("gptq-int4")
+    # qlinear_cuda_old.py @v0.5.0 L197-276, under 128 rows: torch.zeros (fill), scales.float() (copy), the kernel,
+    # out.to(fp16) (copy) = 4 launches against nn.Linear's one mm
+    assert gptq_extra_host_ops(g, 1, "cuda-old") == 3.0
+    assert gptq_extra_host_ops(g, 127, "cuda-old") == 3.0
+    # from 128 rows the torch unpack path: shift, to(int8), and, +1 (zeros); shift, to(int8), and (codes);
+    # sub, mul, matmul = 10 launches, 9 more
+    assert gptq_extra_host_ops(g, 128, "cuda-old") == 9.0
+    # exllama / exllamav2 launch one kernel each (torch.empty is an allocation); unset kernel, other formats: 0
+    for kernel in ("exllama", "exllamav2", None):
+        assert gptq_extra_host_ops(g, 1, kernel) == 0.0
+    assert gptq_extra_host_ops(weight_format("nf4"), 1, "cuda-old") == 0.0
+
+
+def _opt_tpot(kernel: str | None, batch: int = 1) -> float:
+    infer = {"engine": "hf", "weights": "gptq-int4", "prompt_len": 512, "output_len": 512, "concurrency": batch,
+             "transformers_version": "4.35", "torch_version": "2.0.1"}
+    if kernel:
+        infer["gptq_kernel"] = kernel
+    return api.estimate({"model": "llama-2-13b-hf", "task": "infer",
+                         "hardware": {"gpu": "a100-sxm-80gb", "count": 1}, "infer": infer}).performance.tpot_s
+
+
+def test_cuda_old_host_floor_by_hand():
+    # Llama-2-13B: 40 layers x 7 linears = 280 QuantLinear calls a step, 3 extra ops each at the HF constant's
+    # 0.77 ms / 42 ops = 18.33 us per op (reference host; the A100's default host rates 1.0): 280 x 3 x 18.33 us =
+    # 15.4 ms more host issue than exllamav2, whose batch-1 step is host-bound at the same ops as nn.Linear
+    per_op = 0.77e-3 / 42
+    assert _opt_tpot("cuda-old") - _opt_tpot("exllamav2") == pytest.approx(280 * 3 * per_op, rel=0.03)
+    # optimum's table (tests/benchmark/README.md @11e71e2, A100, batch 1): cuda-old 46.44 ms, exllamav2 32.25 ms —
+    # 14.2 ms apart; the counted ops give that difference within 10 %
+    assert (_opt_tpot("cuda-old") - _opt_tpot("exllamav2")) == pytest.approx(46.44e-3 - 32.25e-3, rel=0.10)

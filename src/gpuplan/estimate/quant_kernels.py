@@ -140,6 +140,32 @@ EXLLAMAV2_SPEEDUP_OVER_FP16 = ((1, 3.78), (2, 3.57), (4, 2.86), (8, 1.50), (16, 
 GPTQ_CUDA_OLD_WARP_INSTR_PER_WEIGHT = 2290.0 / (32 * 256)
 
 
+# AutoGPTQ's cuda-old `QuantLinear.forward` issues more device ops per call than the nn.Linear it replaces (one
+# `mm`), counted by the rule of scripts/count_hf_decode_ops.py (an op that launches device work; views, `empty` and
+# no-op casts are not counted) in auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py @v0.5.0 (= c70d29f0) L197-276:
+# * under kernel_switch_threshold (128 rows): `torch.zeros(rows, out, dtype=float)` (a fill), `self.scales.float()`
+#   (a copy), `vecquant4matmul_faster_old` (the kernel, in place of the mm) and `out.to(dtype=x_dtype)` (a copy
+#   back from fp32): 4 launches, 3 more than nn.Linear;
+# * at or above it (prompts): the weight is unpacked with torch ops - bitwise_right_shift, .to(int8),
+#   bitwise_and and `+ 1` for the zeros; bitwise_right_shift, .to(int8), bitwise_and for the codes;
+#   `weight - zeros`, `scales * (...)`, then torch.matmul; the reshapes are views and the final `.to(fp16)` a no-op
+#   (the matmul is already fp16): 10 launches, 9 more.
+# exllama (v1) (`ext_q4_matmul`: x.half() on an fp16 input is the input itself, `torch.empty`, one q4_matmul
+# launch, qlinear_exllama.py L32-40, L166-171) and exllamav2 (`ext_gemm_half_q_half`: `torch.empty` and
+# gemm_half_q_half, one kernel per 8-row chunk set, qlinear_exllamav2.py L24-30) launch one kernel as nn.Linear does.
+# The extra ops are priced at the HF eager decode constant's seconds per counted op (host_issue.reference_op_s).
+GPTQ_CUDA_OLD_EXTRA_OPS = {"kernel": 3.0, "torch": 9.0}
+
+
+def gptq_extra_host_ops(fmt: WeightFormat, rows: float, gptq_kernel: str | None) -> float:
+    """Device ops one AutoGPTQ QuantLinear call issues beyond nn.Linear's single mm at `rows` rows (engine hf,
+    transformers 4.x with auto-gptq 0.5.0): cuda-old only (GPTQ_CUDA_OLD_EXTRA_OPS); 0 for exllama / exllamav2, for
+    an unset kernel and for other formats."""
+    if fmt.family != "gptq" or gptq_kernel != "cuda-old":
+        return 0.0
+    return GPTQ_CUDA_OLD_EXTRA_OPS["kernel" if rows < GPTQ_RECONS_ROWS["cuda-old"] else "torch"]
+
+
 # Persistent device buffers AutoGPTQ 0.5.0 allocates for its kernels when transformers 4.x loads GPTQ weights
 # (auto_gptq/modeling/_utils.py `autogptq_post_init` @v0.5.0 = c70d29f0):
 # * exllamav2: one fp16 scratch per device of max over the exllamav2 linears of `scratch_space_fixed()` =

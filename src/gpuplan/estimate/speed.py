@@ -20,7 +20,7 @@ from .calibration import load_efficiency
 from .calibration import packaged as _packaged_efficiency
 from .comm import (LOCAL, all_gather_time, all_reduce_time, all_to_all_time, all_to_all_time_nodes,
                    group_link, p2p_time, reduce_scatter_time)
-from .host_issue import hf_decode_version_scale
+from .host_issue import hf_decode_version_scale, reference_op_s
 from .engine_host import (SGLANG_V03_GRAPH_MAX_BS, VLLM_EAGER_LAYER_S, chat_template_parse_s, eager_issue_layer_s,
                           engine_host, sglang_v03_max_running_requests, step_with_host, vllm_v1_max_capture_size)
 from .vllm_v0 import MAX_NUM_SEQS as V0_MAX_NUM_SEQS, chunked_prefill_budget as v0_chunked_budget
@@ -55,8 +55,9 @@ from .trtllm_bench import offline_run_seconds as trtllm_offline_run
 from .trtllm_bench import prompt_step_share as trtllm_prompt_share
 from .trtllm_bench import phase_imbalance as trtllm_phase_imbalance
 from .quant_kernels import (bnb_dequant_issue_excess_s, bnb_gemv_issue_excess_s, dequant_extra_bytes,
-                            gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds, hf_kv_passes,
-                            host_issue_per_linear, is_bitsandbytes, materialises_16_bit, torch_cat_per_element,
+                            gptq_extra_host_ops, gptq_kernel_extra_bytes, gptq_row_pass_excess_s, hf_cat_seconds,
+                            hf_kv_passes, host_issue_per_linear, is_bitsandbytes, materialises_16_bit,
+                            torch_cat_per_element,
                             torch_cat_read_rate, trtllm_nvfp4_quantize_bytes)
 from .recompute import RecomputePlan, recompute_plan
 from .results import PerformanceEstimate
@@ -2146,6 +2147,11 @@ class _Serving:
             return 0.0
         ref = per_layer * self.model.num_layers / self.pp + self.linear_calls * host_issue_per_linear(
             self.fmt, rows, float(getattr(self.inf, "llm_int8_threshold", 6.0)))
+        # AutoGPTQ cuda-old's QuantLinear launches 3 more ops per call than nn.Linear (quant_kernels.
+        # gptq_extra_host_ops, docs/speed.md §3.37), at the HF constant's seconds per counted op
+        extra_ops = gptq_extra_host_ops(self.fmt, rows, getattr(self.inf, "gptq_kernel", None))
+        if extra_ops and self.eng["host_issue_layer_s"]:
+            ref += self.linear_calls * extra_ops * reference_op_s(self.eng["host_issue_layer_s"])
         return ref / self.host_speed
 
     def _ungraphed_issue(self) -> float:
