@@ -274,6 +274,15 @@ def offline_tokens_per_s(row: dict, perf) -> float:
     return run["output_tokens_per_s"] if run else perf.output_tokens_per_s
 
 
+def tpot_pair(row: dict, perf) -> tuple[float, float]:
+    """(predicted, measured) seconds per token of a serve.csv row, of the quantity the source timed:
+    `tpot_measures` 'decode_step' for consecutive decode steps alone (bitsandbytes' tables: optimum-benchmark's
+    per-token latency, docs/speed.md §3.37), else generate() time per new token (gpuplan's TPOT, which carries the
+    batch's prefill share)."""
+    pred = perf.breakdown["decode_step"] if row.get("tpot_measures") == "decode_step" else perf.tpot_s
+    return pred, float(row["tpot_s"])
+
+
 def throughput_pair(row: dict, perf) -> tuple[float, float] | None:
     """(predicted, measured) tokens/s of a batched-throughput row: output tokens/s, or input + output
     tokens/s where the source gives the total; None where the source leaves the kind unstated."""
@@ -544,7 +553,7 @@ def score(path: Path) -> list[dict]:
                 out.append(rec)
                 continue
             if serving:
-                rec["tpot"] = (est.performance.tpot_s, float(row["tpot_s"]))
+                rec["tpot"] = tpot_pair(row, est.performance)
                 rec["batch1"] = row["concurrency"] == "1"
                 if row.get("memory"):      # the same run's peak memory, at the level the source read it
                     rec["mem"] = memory_pair(row, est)

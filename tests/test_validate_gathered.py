@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import validate_gathered as vg  # noqa: E402
+from gpuplan import api  # noqa: E402
 
 
 def _row(kind: str, value: str = "1000") -> dict:
@@ -50,6 +51,22 @@ def test_gathered_throughput_rows_are_complete():
         assert r["throughput_kind"] in ("output", "total", "unstated"), r["id"]
         assert float(r["throughput_tokens_per_s"]) > 0 and int(r["concurrency"]) >= 1, r["id"]
         assert r["engine"] in ("vllm", "sglang", "trtllm"), r["id"]
+
+
+def test_per_token_decode_rows_are_scored_against_the_decode_step():
+    """bitsandbytes' tables time the interval between consecutive decode steps (optimum-benchmark's per-token
+    latency): no prefill in it, so those rows compare with gpuplan's decode step; optimum's GPTQ rows divide the
+    whole generate() by the new tokens and compare with the TPOT."""
+    with (ROOT / "validation" / "gathered" / "serve.csv").open(newline="", encoding="utf-8") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    bnb = [r for r in rows.values() if r["id"].startswith("BNB")]
+    assert len(bnb) == 63 and all(r["tpot_measures"] == "decode_step" for r in bnb)
+    assert all(r["tpot_measures"] == "" for r in rows.values() if r["id"].startswith("OPT"))
+    row = next(r for r in bnb if int(r["concurrency"]) > 1)
+    perf = api.estimate(vg.serve_scenario(row)).performance
+    assert perf.tpot_s > perf.breakdown["decode_step"]          # the batch's prefill share is in the TPOT
+    assert vg.tpot_pair(row, perf) == (perf.breakdown["decode_step"], float(row["tpot_s"]))
+    assert vg.tpot_pair({**row, "tpot_measures": ""}, perf)[0] == perf.tpot_s
 
 
 # ---- post-training rows (validation/gathered/posttrain.csv) -----------------------------------------------
