@@ -40,15 +40,14 @@ def test_misses_to_fail_puts_numpys_percentile_above_the_limit():
         above = lim + rng.uniform(1e-15, 1.0, n)
         below = lim - rng.uniform(0.0, 1.0, n)
         below[rng.uniform(size=n) < 0.2] = lim              # ties at the limit are not misses
-        minimal = None
-        for k in range(n + 1):                              # the fewest misses that put the percentile above
+
+        def above_with(k):          # k misses (shuffled among values at or below the limit)
             x = np.concatenate([above[:k], below[:n - k]])
             rng.shuffle(x)
-            if float(np.percentile(x, pct)) > lim:
-                minimal = k if minimal is None else minimal
-            elif minimal is not None:
-                raise AssertionError("percentile not monotone in the misses")
-        assert minimal is not None and minimal <= need <= minimal + 1, (n, pct, need, minimal)
+            return float(np.percentile(x, pct)) > lim
+        assert above_with(need) and above_with(n), (n, pct, need)          # sound
+        if need >= 2:
+            assert not above_with(need - 2), (n, pct, need)                # at most one miss more than needed
 
 
 # ---- a run that stops on a certain SLO miss ---------------------------------------------------------
@@ -74,7 +73,13 @@ def test_slo_stop_keeps_every_verdict_and_every_finished_run(engine):
     for rate in (0.5, 2.0, 6.0, 20.0):
         wl = make_workload(Arrivals("poisson", rate), 300, inp, out, 3)
         full = simulate(wl, policy, cost)
-        for slo in ({"ttft_s": 0.3, "tpot_s": None, "percentile": 99.0},
+        m = L.per_request(full)
+        tp = m["tpot"][np.isfinite(m["tpot"])]
+        # targets the run just meets with a few misses (between its p99 and its maximum): a stop counted too early
+        # would refuse them
+        close = ({"ttft_s": float(np.percentile(m["ttft"], 99.7)), "tpot_s": None, "percentile": 99.0},
+                 {"ttft_s": None, "tpot_s": float(np.percentile(tp, 99.7)), "percentile": 99.0})
+        for slo in close + ({"ttft_s": 0.3, "tpot_s": None, "percentile": 99.0},
                     {"ttft_s": None, "tpot_s": 0.03, "percentile": 90.0},
                     {"ttft_s": 2.0, "tpot_s": 0.06, "percentile": 50.0},
                     {"ttft_s": 5.0, "tpot_s": 0.2, "percentile": 99.0},
