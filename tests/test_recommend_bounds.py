@@ -211,3 +211,23 @@ def test_heavy_serving_recommend_answers_with_bounded_work(monkeypatch, name):
     assert rec.stats["sizing_abandoned"] > 0
     stopped = [r for r in rec.rejected if r.reason.startswith("not sized further")]
     assert all("cheaper and faster" in r.reason and "docs/recommend.md" in r.reason for r in stopped)
+
+
+def test_fixed_count_stops_the_doubling_at_the_count(monkeypatch):
+    """With hardware.count fixed, the sizing doubles only up to the most replicas the count allows (the doublings
+    before are the unbounded search's own); past it the layout needs more GPUs than the count, and says so."""
+    from gpuplan.search import recommend
+    runs = []
+    real = L.simulate
+
+    def counting(wl, policy, cost, **k):
+        runs.append(1)
+        return real(wl, policy, cost, **k)
+    monkeypatch.setattr(L, "simulate", counting)
+    rec = recommend({"model": "llama-3.1-8b", "task": "infer", "hardware": {"gpu": "l4", "count": 2},
+                     "parallel": {"tp": 1}, "infer": {"engine": "vllm", "prompt_len": 512, "output_len": 128}},
+                    progress=False, requests_per_s=200, ttft_s=1.0)
+    assert not rec.plans
+    assert any(r.reason.startswith("needs more than 2 GPUs for the SLO at 200 requests/s") and "count fixed at 2"
+               in r.reason for r in rec.rejected), [r.reason for r in rec.rejected]
+    assert len(runs) <= 2          # replica counts 1 and 2; the unbounded doubling ran 1, 2, 4, ..., 4096

@@ -211,9 +211,10 @@ def _sized_by_simulation(s: Search, rep: Replica) -> bool:
     return bool(s.cons.requests_per_s) and rep.engine != "hf"
 
 
-def _abandon(s: Search, rep: Replica, group: int) -> tuple[Callable[[int, Any, Any], bool], list]:
-    """The sizing's stop test for one layout (estimate.load.replicas_for_slo `abandon`), and the list it fills with
-    (replicas ruled out, $/h lower bound, time lower bound) when it stops. Once the answer is known to be more than
+def _abandon(s: Search, rep: Replica, group: int) -> tuple[Callable[[int, Any, Any], bool], list, list]:
+    """The sizing's stop test for one layout (estimate.load.replicas_for_slo `abandon`), the list it fills with
+    (replicas ruled out, GPUs, $/h lower bound, time lower bound) when it stops, and the `lo` values it was asked
+    about (0 first: the requests fit the KV pool and the sizing started). Once the answer is known to be more than
     `lo` replicas, the plan costs at least the $/h of (lo + 1) x group GPUs (a price never falls with the count:
     whole instances, the cheapest offering that holds them; tests/test_recommend_bounds.py), and its time value
     (TTFT + output_len x TPOT at the SLO percentile) is at least output_len x the cheapest decode iteration over
@@ -224,10 +225,12 @@ def _abandon(s: Search, rep: Replica, group: int) -> tuple[Callable[[int, Any, A
     from .pricing import hourly
     why: list = []
     floor: list = []
+    asked: list = []
     limited = any(p.severity == "warning" and p.limited for p in rep.problems)
     pref = s.pref(weights=rep.weights, engine=rep.engine) * (LIMITED_SUPPORT_PENALTY if limited else 1.0)
 
     def abandon(lo: int, cost: Any, policy: Any) -> bool:
+        asked.append(lo)
         if s.objective not in ("cheapest", "fastest") or not s.tally.front:
             return False
         gpus = (lo + 1) * group
@@ -245,7 +248,7 @@ def _abandon(s: Search, rep: Replica, group: int) -> tuple[Callable[[int, Any, A
             return False
         why.extend((lo, gpus, price, t_lb))
         return True
-    return abandon, why
+    return abandon, why, asked
 
 
 def _doubling_cap(s: Search, group: int, limit: int) -> int:
@@ -288,7 +291,7 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
     sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
     limit = max(1, s.max_gpus // group)
     cap = _doubling_cap(s, group, limit)
-    abandon, why = _abandon(s, rep, group)
+    abandon, why, asked = _abandon(s, rep, group)
     sized = replicas_for_slo(r.scenario, sv, int(gpu.usable_memory_bytes), cons.requests_per_s, slo,
                              max_replicas=cap, abandon=abandon)
     if why:
@@ -300,7 +303,7 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
                      "found are cheaper and faster and it cannot enter the top plans (docs/recommend.md, bounded "
                      "sizing)", "constraint", rep.gpu.id, group))
         return None
-    if sized is None and cap < limit:
+    if sized is None and cap < limit and asked:
         # the fixed counts allow at most `cap` replicas and the sizing failed at every doubling up to it: whatever it
         # would find past it (or nothing) is more than the counts allow
         s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs more than {cap * group} GPUs for the SLO at "
