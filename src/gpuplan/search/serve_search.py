@@ -282,7 +282,8 @@ def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, gr
         s.tally.sizing_abandoned += 1
         s.tally.miss(rep.gpu.id, 3, 0, Rejection(label, f"no price for {gpu.id}: no rentable offering matches and no "
                      "launch price is known (set cost.usd_per_gpu_hour or cost.capex_usd_per_gpu); so its replicas were "
-                     "not sized by the load simulator", "price", gpu.id, group))
+                     "not sized by the load simulator", "price", gpu.id, group,
+                     alternative="set cost.usd_per_gpu_hour or cost.capex_usd_per_gpu; its replicas are then sized"))
         return None
     load = scn1.infer.load
     slo = {"ttft_s": cons.ttft_s, "tpot_s": cons.tpot_s,
