@@ -148,3 +148,19 @@ def promising_first(s: Search, gpus: list) -> list:
             peak = 0.0
         return (0, price / peak) if price and peak else (1, 0.0)
     return sorted(gpus, key=key)
+
+
+def serving_hopeless(s: Search, usd_per_hour_lb: float, t_lb: float, pref: float, group: tuple) -> bool:
+    """`hopeless` for a serving layout sized by the load simulator, with strict inequalities (a plan that could tie
+    one already found is kept): True when a plan on the front found so far is cheaper and faster than these lower
+    bounds, and the plan cannot enter the top N (N groups, or N plans of its own group, are strictly
+    better). Only for cheapest and fastest: a weighted score is normalised by the best values of the plans found at
+    the end, and cost_per_token has no $/M bound here, so those searches size every layout."""
+    if s.objective not in ("cheapest", "fastest"):
+        return False
+    if not any(fc < usd_per_hour_lb and ft < t_lb for fc, ft in s.tally.front):
+        return False
+    first = (usd_per_hour_lb if s.objective == "cheapest" else t_lb) * pref
+    best = sorted(s.tally.group_best.values())
+    mine = s.tally.group_top.get(group, [])
+    return (len(best) >= s.top and first > best[s.top - 1]) or (len(mine) >= s.top and first > mine[s.top - 1])

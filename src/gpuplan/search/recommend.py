@@ -285,6 +285,8 @@ def _finish(s: Search, named_ids: set[str], elapsed: float,
              "feasible": len(t.feasible), "candidates_per_s": round(n_eval / elapsed) if elapsed > 0 else None,
              "space_points": t.space_points, "points_decided_by_bound": t.bound_points,
              "space_points_per_s": round(t.space_points / elapsed) if elapsed > 0 else None}
+    if t.sizing_abandoned:      # serving layouts whose replica sizing stopped on a bound (docs/recommend.md)
+        stats["sizing_abandoned"] = t.sizing_abandoned
     return Recommendation(plans=plans, pareto=pareto, rejected=rejections(s, named_ids), objective=s.objective,
                           objective_weights=s.weights, constraints=s.cons, preset=s.preset, task=s.space.task,
                           cost_metric=cost_metric, time_metric=time_metric, assumptions=_assumptions(s), stats=stats,

@@ -211,20 +211,106 @@ def _sized_by_simulation(s: Search, rep: Replica) -> bool:
     return bool(s.cons.requests_per_s) and rep.engine != "hf"
 
 
+def _abandon(s: Search, rep: Replica, group: int) -> tuple[Callable[[int, Any, Any], bool], list, list]:
+    """The sizing's stop test for one layout (estimate.load.replicas_for_slo `abandon`), the list it fills with
+    (replicas ruled out, GPUs, $/h lower bound, time lower bound) when it stops, and the `lo` values it was asked
+    about (0 first: the requests fit the KV pool and the sizing started). Once the answer is known to be more than
+    `lo` replicas, the plan costs at least the $/h of (lo + 1) x group GPUs (a price never falls with the count:
+    whole instances, the cheapest offering that holds them; tests/test_recommend_bounds.py), and its time value
+    (TTFT + output_len x TPOT at the SLO percentile) is at least output_len x the cheapest decode iteration over
+    tokens_per_step (load.cost.decode_floor). When a plan found so far beats both and the plan cannot enter the top
+    N (bounds.serving_hopeless), the layout cannot change the answer: its sizing stops and says so."""
+    from ..estimate.load.cost import decode_floor
+    from .bounds import serving_hopeless
+    from .pricing import hourly
+    why: list = []
+    floor: list = []
+    asked: list = []
+    limited = any(p.severity == "warning" and p.limited for p in rep.problems)
+    pref = s.pref(weights=rep.weights, engine=rep.engine) * (LIMITED_SUPPORT_PENALTY if limited else 1.0)
+
+    def abandon(lo: int, cost: Any, policy: Any) -> bool:
+        asked.append(lo)
+        if s.objective not in ("cheapest", "fastest") or not s.tally.front:
+            return False
+        gpus = (lo + 1) * group
+        if s.space.counts:          # fixed counts: the plan takes the smallest that holds the replicas
+            gpus = min((c for c in s.space.counts if c % group == 0 and c >= gpus), default=None)
+            if gpus is None:
+                return False        # the sizing says so itself (_within_counts)
+        price = hourly(s, rep.gpu, gpus)
+        if price is None:
+            return False
+        if not floor:
+            floor.append(decode_floor(cost) / max(1.0, float(policy.tokens_per_step)))
+        t_lb = rep.out_len * floor[0]
+        if not serving_hopeless(s, price, t_lb, pref, (rep.gpu.id, rep.engine, rep.weights, rep.kv)):
+            return False
+        why.extend((lo, gpus, price, t_lb))
+        return True
+    return abandon, why, asked
+
+
+def _doubling_cap(s: Search, group: int, limit: int) -> int:
+    """How far the replica sizing (estimate.load.replicas_for_slo: doubling 1, 2, 4, ... then bisection) needs to
+    double: to `limit` (max_gpus / group), or, when the GPU count is fixed, to the first doubling at or above the
+    most replicas the fixed counts allow. The doublings up to it are the same as without the cap, so an answer found
+    there is the same; an answer past it would need more GPUs than the counts allow (issue: heavy recommends)."""
+    counts = s.space.counts
+    if not counts:
+        return limit
+    most = max((c // group for c in counts if c % group == 0), default=0)
+    p = 1
+    while p < most:
+        p *= 2
+    return min(limit, p)
+
+
 def _replicas_for_slo(s: Search, rep: Replica, scn1: Any, gpu: Any, mem: Any, group: int,
                       label: str) -> tuple[int, dict] | None:
     """The fewest replicas whose simulated p99 (or the scenario's infer.load.slo_percentile) TTFT and TPOT
     meet the constraints at requests_per_s / replicas each (None, with the miss, when none do)."""
     from ..estimate.load import replicas_for_slo
     from ..estimate.speed import serving_model
+    from .pricing import hourly
     cons = s.cons
+    if s.objective != "fastest" and hourly(s, gpu, 1) is None:
+        # no offering holds even one of these GPUs and no purchase price is known: no replica count can be priced,
+        # and a plan without a price is not kept (candidate.accept), so the layout is not sized by simulation
+        # (candidate.accept's miss for a plan without a price; ranked with the sizing's own misses, above memory misses,
+        # since this layout fits)
+        s.tally.sizing_abandoned += 1
+        s.tally.miss(rep.gpu.id, 3, 0, Rejection(label, f"no price for {gpu.id}: no rentable offering matches and no "
+                     "launch price is known (set cost.usd_per_gpu_hour or cost.capex_usd_per_gpu); so its replicas were "
+                     "not sized by the load simulator", "price", gpu.id, group,
+                     alternative="set cost.usd_per_gpu_hour or cost.capex_usd_per_gpu; its replicas are then sized"))
+        return None
     load = scn1.infer.load
     slo = {"ttft_s": cons.ttft_s, "tpot_s": cons.tpot_s,
            "percentile": load.slo_percentile if load is not None else 99.0}
     r = s.resolved(scn1, gpu)
     sv = serving_model(r.scenario, r.model, r.gpu, params=r.speed_params, network=r.network, memory=mem)
+    limit = max(1, s.max_gpus // group)
+    cap = _doubling_cap(s, group, limit)
+    abandon, why, asked = _abandon(s, rep, group)
     sized = replicas_for_slo(r.scenario, sv, int(gpu.usable_memory_bytes), cons.requests_per_s, slo,
-                             max_replicas=max(1, s.max_gpus // group))
+                             max_replicas=cap, abandon=abandon)
+    if why:
+        lo, gpus, price, t_lb = why
+        s.tally.sizing_abandoned += 1
+        need = f"needs more than {lo} replica{'s' if lo > 1 else ''} ({gpus}+ GPUs, " if lo else f"needs {gpus}+ GPUs ("
+        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"not sized further: {need}at least ${price:,.2f}/h) and its "
+                     f"requests take at least {t_lb:.2f} s (output_len x the cheapest decode step), while plans already "
+                     "found are cheaper and faster and it cannot enter the top plans (docs/recommend.md, bounded "
+                     "sizing)", "constraint", rep.gpu.id, group))
+        return None
+    if sized is None and cap < limit and asked:
+        # the fixed counts allow at most `cap` replicas and the sizing failed at every doubling up to it: whatever it
+        # would find past it (or nothing) is more than the counts allow
+        s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"needs more than {cap * group} GPUs for the SLO at "
+                     f"{cons.requests_per_s:g} requests/s (simulated); count fixed at "
+                     f"{', '.join(map(str, s.space.counts))}", "constraint", rep.gpu.id, group))
+        return None
     if sized is None:
         s.tally.miss(rep.gpu.id, 3, 0.5, Rejection(label, f"no replica count up to {s.max_gpus} GPUs keeps the "
                      f"p{slo['percentile']:g} TTFT/TPOT within the target at {cons.requests_per_s:g} requests/s "

@@ -38,6 +38,7 @@ class Tally:
     layouts: int = 0
     space_points: int = 0       # points of the search space (grid.py), every one decided below
     bound_points: int = 0       # of them, decided by a proven bound or a software rule, not evaluated
+    sizing_abandoned: int = 0   # serving layouts whose load-simulator sizing stopped on a bound (serve_search._abandon)
     gpus_done: int = 0
     gpus_total: int = 0
 

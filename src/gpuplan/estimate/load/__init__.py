@@ -14,7 +14,7 @@ import numpy as np
 
 from .cost import ConstantCost, EngineCost, SpecCost, step_cost
 from .engines import engine_policy
-from .scheduler import Policy, Result, simulate
+from .scheduler import Policy, Result, SloStop, simulate
 from .workload import SHAPES, Arrivals, Lengths, Workload, make_workload, trace_workload
 
 __all__ = ["serving_load", "simulate", "summarize", "Policy", "Result", "ConstantCost", "EngineCost",
@@ -75,6 +75,24 @@ def meets_slo(res: Result, slo: Mapping[str, Any]) -> bool:
         if len(x) and float(np.percentile(x, pct)) > lim:
             return False
     return True
+
+
+def misses_to_fail(size: int, percentile: float) -> int:
+    """The fewest values above a limit that put np.percentile(x, percentile) (linear interpolation, len(x) =
+    `size`) above it: the value at index floor(q (size - 1)) is then above it, and the percentile is at least
+    that value (numpy's _lerp of a <= b never returns less than a). The index is taken 1e-6 low, so a
+    floating-point rounding of q (size - 1) can only ask for one miss more, never one fewer."""
+    lo = max(0, int(np.floor(percentile / 100.0 * (size - 1) - 1e-6)))
+    return size - lo
+
+
+def slo_stop(workload: Workload, slo: Mapping[str, Any]) -> SloStop:
+    """When a run of `workload` certainly fails meets_slo(res, slo) (scheduler.SloStop): TTFT is finite for every
+    request of a finished run, TPOT for those with more than one output token."""
+    pct = slo.get("percentile", 99.0)
+    n_tpot = int((np.asarray(workload.output_tokens) > 1).sum())
+    return SloStop(slo.get("ttft_s"), misses_to_fail(workload.n, pct),
+                   slo.get("tpot_s") if n_tpot else None, misses_to_fail(n_tpot, pct) if n_tpot else 0)
 
 
 def measured(res: Result, warmup: int = 0) -> np.ndarray:
@@ -341,12 +359,17 @@ def _disaggregated(scn: Any, serving: Any, wl: Workload, policy: Policy, cost: A
 
 
 def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, slo: Mapping[str, Any], *,
-                     requests: int | None = None, max_replicas: int = 4096) -> tuple[int, dict[str, Any]] | None:
+                     requests: int | None = None, max_replicas: int = 4096,
+                     abandon: Callable[[int, Any, Policy], bool] | None = None) -> tuple[int, dict[str, Any]] | None:
     """The fewest replicas whose simulated `slo['percentile']` TTFT and TPOT meet the SLO when each gets
     rate/replicas Poisson arrivals (and its queue stays bounded), with that replica's load summary;
     None when even `max_replicas` do not (one request alone is slower than the SLO). Each replica
     simulates the scenario's own `infer.load.requests` (what `serve` simulates; at most SLO_MAX_REQUESTS)
-    unless told otherwise."""
+    unless told otherwise.
+
+    `abandon(lo, cost, policy)`: asked whenever the answer is known to be more than `lo` replicas and more runs
+    would follow (`cost`, `policy`: the replica's step cost and scheduler); True stops the search there and returns None (the caller knows
+    why: the recommend search stops sizing a layout that can no longer matter, search/serve_search.py)."""
     inf = scn.infer
     load = inf.load
     if requests is None:   # bounded work per candidate: at most SLO_MAX_REQUESTS per simulated replica count
@@ -361,18 +384,23 @@ def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, s
         return None
     cost = step_cost(serving, policy.max_num_seqs, max_ctx, max(policy.token_budget, int(probe.input_tokens.max())))
     adp = serving.adp
-    runs: dict[int, Result] = {}
+    runs: dict[int, Result | None] = {}
 
     def ok(n: int) -> bool:
         if n not in runs:
             wl = make_workload(Arrivals("poisson", rate / n / adp), requests, inp, out, seed)
-            runs[n] = simulate(wl, policy, cost)
+            # a run that certainly misses the SLO stops there (None): only its verdict is used, never its numbers
+            runs[n] = simulate(wl, policy, cost, slo_stop=slo_stop(wl, slo))
         r = runs[n]
-        return not is_overloaded(r) and meets_slo(r, slo)
+        return r is not None and not is_overloaded(r) and meets_slo(r, slo)
 
+    if abandon is not None and abandon(0, cost, policy):
+        return None
     hi = 1
     while not ok(hi):
         if hi >= max_replicas:
+            return None
+        if abandon is not None and abandon(hi, cost, policy):
             return None
         hi = min(hi * 2, max_replicas)
     lo = hi // 2                      # ok(lo) false (or lo = 0)
@@ -382,6 +410,8 @@ def replicas_for_slo(scn: Any, serving: Any, capacity_bytes: int, rate: float, s
             hi = mid
         else:
             lo = mid
+            if hi - lo > 1 and abandon is not None and abandon(lo, cost, policy):
+                return None
     s = summarize(runs[hi], slo=slo)
     m = per_request(runs[hi])
     pct = slo.get("percentile", 99.0)

@@ -137,10 +137,16 @@ class EngineCost:
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         """Σ_{j<k} decode(decodes, context + j), exactly for the piecewise-linear table."""
-        g, row = self.cgrid, self._row(decodes)
-        sl = self.cslope[decodes]
-        total, j, c = 0.0, 0, context
+        row = self.rows[decodes] if decodes < len(self.rows) else None
+        if row is None:
+            row = self._row(decodes)
+        g, sl = self.cgrid, self.cslope[decodes]
         last = len(g) - 2
+        seg = min(max(bisect.bisect_right(g, context) - 1, 0), last)
+        if k > 0 and (seg == last or k <= max(1, math.ceil(g[seg + 1] - context))):
+            # the common case, every iteration in one segment: the first pass of the loop below, the same float
+            return 0.0 + k * (row[seg] + sl[seg] * ((context + (k - 1) / 2.0) - g[seg]))
+        total, j, c = 0.0, 0, context
         while j < k:
             seg = min(max(bisect.bisect_right(g, c) - 1, 0), last)
             # iterations whose context stays in this segment (the last segment runs on)
@@ -164,13 +170,18 @@ class SpecCost:
         self.frontend_s = getattr(base, "frontend_s", 0.0)
         self.template_parse_s = getattr(base, "template_parse_s", 0.0)
         self._cache: dict[tuple[int, int], float] = {}
+        self._bd: dict[int, int] = {}
 
     def attention(self, tokens: float, offset: float) -> float:
         return self.base.attention(tokens, offset)
 
+    _LOG_B, _LOG_C = math.log(1.25), math.log(1.2)
+
     def extra(self, decodes: int, context: float) -> float:
-        bd = decodes if decodes <= 8 else 9 + int(math.log(decodes / 8.0) / math.log(1.25))
-        bc = int(math.log(max(context, 1.0)) / math.log(1.2))
+        bd = self._bd.get(decodes)
+        if bd is None:          # a batch's bucket, once per batch size (the same expression)
+            bd = self._bd[decodes] = decodes if decodes <= 8 else 9 + int(math.log(decodes / 8.0) / self._LOG_B)
+        bc = int(math.log(max(context, 1.0)) / self._LOG_C)
         key = (bd, bc)
         v = self._cache.get(key)
         if v is None:
@@ -238,6 +249,21 @@ class SerialOutput:
 
     def decode_sum(self, decodes: int, context: float, k: int) -> float:
         return self.base.decode_sum(decodes, context, k) + self.token_s * decodes * k
+
+
+def decode_floor(cost) -> float:
+    """The cheapest iteration that advances a decoding sequence, as `cost` prices it: one sequence's decode step
+    (every wrapper above applied: speculative extra, streaming ceiling, serial output) at the smallest priced
+    context — the minimum of the batch-1 table row, which is piecewise linear between the context grid points.
+    A lower bound on every decode iteration of a simulation on `cost` as long as more sequences, more context or
+    prompt rows riding in the step never make it cheaper (the speed engine's steps add non-negative terms:
+    tests/test_recommend_bounds.py checks the tables). Every TPOT is at least this over tokens_per_step."""
+    base = cost
+    while not hasattr(base, "cgrid"):        # SpecCost / StreamCeiling / SerialOutput over the EngineCost
+        if not hasattr(base, "base"):
+            return cost.step(1, 1.0, 0.0, 0.0)      # ConstantCost: every step costs the same
+        base = base.base
+    return min(cost.step(1, c, 0.0, 0.0) for c in base.cgrid)
 
 
 def step_cost(serving, max_batch: int, max_context: int, max_prefill_tokens: int):

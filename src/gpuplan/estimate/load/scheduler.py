@@ -109,12 +109,33 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: int = 200) -> Result:
-    """Serve every request of `workload` under `policy`, iteration by iteration, on `cost`."""
+@dataclass(frozen=True)
+class SloStop:
+    """Give up a run once it certainly misses a latency SLO: `ttft_misses` requests with a TTFT above
+    `ttft_s`, or `tpot_misses` with a TPOT above `tpot_s` (None: that target is not checked). The
+    simulation is causal (a later arrival never changes a first token or a finish already recorded), so a
+    miss counted mid-run is a miss of the whole run; load/__init__.slo_stop sets the counts at which the
+    run's percentile is certainly above the target (load.meets_slo would say False)."""
+    ttft_s: float | None
+    ttft_misses: int
+    tpot_s: float | None
+    tpot_misses: int
+
+
+def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: int = 200,
+             slo_stop: SloStop | None = None) -> Result | None:
+    """Serve every request of `workload` under `policy`, iteration by iteration, on `cost`. With `slo_stop`
+    the run returns None as soon as it certainly misses that SLO (the rest of it is not simulated)."""
     pol = policy
     n = workload.n
     P = [int(x) for x in workload.input_tokens]
     O = [int(x) for x in workload.output_tokens]
+    O_out = O                   # the output lengths the client sees (TPOT divides by them; O changes below with
+                                # speculative decoding)
+    stop_ttft = slo_stop.ttft_s if slo_stop is not None else None
+    stop_tpot = slo_stop.tpot_s if slo_stop is not None else None
+    misses = [0, 0]             # TTFT, TPOT misses so far (slo_stop)
+    stopped = False
     bs = pol.block_size
     cap = pol.kv_blocks
     if pol.tokens_per_step > 1.0:
@@ -310,9 +331,12 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
 
     def retire(r: int, now: float, shown: float | None = None) -> None:
         """Request r leaves the batch at `now`; its stream ended at `shown` (default: now)."""
-        nonlocal used, D, ctx0, done, in_sys, next_rid, blocked, in_system_s
+        nonlocal used, D, ctx0, done, in_sys, next_rid, blocked, in_system_s, stopped
         seen = now if shown is None else min(shown, now)
         finish[r] = seen
+        if stop_tpot is not None and O_out[r] > 1 and (seen - first_tok[r]) / max(O_out[r] - 1.0, 1.0) > stop_tpot:
+            misses[1] += 1      # the TPOT load.per_request computes, in the same float operations
+            stopped = stopped or misses[1] >= slo_stop.tpot_misses
         in_system_s -= now - seen               # it left the system (for its client) when its stream ended
         done += 1
         in_sys -= 1
@@ -374,6 +398,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
     # requests that had reached the engine by then are in it; an idle engine picks a request at once
     picked = 0.0
     while done < n:
+        if stopped:
+            return None
         enqueue_until(t, picked if pol.lookahead else t)
         if not D:
             ms_left = 0                      # a multi-step run ends when its batch is gone (all preempted)
@@ -551,6 +577,9 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
             gen[r] += 1
             if math.isnan(first_tok[r]):
                 first_tok[r] = t
+                if stop_ttft is not None and t - arr[r] > stop_ttft:
+                    misses[0] += 1
+                    stopped = stopped or misses[0] >= slo_stop.ttft_misses
             if gen[r] >= O[r]:
                 retire(r, t)
                 continue
@@ -572,6 +601,8 @@ def simulate(workload: Workload, policy: Policy, cost: Any, *, timeline_points: 
         if len(tl) < 100000:
             tl.append((t, used / cap if cap else 0.0, len(running), len(waiting)))
 
+    if stopped:
+        return None
     return Result(np.array(arr), np.array(first_sched), np.array(first_tok), np.array(finish),
                   np.asarray(workload.input_tokens), np.asarray(workload.output_tokens), preemptions,
                   iterations, steps, in_system_s, kv_block_s, cap, max_used, t, _thin(tl, timeline_points))
