@@ -29,9 +29,7 @@ FORWARD_REDUCE_SCATTERS = 2    # o_proj, down_proj: RowwiseParallel(output_layou
 BACKWARD_ALL_GATHERS = 9       # 5 re-gathers of the saved inputs (weight gradients), 4 of the row outputs' gradients
 BACKWARD_REDUCE_SCATTERS = 6   # the column-parallel input gradients (Partial) back to the sequence shard
 
-# NeMo RL's plan function for this model type (PARALLIZE_FUNCTIONS: LlamaForCausalLM -> _parallelize_llama); Qwen2/3
-# and Gemma3 have their own plans (not counted: they keep gpuplan's Megatron-style count)
-PLAN_MODEL_TYPES = frozenset({"llama"})
+# Which models NeMo RL parallelizes with this plan is model knowledge: models/hf_ops.nemo_rl_llama_tp_plan
 
 
 def collectives_per_layer(forward_only: bool, recompute_forward_share: float = 0.0) -> tuple[float, float]:

@@ -969,8 +969,9 @@ def _dtensor_llama_plan(c: _Train) -> bool:
     """Transformers' Llama under NeMo RL's DTensor tensor-parallel plan with sequence parallelism (train.hf_modules on
     the torchtitan / FSDP2 profile, tp > 1, parallel.sp): its collectives are counted (estimate/dtensor_tp.py,
     docs/speed.md §2.20)."""
+    from ..models.hf_ops import nemo_rl_llama_tp_plan
     return (bool(getattr(c.tr, "hf_modules", False)) and c.par.tp > 1 and bool(getattr(c.par, "sp", True))
-            and c.model.model_type in dtensor_tp.PLAN_MODEL_TYPES)
+            and nemo_rl_llama_tp_plan(c.model))
 
 
 def _dtensor_tp_forward_only(c: _Train, t_lin: float) -> float:

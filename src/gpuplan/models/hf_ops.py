@@ -15,3 +15,14 @@ def hf_ops_layer_kind(spec: ModelSpec, counted: frozenset[str]) -> str:
     if spec.model_type in counted:
         return spec.model_type
     return MOE_STAND_IN if spec.is_moe else DENSE_STAND_IN
+
+
+# NeMo RL's DTensor tensor-parallel plan per HF class (nemo_rl/models/dtensor/parallelize.py PARALLIZE_FUNCTIONS,
+# NVIDIA-NeMo/RL@b1c86a8 = v0.3.0: LlamaForCausalLM -> _parallelize_llama); Qwen2/3 and Gemma3 have plans of their
+# own, not counted (estimate/dtensor_tp.py counts the Llama one's collectives)
+NEMO_RL_LLAMA_PLAN_TYPES = frozenset({"llama"})
+
+
+def nemo_rl_llama_tp_plan(spec: ModelSpec) -> bool:
+    """Whether NeMo RL's DTensor worker parallelizes `spec` with its Llama plan."""
+    return spec.model_type in NEMO_RL_LLAMA_PLAN_TYPES
