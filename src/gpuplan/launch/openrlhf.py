@@ -20,7 +20,7 @@ function file or URL you provide).
 """
 from __future__ import annotations
 
-from ._common import Plan, hash_header, require_training, reward_ref, unsupported
+from ._common import Plan, hash_header, require_objective, require_training, reward_ref, unsupported
 
 
 OPENRLHF_VERSION = "v0.11.0 (3c3be623)"
@@ -31,8 +31,7 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in _ESTIMATOR:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "this launcher writes OpenRLHF's PPO-family "
-                          "trainer (grpo, rloo, ppo).", ("trl", "llama-factory", "axolotl"), "use an RL objective, or")
+        require_objective(plan, "this launcher writes OpenRLHF's PPO-family trainer (grpo, rloo, ppo).")
     if plan.multi_node:
         raise unsupported(plan, "more than one node", "the OpenRLHF launch here runs on one node.", ("verl",))
     if t.method == "qlora":

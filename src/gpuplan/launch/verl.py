@@ -19,7 +19,7 @@ reward_model.enable + model.path; PPO's critic -> critic.model.path (the actor's
 """
 from __future__ import annotations
 
-from ._common import Plan, hash_header, require_training, reward_ref, unsupported
+from ._common import Plan, hash_header, require_objective, require_training, reward_ref, unsupported
 
 
 VERL_VERSION = "v0.7.0 (f9c855f7)"
@@ -31,8 +31,7 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in _ESTIMATOR:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "verl's main_ppo trainer runs RL objectives "
-                          "(grpo, ppo, rloo).", ("trl", "hf"), "use an RL objective, or")
+        require_objective(plan, "verl's main_ppo trainer runs RL objectives (grpo, ppo, rloo).")
     rl = t.rl
     if rl.placement != "colocated":
         raise unsupported(plan, "rl.placement 'split'", "verl's main_ppo colocates actor, reference and rollout "

@@ -1,0 +1,67 @@
+"""Issue 20, "works for a real user": what an ML engineer new to gpuplan trips over when planning post-training
+(DPO and relatives, GRPO/PPO), each pinned by a test that failed before its fix."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpuplan.errors import UnsupportedError
+from gpuplan.launch import launch_files
+from gpuplan.launch._common import ENGINE_OBJECTIVES, objective_engines
+from gpuplan.scenario import load_scenario, scenario_from_dict
+
+_DPO = {"model": "qwen2.5-0.5b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 1},
+        "train": {"objective": "dpo", "method": "lora", "seq_len": 1024, "micro_batch": 2, "global_batch": 16}}
+
+
+def _named_engines(message: str) -> list[str]:
+    m = re.search(r"use an engine that can: ([^.]*)\.|Engines that can: ([^.]*)\.", message)
+    return [] if m is None else [e.strip() for e in (m.group(1) or m.group(2)).split(",")]
+
+
+# ---- launch: an engine must not write a supervised script for a post-training objective ---------------------
+
+@pytest.mark.parametrize("engine", ["hf", "torchrun", "deepspeed", "megatron", "slurm"])
+@pytest.mark.parametrize("objective", ["dpo", "grpo"])
+def test_supervised_engines_refuse_a_post_training_objective(engine, objective):
+    # before: `gpuplan launch grpo.yaml --engine hf` wrote train_hf.py (HF Trainer, next-token loss) with the GRPO
+    # estimate in its header: a user would have run SFT believing it was GRPO
+    scn = load_scenario("examples/grpo-7b-colocated.yaml") if objective == "grpo" else scenario_from_dict(_DPO)
+    with pytest.raises(UnsupportedError) as err:
+        launch_files(scn, engine)
+    text = str(err.value)
+    assert f"train.objective '{objective}'" in text
+    named = _named_engines(text)
+    assert named and all(objective in ENGINE_OBJECTIVES[e] for e in named)
+
+
+def test_engine_objective_table_matches_the_launchers():
+    # the table the refusals read is the launchers' own vocabulary (verl/openrlhf estimators, LLaMA-Factory stages,
+    # Axolotl's rl types), so a refusal never names an engine that would refuse the same objective
+    from gpuplan.launch import axolotl, llamafactory, openrlhf, verl
+    assert set(ENGINE_OBJECTIVES["verl"]) == set(verl._ESTIMATOR)
+    assert set(ENGINE_OBJECTIVES["openrlhf"]) == set(openrlhf._ESTIMATOR)
+    assert set(ENGINE_OBJECTIVES["llama-factory"]) == set(llamafactory._STAGE)
+    assert set(ENGINE_OBJECTIVES["axolotl"]) == {"sft", *axolotl._RL}
+    assert objective_engines("grpo") == ("trl", "verl", "openrlhf")
+    assert objective_engines("distill") == ()
+
+
+@pytest.mark.parametrize("engine", ["axolotl", "llama-factory", "unsloth", "mlx-lm"])
+def test_objective_refusal_names_only_engines_that_run_it(engine):
+    # before: unsloth and mlx-lm answered GRPO with "use an engine that can: trl, llama-factory, axolotl", two of
+    # which refuse GRPO; axolotl and llama-factory left out openrlhf
+    scn = load_scenario("examples/grpo-7b-colocated.yaml")
+    with pytest.raises(UnsupportedError) as err:
+        launch_files(scn, engine)
+    assert _named_engines(str(err.value)) == ["trl", "verl", "openrlhf"]
+
+
+def test_trl_sharding_refusal_names_the_rl_engines_that_shard():
+    # the bundled GRPO example uses zero 3; TRL's launch is DDP only. before: "set parallel to dp only", no engine
+    with pytest.raises(UnsupportedError) as err:
+        launch_files(load_scenario("examples/grpo-7b-colocated.yaml"), "trl")
+    assert _named_engines(str(err.value)) == ["verl", "openrlhf"]
+    files = launch_files(load_scenario("examples/grpo-7b-colocated.yaml"), "verl")
+    assert files
