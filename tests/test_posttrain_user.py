@@ -65,3 +65,24 @@ def test_trl_sharding_refusal_names_the_rl_engines_that_shard():
     assert _named_engines(str(err.value)) == ["verl", "openrlhf"]
     files = launch_files(load_scenario("examples/grpo-7b-colocated.yaml"), "verl")
     assert files
+
+
+# ---- the training objective written at the top level -----------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["dpo", "grpo", "orpo"])
+def test_top_level_training_objective_is_refused_with_its_place(name):
+    # before: `objective: dpo` at the top level (the ranking objective's field) passed the schema unchecked and the
+    # estimate priced SFT without a word
+    from gpuplan.errors import InputError
+    data = {"model": "llama-3.1-8b", "task": "finetune", "objective": name, "hardware": {"gpu": "h100-sxm"},
+            "train": {"method": "lora"}}
+    with pytest.raises(InputError, match="train.objective"):
+        scenario_from_dict(data)
+
+
+def test_recommend_objective_flag_with_a_training_objective_says_where_it_goes():
+    from gpuplan.errors import InputError
+    from gpuplan.search.rank import parse_objective
+    with pytest.raises(InputError, match="train.objective"):
+        parse_objective("grpo")
+    assert parse_objective("cheapest") == ("cheapest", {})

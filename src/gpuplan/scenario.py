@@ -1045,6 +1045,11 @@ def _check_weights(weights: dict[str, float], shown: str) -> None:
 
 
 def _objective(v: Any) -> Any:
+    if isinstance(v, str) and v.strip().lower() in get_args(TrainObjective):
+        # issue 20: `objective: dpo` at the top level was taken as a (never-checked) ranking name and the estimate
+        # silently priced SFT; the top-level objective only ranks plans
+        raise ValueError(f"{v.strip()} is a training objective: write it as train.objective (the top-level "
+                         "objective ranks plans: cheapest, fastest, cost_per_token or weighted:cost=W,time=W)")
     if isinstance(v, dict):
         _check_weights(v, excerpt(v))
     elif isinstance(v, str) and v.strip().lower().startswith("weighted"):
