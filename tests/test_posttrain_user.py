@@ -86,3 +86,31 @@ def test_recommend_objective_flag_with_a_training_objective_says_where_it_goes()
     with pytest.raises(InputError, match="train.objective"):
         parse_objective("grpo")
     assert parse_objective("cheapest") == ("cheapest", {})
+
+
+# ---- a field at the wrong nesting level ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, where", [
+    ({"train": {"objective": "grpo"}, "rl": {"group_size": 8}}, "train.rl"),                 # rl block at the top
+    ({"train": {"objective": "grpo"}, "hardware": {"rl": {"group_size": 8}}}, "train.rl"),    # under hardware
+    ({"train": {"objective": "grpo", "group_size": 8}}, "train.rl.group_size"),               # rl field under train
+])
+def test_misplaced_field_names_where_it_belongs(data, where):
+    # before: "'rl' is not a scenario field (check the spelling)" for a correctly spelled key one level off, and
+    # close matches such as "optimizer, compile" for train.group_size
+    from gpuplan.errors import InputError
+    base = {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8}}
+    merged = {**base, **data, "hardware": {**base["hardware"], **data.get("hardware", {})}}
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(merged)
+    text = str(err.value)
+    assert f"belongs at {where}" in text and "check the spelling" not in text
+    assert "optimizer" not in text
+
+
+def test_misspelled_field_still_gets_close_matches():
+    from gpuplan.errors import InputError
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm"},
+                            "train": {"seqlen": 512}})
+    assert "check the spelling" in str(err.value) and "seq_len" in str(err.value)

@@ -1528,6 +1528,27 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return cls
 
 
+def _field_homes(root: type[BaseModel], name: str, depth: int = 4) -> list[str]:
+    """Where else in the schema a field called `name` lives (dotted paths), for a key written at the wrong level
+    (`rl:` at the top level or under hardware instead of train.rl; `group_size:` under train)."""
+    found: list[str] = []
+    todo: list[tuple[Any, str]] = [(root, "")]
+    seen: set[Any] = set()
+    while todo:
+        cls, prefix = todo.pop(0)
+        if cls in seen or prefix.count(".") >= depth:
+            continue
+        seen.add(cls)
+        for field, info in (getattr(cls, "model_fields", None) or {}).items():
+            path = f"{prefix}{field}"
+            if field == name:
+                found.append(path)
+            sub = _model_in(info.annotation)
+            if sub is not None:
+                todo.append((sub, path + "."))
+    return found
+
+
 def _plain(name: str) -> str:
     return "".join(ch for ch in str(name).lower() if ch.isalnum())
 
@@ -1570,8 +1591,11 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     for e in err.errors(include_url=False):
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        homes: list[str] = []
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling)"
+            homes = [h for h in _field_homes(root, str(e["loc"][-1])) if h != loc] if e["loc"] else []
+            msg = (f"is not a field at this level; it belongs at {' or '.join(homes)} (move it there)" if homes
+                   else "is not a scenario field (check the spelling)")
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:
@@ -1586,7 +1610,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         line = f"'{loc}' {msg}{shown}" if loc != "(top level)" or e["type"] != "value_error" else msg
         if line not in lines:
             lines.append(line)
-            nears.append(error_suggestions(e, root))
+            nears.append([] if homes else error_suggestions(e, root))
     lines, nears = lines[:6], nears[:6]
     matches = [m for near in nears for m in near]
     if len(lines) > 1:     # several fields: say which field each close match is for
