@@ -114,3 +114,25 @@ def test_misspelled_field_still_gets_close_matches():
         scenario_from_dict({"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm"},
                             "train": {"seqlen": 512}})
     assert "check the spelling" in str(err.value) and "seq_len" in str(err.value)
+
+
+# ---- "what fits" for an RL scenario -----------------------------------------------------------------------------
+
+def test_rl_fit_limits_name_the_generated_length_not_the_unread_seq_len():
+    # before: `gpuplan memory examples/grpo-7b-colocated.yaml` printed "max_seq_len = 131,072": train.seq_len is
+    # not read by an RL step (its sequences are rl.prompt_len + the response), so that was the search's upper bound
+    from gpuplan.estimate.fit import fit_limits
+    from gpuplan.pipeline import evaluate
+    scn = load_scenario("examples/grpo-7b-colocated.yaml")
+    a, b = evaluate(scn.replace(train={"seq_len": 512})), evaluate(scn.replace(train={"seq_len": 65536}))
+    assert a.memory.peak_bytes_per_gpu == b.memory.peak_bytes_per_gpu      # seq_len is not an RL knob
+    est = evaluate(scn)
+    limits = fit_limits(est.scenario, est.model, est.gpu.usable_memory_bytes)
+    assert "max_seq_len" not in limits
+    n = limits["max_new_tokens"]
+    assert n is not None and scn.train.rl.max_new_tokens <= n < est.model.max_position - scn.train.rl.prompt_len
+
+    def peak(m):
+        rl = {**scn.train.rl.model_dump(exclude_unset=True), "max_new_tokens": m}
+        return evaluate(scn.replace(train={"rl": rl}))
+    assert peak(n).memory.fits and not peak(2 * n).memory.fits
