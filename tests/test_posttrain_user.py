@@ -136,3 +136,26 @@ def test_rl_fit_limits_name_the_generated_length_not_the_unread_seq_len():
         rl = {**scn.train.rl.model_dump(exclude_unset=True), "max_new_tokens": m}
         return evaluate(scn.replace(train={"rl": rl}))
     assert peak(n).memory.fits and not peak(2 * n).memory.fits
+
+
+# ---- an RL scenario without its rl block; a sequence past the context -----------------------------------------
+
+def test_rl_without_rl_block_says_it_priced_the_defaults():
+    # before: objective grpo with no train.rl was priced on 64 prompts x 8 x 1,024 new tokens without a word
+    from gpuplan.pipeline import evaluate
+    bare = {"model": "qwen2.5-0.5b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+            "parallel": {"zero": 3}, "train": {"objective": "grpo"}}
+    said = [w for w in evaluate(bare).warnings if "train.rl is not given" in w]
+    assert len(said) == 1 and "64 prompts x group 8" in said[0] and "max_new_tokens 1024" in said[0]
+    given = {**bare, "train": {"objective": "grpo", "rl": {"group_size": 4}}}
+    assert not [w for w in evaluate(given).warnings if "train.rl is not given" in w]
+
+
+def test_rl_sequence_past_the_context_names_the_longest_max_new_tokens():
+    from gpuplan.pipeline import evaluate
+    scn = {"model": "qwen2.5-0.5b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+           "parallel": {"zero": 3}, "train": {"objective": "grpo", "rl": {
+               "prompt_len": 30000, "max_new_tokens": 8000, "mean_response_len": 600}}}
+    said = [w for w in evaluate(scn).warnings if "exceeds" in w]
+    # Qwen2.5-0.5B's config: max_position_embeddings 32,768 -> at most 32,768 - 30,000 = 2,768 new tokens
+    assert said and "set rl.max_new_tokens <= 2,768" in said[0]
