@@ -159,3 +159,23 @@ def test_rl_sequence_past_the_context_names_the_longest_max_new_tokens():
     said = [w for w in evaluate(scn).warnings if "exceeds" in w]
     # Qwen2.5-0.5B's config: max_position_embeddings 32,768 -> at most 32,768 - 30,000 = 2,768 new tokens
     assert said and "set rl.max_new_tokens <= 2,768" in said[0]
+
+
+# ---- whatif / "to make it fit" for an RL step --------------------------------------------------------------------
+
+def test_rl_whatif_offers_the_rollout_knobs_not_seq_len():
+    # before: `gpuplan whatif` on a GRPO scenario listed "seq_len=1024 ... saves 0.0 GiB" (an RL step does not read
+    # train.seq_len) and none of the RL step's own knobs
+    from gpuplan.pipeline import evaluate
+    from gpuplan.techniques import techniques_for
+    scn = load_scenario("examples/grpo-7b-colocated.yaml")
+    by_name = {t.name: t for t in techniques_for(scn)}
+    assert not [n for n in by_name if n.startswith("seq_len")]
+    assert {"rl.offload_train_states=true", "rl.gpu_memory_utilization=0.4", "rl.max_new_tokens=512"} <= set(by_name)
+    base = evaluate(scn).memory.phases["rollout"]
+    # each applies to the scenario as given (the rl block is kept whole: Scenario.replace merges one level)
+    cut = scn.replace(**by_name["rl.max_new_tokens=512"].changes).train.rl
+    assert (cut.max_new_tokens, cut.mean_response_len, cut.group_size) == (512, 512, 8)
+    off = evaluate(scn.replace(**by_name["rl.offload_train_states=true"].changes)).memory.phases["rollout"]
+    low = evaluate(scn.replace(**by_name["rl.gpu_memory_utilization=0.4"].changes)).memory.phases["rollout"]
+    assert off < base and low < base
