@@ -179,3 +179,48 @@ def test_rl_whatif_offers_the_rollout_knobs_not_seq_len():
     off = evaluate(scn.replace(**by_name["rl.offload_train_states=true"].changes)).memory.phases["rollout"]
     low = evaluate(scn.replace(**by_name["rl.gpu_memory_utilization=0.4"].changes)).memory.phases["rollout"]
     assert off < base and low < base
+
+
+# ---- recommend / compare for an RL job ---------------------------------------------------------------------------
+
+def test_recommend_on_rl_refuses_flags_it_would_not_apply(capsys):
+    # before: `gpuplan recommend grpo.yaml --gpus h100-sxm,l40s --budget 500 --deadline 1` printed placements on the
+    # file's H100s alone, cheapest for 1,000 steps, with the GPU list, budget and deadline silently dropped
+    from gpuplan.cli import main
+    code = main(["recommend", "examples/grpo-7b-colocated.yaml", "--gpus", "h100-sxm,l40s", "--budget", "500",
+                 "--deadline", "1", "--json"])
+    import json
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and "--gpus" in err["what"] and "--budget" in err["what"] and "--deadline" in err["what"]
+    assert "gpuplan compare" in err["fix"]
+    assert main(["recommend", "examples/grpo-7b-colocated.yaml", "--top", "2", "--json"]) == 0
+
+
+def test_recommend_on_rl_without_a_gpu_does_not_send_the_user_back_to_recommend(capsys, tmp_path):
+    # before: "names no GPU ... or let `gpuplan recommend` choose the GPUs" - printed by gpuplan recommend itself
+    import json
+
+    from gpuplan.cli import main
+    f = tmp_path / "grpo.yaml"
+    f.write_text("model: qwen2.5-0.5b\ntask: finetune\ntrain: {objective: grpo}\n")
+    assert main(["recommend", str(f), "--json"]) == 2
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert "let `gpuplan recommend`" not in err["fix"] and "gpuplan compare" in err["fix"]
+
+
+def test_compare_on_rl_prices_each_gpus_cheapest_placement(capsys):
+    # before: `gpuplan compare grpo.yaml --gpus ...` refused every RL scenario ("the layout search does not
+    # enumerate" placements), so GPU types could not be weighed for GRPO at all
+    import json
+
+    from gpuplan.cli import main
+    from gpuplan.search.rl_search import recommend_rl
+    assert main(["compare", "examples/grpo-7b-colocated.yaml", "--gpus", "h100-sxm,a100-sxm-80gb", "--steps", "200",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["result"]["rows"]
+    assert [r["gpu"] for r in rows] == ["h100-sxm", "a100-sxm-80gb"]
+    scn = load_scenario("examples/grpo-7b-colocated.yaml")
+    for r in rows:       # the same answer as rl-plan's search on that GPU
+        best = recommend_rl(scn.replace(hardware={"gpu": r["gpu"]}), steps=200).plans[0]
+        assert r["fits"] and r["plan"] == best.label and r["usd_total"] == pytest.approx(best.usd_total)
+        assert r["usd_total"] == pytest.approx(r["usd_per_hour"] * r["step_time_s"] * 200 / 3600)
