@@ -224,3 +224,15 @@ def test_compare_on_rl_prices_each_gpus_cheapest_placement(capsys):
         best = recommend_rl(scn.replace(hardware={"gpu": r["gpu"]}), steps=200).plans[0]
         assert r["fits"] and r["plan"] == best.label and r["usd_total"] == pytest.approx(best.usd_total)
         assert r["usd_total"] == pytest.approx(r["usd_per_hour"] * r["step_time_s"] * 200 / 3600)
+
+
+def test_estimate_of_a_plan_that_does_not_fit_says_so_under_its_cost(capsys):
+    # before: `gpuplan estimate` of a KTO step that needs 89 GiB on a 45 GiB L40S ended with its step time and $ per
+    # million tokens and no word on where to go from there
+    from gpuplan.cli import main
+    scn = "examples/dpo-lora-8b.yaml"
+    assert main(["estimate", scn, "--gpu", "l40s", "--micro-batch", "8"]) == 1
+    out = capsys.readouterr().out
+    assert "Does NOT fit: the time and cost above" in out and "`gpuplan memory`" in out
+    assert main(["estimate", scn]) == 0
+    assert "Does NOT fit" not in capsys.readouterr().out

@@ -81,6 +81,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         emit(estimate_report(est))
         if note:
             emit(f"note: {note}", info=True)
+        if not est.memory.fits:       # issue 20: the speed and cost above read like a plan's
+            rl = est.scenario.train is not None and est.scenario.train.rl is not None
+            search = ("`gpuplan rl-plan` tries the other rollout/training placements and `gpuplan compare --gpus` "
+                      "other GPU types" if rl else "`gpuplan recommend` searches GPUs and layouts")
+            emit(f"\nDoes NOT fit: the time and cost above are for a step that runs out of memory on "
+                 f"{est.gpu.id}. `gpuplan memory` with the same scenario lists what to change; {search}.", info=True)
         if ex is not None:
             from .explain import explanation_text
             emit("\n" + explanation_text(ex))
