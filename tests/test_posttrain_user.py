@@ -236,3 +236,18 @@ def test_estimate_of_a_plan_that_does_not_fit_says_so_under_its_cost(capsys):
     assert "Does NOT fit: the time and cost above" in out and "`gpuplan memory`" in out
     assert main(["estimate", scn]) == 0
     assert "Does NOT fit" not in capsys.readouterr().out
+
+
+def test_training_objective_can_be_set_from_the_command_line(capsys):
+    # before: no flag set train.objective (`--objective` is recommend's ranking), so a quick
+    # `gpuplan memory --model ... --method qlora` could only answer for SFT
+    import json
+
+    from gpuplan.cli import main
+    args = ["memory", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--task", "finetune", "--method", "qlora",
+            "--recompute", "full", "--json"]
+    main(args)
+    sft = json.loads(capsys.readouterr().out)["result"]["memory"]["peak_bytes_per_gpu"]
+    main(args + ["--train-objective", "dpo"])
+    dpo = json.loads(capsys.readouterr().out)["result"]["memory"]
+    assert dpo["peak_bytes_per_gpu"] > sft and any("dpo" in n for n in dpo["notes"])
