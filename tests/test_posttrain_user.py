@@ -251,3 +251,31 @@ def test_training_objective_can_be_set_from_the_command_line(capsys):
     main(args + ["--train-objective", "dpo"])
     dpo = json.loads(capsys.readouterr().out)["result"]["memory"]
     assert dpo["peak_bytes_per_gpu"] > sft and any("dpo" in n for n in dpo["notes"])
+
+
+def _grpo_8b_a100_40(tmp_path):
+    f = tmp_path / "grpo-a100-40.yaml"
+    f.write_text("model: llama-3.1-8b\ntask: finetune\nhardware: {gpu: a100-sxm-40gb, count: 8}\nparallel: {zero: 3}\n"
+                 "train:\n  objective: grpo\n  micro_batch: 4\n  rl: {prompts_per_step: 64, group_size: 8, "
+                 "prompt_len: 1024, max_new_tokens: 4096, mean_response_len: 2000, gpu_memory_utilization: 0.6}\n")
+    return str(f)
+
+
+def test_rl_plan_with_no_fitting_placement_says_what_to_change(capsys, tmp_path):
+    # before: Llama-3.1-8B GRPO (4,096 new tokens, micro_batch 4) on 8 A100-40GB listed 26 rejections ("183.0 GiB
+    # on every GPU in phase backward > 40.0 GiB") and stopped: the phase was named, no change was
+    import json
+
+    from gpuplan.cli import main
+    f = _grpo_8b_a100_40(tmp_path)
+    assert main(["rl-plan", f]) == 1
+    out = capsys.readouterr().out
+    assert "phase backward" in out and "No placement fits" in out and "To make it fit" in out
+    assert "`gpuplan recommend` searches GPUs" not in out and "gpuplan compare" in out
+    assert main(["rl-plan", f, "--json"]) == 1
+    res = json.loads(capsys.readouterr().out)["result"]
+    assert res["plans"] == [] and res["to_fit"] and all(a["fits"] for a in res["to_fit"] if "+" not in a["change"])
+    from gpuplan.pipeline import evaluate
+    from gpuplan.scenario import load_scenario
+    first = res["to_fit"][0]
+    assert first["fits"] and first["peak_bytes_per_gpu"] <= evaluate(load_scenario(f)).memory.capacity_bytes_per_gpu

@@ -548,9 +548,21 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
 def run_rl_plan(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result, scenario_from_args
     from .rl_search import rl_plan
-    rec, rows = rl_plan(scenario_from_args(args), steps=args.steps, allow_async=not args.sync_only, top=args.top)
+    scn = scenario_from_args(args)
+    rec, rows = rl_plan(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
+    alternatives = None
+    if not rec.plans:       # issue 20: the rejections named the phase, nothing said what to change
+        from .whatif import fit_alternatives
+        from ..pipeline import evaluate
+        est = evaluate(scn)
+        alternatives = [] if est.memory.fits else fit_alternatives(est)
     if args.json:
-        print_result("rl-plan", {**rec.to_json(), "whatif": rows})
+        print_result("rl-plan", {**rec.to_json(), "whatif": rows,
+                                 **({"to_fit": alternatives} if alternatives is not None else {})})
     else:
         print(rl_plan_text(rec, rows))
+        if alternatives:
+            from .whatif import fit_advice
+            emit(f"\nNo placement fits. The scenario as given ({scn.train.rl.placement} on {scn.hardware.count}x "
+                 f"{scn.hardware.gpu}):\n" + fit_advice(est, alternatives))
     return OK if rec.plans else NO_PLAN
