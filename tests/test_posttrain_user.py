@@ -279,3 +279,37 @@ def test_rl_plan_with_no_fitting_placement_says_what_to_change(capsys, tmp_path)
     from gpuplan.scenario import load_scenario
     first = res["to_fit"][0]
     assert first["fits"] and first["peak_bytes_per_gpu"] <= evaluate(load_scenario(f)).memory.capacity_bytes_per_gpu
+
+
+def _pref(objective, **train):
+    return scenario_from_dict({**_DPO, "train": {**_DPO["train"], "objective": objective, **train}})
+
+
+@pytest.mark.parametrize("name", ["grpo-z3", "grpo-split", "grpo-qlora", "dpo-full-z3", "dpo-qlora", "kto"])
+def test_an_engine_a_refusal_names_does_not_refuse_for_the_same_reason(name):
+    # before: verl and OpenRLHF answered GRPO with QLoRA "use an engine that can: trl", whose launcher refuses QLoRA
+    # too; verl's split refusal named TRL but not OpenRLHF, which writes the split placement
+    from gpuplan.errors import GpuplanError
+    from gpuplan.launch import TRAIN_ENGINES
+    grpo = load_scenario("examples/grpo-7b-colocated.yaml")
+    scn = {"grpo-z3": grpo, "grpo-split": load_scenario("examples/grpo-7b-split.yaml"),
+           "grpo-qlora": grpo.replace(train={"method": "qlora"}), "dpo-full-z3": load_scenario("examples/dpo-full-8b.yaml"),
+           "dpo-qlora": _pref("dpo", method="qlora"), "kto": _pref("kto")}[name]
+
+    def refusal(engine):
+        try:
+            launch_files(scn, engine)
+        except GpuplanError as err:
+            return err
+        return None
+    for engine in TRAIN_ENGINES:
+        err = refusal(engine)
+        if err is None:
+            continue
+        for other in _named_engines(str(err)):
+            again = refusal(other)
+            assert again is None or again.what.split(": ", 1)[-1] != err.what.split(": ", 1)[-1], (engine, other)
+    if name == "grpo-split":
+        assert "openrlhf" in _named_engines(str(refusal("verl"))) and refusal("openrlhf") is None
+    if name == "grpo-qlora":
+        assert all(_named_engines(str(refusal(e))) == [] for e in ("trl", "verl", "openrlhf"))

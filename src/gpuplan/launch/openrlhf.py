@@ -35,7 +35,8 @@ def check(plan: Plan) -> None:
     if plan.multi_node:
         raise unsupported(plan, "more than one node", "the OpenRLHF launch here runs on one node.", ("verl",))
     if t.method == "qlora":
-        raise unsupported(plan, "method 'qlora'", "OpenRLHF's DeepSpeed actor trains a 16-bit base here.", ("trl",),
+        # no RL launcher written here loads a 4-bit base (TRL's and verl's refuse qlora too)
+        raise unsupported(plan, "method 'qlora'", "OpenRLHF's DeepSpeed actor trains a 16-bit base here.", (),
                           "use lora or full, or")
     if t.precision not in ("bf16", "fp16"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "OpenRLHF's --ds.param_dtype is bf16 or fp16.",

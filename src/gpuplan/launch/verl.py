@@ -35,14 +35,15 @@ def check(plan: Plan) -> None:
     rl = t.rl
     if rl.placement != "colocated":
         raise unsupported(plan, "rl.placement 'split'", "verl's main_ppo colocates actor, reference and rollout "
-                          "(hybrid engine); a disaggregated rollout group is not written here.", ("trl",),
+                          "(hybrid engine); a disaggregated rollout group is not written here.", ("openrlhf", "trl"),
                           "use placement colocated, or")
     if rl.mini_batch and (min(rl.mini_batch, rl.prompts_per_step * rl.group_size) % rl.group_size):
         raise unsupported(plan, f"rl.mini_batch {rl.mini_batch}", "verl counts ppo_mini_batch_size in prompts "
                           f"(each with rollout.n = {rl.group_size} responses).", ("trl",),
                           f"use a multiple of group_size {rl.group_size}, or")
     if t.method == "qlora":
-        raise unsupported(plan, "method 'qlora'", "verl's FSDP actor trains a 16-bit base (LoRA or full).", ("trl",),
+        # no RL launcher written here loads a 4-bit base (TRL's and OpenRLHF's refuse qlora too)
+        raise unsupported(plan, "method 'qlora'", "verl's FSDP actor trains a 16-bit base (LoRA or full).", (),
                           "use method lora or full, or")
     if t.precision != "bf16":
         raise unsupported(plan, f"train.precision '{t.precision}'", "verl's FSDP actor computes in bf16 over fp32 "
@@ -50,7 +51,7 @@ def check(plan: Plan) -> None:
     if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1 or p.zero != 3:
         raise unsupported(plan, f"tp={p.tp}, pp={p.pp}, cp={p.cp}, ep={p.ep}, zero={p.zero}",
                           "verl's FSDP actor fully shards over all GPUs (fsdp_size -1), which gpuplan estimates as "
-                          "zero 3 with dp over every GPU.", (), "set parallel to {zero: 3} (dp only), or")
+                          "zero 3 with dp over every GPU.", ("openrlhf",), "set parallel to {zero: 3} (dp only), or")
     if t.optimizer != "adamw":
         raise unsupported(plan, f"train.optimizer '{t.optimizer}'", "verl's actor optimizer config here is AdamW.",
                           ("trl",), "use adamw, or")
