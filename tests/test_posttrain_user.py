@@ -313,3 +313,24 @@ def test_an_engine_a_refusal_names_does_not_refuse_for_the_same_reason(name):
         assert "openrlhf" in _named_engines(str(refusal("verl"))) and refusal("openrlhf") is None
     if name == "grpo-qlora":
         assert all(_named_engines(str(refusal(e))) == [] for e in ("trl", "verl", "openrlhf"))
+
+
+# ---- RL settings that contradict each other name the fix --------------------------------------------------------
+
+@pytest.mark.parametrize("rl, parallel, needles", [
+    ({"placement": "split", "rollout_gpus": 3, "rollout_tp": 2}, {"zero": 3},
+     ["set rollout_gpus to a multiple of 2", "rollout_tp to one of 1, 3"]),
+    ({"rollout_tp": 3}, {"zero": 3}, ["set rollout_tp to one of 1, 2, 4, 8"]),
+    ({"placement": "split", "rollout_gpus": 3}, {"zero": 3, "tp": 2}, ["8 - rollout_gpus 3", "set rollout_gpus"]),
+    ({"mean_response_len": 2000}, {"zero": 3}, ["raise max_new_tokens to at least 2000"]),
+])
+def test_contradictory_rl_settings_say_what_to_set(rl, parallel, needles):
+    # before: "train.rl.rollout_tp = 2 does not divide the 3 rollout GPUs", "mean_response_len = 2000 exceeds
+    # max_new_tokens = 1024": the contradiction, not the way out
+    from gpuplan.errors import InputError
+    data = {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+            "parallel": parallel, "train": {"objective": "grpo", "rl": rl}}
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(data)
+    for needle in needles:
+        assert needle in str(err.value)

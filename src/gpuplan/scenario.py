@@ -1416,7 +1416,8 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.critic is on but {obj} has no value model (only ppo does)")
     if (rl.mean_response_len or 0) > rl.max_new_tokens:
         raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
-                         f"{rl.max_new_tokens}")
+                         f"{rl.max_new_tokens}, the most a response can have (raise max_new_tokens to at least "
+                         f"{rl.mean_response_len}, or lower mean_response_len)")
     if rl.truncation_rate and rl.mean_response_len:
         n = rl.prompts_per_step * rl.group_size
         k = max(1, round(rl.truncation_rate * n))
@@ -1477,11 +1478,18 @@ def _check_posttrain(scn: "Scenario") -> None:
                              "same GPUs)")
         train_gpus, rollout = n, n
     if rollout % rl.rollout_tp:
-        raise ValueError(f"train.rl.rollout_tp = {rl.rollout_tp} does not divide the {rollout} rollout GPUs")
+        tps = [d for d in range(1, rollout + 1) if rollout % d == 0]
+        fix = (f"set rollout_gpus to a multiple of {rl.rollout_tp} (e.g. {rl.rollout_tp * max(1, rollout // rl.rollout_tp)}"
+               f") or rollout_tp to one of {', '.join(map(str, tps))}" if rl.placement == "split" else
+               f"set rollout_tp to one of {', '.join(map(str, tps))}")
+        raise ValueError(f"train.rl.rollout_tp = {rl.rollout_tp} does not divide the {rollout} rollout GPUs: each "
+                         f"rollout engine spans rollout_tp GPUs ({fix})")
     p = scn.parallel
     model_par = p.tp * p.pp * p.cp
     if train_gpus % model_par:
-        raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide the {train_gpus} training GPUs")
+        raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide the {train_gpus} training GPUs"
+                         + (f" (hardware.count {n} - rollout_gpus {rl.rollout_gpus}); set rollout_gpus so that "
+                            f"{model_par} divides the rest, or lower tp/pp/cp" if rl.placement == "split" else ""))
 
 
 _CP_INFER = ("parallel.cp = {cp}: context parallelism splits a training sequence; serving engines have no context "
