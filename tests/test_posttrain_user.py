@@ -334,3 +334,14 @@ def test_contradictory_rl_settings_say_what_to_set(rl, parallel, needles):
         scenario_from_dict(data)
     for needle in needles:
         assert needle in str(err.value)
+
+
+def test_plan_line_of_an_rl_step_shows_its_lengths_not_seq_len():
+    # before: `gpuplan explain grpo.yaml memory.peak` / `gpuplan train` headed the answer "seq 2048" (train.seq_len,
+    # which an RL step does not read) and did not name the objective
+    from gpuplan.explain import describe
+    from gpuplan.pipeline import evaluate
+    line = describe(evaluate(load_scenario("examples/grpo-7b-colocated.yaml")))
+    assert "seq 2048" not in line and "grpo" in line
+    assert "64 prompts x 8, prompt 512 + up to 1024 new tokens" in line
+    assert "dpo, lora" in describe(evaluate(load_scenario("examples/dpo-lora-8b.yaml")))
