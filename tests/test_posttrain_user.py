@@ -345,3 +345,13 @@ def test_plan_line_of_an_rl_step_shows_its_lengths_not_seq_len():
     assert "seq 2048" not in line and "grpo" in line
     assert "64 prompts x 8, prompt 512 + up to 1024 new tokens" in line
     assert "dpo, lora" in describe(evaluate(load_scenario("examples/dpo-lora-8b.yaml")))
+
+
+def test_memory_without_a_gpu_for_rl_explains_its_wide_ranges(capsys):
+    # before: "... seq 2048 ..." and "The peak differs a little between GPUs (runtime overheads)" under ranges such as
+    # "164.40 GiB - 306.42 GiB" (the colocated engine takes a share of each GPU), and it sent the user to recommend
+    from gpuplan.cli import main
+    assert main(["memory", "--model", "qwen2.5-0.5b", "--task", "finetune", "--train-objective", "grpo"]) == 0
+    out = capsys.readouterr().out
+    assert "seq 2048" not in out and "differs a little" not in out
+    assert "gpu_memory_utilization = 0.5 of each GPU" in out and "gpuplan compare" in out

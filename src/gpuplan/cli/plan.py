@@ -210,8 +210,8 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
     if args.json:
         print_result("memory", {"gpu": None, "task": scn.task, "layouts": rows, "warnings": []})
         return OK
-    what = (f"{scn.train.method}, {scn.train.precision}, {scn.train.optimizer}, seq {scn.train.seq_len}, "
-            f"micro-batch {scn.train.micro_batch}, recompute {scn.train.recompute}" if scn.is_training and scn.train
+    from ..explain import train_settings
+    what = (train_settings(scn.train) if scn.is_training and scn.train
             else f"{scn.infer.engine}, weights {scn.infer.weights}, {scn.infer.concurrency} x "
                  f"({scn.infer.prompt_len} + {scn.infer.output_len}) tokens" if scn.infer else "")
     emit(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
@@ -226,8 +226,15 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
             names = f"not possible: {r['not_possible'][:120]}"
         shown.append((r["layout"], peak, names or "none in the catalog"))
     emit(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
-    emit("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
-         "breakdown on one, `gpuplan recommend` adds speed and cost.", info=True)
+    if scn.is_training and scn.train is not None and scn.train.rl is not None:
+        rl = scn.train.rl
+        why = (f"the rollout engine takes gpu_memory_utilization = {rl.gpu_memory_utilization:g} of each GPU's memory"
+               if rl.placement == "colocated" else "the rollout GPUs' engine takes a share of each GPU's memory")
+        emit(f"\nThe peak differs between GPUs: {why}. `gpuplan memory ... --gpu ID --count N` gives the breakdown "
+             "on one, `gpuplan compare ... --gpus A,B --count N` adds speed and cost.", info=True)
+    else:
+        emit("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
+             "breakdown on one, `gpuplan recommend` adds speed and cost.", info=True)
     return OK
 
 
