@@ -355,3 +355,17 @@ def test_memory_without_a_gpu_for_rl_explains_its_wide_ranges(capsys):
     out = capsys.readouterr().out
     assert "seq 2048" not in out and "differs a little" not in out
     assert "gpu_memory_utilization = 0.5 of each GPU" in out and "gpuplan compare" in out
+
+
+def test_off_policy_placements_say_they_change_the_algorithm(capsys):
+    # before: rl-plan and recommend ranked "split 2 rollout + 6 training, 1 step off-policy" first with nothing
+    # saying that training on the previous weights' responses is another algorithm, not only another time
+    import json
+
+    from gpuplan.cli import main
+    assert main(["rl-plan", "examples/grpo-7b-colocated.yaml", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "1 step off-policy" in out and "a change to the algorithm" in out and "--sync-only" in out
+    assert main(["compare", "examples/grpo-7b-colocated.yaml", "--gpus", "h100-sxm", "--sync-only", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["result"]["rows"]
+    assert rows[0]["fits"] and "off-policy" not in rows[0]["plan"]

@@ -56,6 +56,8 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--steps", type=positive_int("--steps", 10_000_000), default=DEFAULT_STEPS,
                    help="RL objectives (grpo, ppo, rloo): steps to price each GPU's cheapest placement for "
                         "(default 1000)")
+    s.add_argument("--sync-only", action="store_true", help="RL objectives: leave out off-policy (async) split "
+                                                            "placements")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_compare)
 
@@ -377,7 +379,7 @@ def _check_rl_recommend(args: argparse.Namespace, data: dict) -> None:
                          "`gpuplan compare SCENARIO --gpus A,B --count N`.")
 
 
-def _rl_compare_rows(partial: dict, gpus: list[str], steps: int) -> list[dict]:
+def _rl_compare_rows(partial: dict, gpus: list[str], steps: int, allow_async: bool = True) -> list[dict]:
     """Each GPU's cheapest RL placement at the scenario's GPU count (rl_search.recommend_rl), or why none fits."""
     import copy
 
@@ -396,7 +398,7 @@ def _rl_compare_rows(partial: dict, gpus: list[str], steps: int) -> list[dict]:
                                "usd_total": None, "steps": steps, "peak_bytes_per_gpu": None,
                                "capacity_bytes_per_gpu": None, "tokens_per_s": None, "reason": None}
         try:
-            rec = recommend_rl(data, steps=steps)
+            rec = recommend_rl(data, steps=steps, allow_async=allow_async)
         except GpuplanError as err:
             row["reason"] = f"{err.what}: {err.why}"
             rows.append(row)
@@ -423,6 +425,9 @@ def rl_compare_table(rows: list[dict], steps: int, count: int) -> str:
         cells.append((r["gpu"], "yes", r["plan"], f"{r['step_time_s']:.2f} s", _fmt_usd(r["usd_per_hour"]),
                       _fmt_usd(r["usd_total"])))
     out = table(cells, ["gpu", "fits", "cheapest placement", "step", "$/h", f"$ for {steps:,} steps"], "lllrrr")
+    if any("off-policy" in (r["plan"] or "") for r in rows):
+        out += ("\nOff-policy placements run rollouts a step ahead of training (a change to the algorithm); "
+                "--sync-only leaves them out.")
     told = "hardware.count" if count else "hardware.count not set: 1"
     count = count or 1
     return (out + f"\nEach GPU type at {count} GPU{'s' if count > 1 else ''} ({told}); `gpuplan rl-plan SCENARIO "
@@ -438,7 +443,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from .recommend import is_rl
     if is_rl(partial):      # an RL job: each GPU's cheapest rollout/training placement (rl_search.py)
         steps = getattr(args, "steps", None) or 1000
-        rows = _rl_compare_rows(partial, _split(args.gpus) or [], steps)
+        rows = _rl_compare_rows(partial, _split(args.gpus) or [], steps, not getattr(args, "sync_only", False))
         code = OK if any(r["fits"] for r in rows) else NO_PLAN
         if args.json:
             print_result("compare", {"task": task, "steps": steps, "rows": rows})
@@ -529,6 +534,10 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
                      f"  bound by {p.bound_by}")
     if not rec.plans:
         lines.append("  (no placement fits)")
+    if any(p.async_steps for p in rec.plans):
+        lines.append("  (off-policy: rollouts run a step ahead of training, so the policy learns from responses of "
+                     "the previous weights, a change to the algorithm as well as to the time; --sync-only leaves "
+                     "these out)")
     if rec.rejections:
         lines.append("Rejected:")
         lines += [f"  {r.what}: {r.why}" for r in rec.rejections]
