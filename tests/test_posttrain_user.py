@@ -369,3 +369,15 @@ def test_off_policy_placements_say_they_change_the_algorithm(capsys):
     assert main(["compare", "examples/grpo-7b-colocated.yaml", "--gpus", "h100-sxm", "--sync-only", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["result"]["rows"]
     assert rows[0]["fits"] and "off-policy" not in rows[0]["plan"]
+
+
+def test_rl_block_without_an_objective_says_the_objective_defaulted():
+    # before: "train.rl is set but train.objective is sft" for a file that never wrote an objective
+    from gpuplan.errors import InputError
+    base = {"model": "qwen2.5-7b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8}}
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({**base, "train": {"rl": {"group_size": 4}}})
+    assert "no objective was given" in str(err.value) and "set train.objective: grpo" in str(err.value)
+    with pytest.raises(InputError) as err:
+        scenario_from_dict({**base, "train": {"objective": "dpo", "rl": {"group_size": 4}}})
+    assert "no objective was given" not in str(err.value) and "remove train.rl" in str(err.value)

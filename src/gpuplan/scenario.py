@@ -1403,7 +1403,10 @@ def _check_posttrain(scn: "Scenario") -> None:
                          f"but objective {obj} has no such pair (pair objectives: {', '.join(PAIR_OBJECTIVES)}); "
                          "remove train.pair_concat")
     if t.rl is not None and obj not in RL_OBJECTIVES:
-        raise ValueError(f"train.rl is set but train.objective is {obj}; rl settings apply to grpo, ppo, rloo")
+        raise ValueError(f"train.rl is set but train.objective is {obj}"
+                         + (" (the default: no objective was given)" if "objective" not in t.model_fields_set else "")
+                         + "; rl settings apply to grpo, ppo, rloo (set train.objective: grpo, ppo or rloo, or remove "
+                         "train.rl)")
     if obj not in RL_OBJECTIVES:
         return
     if t.rl is None:
