@@ -381,3 +381,16 @@ def test_rl_block_without_an_objective_says_the_objective_defaulted():
     with pytest.raises(InputError) as err:
         scenario_from_dict({**base, "train": {"objective": "dpo", "rl": {"group_size": 4}}})
     assert "no objective was given" not in str(err.value) and "remove train.rl" in str(err.value)
+
+
+def test_whatif_of_full_dpo_offers_a_precomputed_reference():
+    # before: whatif / "to make it fit" for a full-parameter DPO never offered dropping the frozen reference copy
+    # (TRL precompute_ref_log_probs), the one memory knob specific to DPO
+    from gpuplan.pipeline import evaluate
+    from gpuplan.techniques import techniques_for
+    scn = load_scenario("examples/dpo-full-8b.yaml")
+    tech = {t.name: t for t in techniques_for(scn)}["reference=precomputed"]
+    a, b = evaluate(scn).memory, evaluate(scn.replace(**tech.changes)).memory
+    # Llama 3.1 8B: 8,030,261,248 parameters x 4 bytes (fp32 copy beside fp32 master weights) / 8 FSDP shards
+    assert a.components["weights"] - b.components["weights"] == 8_030_261_248 * 4 // 8
+    assert "reference=precomputed" not in {t.name for t in techniques_for(load_scenario("examples/dpo-lora-8b.yaml"))}

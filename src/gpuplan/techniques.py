@@ -31,6 +31,12 @@ def techniques_for(scn: Any) -> list[Technique]:
 def _training(scn: Any) -> list[Technique]:
     t, p = scn.train, scn.parallel
     out = _recompute(t) + _batching(t, scn.dp) + _optimizer(t) + _method(t) + _sharding(p, scn.dp, p.cp)
+    if t.objective in ("dpo", "ipo", "kto") and t.method == "full" and t.reference in (None, "copy"):
+        # full fine-tuning holds a frozen reference copy (TRL dpo_trainer.py L893-905 at v1.9.0, docs/posttrain.md)
+        out.append(Technique("reference=precomputed", {"train": {"reference": "precomputed"}},
+                             "reference log-probs computed once before training (TRL precompute_ref_log_probs): no "
+                             "reference model held while training", "one extra forward pass over the data set "
+                             "before training"))
     if t.rl is not None:
         out += _rl(t.rl)       # an RL step never reads train.seq_len: its lengths are the rollout's
     elif t.seq_len >= 256:
