@@ -394,3 +394,38 @@ def test_whatif_of_full_dpo_offers_a_precomputed_reference():
     # Llama 3.1 8B: 8,030,261,248 parameters x 4 bytes (fp32 copy beside fp32 master weights) / 8 FSDP shards
     assert a.components["weights"] - b.components["weights"] == 8_030_261_248 * 4 // 8
     assert "reference=precomputed" not in {t.name for t in techniques_for(load_scenario("examples/dpo-lora-8b.yaml"))}
+
+
+def test_launch_fit_fix_names_a_change_the_engine_writes(tmp_path):
+    # before: `gpuplan launch grpo-qwen3-30b-a3b.yaml --engine verl` (94.9 GiB of 79.6) answered "it fits with
+    # master_weights=false" - verl's FSDP actor keeps fp32 parameters, and the verl files ignored the field
+    import argparse
+
+    from gpuplan.launch.cli import fit_fix
+    from gpuplan.pipeline import evaluate
+    scn = scenario_from_dict({"model": "qwen3-30b-a3b", "task": "finetune", "hardware": {"gpu": "h100-sxm", "count": 8},
+                              "parallel": {"zero": 3}, "train": {"objective": "grpo", "micro_batch": 2,
+                              "recompute": "full", "rl": {"max_new_tokens": 2048, "mean_response_len": 1000,
+                                                           "rollout_tp": 2}}})
+    mem = evaluate(scn).memory
+    assert not mem.fits
+    for engine in ("verl", "openrlhf"):
+        fix = fit_fix(scn, mem.to_json(), engine)
+        change = fix.removeprefix("it fits with ").split(",")[0].split(" ")[0]
+        assert "master_weights" not in change and "adamw-8bit" not in change, (engine, fix)
+        from gpuplan.techniques import techniques_for
+        tech = {t.name: t for t in techniques_for(scn)}[change]
+        fixed = scn.replace(**tech.changes)
+        assert evaluate(fixed).memory.fits and launch_files(fixed, engine)
+
+
+@pytest.mark.parametrize("engine, change, what", [
+    ("verl", {"master_weights": False}, "train.master_weights false"),
+    ("openrlhf", {"master_weights": False}, "train.master_weights false"),
+    ("openrlhf", {"optimizer": "adamw-8bit"}, "train.optimizer 'adamw-8bit'"),
+])
+def test_rl_engines_refuse_settings_their_files_would_ignore(engine, change, what):
+    # before: verl and OpenRLHF wrote fp32-master AdamW runs under an estimate of 16-bit states or 8-bit AdamW
+    scn = load_scenario("examples/grpo-7b-colocated.yaml").replace(train=change)
+    with pytest.raises(UnsupportedError, match=re.escape(what)):
+        launch_files(scn, engine)

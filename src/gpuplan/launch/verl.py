@@ -48,6 +48,11 @@ def check(plan: Plan) -> None:
     if t.precision != "bf16":
         raise unsupported(plan, f"train.precision '{t.precision}'", "verl's FSDP actor computes in bf16 over fp32 "
                           "parameters (fsdp_config.model_dtype fp32, mixed precision bf16).", (), "use bf16.")
+    if not t.master_weights:
+        # the estimate of master_weights false prices 16-bit parameters and states; the files keep fp32 ones
+        raise unsupported(plan, "train.master_weights false", "verl's FSDP actor keeps fp32 parameters and AdamW "
+                          "states (fsdp_config.model_dtype fp32), so the files would not run the plan that was "
+                          "estimated.", (), "set master_weights: true (and make it fit another way).")
     if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1 or p.zero != 3:
         raise unsupported(plan, f"tp={p.tp}, pp={p.pp}, cp={p.cp}, ep={p.ep}, zero={p.zero}",
                           "verl's FSDP actor fully shards over all GPUs (fsdp_size -1), which gpuplan estimates as "
