@@ -39,7 +39,9 @@ SCENARIO_FLAGS: dict[str, tuple[str | None, str, type, float | None, float | Non
     "ep": ("parallel", "ep", int, 1, 65536), "vpp": ("parallel", "vpp", int, 1, 1024),
     "zero": ("parallel", "zero", int, 0, 3), "offload": ("parallel", "offload", str, None, None),
     "shard_group": ("parallel", "shard_group", int, 1, MAX_GPUS),
-    "method": ("train", "method", str, None, None), "precision": ("train", "precision", str, None, None),
+    "method": ("train", "method", str, None, None),
+    # `--objective` is recommend's ranking (cheapest, fastest, ...): the training loss has its own name
+    "train_objective": ("train", "objective", str, None, None), "precision": ("train", "precision", str, None, None),
     "optimizer": ("train", "optimizer", str, None, None), "seq_len": ("train", "seq_len", int, 1, MAX_TOKENS_IN_SEQ),
     "target_len": ("train", "target_len", int, 1, MAX_TOKENS_IN_SEQ),
     "document_len": ("train", "document_len", int, 1, MAX_TOKENS_IN_SEQ),

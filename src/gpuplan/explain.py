@@ -93,11 +93,20 @@ def layout_text(s, gpu_id: str) -> str:
     return f"{s.hardware.count}x {gpu_id} · dp={s.dp} tp={p.tp} pp={p.pp} zero={p.zero}{shard}"
 
 
+def train_settings(t) -> str:
+    """A training block's settings in a few words. An RL step does not read train.seq_len: its sequences are the
+    rollout's prompt + generated tokens (issue 20)."""
+    seq = (f"{t.rl.prompts_per_step} prompts x {t.rl.group_size}, prompt {t.rl.prompt_len} + up to "
+           f"{t.rl.max_new_tokens} new tokens" if t.rl is not None else f"seq {t.seq_len}")
+    obj = f"{t.objective}, " if t.objective != "sft" else ""
+    return f"{obj}{t.method}, {t.precision}, {t.optimizer}, {seq}, micro-batch {t.micro_batch}, recompute {t.recompute}"
+
+
 def describe(est) -> str:
     """The plan in one line: model, task and its settings, GPUs, layout, framework."""
     s = est.scenario
-    what = (f"{s.train.method}, {s.train.precision}, {s.train.optimizer}, seq {s.train.seq_len}, micro-batch "
-            f"{s.train.micro_batch}, recompute {s.train.recompute}" if s.train else
+    t = s.train
+    what = (train_settings(t) if t else
             f"{s.infer.engine}, weights {s.infer.weights}, kv {s.infer.kv_cache}, {s.infer.concurrency} x "
             f"({s.infer.prompt_len} + {s.infer.output_len}) tokens")
     return (f"{est.model.name} · {s.task} ({what}) · {layout_text(s, est.gpu.id)}"

@@ -1045,6 +1045,11 @@ def _check_weights(weights: dict[str, float], shown: str) -> None:
 
 
 def _objective(v: Any) -> Any:
+    if isinstance(v, str) and v.strip().lower() in get_args(TrainObjective):
+        # issue 20: `objective: dpo` at the top level was taken as a (never-checked) ranking name and the estimate
+        # silently priced SFT; the top-level objective only ranks plans
+        raise ValueError(f"{v.strip()} is a training objective: write it as train.objective (the top-level "
+                         "objective ranks plans: cheapest, fastest, cost_per_token or weighted:cost=W,time=W)")
     if isinstance(v, dict):
         _check_weights(v, excerpt(v))
     elif isinstance(v, str) and v.strip().lower().startswith("weighted"):
@@ -1398,7 +1403,10 @@ def _check_posttrain(scn: "Scenario") -> None:
                          f"but objective {obj} has no such pair (pair objectives: {', '.join(PAIR_OBJECTIVES)}); "
                          "remove train.pair_concat")
     if t.rl is not None and obj not in RL_OBJECTIVES:
-        raise ValueError(f"train.rl is set but train.objective is {obj}; rl settings apply to grpo, ppo, rloo")
+        raise ValueError(f"train.rl is set but train.objective is {obj}"
+                         + (" (the default: no objective was given)" if "objective" not in t.model_fields_set else "")
+                         + "; rl settings apply to grpo, ppo, rloo (set train.objective: grpo, ppo or rloo, or remove "
+                         "train.rl)")
     if obj not in RL_OBJECTIVES:
         return
     if t.rl is None:
@@ -1411,7 +1419,8 @@ def _check_posttrain(scn: "Scenario") -> None:
         raise ValueError(f"train.rl.critic is on but {obj} has no value model (only ppo does)")
     if (rl.mean_response_len or 0) > rl.max_new_tokens:
         raise ValueError(f"train.rl.mean_response_len = {rl.mean_response_len} exceeds max_new_tokens = "
-                         f"{rl.max_new_tokens}")
+                         f"{rl.max_new_tokens}, the most a response can have (raise max_new_tokens to at least "
+                         f"{rl.mean_response_len}, or lower mean_response_len)")
     if rl.truncation_rate and rl.mean_response_len:
         n = rl.prompts_per_step * rl.group_size
         k = max(1, round(rl.truncation_rate * n))
@@ -1472,11 +1481,18 @@ def _check_posttrain(scn: "Scenario") -> None:
                              "same GPUs)")
         train_gpus, rollout = n, n
     if rollout % rl.rollout_tp:
-        raise ValueError(f"train.rl.rollout_tp = {rl.rollout_tp} does not divide the {rollout} rollout GPUs")
+        tps = [d for d in range(1, rollout + 1) if rollout % d == 0]
+        fix = (f"set rollout_gpus to a multiple of {rl.rollout_tp} (e.g. {rl.rollout_tp * max(1, rollout // rl.rollout_tp)}"
+               f") or rollout_tp to one of {', '.join(map(str, tps))}" if rl.placement == "split" else
+               f"set rollout_tp to one of {', '.join(map(str, tps))}")
+        raise ValueError(f"train.rl.rollout_tp = {rl.rollout_tp} does not divide the {rollout} rollout GPUs: each "
+                         f"rollout engine spans rollout_tp GPUs ({fix})")
     p = scn.parallel
     model_par = p.tp * p.pp * p.cp
     if train_gpus % model_par:
-        raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide the {train_gpus} training GPUs")
+        raise ValueError(f"parallel.tp*pp*cp = {model_par} does not divide the {train_gpus} training GPUs"
+                         + (f" (hardware.count {n} - rollout_gpus {rl.rollout_gpus}); set rollout_gpus so that "
+                            f"{model_par} divides the rest, or lower tp/pp/cp" if rl.placement == "split" else ""))
 
 
 _CP_INFER = ("parallel.cp = {cp}: context parallelism splits a training sequence; serving engines have no context "
@@ -1523,6 +1539,27 @@ def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return cls
 
 
+def _field_homes(root: type[BaseModel], name: str, depth: int = 4) -> list[str]:
+    """Where else in the schema a field called `name` lives (dotted paths), for a key written at the wrong level
+    (`rl:` at the top level or under hardware instead of train.rl; `group_size:` under train)."""
+    found: list[str] = []
+    todo: list[tuple[Any, str]] = [(root, "")]
+    seen: set[Any] = set()
+    while todo:
+        cls, prefix = todo.pop(0)
+        if cls in seen or prefix.count(".") >= depth:
+            continue
+        seen.add(cls)
+        for field, info in (getattr(cls, "model_fields", None) or {}).items():
+            path = f"{prefix}{field}"
+            if field == name:
+                found.append(path)
+            sub = _model_in(info.annotation)
+            if sub is not None:
+                todo.append((sub, path + "."))
+    return found
+
+
 def _plain(name: str) -> str:
     return "".join(ch for ch in str(name).lower() if ch.isalnum())
 
@@ -1565,8 +1602,11 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
     for e in err.errors(include_url=False):
         loc = _loc_text(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        homes: list[str] = []
         if e["type"] == "extra_forbidden":
-            msg = "is not a scenario field (check the spelling)"
+            homes = [h for h in _field_homes(root, str(e["loc"][-1])) if h != loc] if e["loc"] else []
+            msg = (f"is not a field at this level; it belongs at {' or '.join(homes)} (move it there)" if homes
+                   else "is not a scenario field (check the spelling)")
         elif e["type"] == "missing":
             msg = "is required"
         elif e["type"] in _RANGE_ERRORS:
@@ -1581,7 +1621,7 @@ def _explain(err: ValidationError, source: str, root: type[BaseModel] | None = N
         line = f"'{loc}' {msg}{shown}" if loc != "(top level)" or e["type"] != "value_error" else msg
         if line not in lines:
             lines.append(line)
-            nears.append(error_suggestions(e, root))
+            nears.append([] if homes else error_suggestions(e, root))
     lines, nears = lines[:6], nears[:6]
     matches = [m for near in nears for m in near]
     if len(lines) > 1:     # several fields: say which field each close match is for

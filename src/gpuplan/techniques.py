@@ -31,7 +31,15 @@ def techniques_for(scn: Any) -> list[Technique]:
 def _training(scn: Any) -> list[Technique]:
     t, p = scn.train, scn.parallel
     out = _recompute(t) + _batching(t, scn.dp) + _optimizer(t) + _method(t) + _sharding(p, scn.dp, p.cp)
-    if t.seq_len >= 256:
+    if t.objective in ("dpo", "ipo", "kto") and t.method == "full" and t.reference in (None, "copy"):
+        # full fine-tuning holds a frozen reference copy (TRL dpo_trainer.py L893-905 at v1.9.0, docs/posttrain.md)
+        out.append(Technique("reference=precomputed", {"train": {"reference": "precomputed"}},
+                             "reference log-probs computed once before training (TRL precompute_ref_log_probs): no "
+                             "reference model held while training", "one extra forward pass over the data set "
+                             "before training"))
+    if t.rl is not None:
+        out += _rl(t.rl)       # an RL step never reads train.seq_len: its lengths are the rollout's
+    elif t.seq_len >= 256:
         out.append(Technique(f"seq_len={t.seq_len // 2}", {"train": {"seq_len": t.seq_len // 2}},
                              "half the tokens per sequence", "shorter context per sequence: changes what the model "
                              "learns", changes_workload=True))
@@ -42,6 +50,32 @@ def _training(scn: Any) -> list[Technique]:
     if t.precision in ("bf16", "fp16") and t.master_weights and t.method != "qlora":
         out.append(Technique("precision=fp8", {"train": {"precision": "fp8"}}, "FP8 matmuls (Transformer Engine)",
                              "needs FP8 tensor cores; numerics change", saves_memory=False, changes_workload=True))
+    return out
+
+
+def _rl(rl: Any) -> list[Technique]:
+    """The RL step's own knobs (issue 20: whatif offered seq_len=N for GRPO, a field the step does not read)."""
+    given = rl.model_dump(exclude_unset=True)
+
+    def change(**kw: Any) -> dict[str, Any]:          # Scenario.replace merges one level: pass the whole rl block
+        return {"train": {"rl": {**given, **kw}}}
+    out = []
+    if rl.placement == "colocated" and not rl.offload_train_states:
+        out.append(Technique("rl.offload_train_states=true", change(offload_train_states=True),
+                             "the trainer's weights and optimizer states go to host memory while the engine generates "
+                             "(verl param/optimizer offload)", "host copies every step; needs host RAM"))
+    if rl.placement == "colocated" and rl.gpu_memory_utilization > 0.2:
+        g = round(rl.gpu_memory_utilization - 0.1, 2)
+        out.append(Technique(f"rl.gpu_memory_utilization={g:g}", change(gpu_memory_utilization=g),
+                             "a smaller rollout engine reservation beside the trainer's states",
+                             "fewer sequences generated at once: slower rollout"))
+    if rl.max_new_tokens >= 256:
+        n = rl.max_new_tokens // 2
+        kw: dict[str, Any] = {"max_new_tokens": n}
+        if rl.mean_response_len is not None:
+            kw["mean_response_len"] = min(rl.mean_response_len, n)
+        out.append(Technique(f"rl.max_new_tokens={n}", change(**kw), "half the generated tokens per response",
+                             "longer answers are cut: changes what the policy learns", changes_workload=True))
     return out
 
 

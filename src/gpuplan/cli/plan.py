@@ -81,6 +81,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         emit(estimate_report(est))
         if note:
             emit(f"note: {note}", info=True)
+        if not est.memory.fits:       # issue 20: the speed and cost above read like a plan's
+            rl = est.scenario.train is not None and est.scenario.train.rl is not None
+            search = ("`gpuplan rl-plan` tries the other rollout/training placements and `gpuplan compare --gpus` "
+                      "other GPU types" if rl else "`gpuplan recommend` searches GPUs and layouts")
+            emit(f"\nDoes NOT fit: the time and cost above are for a step that runs out of memory on "
+                 f"{est.gpu.id}. `gpuplan memory` with the same scenario lists what to change; {search}.", info=True)
         if ex is not None:
             from .explain import explanation_text
             emit("\n" + explanation_text(ex))
@@ -89,6 +95,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     from ..estimate.fit import fit_limits
+    from ..search.whatif import fit_advice, fit_alternatives
     from ..pipeline import evaluate
     from ..report import memory_report
     if _names_no_gpu(args):
@@ -203,8 +210,8 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
     if args.json:
         print_result("memory", {"gpu": None, "task": scn.task, "layouts": rows, "warnings": []})
         return OK
-    what = (f"{scn.train.method}, {scn.train.precision}, {scn.train.optimizer}, seq {scn.train.seq_len}, "
-            f"micro-batch {scn.train.micro_batch}, recompute {scn.train.recompute}" if scn.is_training and scn.train
+    from ..explain import train_settings
+    what = (train_settings(scn.train) if scn.is_training and scn.train
             else f"{scn.infer.engine}, weights {scn.infer.weights}, {scn.infer.concurrency} x "
                  f"({scn.infer.prompt_len} + {scn.infer.output_len}) tokens" if scn.infer else "")
     emit(f"{scn.model} · task {scn.task} ({what}) · no GPU named: per-GPU memory of the usual layouts\n")
@@ -219,100 +226,16 @@ def memory_without_gpu(args: argparse.Namespace) -> int:
             names = f"not possible: {r['not_possible'][:120]}"
         shown.append((r["layout"], peak, names or "none in the catalog"))
     emit(table(shown, ["layout", "peak per GPU", "fits on (smallest memory first)"], "lrl"))
-    emit("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
-         "breakdown on one, `gpuplan recommend` adds speed and cost.", info=True)
+    if scn.is_training and scn.train is not None and scn.train.rl is not None:
+        rl = scn.train.rl
+        why = (f"the rollout engine takes gpu_memory_utilization = {rl.gpu_memory_utilization:g} of each GPU's memory"
+               if rl.placement == "colocated" else "the rollout GPUs' engine takes a share of each GPU's memory")
+        emit(f"\nThe peak differs between GPUs: {why}. `gpuplan memory ... --gpu ID --count N` gives the breakdown "
+             "on one, `gpuplan compare ... --gpus A,B --count N` adds speed and cost.", info=True)
+    else:
+        emit("\nThe peak differs a little between GPUs (runtime overheads); `gpuplan memory ... --gpu ID` gives the "
+             "breakdown on one, `gpuplan recommend` adds speed and cost.", info=True)
     return OK
-
-
-def _time_per_token(est) -> float | None:
-    """Seconds per token of the whole plan: training tokens (all GPUs) or one output token (serving)."""
-    perf = est.performance
-    if est.scenario.is_training:
-        total = (perf.tokens_per_s_per_gpu or 0.0) * est.scenario.hardware.count
-        return 1.0 / total if total > 0 else None
-    return perf.tpot_s
-
-
-def _more_gpus(est) -> dict | None:
-    """The fewest GPUs of this type that fit it: training scales data parallel with ZeRO-3 (the weights,
-    gradients and optimizer states shard across the GPUs; tensor/pipeline sizes as given), serving scales
-    tensor parallel. Powers of two up to 4,096 GPUs."""
-    from ..errors import GpuplanError
-    from ..pipeline import evaluate
-    scn, n = est.scenario, 2
-    group = scn.parallel.tp * scn.parallel.pp * scn.parallel.cp
-    while n <= 4096:
-        try:
-            if scn.is_training:
-                cand = scn.replace(hardware={"count": n * group}, parallel={"dp": None, "zero": 3})
-            else:
-                cand = scn.replace(hardware={"count": n}, parallel={"tp": n, "dp": None})
-            if cand.hardware.count > scn.hardware.count:
-                found = evaluate(cand)
-                if found.memory.fits:
-                    return _alternative(est, found, f"{cand.hardware.count} x {est.gpu.id}" + (
-                        f" with ZeRO-3 (dp={cand.dp})" if scn.is_training else f" with tensor parallel (tp={n})"),
-                        "more GPUs of this type; every GPU holds a shard")
-        except GpuplanError:
-            pass
-        n *= 2
-    return None
-
-
-def _alternative(base, est, change: str, note: str) -> dict:
-    t0, t = _time_per_token(base), _time_per_token(est)
-    return {"change": change, "gpus": est.scenario.hardware.count, "peak_bytes_per_gpu": est.memory.peak_bytes_per_gpu,
-            "capacity_bytes_per_gpu": est.memory.capacity_bytes_per_gpu, "fits": est.memory.fits,
-            "time_per_token_change": (t / t0 - 1.0) if (t and t0) else None, "note": note}
-
-
-def fit_alternatives(est) -> list[dict]:
-    """Ways to make a plan that does not fit fit, each applied to the scenario as given and evaluated on its
-    own: every single technique that fits alone, the fewest techniques together (when no single one does),
-    and more GPUs of the same type."""
-    from ..pipeline import evaluate
-    from ..search.whatif import path_to_fit, whatif
-    out = []
-    for row in whatif(est.scenario)[1:]:
-        if row.get("fits") and not row.get("error"):
-            alt = evaluate(est.scenario.replace(**row["change"]))
-            out.append(_alternative(est, alt, row["technique"], row["note"]))
-    if not out:
-        steps = [s for s in path_to_fit(est.scenario) if s.get("technique")]
-        if steps:
-            from ..techniques import techniques_for
-            cand = est.scenario
-            for step in steps:             # replay the path: each step is one technique of the catalog
-                change = next((t.changes for t in techniques_for(cand) if t.name == step["technique"]), None)
-                if change is None:
-                    break
-                cand = cand.replace(**change)
-            out.append(_alternative(est, evaluate(cand), " + ".join(s["technique"] for s in steps),
-                                    "these changes together (no single one fits)"))
-    more = _more_gpus(est)
-    if more:
-        out.append(more)
-    return out
-
-
-def fit_advice(est, alternatives: list[dict] | None = None) -> str:
-    """The alternatives as text: each a separate way to make it fit, with its own result."""
-    from ..units import fmt_bytes
-    alts = fit_alternatives(est) if alternatives is None else alternatives
-    fitting = [a for a in alts if a["fits"]]
-    if not fitting:
-        return ("To make it fit: no single memory-saving technique, no combination of them and no number of "
-                f"{est.gpu.id} GPUs up to 4,096 fits it as configured; try `gpuplan recommend` (other GPUs, "
-                "methods and layouts).")
-    lines = ["To make it fit, any one of these (each applied to the scenario as given, on its own):"]
-    for i, a in enumerate(fitting, 1):
-        change = a["time_per_token_change"]
-        timing = "" if change is None else f"; time per token {change:+.0%}"
-        lines.append(f"  {i}. {a['change']}: peak {fmt_bytes(a['peak_bytes_per_gpu'])} of "
-                     f"{fmt_bytes(a['capacity_bytes_per_gpu'])} per GPU on {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}"
-                     f"{timing} - {a['note']}")
-    lines.append("`gpuplan whatif` lists every single change; `gpuplan recommend` searches GPUs and layouts.")
-    return "\n".join(lines)
 
 
 def _check_task(command: str, scn) -> None:

@@ -36,13 +36,29 @@ def _fits(scn: Scenario, model: ModelSpec, capacity: int, **updates) -> bool:
 
 
 def fit_limits(scn: Scenario, model: ModelSpec, capacity_bytes: int) -> dict[str, int | None]:
-    """max_micro_batch and max_seq_len (training) or max_concurrency and max_context (inference)."""
+    """max_micro_batch and max_seq_len (training; RL objectives: max_new_tokens, the generated length at the rollout's
+    prompt_len) or max_concurrency and max_context (inference)."""
     out: dict[str, int | None] = {}
     if scn.is_training:
         t = scn.train
         assert t is not None
         out["max_micro_batch"] = _largest(lambda b: _fits(scn, model, capacity_bytes, train={"micro_batch": b,
                                           "global_batch": None}), 1, 4096)
+        if t.rl is not None:
+            # RL sequences are prompt_len + the generated response: train.seq_len is not read, so the limit a user
+            # can turn is rl.max_new_tokens (issue 20: "max_seq_len = 131,072" was the unused field's search bound)
+            rl = t.rl
+            given = rl.model_dump(exclude_unset=True)
+
+            def with_new_tokens(n: int) -> dict:
+                d = {**given, "max_new_tokens": n}
+                if rl.mean_response_len is not None:
+                    d["mean_response_len"] = min(rl.mean_response_len, n)
+                return {"rl": d}
+            cap = max((model.max_position or 0) - rl.prompt_len, rl.max_new_tokens, 1)
+            out["max_new_tokens"] = _largest(lambda n: _fits(scn, model, capacity_bytes, train=with_new_tokens(n)),
+                                             min(16, cap), cap)
+            return out
         cap = max(model.max_position or 0, t.seq_len, 131072)
         out["max_seq_len"] = _largest(lambda s: _fits(scn, model, capacity_bytes, train={"seq_len": s}), 128, cap)
     else:

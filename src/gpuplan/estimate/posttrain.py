@@ -575,7 +575,17 @@ def check_models(scn: Scenario, model: ModelSpec, *, allow_hub: bool = True) -> 
             get_model(rl.reward_model, allow_hub=allow_hub)
         except InputError as err:
             raise err.about(f"train.rl.reward_model: {err.what}") from None
+    if rl is not None and "rl" not in t.model_fields_set:
+        # issue 20: a GRPO/PPO scenario without its rl block was priced on the defaults without a word
+        mean = rl.mean_response_len if rl.mean_response_len is not None else rl.max_new_tokens
+        notes.append(f"train.rl is not given: this {t.objective} step is priced on the defaults ({rl.prompts_per_step} "
+                     f"prompts x group {rl.group_size}, prompt_len {rl.prompt_len}, responses of {mean} tokens "
+                     f"(max_new_tokens {rl.max_new_tokens}), {rl.engine} {rl.placement}, reference "
+                     f"{'on' if rl.reference else 'off'}); set train.rl to your run's values (docs/posttrain.md)")
     if rl is not None and rl.prompt_len + rl.max_new_tokens > model.max_position:
+        room = model.max_position - rl.prompt_len
+        fix = (f"set rl.max_new_tokens <= {room:,}" if room > 0 else
+               f"set rl.prompt_len + max_new_tokens <= {model.max_position:,}")
         notes.append(f"rl.prompt_len + max_new_tokens = {rl.prompt_len + rl.max_new_tokens:,} exceeds {model.name}'s "
-                     f"context of {model.max_position:,} tokens")
+                     f"context of {model.max_position:,} tokens: {fix}")
     return notes

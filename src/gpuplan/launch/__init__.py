@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError, UnsupportedError, close_matches
 from ..scenario import Scenario
-from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan
+from ._common import SERVE_ENGINES, TRAIN_ENGINES, make_plan, require_objective
 
 ENGINES: tuple[str, ...] = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "openrlhf", "llama-factory", "axolotl", "unsloth", "mlx-lm", "vllm", "sglang", "trtllm", "llama.cpp",
                             "slurm")
@@ -69,6 +69,8 @@ def _generate(scenario: Scenario, engine: str, estimate: dict | None, inner: str
                                "use `gpuplan estimate/memory/train/serve` for the numbers and transformers' "
                                "Seq2SeqTrainer / generate() for the run.")
     t = plan.s.train if plan.s.is_training else None
+    if t is not None and engine in ("torchrun", "hf", "deepspeed", "megatron", "slurm"):
+        require_objective(plan)      # their files train the supervised loss; the other engines check in their module
     if t is not None and t.document_len is not None and engine not in _PACKING_ENGINES + ("trl", "slurm"):
         # the scripts written for these engines train on rows whose attention spans the whole row
         raise UnsupportedError(f"launch engine '{engine}': train.document_len = {t.document_len}",

@@ -32,6 +32,20 @@ TRAIN_ENGINES = ("torchrun", "hf", "deepspeed", "megatron", "trl", "verl", "open
                  "slurm")
 SERVE_ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
 
+# train.objective -> what each training engine's files run (the trainer each module writes; docs/launch.md's table).
+# torchrun/hf/deepspeed/megatron (and slurm around them) write a supervised (next-token) loss only.
+ENGINE_OBJECTIVES: dict[str, tuple[str, ...]] = {
+    "torchrun": ("sft",), "hf": ("sft",), "deepspeed": ("sft",), "megatron": ("sft",), "slurm": ("sft",),
+    "trl": ("dpo", "ipo", "grpo"), "verl": ("grpo", "ppo", "rloo"), "openrlhf": ("grpo", "rloo", "ppo"),
+    "llama-factory": ("sft", "dpo", "ipo", "orpo", "simpo", "kto", "reward"),
+    "axolotl": ("sft", "dpo", "ipo", "orpo", "kto", "simpo"), "unsloth": ("sft", "dpo"), "mlx-lm": ("sft",),
+}
+
+
+def objective_engines(objective: str) -> tuple[str, ...]:
+    """The training engines whose launch files run `objective` (ENGINE_OBJECTIVES), in TRAIN_ENGINES order."""
+    return tuple(e for e in TRAIN_ENGINES if objective in ENGINE_OBJECTIVES.get(e, ()))
+
 
 # ---- hardware facts (lightly; the catalog module may not be there yet) ------------------------
 
@@ -183,7 +197,11 @@ def reward_ref(name: str) -> str:
 
 def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple[str, ...], fix: str = "",
                 see: Hint | None = None) -> UnsupportedError:
-    alts = ", ".join(a for a in alternatives if a != plan.engine)
+    objective = plan.s.train.objective if plan.s.is_training and plan.s.train is not None else None
+    # never name a training engine whose files would run another objective than the plan's (issue 20: hf for DPO
+    # wrote a supervised script)
+    alts = ", ".join(a for a in alternatives if a != plan.engine and (
+        objective is None or a not in ENGINE_OBJECTIVES or objective in ENGINE_OBJECTIVES[a]))
     fix = fix.strip()
     joined = fix.endswith(" or")          # "use bf16, or" continues with the engines that can
     if alts:
@@ -192,6 +210,21 @@ def unsupported(plan: Plan, what: str, why: str, alternatives: list[str] | tuple
     else:                                 # no engine to name: end the sentence instead of leaving "..., or"
         text = fix.removesuffix(" or").rstrip(",; ") + "." if joined else fix
     return UnsupportedError(f"launch engine '{plan.engine}': {what}", why, text, see=see)
+
+
+def require_objective(plan: Plan, why: str | None = None) -> None:
+    """Refuse a train.objective this engine's files do not run, naming the engines whose files do."""
+    obj = plan.s.train.objective
+    if obj in ENGINE_OBJECTIVES.get(plan.engine, (obj,)):
+        return
+    can = objective_engines(obj)
+    why = why or (f"the files written for this engine train the supervised (sft) loss; they have no {obj} trainer, "
+                  "so they would run SFT under a post-training estimate.")
+    own = ENGINE_OBJECTIVES.get(plan.engine, ())
+    fix = f"use objective {' / '.join(own)}, or" if can else (
+        f"no launch engine here writes {obj}; `gpuplan estimate` still prices the run, but write its trainer "
+        "yourself (or use objective sft).")
+    raise unsupported(plan, f"train.objective '{obj}'", why, can, fix)
 
 
 def require_training(plan: Plan) -> None:

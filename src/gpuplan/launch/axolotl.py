@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Plan, hash_header, require_training, unsupported, yaml_text
+from ._common import Plan, hash_header, require_objective, require_training, unsupported, yaml_text
 from ._train import hf_optim, learning_rate, warmup_steps
 
 AXOLOTL_VERSION = "v0.18.0 (2f5cb9da)"
@@ -32,9 +32,8 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective != "sft" and t.objective not in _RL:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "the Axolotl config here writes supervised "
-                          "fine-tuning and its preference trainers (dpo, ipo, orpo, kto, simpo).", ("trl", "verl"),
-                          "use another objective, or")
+        require_objective(plan, "the Axolotl config here writes supervised fine-tuning and its preference trainers "
+                          "(dpo, ipo, orpo, kto, simpo).")
     if t.reference == "precomputed":
         raise unsupported(plan, "train.reference 'precomputed'", "not written for Axolotl here.", ("trl",),
                           "use reference copy/base, or")

@@ -38,14 +38,38 @@ def _estimate(scenario) -> dict:
     return evaluate(scenario).to_json()
 
 
-def fit_fix(scenario, mem: dict) -> str:
-    """The change that makes the plan fit: the what-if steps (search.whatif.path_to_fit), else the
-    fewest GPUs of this type with the same settings (estimate.fit.fewest_gpus), else a pointer."""
+def _launchable(scenario, engine: str | None) -> bool:
+    """The engine writes files for this scenario (its checks pass); True when no engine is named."""
+    if engine is None:
+        return True
     try:
-        from ..search.whatif import path_to_fit
+        launch_files(scenario, engine)
+    except Exception:
+        return False
+    return True
+
+
+def fit_fix(scenario, mem: dict, engine: str | None = None) -> str:
+    """The change that makes the plan fit: the what-if steps (search.whatif.path_to_fit), else a single what-if
+    change that fits, else the fewest GPUs of this type with the same settings (estimate.fit.fewest_gpus), else a
+    pointer. With `engine`, only a change that engine can write is named (issue 20: verl was told to set
+    master_weights=false, which its FSDP actor does not run)."""
+    try:
+        from ..search.whatif import path_to_fit, whatif
+        from ..techniques import techniques_for
         steps = [s for s in path_to_fit(scenario) if s.get("technique")]
         if steps and steps[-1].get("fits"):
-            return "it fits with " + ", then ".join(s["technique"] for s in steps) + " (`gpuplan whatif` shows each)"
+            cand = scenario
+            for step in steps:              # replay the path: each step is one technique of the catalog
+                change = next((t.changes for t in techniques_for(cand) if t.name == step["technique"]), None)
+                cand = cand.replace(**change) if change is not None else cand
+            if _launchable(cand, engine):
+                return ("it fits with " + ", then ".join(s["technique"] for s in steps)
+                        + " (`gpuplan whatif` shows each)")
+        if engine is not None:
+            for row in whatif(scenario)[1:]:
+                if row.get("fits") and not row.get("error") and _launchable(scenario.replace(**row["change"]), engine):
+                    return f"it fits with {row['technique']}, which {engine} writes (`gpuplan whatif` shows each)"
         from ..estimate.fit import fewest_gpus
         from ..models import get_model
         n = fewest_gpus(scenario, get_model(scenario.model), int(mem["capacity_bytes_per_gpu"]))
@@ -74,7 +98,7 @@ def run(args) -> int:
         shown = (f"the plan DOES NOT FIT: peak {fmt_bytes(mem['peak_bytes_per_gpu'])} per GPU > capacity "
                  f"{fmt_bytes(mem['capacity_bytes_per_gpu'])}")
         if not force:
-            message = (f"{shown}; no launch files written. Fix: {fit_fix(scenario, mem)}. --force writes them "
+            message = (f"{shown}; no launch files written. Fix: {fit_fix(scenario, mem, args.engine)}. --force writes them "
                        "anyway.")
             print(message, file=sys.stderr)
             if args.json:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Plan, hash_header, require_training, unsupported, yaml_text
+from ._common import Plan, hash_header, require_objective, require_training, unsupported, yaml_text
 from ._train import hf_optim, learning_rate, warmup_steps
 
 LF_VERSION = "v0.9.5 (7af90952)"
@@ -33,9 +33,8 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in _STAGE:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "LLaMA-Factory's stages are pt, sft, rm, dpo "
-                          "(sigmoid, ipo, orpo, simpo), kto and a PPO stage with a reward model; GRPO and distillation "
-                          "are not among them.", ("trl", "verl"), "use another objective, or")
+        require_objective(plan, "LLaMA-Factory's stages are pt, sft, rm, dpo (sigmoid, ipo, orpo, simpo), kto and a "
+                          "PPO stage with a reward model (not written here); GRPO and distillation are not among them.")
     if t.reference == "precomputed":
         raise unsupported(plan, "train.reference 'precomputed'", "LLaMA-Factory computes the reference log-probs "
                           "during training.", ("trl",), "use reference copy/base, or")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Plan, hash_header, require_training, unsupported, yaml_text
+from ._common import Plan, hash_header, require_objective, require_training, unsupported, yaml_text
 from ._train import learning_rate, warmup_steps
 
 MLX_LM_VERSION = "v0.31.3 (ed1fca4c)"
@@ -39,9 +39,8 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective != "sft":
-        raise unsupported(plan, f"train.objective '{t.objective}'", "mlx_lm.lora trains a language-model loss "
-                          "(supervised fine-tuning); it has no preference, distillation or RL trainer.",
-                          ("trl", "llama-factory", "axolotl"), "use objective sft, or")
+        require_objective(plan, "mlx_lm.lora trains a language-model loss (supervised fine-tuning); it has no "
+                          "preference, distillation or RL trainer.")
     if plan.count > 1 or p.zero > 0 or p.offload != "none":
         raise unsupported(plan, f"hardware.count {plan.count}" if plan.count > 1 else "ZeRO / offload",
                           "the file written here trains on one Mac (one unified-memory device).",

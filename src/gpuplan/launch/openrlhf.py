@@ -20,7 +20,7 @@ function file or URL you provide).
 """
 from __future__ import annotations
 
-from ._common import Plan, hash_header, require_training, reward_ref, unsupported
+from ._common import Plan, hash_header, require_objective, require_training, reward_ref, unsupported
 
 
 OPENRLHF_VERSION = "v0.11.0 (3c3be623)"
@@ -31,16 +31,25 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in _ESTIMATOR:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "this launcher writes OpenRLHF's PPO-family "
-                          "trainer (grpo, rloo, ppo).", ("trl", "llama-factory", "axolotl"), "use an RL objective, or")
+        require_objective(plan, "this launcher writes OpenRLHF's PPO-family trainer (grpo, rloo, ppo).")
     if plan.multi_node:
         raise unsupported(plan, "more than one node", "the OpenRLHF launch here runs on one node.", ("verl",))
     if t.method == "qlora":
-        raise unsupported(plan, "method 'qlora'", "OpenRLHF's DeepSpeed actor trains a 16-bit base here.", ("trl",),
+        # no RL launcher written here loads a 4-bit base (TRL's and verl's refuse qlora too)
+        raise unsupported(plan, "method 'qlora'", "OpenRLHF's DeepSpeed actor trains a 16-bit base here.", (),
                           "use lora or full, or")
     if t.precision not in ("bf16", "fp16"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "OpenRLHF's --ds.param_dtype is bf16 or fp16.",
                           (), "use bf16, or")
+    if t.optimizer != "adamw":
+        # the files set no optimizer: OpenRLHF's DeepSpeed actor builds its (fused) AdamW
+        raise unsupported(plan, f"train.optimizer '{t.optimizer}'", "OpenRLHF's DeepSpeed actor trains with AdamW "
+                          "here; the files would not run the optimizer that was estimated.", ("trl",), "use adamw, or")
+    if not t.master_weights and t.method == "full":
+        # DeepSpeed's bf16/fp16 optimizers keep an fp32 master copy of every trained parameter
+        raise unsupported(plan, "train.master_weights false", "OpenRLHF trains through DeepSpeed ZeRO, whose 16-bit "
+                          "optimizer keeps fp32 master weights, so the files would not run the plan that was "
+                          "estimated.", (), "set master_weights: true (and make it fit another way).")
     if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1 or p.offload != "none":
         raise unsupported(plan, f"tp={p.tp}, pp={p.pp}, cp={p.cp}, ep={p.ep}, offload={p.offload}",
                           "OpenRLHF's actor is DeepSpeed ZeRO data parallel here.", ("verl",),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Plan, hash_header, json_text, require_training, unsupported
+from ._common import Plan, hash_header, json_text, require_objective, require_training, unsupported
 from ._train import hf_training_args, lora_config
 
 TRL_VERSION = "v1.9.0 (35def3ee)"
@@ -80,20 +80,21 @@ def check(plan: Plan) -> None:
     require_training(plan)
     s, t, p = plan.s, plan.s.train, plan.s.parallel
     if t.objective not in ("dpo", "ipo", "grpo"):
-        raise unsupported(plan, f"train.objective '{t.objective}'", "this launcher writes TRL's DPOTrainer (dpo, ipo) "
-                          "and GRPOTrainer (grpo) configs.", ("hf",), "use objective dpo, ipo or grpo, or")
+        require_objective(plan, "this launcher writes TRL's DPOTrainer (dpo, ipo) and GRPOTrainer (grpo) configs.")
     if t.method == "qlora":
         raise unsupported(plan, "method 'qlora'", "the TRL script loads a 16-bit base (no bitsandbytes config).",
-                          ("hf",), "use method lora or full, or")
+                          ("hf", "llama-factory", "axolotl", "unsloth"), "use method lora or full, or")
     if plan.multi_node:
-        raise unsupported(plan, "more than one node", "the TRL launch here runs on one node.", ("hf",))
+        raise unsupported(plan, "more than one node", "the TRL launch here runs on one node.",
+                          ("hf", "verl", "llama-factory", "axolotl"))
     if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.zero > 0 or p.offload != "none":
         raise unsupported(plan, f"tp={p.tp}, pp={p.pp}, cp={p.cp}, zero={p.zero}, offload={p.offload}",
                           "the TRL launch here is plain data parallel (accelerate DDP); sharding needs an "
-                          "accelerate FSDP/DeepSpeed config of your own.", (), "set parallel to dp only, or")
+                          "accelerate FSDP/DeepSpeed config of your own.", ("verl", "openrlhf", "llama-factory", "axolotl"),
+                          "set parallel to dp only, or")
     if t.precision not in ("bf16", "fp32"):
         raise unsupported(plan, f"train.precision '{t.precision}'", "the TRL launch here trains in bf16 or fp32.",
-                          ("hf",), "use bf16, or")
+                          ("hf", "openrlhf", "llama-factory", "axolotl"), "use bf16, or")
     if t.document_len is not None:
         # trl/trainer/dpo_trainer.py @35def3ee: `padding_free=True` "is temporarily unavailable after a refactor
         # and is currently disabled", the trainer warns and pads

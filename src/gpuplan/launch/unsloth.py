@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import Plan, hash_header, json_text, require_training, unsupported
+from ._common import Plan, hash_header, json_text, require_objective, require_training, unsupported
 from ._train import hf_optim, learning_rate, warmup_steps
 
 UNSLOTH_VERSION = "v0.1.801-beta (f3a66cd1)"
@@ -67,8 +67,7 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in ("sft", "dpo"):
-        raise unsupported(plan, f"train.objective '{t.objective}'", "the Unsloth script here trains SFT or DPO "
-                          "through TRL's trainers.", ("trl", "llama-factory", "axolotl"), "use sft or dpo, or")
+        require_objective(plan, "the Unsloth script here trains SFT or DPO through TRL's trainers.")
     if plan.count > 1 or p.tp > 1 or p.pp > 1 or p.zero:
         raise unsupported(plan, f"{plan.count} GPUs (zero {p.zero})", "the Unsloth script here runs on one GPU.",
                           ("hf", "llama-factory", "axolotl"), "use one GPU, or")

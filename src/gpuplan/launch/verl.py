@@ -19,7 +19,7 @@ reward_model.enable + model.path; PPO's critic -> critic.model.path (the actor's
 """
 from __future__ import annotations
 
-from ._common import Plan, hash_header, require_training, reward_ref, unsupported
+from ._common import Plan, hash_header, require_objective, require_training, reward_ref, unsupported
 
 
 VERL_VERSION = "v0.7.0 (f9c855f7)"
@@ -31,27 +31,32 @@ def check(plan: Plan) -> None:
     require_training(plan)
     t, p = plan.s.train, plan.s.parallel
     if t.objective not in _ESTIMATOR:
-        raise unsupported(plan, f"train.objective '{t.objective}'", "verl's main_ppo trainer runs RL objectives "
-                          "(grpo, ppo, rloo).", ("trl", "hf"), "use an RL objective, or")
+        require_objective(plan, "verl's main_ppo trainer runs RL objectives (grpo, ppo, rloo).")
     rl = t.rl
     if rl.placement != "colocated":
         raise unsupported(plan, "rl.placement 'split'", "verl's main_ppo colocates actor, reference and rollout "
-                          "(hybrid engine); a disaggregated rollout group is not written here.", ("trl",),
+                          "(hybrid engine); a disaggregated rollout group is not written here.", ("openrlhf", "trl"),
                           "use placement colocated, or")
     if rl.mini_batch and (min(rl.mini_batch, rl.prompts_per_step * rl.group_size) % rl.group_size):
         raise unsupported(plan, f"rl.mini_batch {rl.mini_batch}", "verl counts ppo_mini_batch_size in prompts "
                           f"(each with rollout.n = {rl.group_size} responses).", ("trl",),
                           f"use a multiple of group_size {rl.group_size}, or")
     if t.method == "qlora":
-        raise unsupported(plan, "method 'qlora'", "verl's FSDP actor trains a 16-bit base (LoRA or full).", ("trl",),
+        # no RL launcher written here loads a 4-bit base (TRL's and OpenRLHF's refuse qlora too)
+        raise unsupported(plan, "method 'qlora'", "verl's FSDP actor trains a 16-bit base (LoRA or full).", (),
                           "use method lora or full, or")
     if t.precision != "bf16":
         raise unsupported(plan, f"train.precision '{t.precision}'", "verl's FSDP actor computes in bf16 over fp32 "
                           "parameters (fsdp_config.model_dtype fp32, mixed precision bf16).", (), "use bf16.")
+    if not t.master_weights:
+        # the estimate of master_weights false prices 16-bit parameters and states; the files keep fp32 ones
+        raise unsupported(plan, "train.master_weights false", "verl's FSDP actor keeps fp32 parameters and AdamW "
+                          "states (fsdp_config.model_dtype fp32), so the files would not run the plan that was "
+                          "estimated.", (), "set master_weights: true (and make it fit another way).")
     if p.tp > 1 or p.pp > 1 or p.cp > 1 or p.ep > 1 or p.zero != 3:
         raise unsupported(plan, f"tp={p.tp}, pp={p.pp}, cp={p.cp}, ep={p.ep}, zero={p.zero}",
                           "verl's FSDP actor fully shards over all GPUs (fsdp_size -1), which gpuplan estimates as "
-                          "zero 3 with dp over every GPU.", (), "set parallel to {zero: 3} (dp only), or")
+                          "zero 3 with dp over every GPU.", ("openrlhf",), "set parallel to {zero: 3} (dp only), or")
     if t.optimizer != "adamw":
         raise unsupported(plan, f"train.optimizer '{t.optimizer}'", "verl's actor optimizer config here is AdamW.",
                           ("trl",), "use adamw, or")

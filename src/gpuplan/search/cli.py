@@ -53,6 +53,11 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("compare", help="several GPUs side by side for one workload")
     add_scenario_args(s)
     s.add_argument("--gpus", required=True, help="comma-separated GPU ids")
+    s.add_argument("--steps", type=positive_int("--steps", 10_000_000), default=DEFAULT_STEPS,
+                   help="RL objectives (grpo, ppo, rloo): steps to price each GPU's cheapest placement for "
+                        "(default 1000)")
+    s.add_argument("--sync-only", action="store_true", help="RL objectives: leave out off-policy (async) split "
+                                                            "placements")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_compare)
 
@@ -107,6 +112,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     from .recommend import is_rl
     if is_rl(data):     # an RL job's plans are rollout/training placements (rl_search.py)
         from .rl_search import DEFAULT_STEPS
+        _check_rl_recommend(args, data)
         args.steps, args.sync_only = getattr(args, "steps", DEFAULT_STEPS), getattr(args, "sync_only", False)
         if not args.json:      # --json prints the record alone
             emit("RL objective: the plans are placements of rollout and training on the scenario's GPUs "
@@ -340,11 +346,110 @@ def pareto_svg(pts: list, xlabel: str, ylabel: str) -> str:
     return "\n".join(out)
 
 
+# recommend flags (and scenario constraints) the RL placement search does not apply: it places rollout and training on
+# the scenario's GPU type and count and ranks the placements cheapest for --steps (rl_search.recommend_rl)
+_RL_UNAPPLIED = (("gpus", "--gpus"), ("budget", "--budget"), ("budget_per_hour", "--budget-per-hour"),
+                 ("deadline", "--deadline"), ("max_gpus", "--max-gpus"), ("owned", "--owned"),
+                 ("providers", "--providers"), ("spot", "--spot"), ("ttft", "--ttft"), ("tpot", "--tpot"),
+                 ("requests_per_s", "--requests-per-s"), ("tokens_per_s", "--tokens-per-s"),
+                 ("headroom", "--headroom"), ("preset", "--preset"), ("plot", "--plot"))
+
+
+def _check_rl_recommend(args: argparse.Namespace, data: dict) -> None:
+    """Refuse what recommend's RL branch would silently drop (issue 20: `recommend grpo.yaml --gpus a,b --budget
+    500` answered for the file's GPU alone, and a file without a GPU was told to let recommend choose one)."""
+    from ..errors import InputError
+    unapplied = [flag for dest, flag in _RL_UNAPPLIED if getattr(args, dest, None) not in (None, False)]
+    if getattr(args, "objective", None) not in (None, "cheapest"):
+        unapplied.append("--objective")
+    unapplied += [f"constraints.{k}" for k, v in (data.get("constraints") or {}).items() if v is not None]
+    if data.get("objective") not in (None, "cheapest"):
+        unapplied.append("objective")
+    hw = data.get("hardware") or {}
+    if unapplied:
+        raise InputError(f"gpuplan recommend on an RL scenario ({', '.join(unapplied)})",
+                         "an RL plan is a placement of the rollout engine and the trainer on the scenario's GPU type "
+                         "and count, ranked cheapest for a number of steps; these settings would not be applied.",
+                         "drop them; compare GPU types with `gpuplan compare SCENARIO --gpus A,B --steps N` (each "
+                         "GPU's cheapest placement and its total for N steps) and weigh budget and deadline there.")
+    if not hw.get("gpu"):
+        raise InputError("gpuplan recommend on an RL scenario", "names no GPU: an RL plan places rollout and training "
+                         "on one GPU type and count, which this search does not choose.",
+                         "set hardware.gpu and hardware.count (or --gpu/--count), or compare GPU types with "
+                         "`gpuplan compare SCENARIO --gpus A,B --count N`.")
+
+
+def _rl_compare_rows(partial: dict, gpus: list[str], steps: int, allow_async: bool = True) -> list[dict]:
+    """Each GPU's cheapest RL placement at the scenario's GPU count (rl_search.recommend_rl), or why none fits."""
+    import copy
+
+    from ..errors import GpuplanError
+    from ..hardware import get_gpu
+    from .rl_search import recommend_rl
+    if not gpus:
+        from ..errors import InputError
+        raise InputError("--gpus", "names no GPU.", "write e.g. --gpus h100-sxm,a100-sxm-80gb")
+    gpus = [get_gpu(g).id for g in gpus]      # a misspelt or ambiguous id fails as in every other compare
+    rows = []
+    for gpu in gpus:
+        data = copy.deepcopy(partial)
+        data.setdefault("hardware", {})["gpu"] = gpu
+        row: dict[str, Any] = {"gpu": gpu, "fits": False, "plan": None, "step_time_s": None, "usd_per_hour": None,
+                               "usd_total": None, "steps": steps, "peak_bytes_per_gpu": None,
+                               "capacity_bytes_per_gpu": None, "tokens_per_s": None, "reason": None}
+        try:
+            rec = recommend_rl(data, steps=steps, allow_async=allow_async)
+        except GpuplanError as err:
+            row["reason"] = f"{err.what}: {err.why}"
+            rows.append(row)
+            continue
+        if rec.plans:
+            p = rec.plans[0]
+            row.update(fits=True, plan=p.label, step_time_s=p.step_time_s, usd_per_hour=p.usd_per_hour,
+                       usd_total=p.usd_total, peak_bytes_per_gpu=p.peak_bytes_per_gpu,
+                       capacity_bytes_per_gpu=p.capacity_bytes_per_gpu)
+        else:
+            row["reason"] = "no placement fits" + (f" (e.g. {rec.rejections[0].what}: {rec.rejections[0].why})"
+                                                    if rec.rejections else "")
+        rows.append(row)
+    return rows
+
+
+def rl_compare_table(rows: list[dict], steps: int, count: int) -> str:
+    from ..report import table
+    cells = []
+    for r in rows:
+        if not r["fits"]:
+            cells.append((r["gpu"], "no", r["reason"] or "", "", "", ""))
+            continue
+        cells.append((r["gpu"], "yes", r["plan"], f"{r['step_time_s']:.2f} s", _fmt_usd(r["usd_per_hour"]),
+                      _fmt_usd(r["usd_total"])))
+    out = table(cells, ["gpu", "fits", "cheapest placement", "step", "$/h", f"$ for {steps:,} steps"], "lllrrr")
+    if any("off-policy" in (r["plan"] or "") for r in rows):
+        out += ("\nOff-policy placements run rollouts a step ahead of training (a change to the algorithm); "
+                "--sync-only leaves them out.")
+    told = "hardware.count" if count else "hardware.count not set: 1"
+    count = count or 1
+    return (out + f"\nEach GPU type at {count} GPU{'s' if count > 1 else ''} ({told}); `gpuplan rl-plan SCENARIO "
+            "--gpu ID` lists every placement, the rejected ones and what group size, response length and the "
+            "reference cost; where none fits, `gpuplan memory SCENARIO --gpu ID` lists what to change.")
+
+
 def run_compare(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result
     from . import compare
     partial = partial_from_args(args)
     task = partial.get("task") or "train"
+    from .recommend import is_rl
+    if is_rl(partial):      # an RL job: each GPU's cheapest rollout/training placement (rl_search.py)
+        steps = getattr(args, "steps", None) or 1000
+        rows = _rl_compare_rows(partial, _split(args.gpus) or [], steps, not getattr(args, "sync_only", False))
+        code = OK if any(r["fits"] for r in rows) else NO_PLAN
+        if args.json:
+            print_result("compare", {"task": task, "steps": steps, "rows": rows})
+        else:
+            emit(rl_compare_table(rows, steps, (partial.get("hardware") or {}).get("count") or 0))
+        return code
     rows = compare(partial, _split(args.gpus) or [])
     code = OK if any(r["fits"] for r in rows) else NO_PLAN
     if args.json:
@@ -429,6 +534,10 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
                      f"  bound by {p.bound_by}")
     if not rec.plans:
         lines.append("  (no placement fits)")
+    if any(p.async_steps for p in rec.plans):
+        lines.append("  (off-policy: rollouts run a step ahead of training, so the policy learns from responses of "
+                     "the previous weights, a change to the algorithm as well as to the time; --sync-only leaves "
+                     "these out)")
     if rec.rejections:
         lines.append("Rejected:")
         lines += [f"  {r.what}: {r.why}" for r in rec.rejections]
@@ -448,9 +557,21 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
 def run_rl_plan(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result, scenario_from_args
     from .rl_search import rl_plan
-    rec, rows = rl_plan(scenario_from_args(args), steps=args.steps, allow_async=not args.sync_only, top=args.top)
+    scn = scenario_from_args(args)
+    rec, rows = rl_plan(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
+    alternatives = None
+    if not rec.plans:       # issue 20: the rejections named the phase, nothing said what to change
+        from .whatif import fit_alternatives
+        from ..pipeline import evaluate
+        est = evaluate(scn)
+        alternatives = [] if est.memory.fits else fit_alternatives(est)
     if args.json:
-        print_result("rl-plan", {**rec.to_json(), "whatif": rows})
+        print_result("rl-plan", {**rec.to_json(), "whatif": rows,
+                                 **({"to_fit": alternatives} if alternatives is not None else {})})
     else:
         print(rl_plan_text(rec, rows))
+        if alternatives:
+            from .whatif import fit_advice
+            emit(f"\nNo placement fits. The scenario as given ({scn.train.rl.placement} on {scn.hardware.count}x "
+                 f"{scn.hardware.gpu}):\n" + fit_advice(est, alternatives))
     return OK if rec.plans else NO_PLAN

@@ -43,8 +43,13 @@ def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[str, d
                    "per_token": "cost_per_token", "usd_per_token": "cost_per_token", "tokens": "cost_per_token"}
         name = aliases.get(name, name)
         if name not in OBJECTIVES or name == "weighted":
-            raise InputError(f"objective '{str(objective)[:60]}'", "is not known.",
-                             "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.",
+            from ..scenario import TrainObjective
+            from typing import get_args
+            training = name in get_args(TrainObjective)     # `--objective dpo`: the ranking flag, not the loss
+            raise InputError(f"objective '{str(objective)[:60]}'", "is a training objective; this objective ranks "
+                             "plans." if training else "is not known.",
+                             ("set train.objective in the scenario file for the loss, and " if training else "")
+                             + "use cheapest, fastest, cost_per_token or weighted:cost=W,time=W.",
                              list(dict.fromkeys(aliases.get(m, m) for m in close_matches(
                                  name[:60], [o for o in OBJECTIVES if o != "weighted"] + list(aliases)))))
         return name, {}
