@@ -409,6 +409,29 @@ def test_recommend_an_rl_scenario_answers_as_the_cli_does(client, capsys):
     # the web names what its client can do; running `gpuplan rl-plan` locally is the CLI's advice only
     assert err["what"] == "hardware.count 512" and err["fix"] == "use fewer GPUs."
 
+
+def test_compare_and_recommend_an_rl_scenario_answer_as_the_cli_does(client, capsys):
+    """One pipeline: compare on an RL scenario gives each GPU type's cheapest placement on both surfaces, and both
+    refuse the search settings an RL placement search would silently drop."""
+    import yaml
+    from gpuplan.cli import main
+    with open("examples/grpo-7b-colocated.yaml", encoding="utf-8") as f:
+        scn = yaml.safe_load(f)
+    assert main(["compare", "examples/grpo-7b-colocated.yaml", "--gpus", "h100-sxm,a100-sxm-80gb", "--steps", "200",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["result"]
+    r = client.post("/api/compare", json={"scenario": scn, "gpus": ["h100-sxm", "a100-sxm-80gb"], "steps": 200})
+    assert r.status_code == 200, r.text
+    assert r.json() == cli and cli["steps"] == 200 and [row["gpu"] for row in cli["rows"]] == ["h100-sxm", "a100-sxm-80gb"]
+    assert cli["rows"][0]["fits"] and cli["rows"][0]["usd_total"] > 0
+    err = error_of(client.post("/api/recommend", json={"scenario": scn, "gpus": ["l40s"],
+                                                       "constraints": {"budget_usd": 500}}), 400)
+    assert "gpus" in err["what"] and "constraints.budget_usd" in err["what"]
+    assert err["see"] == {"kind": "request", "name": "compare", "route": "/api/compare"} and "`gpuplan" not in err["fix"]
+    err = error_of(client.post("/api/compare", json={"scenario": {**scn, "train": {"method": "full"}},
+                                                     "gpus": ["h100-sxm"], "steps": 10}), 400)
+    assert err["what"] == "steps"
+
 def test_recommend_bad_input(client):
     err = error_of(client.post("/api/recommend", json={"scenario": {"model": "llama-3.1-8b"}, "preset": "cheap"}), 400)
     assert "preset" in err["what"]

@@ -202,6 +202,8 @@ def test_rl_recommend_without_hardware_names_the_request_body(client):
     with open("examples/grpo-7b-colocated.yaml") as f:
         scn = yaml.safe_load(f)
     scn.pop("hardware")
+    # (since issue 20's ptuser pass an RL recommend without a GPU is refused first, as on the CLI: it places rollout
+    # and training on one GPU type, which it does not choose, and compare weighs GPU types)
     err = error_of(client.post("/api/recommend", json={"scenario": scn}), 400)
-    assert err["what"] == "scenario in the request body" and "'hardware' is required" in err["why"]
-    assert "GET /api/schema" in err["fix"]
+    assert err["what"] == "recommend on an RL scenario" and "names no GPU" in err["why"] and "(dict)" not in err["what"]
+    assert err["fix"].startswith("set hardware.gpu and hardware.count; POST /api/compare gives")

@@ -32,7 +32,7 @@ class InputHint:
 class CommandHint:
     """Another of gpuplan's computations that answers what this one refuses (`command`: the CLI's command, which the
     web serves as POST /api/<command>) and what it gives there ("the memory of this plan")."""
-    command: Literal["estimate", "recommend"]
+    command: Literal["estimate", "recommend", "compare"]
     gives: str
 
 

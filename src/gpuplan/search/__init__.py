@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from ..scenario import Scenario
 from .constraints import Constraints
 from .presets import PRESETS, Preset, get_preset
-from .recommend import Plan, Recommendation, Rejection, load_partial, recommend
+from .recommend import Plan, Recommendation, Rejection, is_rl, load_partial, recommend
 from .whatif import whatif
 
 __all__ = ["Constraints", "PRESETS", "Plan", "Preset", "Recommendation", "Rejection", "compare", "get_preset",
@@ -31,6 +31,9 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
     """One row per GPU for the same workload: does it fit (with the best layout the search finds at the
     scenario's GPU count, or at any count when none is given), tokens/s, $/M tokens, tokens/s per watt.
 
+    An RL scenario (grpo, ppo, rloo) gives each GPU type's cheapest rollout/training placement at its GPU count
+    instead (rl_search.compare_rl; keywords steps, allow_async, max_placements).
+
     Rows: gpu, fits, count, plan, peak_bytes_per_gpu, capacity_bytes_per_gpu, tokens_per_s,
     usd_per_hour, usd_per_million_tokens, tokens_per_s_per_watt, reason, uncertainty (the plan's memory and
     speed error bars, as `estimate` gives them; None without a plan).
@@ -43,8 +46,15 @@ def compare(scenario: Scenario | Mapping[str, Any] | str, gpus: Sequence[str], *
         if name in kw:
             raise InputError(f"compare argument '{name}'", "is set by compare itself (one plan per listed GPU).",
                              f"leave out {name}; list the GPUs to compare instead.")
-    check_call(top=1, deadline_s=kw.get("deadline_s"), gpus=gpus, progress=kw.get("progress"))
     data = _partial(scenario)
+    if is_rl(data):      # an RL job: each GPU type's cheapest rollout/training placement (rl_search.compare_rl)
+        from .rl_search import compare_rl, refuse_unapplied
+        rl_kw = {k: kw.pop(k) for k in ("steps", "allow_async", "max_placements") if k in kw}
+        refuse_unapplied("compare on an RL scenario", [k for k, v in kw.items() if v is not None and k != "progress"
+                                                       and not (k == "objective" and v == "cheapest")],
+                         data, needs_gpu=False)
+        return compare_rl(data, gpus, **rl_kw)
+    check_call(top=1, deadline_s=kw.get("deadline_s"), gpus=gpus, progress=kw.get("progress"))
     rows = []
     for name in gpus:
         gpu = get_gpu(name)

@@ -356,63 +356,12 @@ _RL_UNAPPLIED = (("gpus", "--gpus"), ("budget", "--budget"), ("budget_per_hour",
 
 
 def _check_rl_recommend(args: argparse.Namespace, data: dict) -> None:
-    """Refuse what recommend's RL branch would silently drop (issue 20: `recommend grpo.yaml --gpus a,b --budget
-    500` answered for the file's GPU alone, and a file without a GPU was told to let recommend choose one)."""
-    from ..errors import InputError
+    """recommend's RL branch refuses the flags its placement search would not apply (rl_search.refuse_unapplied)."""
+    from .rl_search import refuse_unapplied
     unapplied = [flag for dest, flag in _RL_UNAPPLIED if getattr(args, dest, None) not in (None, False)]
     if getattr(args, "objective", None) not in (None, "cheapest"):
         unapplied.append("--objective")
-    unapplied += [f"constraints.{k}" for k, v in (data.get("constraints") or {}).items() if v is not None]
-    if data.get("objective") not in (None, "cheapest"):
-        unapplied.append("objective")
-    hw = data.get("hardware") or {}
-    if unapplied:
-        raise InputError(f"gpuplan recommend on an RL scenario ({', '.join(unapplied)})",
-                         "an RL plan is a placement of the rollout engine and the trainer on the scenario's GPU type "
-                         "and count, ranked cheapest for a number of steps; these settings would not be applied.",
-                         "drop them; compare GPU types with `gpuplan compare SCENARIO --gpus A,B --steps N` (each "
-                         "GPU's cheapest placement and its total for N steps) and weigh budget and deadline there.")
-    if not hw.get("gpu"):
-        raise InputError("gpuplan recommend on an RL scenario", "names no GPU: an RL plan places rollout and training "
-                         "on one GPU type and count, which this search does not choose.",
-                         "set hardware.gpu and hardware.count (or --gpu/--count), or compare GPU types with "
-                         "`gpuplan compare SCENARIO --gpus A,B --count N`.")
-
-
-def _rl_compare_rows(partial: dict, gpus: list[str], steps: int, allow_async: bool = True) -> list[dict]:
-    """Each GPU's cheapest RL placement at the scenario's GPU count (rl_search.recommend_rl), or why none fits."""
-    import copy
-
-    from ..errors import GpuplanError
-    from ..hardware import get_gpu
-    from .rl_search import recommend_rl
-    if not gpus:
-        from ..errors import InputError
-        raise InputError("--gpus", "names no GPU.", "write e.g. --gpus h100-sxm,a100-sxm-80gb")
-    gpus = [get_gpu(g).id for g in gpus]      # a misspelt or ambiguous id fails as in every other compare
-    rows = []
-    for gpu in gpus:
-        data = copy.deepcopy(partial)
-        data.setdefault("hardware", {})["gpu"] = gpu
-        row: dict[str, Any] = {"gpu": gpu, "fits": False, "plan": None, "step_time_s": None, "usd_per_hour": None,
-                               "usd_total": None, "steps": steps, "peak_bytes_per_gpu": None,
-                               "capacity_bytes_per_gpu": None, "tokens_per_s": None, "reason": None}
-        try:
-            rec = recommend_rl(data, steps=steps, allow_async=allow_async)
-        except GpuplanError as err:
-            row["reason"] = f"{err.what}: {err.why}"
-            rows.append(row)
-            continue
-        if rec.plans:
-            p = rec.plans[0]
-            row.update(fits=True, plan=p.label, step_time_s=p.step_time_s, usd_per_hour=p.usd_per_hour,
-                       usd_total=p.usd_total, peak_bytes_per_gpu=p.peak_bytes_per_gpu,
-                       capacity_bytes_per_gpu=p.capacity_bytes_per_gpu)
-        else:
-            row["reason"] = "no placement fits" + (f" (e.g. {rec.rejections[0].what}: {rec.rejections[0].why})"
-                                                    if rec.rejections else "")
-        rows.append(row)
-    return rows
+    refuse_unapplied("gpuplan recommend on an RL scenario", unapplied, data)
 
 
 def rl_compare_table(rows: list[dict], steps: int, count: int) -> str:
@@ -443,7 +392,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from .recommend import is_rl
     if is_rl(partial):      # an RL job: each GPU's cheapest rollout/training placement (rl_search.py)
         steps = getattr(args, "steps", None) or 1000
-        rows = _rl_compare_rows(partial, _split(args.gpus) or [], steps, not getattr(args, "sync_only", False))
+        rows = compare(partial, _split(args.gpus) or [], steps=steps, allow_async=not getattr(args, "sync_only", False))
         code = OK if any(r["fits"] for r in rows) else NO_PLAN
         if args.json:
             print_result("compare", {"task": task, "steps": steps, "rows": rows})

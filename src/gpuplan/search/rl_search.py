@@ -10,7 +10,7 @@ out come back as rejections with the reason. Plans are ranked by the cost of the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import CommandHint, GpuplanError, InputError
 from ..pipeline import as_scenario, evaluate, resolve
@@ -218,4 +218,61 @@ def rl_whatif(scenario: Scenario | Mapping[str, Any] | str) -> list[dict[str, An
                      "peak_bytes_per_gpu": e.memory.peak_bytes_per_gpu,
                      "peak_change_bytes": e.memory.peak_bytes_per_gpu - e0.memory.peak_bytes_per_gpu if e0 else None,
                      "fits": e.memory.fits, "bound_by": e.performance.details.get("bound_by")})
+    return rows
+
+
+def refuse_unapplied(what: str, unapplied: Sequence[str], data: Mapping[str, Any], needs_gpu: bool = True) -> None:
+    """Refuse what a search over an RL scenario would silently drop (issue 20: `recommend grpo.yaml --gpus a,b
+    --budget 500` answered for the file's GPU alone, and a file without a GPU was told to let recommend choose one).
+    `unapplied`: the settings given, as the caller's surface names them (a flag, a request field); the scenario's own
+    constraints and ranking objective are added here. `needs_gpu`: the scenario must name its GPU type (recommend; a
+    compare lists its own)."""
+    names = list(unapplied) + [f"constraints.{k}" for k, v in (data.get("constraints") or {}).items() if v is not None]
+    if data.get("objective") not in (None, "cheapest"):
+        names.append("objective")
+    compare = CommandHint("compare", "each GPU type's cheapest placement and its total for a number of steps, to weigh "
+                                     "budget and deadline against")
+    if names:
+        raise InputError(f"{what} ({', '.join(names)})",
+                         "an RL plan is a placement of the rollout engine and the trainer on the scenario's GPU type "
+                         "and count, ranked cheapest for a number of steps; these settings would not be applied.",
+                         "drop them", see=compare)
+    if needs_gpu and not (data.get("hardware") or {}).get("gpu"):
+        raise InputError(what, "names no GPU: an RL plan places rollout and training on one GPU type and count, which "
+                               "this search does not choose.", "set hardware.gpu and hardware.count", see=compare)
+
+
+def compare_rl(data: Mapping[str, Any], gpus: Sequence[str], *, steps: int = DEFAULT_STEPS, allow_async: bool = True,
+               max_placements: int | None = None) -> list[dict[str, Any]]:
+    """Each GPU type's cheapest placement of an RL scenario at its GPU count (recommend_rl), or why none fits: the
+    rows `search.compare` gives for an RL scenario, on every surface."""
+    import copy
+
+    from ..hardware import get_gpu
+    if not gpus:
+        raise InputError("gpus", "names no GPU.", "list GPU ids, e.g. h100-sxm,a100-sxm-80gb")
+    if not 1 <= steps <= 10_000_000:
+        raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "give a step count in range.")
+    rows = []
+    for gpu in [get_gpu(g).id for g in gpus]:      # a misspelt or ambiguous id fails as in every other compare
+        one = copy.deepcopy(dict(data))
+        one.setdefault("hardware", {})["gpu"] = gpu
+        row: dict[str, Any] = {"gpu": gpu, "fits": False, "plan": None, "step_time_s": None, "usd_per_hour": None,
+                               "usd_total": None, "steps": steps, "peak_bytes_per_gpu": None,
+                               "capacity_bytes_per_gpu": None, "tokens_per_s": None, "reason": None}
+        try:
+            rec = recommend_rl(one, steps=steps, allow_async=allow_async, max_placements=max_placements)
+        except GpuplanError as err:
+            row["reason"] = f"{err.what}: {err.why}"
+            rows.append(row)
+            continue
+        if rec.plans:
+            p = rec.plans[0]
+            row.update(fits=True, plan=p.label, step_time_s=p.step_time_s, usd_per_hour=p.usd_per_hour,
+                       usd_total=p.usd_total, peak_bytes_per_gpu=p.peak_bytes_per_gpu,
+                       capacity_bytes_per_gpu=p.capacity_bytes_per_gpu)
+        else:
+            row["reason"] = "no placement fits" + (f" (e.g. {rec.rejections[0].what}: {rec.rejections[0].why})"
+                                                    if rec.rejections else "")
+        rows.append(row)
     return rows

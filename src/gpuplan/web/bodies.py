@@ -274,6 +274,9 @@ class CompareRequest(_SearchBody):
     objective: Optional[Objective] = None
     preset: Optional[str] = Field(None, max_length=64)
     constraints: ConstraintsBody = Field(default_factory=ConstraintsBody)
+    steps: Optional[int] = Field(None, ge=1, le=10_000_000, description="RL objectives (grpo, ppo, rloo): the steps each "
+                                 "GPU type's cheapest placement is priced for (default 1000)")
 
     def options(self) -> dict[str, Any]:
-        return {"objective": self.objective, "preset": self.preset, **self.constraints.model_dump(exclude_none=True)}
+        return {"objective": self.objective, "preset": self.preset, "steps": self.steps,
+                **self.constraints.model_dump(exclude_none=True)}

@@ -309,6 +309,8 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
         from ..scenario import scenario_from_dict
         from ..search.rl_search import rl_plan
         # validated here, so an error names the request ("scenario in the request body"), not "scenario (dict)"
+        from ..search.rl_search import refuse_unapplied
+        refuse_unapplied("recommend on an RL scenario", _unapplied_fields(options, "top"), part)
         scn = scenario_from_dict(part, source="in the request body")
         rec, rows = rl_plan(scn, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
         return clean({**rec.to_json(), "whatif": rows})
@@ -316,14 +318,34 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
     return clean(result.to_json() if hasattr(result, "to_json") else result)
 
 
+_BODY_FIELDS = ("objective", "top", "preset", "gpus")    # a search request's own fields; the rest are its constraints
+
+
+def _unapplied_fields(options: dict[str, Any], *applied: str) -> list[str]:
+    """The search request's settings an RL placement search would not apply, named as the request body names them."""
+    return [k if k in _BODY_FIELDS else f"constraints.{k}" for k, v in options.items()
+            if v is not None and k not in applied and not (k == "objective" and v == "cheapest")]
+
+
 def compare_job(scenario: dict[str, Any], gpus: list[str], options: dict[str, Any], allow_hub: bool) -> dict[str, Any]:
     from ..search import compare as lib_compare
     from ..search import compare_record
     from ..search import recommend as lib_recommend
-    params = inspect.signature(lib_recommend).parameters
-    fixed = {k: v for k, v in {**options, "progress": False}.items() if k in params and v is not None}
+    from ..search.recommend import is_rl
     data = _partial(scenario, allow_hub)
     task = data.get("task") or "train"          # as `gpuplan compare --json` says it
+    steps = options.pop("steps", None)
+    if is_rl(data):       # as `gpuplan compare` on an RL scenario: each GPU type's cheapest placement
+        from ..search.rl_search import DEFAULT_STEPS, refuse_unapplied
+        refuse_unapplied("compare on an RL scenario", _unapplied_fields(options), data, needs_gpu=False)
+        steps = steps or DEFAULT_STEPS
+        return clean({"task": task, "steps": steps, "rows": lib_compare(
+            data, list(gpus), steps=steps, max_placements=WEB_MAX_RL_PLACEMENTS)})
+    if steps is not None:
+        raise InputError("steps", f"prices RL placements; this scenario's objective is not RL ({task}).",
+                         "leave steps out, or set train.objective to grpo, ppo or rloo.")
+    params = inspect.signature(lib_recommend).parameters
+    fixed = {k: v for k, v in {**options, "progress": False}.items() if k in params and v is not None}
     return clean({"task": task, "rows": [compare_record(r, task) for r in lib_compare(data, list(gpus), **fixed)]})
 
 
