@@ -429,3 +429,21 @@ def test_rl_engines_refuse_settings_their_files_would_ignore(engine, change, wha
     scn = load_scenario("examples/grpo-7b-colocated.yaml").replace(train=change)
     with pytest.raises(UnsupportedError, match=re.escape(what)):
         launch_files(scn, engine)
+
+
+def test_web_recommend_with_no_fitting_placement_gives_the_same_to_fit(capsys, tmp_path):
+    # one pipeline: POST /api/recommend on the same scenario carries the CLI's `to_fit` list (rl_search.to_fit)
+    import json
+
+    import yaml
+    from fastapi.testclient import TestClient
+
+    from gpuplan.cli import main
+    from gpuplan.web import create_app
+    f = _grpo_8b_a100_40(tmp_path)
+    assert main(["recommend", f, "--json"]) == 1
+    cli = json.loads(capsys.readouterr().out)["result"]
+    with TestClient(create_app(isolation="thread")) as c:
+        web = c.post("/api/recommend", json={"scenario": yaml.safe_load(open(f, encoding="utf-8"))})
+    assert web.status_code == 200 and cli["plans"] == [] and cli["to_fit"]
+    assert web.json()["to_fit"] == cli["to_fit"]

@@ -508,12 +508,8 @@ def run_rl_plan(args: argparse.Namespace) -> int:
     from .rl_search import rl_plan
     scn = scenario_from_args(args)
     rec, rows = rl_plan(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
-    alternatives = None
-    if not rec.plans:       # issue 20: the rejections named the phase, nothing said what to change
-        from .whatif import fit_alternatives
-        from ..pipeline import evaluate
-        est = evaluate(scn)
-        alternatives = [] if est.memory.fits else fit_alternatives(est)
+    from .rl_search import to_fit
+    est, alternatives = to_fit(rec, scn)      # issue 20: the rejections named the phase, nothing said what to change
     if args.json:
         print_result("rl-plan", {**rec.to_json(), "whatif": rows,
                                  **({"to_fit": alternatives} if alternatives is not None else {})})

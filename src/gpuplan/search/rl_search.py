@@ -276,3 +276,17 @@ def compare_rl(data: Mapping[str, Any], gpus: Sequence[str], *, steps: int = DEF
                                                     if rec.rejections else "")
         rows.append(row)
     return rows
+
+
+def to_fit(rec: RLRecommendation, scenario: Scenario | Mapping[str, Any] | str) -> tuple[Any, list | None]:
+    """When no placement fits: the scenario as given, estimated, and what makes it fit (whatif.fit_alternatives, the
+    list `gpuplan memory` gives), so a refusal says what to change (issue 20). (None, None) when a placement fits or
+    the scenario as given cannot be estimated at all (an engine that cannot start: its reason is in the rejections)."""
+    if rec.plans:
+        return None, None
+    from .whatif import fit_alternatives
+    try:
+        est = evaluate(as_scenario(scenario))
+    except GpuplanError:
+        return None, None
+    return est, ([] if est.memory.fits else fit_alternatives(est))

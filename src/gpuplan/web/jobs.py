@@ -313,7 +313,9 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
         refuse_unapplied("recommend on an RL scenario", _unapplied_fields(options, "top"), part)
         scn = scenario_from_dict(part, source="in the request body")
         rec, rows = rl_plan(scn, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
-        return clean({**rec.to_json(), "whatif": rows})
+        from ..search.rl_search import to_fit
+        alternatives = to_fit(rec, scn)[1]        # as `gpuplan recommend --json` on an RL scenario gives it
+        return clean({**rec.to_json(), "whatif": rows, **({"to_fit": alternatives} if alternatives is not None else {})})
     result = call_known(lib_recommend, (part,), {**options, "progress": False})
     return clean(result.to_json() if hasattr(result, "to_json") else result)
 
