@@ -391,7 +391,7 @@ def run_compare(args: argparse.Namespace) -> int:
     task = partial.get("task") or "train"
     from .recommend import is_rl
     if is_rl(partial):      # an RL job: each GPU's cheapest rollout/training placement (rl_search.py)
-        steps = getattr(args, "steps", None) or 1000
+        steps = args.steps
         rows = compare(partial, _split(args.gpus) or [], steps=steps, allow_async=not getattr(args, "sync_only", False))
         code = OK if any(r["fits"] for r in rows) else NO_PLAN
         if args.json:
@@ -505,14 +505,12 @@ def rl_plan_text(rec: Any, rows: list[dict]) -> str:
 
 def run_rl_plan(args: argparse.Namespace) -> int:
     from ..cliargs import NO_PLAN, OK, print_result, scenario_from_args
-    from .rl_search import rl_plan
+    from .rl_search import plan_record, rl_plan, to_fit
     scn = scenario_from_args(args)
     rec, rows = rl_plan(scn, steps=args.steps, allow_async=not args.sync_only, top=args.top)
-    from .rl_search import to_fit
     est, alternatives = to_fit(rec, scn)      # issue 20: the rejections named the phase, nothing said what to change
     if args.json:
-        print_result("rl-plan", {**rec.to_json(), "whatif": rows,
-                                 **({"to_fit": alternatives} if alternatives is not None else {})})
+        print_result("rl-plan", plan_record(rec, rows, alternatives))
     else:
         print(rl_plan_text(rec, rows))
         if alternatives:

@@ -112,6 +112,11 @@ def rl_plan(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = DEFAUL
             rl_whatif(scn))
 
 
+def _check_steps(steps: int) -> None:
+    if not 1 <= steps <= 10_000_000:
+        raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "pass --steps N.")
+
+
 def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = DEFAULT_STEPS, allow_async: bool = True,
                  top: int | None = None, max_placements: int | None = None) -> RLRecommendation:
     """Placements of an RL scenario's GPUs, cheapest for `steps` RL steps first, with the rejected ones.
@@ -123,8 +128,7 @@ def recommend_rl(scenario: Scenario | Mapping[str, Any] | str, *, steps: int = D
     if scn.train is None or scn.train.objective not in RL_OBJECTIVES:
         raise InputError("train.objective", "must be an RL objective (grpo, ppo, rloo) for an RL placement search.",
                          "set train.objective: grpo and train.rl", see=CommandHint("recommend", "plans for other training"))
-    if not 1 <= steps <= 10_000_000:
-        raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "pass --steps N.")
+    _check_steps(steps)
     n = scn.hardware.count
     candidates = _candidates(scn, allow_async)
     if max_placements is not None and len(candidates) > max_placements:
@@ -251,8 +255,7 @@ def compare_rl(data: Mapping[str, Any], gpus: Sequence[str], *, steps: int = DEF
     from ..hardware import get_gpu
     if not gpus:
         raise InputError("gpus", "names no GPU.", "list GPU ids, e.g. h100-sxm,a100-sxm-80gb")
-    if not 1 <= steps <= 10_000_000:
-        raise InputError("steps", f"must be between 1 and 10,000,000 RL steps, got {steps}.", "give a step count in range.")
+    _check_steps(steps)      # once here, not once per GPU type as each row's refusal
     rows = []
     for gpu in [get_gpu(g).id for g in gpus]:      # a misspelt or ambiguous id fails as in every other compare
         one = copy.deepcopy(dict(data))
@@ -290,3 +293,10 @@ def to_fit(rec: RLRecommendation, scenario: Scenario | Mapping[str, Any] | str) 
     except GpuplanError:
         return None, None
     return est, ([] if est.memory.fits else fit_alternatives(est))
+
+
+def plan_record(rec: RLRecommendation, whatif_rows: list[dict[str, Any]], alternatives: list | None) -> dict[str, Any]:
+    """The RL placement answer as JSON, the same record for `gpuplan rl-plan --json`, `gpuplan recommend --json` on
+    an RL scenario and POST /api/recommend: the plans and rejections, the workload what-if and, when no placement
+    fits, `to_fit` (to_fit's list)."""
+    return {**rec.to_json(), "whatif": whatif_rows, **({"to_fit": alternatives} if alternatives is not None else {})}

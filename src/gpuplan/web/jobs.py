@@ -307,15 +307,12 @@ def recommend_job(scenario: dict[str, Any], options: dict[str, Any], allow_hub: 
     if is_rl(part):
         # as `gpuplan recommend` on an RL scenario: the rl-plan placement search (search/cli.run_recommend)
         from ..scenario import scenario_from_dict
-        from ..search.rl_search import rl_plan
-        # validated here, so an error names the request ("scenario in the request body"), not "scenario (dict)"
-        from ..search.rl_search import refuse_unapplied
+        from ..search.rl_search import plan_record, refuse_unapplied, rl_plan, to_fit
         refuse_unapplied("recommend on an RL scenario", _unapplied_fields(options, "top"), part)
+        # validated here, so an error names the request ("scenario in the request body"), not "scenario (dict)"
         scn = scenario_from_dict(part, source="in the request body")
         rec, rows = rl_plan(scn, top=options.get("top"), max_placements=WEB_MAX_RL_PLACEMENTS)
-        from ..search.rl_search import to_fit
-        alternatives = to_fit(rec, scn)[1]        # as `gpuplan recommend --json` on an RL scenario gives it
-        return clean({**rec.to_json(), "whatif": rows, **({"to_fit": alternatives} if alternatives is not None else {})})
+        return clean(plan_record(rec, rows, to_fit(rec, scn)[1]))
     result = call_known(lib_recommend, (part,), {**options, "progress": False})
     return clean(result.to_json() if hasattr(result, "to_json") else result)
 
