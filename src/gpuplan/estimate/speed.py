@@ -974,13 +974,13 @@ def _dtensor_llama_plan(c: _Train) -> bool:
             and nemo_rl_llama_tp_plan(c.model))
 
 
-def _dtensor_tp_forward_only(c: _Train, t_lin: float) -> float:
-    """Exposed seconds of the DTensor plan's TP collectives in one no-grad forward micro-batch."""
+def _dtensor_tp_time(c: _Train, layers: float, forward_only: bool) -> float:
+    """Seconds of the DTensor plan's TP collectives (dtensor_tp.collectives_per_layer) over `layers` decoder layers of
+    one micro-batch: a no-grad forward's, or a training micro-batch's (forward, backward and the recomputed share)."""
     link = group_link(c.gpu, c.par.tp, c.par.tp, c.gpn, c.net, c.P["comm"])
     size = c.tokens * c.model.hidden_size * c.act_b
-    n_ag, n_rs = dtensor_tp.collectives_per_layer(True)
-    t = c.L_stage * (n_ag * all_gather_time(size, c.par.tp, link) + n_rs * reduce_scatter_time(size, c.par.tp, link))
-    return _tp_exposed(c, t, t_lin)
+    n_ag, n_rs = dtensor_tp.collectives_per_layer(forward_only, 0.0 if forward_only else c.rc.tp_forward_share)
+    return layers * (n_ag * all_gather_time(size, c.par.tp, link) + n_rs * reduce_scatter_time(size, c.par.tp, link))
 
 
 def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
@@ -1003,17 +1003,14 @@ def _model_parallel_comm(c: _Train, t_attn: float, t_lin: float = 0.0,
         size = tokens * h * act_b
         if _dtensor_llama_plan(c):
             # NeMo RL's DTensor plan for Llama: each column-parallel linear gathers its own input (estimate/dtensor_tp.py)
-            n_ag, n_rs = dtensor_tp.collectives_per_layer(False, c.rc.tp_forward_share)
-            detail["tp"] = t = tp_layers * (n_ag * all_gather_time(size, tp, link) + n_rs * reduce_scatter_time(size, tp, link))
-            exposed += _tp_exposed(c, t, t_lin)
+            t = _dtensor_tp_time(c, tp_layers, forward_only=False)
         elif _fp8_tp_all_gather(c):
             # each sequence-parallel all-reduce equivalent is a 16-bit reduce-scatter plus an FP8 all-gather
-            per = reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link)
+            t = tp_layers * n_ar * (reduce_scatter_time(size, tp, link) + all_gather_time(size / 2.0, tp, link))
         else:
-            per = all_reduce_time(size, tp, link)
-        if not _dtensor_llama_plan(c):
-            detail["tp"] = t = tp_layers * n_ar * per
-            exposed += _tp_exposed(c, t, t_lin)
+            t = tp_layers * n_ar * all_reduce_time(size, tp, link)
+        detail["tp"] = t
+        exposed += _tp_exposed(c, t, t_lin)
     if cp > 1:
         link = group_link(c.gpu, cp, tp * cp, c.gpn, c.net, comm)
         kv_bytes_step = 2 * tokens * model.num_kv_heads * model.head_dim * act_b / tp
@@ -1285,7 +1282,8 @@ def forward_only_time(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     if _dtensor_llama_plan(c):
         # its forward's collectives are counted on their own (5 all-gathers + 2 reduce-scatters, not a share of the
         # training micro-batch's 14 + 8: estimate/dtensor_tp.py)
-        t_comm += _dtensor_tp_forward_only(c, t_lin) - share * _tp_exposed(c, mp_detail["tp"], t_lin)
+        t_comm += (_tp_exposed(c, _dtensor_tp_time(c, c.L_stage, forward_only=True), t_lin)
+                   - share * _tp_exposed(c, mp_detail["tp"], t_lin))
     sync = _dropless_sync_exposure(c, t_compute_mb, t_mp, forward_only=True)
     t_sync = sync.seconds if sync is not None else 0.0
     fill = (par.pp - 1) / par.vpp * (t_compute + t_comm + t_sync) if par.pp > 1 else 0.0
@@ -1406,8 +1404,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
     tr, par, m, n_gpu = scn.train, scn.parallel, c.m, scn.hardware.count
     t_lin, t_attn = _linear_time(c), _attention_time(c)
     t_elt, t_dequant = _memory_bound_time(c)
-    t_copy = _fsdp2_copy_time(c)       # FSDP2's copy-out and gradient copy-in, on the compute stream
-    t_copy += (t_wgrad := _unfused_wgrad_time(c))   # Megatron without gradient_accumulation_fusion: main_grad.add_
+    t_fsdp2 = _fsdp2_copy_time(c)      # FSDP2's copy-out and gradient copy-in, on the compute stream
+    t_wgrad = _unfused_wgrad_time(c)   # Megatron without gradient_accumulation_fusion: main_grad.add_
+    t_copy = t_fsdp2 + t_wgrad
     t_compute_mb = t_lin + t_attn + t_elt + t_dequant + t_copy
     t_mp, detail = _model_parallel_comm(c, t_attn, t_lin, t_compute_mb)
     t_fsdp, t_dp_step, dp_detail = _data_parallel_comm(c, t_compute_mb)
@@ -1458,9 +1457,9 @@ def train_performance(scn: Any, model: ModelSpec, gpu: Any, *, network: Any = No
         # inside compute_memory_bound: Megatron without sequence parallelism (parallel.sp false) runs the residual
         # adds and norms over the whole sequence on every TP rank (_unsplit_residual_bytes)
         details["no_sequence_parallel_s"] = round(m * unsplit / (_bw(c.gpu) * _layer_bandwidth_share(c)), 6)
-    if t_copy - t_wgrad > 0:
+    if t_fsdp2 > 0:
         # inside compute_memory_bound: FSDP2's all-gather copy-out and reduce-scatter copy-in (_fsdp2_copy_time)
-        details["fsdp2_copy_s"] = round(m * (t_copy - t_wgrad), 6)
+        details["fsdp2_copy_s"] = round(m * t_fsdp2, 6)
     if t_wgrad > 0:
         # inside compute_memory_bound: the DDP hook's main_grad.add_ of each weight gradient (_unfused_wgrad_time)
         details["unfused_wgrad_accumulation_s"] = round(m * t_wgrad, 6)
