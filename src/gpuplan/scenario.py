@@ -1376,6 +1376,12 @@ def _check_master_remainders(scn: "Scenario") -> None:
                          "master_weights: true and parallel.zero >= 1, or remove master_weight_remainders")
 
 
+def truncated_responses(rate: float, n: int) -> int:
+    """How many of a step's n responses train.rl.truncation_rate puts at max_new_tokens: round(rate x n), at least
+    one for a rate > 0, at most n (the validator below and estimate/rl.response_lengths read it alike)."""
+    return min(n, max(1, round(rate * n)))
+
+
 def _check_posttrain(scn: "Scenario") -> None:
     """Cross-field rules of train.objective: a teacher only for distill, a reference only where the loss
     uses one, RL settings only for RL objectives, a group of at least two for group baselines, a split
@@ -1423,7 +1429,7 @@ def _check_posttrain(scn: "Scenario") -> None:
                          f"{rl.mean_response_len}, or lower mean_response_len)")
     if rl.truncation_rate and rl.mean_response_len:
         n = rl.prompts_per_step * rl.group_size
-        k = max(1, round(rl.truncation_rate * n))
+        k = truncated_responses(rl.truncation_rate, n)
         if k < n and n * rl.mean_response_len - k * rl.max_new_tokens < n - k:
             raise ValueError(f"train.rl.truncation_rate = {rl.truncation_rate} puts {k} of the step's {n} responses at "
                              f"max_new_tokens = {rl.max_new_tokens}, more tokens than mean_response_len = "

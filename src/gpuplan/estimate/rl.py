@@ -32,7 +32,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..models.spec import ModelSpec
-from ..scenario import Scenario, scenario_from_dict
+from ..scenario import Scenario, scenario_from_dict, truncated_responses
 from .layout import stages
 from .results import MemoryEstimate, PerformanceEstimate
 
@@ -662,7 +662,7 @@ def response_lengths(mean: float | None, top: int, n: int, truncation_rate: floa
     if not mean or mean >= top:
         return [top] * n
     if truncation_rate:
-        k = min(n, max(1, round(truncation_rate * n)))
+        k = truncated_responses(truncation_rate, n)
         if k >= n:
             return [top] * n
         rest = (n * float(mean) - k * top) / (n - k)
