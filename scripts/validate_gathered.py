@@ -237,13 +237,19 @@ def serve_scenario(row: dict) -> dict:
     return scn
 
 
+def _leading_minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of the release an engine_version's free text starts with ("0.6 V0 (...)" -> (0, 6)), or None."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def vllm_v0(version: str) -> bool:
     """A row's vLLM release runs the V0 engine: every release before 0.8.0 (V1 became the default in 0.8.0; its
     first code landed on 2024-10-22, so a run of 2024 is V0). "0.6 V0 (...)" and "0.6.3" are V0, "0.10.2" is not."""
-    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    v = _leading_minor(version)
     # a 0.8-0.10 release still ran V0 where the row says so (vLLM 0.8.3 falls back to V0 under
     # VLLM_ATTENTION_BACKEND=XFORMERS, logging "Falling back to V0": posttrain-memory.csv PV01/PV02)
-    return bool(m) and ((int(m.group(1)), int(m.group(2))) < (0, 8) or "V0 engine" in version)
+    return v is not None and (v < (0, 8) or "V0 engine" in version)
 
 
 def vllm_release(version: str) -> str | None:
@@ -257,8 +263,8 @@ def vllm_release(version: str) -> str | None:
 def sglang_before_overlap(version: str) -> bool:
     """A row's SGLang release predates the overlap scheduler, on by default from v0.4 (engine_host.SGLANG; the same
     rule as validate_serving_load.OVERLAP_FROM): its scheduler's host work adds to every step."""
-    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) < (0, 4)
+    v = _leading_minor(version)
+    return v is not None and v < (0, 4)
 
 
 # the kernel names optimum's GPTQ benchmark table uses (notes "kernel <name>; ...") -> infer.gptq_kernel
